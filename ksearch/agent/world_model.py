@@ -1,0 +1,212 @@
+"""The world model: K-Search's decision tree of optimisation hypotheses, as typed data.
+
+The LLM proposes and re-rates hypotheses (actions) through edit operations (see ``edits.py``). Everything that is
+evidence (attached solutions, node status, attempt counts) is *system-owned*: only code writes it, through the
+functions at the bottom of this module. All functions here are pure: they return new objects and never do I/O.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+
+ROOT_ID = "root"
+
+NodeId = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.\-]{1,64}$")]
+NonEmptyStr = Annotated[str, StringConstraints(min_length=1, max_length=400)]
+Rating = Annotated[float, Field(ge=0.0, le=10.0)]
+UnitFloat = Annotated[float, Field(ge=0.0, le=1.0)]
+Difficulty = Annotated[int, Field(ge=1, le=5)]
+
+
+class Action(BaseModel):
+    """One concrete, single-iteration optimisation step the coder can implement."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    title: NonEmptyStr
+    """Short imperative name, e.g. 'Fuse the max and sum passes into one online-softmax loop'."""
+    description: str = ""
+    """What to change in the code, precisely enough to implement in one round."""
+    difficulty: Difficulty = 3
+    """1 (trivial) .. 5 (research project)."""
+    score: UnitFloat = 0.5
+    """The planner's prior that this action pays off; the main selection key."""
+    expected_speedup: Annotated[float, Field(gt=0.0, le=1000.0)] | None = None
+    """Predicted speedup over the parent's solution (1.0 = no change)."""
+    rationale: str = ""
+    """Why the planner believes in it (bottleneck addressed, evidence)."""
+
+
+class NodeStatus(StrEnum):
+    """Lifecycle of a node; owned by code, never by the LLM."""
+
+    OPEN = "open"
+    """No cycle has produced a passing candidate for it yet (or it has no action)."""
+    SOLVED = "solved"
+    """A cycle for this action produced a passing candidate, attached as ``solution``."""
+    FAILED = "failed"
+    """A cycle for this action ended with nothing that passed; not selected again unless revived."""
+
+
+class SolutionRef(BaseModel):
+    """Evidence attached by code after a cycle: which candidate implements this node, and how it did."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    candidate_id: str
+    evaluation_id: str
+    verdict: str
+    score: float | None = None
+    """Task score, higher is better; None when the evaluation could not time (CPU interpreter)."""
+    latency_ms: float | None = None
+    round_index: int = 0
+    regression_vs_parent: bool = False
+    """True when this cycle's best scored below the parent's solution (K-Search attaches it anyway)."""
+
+
+class Node(BaseModel):
+    """A decision-tree node. The root is a dummy holding the seed solution, if any."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: NodeId
+    parent_id: NodeId | None = None
+    decision: str = ""
+    """The question this node answers, e.g. 'Reduction strategy'."""
+    choice: str = ""
+    """The answer chosen at this node, e.g. 'one program per row, whole row in registers'."""
+    action: Action | None = None
+    rating: Rating = 5.0
+    """Quality of the partial plan up to this node, 0..10."""
+    confidence: UnitFloat = 0.5
+    notes: str = ""
+    created_round: int = 0
+    # --- system-owned below: the edit operations cannot name these fields ---
+    status: NodeStatus = NodeStatus.OPEN
+    solution: SolutionRef | None = None
+    cycles: int = 0
+    """How many cycles have been run for this node's action."""
+    failed_cycles: int = 0
+    revived: bool = False
+    """The planner deliberately re-opened this node after it failed."""
+
+    @property
+    def is_action(self) -> bool:
+        return self.action is not None
+
+
+class WorldModel(BaseModel):
+    """The whole tree plus the planner's free-text understanding of the kernel."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    kernel_summary: str = ""
+    open_questions: list[str] = Field(default_factory=list)
+    nodes: dict[str, Node] = Field(default_factory=lambda: {ROOT_ID: Node(id=ROOT_ID)})
+    active_leaf_id: str = ROOT_ID
+
+    # ---- queries -----------------------------------------------------------------------------------------------
+    @property
+    def root(self) -> Node:
+        return self.nodes[ROOT_ID]
+
+    @property
+    def is_initialised(self) -> bool:
+        """True once the planner has written at least one action."""
+        return any(n.is_action for n in self.nodes.values())
+
+    def children(self, node_id: str) -> list[Node]:
+        return sorted((n for n in self.nodes.values() if n.parent_id == node_id), key=lambda n: n.id)
+
+    def path_to(self, node_id: str) -> list[Node]:
+        """Nodes from the root down to ``node_id`` (inclusive)."""
+        path: list[Node] = []
+        current: str | None = node_id
+        while current is not None:
+            node = self.nodes[current]
+            path.append(node)
+            current = node.parent_id
+        return list(reversed(path))
+
+    def depth(self, node_id: str) -> int:
+        return len(self.path_to(node_id)) - 1
+
+    def subtree_ids(self, node_id: str) -> set[str]:
+        out = {node_id}
+        frontier = [node_id]
+        while frontier:
+            current = frontier.pop()
+            for child in self.children(current):
+                out.add(child.id)
+                frontier.append(child.id)
+        return out
+
+    def top_branch_id(self, node_id: str) -> str:
+        """The root's child whose subtree holds ``node_id`` (the node itself for depth-1 nodes)."""
+        path = self.path_to(node_id)
+        return path[1].id if len(path) > 1 else ROOT_ID
+
+    def has_base_solution(self, node_id: str) -> bool:
+        return self.nodes[node_id].solution is not None
+
+    def frontier(self, *, include_failed: bool = False) -> list[Node]:
+        """Open actions whose parent is the root or solved: the actions that can run now."""
+        out = []
+        for node in self.nodes.values():
+            if not node.is_action or node.id == ROOT_ID:
+                continue
+            if node.status == NodeStatus.SOLVED:
+                continue
+            if node.status == NodeStatus.FAILED and not include_failed:
+                continue
+            parent = self.nodes[node.parent_id] if node.parent_id else None
+            if parent is None:
+                continue
+            if parent.id == ROOT_ID or parent.status == NodeStatus.SOLVED:
+                out.append(node)
+        return sorted(out, key=lambda n: n.id)
+
+    def solved_nodes(self) -> list[Node]:
+        return [n for n in self.nodes.values() if n.solution is not None]
+
+    def best_node(self) -> Node | None:
+        """The solved node with the highest score (ties: lowest id); None when nothing has a score."""
+        scored = [n for n in self.solved_nodes() if n.solution and n.solution.score is not None]
+        if not scored:
+            return None
+        return sorted(scored, key=lambda n: (-(n.solution.score or 0.0), n.id))[0]  # type: ignore[union-attr]
+
+
+# ---- system-owned writes (pure) ---------------------------------------------------------------------------------
+
+
+def attach_solution(wm: WorldModel, node_id: str, ref: SolutionRef) -> WorldModel:
+    """Attach a cycle's passing candidate to its node and mark it solved."""
+    node = wm.nodes[node_id]
+    updated = node.model_copy(
+        update={"solution": ref, "status": NodeStatus.SOLVED, "cycles": node.cycles + 1, "revived": False}
+    )
+    return wm.model_copy(update={"nodes": {**wm.nodes, node_id: updated}, "active_leaf_id": node_id})
+
+
+def attach_seed(wm: WorldModel, ref: SolutionRef) -> WorldModel:
+    """Attach a seed solution to the root (K-Search's continue-from-solution)."""
+    root = wm.root.model_copy(update={"solution": ref, "status": NodeStatus.SOLVED})
+    return wm.model_copy(update={"nodes": {**wm.nodes, ROOT_ID: root}})
+
+
+def mark_failed(wm: WorldModel, node_id: str) -> WorldModel:
+    """Record a cycle that produced nothing that passed: the action is closed until the planner revives it."""
+    node = wm.nodes[node_id]
+    updated = node.model_copy(
+        update={
+            "status": NodeStatus.FAILED,
+            "cycles": node.cycles + 1,
+            "failed_cycles": node.failed_cycles + 1,
+            "revived": False,
+        }
+    )
+    return wm.model_copy(update={"nodes": {**wm.nodes, node_id: updated}, "active_leaf_id": node_id})

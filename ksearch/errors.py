@@ -1,0 +1,55 @@
+"""Failures named by meaning. The CLI maps each to a one-line message that says what to do next."""
+
+from __future__ import annotations
+
+
+class KsearchError(Exception):
+    """An expected failure, shown to the user without a traceback."""
+
+    hint: str = ""
+
+    def __init__(self, message: str, *, hint: str = "") -> None:
+        super().__init__(message)
+        if hint:
+            self.hint = hint
+
+
+class UserError(KsearchError):
+    """Bad input from the user: a flag, a file, a name."""
+
+
+class TaskNotFoundError(UserError):
+    """No task of that name is built in or registered through the ``ksearch.tasks`` entry point."""
+
+
+class RunNotFoundError(UserError):
+    """No run of that id in the workspace."""
+
+    hint = "list runs with: ksearch runs"
+
+
+class MissingApiKeyError(UserError):
+    """The provider needs an API key that is not in the environment."""
+
+
+class ProviderError(KsearchError):
+    """The LLM provider failed after all retries (network, rate limit, server error)."""
+
+
+class ModelReplyError(KsearchError):
+    """The model's reply could not be used even after repair retries; carries the raw replies."""
+
+    def __init__(self, message: str, *, attempts: int = 0, last_reply: str = "") -> None:
+        super().__init__(message)
+        self.attempts = attempts
+        self.last_reply = last_reply
+
+
+class BudgetExceededError(KsearchError):
+    """A token or money budget would be exceeded by the next call."""
+
+
+class ReplayExhaustedError(KsearchError):
+    """A replay provider was asked for more replies than were recorded."""
+
+    hint = "the replayed run made more calls than the recording holds; re-run with a real provider to go further"

@@ -1,0 +1,105 @@
+"""Typed results of evaluating one candidate: the verdict, per-config numbers and the environment it ran in."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+
+class Verdict(StrEnum):
+    """What happened to a candidate. Only ``passed`` candidates can become the best."""
+
+    PASSED = "passed"
+    """Correct on every test config (and timed on every benchmark config where the device can time)."""
+    COMPILE_ERROR = "compile_error"
+    """The code did not import, build or JIT-compile, or lacks the entry point."""
+    RUNTIME_ERROR = "runtime_error"
+    """An exception was raised while running the kernel."""
+    INCORRECT = "incorrect"
+    """Ran, but the output differs from the reference beyond tolerance (or has the wrong shape/dtype/device)."""
+    TIMEOUT = "timeout"
+    """Exceeded the compile or run time limit; the process group was killed."""
+    REJECTED = "rejected"
+    """Broke an integrity rule (the rule and its evidence are in ``rejection``)."""
+    CRASHED = "crashed"
+    """The worker process died (segfault, illegal address, OOM, os._exit) without reporting."""
+
+
+class Mismatch(BaseModel):
+    """Where a candidate's output is furthest from the reference."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    config: str
+    max_abs_error: float | None = None
+    max_rel_error: float | None = None
+    worst_index: list[int] = Field(default_factory=list)
+    message: str = ""
+
+
+class Timing(BaseModel):
+    """Latency of one benchmark config, all in milliseconds."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    config: str
+    median_ms: float
+    mean_ms: float
+    stdev_ms: float
+    samples: int
+    method: str = "robust"
+
+
+class Rejection(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    rule: str
+    evidence: str
+
+
+class Evaluation(BaseModel):
+    """One evaluation of one candidate on one device with one harness version."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    verdict: Verdict
+    device: str
+    """'cpu' (Triton interpreter: correctness only) or the GPU's name."""
+    timed: bool = False
+    """False on the CPU interpreter: no latency, no score."""
+    score: float | None = None
+    """Task score, higher is better (e.g. 1 / geometric-mean latency in ms); None unless passed and timed."""
+    latency_ms: float | None = None
+    """The task's aggregate latency (e.g. geometric mean over benchmark configs)."""
+    timings: list[Timing] = Field(default_factory=list)
+    configs_passed: int = 0
+    configs_total: int = 0
+    mismatch: Mismatch | None = None
+    rejection: Rejection | None = None
+    log: str = ""
+    """Trimmed to what an LLM needs to fix the kernel."""
+    duration_s: float = 0.0
+    environment: dict[str, str] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _status_matches_fields(self) -> "Evaluation":
+        if self.verdict != Verdict.PASSED and (self.score is not None or self.timings):
+            raise ValueError("only a passed evaluation may carry a score or timings")
+        if self.score is not None and not self.timed:
+            raise ValueError("a score needs a timed evaluation")
+        if self.verdict == Verdict.REJECTED and self.rejection is None:
+            raise ValueError("a rejected evaluation must say which rule it broke")
+        return self
+
+    @property
+    def passed(self) -> bool:
+        return self.verdict == Verdict.PASSED
+
+    def summary(self) -> str:
+        """One line for tables and prompts."""
+        if self.passed:
+            if self.timed and self.latency_ms is not None:
+                return f"passed {self.configs_passed}/{self.configs_total} configs, {self.latency_ms:.4f} ms on {self.device}"
+            return f"passed {self.configs_passed}/{self.configs_total} configs on {self.device} (correctness only, not timed)"
+        return f"{self.verdict.value} on {self.device}" + (f": {self.mismatch.message}" if self.mismatch else "")

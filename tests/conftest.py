@@ -1,0 +1,36 @@
+"""Shared test set-up: temp workspaces, no real model requests, GPU tests skipped without CUDA."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+# Kernels run under Triton's interpreter on machines without a GPU; set before anything imports triton.
+try:
+    import torch
+
+    _HAS_CUDA = torch.cuda.is_available()
+except Exception:  # torch missing or broken: GPU tests cannot run either
+    _HAS_CUDA = False
+
+if not _HAS_CUDA:
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+
+
+def pytest_collection_modifyitems(config, items):
+    if _HAS_CUDA:
+        return
+    skip_gpu = pytest.mark.skip(reason="needs a CUDA GPU")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip_gpu)
+
+
+@pytest.fixture(autouse=True)
+def _isolated_environment(tmp_path, monkeypatch):
+    """Every test gets its own workspace and cannot reach a real LLM provider by accident."""
+    monkeypatch.setenv("KSEARCH_WORKSPACE", str(tmp_path / "workspace"))
+    for key in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GOOGLE_API_KEY", "MISTRAL_API_KEY", "OPENAI_BASE_URL"):
+        monkeypatch.delenv(key, raising=False)
+    yield
