@@ -49,7 +49,7 @@ class BudgetExceededError(KsearchError):
     """A token or money budget would be exceeded by the next call."""
 
 
-class ReplayExhaustedError(KsearchError):
-    """A replay provider was asked for more replies than were recorded."""
+class ReplayExhaustedError(BudgetExceededError):
+    """A replay provider was asked for more replies than were recorded: the recording is the run's budget."""
 
     hint = "the replayed run made more calls than the recording holds; re-run with a real provider to go further"

@@ -1,0 +1,36 @@
+"""LangGraph's SQLite checkpointer, in the workspace database, with our state classes registered for loading."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+from langgraph.checkpoint.sqlite import SqliteSaver
+
+from ksearch.agent import cycle_logic, state, world_model
+
+# Pydantic classes that appear in checkpoints: registered so they load as themselves (not dicts) without warnings.
+STATE_CLASSES = [
+    (state.__name__, "CycleResult"),
+    (state.__name__, "BestRef"),
+    (state.__name__, "SearchState"),
+    (state.__name__, "CycleState"),
+    (state.__name__, "CycleOutput"),
+    (cycle_logic.__name__, "CycleProgress"),
+    (cycle_logic.__name__, "PromptKind"),
+    (world_model.__name__, "WorldModel"),
+    (world_model.__name__, "Node"),
+    (world_model.__name__, "Action"),
+    (world_model.__name__, "SolutionRef"),
+    (world_model.__name__, "NodeStatus"),
+]
+
+
+def open_checkpointer(db_path: Path) -> SqliteSaver:
+    """A saver on its own connection to the workspace file (WAL, so our store and the saver don't block each other)."""
+    conn = sqlite3.connect(str(db_path), check_same_thread=False, timeout=30.0)
+    conn.execute("PRAGMA journal_mode=WAL")
+    saver = SqliteSaver(conn, serde=JsonPlusSerializer(allowed_msgpack_modules=STATE_CLASSES))
+    saver.setup()
+    return saver

@@ -1,0 +1,56 @@
+"""Every knob of a run in one typed model: built by the CLI, stored with the run, read by nodes through the context."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+
+class BudgetConfig(BaseModel):
+    """Hard limits on LLM spend, checked before every call and at every prune."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    max_total_tokens: int | None = Field(default=None, gt=0)
+    max_cost_usd: float | None = Field(default=None, gt=0)
+    price_input_per_mtok: float | None = Field(default=None, ge=0)
+    """USD per million input tokens; needed for cost accounting (prices change, so none are built in)."""
+    price_output_per_mtok: float | None = Field(default=None, ge=0)
+
+    @model_validator(mode="after")
+    def _cost_needs_prices(self) -> "BudgetConfig":
+        if self.max_cost_usd is not None and (self.price_input_per_mtok is None or self.price_output_per_mtok is None):
+            raise ValueError("a money limit (--max-cost) needs --price-input and --price-output (USD per 1M tokens)")
+        return self
+
+
+class RunConfig(BaseModel):
+    """What a run was asked to do. Stored as JSON in the runs table so resume and replay rebuild the same run."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    run_id: str
+    task: str
+    language: str = "triton"
+    model: str
+    """``provider:model``, e.g. ``openai:gpt-5.2``, or ``replay:RUN`` / ``replay:path/to/replies.jsonl``."""
+    base_url: str | None = None
+    temperature: float | None = None
+    device: str = "cpu"
+    """``cpu`` runs kernels under the Triton interpreter (correctness only); ``cuda`` runs and times them on a GPU."""
+    max_rounds: int = Field(default=20, ge=1)
+    """A round is one kernel written and evaluated (K-Search's budget unit)."""
+    stagnation_window: int = Field(default=5, ge=1)
+    max_attempts_per_cycle: int | None = Field(default=None, ge=1)
+    parallel_cycles: int = Field(default=1, ge=1, le=64)
+    """How many actions are explored at once (one per free GPU)."""
+    max_difficulty: int = Field(default=4, ge=1, le=5)
+    max_new_nodes: int = Field(default=3, ge=1, le=20)
+    max_new_nodes_init: int = Field(default=8, ge=1, le=30)
+    max_plan_repairs: int = Field(default=2, ge=0, le=10)
+    llm_max_attempts: int = Field(default=5, ge=1)
+    llm_timeout_s: float = Field(default=600.0, gt=0)
+    compile_timeout_s: float = Field(default=120.0, gt=0)
+    run_timeout_s: float = Field(default=300.0, gt=0)
+    budget: BudgetConfig = Field(default_factory=BudgetConfig)
+    replay_of: str | None = None
+    """Set when this run re-executes another run's recorded replies."""

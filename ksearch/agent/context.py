@@ -1,0 +1,31 @@
+"""What nodes need besides the state: the run's config and its live services. Never checkpointed."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from ksearch.agent.config import RunConfig
+from ksearch.agent.llm import LLMClient
+from ksearch.tasks.base import Task
+from ksearch.tools.evaluation import Evaluation
+from ksearch.tools.evaluator import EvalRequest
+from ksearch.tools.store import Store
+
+
+@dataclass
+class SearchContext:
+    config: RunConfig
+    store: Store
+    task: Task
+    llm: LLMClient
+    evaluate: Callable[[EvalRequest], Evaluation]
+    """Runs one candidate in a sandboxed worker; injectable so tests can wrap it."""
+    eval_key: str
+    """Cache key of evaluations on this machine: task, device, harness and software versions."""
+    device_description: str
+    """For prompts: the device the kernels run on (name, SMs, memory) or the CPU interpreter's caveat."""
+
+    @property
+    def run_id(self) -> str:
+        return self.config.run_id

@@ -1,0 +1,56 @@
+"""Wiring only: the outer search graph and the cycle subgraph it fans out to with Send.
+
+    START -> setup -> plan -> edit_tree -+-> Send(cycle) x N -> prune -> plan ... -> END
+                               ^   |     +-> plan (the script was invalid: repair)
+                               +---+     +-> END (nothing left to run)
+    cycle: write_kernel -> compile -> profile -> (write_kernel | finish_cycle)
+
+The cycle is compiled WITHOUT ``checkpointer=True`` (that would make parallel branches share one checkpoint
+namespace and swap results after a resume) and with an output schema holding only the reducer key.
+"""
+
+from __future__ import annotations
+
+from langgraph.graph import END, START, StateGraph
+from langgraph.graph.state import CompiledStateGraph
+from langgraph.types import Checkpointer
+
+from ksearch.agent.context import SearchContext
+from ksearch.agent.state import CycleOutput, CycleState, SearchState
+from ksearch.nodes.compile import compile_candidate
+from ksearch.nodes.edit_tree import edit_tree
+from ksearch.nodes.finish_cycle import finish_cycle
+from ksearch.nodes.plan import plan
+from ksearch.nodes.profile import profile, route_after_profile
+from ksearch.nodes.prune import prune, route_after_prune
+from ksearch.nodes.setup import setup
+from ksearch.nodes.write_kernel import write_kernel
+
+
+def build_cycle_graph() -> CompiledStateGraph:
+    g = StateGraph(CycleState, context_schema=SearchContext, output_schema=CycleOutput)
+    g.add_node("write_kernel", write_kernel)
+    g.add_node("compile", compile_candidate)
+    g.add_node("profile", profile)
+    g.add_node("finish_cycle", finish_cycle)
+    g.add_edge(START, "write_kernel")
+    g.add_edge("write_kernel", "compile")
+    g.add_edge("compile", "profile")
+    g.add_conditional_edges("profile", route_after_profile, ["write_kernel", "finish_cycle"])
+    g.add_edge("finish_cycle", END)
+    return g.compile()
+
+
+def build_search_graph(checkpointer: Checkpointer = None) -> CompiledStateGraph:
+    g = StateGraph(SearchState, context_schema=SearchContext)
+    g.add_node("setup", setup)
+    g.add_node("plan", plan)
+    g.add_node("edit_tree", edit_tree)
+    g.add_node("cycle", build_cycle_graph())
+    g.add_node("prune", prune)
+    g.add_edge(START, "setup")
+    g.add_edge("setup", "plan")
+    g.add_edge("plan", "edit_tree")
+    g.add_edge("cycle", "prune")
+    g.add_conditional_edges("prune", route_after_prune, ["plan", END])
+    return g.compile(checkpointer=checkpointer)

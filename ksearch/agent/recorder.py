@@ -1,0 +1,40 @@
+"""The LLM client's call recorder, backed by the run's rows in the workspace database."""
+
+from __future__ import annotations
+
+from ksearch.agent.llm import RecordedCall, RoleUsage, Usage
+from ksearch.tools.store import Store
+
+_FIELDS = set(RecordedCall.model_fields)
+
+
+class StoreRecorder:
+    """Finds and records calls by (run, call key), so a resumed node never pays for the same call twice."""
+
+    def __init__(self, store: Store, run_id: str) -> None:
+        self.store = store
+        self.run_id = run_id
+
+    def find(self, call_key: str) -> RecordedCall | None:
+        row = self.store.find_llm_call(self.run_id, call_key)
+        if row is None:
+            return None
+        return RecordedCall.model_validate({k: v for k, v in row.items() if k in _FIELDS and v is not None})
+
+    def record(self, call: RecordedCall) -> None:
+        self.store.record_llm_call(self.run_id, call.model_dump())
+
+    def usage(self) -> Usage:
+        per_role = self.store.usage(self.run_id)
+        total = per_role.pop("total")
+
+        def role_usage(row: dict) -> RoleUsage:
+            return RoleUsage(
+                input_tokens=int(row["input_tokens"]),
+                output_tokens=int(row["output_tokens"]),
+                cost_usd=float(row["cost_usd"]),
+                calls=int(row["calls"]),
+            )
+
+        base = role_usage(total)
+        return Usage(**base.model_dump(), per_role={role: role_usage(r) for role, r in per_role.items()})

@@ -1,0 +1,255 @@
+"""The library API behind the CLI: start, resume and replay runs. The CLI only parses flags and prints.
+
+A run's thread id in the checkpointer is its run id. Resume re-opens the thread from its last checkpoint; replay
+starts a new run of the same config whose model serves the recorded replies of the old one.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import structlog
+from langchain_core.language_models import BaseChatModel
+
+from ksearch.agent.checkpoint import open_checkpointer
+from ksearch.agent.config import RunConfig
+from ksearch.agent.context import SearchContext
+from ksearch.agent.graph import build_search_graph
+from ksearch.agent.llm import Budget, LLMClient
+from ksearch.agent.providers import make_chat_model
+from ksearch.agent.recorder import StoreRecorder
+from ksearch.agent.replay import ReplayChatModel, ReplayEntry, load_replay_entries
+from ksearch.agent.state import BestRef, SearchState
+from ksearch.agent.world_model import WorldModel
+from ksearch.errors import KsearchError, UserError
+from ksearch.tasks.registry import resolve_task
+from ksearch.tools.evaluator import evaluate
+from ksearch.tools.fingerprint import probe_device
+from ksearch.tools.store import Store
+
+log = structlog.get_logger(__name__)
+
+DEFAULT_WORKSPACE = ".ksearch"
+DB_NAME = "ksearch.db"
+RECURSION_LIMIT = 100_000
+"""Each round is ~3 supersteps; the default limit would cap long runs for no reason."""
+
+
+def workspace_dir(explicit: Path | None = None) -> Path:
+    """``--workspace``, else ``$KSEARCH_WORKSPACE``, else ``./.ksearch``."""
+    if explicit is not None:
+        return explicit
+    return Path(os.environ.get("KSEARCH_WORKSPACE", DEFAULT_WORKSPACE))
+
+
+def open_store(workspace: Path | None = None) -> Store:
+    return Store(workspace_dir(workspace) / DB_NAME)
+
+
+def new_run_id(task: str) -> str:
+    safe = "".join(c if c.isalnum() else "-" for c in task)[:24]
+    return f"{safe}-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(2)}"
+
+
+@dataclass
+class RunOutcome:
+    run_id: str
+    status: str
+    done_reason: str | None
+    rounds_used: int
+    best: BestRef | None
+    world_model: WorldModel
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+EventSink = Callable[[str, dict[str, Any]], None]
+"""Receives (event name, its fields) from the nodes' progress events: the CLI turns these into progress lines."""
+
+
+def build_model(config: RunConfig, store: Store) -> BaseChatModel:
+    """A LangChain chat model for the config; ``replay:`` takes a JSONL file or a recorded run id."""
+    if config.model.startswith("replay:"):
+        source = config.model.removeprefix("replay:")
+        if Path(source).is_file():
+            entries = load_replay_entries(source)
+        else:
+            recorded = store.get_run(source)["id"]
+            calls = store.list_llm_calls(recorded)
+            if not calls:
+                raise UserError(f"run {recorded} has no recorded LLM calls to replay")
+            entries = [
+                ReplayEntry(
+                    reply=c["reply"],
+                    call_key=c["call_key"],
+                    input_tokens=c["input_tokens"] or 0,
+                    output_tokens=c["output_tokens"] or 0,
+                )
+                for c in calls
+            ]
+        return ReplayChatModel(entries=entries, model_name=config.model)
+    return make_chat_model(
+        config.model, base_url=config.base_url, temperature=config.temperature, timeout_s=config.llm_timeout_s
+    )
+
+
+def build_context(config: RunConfig, store: Store) -> SearchContext:
+    task = resolve_task(config.task)
+    if config.language not in task.languages:
+        raise UserError(
+            f"task {task.name} supports {', '.join(task.languages)}, not {config.language}",
+            hint=f"use --language {task.languages[0]}",
+        )
+    info = probe_device(config.device)
+    if config.device != "cpu" and not info.is_gpu:
+        raise UserError(
+            f"--device {config.device} asked for a GPU, but none is visible to torch",
+            hint="use --device cpu to check kernels under the Triton interpreter (correctness only)",
+        )
+    recorder = StoreRecorder(store, config.run_id)
+    b = config.budget
+    llm = LLMClient(
+        build_model(config, store),
+        recorder,
+        Budget(
+            max_total_tokens=b.max_total_tokens,
+            max_cost_usd=b.max_cost_usd,
+            price_input_per_mtok=b.price_input_per_mtok,
+            price_output_per_mtok=b.price_output_per_mtok,
+        ),
+        recorder.usage,
+        model_name=config.model,
+        max_attempts=config.llm_max_attempts,
+    )
+    return SearchContext(
+        config=config,
+        store=store,
+        task=task,
+        llm=llm,
+        evaluate=evaluate,
+        eval_key=info.eval_key(task.name),
+        device_description=info.describe(),
+    )
+
+
+def start_run(config: RunConfig, *, workspace: Path | None = None, on_event: EventSink | None = None) -> RunOutcome:
+    store = open_store(workspace)
+    try:
+        ctx = build_context(config, store)  # fail fast on a bad task, model or device, before any row is written
+        store.create_run(
+            {
+                "id": config.run_id,
+                "task": config.task,
+                "model": config.model,
+                "language": config.language,
+                "device": config.device,
+                "config": config.model_dump(mode="json"),
+                "parent_run_id": config.replay_of,
+            }
+        )
+        return _drive(ctx, SearchState(), on_event, workspace)
+    finally:
+        store.close()
+
+
+def resume_run(run_id: str, *, workspace: Path | None = None, on_event: EventSink | None = None) -> RunOutcome:
+    store = open_store(workspace)
+    try:
+        run = store.get_run(run_id)
+        config = RunConfig.model_validate(run["config"])
+        if run["status"] == "finished":
+            raise UserError(f"run {config.run_id} already finished", hint=f"see it with: ksearch show {config.run_id}")
+        ctx = build_context(config, store)
+        return _drive(ctx, None, on_event, workspace)
+    finally:
+        store.close()
+
+
+def replay_config(run_id: str, *, workspace: Path | None = None, device: str | None = None) -> RunConfig:
+    """The config of a new run that re-executes ``run_id`` with its recorded replies, on this machine."""
+    store = open_store(workspace)
+    try:
+        run = store.get_run(run_id)
+    finally:
+        store.close()
+    old = RunConfig.model_validate(run["config"])
+    return old.model_copy(
+        update={
+            "run_id": new_run_id(old.task),
+            "model": f"replay:{old.run_id}",
+            "base_url": None,
+            "device": device or old.device,
+            "replay_of": old.run_id,
+        }
+    )
+
+
+def _drive(ctx: SearchContext, initial: SearchState | None, on_event: EventSink | None, workspace: Path | None) -> RunOutcome:
+    """Run the graph to the end (or to an error, leaving the run resumable)."""
+    run_id = ctx.run_id
+    saver = open_checkpointer(ctx.store.path)
+    graph = build_search_graph(saver)
+    cfg = {
+        "configurable": {"thread_id": run_id},
+        "recursion_limit": RECURSION_LIMIT,
+        "max_concurrency": max(4, ctx.config.parallel_cycles * 2),
+    }
+    if initial is None and not graph.get_state(cfg).values:
+        initial = SearchState()  # killed before the first checkpoint: start the thread afresh
+    structlog.contextvars.bind_contextvars(run_id=run_id)
+    ctx.store.update_run(run_id, status="running", error=None)
+    try:
+        for _namespace, event in graph.stream(
+            initial, cfg, context=ctx, stream_mode="custom", subgraphs=True, durability="sync"
+        ):
+            if on_event is not None and isinstance(event, dict) and "event" in event:
+                on_event(event["event"], event)
+    except KsearchError as exc:
+        ctx.store.update_run(run_id, status="interrupted", error=str(exc))
+        raise
+    except KeyboardInterrupt:
+        ctx.store.update_run(run_id, status="interrupted", error="interrupted by the user")
+        raise
+    except Exception as exc:
+        ctx.store.update_run(run_id, status="interrupted", error=f"{type(exc).__name__}: {exc}")
+        raise
+    finally:
+        structlog.contextvars.unbind_contextvars("run_id")
+    final = SearchState.model_validate(graph.get_state(cfg).values)
+    ctx.store.update_run(
+        run_id,
+        status="finished",
+        done_reason=final.done_reason,
+        rounds_used=final.rounds_used,
+        best_candidate_id=final.best.candidate_id if final.best else None,
+        best_evaluation_id=final.best.evaluation_id if final.best else None,
+        best_score=final.best.score if final.best else None,
+    )
+    saver.conn.close()
+    return RunOutcome(
+        run_id=run_id,
+        status="finished",
+        done_reason=final.done_reason,
+        rounds_used=final.rounds_used,
+        best=final.best,
+        world_model=final.world_model,
+    )
+
+
+def load_final_state(run_id: str, *, workspace: Path | None = None) -> SearchState | None:
+    """The latest checkpointed state of a run (for ``show``), or None if it never checkpointed."""
+    store = open_store(workspace)
+    try:
+        run_id = store.get_run(run_id)["id"]
+        saver = open_checkpointer(store.path)
+        graph = build_search_graph(saver)
+        snapshot = graph.get_state({"configurable": {"thread_id": run_id}})
+        saver.conn.close()
+        return SearchState.model_validate(snapshot.values) if snapshot.values else None
+    finally:
+        store.close()

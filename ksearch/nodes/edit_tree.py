@@ -1,0 +1,99 @@
+"""edit_tree (no LLM): apply the planner's script atomically, then choose the next action(s) and open their cycles.
+
+An invalid script goes back to ``plan`` with its errors (a bounded number of times); the tree is never half-edited.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import structlog
+from langgraph.graph import END
+from langgraph.runtime import Runtime
+from langgraph.types import Command, Send
+
+from ksearch.agent.context import SearchContext
+from ksearch.agent.edits import apply_edit_script
+from ksearch.agent.fallback import ensure_frontier
+from ksearch.agent.prompting import tree_view
+from ksearch.agent.selection import SelectionPolicy, select_actions
+from ksearch.agent.state import CycleState, SearchState
+from ksearch.agent.world_model import WorldModel
+
+log = structlog.get_logger(__name__)
+
+
+def edit_tree(state: SearchState, runtime: Runtime[SearchContext]) -> Command[Literal["plan", "cycle", "__end__"]]:
+    ctx = runtime.context
+    cfg = ctx.config
+    if state.done_reason:
+        return Command(goto=END)
+    wm = state.world_model
+    errors: list[str] = []
+    if state.plan_reply is not None:
+        outcome = apply_edit_script(
+            wm,
+            state.plan_reply,
+            round_index=state.rounds_used,
+            max_new_nodes=cfg.max_new_nodes if wm.is_initialised else cfg.max_new_nodes_init,
+            id_prefix=f"n{state.step}_",
+        )
+        if outcome.ok:
+            wm = outcome.world_model
+        else:
+            errors = list(outcome.errors)
+    else:
+        errors = [state.plan_error or "the planner gave no edit script"]
+
+    if errors and state.edit_attempt < cfg.max_plan_repairs:
+        log.info("edit_tree.rejected", run_id=ctx.run_id, errors=errors[:5], attempt=state.edit_attempt)
+        runtime.stream_writer({"event": "plan_rejected", "errors": errors})
+        return Command(goto="plan", update={"edit_errors": errors, "edit_attempt": state.edit_attempt + 1})
+    if errors:
+        log.warning("edit_tree.gave_up_on_plan", run_id=ctx.run_id, errors=errors[:5])
+
+    wm, inserted = ensure_frontier(wm, round_index=state.rounds_used)
+    if inserted:
+        log.info("edit_tree.fallback_action", run_id=ctx.run_id, node_id=inserted)
+    ctx.store.record_snapshot(ctx.run_id, state.step, "edit_tree", wm.model_dump_json())
+
+    reset = {"world_model": wm, "edit_errors": [], "edit_attempt": 0, "plan_reply": None, "plan_error": None}
+    remaining = cfg.max_rounds - state.rounds_used
+    selected = select_actions(wm, cfg.parallel_cycles, SelectionPolicy(max_difficulty=cfg.max_difficulty))
+    if remaining <= 0 or not selected:
+        reason = "round budget spent" if remaining <= 0 else "no executable action left"
+        return Command(goto=END, update={**reset, "done_reason": reason})
+
+    selected = selected[:remaining]
+    sends = cycle_sends(wm, selected, state, ctx, remaining)
+    log.info("edit_tree.selected", run_id=ctx.run_id, nodes=selected, rounds_left=remaining)
+    runtime.stream_writer(
+        {"event": "selected", "nodes": [{"node_id": n, "title": wm.nodes[n].action.title} for n in selected]}  # type: ignore[union-attr]
+    )
+    return Command(goto=sends, update={**reset, "cycles_started": state.cycles_started + len(sends), "evidence": []})
+
+
+def cycle_sends(wm: WorldModel, selected: list[str], state: SearchState, ctx: SearchContext, remaining: int) -> list[Send]:
+    """One Send per action. The remaining rounds are shared evenly; each cycle may also be capped by config."""
+    share = max(1, remaining // len(selected))
+    if ctx.config.max_attempts_per_cycle:
+        share = min(share, ctx.config.max_attempts_per_cycle)
+    view = tree_view(wm, limit=6000, with_notes=False)
+    sends = []
+    for i, node_id in enumerate(selected):
+        node = wm.nodes[node_id]
+        parent = wm.nodes[node.parent_id] if node.parent_id else None
+        base = parent.solution if parent is not None else None
+        assert node.action is not None
+        payload = CycleState(
+            cycle_id=f"c{state.cycles_started + i + 1}",
+            node_id=node_id,
+            action=node.action,
+            base_candidate_id=base.candidate_id if base else None,
+            base_score=base.score if base else None,
+            attempt_budget=share,
+            round_offset=state.rounds_used + i * share,
+            tree_view=view,
+        )
+        sends.append(Send("cycle", payload.model_dump()))
+    return sends

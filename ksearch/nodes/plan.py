@@ -1,0 +1,116 @@
+"""plan (LLM): write the first tree, or refine it from the evidence of the cycles that just ended.
+
+The reply is an edit script; this node only parses it. ``edit_tree`` validates and applies it, and sends it back here
+with the errors when it is invalid, so the planner repairs its own script.
+"""
+
+from __future__ import annotations
+
+import structlog
+from langgraph.runtime import Runtime
+
+from ksearch.agent.context import SearchContext
+from ksearch.agent.edits import EditScript, edit_script_json_schema, render_edit_errors
+from ksearch.agent.prompting import clip, edit_schema_text, frontier_view, render, tree_view
+from ksearch.agent.selection import SelectionPolicy
+from ksearch.agent.state import CycleResult, SearchState
+from ksearch.errors import BudgetExceededError, ModelReplyError
+from ksearch.tools.store import Store
+
+log = structlog.get_logger(__name__)
+
+
+def plan(state: SearchState, runtime: Runtime[SearchContext]) -> dict:
+    ctx = runtime.context
+    prompt = planner_prompt(state, ctx)
+    if state.edit_errors:
+        prompt = render(
+            "plan_repair",
+            original_prompt=prompt,
+            previous_reply=clip(state.plan_raw_reply or "(no usable reply)", 8000),
+            errors=render_edit_errors(state.edit_errors),
+        )
+    call_key = f"plan:{state.step}:{state.edit_attempt}"
+    log.info("plan.start", run_id=ctx.run_id, step=state.step, attempt=state.edit_attempt)
+    runtime.stream_writer({"event": "plan", "step": state.step, "attempt": state.edit_attempt})
+    try:
+        parsed, calls = ctx.llm.complete_json(
+            "planner", call_key, prompt, model_cls=EditScript, max_repairs=ctx.config.max_plan_repairs
+        )
+    except ModelReplyError as exc:
+        log.warning("plan.unusable_reply", run_id=ctx.run_id, error=str(exc))
+        return {"plan_reply": None, "plan_raw_reply": exc.last_reply, "plan_error": f"unusable reply: {exc}"}
+    except BudgetExceededError as exc:
+        return {"plan_reply": None, "plan_error": str(exc), "done_reason": f"budget: {exc}"}
+    script = parsed if isinstance(parsed, EditScript) else EditScript.model_validate(parsed)
+    return {
+        "plan_reply": script.model_dump(mode="json", exclude_none=True),
+        "plan_raw_reply": calls[-1].reply if calls else None,
+        "plan_error": None,
+    }
+
+
+def planner_prompt(state: SearchState, ctx: SearchContext) -> str:
+    cfg = ctx.config
+    schema = edit_schema_text(edit_script_json_schema())
+    spec = ctx.task.spec(cfg.language)
+    wm = state.world_model
+    if not wm.is_initialised:
+        return render(
+            "plan_init",
+            task_spec=spec,
+            language=cfg.language,
+            device_description=ctx.device_description,
+            max_new_nodes=cfg.max_new_nodes_init,
+            edit_schema=schema,
+        )
+    policy = SelectionPolicy(max_difficulty=cfg.max_difficulty)
+    best = state.best
+    if best is None:
+        best_view = "(nothing has passed yet)"
+    else:
+        perf = f"{best.latency_ms:.4f} ms" if best.latency_ms is not None else "correct, not timed on this device"
+        best_view = f"node {best.node_id}, candidate {best.candidate_id[-10:]}: {perf}"
+    return render(
+        "plan_update",
+        task_spec=spec,
+        language=cfg.language,
+        device_description=ctx.device_description,
+        kernel_summary=wm.kernel_summary or "(none yet)",
+        open_questions="\n".join(f"- {q}" for q in wm.open_questions) or "(none)",
+        tree_view=tree_view(wm),
+        frontier_view=frontier_view(wm, policy),
+        best_view=best_view,
+        evidence=evidence_view(state.evidence, state, ctx.store) or "(no cycle has ended since the last plan)",
+        max_new_nodes=cfg.max_new_nodes,
+        edit_schema=schema,
+    )
+
+
+def evidence_view(results: list[CycleResult], state: SearchState, store: Store) -> str:
+    """One block per ended cycle: the action, the prediction, what was measured and the code it refers to."""
+    blocks = []
+    for r in results:
+        node = state.world_model.nodes.get(r.node_id)
+        title = node.action.title if node and node.action else r.node_id
+        predicted = node.action.expected_speedup if node and node.action else None
+        lines = [f"## Cycle {r.cycle_id} on node {r.node_id}: {title}"]
+        lines.append(f"Rounds: {r.rounds}; ended by: {r.stop_reason}")
+        if predicted:
+            lines.append(f"Predicted speedup over the parent: {predicted}x (base score: {r.base_score})")
+        if r.passed and r.best_evaluation_id and r.best_candidate_id:
+            ev = store.get_evaluation(r.best_evaluation_id)
+            lines.append(f"Outcome: PASSED. Best of the cycle: {ev.summary()}")
+            for t in ev.timings:
+                lines.append(f"  {t.config}: median {t.median_ms:.4f} ms (stdev {t.stdev_ms:.4f}, n={t.samples})")
+            code = store.get_candidate(r.best_candidate_id).code
+            lines.append("Code of the cycle's best:\n```python\n" + clip(code, 6000) + "\n```")
+        else:
+            lines.append("Outcome: NOTHING PASSED. The node is now marked failed.")
+            if r.last_evaluation_id:
+                ev = store.get_evaluation(r.last_evaluation_id)
+                lines.append(f"Last attempt: {ev.summary()}\nLog:\n{clip(ev.log, 1500)}")
+            elif r.last_error:
+                lines.append(f"Last attempt: {clip(r.last_error, 1500)}")
+        blocks.append("\n".join(lines))
+    return "\n\n".join(blocks)

@@ -1,0 +1,86 @@
+"""prune (no LLM): fold cycle results into the tree, promote the best, close failed actions, check budgets."""
+
+from __future__ import annotations
+
+import structlog
+from langgraph.runtime import Runtime
+
+from ksearch.agent.context import SearchContext
+from ksearch.agent.promotion import is_improvement
+from ksearch.agent.state import BestRef, SearchState
+from ksearch.agent.world_model import SolutionRef, attach_solution, mark_failed
+
+log = structlog.get_logger(__name__)
+
+
+def prune(state: SearchState, runtime: Runtime[SearchContext]) -> dict:
+    ctx = runtime.context
+    cfg = ctx.config
+    wm = state.world_model
+    best = state.best
+    rounds = state.rounds_used
+    for result in sorted(state.cycle_results, key=lambda r: r.cycle_id):
+        rounds += result.rounds
+        if not (result.passed and result.best_candidate_id and result.best_evaluation_id):
+            wm = mark_failed(wm, result.node_id)
+            log.info("prune.failed_action", run_id=ctx.run_id, node_id=result.node_id, cycle_id=result.cycle_id)
+            continue
+        evaluation = ctx.store.get_evaluation(result.best_evaluation_id)
+        ref = SolutionRef(
+            candidate_id=result.best_candidate_id,
+            evaluation_id=result.best_evaluation_id,
+            verdict=evaluation.verdict.value,
+            score=evaluation.score,
+            latency_ms=evaluation.latency_ms,
+            round_index=rounds,
+            regression_vs_parent=(
+                result.base_score is not None and evaluation.score is not None and evaluation.score < result.base_score
+            ),
+        )
+        wm = attach_solution(wm, result.node_id, ref)
+        if is_improvement(best.score if best else None, best is not None, evaluation.score):
+            best = BestRef(
+                candidate_id=result.best_candidate_id,
+                evaluation_id=result.best_evaluation_id,
+                node_id=result.node_id,
+                score=evaluation.score,
+                latency_ms=evaluation.latency_ms,
+            )
+            log.info("prune.new_best", run_id=ctx.run_id, node_id=result.node_id, score=evaluation.score)
+            runtime.stream_writer({"event": "new_best", "node_id": result.node_id, "summary": evaluation.summary()})
+
+    done = budget_exhausted(ctx, rounds)
+    runtime.stream_writer({"event": "pruned", "rounds_used": rounds, "done_reason": done})
+    ctx.store.record_snapshot(ctx.run_id, state.step, "prune", wm.model_dump_json())
+    ctx.store.update_run(
+        ctx.run_id,
+        rounds_used=rounds,
+        best_candidate_id=best.candidate_id if best else None,
+        best_evaluation_id=best.evaluation_id if best else None,
+        best_score=best.score if best else None,
+    )
+    return {
+        "world_model": wm,
+        "best": best,
+        "rounds_used": rounds,
+        "cycle_results": None,
+        "evidence": state.cycle_results,
+        "step": state.step + 1,
+        "done_reason": done,
+    }
+
+
+def budget_exhausted(ctx: SearchContext, rounds: int) -> str | None:
+    cfg = ctx.config
+    if rounds >= cfg.max_rounds:
+        return f"round budget spent ({rounds}/{cfg.max_rounds})"
+    total = ctx.store.usage(ctx.run_id)["total"]
+    if cfg.budget.max_total_tokens and total["input_tokens"] + total["output_tokens"] >= cfg.budget.max_total_tokens:
+        return f"token budget spent ({int(total['input_tokens'] + total['output_tokens'])} tokens)"
+    if cfg.budget.max_cost_usd and total["cost_usd"] >= cfg.budget.max_cost_usd:
+        return f"money budget spent (${total['cost_usd']:.2f})"
+    return None
+
+
+def route_after_prune(state: SearchState) -> str:
+    return "__end__" if state.done_reason else "plan"

@@ -1,0 +1,115 @@
+"""write_kernel (LLM): one round's code: from the spec or the parent's code first, then debug or improve prompts."""
+
+from __future__ import annotations
+
+import structlog
+from langgraph.runtime import Runtime
+
+from ksearch.agent.context import SearchContext
+from ksearch.agent.cycle_logic import PromptKind, choose_prompt
+from ksearch.agent.prompting import action_view, clip, render, template_text
+from ksearch.agent.state import CycleState
+from ksearch.agent.world_model import Node
+from ksearch.errors import BudgetExceededError, ModelReplyError
+from ksearch.tools.candidate import Candidate
+from ksearch.tools.code_extract import extract_code
+
+log = structlog.get_logger(__name__)
+
+SITUATION_TEMPLATE = {
+    PromptKind.ACTION_ON_BASE: "situation_action_on_base",
+    PromptKind.ACTION_FROM_SPEC: "situation_action_from_spec",
+    PromptKind.DEBUG: "situation_debug",
+    PromptKind.IMPROVE: "situation_improve",
+}
+
+
+def write_kernel(state: CycleState, runtime: Runtime[SearchContext]) -> dict:
+    ctx = runtime.context
+    cfg = ctx.config
+    attempt = state.attempt + 1
+    kind = choose_prompt(
+        attempt,
+        has_base_code=state.base_candidate_id is not None,
+        last_passed=state.progress.last_passed,
+        passed_in_cycle=state.progress.passed_any,
+    )
+    prompt = render(
+        "write_kernel",
+        language=cfg.language,
+        task_spec=ctx.task.spec(cfg.language),
+        device_description=ctx.device_description,
+        cycle_id=state.cycle_id,
+        attempt=attempt,
+        attempt_budget=state.attempt_budget,
+        action_view=action_view(Node(id=state.node_id, action=state.action)),
+        situation=template_text(SITUATION_TEMPLATE[kind]).strip(),
+        base_code=starting_code(state, ctx, attempt),
+        feedback=feedback(state, ctx) if attempt > 1 else "(first attempt of this cycle)",
+        tree_view=state.tree_view or "(not available)",
+    )
+    call_key = f"write:{state.cycle_id}:{attempt}"
+    runtime.stream_writer({"event": "write", "cycle_id": state.cycle_id, "attempt": attempt, "prompt_kind": kind.value})
+    log.info("write_kernel.start", run_id=ctx.run_id, cycle_id=state.cycle_id, attempt=attempt, prompt_kind=kind.value)
+    update: dict = {"attempt": attempt, "prompt_kind": kind.value, "candidate_id": None, "write_error": None,
+                    "compile_error": None, "evaluation_id": None}
+    try:
+        code, error = _ask_for_code(ctx, call_key, prompt)
+    except BudgetExceededError as exc:
+        log.warning("write_kernel.budget_exhausted", run_id=ctx.run_id, error=str(exc))
+        return {**update, "halted": True, "write_error": str(exc)}
+    if code is None:
+        return {**update, "write_error": error}
+    candidate = Candidate(task=cfg.task, language=cfg.language, code=code, entry_point=ctx.task.entry_point)
+    update["candidate_id"] = ctx.store.ensure_candidate(candidate)
+    return update
+
+
+def _ask_for_code(ctx: SearchContext, call_key: str, prompt: str) -> tuple[str | None, str | None]:
+    """The module in the coder's reply, with one repair round when the reply holds no usable code."""
+    language = ctx.config.language
+    reply = ctx.llm.complete("coder", call_key, prompt).reply
+    try:
+        return extract_code(reply, language), None
+    except ModelReplyError as first_error:
+        repair = (
+            f"{prompt}\n\n# Your previous reply could not be used\n{first_error}\n\n"
+            "Reply with the complete module in one ```python block."
+        )
+        reply = ctx.llm.complete("coder", f"{call_key}#repair1", repair).reply
+        try:
+            return extract_code(reply, language), None
+        except ModelReplyError as exc:
+            return None, f"the reply contained no usable code: {exc}"
+
+
+def starting_code(state: CycleState, ctx: SearchContext, attempt: int) -> str:
+    source_id = state.last_candidate_id if attempt > 1 and state.last_candidate_id else state.base_candidate_id
+    if source_id is None:
+        return "(none: start from the spec)"
+    code = ctx.store.get_candidate(source_id).code
+    return f"```python\n{code}\n```"
+
+
+def feedback(state: CycleState, ctx: SearchContext) -> str:
+    lines = []
+    if state.last_evaluation_id:
+        ev = ctx.store.get_evaluation(state.last_evaluation_id)
+        lines.append(f"Verdict: {ev.summary()}")
+        for t in ev.timings:
+            lines.append(f"  {t.config}: median {t.median_ms:.4f} ms (stdev {t.stdev_ms:.4f}, n={t.samples})")
+        if ev.mismatch:
+            m = ev.mismatch
+            lines.append(f"Mismatch on {m.config}: max abs error {m.max_abs_error}, max rel error {m.max_rel_error}, worst index {m.worst_index}")
+        if ev.rejection:
+            lines.append(f"Rejected by rule {ev.rejection.rule}: {ev.rejection.evidence}")
+        if ev.log and not ev.passed:
+            lines.append("Log:\n" + clip(ev.log, 4000))
+    elif state.last_error:
+        lines.append(clip(state.last_error, 4000))
+    progress = state.progress
+    if progress.best_score is not None:
+        lines.append(f"Best score in this cycle so far: {progress.best_score:.6g} (higher is better)")
+    if state.base_score is not None:
+        lines.append(f"Base (parent) score: {state.base_score:.6g}")
+    return "\n".join(lines) or "(none)"

@@ -1,0 +1,80 @@
+"""What machine and software an evaluation ran with: part of the evaluation cache key and of the prompts.
+
+GPU properties are read in a short-lived subprocess so the agent's own process never creates a CUDA context.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from functools import cache
+
+from pydantic import BaseModel
+
+HARNESS_VERSION = "1"
+"""Bump when the evaluator's semantics change, so old cached evaluations are not reused."""
+
+_PROBE = r"""
+import json, platform, sys
+info = {"python": platform.python_version()}
+try:
+    import torch
+    info["torch"] = torch.__version__
+    if sys.argv[1] != "cpu" and torch.cuda.is_available():
+        idx = int(sys.argv[1].split(":")[1]) if ":" in sys.argv[1] else 0
+        p = torch.cuda.get_device_properties(idx)
+        info.update(gpu=p.name, sms=str(p.multi_processor_count), memory_gb=f"{p.total_memory / 2**30:.0f}",
+                    capability=f"{p.major}.{p.minor}", cuda=str(torch.version.cuda),
+                    l2_mb=f"{getattr(p, 'L2_cache_size', 0) / 2**20:.0f}")
+except Exception as exc:
+    info["torch_error"] = repr(exc)
+try:
+    import triton
+    info["triton"] = triton.__version__
+except Exception as exc:
+    info["triton_error"] = repr(exc)
+print(json.dumps(info))
+"""
+
+
+class DeviceInfo(BaseModel):
+    device: str
+    python: str = ""
+    torch: str = ""
+    triton: str = ""
+    gpu: str | None = None
+    sms: str | None = None
+    memory_gb: str | None = None
+    capability: str | None = None
+    cuda: str | None = None
+    l2_mb: str | None = None
+
+    @property
+    def is_gpu(self) -> bool:
+        return self.gpu is not None
+
+    def describe(self) -> str:
+        if not self.is_gpu:
+            return "CPU with the Triton interpreter (TRITON_INTERPRET=1): kernels are checked for correctness only, not timed"
+        return (
+            f"{self.gpu} (compute capability {self.capability}, {self.sms} SMs, {self.memory_gb} GiB memory, "
+            f"{self.l2_mb} MB L2), CUDA {self.cuda}, torch {self.torch}, triton {self.triton}"
+        )
+
+    def eval_key(self, task: str) -> str:
+        """Evaluations are reused only for the same task, device model, harness and software versions."""
+        where = self.gpu or "cpu-interpreter"
+        return f"{task}|{where}|harness={HARNESS_VERSION}|torch={self.torch}|triton={self.triton}"
+
+
+@cache
+def probe_device(device: str) -> DeviceInfo:
+    out = subprocess.run(
+        [sys.executable, "-c", _PROBE, device], capture_output=True, text=True, timeout=120, check=False
+    )
+    try:
+        info = json.loads(out.stdout.strip().splitlines()[-1])
+    except (IndexError, json.JSONDecodeError):
+        info = {"torch_error": out.stderr[-500:]}
+    return DeviceInfo(device=device, **{k: v for k, v in info.items() if k in DeviceInfo.model_fields})

@@ -1,0 +1,331 @@
+"""The workspace database: everything a run paid for, in one SQLite file beside LangGraph's checkpoints.
+
+Why a store outside the graph state: LangGraph resumes at-least-once per node, so a node that evaluated a kernel or
+called an LLM may run again after a crash. Every expensive result is therefore written here, keyed by content or by a
+deterministic call key, *before* the node returns, and looked up before the work is redone.
+
+Schema changes are numbered migration functions, never edits of old ones (a ``_migrations`` table records which ran).
+Writes are idempotent ``ensure_*`` / ``record_*`` functions: inserting the same key twice is a no-op.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import sqlite_utils
+
+from ksearch.errors import RunNotFoundError
+from ksearch.tools.candidate import Candidate
+from ksearch.tools.evaluation import Evaluation
+
+MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = []
+
+
+def migration(fn: Callable[[sqlite_utils.Database], None]) -> Callable[[sqlite_utils.Database], None]:
+    MIGRATIONS.append(fn)
+    return fn
+
+
+@migration
+def m001_initial(db: sqlite_utils.Database) -> None:
+    db["runs"].create(
+        {
+            "id": str,
+            "task": str,
+            "model": str,
+            "language": str,
+            "device": str,
+            "status": str,
+            "config": str,
+            "best_candidate_id": str,
+            "best_evaluation_id": str,
+            "best_score": float,
+            "rounds_used": int,
+            "parent_run_id": str,
+            "created_at": float,
+            "updated_at": float,
+            "done_reason": str,
+            "error": str,
+        },
+        pk="id",
+    )
+    db["candidates"].create(
+        {"id": str, "task": str, "language": str, "entry_point": str, "code": str, "created_at": float}, pk="id"
+    )
+    db["evaluations"].create(
+        {
+            "id": str,
+            "candidate_id": str,
+            "eval_key": str,
+            "verdict": str,
+            "score": float,
+            "latency_ms": float,
+            "device": str,
+            "report": str,
+            "created_at": float,
+        },
+        pk="id",
+        foreign_keys=[("candidate_id", "candidates", "id")],
+    )
+    db["evaluations"].create_index(["candidate_id", "eval_key"], unique=True)
+    db["attempts"].create(
+        {
+            "id": int,
+            "run_id": str,
+            "cycle_id": str,
+            "attempt": int,
+            "round_index": int,
+            "node_id": str,
+            "prompt_kind": str,
+            "candidate_id": str,
+            "evaluation_id": str,
+            "verdict": str,
+            "score": float,
+            "error": str,
+            "created_at": float,
+        },
+        pk="id",
+        foreign_keys=[("run_id", "runs", "id")],
+    )
+    db["attempts"].create_index(["run_id", "cycle_id", "attempt"], unique=True)
+    db["llm_calls"].create(
+        {
+            "id": int,
+            "run_id": str,
+            "call_key": str,
+            "role": str,
+            "model": str,
+            "prompt": str,
+            "reply": str,
+            "input_tokens": int,
+            "output_tokens": int,
+            "cost_usd": float,
+            "latency_s": float,
+            "attempt": int,
+            "retries": int,
+            "error": str,
+            "replayed": int,
+            "created_at": float,
+        },
+        pk="id",
+        foreign_keys=[("run_id", "runs", "id")],
+    )
+    db["llm_calls"].create_index(["run_id", "call_key"], unique=True)
+    db["wm_snapshots"].create(
+        {"id": int, "run_id": str, "step": int, "label": str, "world_model": str, "created_at": float},
+        pk="id",
+        foreign_keys=[("run_id", "runs", "id")],
+    )
+
+
+def migrate(db: sqlite_utils.Database) -> list[str]:
+    """Apply every migration not yet recorded; returns the names applied now."""
+    if "_migrations" not in db.table_names():
+        db["_migrations"].create({"name": str, "applied_at": float}, pk="name")
+    done = {row["name"] for row in db["_migrations"].rows}
+    applied = []
+    for fn in MIGRATIONS:
+        if fn.__name__ in done:
+            continue
+        with db.conn:
+            fn(db)
+            db["_migrations"].insert({"name": fn.__name__, "applied_at": time.time()})
+        applied.append(fn.__name__)
+    return applied
+
+
+def open_connection(path: Path) -> sqlite3.Connection:
+    """A connection usable from LangGraph's worker threads, in WAL mode so readers never block the run."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    conn = sqlite3.connect(str(path), check_same_thread=False, timeout=30.0, isolation_level=None)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=NORMAL")
+    conn.execute("PRAGMA busy_timeout=30000")
+    return conn
+
+
+class Store:
+    """Typed access to our tables. Thread-safe: parallel cycles share one instance."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self._conn = open_connection(self.path)
+        self.db = sqlite_utils.Database(self._conn)
+        self._lock = threading.RLock()
+        with self._lock:
+            migrate(self.db)
+
+    def close(self) -> None:
+        self._conn.close()
+
+    @contextmanager
+    def _write(self) -> Iterator[sqlite_utils.Database]:
+        with self._lock:
+            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield self.db
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
+            self._conn.execute("COMMIT")
+
+    def _query(self, sql: str, params: tuple | list = ()) -> list[dict[str, Any]]:
+        with self._lock:
+            return list(self.db.query(sql, params))
+
+    # ---- runs ------------------------------------------------------------------------------------------------
+    def create_run(self, run: dict[str, Any]) -> None:
+        now = time.time()
+        row = {"status": "created", "rounds_used": 0, "created_at": now, "updated_at": now, **run}
+        if isinstance(row.get("config"), dict):
+            row["config"] = json.dumps(row["config"], sort_keys=True)
+        with self._write() as db:
+            db["runs"].insert(row, ignore=True)
+
+    def get_run(self, run_id: str) -> dict[str, Any]:
+        rows = self._query("select * from runs where id = ?", [run_id])
+        if not rows:
+            rows = self._query("select * from runs where id like ? order by created_at desc", [run_id + "%"])
+            if len(rows) > 1:
+                raise RunNotFoundError(f"run id prefix {run_id!r} is ambiguous ({len(rows)} runs match)")
+        if not rows:
+            raise RunNotFoundError(f"no run {run_id!r} in {self.path}")
+        run = rows[0]
+        run["config"] = json.loads(run["config"] or "{}")
+        return run
+
+    def list_runs(self) -> list[dict[str, Any]]:
+        runs = self._query("select * from runs order by created_at desc")
+        for run in runs:
+            run["config"] = json.loads(run["config"] or "{}")
+        return runs
+
+    def update_run(self, run_id: str, **fields: Any) -> None:
+        fields["updated_at"] = time.time()
+        with self._write() as db:
+            db["runs"].update(run_id, fields)
+
+    # ---- candidates ------------------------------------------------------------------------------------------
+    def ensure_candidate(self, candidate: Candidate) -> str:
+        cid = candidate.id
+        with self._write() as db:
+            db["candidates"].insert(
+                {
+                    "id": cid,
+                    "task": candidate.task,
+                    "language": str(candidate.language),
+                    "entry_point": candidate.entry_point,
+                    "code": candidate.code,
+                    "created_at": time.time(),
+                },
+                ignore=True,
+            )
+        return cid
+
+    def get_candidate(self, candidate_id: str) -> Candidate:
+        rows = self._query("select * from candidates where id = ?", [candidate_id])
+        if not rows:
+            raise KeyError(f"no candidate {candidate_id}")
+        row = rows[0]
+        return Candidate(task=row["task"], language=row["language"], code=row["code"], entry_point=row["entry_point"])
+
+    # ---- evaluations -----------------------------------------------------------------------------------------
+    @staticmethod
+    def evaluation_id(candidate_id: str, eval_key: str) -> str:
+        import hashlib
+
+        return "ev-" + hashlib.sha256(f"{candidate_id}|{eval_key}".encode()).hexdigest()[:20]
+
+    def find_evaluation(self, candidate_id: str, eval_key: str) -> tuple[str, Evaluation] | None:
+        rows = self._query(
+            "select id, report from evaluations where candidate_id = ? and eval_key = ?", [candidate_id, eval_key]
+        )
+        if not rows:
+            return None
+        return rows[0]["id"], Evaluation.model_validate_json(rows[0]["report"])
+
+    def record_evaluation(self, candidate_id: str, eval_key: str, evaluation: Evaluation) -> str:
+        """Store an evaluation once per (candidate, key); a second record of the same key keeps the first."""
+        eid = self.evaluation_id(candidate_id, eval_key)
+        with self._write() as db:
+            db["evaluations"].insert(
+                {
+                    "id": eid,
+                    "candidate_id": candidate_id,
+                    "eval_key": eval_key,
+                    "verdict": evaluation.verdict.value,
+                    "score": evaluation.score,
+                    "latency_ms": evaluation.latency_ms,
+                    "device": evaluation.device,
+                    "report": evaluation.model_dump_json(),
+                    "created_at": time.time(),
+                },
+                ignore=True,
+            )
+        return eid
+
+    def get_evaluation(self, evaluation_id: str) -> Evaluation:
+        rows = self._query("select report from evaluations where id = ?", [evaluation_id])
+        if not rows:
+            raise KeyError(f"no evaluation {evaluation_id}")
+        return Evaluation.model_validate_json(rows[0]["report"])
+
+    # ---- attempts (one row per round) -------------------------------------------------------------------------
+    def record_attempt(self, attempt: dict[str, Any]) -> None:
+        """One round of a cycle: idempotent on (run_id, cycle_id, attempt)."""
+        with self._write() as db:
+            db["attempts"].insert({"created_at": time.time(), **attempt}, ignore=True)
+
+    def list_attempts(self, run_id: str) -> list[dict[str, Any]]:
+        return self._query("select * from attempts where run_id = ? order by round_index, id", [run_id])
+
+    # ---- LLM calls -------------------------------------------------------------------------------------------
+    def find_llm_call(self, run_id: str, call_key: str) -> dict[str, Any] | None:
+        rows = self._query("select * from llm_calls where run_id = ? and call_key = ?", [run_id, call_key])
+        return rows[0] if rows else None
+
+    def record_llm_call(self, run_id: str, call: dict[str, Any]) -> None:
+        row = {"created_at": time.time(), **call, "run_id": run_id}
+        row["replayed"] = int(bool(row.get("replayed", False)))
+        with self._write() as db:
+            db["llm_calls"].insert(row, ignore=True)
+
+    def list_llm_calls(self, run_id: str) -> list[dict[str, Any]]:
+        return self._query("select * from llm_calls where run_id = ? order by id", [run_id])
+
+    def usage(self, run_id: str) -> dict[str, dict[str, float]]:
+        """Token and cost totals per role, plus a 'total' row."""
+        rows = self._query(
+            "select role, count(*) calls, coalesce(sum(input_tokens),0) input_tokens, "
+            "coalesce(sum(output_tokens),0) output_tokens, coalesce(sum(cost_usd),0) cost_usd "
+            "from llm_calls where run_id = ? group by role",
+            [run_id],
+        )
+        out: dict[str, dict[str, float]] = {r.pop("role"): r for r in rows}
+        out["total"] = {
+            k: sum(r[k] for r in out.values()) for k in ("calls", "input_tokens", "output_tokens", "cost_usd")
+        }
+        return out
+
+    # ---- world-model snapshots ----------------------------------------------------------------------------------
+    def record_snapshot(self, run_id: str, step: int, label: str, world_model_json: str) -> None:
+        with self._write() as db:
+            db["wm_snapshots"].insert(
+                {
+                    "run_id": run_id,
+                    "step": step,
+                    "label": label,
+                    "world_model": world_model_json,
+                    "created_at": time.time(),
+                }
+            )
+
+    def list_snapshots(self, run_id: str) -> list[dict[str, Any]]:
+        return self._query("select * from wm_snapshots where run_id = ? order by id", [run_id])
