@@ -11,6 +11,7 @@ from typing import Annotated, Any
 import typer
 from pydantic import ValidationError
 from rich.console import Console
+from rich.markup import escape
 from rich.syntax import Syntax
 from rich.table import Table
 from rich.tree import Tree
@@ -74,7 +75,7 @@ class Progress:
             out.print(f"[yellow]planner's edit script rejected ({len(data['errors'])} errors); asking it to repair[/yellow]")
         elif event == "selected":
             for node in data["nodes"]:
-                out.print(f"[cyan]action {node['node_id']}[/cyan]: {node['title']}")
+                out.print(f"[cyan]action {node['node_id']}[/cyan]: {escape(node['title'])}")
         elif event == "write":
             self.status.update(
                 f"round {self.rounds + 1}/{self.max_rounds}: cycle {data['cycle_id']} attempt {data['attempt']} "
@@ -86,10 +87,10 @@ class Progress:
             stop = f" [dim](cycle ends: {data['stop_reason']})[/dim]" if data.get("stop_reason") else ""
             out.print(
                 f"round {self.rounds:>3}/{self.max_rounds} {data['cycle_id']}.{data['attempt']}: "
-                f"[{colour}]{data['verdict']}[/{colour}] {_first_line(data.get('summary') or '')}{stop}"
+                f"[{colour}]{escape(_first_line(data.get('summary') or data['verdict']))}[/{colour}]{stop}"
             )
         elif event == "new_best":
-            out.print(f"[bold green]new best[/bold green]: node {data['node_id']}, {data['summary']}")
+            out.print(f"[bold green]new best[/bold green]: node {escape(data['node_id'])}, {escape(data['summary'])}")
 
 
 def _first_line(text: str) -> str:
@@ -107,7 +108,7 @@ def _print_outcome(outcome: runner.RunOutcome, ws: Path) -> None:
         evaluation = store.get_evaluation(outcome.best.evaluation_id)
     finally:
         store.close()
-    out.print(f"[bold green]best kernel[/bold green] (node {outcome.best.node_id}): {evaluation.summary()}")
+    out.print(f"[bold green]best kernel[/bold green] (node {escape(outcome.best.node_id)}): {escape(evaluation.summary())}")
     for t in evaluation.timings:
         out.print(f"  {t.config}: median {t.median_ms:.4f} ms, stdev {t.stdev_ms:.4f} ms, n={t.samples}")
     out.print(f"see it with: ksearch show {outcome.run_id} --code")
@@ -120,7 +121,7 @@ def run(
     model: Annotated[str, typer.Option("--model", "-m", help="provider:model (e.g. openai:gpt-5.2), or replay:FILE|RUN")],
     base_url: Annotated[str | None, typer.Option(help="OpenAI-compatible server URL (vLLM, SGLang, Ollama, gateways).")] = None,
     language: Annotated[str, typer.Option(help="Kernel language.")] = "triton",
-    device: Annotated[str, typer.Option(help="cpu (Triton interpreter, correctness only) or cuda / cuda:N.")] = "cuda",
+    device: Annotated[str, typer.Option(help="auto (a GPU if torch sees one, else cpu), cuda / cuda:N, or cpu (Triton interpreter, correctness only).")] = "auto",
     max_rounds: Annotated[int, typer.Option(help="Rounds budget: one round = one kernel written and evaluated.")] = 20,
     stagnation_window: Annotated[int, typer.Option(help="A cycle ends after this many rounds without improvement.")] = 5,
     max_attempts_per_cycle: Annotated[int | None, typer.Option(help="Cap on rounds per cycle.")] = None,
@@ -135,6 +136,8 @@ def run(
     run_timeout: Annotated[float, typer.Option(help="Seconds one candidate may run before it is killed.")] = 300.0,
 ) -> None:
     """Search for a fast, correct kernel for TASK."""
+    if device == "auto":
+        device = runner.default_device()
     try:
         config = RunConfig(
             run_id=run_id or runner.new_run_id(task),
@@ -246,9 +249,9 @@ def show(
     status = run_row["status"] + (f" ({run_row['done_reason']})" if run_row.get("done_reason") else "")
     out.print(f"[bold]{run_row['id']}[/bold]: task {run_row['task']}, model {run_row['model']}, device {run_row['device']}, {status}")
     if run_row.get("error") and run_row["status"] != "finished":
-        out.print(f"[red]last error: {run_row['error']}[/red]  (continue with: ksearch resume {run_row['id']})")
+        out.print(f"[red]last error: {escape(run_row['error'])}[/red]  (continue with: ksearch resume {run_row['id']})")
     if wm.kernel_summary:
-        out.print(f"\n[bold]kernel summary[/bold]: {wm.kernel_summary}")
+        out.print(f"\n[bold]kernel summary[/bold]: {escape(wm.kernel_summary)}")
     out.print(render_tree(wm))
     table = Table("round", "cycle", "attempt", "node", "prompt", "verdict", "score", "candidate")
     for a in attempts:
@@ -260,7 +263,7 @@ def show(
     out.print(f"LLM usage: {int(total['calls'])} calls, {int(total['input_tokens'])} input + {int(total['output_tokens'])} output tokens"
               + (f", ${total['cost_usd']:.4f}" if total["cost_usd"] else ""))
     if best_eval is not None:
-        out.print(f"[bold green]best[/bold green]: {best_eval.summary()}")
+        out.print(f"[bold green]best[/bold green]: {escape(best_eval.summary())}")
         for t in best_eval.timings:
             out.print(f"  {t.config}: median {t.median_ms:.4f} ms, stdev {t.stdev_ms:.4f} ms, n={t.samples}")
     if code and best_code:
@@ -271,9 +274,9 @@ def render_tree(wm: WorldModel) -> Tree:
     def label(node_id: str) -> str:
         node = wm.nodes[node_id]
         colour = {"solved": "green", "failed": "red", "open": "white"}[node.status.value]
-        text = f"[{colour}]{node.id}[/{colour}] [{node.status.value}]"
+        text = f"[{colour}]{escape(node.id)} ({node.status.value})[/{colour}]"
         if node.action:
-            text += f" {node.action.title} (d{node.action.difficulty}, s{node.action.score:.2f})"
+            text += f" {escape(node.action.title)} (d{node.action.difficulty}, s{node.action.score:.2f})"
         if node.solution:
             perf = f"{node.solution.latency_ms:.4f} ms" if node.solution.latency_ms is not None else "correct, untimed"
             text += f" -> {perf}"

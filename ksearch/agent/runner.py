@@ -27,7 +27,7 @@ from ksearch.agent.recorder import StoreRecorder
 from ksearch.agent.replay import ReplayChatModel, ReplayEntry, load_replay_entries
 from ksearch.agent.state import BestRef, SearchState
 from ksearch.agent.world_model import WorldModel
-from ksearch.errors import KsearchError, UserError
+from ksearch.errors import KsearchError, RunNotFoundError, UserError
 from ksearch.tasks.registry import resolve_task
 from ksearch.tools.evaluator import evaluate
 from ksearch.tools.fingerprint import probe_device
@@ -50,6 +50,11 @@ def workspace_dir(explicit: Path | None = None) -> Path:
 
 def open_store(workspace: Path | None = None) -> Store:
     return Store(workspace_dir(workspace) / DB_NAME)
+
+
+def default_device() -> str:
+    """``cuda`` when torch sees a GPU (probed in a subprocess), else ``cpu``."""
+    return "cuda" if probe_device("cuda").is_gpu else "cpu"
 
 
 def new_run_id(task: str) -> str:
@@ -76,10 +81,16 @@ def build_model(config: RunConfig, store: Store) -> BaseChatModel:
     """A LangChain chat model for the config; ``replay:`` takes a JSONL file or a recorded run id."""
     if config.model.startswith("replay:"):
         source = config.model.removeprefix("replay:")
-        if Path(source).is_file():
+        if Path(source).is_file() or source.endswith((".jsonl", ".json")) or "/" in source:
             entries = load_replay_entries(source)
         else:
-            recorded = store.get_run(source)["id"]
+            try:
+                recorded = store.get_run(source)["id"]
+            except RunNotFoundError as exc:
+                raise UserError(
+                    f"replay:{source} names neither a replies file nor a run in this workspace",
+                    hint="pass a JSONL file of replies (replay:path/to/replies.jsonl) or a run id from `ksearch runs`",
+                ) from exc
             calls = store.list_llm_calls(recorded)
             if not calls:
                 raise UserError(f"run {recorded} has no recorded LLM calls to replay")

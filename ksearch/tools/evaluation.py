@@ -102,4 +102,11 @@ class Evaluation(BaseModel):
             if self.timed and self.latency_ms is not None:
                 return f"passed {self.configs_passed}/{self.configs_total} configs, {self.latency_ms:.4f} ms on {self.device}"
             return f"passed {self.configs_passed}/{self.configs_total} configs on {self.device} (correctness only, not timed)"
-        return f"{self.verdict.value} on {self.device}" + (f": {self.mismatch.message}" if self.mismatch else "")
+        detail = ""
+        if self.mismatch is not None:
+            detail = self.mismatch.message
+        elif self.rejection is not None:
+            detail = f"rule {self.rejection.rule}"
+        elif self.log.strip():
+            detail = self.log.strip().splitlines()[0][:160]
+        return f"{self.verdict.value} on {self.device}" + (f": {detail}" if detail else "")

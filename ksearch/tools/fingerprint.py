@@ -12,8 +12,8 @@ from functools import cache
 
 from pydantic import BaseModel
 
-HARNESS_VERSION = "1"
-"""Bump when the evaluator's semantics change, so old cached evaluations are not reused."""
+
+from ksearch.tools.evaluator import HARNESS_VERSION  # bumped when the evaluator's semantics change
 
 _PROBE = r"""
 import json, platform, sys

@@ -32,6 +32,28 @@ def _events(log: Path, name: str) -> list[dict]:
     return out
 
 
+def _workers_of(parent_pid: int) -> list[int]:
+    """Live evaluation workers started by ``parent_pid`` (they carry its pid in their environment)."""
+    marker = f"KSEARCH_PARENT_PID={parent_pid}".encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if marker in (entry / "environ").read_bytes().split(b"\0"):
+                found.append(int(entry.name))
+        except OSError:
+            continue
+    return found
+
+
+def _assert_no_orphan_workers(parent_pid: int) -> None:
+    deadline = time.monotonic() + 10
+    while _workers_of(parent_pid):
+        assert time.monotonic() < deadline, "the evaluation worker outlived the killed agent"
+        time.sleep(0.1)
+
+
 def _cli(ws: Path, *args: str) -> list[str]:
     return [sys.executable, "-m", "ksearch.cli", "--workspace", str(ws), *args]
 
@@ -53,9 +75,11 @@ def test_sigkill_during_evaluation_then_resume(tmp_path):
         assert time.monotonic() < deadline, "the run never reached its third evaluation"
         time.sleep(0.1)
     time.sleep(1.0)  # inside the candidate's 2.5 s sleep: the worker is running
+    assert _workers_of(proc.pid), "an evaluation worker is running at the moment of the kill"
     proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=30)
     assert proc.returncode == -signal.SIGKILL
+    _assert_no_orphan_workers(proc.pid)
 
     store = runner.open_store(ws)
     try:

@@ -1,0 +1,237 @@
+"""The sandboxed evaluator on the CPU (Triton interpreter) and, where there is one, a GPU.
+
+Each evaluate() starts a worker process (about 2 s, mostly importing torch), so the cases here are chosen to cover
+one verdict each rather than many variations.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+
+from ksearch.tasks.softmax import SoftmaxTask
+from ksearch.tools.candidate import Candidate
+from ksearch.tools.evaluation import Verdict
+from ksearch.tools.evaluator import LOG_LIMIT, EvalRequest, candidate_traceback, evaluate, trim_log, worker_environment
+
+DATA = Path(__file__).resolve().parents[1] / "tasks" / "data"
+OK = (DATA / "softmax_triton_ok.py").read_text()
+WRONG = (DATA / "softmax_triton_wrong.py").read_text()
+
+
+def _run(code: str, **request: object):
+    candidate = Candidate(task="softmax", language="triton", code=code)
+    return evaluate(EvalRequest(candidate=candidate, **request))
+
+
+def _wrap(body: str) -> str:
+    """The correct kernel, with ``body`` run inside the entry point before it computes."""
+    return OK + "\n\n_correct = kernel\n\n\ndef kernel(x):\n" + "".join(f"    {l}\n" for l in body.splitlines()) + (
+        "    return _correct(x)\n"
+    )
+
+
+def _alive(pid: int) -> bool:
+    """Running, not a zombie awaiting its reaper."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        return state != "Z"
+    except (FileNotFoundError, IndexError):
+        pass
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def test_correct_kernel_passes_on_cpu_untimed() -> None:
+    started = time.monotonic()
+    evaluation = _run(OK)
+    assert evaluation.verdict == Verdict.PASSED, evaluation.log
+    assert evaluation.timed is False and evaluation.score is None and evaluation.timings == []
+    total = len(SoftmaxTask().test_configs("cpu"))
+    assert evaluation.configs_passed == evaluation.configs_total == total
+    assert evaluation.device == "cpu"
+    assert {"python", "torch", "triton", "device_name", "harness"} <= evaluation.environment.keys()
+    assert "not timed" in evaluation.summary()
+    assert time.monotonic() - started < 15
+
+
+def test_wrong_kernel_is_incorrect_with_the_error_located() -> None:
+    evaluation = _run(WRONG)
+    assert evaluation.verdict == Verdict.INCORRECT
+    mismatch = evaluation.mismatch
+    assert mismatch is not None and mismatch.max_abs_error is not None and mismatch.max_abs_error > 1e-3
+    assert len(mismatch.worst_index) == 2
+    assert 0 < evaluation.configs_passed < evaluation.configs_total
+    assert mismatch.config in evaluation.log and "max abs error" in evaluation.log
+
+
+@pytest.mark.parametrize(
+    ("code", "needle"),
+    [
+        ("def kernel(x)\n    return x\n", "SyntaxError"),
+        ("import torch\n\ndef softmax(x):\n    return x\n", "no function 'kernel'"),
+    ],
+    ids=["syntax-error", "missing-entry-point"],
+)
+def test_bad_modules_are_compile_errors(code: str, needle: str) -> None:
+    evaluation = _run(code)
+    assert evaluation.verdict == Verdict.COMPILE_ERROR
+    assert needle in evaluation.log
+    assert "ksearch-eval-" not in evaluation.log  # temp paths are scrubbed
+
+
+def test_an_exception_is_a_runtime_error_with_the_candidates_traceback() -> None:
+    code = "def helper(x):\n    raise ValueError('boom in helper')\n\n\ndef kernel(x):\n    return helper(x)\n"
+    evaluation = _run(code)
+    assert evaluation.verdict == Verdict.RUNTIME_ERROR
+    assert "ValueError: boom in helper" in evaluation.log
+    assert 'File "candidate.py", line 2, in helper' in evaluation.log
+    assert "ksearch/tools/worker.py" not in evaluation.log  # harness frames are trimmed
+
+
+def test_an_endless_loop_times_out_and_leaves_no_process(tmp_path: Path) -> None:
+    pids = tmp_path / "pids"
+    code = _wrap(
+        "import subprocess, sys\n"
+        "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)'])\n"
+        f"open({str(pids)!r}, 'w').write(f'{{os.getpid()}} {{child.pid}}')\n"
+        "print('spinning', flush=True)\n"
+        "while True:\n"
+        "    pass\n"
+    ).replace("import torch\n", "import os\nimport torch\n", 1)
+    started = time.monotonic()
+    evaluation = _run(code, run_timeout_s=3)
+    elapsed = time.monotonic() - started
+    assert evaluation.verdict == Verdict.TIMEOUT
+    assert elapsed < 3 + 12, elapsed  # the limit plus worker start-up, not the default 300 s
+    assert "3 s" in evaluation.log and "spinning" in evaluation.log
+    worker_pid, grandchild_pid = map(int, pids.read_text().split())
+    deadline = time.monotonic() + 5
+    while (_alive(worker_pid) or _alive(grandchild_pid)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _alive(worker_pid) and not _alive(grandchild_pid)
+
+
+def test_a_hang_while_importing_hits_the_compile_limit() -> None:
+    evaluation = _run("while True:\n    pass\n", compile_timeout_s=4)
+    assert evaluation.verdict == Verdict.TIMEOUT
+    assert "'load'" in evaluation.log
+
+
+@pytest.mark.parametrize(
+    ("body", "needle"),
+    [("os._exit(3)", "exited with code 3"), ("os.kill(os.getpid(), 9)", "SIGKILL")],
+    ids=["exit", "sigkill"],
+)
+def test_a_dying_worker_is_a_crash(body: str, needle: str) -> None:
+    evaluation = _run(f"import os\n\n\ndef kernel(x):\n    {body}\n")
+    assert evaluation.verdict == Verdict.CRASHED
+    assert needle in evaluation.log
+
+
+def test_the_candidate_sees_no_secrets_and_a_private_home(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-secret")
+    monkeypatch.setenv("GITHUB_TOKEN", "ghp-test-secret")
+    monkeypatch.setenv("LC_SECRET_THING", "lc-test-secret")
+    code = _wrap(
+        "import os\n"
+        "leaked = [k for k, v in os.environ.items() if 'test-secret' in v or k.endswith(('_API_KEY', '_TOKEN'))]\n"
+        "if leaked:\n"
+        "    raise RuntimeError(f'saw secrets: {leaked}')\n"
+        "cwd = os.getcwd()\n"
+        "if os.environ['HOME'] != cwd or not os.environ['TRITON_CACHE_DIR'].startswith(cwd):\n"
+        "    raise RuntimeError('home or cache outside the private dir')\n"
+        "if os.environ.get('TRITON_INTERPRET') != '1':\n"
+        "    raise RuntimeError('CPU evaluation must use the Triton interpreter')\n"
+    )
+    evaluation = _run(code)
+    assert evaluation.verdict == Verdict.PASSED, evaluation.log
+
+
+def test_modifying_the_input_is_rejected() -> None:
+    code = OK + "\n\n_correct = kernel\n\n\ndef kernel(x):\n    y = _correct(x)\n    x.mul_(0.5)\n    return y\n"
+    evaluation = _run(code)
+    assert evaluation.verdict == Verdict.REJECTED
+    assert evaluation.rejection is not None and evaluation.rejection.rule == "input_mutation"
+    assert "input 0" in evaluation.rejection.evidence
+
+
+def test_a_language_the_task_does_not_accept_is_refused_without_running() -> None:
+    candidate = Candidate(task="softmax", language="cuda", code="def kernel(x):\n    return x\n")
+    evaluation = evaluate(EvalRequest(candidate=candidate))
+    assert evaluation.verdict == Verdict.COMPILE_ERROR and "triton" in evaluation.log
+
+
+def test_request_defaults_and_validation() -> None:
+    candidate = Candidate(task="softmax", language="triton", code=OK)
+    assert EvalRequest(candidate=candidate).timing is False
+    cuda = EvalRequest(candidate=candidate, device="cuda:1")
+    assert cuda.timing is True and cuda.task == "softmax"
+    assert cuda.compile_timeout_s == 120 and cuda.run_timeout_s == 300
+    with pytest.raises(ValidationError, match="cannot time"):
+        EvalRequest(candidate=candidate, timing=True)
+    with pytest.raises(ValidationError, match="device"):
+        EvalRequest(candidate=candidate, device="gpu0")
+    with pytest.raises(ValidationError, match="task"):
+        EvalRequest(candidate=candidate, task="matmul")
+
+
+def test_worker_environment_is_an_allowlist(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "x")
+    monkeypatch.setenv("SOME_RANDOM_VAR", "y")
+    monkeypatch.setenv("LC_ALL", "C.UTF-8")
+    env = worker_environment(tmp_path, "cpu")
+    assert not {"ANTHROPIC_API_KEY", "AWS_SECRET_ACCESS_KEY", "SOME_RANDOM_VAR"} & env.keys()
+    assert env["LC_ALL"] == "C.UTF-8" and env["PATH"] == os.environ["PATH"]
+    assert env["HOME"] == str(tmp_path) and env["TRITON_INTERPRET"] == "1"
+    for name in ("TRITON_CACHE_DIR", "TORCH_EXTENSIONS_DIR", "TMPDIR"):
+        assert env[name].startswith(str(tmp_path))
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    assert "TRITON_INTERPRET" not in worker_environment(tmp_path, "cuda:0")
+
+
+def test_logs_are_trimmed_to_the_candidates_frames_and_the_limit() -> None:
+    traceback = (
+        "Traceback (most recent call last):\n"
+        '  File "/x/ksearch/tools/worker.py", line 10, in call\n'
+        "    output = fn(*inputs)\n"
+        '  File "candidate.py", line 7, in kernel\n'
+        "    return helper(x)\n"
+        '  File "/x/site-packages/torch/functional.py", line 99, in helper\n'
+        "    secret_internal_line()\n"
+        "RuntimeError: shapes do not match\n"
+    )
+    frames = candidate_traceback(traceback)
+    assert 'File "candidate.py", line 7' in frames and "return helper(x)" in frames
+    assert "worker.py" not in frames and "secret_internal_line" not in frames
+    assert frames.endswith("RuntimeError: shapes do not match")
+    log = trim_log("runtime_error", traceback, stdout="spam\n" * 10_000, stderr="warn\n" * 10_000)
+    assert len(log) <= LOG_LIMIT
+    assert log.startswith("runtime_error") and "shapes do not match" in log and "spam" in log and "warn" in log
+
+
+@pytest.mark.gpu
+def test_correct_kernel_is_timed_on_cuda() -> None:
+    evaluation = _run(OK, device="cuda")
+    assert evaluation.verdict == Verdict.PASSED, evaluation.log
+    assert evaluation.timed and evaluation.score is not None and evaluation.score > 0
+    assert evaluation.latency_ms is not None and evaluation.latency_ms > 0
+    expected = [c.name for c in SoftmaxTask().benchmark_configs("cuda")]
+    assert [t.config for t in evaluation.timings] == expected
+    for timing in evaluation.timings:
+        assert timing.median_ms > 0 and timing.samples >= 10 and timing.stdev_ms >= 0
+    assert evaluation.device != "cuda" and evaluation.environment["device_name"] == evaluation.device
+
+
+@pytest.mark.gpu
+def test_wrong_kernel_is_incorrect_on_cuda() -> None:
+    evaluation = _run(WRONG, device="cuda")
+    assert evaluation.verdict == Verdict.INCORRECT and evaluation.score is None
