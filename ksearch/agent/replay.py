@@ -70,14 +70,18 @@ class ReplayChatModel(BaseChatModel):
     def _take(self, call_key: str | None) -> ReplayEntry:
         with self._lock:
             unused = [i for i in range(len(self.entries)) if i not in self._used]
-            chosen = None
-            if call_key is not None:
+            if call_key is None:
+                chosen = unused[0] if unused else None
+            else:
+                # A keyed entry answers only its own call (a replay that diverges must not get another call's
+                # reply); unkeyed entries fill in, in order.
                 chosen = next((i for i in unused if self.entries[i].call_key == call_key), None)
-            if chosen is None and unused:
-                chosen = unused[0]
+                if chosen is None:
+                    chosen = next((i for i in unused if self.entries[i].call_key is None), None)
             if chosen is None:
                 raise ReplayExhaustedError(
-                    f"replay has no reply left for call {call_key or '(unkeyed)'}: all {len(self.entries)} were served"
+                    f"replay has no reply for call {call_key or '(unkeyed)'} "
+                    f"({len(unused)} of {len(self.entries)} recorded replies unused, none for this call)"
                 )
             self._used.add(chosen)
             return self.entries[chosen]

@@ -437,10 +437,11 @@ def test_replay_serves_by_key_then_in_order() -> None:
 
     a = client.complete("coder", "a", "p")
     assert (a.reply, a.input_tokens, a.output_tokens, a.cost_usd, a.replayed) == ("for a", 5, 3, 0.0, True)
-    assert client.complete("coder", "unknown", "p").reply == "for b"  # no entry for the key: next in order
-    assert client.complete("coder", "c", "p").reply == "first unkeyed"
-    with pytest.raises(ReplayExhaustedError):
-        client.complete("coder", "d", "p")
+    # no entry for the key: the next UNKEYED entry; a keyed entry never answers another call
+    assert client.complete("coder", "unknown", "p").reply == "first unkeyed"
+    with pytest.raises(ReplayExhaustedError, match="none for this call"):
+        client.complete("coder", "c", "p")
+    assert client.complete("coder", "b", "p").reply == "for b"
 
 
 def test_replay_without_keys_via_invoke() -> None:

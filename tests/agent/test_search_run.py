@@ -105,3 +105,29 @@ def test_replay_that_runs_out_of_replies_finishes_cleanly(tmp_path):
     assert outcome.status == "finished"
     assert "replay" in (outcome.done_reason or "")
     assert outcome.rounds_used == 2
+
+
+@pytest.mark.gpu
+def test_full_run_on_gpu_times_kernels_and_promotes_the_fastest(tmp_path):
+    script = two_cycle_script(tmp_path / "script.jsonl")
+    cfg = RunConfig(run_id="gpu", task="softmax", model=f"replay:{script}", device="cuda", max_rounds=6,
+                    stagnation_window=2)
+    outcome = runner.start_run(cfg, workspace=tmp_path / "ws")
+    assert outcome.status == "finished"
+    store = runner.open_store(tmp_path / "ws")
+    try:
+        attempts = store.list_attempts("gpu")
+        passed = [a for a in attempts if a["verdict"] == "passed"]
+        assert attempts[0]["verdict"] == "incorrect" and passed
+        assert all(a["score"] is not None and a["score"] > 0 for a in passed)
+        assert outcome.best is not None and outcome.best.latency_ms is not None and outcome.best.latency_ms > 0
+        # the best is the highest score among the cycles' bests (single-measurement promotion)
+        assert outcome.best.score == max(n.solution.score for n in outcome.world_model.solved_nodes())
+        best_eval = store.get_evaluation(outcome.best.evaluation_id)
+        assert best_eval.timed and len(best_eval.timings) == 4
+        for line in [f"{a['cycle_id']}.{a['attempt']} {a['verdict']} score={a['score']}" for a in attempts]:
+            print(line)
+        for t in best_eval.timings:
+            print(f"best {t.config}: median {t.median_ms:.4f} ms stdev {t.stdev_ms:.4f} n={t.samples}")
+    finally:
+        store.close()
