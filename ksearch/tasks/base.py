@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -73,6 +74,20 @@ class Task(ABC):
     @abstractmethod
     def flops_and_bytes(self, config: TaskConfig) -> tuple[float, float]:
         """Minimal floating-point operations and bytes moved, for a roofline plausibility floor."""
+
+    def prepare(self, module: Any, config: TaskConfig, device: str) -> Callable[[list[Any]], Any]:
+        """The callable the evaluator runs (and times) for ``config``: by default ``entry_point(*inputs)``.
+
+        Tasks whose solutions are not a plain function override this, e.g. GPU MODE's ``custom_kernel(data)``
+        (one tuple argument) or KernelBench's ``ModelNew(*init_inputs)`` built once per config with seeded weights.
+        Called in the candidate's process, after the module is imported and before anything is timed.
+        """
+        fn = getattr(module, self.entry_point)
+        return lambda inputs: fn(*inputs)
+
+    def expected(self, config: TaskConfig, inputs: list[Any]) -> Any:
+        """The reference output for ``inputs`` (a pristine clone). Override when the reference needs the config."""
+        return self.reference(*inputs)
 
     def starter_code(self, language: str) -> str | None:
         """Code to start the first attempt from, or None to start from the spec alone."""

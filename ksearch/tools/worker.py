@@ -107,12 +107,12 @@ class Worker:
         try:
             self.enter("load")
             self.prepare_device()
-            fn = self.load_candidate()
+            module = self.load_candidate()
             self.enter("run")
-            self.check_correctness(fn)
+            self.check_correctness(module)
             if self.request.timing:
                 self.enter("timing")
-                timings = self.measure(fn)
+                timings = self.measure(module)
         except CandidateFailure as failure:
             return self.result(
                 failure.verdict, error=failure.error, mismatch=failure.mismatch, rejection=failure.rejection
@@ -130,7 +130,7 @@ class Worker:
             torch.cuda.set_device(index)
             self.device = f"cuda:{index}"  # explicit, so tensors made here compare equal to the kernel's outputs
 
-    def load_candidate(self) -> Callable[..., Any]:
+    def load_candidate(self) -> Any:
         """Import candidate.py; an import or syntax error, or a missing entry point, is a compile error."""
         path = Path(self.request.candidate_path)
         spec = importlib.util.spec_from_file_location(CANDIDATE_MODULE, path)
@@ -152,28 +152,35 @@ class Worker:
             )
         if not callable(fn):
             raise CandidateFailure(Verdict.COMPILE_ERROR, f"{entry!r} in {path.name} is not callable")
-        return fn
+        return module
 
-    def check_correctness(self, fn: Callable[..., Any]) -> None:
+    def prepare(self, module: Any, config: TaskConfig) -> Callable[[list[Any]], Any]:
+        """The task's callable for this config; failing to build it (e.g. a bad ModelNew constructor) is a runtime error."""
+        try:
+            return self.task.prepare(module, config, self.device)
+        except BaseException as exc:  # noqa: BLE001 - anything the candidate raises is its verdict
+            raise CandidateFailure(Verdict.RUNTIME_ERROR, f"preparing config {config.name}:\n{format_exception(exc)}") from None
+
+    def check_correctness(self, module: Any) -> None:
         configs = self.task.test_configs(self.device)
         self.configs_total = len(configs)
         for config in configs:
-            self.check_config(fn, config)
+            self.check_config(self.prepare(module, config), config)
             self.configs_passed += 1
 
-    def check_config(self, fn: Callable[..., Any], config: TaskConfig) -> None:
+    def check_config(self, fn: Callable[[list[Any]], Any], config: TaskConfig) -> None:
         """Reference first, on a pristine clone; then the candidate on the originals; then inputs and output."""
         inputs = self.task.make_inputs(config, self.device)
-        expected = self.task.reference(*clone_inputs(inputs))
+        expected = self.task.expected(config, clone_inputs(inputs))
         snapshot = clone_inputs(inputs)
         output = self.call(fn, inputs, config)
         self.check_inputs_unchanged(config, inputs, snapshot)
         self.check_output(config, output, expected)
 
-    def call(self, fn: Callable[..., Any], inputs: list[Any], config: TaskConfig) -> Any:
+    def call(self, fn: Callable[[list[Any]], Any], inputs: list[Any], config: TaskConfig) -> Any:
         """One call of the candidate, synchronised so asynchronous device errors surface here."""
         try:
-            output = fn(*inputs)
+            output = fn(inputs)
             self.synchronize()
         except BaseException as exc:  # noqa: BLE001 - anything the candidate raises is its verdict
             verdict = Verdict.COMPILE_ERROR if is_compile_error(exc) else Verdict.RUNTIME_ERROR
@@ -194,15 +201,17 @@ class Worker:
         if mismatch is not None:
             raise CandidateFailure(Verdict.INCORRECT, mismatch.message, mismatch=mismatch)
 
-    def measure(self, fn: Callable[..., Any]) -> list[Timing]:
-        return [self.time_config(fn, config) for config in self.task.benchmark_configs(self.device)]
+    def measure(self, module: Any) -> list[Timing]:
+        return [
+            self.time_config(self.prepare(module, config), config) for config in self.task.benchmark_configs(self.device)
+        ]
 
-    def time_config(self, fn: Callable[..., Any], config: TaskConfig) -> Timing:
+    def time_config(self, fn: Callable[[list[Any]], Any], config: TaskConfig) -> Timing:
         """Warm up, then time single calls with device events until the relative standard error is small."""
         import torch
 
         inputs = self.task.make_inputs(config, self.device)
-        expected = self.task.reference(*clone_inputs(inputs))
+        expected = self.task.expected(config, clone_inputs(inputs))
         snapshot = clone_inputs(inputs)
         flush = torch.empty(self.request.flush_bytes // 4, dtype=torch.int32, device=self.device)
 
