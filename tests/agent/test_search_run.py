@@ -24,10 +24,8 @@ EXPECTED_ROUNDS = [
 
 
 def config(script: Path, run_id: str = "r1", **overrides) -> RunConfig:
-    return RunConfig(
-        run_id=run_id, task="softmax", model=f"replay:{script}", device="cpu", max_rounds=6, stagnation_window=2,
-        **overrides,
-    )
+    settings = {"max_rounds": 6, "stagnation_window": 2, **overrides}
+    return RunConfig(run_id=run_id, task="softmax", model=f"replay:{script}", device="cpu", **settings)
 
 
 def rounds_of(store, run_id: str) -> list[tuple[str, int, str]]:
@@ -129,5 +127,36 @@ def test_full_run_on_gpu_times_kernels_and_promotes_the_fastest(tmp_path):
             print(line)
         for t in best_eval.timings:
             print(f"best {t.config}: median {t.median_ms:.4f} ms stdev {t.stdev_ms:.4f} n={t.samples}")
+    finally:
+        store.close()
+
+
+def test_parallel_cycles_fan_out_and_fold_back(tmp_path):
+    from tests.helpers.scripts import WRONG_KERNEL, fenced, init_plan, row_kernel, write_script
+
+    script = write_script(
+        tmp_path / "parallel.jsonl",
+        [
+            ("plan:0:0", init_plan([("a", 0.9), ("b", 0.8), ("c", 0.1)])),
+            ("write:c1:1", fenced(row_kernel(1))),
+            ("write:c1:2", fenced(row_kernel(2))),
+            ("write:c2:1", fenced(WRONG_KERNEL.format(sleep=0.0, variant=3))),
+            ("write:c2:2", fenced(WRONG_KERNEL.format(sleep=0.0, variant=4))),
+        ],
+    )
+    cfg = config(script, run_id="par", max_rounds=4, parallel_cycles=2)
+    outcome = runner.start_run(cfg, workspace=tmp_path / "ws")
+
+    assert outcome.status == "finished" and outcome.rounds_used == 4
+    wm = outcome.world_model
+    assert wm.nodes["a"].status == NodeStatus.SOLVED
+    assert wm.nodes["b"].status == NodeStatus.FAILED and wm.nodes["b"].failed_cycles == 1
+    assert wm.nodes["c"].status == NodeStatus.OPEN  # only the top two actions ran
+    store = runner.open_store(tmp_path / "ws")
+    try:
+        rounds = sorted(rounds_of(store, "par"))
+        assert rounds == [("c1", 1, "passed"), ("c1", 2, "passed"), ("c2", 1, "incorrect"), ("c2", 2, "incorrect")]
+        by_cycle = {a["cycle_id"]: a["node_id"] for a in store.list_attempts("par")}
+        assert by_cycle == {"c1": "a", "c2": "b"}
     finally:
         store.close()
