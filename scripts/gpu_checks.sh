@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Run the repository's GPU checks on a GPU machine: `gpu`-marked tests and the bench scripts.
+#
+#   scripts/gpu_checks.sh [STEP ...]      steps: tests evaluator trimul kernelbench flashinfer (default: all)
+#
+# Logs and JSON go to $OUT (or /tmp/ksearch-gpu). On an offline node, put a wheelhouse built by
+# scripts/build_wheelhouse.sh in .whl/ first: it is installed into /tmp/site and put on PYTHONPATH.
+set -u
+cd "$(dirname "$0")/.."
+out="${OUT:-/tmp/ksearch-gpu}"
+mkdir -p "$out"
+export OUT="$out" PYTHONUNBUFFERED=1
+if [ -d .whl ] && ls .whl/*.whl >/dev/null 2>&1; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+        || { echo "wheelhouse install failed"; exit 1; }
+    export PYTHONPATH="$PWD:/tmp/site"
+else
+    export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+fi
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$out/device.txt"
+python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)" | tee -a "$out/device.txt"
+
+steps=("$@")
+[ ${#steps[@]} -eq 0 ] && steps=(tests evaluator trimul kernelbench flashinfer)
+status=0
+for step in "${steps[@]}"; do
+    echo "=== $step"
+    case "$step" in
+        tests) timeout 420 python3 -m pytest -q -m gpu -p no:cacheprovider tests -rs 2>&1 | tee "$out/gpu_tests.log" | tail -25 ;;
+        *) if [ -f "bench/$step.py" ]; then
+               timeout 420 python3 "bench/$step.py" 2>&1 | tee "$out/bench_$step.log" | tail -40
+           else
+               echo "no bench/$step.py"
+           fi ;;
+    esac
+    [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+done
+exit $status
