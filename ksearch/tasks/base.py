@@ -46,6 +46,18 @@ class Task(ABC):
     languages: tuple[str, ...] = ("triton",)
     atol: float = 1e-5
     rtol: float = 1e-5
+    # -- hardened-evaluator hooks (all optional; the defaults suit a task whose solution returns one new tensor) --
+    timing_methods: tuple[str, ...] = ("robust",)
+    """Timing methods (``ksearch.tools.timing``) this task may be measured with."""
+    default_timing_method: str = "robust"
+    flush_l2: bool = True
+    """Whether the ``robust`` method evicts the L2 cache (256 MB write) before each timed call."""
+    output_is_tuple: bool = False
+    """The entry point returns a tuple of tensors instead of one tensor."""
+    allow_nonfinite: bool = False
+    """Let NaN/inf outputs reach ``check`` (only for tasks whose reference legitimately produces them)."""
+    roofline_compute_dtype: str = "bf16"
+    """Which peak FLOP/s the physics floor divides by ('fp32', 'tf32', 'bf16', 'fp8'): the highest plausible one."""
 
     @abstractmethod
     def spec(self, language: str) -> str:
@@ -88,6 +100,20 @@ class Task(ABC):
     def expected(self, config: TaskConfig, inputs: list[Any]) -> Any:
         """The reference output for ``inputs`` (a pristine clone). Override when the reference needs the config."""
         return self.reference(*inputs)
+
+    def output_buffers(self, config: TaskConfig, inputs: list[Any]) -> list[torch.Tensor] | None:
+        """Tensors among ``inputs`` that the candidate writes its result into (destination-passing style), or None.
+
+        The evaluator fills them with NaN before every call and does not count writes to them as input mutation.
+        """
+        return None
+
+    def output_strides(self, config: TaskConfig, expected: Any) -> Any:
+        """The strides the output must have: a tuple per tensor (a list of them for tuple outputs), or None to accept
+        any layout. By default the contiguous strides of the expected output's shape."""
+        if isinstance(expected, (tuple, list)):
+            return [_contiguous_strides(tuple(e.shape)) for e in expected]
+        return _contiguous_strides(tuple(expected.shape))
 
     def starter_code(self, language: str) -> str | None:
         """Code to start the first attempt from, or None to start from the spec alone."""
@@ -147,6 +173,14 @@ class Task(ABC):
         logs = [math.log(max(t.median_ms, MIN_LATENCY_MS)) for t in timings]
         latency_ms = math.exp(sum(logs) / len(logs))
         return latency_ms, 1.0 / latency_ms
+
+
+def _contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
+    strides, step = [], 1
+    for size in reversed(shape):
+        strides.append(step)
+        step *= max(size, 1)
+    return tuple(reversed(strides))
 
 
 def _index(parts: Any) -> list[int]:

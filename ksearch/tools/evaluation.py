@@ -49,6 +49,8 @@ class Timing(BaseModel):
     stdev_ms: float
     samples: int
     method: str = "robust"
+    headline: str = "median"
+    """The statistic the method's upstream reports ('median' or 'mean'); the task's score uses the median."""
 
 
 class Rejection(BaseModel):

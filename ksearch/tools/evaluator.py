@@ -1,16 +1,28 @@
 """Evaluate one candidate outside the caller's process: the trust boundary between the agent and untrusted code.
 
-The candidate runs in a fresh ``python -m ksearch.tools.worker`` process in its own session (process group), with a
-private temp dir as cwd and HOME, its own build caches, and an environment rebuilt from an allowlist so API keys never
-reach it. A hard timeout kills the whole group. The worker writes a JSON result to a file; the parent trims the logs
-and computes the score itself. Knows nothing about the graph or the agent.
+An evaluation is a sequence of processes, each started as ``python -P -m ...`` in its own session (process group),
+with an environment rebuilt from an allowlist so API keys never reach it, killed as a group at its time limit, and
+dying with the parent (PDEATHSIG):
+
+1. candidate worker, pass ``correctness`` (``ksearch.tools.worker``): every test config once, outputs saved;
+2. checker (``ksearch.tools.checker``, trusted, never imports the candidate): regenerates the inputs, computes the
+   reference and compares; only its verdict can say "correct";
+3. on a GPU and only when correct: candidate worker, pass ``timing`` (same private dir and build caches);
+4. checker again, on the timed outputs the worker kept.
+
+The worker and the checker share a per-evaluation secret salt mixed into every seed (see ``ksearch.tools.checker``).
+The candidate's processes get a private temp dir as cwd and HOME with their own Triton and torch-extension caches;
+the checker runs in a separate dir and reports through its stdout pipe, which the candidate never held. The parent
+computes the timing statistics, the physics floor and the score itself. Knows nothing about the graph or the agent.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import platform
 import re
+import secrets
 import select
 import signal
 import site
@@ -25,16 +37,21 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 import ksearch
+from ksearch.errors import KsearchError, UserError
 from ksearch.tasks.base import Task
 from ksearch.tasks.registry import resolve_task
+from ksearch.tools import integrity
+from ksearch.tools import timing as timing_mod
 from ksearch.tools.candidate import Candidate
-from ksearch.tools.evaluation import Evaluation, Verdict
-from ksearch.tools.worker import WorkerRequest, WorkerResult
+from ksearch.tools.checker import CheckRequest, CheckResult
+from ksearch.tools.evaluation import Evaluation, Rejection, Timing, Verdict
+from ksearch.tools.worker import CompareSamples, WorkerRequest, WorkerResult
 
-HARNESS_VERSION = "ksearch-evaluator-1"
+HARNESS_VERSION = "ksearch-evaluator-2"
 """Part of the evaluation cache key: bump when a change could alter verdicts or timings."""
 LOG_LIMIT = 4000
 CANDIDATE_FILE = "candidate.py"
+CHALLENGER_FILE = "challenger.py"
 
 _ENV_ALLOWED = frozenset(
     {"PATH", "LANG", "LANGUAGE", "CUDA_VISIBLE_DEVICES", "CUDA_HOME", "CUDA_PATH", "LD_LIBRARY_PATH",
@@ -57,10 +74,14 @@ class EvalRequest(BaseModel):
     device: str = "cpu"
     """'cpu' (Triton interpreter, correctness only), 'cuda' or 'cuda:N'."""
     compile_timeout_s: float = Field(default=120.0, gt=0)
-    """From the worker's start until it begins running configs: interpreter start-up, imports, module import."""
+    """From a worker's start until it begins running configs: interpreter start-up, imports, module import."""
     run_timeout_s: float = Field(default=300.0, gt=0)
-    """From the first correctness config to the end of timing (Triton's JIT compiles at the first call)."""
+    """Per worker pass, from its first config to its end (Triton's JIT compiles at the first call)."""
     timing: bool = False
+    timing_method: str | None = None
+    """A method of ``ksearch.tools.timing`` the task supports; None for the task's default."""
+    seed_salt: int | None = None
+    """None (the default): a fresh secret salt per evaluation. Set only to reproduce one evaluation exactly."""
 
     @model_validator(mode="before")
     @classmethod
@@ -75,6 +96,10 @@ class EvalRequest(BaseModel):
             raise ValueError(f"device must be 'cpu', 'cuda' or 'cuda:N', not {self.device!r}")
         if self.device == "cpu" and self.timing:
             raise ValueError("the CPU (Triton interpreter) cannot time kernels: use timing=False")
+        if self.timing_method is not None and self.timing_method not in timing_mod.method_names():
+            raise ValueError(
+                f"unknown timing method {self.timing_method!r}; known methods: {', '.join(timing_mod.method_names())}"
+            )
         if not self.task:
             self.task = self.candidate.task
         elif self.task != self.candidate.task:
@@ -92,12 +117,49 @@ class _Outcome(BaseModel):
     stdout: str = ""
     stderr: str = ""
     unreadable: str = ""
+    wall_s: float = 0.0
 
 
+class ComparisonError(KsearchError):
+    """compare() could not time both candidates (a failure of one of them, or of the device)."""
+
+
+class ConfigComparison(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    config: str
+    incumbent_median_ms: float
+    challenger_median_ms: float
+    ratio: float
+    """incumbent / challenger (geometric mean over rounds): above 1 means the challenger is faster."""
+    ci_low: float
+    ci_high: float
+
+
+class Comparison(BaseModel):
+    """A paired, interleaved timing of two correct candidates on the same GPU."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    per_config: list[ConfigComparison]
+    speedup: float
+    """Geometric mean over configs of incumbent / challenger."""
+    ci_low: float
+    ci_high: float
+    improved: bool
+    """The whole 95 % confidence interval of the speedup is above 1."""
+    rounds: int = 0
+    device: str = ""
+    method: str = "paired robust blocks, A B / B A interleaved, t-interval over per-round log speedups"
+
+
+# -- evaluate -------------------------------------------------------------------------------------------------------
 def evaluate(request: EvalRequest) -> Evaluation:
-    """Run the candidate in a sandboxed worker and return its typed verdict. Never raises for the candidate's faults."""
+    """Run the candidate sandboxed and return its typed verdict. Never raises for the candidate's faults; raises
+    ``TimingError`` for a timing method the task does not support."""
     started = time.monotonic()
     task = resolve_task(request.task)
+    method = timing_mod.resolve_method(task, request.timing_method)
     if str(request.candidate.language) not in task.languages:
         return Evaluation(
             verdict=Verdict.COMPILE_ERROR,
@@ -106,30 +168,83 @@ def evaluate(request: EvalRequest) -> Evaluation:
             log=f"task {task.name!r} accepts {', '.join(task.languages)} candidates, not {request.candidate.language}",
             environment=_parent_environment(),
         )
-    with tempfile.TemporaryDirectory(prefix="ksearch-eval-") as root:
-        outcome = _run_worker(Path(root), request)
-        scrub = (str(Path(root) / "work") + os.sep, str(Path(root)))
-        evaluation = _to_evaluation(request, task, outcome, scrub)
+    rejection = integrity.check_source(request.candidate.code, task_name=task.name)  # static rules: no worker
+    if rejection is not None:
+        return Evaluation(
+            verdict=Verdict.REJECTED,
+            device=request.device,
+            configs_total=len(task.test_configs(request.device)),
+            rejection=rejection,
+            log=f"rejected ({rejection.rule}): {rejection.evidence}",
+            environment=_parent_environment(),
+        )
+    salt = request.seed_salt if request.seed_salt is not None else secrets.randbits(62)
+    with tempfile.TemporaryDirectory(prefix="ksearch-eval-") as root_text:
+        root = Path(root_text)
+        scrub = (str(root / "work") + os.sep, str(root / "io") + os.sep, str(root))
+        evaluation = _evaluate_in(root, request, task, method, salt, scrub)
     return evaluation.model_copy(update={"duration_s": round(time.monotonic() - started, 3)})
 
 
-# -- running the worker ---------------------------------------------------------------------------------------------
-def _run_worker(root: Path, request: EvalRequest) -> _Outcome:
-    work, io = root / "work", root / "io"
-    for folder in (work, work / "tmp", io):
-        folder.mkdir(mode=0o700)
+def _evaluate_in(root: Path, request: EvalRequest, task: Task, method: str, salt: int, scrub: tuple[str, ...]) -> Evaluation:
+    work, io = _prepare_dirs(root)
     (work / CANDIDATE_FILE).write_text(request.candidate.code, encoding="utf-8")
-    status_r, status_w = os.pipe()
-    worker_request = WorkerRequest(
+    first = _run_worker(root, request, _worker_request(request, work, io, "correctness", salt, task, method))
+    if _worker_failed(first):
+        return _to_evaluation(request, task, first, scrub)
+    check = _run_checker(root, request, salt, "test", io / "result.json", io / "out-correctness")
+    if check.verdict != Verdict.PASSED or not request.timing:
+        return _checked_evaluation(request, task, first, check, scrub)
+    second = _run_worker(root, request, _worker_request(request, work, io, "timing", salt, task, method))
+    if _worker_failed(second):
+        evaluation = _to_evaluation(request, task, second, scrub)
+        return evaluation.model_copy(update={"configs_passed": check.configs_passed, "configs_total": check.configs_total})
+    recheck = _run_checker(root, request, salt, "bench", io / "result.json", io / "out-timing")
+    if recheck.verdict != Verdict.PASSED:
+        evaluation = _checked_evaluation(request, task, second, recheck, scrub)
+        return evaluation.model_copy(update={"configs_passed": check.configs_passed, "configs_total": check.configs_total})
+    return _timed_evaluation(request, task, method, first, second, check, recheck, scrub)
+
+
+def _prepare_dirs(root: Path) -> tuple[Path, Path]:
+    work, io = root / "work", root / "io"
+    for folder in (work, work / "tmp", io, io / "out-correctness", io / "out-timing", root / "check"):
+        folder.mkdir(mode=0o700, exist_ok=True)
+    return work, io
+
+
+def _worker_request(
+    request: EvalRequest, work: Path, io: Path, mode: str, salt: int, task: Task, method: str
+) -> WorkerRequest:
+    return WorkerRequest(
         task=request.task,
         device=request.device,
         entry_point=request.candidate.entry_point,
         candidate_path=str(work / CANDIDATE_FILE),
         result_path=str(io / "result.json"),
-        timing=request.timing,
-        status_fd=status_w,
+        timing=mode == "timing",
+        mode=mode,  # type: ignore[arg-type]
+        salt=salt,
+        outputs_dir=str(io / f"out-{mode}"),
+        timing_method=method,
+        flush_l2=bool(getattr(task, "flush_l2", True)),
     )
+
+
+def _worker_failed(outcome: _Outcome) -> bool:
+    return outcome.timed_out or outcome.result is None or outcome.result.verdict != Verdict.PASSED
+
+
+# -- running the worker ---------------------------------------------------------------------------------------------
+def _run_worker(root: Path, request: EvalRequest, worker_request: WorkerRequest) -> _Outcome:
+    """One candidate process: wait with the compile limit until it starts running, then the run limit; kill its group."""
+    work, io = root / "work", root / "io"
+    for stale in (io / "result.json", io / "result.json.partial"):
+        stale.unlink(missing_ok=True)
+    status_r, status_w = os.pipe()
+    worker_request = worker_request.model_copy(update={"status_fd": status_w})
     (io / "request.json").write_text(worker_request.model_dump_json(), encoding="utf-8")
+    started = time.monotonic()
     try:
         with open(io / "stdout.txt", "wb") as out, open(io / "stderr.txt", "wb") as err:
             process = subprocess.Popen(
@@ -159,6 +274,7 @@ def _run_worker(root: Path, request: EvalRequest) -> _Outcome:
         returncode=process.returncode,
         stdout=_read_tail(io / "stdout.txt"),
         stderr=_read_tail(io / "stderr.txt"),
+        wall_s=time.monotonic() - started,
     )
     if not timed_out and (io / "result.json").exists():
         try:
@@ -166,6 +282,46 @@ def _run_worker(root: Path, request: EvalRequest) -> _Outcome:
         except (ValidationError, OSError, UnicodeDecodeError) as exc:
             outcome.unreadable = f"{type(exc).__name__}: {exc}"[:500]
     return outcome
+
+
+def _run_checker(
+    root: Path, request: EvalRequest, salt: int, kind: str, worker_result: Path, outputs: Path
+) -> CheckResult:
+    """The trusted checker, after the candidate's process group is dead; its result comes back on its stdout."""
+    folder = root / "check"
+    check_request = CheckRequest(
+        task=request.task,
+        device=request.device,
+        salt=salt,
+        kind=kind,  # type: ignore[arg-type]
+        worker_result_path=str(worker_result),
+        outputs_dir=str(outputs),
+    )
+    request_path = folder / f"request-{kind}.json"
+    request_path.write_text(check_request.model_dump_json(), encoding="utf-8")
+    process = subprocess.Popen(
+        [sys.executable, "-P", "-m", "ksearch.tools.checker", str(request_path)],
+        cwd=folder,
+        env={**worker_environment(folder, request.device), "KSEARCH_PARENT_PID": str(os.getpid())},
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
+    limit = request.compile_timeout_s + request.run_timeout_s
+    try:
+        stdout, stderr = process.communicate(timeout=limit)
+    except subprocess.TimeoutExpired:
+        _kill_group(process.pid)
+        process.communicate()
+        return CheckResult(verdict=Verdict.TIMEOUT, error=f"the checker exceeded {limit:g} s (reference too slow?)")
+    finally:
+        _kill_group(process.pid)
+    try:
+        return CheckResult.model_validate_json(stdout)
+    except ValidationError:
+        tail = stderr.decode(errors="replace")[-2000:]
+        return CheckResult(verdict=Verdict.CRASHED, error=f"the checker exited with code {process.returncode}:\n{tail}")
 
 
 def _wait(process: subprocess.Popen[bytes], status_r: int, request: EvalRequest) -> tuple[bool, str]:
@@ -184,7 +340,7 @@ def _wait(process: subprocess.Popen[bytes], status_r: int, request: EvalRequest)
                 *lines, pending = pending.split(b"\n")
                 for line in lines:
                     new_phase = line.decode(errors="replace").strip()
-                    if new_phase == "run" and phase in ("start", "load"):
+                    if new_phase in ("run", "timing") and phase in ("start", "load"):
                         deadline = time.monotonic() + request.run_timeout_s
                     phase = new_phase or phase
         else:
@@ -193,8 +349,6 @@ def _wait(process: subprocess.Popen[bytes], status_r: int, request: EvalRequest)
             return False, phase
         if time.monotonic() > deadline:
             return True, phase
-
-
 def _read_nonblocking(fd: int) -> bytes | None:
     try:
         return os.read(fd, 4096)
@@ -255,6 +409,7 @@ def _read_tail(path: Path, limit: int = 64 * 1024) -> str:
 
 # -- building the Evaluation ----------------------------------------------------------------------------------------
 def _to_evaluation(request: EvalRequest, task: Task, outcome: _Outcome, scrub: tuple[str, ...]) -> Evaluation:
+    """The verdict of a worker that failed on its own (timeout, crash, compile or runtime error, a broken rule)."""
     environment = _parent_environment()
     result = outcome.result
     if result is not None:
@@ -265,13 +420,11 @@ def _to_evaluation(request: EvalRequest, task: Task, outcome: _Outcome, scrub: t
         verdict, headline, error = Verdict.TIMEOUT, f"timeout: exceeded {limit:g} s in phase {outcome.phase!r}", ""
     elif result is None:
         verdict, headline, error = Verdict.CRASHED, _crash_headline(outcome), ""
+    elif result.verdict == Verdict.PASSED:  # only reached for a timing pass that reported no samples
+        verdict, headline, error = Verdict.CRASHED, "crashed: the worker reported no timing samples", ""
     else:
         verdict, headline = result.verdict, _headline(result)
         error = "" if result.mismatch or result.rejection else result.error  # already in the headline
-    fields: dict[str, Any] = {}
-    if result is not None and verdict == Verdict.PASSED and request.timing and result.timings:
-        latency_ms, score = task.score(result.timings)
-        fields = {"timed": True, "timings": result.timings, "latency_ms": latency_ms, "score": score}
     show_output = verdict != Verdict.PASSED
     return Evaluation(
         verdict=verdict,
@@ -288,8 +441,106 @@ def _to_evaluation(request: EvalRequest, task: Task, outcome: _Outcome, scrub: t
             scrub=scrub,
         ),
         environment=environment,
-        **fields,
     )
+
+
+def _checked_evaluation(
+    request: EvalRequest, task: Task, outcome: _Outcome, check: CheckResult, scrub: tuple[str, ...]
+) -> Evaluation:
+    """The checker's verdict on a worker that ran to its end (untimed pass, or a failed recheck)."""
+    environment = {**_parent_environment(), **(outcome.result.environment if outcome.result else {}), **check.environment}
+    verdict = check.verdict
+    if verdict == Verdict.PASSED:
+        headline = ""
+    elif check.rejection is not None:
+        headline = f"rejected ({check.rejection.rule}): {check.rejection.evidence}"
+    elif check.mismatch is not None:
+        headline = f"incorrect: {check.mismatch.message}"
+    else:
+        headline = f"{verdict.value}: {check.error}"
+    show = verdict != Verdict.PASSED
+    return Evaluation(
+        verdict=verdict,
+        device=environment.get("device_name", request.device),
+        configs_passed=check.configs_passed,
+        configs_total=check.configs_total,
+        mismatch=check.mismatch,
+        rejection=check.rejection,
+        log=trim_log(headline, "", stdout=outcome.stdout if show else "", stderr=outcome.stderr if show else "",
+                     scrub=scrub),  # fmt: skip
+        environment=environment,
+    )
+
+
+def _timed_evaluation(
+    request: EvalRequest,
+    task: Task,
+    method: str,
+    first: _Outcome,
+    second: _Outcome,
+    check: CheckResult,
+    recheck: CheckResult,
+    scrub: tuple[str, ...],
+) -> Evaluation:
+    assert second.result is not None
+    environment = {**_parent_environment(), **second.result.environment, **recheck.environment,
+                   "timing_method": method}  # fmt: skip
+    device = environment.get("device_name", request.device)
+    base = Evaluation(
+        verdict=Verdict.PASSED, device=device, configs_passed=check.configs_passed,
+        configs_total=check.configs_total, environment=environment,
+    )  # fmt: skip
+    timings, problem = timings_from_samples(task, method, second.result, second.wall_s, request.device)
+    if problem:
+        return base.model_copy(update={"verdict": Verdict.CRASHED, "log": trim_log(f"crashed: {problem}", "", scrub=scrub)})
+    configs = {c.name: c for c in task.benchmark_configs(request.device)}
+    notes: list[str] = []
+    for timing in timings:
+        flops, bytes_moved = task.flops_and_bytes(configs[timing.config])
+        floor = timing_mod.physics_floor(
+            timing.median_ms, flops, bytes_moved, device, getattr(task, "roofline_compute_dtype", "bf16")
+        )
+        if floor.violated:
+            evidence = f"config {timing.config}: {floor.evidence}"
+            return base.model_copy(
+                update={
+                    "verdict": Verdict.REJECTED,
+                    "rejection": Rejection(rule="physics_floor", evidence=evidence),
+                    "log": trim_log(f"rejected (physics_floor): {evidence}", "", scrub=scrub),
+                }
+            )
+        if floor.floor_ms is None:
+            notes.append(floor.evidence)
+            break
+    latency_ms, score = task.score(timings)
+    return base.model_copy(
+        update={"timed": True, "timings": timings, "latency_ms": latency_ms, "score": score, "log": "\n".join(notes)}
+    )
+
+
+def timings_from_samples(
+    task: Task, method: str, result: WorkerResult, wall_s: float, device: str = "cuda"
+) -> tuple[list[Timing], str]:
+    """Per-config statistics computed here, from the raw samples; '' or the reason the samples are unusable.
+
+    The samples come from the candidate's process, so they are sanity-checked against what the parent measured:
+    every benchmark config once, finite positive numbers, and a total no longer than the pass's wall time."""
+    names = [c.name for c in task.benchmark_configs(device)]
+    by_name = {s.config: s for s in result.samples}
+    timings: list[Timing] = []
+    total_ms = 0.0
+    for name in names:
+        entry = by_name.get(name)
+        if entry is None or not entry.samples_ms:
+            return [], f"no timing samples for config {name}"
+        if not all(math.isfinite(x) and x > 0 for x in entry.samples_ms):
+            return [], f"non-positive or non-finite timing samples for config {name}"
+        total_ms += sum(entry.samples_ms)
+        stats = timing_mod.summarize(entry.samples_ms)
+        timings.append(Timing(config=name, method=method, headline=timing_mod.HEADLINE[method], **stats))  # type: ignore[arg-type]
+    if total_ms / 1000.0 > wall_s * 1.05 + 0.05:
+        return [], f"the reported kernel time ({total_ms / 1000:.3g} s) exceeds the timing pass's wall time ({wall_s:.3g} s)"
+    return timings, ""
 
 
 def _headline(result: WorkerResult) -> str:
@@ -329,6 +580,94 @@ def _version(distribution: str) -> str:
         return metadata.version(distribution)
     except metadata.PackageNotFoundError:
         return "unknown"
+
+
+# -- paired comparison ----------------------------------------------------------------------------------------------
+def compare(incumbent: EvalRequest, challenger: EvalRequest, *, rounds: int = 5) -> Comparison:
+    """Time two candidates that both passed correctness, interleaved in ONE worker on the same GPU.
+
+    Per benchmark config and round, each candidate gets a short robust block (flush, rotated inputs, median); the
+    order alternates A B, B A, A B ... so drift hits both. Per round the log speedup is the mean over configs of
+    log(incumbent / challenger); ``speedup`` is exp of its mean over rounds and the interval a 95 % Student t-interval
+    over those paired per-round values (per config likewise over its rounds). ``improved`` only when the whole
+    interval is above 1. Raises ``UserError`` on the CPU (nothing is timed there) and ``ComparisonError`` when a
+    candidate fails while being timed.
+    """
+    if incumbent.device == "cpu" or challenger.device == "cpu":
+        raise UserError("compare() times kernels, and the CPU (Triton interpreter) cannot: use a cuda device")
+    if incumbent.device != challenger.device or incumbent.task != challenger.task:
+        raise UserError("compare() needs two candidates for the same task on the same device")
+    if incumbent.candidate.entry_point != challenger.candidate.entry_point:
+        raise UserError("compare() needs both candidates to use the same entry point")
+    if rounds < 2:
+        raise UserError("compare() needs at least 2 rounds for a confidence interval")
+    task = resolve_task(incumbent.task)
+    salt = secrets.randbits(62)
+    with tempfile.TemporaryDirectory(prefix="ksearch-compare-") as root_text:
+        root = Path(root_text)
+        work, io = _prepare_dirs(root)
+        (work / CANDIDATE_FILE).write_text(incumbent.candidate.code, encoding="utf-8")
+        (work / CHALLENGER_FILE).write_text(challenger.candidate.code, encoding="utf-8")
+        worker_request = _worker_request(incumbent, work, io, "compare", salt, task, "robust").model_copy(
+            update={"challenger_path": str(work / CHALLENGER_FILE), "rounds": rounds, "outputs_dir": ""}
+        )
+        outcome = _run_worker(root, incumbent, worker_request)
+        scrub = (str(work) + os.sep, str(io) + os.sep, str(root))
+        if _worker_failed(outcome):
+            failed = _to_evaluation(incumbent, task, outcome, scrub)
+            raise ComparisonError(f"compare() failed: {failed.log.splitlines()[0] if failed.log else failed.verdict}")
+    assert outcome.result is not None
+    names = [c.name for c in task.benchmark_configs(incumbent.device)]
+    comparison = comparison_from_samples(outcome.result.comparison, names)
+    return comparison.model_copy(update={"device": outcome.result.environment.get("device_name", incumbent.device)})
+
+
+def comparison_from_samples(samples: list[CompareSamples], names: list[str]) -> Comparison:
+    """Pure statistics of ``compare``: per-round paired log ratios, t-intervals, geometric means."""
+    by_name = {s.config: s for s in samples}
+    missing = [n for n in names if n not in by_name]
+    if missing or not names:
+        raise ComparisonError(f"compare(): no samples for configs {missing or names}")
+    rounds = min(min(len(by_name[n].incumbent_ms), len(by_name[n].challenger_ms)) for n in names)
+    if rounds < 1:
+        raise ComparisonError("compare(): no rounds were timed")
+    per_config: list[ConfigComparison] = []
+    per_round = [0.0] * rounds
+    for name in names:
+        entry = by_name[name]
+        logs = [math.log(a / b) for a, b in zip(entry.incumbent_ms[:rounds], entry.challenger_ms[:rounds], strict=True)]
+        mean, low, high = timing_mod.mean_ci(logs)
+        per_config.append(
+            ConfigComparison(
+                config=name,
+                incumbent_median_ms=statistics_median(entry.incumbent_ms),
+                challenger_median_ms=statistics_median(entry.challenger_ms),
+                ratio=math.exp(mean),
+                ci_low=_exp(low),
+                ci_high=_exp(high),
+            )
+        )
+        for r, value in enumerate(logs):
+            per_round[r] += value / len(names)
+    mean, low, high = timing_mod.mean_ci(per_round)
+    return Comparison(
+        per_config=per_config, speedup=math.exp(mean), ci_low=_exp(low), ci_high=_exp(high),
+        improved=_exp(low) > 1.0, rounds=rounds,
+    )  # fmt: skip
+
+
+def statistics_median(values: list[float]) -> float:
+    ordered = sorted(values)
+    middle = len(ordered) // 2
+    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
+
+
+def _exp(value: float) -> float:
+    if value == -math.inf:
+        return 0.0
+    if value == math.inf:
+        return math.inf
+    return math.exp(value)
 
 
 # -- logs -----------------------------------------------------------------------------------------------------------

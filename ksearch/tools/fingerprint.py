@@ -5,6 +5,7 @@ GPU properties are read in a short-lived subprocess so the agent's own process n
 
 from __future__ import annotations
 
+import hashlib
 import json
 import subprocess
 import sys
@@ -62,10 +63,32 @@ class DeviceInfo(BaseModel):
             f"{self.l2_mb} MB L2), CUDA {self.cuda}, torch {self.torch}, triton {self.triton}"
         )
 
-    def eval_key(self, task: str) -> str:
-        """Evaluations are reused only for the same task, device model, harness and software versions."""
+    def eval_key(self, task: str, timing_method: str | None = None) -> str:
+        """Evaluations are reused only for the same task, test and benchmark configs, timing method, device model,
+        harness and software versions (the code's hash is the other half of the key, in the store)."""
         where = self.gpu or "cpu-interpreter"
-        return f"{task}|{where}|harness={HARNESS_VERSION}|torch={self.torch}|triton={self.triton}"
+        configs, method = task_signature(task, "cuda" if self.is_gpu else "cpu", timing_method)
+        return (
+            f"{task}|{where}|harness={HARNESS_VERSION}|torch={self.torch}|triton={self.triton}"
+            f"|configs={configs}|timing={method}"
+        )
+
+
+def task_signature(task: str, device: str, timing_method: str | None = None) -> tuple[str, str]:
+    """(hash of the task's test and benchmark configs on ``device``, the timing method or 'untimed' on the CPU)."""
+    from ksearch.tasks.registry import resolve_task
+    from ksearch.tools.timing import resolve_method
+
+    resolved = resolve_task(task)
+    payload = json.dumps(
+        {
+            "test": [c.model_dump() for c in resolved.test_configs(device)],
+            "bench": [c.model_dump() for c in resolved.benchmark_configs(device)],
+        },
+        sort_keys=True,
+    )
+    method = resolve_method(resolved, timing_method) if device != "cpu" else "untimed"
+    return hashlib.sha256(payload.encode()).hexdigest()[:16], method
 
 
 @cache

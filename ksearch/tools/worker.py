@@ -1,36 +1,65 @@
-"""The evaluator's worker: runs ONE untrusted candidate in its own process and writes its verdict to a JSON file.
+"""The evaluator's candidate worker: runs ONE untrusted candidate in its own process and saves what it returned.
 
 Started by ``ksearch.tools.evaluator`` as ``python -P -m ksearch.tools.worker REQUEST.json``, never imported into the
-agent's process to run code. The result goes to a file, not stdout, because candidates may print. Each phase is a
-method of ``Worker`` (a template method) so a hardened evaluator can override one phase (output poisoning, rechecks,
-static rules) without rewriting the others.
+agent's process to run code. It never computes the reference (``task.expected`` is not called here: the reference
+lives only in the trusted checker's process, ``ksearch.tools.checker``), so there is no answer in this process for a
+candidate to find.
+
+One request is one pass:
+
+``correctness``
+    every test config once, on inputs made from the salted seed; each output is saved (a CPU copy, ``torch.save``)
+    for the checker, with a digest of the inputs.
+``timing``
+    every benchmark config with a timing method of ``ksearch.tools.timing``; the raw samples are reported (the
+    parent computes the statistics) and a sample of the timed outputs is saved for the checker.
+``compare``
+    two candidates (incumbent and challenger) imported under different module names and timed interleaved.
+
+Around every call of the candidate the worker checks, with references to the harness's functions taken before the
+candidate was imported: no timer or harness function was replaced (``timer_monkeypatch``), no thread started by the
+candidate is still running (``thread_injection``), the inputs are unchanged (``input_mutation``), the output is a real
+``torch.Tensor`` (``lazy_output`` for subclasses) on the right device, and on a GPU that the output does not change
+after a device-wide sync (``deferred_work``). Output buffers the task preallocates are poisoned with NaN first.
+
+The report goes to a file, not stdout, because candidates may print; the parent trusts it only for the candidate's
+own failures and the timing samples, never for correctness.
 """
 
 from __future__ import annotations
 
+import builtins
 import faulthandler
 import importlib.util
+import inspect
 import math
 import os
 import platform
+import random
 import signal
 import statistics
 import sys
+import threading
 import time
 import traceback
 from collections.abc import Callable
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from ksearch.tasks.base import Task, TaskConfig
 from ksearch.tasks.registry import resolve_task
+from ksearch.tools import timing as timing_mod
+from ksearch.tools.checker import OutputRecord, input_digest, salted_seed
 from ksearch.tools.evaluation import Mismatch, Rejection, Timing, Verdict
 
 CANDIDATE_MODULE = "candidate"
-TIMING_METHOD = "cuda-events, device sync before end event, L2 flush before each call"
+CHALLENGER_MODULE = "challenger"
+TIMING_METHOD = "robust"
+"""Kept for callers of the first evaluator; the method is now chosen per request (``WorkerRequest.timing_method``)."""
+HARNESS_MODULES = ("ksearch.tools.worker", "ksearch.tools.timing", "ksearch.tools.checker", "ksearch.tools.evaluation")
 
 
 class WorkerRequest(BaseModel):
@@ -44,25 +73,53 @@ class WorkerRequest(BaseModel):
     candidate_path: str
     result_path: str
     timing: bool = False
+    """With mode 'correctness' (the first evaluator's single pass): ignored; timing is its own pass."""
     status_fd: int | None = None
     """Pipe to the parent; the worker writes each phase name on it so the parent applies the right time limit."""
+    mode: Literal["correctness", "timing", "compare"] = "correctness"
+    salt: int = 0
+    """The evaluation's secret salt, combined with each config's public seed (see ``checker.salted_seed``)."""
+    outputs_dir: str = ""
+    """Where outputs are saved for the checker; '' saves nothing (for direct use in tests)."""
+    timing_method: str = "robust"
+    flush_l2: bool = True
+    recheck_bytes: int = 1 << 30
+    """Bytes of timed outputs kept per config for the checker (beyond it, a random sample of them)."""
+    challenger_path: str = ""
+    """mode 'compare': the challenger's file (the incumbent is ``candidate_path``)."""
+    rounds: int = 5
     time_cap_s: float = 2.0
-    """Stop sampling a benchmark config after this long (once min_samples are taken)."""
     min_samples: int = 10
     target_rel_se: float = 0.01
-    """Stop sampling once stdev / sqrt(n) / mean falls below this."""
-    flush_bytes: int = 256 * 1024 * 1024
-    """Bytes written before each timed call to evict the L2 cache."""
+    flush_bytes: int = timing_mod.FLUSH_BYTES
+
+
+class ConfigSamples(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    config: str
+    method: str
+    samples_ms: list[float]
+
+
+class CompareSamples(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    config: str
+    incumbent_ms: list[float]
+    """One median per round."""
+    challenger_ms: list[float]
 
 
 class WorkerResult(BaseModel):
-    """What the worker reports. The parent turns it into an Evaluation (and computes the score itself)."""
+    """What the worker reports. The parent takes failures and samples from it; correctness comes from the checker."""
 
     model_config = ConfigDict(extra="forbid")
 
     verdict: Verdict
     phase: str
     configs_passed: int = 0
+    """Configs the candidate ran on without an error or a broken rule (not yet checked against the reference)."""
     configs_total: int = 0
     mismatch: Mismatch | None = None
     rejection: Rejection | None = None
@@ -70,6 +127,9 @@ class WorkerResult(BaseModel):
     error: str = ""
     """The candidate's exception with its traceback, or a one-line reason."""
     environment: dict[str, str] = Field(default_factory=dict)
+    records: list[OutputRecord] = Field(default_factory=list)
+    samples: list[ConfigSamples] = Field(default_factory=list)
+    comparison: list[CompareSamples] = Field(default_factory=list)
 
 
 class CandidateFailure(Exception):
@@ -90,8 +150,86 @@ class CandidateFailure(Exception):
         self.rejection = rejection
 
 
+def reject(rule: str, evidence: str) -> CandidateFailure:
+    return CandidateFailure(Verdict.REJECTED, evidence, rejection=Rejection(rule=rule, evidence=evidence))
+
+
+# -- references taken before the candidate is imported -----------------------------------------------------------
+def harness_references() -> dict[str, tuple[Any, str, Any]]:
+    """label -> (owner, attribute, object) for every timer, sync, copy and harness function the evaluation relies on."""
+    import torch
+
+    plain: list[tuple[str, Any, str]] = [
+        *((f"time.{n}", time, n) for n in ("perf_counter", "perf_counter_ns", "monotonic", "monotonic_ns", "time",
+                                              "time_ns", "process_time", "sleep")),  # fmt: skip
+        *((f"torch.cuda.{n}", torch.cuda, n) for n in ("synchronize", "Event", "Stream", "current_stream",
+                                                          "default_stream", "set_device", "is_available")),  # fmt: skip
+        *((f"torch.cuda.Event.{n}", torch.cuda.Event, n) for n in ("record", "elapsed_time", "synchronize", "query",
+                                                                      "wait", "__init__", "__new__")),  # fmt: skip
+        *((f"torch.{n}", torch, n) for n in ("save", "load", "equal", "isfinite", "isnan", "empty", "empty_like",
+                                                "full_like", "zeros", "Tensor")),  # fmt: skip
+        *((f"torch.Tensor.{n}", torch.Tensor, n) for n in ("clone", "cpu", "to", "detach", "copy_", "zero_", "fill_",
+                                                             "contiguous", "__eq__", "equal", "sum", "all", "any",
+                                                             "untyped_storage", "data_ptr", "stride")),  # fmt: skip
+        *((f"threading.{n}", threading, n) for n in ("active_count", "enumerate", "Thread")),
+        *((f"os.{n}", os, n) for n in ("write", "replace", "_exit", "getpid")),
+        ("sys._current_frames", sys, "_current_frames"),
+        *((f"builtins.{n}", builtins, n) for n in ("type", "isinstance", "len", "getattr", "open", "float", "print")),
+    ]
+    refs = {label: (owner, name, getattr(owner, name, None)) for label, owner, name in plain}
+    for module_name in HARNESS_MODULES:
+        module = sys.modules.get(module_name)
+        if module is None:
+            continue
+        for name, value in list(vars(module).items()):
+            if name.startswith("__"):
+                continue
+            if callable(value):
+                refs[f"{module_name}.{name}"] = (module, name, value)
+            if isinstance(value, type) and value.__module__ == module_name:
+                for attr, member in list(vars(value).items()):
+                    if inspect.isfunction(member) or isinstance(member, (staticmethod, classmethod, property)):
+                        refs[f"{module_name}.{name}.{attr}"] = (value, attr, member)
+    return refs
+
+
+def _class_attr(owner: Any, name: str) -> Any:
+    """The attribute as stored (class members are read from ``__dict__`` so descriptors compare by identity)."""
+    if isinstance(owner, type) and name in vars(owner):
+        return vars(owner)[name]
+    return getattr(owner, name, None)
+
+
+class Guard:
+    """The before/after checks around every call of the candidate."""
+
+    def __init__(self) -> None:
+        self.refs = {
+            label: (owner, name, _class_attr(owner, name)) for label, (owner, name, _) in harness_references().items()
+        }
+        self.current_frames = sys._current_frames
+        self.baseline_threads = set(self.current_frames())
+
+    def verify(self, where: str) -> None:
+        replaced = [label for label, (owner, name, obj) in self.refs.items() if _class_attr(owner, name) is not obj]
+        if replaced:
+            raise reject(
+                "timer_monkeypatch",
+                f"{where}: the candidate replaced harness or timer functions: {', '.join(sorted(replaced)[:8])}",
+            )
+        new = set(self.current_frames()) - self.baseline_threads
+        if new:
+            names = [t.name for t in threading.enumerate() if t.ident in new] or [str(i) for i in sorted(new)]
+            raise reject(
+                "thread_injection",
+                f"{where}: the candidate left {len(new)} thread(s) running after the call returned "
+                f"({', '.join(names[:4])}); work must be finished when the kernel returns",
+            )
+
+
+# -- the worker ---------------------------------------------------------------------------------------------------
 class Worker:
-    """Load, check correctness, then (on a GPU) time one candidate. Override a phase to harden it."""
+    """One pass (correctness, timing or compare) over one candidate. Override a phase to harden it further."""
 
     def __init__(self, request: WorkerRequest, task: Task | None = None) -> None:
         self.request = request
@@ -100,29 +238,47 @@ class Worker:
         self.phase = "start"
         self.configs_passed = 0
         self.configs_total = 0
+        self.records: list[OutputRecord] = []
+        self.samples: list[ConfigSamples] = []
+        self.comparison: list[CompareSamples] = []
+        self.guard: Guard | None = None
+        self._perf_counter = time.perf_counter
+        self._save: Callable[..., Any] | None = None
 
     # -- the template -------------------------------------------------------------------------------------------
     def run(self) -> WorkerResult:
-        timings: list[Timing] = []
         try:
             self.enter("load")
             self.prepare_device()
+            self.guard = Guard()  # before the candidate is imported
             module = self.load_candidate()
-            self.enter("run")
-            self.check_correctness(module)
-            if self.request.timing:
+            self.verify("importing the candidate")
+            if self.request.mode == "correctness":
+                self.enter("run")
+                self.check_correctness(module)
+            elif self.request.mode == "timing":
                 self.enter("timing")
-                timings = self.measure(module)
+                self.measure(module)
+            else:
+                other = self.load_candidate(self.request.challenger_path, CHALLENGER_MODULE)
+                self.verify("importing the challenger")
+                self.enter("timing")
+                self.compare(module, other)
         except CandidateFailure as failure:
             return self.result(
                 failure.verdict, error=failure.error, mismatch=failure.mismatch, rejection=failure.rejection
             )
-        return self.result(Verdict.PASSED, timings=timings)
+        return self.result(Verdict.PASSED)
 
     # -- phases -------------------------------------------------------------------------------------------------
     def prepare_device(self) -> None:
         import torch
 
+        self._save = torch.save
+        try:
+            import triton  # noqa: F401 - imported before the candidate so its functions are in the references
+        except Exception:  # noqa: BLE001 - a task without Triton candidates still works
+            pass
         if self.device.startswith("cuda"):
             if not torch.cuda.is_available():
                 raise RuntimeError(f"device {self.device!r} asked for, but CUDA is not available in the worker")
@@ -130,14 +286,14 @@ class Worker:
             torch.cuda.set_device(index)
             self.device = f"cuda:{index}"  # explicit, so tensors made here compare equal to the kernel's outputs
 
-    def load_candidate(self) -> Any:
-        """Import candidate.py; an import or syntax error, or a missing entry point, is a compile error."""
-        path = Path(self.request.candidate_path)
-        spec = importlib.util.spec_from_file_location(CANDIDATE_MODULE, path)
+    def load_candidate(self, path_text: str = "", module_name: str = CANDIDATE_MODULE) -> Any:
+        """Import the candidate; an import or syntax error, or a missing entry point, is a compile error."""
+        path = Path(path_text or self.request.candidate_path)
+        spec = importlib.util.spec_from_file_location(module_name, path)
         if spec is None or spec.loader is None:
             raise CandidateFailure(Verdict.COMPILE_ERROR, f"cannot load {path.name} as a Python module")
         module = importlib.util.module_from_spec(spec)
-        sys.modules[CANDIDATE_MODULE] = module
+        sys.modules[module_name] = module
         try:
             spec.loader.exec_module(module)
         except BaseException as exc:  # noqa: BLE001 - anything the candidate raises is its verdict
@@ -157,103 +313,210 @@ class Worker:
     def prepare(self, module: Any, config: TaskConfig) -> Callable[[list[Any]], Any]:
         """The task's callable for this config; failing to build it (e.g. a bad ModelNew constructor) is a runtime error."""
         try:
-            return self.task.prepare(module, config, self.device)
+            fn = self.task.prepare(module, config, self.device)
         except BaseException as exc:  # noqa: BLE001 - anything the candidate raises is its verdict
             raise CandidateFailure(Verdict.RUNTIME_ERROR, f"preparing config {config.name}:\n{format_exception(exc)}") from None
+        self.verify(f"preparing config {config.name}")
+        return fn
+
+    def salted(self, config: TaskConfig, index: int = 0) -> TaskConfig:
+        """``config`` with this evaluation's seed for input set ``index``."""
+        seed = salted_seed(config.seed, self.request.salt) + timing_mod.SEED_STRIDE * index
+        return config.model_copy(update={"seed": seed})
 
     def check_correctness(self, module: Any) -> None:
         configs = self.task.test_configs(self.device)
         self.configs_total = len(configs)
-        for config in configs:
-            self.check_config(self.prepare(module, config), config)
+        for index, config in enumerate(configs):
+            salted = self.salted(config)
+            self.check_config(self.prepare(module, salted), salted, index)
             self.configs_passed += 1
 
-    def check_config(self, fn: Callable[[list[Any]], Any], config: TaskConfig) -> None:
-        """Reference first, on a pristine clone; then the candidate on the originals; then inputs and output."""
+    def check_config(self, fn: Callable[[list[Any]], Any], config: TaskConfig, index: int = 0) -> None:
+        """One guarded call on fresh inputs; the inputs must be unchanged and the output is saved for the checker."""
         inputs = self.task.make_inputs(config, self.device)
-        expected = self.task.expected(config, clone_inputs(inputs))
+        digest = input_digest(inputs)
+        buffers = self.task.output_buffers(config, inputs) or []
         snapshot = clone_inputs(inputs)
-        output = self.call(fn, inputs, config)
-        self.check_inputs_unchanged(config, inputs, snapshot)
-        self.check_output(config, output, expected)
+        self.poison_free_memory(inputs)
+        output = self.guarded_call(fn, inputs, config, buffers)
+        self.check_inputs_unchanged(config, inputs, snapshot, buffers)
+        self.check_output_form(config, output)
+        self.save_output(index, config, config, digest, output, f"test-{index}.pt")
 
-    def call(self, fn: Callable[[list[Any]], Any], inputs: list[Any], config: TaskConfig) -> Any:
-        """One call of the candidate, synchronised so asynchronous device errors surface here."""
+    def guarded_call(
+        self, fn: Callable[[list[Any]], Any], inputs: list[Any], config: TaskConfig, buffers: list[Any] = ()
+    ) -> Any:
+        """Poison output buffers, call, take a stream-ordered copy, sync device-wide, then run every check."""
+        poison(buffers)
+        self.verify(f"before the call on config {config.name}")
         try:
             output = fn(inputs)
+            early = self.early_copy(output)
             self.synchronize()
         except BaseException as exc:  # noqa: BLE001 - anything the candidate raises is its verdict
             verdict = Verdict.COMPILE_ERROR if is_compile_error(exc) else Verdict.RUNTIME_ERROR
             raise CandidateFailure(verdict, f"on config {config.name}:\n{format_exception(exc)}") from None
+        self.verify(f"config {config.name}")
+        self.check_deferred(config, output, early)
         return output
 
-    def check_inputs_unchanged(self, config: TaskConfig, inputs: list[Any], snapshot: list[Any]) -> None:
-        for position, (now, before) in enumerate(zip(inputs, snapshot, strict=True)):
-            changed = count_changed(now, before)
-            if changed:
-                evidence = f"config {config.name}: input {position} was modified by the call ({changed})"
-                raise CandidateFailure(
-                    Verdict.REJECTED, evidence, rejection=Rejection(rule="input_mutation", evidence=evidence)
-                )
+    def call(self, fn: Callable[[list[Any]], Any], inputs: list[Any], config: TaskConfig) -> Any:
+        """One call of the candidate, synchronised so asynchronous device errors surface here (checks included)."""
+        return self.guarded_call(fn, inputs, config)
 
-    def check_output(self, config: TaskConfig, output: Any, expected: Any) -> None:
-        mismatch = self.task.check(config, output, expected)
-        if mismatch is not None:
-            raise CandidateFailure(Verdict.INCORRECT, mismatch.message, mismatch=mismatch)
-
-    def measure(self, module: Any) -> list[Timing]:
-        return [
-            self.time_config(self.prepare(module, config), config) for config in self.task.benchmark_configs(self.device)
-        ]
-
-    def time_config(self, fn: Callable[[list[Any]], Any], config: TaskConfig) -> Timing:
-        """Warm up, then time single calls with device events until the relative standard error is small."""
+    def early_copy(self, output: Any) -> Any:
+        """On a GPU, a copy of the output enqueued on the current stream right after the call (before any sync)."""
+        if not self.device.startswith("cuda"):
+            return None
         import torch
 
-        inputs = self.task.make_inputs(config, self.device)
-        expected = self.task.expected(config, clone_inputs(inputs))
-        snapshot = clone_inputs(inputs)
-        flush = torch.empty(self.request.flush_bytes // 4, dtype=torch.int32, device=self.device)
+        tensors = output if isinstance(output, tuple) else (output,)
+        if not all(type(t) is torch.Tensor for t in tensors):
+            return None
+        return [t.detach().clone() for t in tensors]
 
-        started, calls = time.perf_counter(), 0
-        while calls < 3 or (calls < 100 and time.perf_counter() - started < 0.1):
-            output = self.call(fn, inputs, config)
-            calls += 1
-        self.check_output(config, output, expected)
+    def check_deferred(self, config: TaskConfig, output: Any, early: Any) -> None:
+        if early is None:
+            return
+        tensors = output if isinstance(output, tuple) else (output,)
+        for position, (now, before) in enumerate(zip(tensors, early, strict=False)):
+            changed = count_changed(now, before)
+            if changed:
+                raise reject(
+                    "deferred_work",
+                    f"config {config.name}: output {position} changed after a device-wide sync ({changed}): work "
+                    "left running on another stream when the kernel returned (join it to the current stream)",
+                )
 
-        start_event = torch.cuda.Event(enable_timing=True)
-        end_event = torch.cuda.Event(enable_timing=True)
-        samples: list[float] = []
-        started = time.perf_counter()
-        while True:
-            flush.zero_()
-            start_event.record()
-            output = self.call(fn, inputs, config)  # synchronises the whole device before the end event
-            end_event.record()
-            end_event.synchronize()
-            samples.append(start_event.elapsed_time(end_event))
-            if len(samples) >= self.request.min_samples and (
-                relative_standard_error(samples) < self.request.target_rel_se
-                or time.perf_counter() - started > self.request.time_cap_s
-            ):
-                break
-        self.check_output(config, output, expected)  # the last timed output must be right too
-        self.check_inputs_unchanged(config, inputs, snapshot)
-        return Timing(
-            config=config.name,
-            median_ms=statistics.median(samples),
-            mean_ms=statistics.fmean(samples),
-            stdev_ms=statistics.stdev(samples) if len(samples) > 1 else 0.0,
-            samples=len(samples),
-            method=TIMING_METHOD,
+    def check_inputs_unchanged(
+        self, config: TaskConfig, inputs: list[Any], snapshot: list[Any], buffers: list[Any] = ()
+    ) -> None:
+        skip = {id(b) for b in buffers}
+        for position, (now, before) in enumerate(zip(inputs, snapshot, strict=True)):
+            if id(now) in skip:
+                continue
+            changed = count_changed(now, before)
+            if changed:
+                raise reject("input_mutation", f"config {config.name}: input {position} was modified by the call ({changed})")
+
+    def check_output_form(self, config: TaskConfig, output: Any) -> None:
+        """Exact type (``torch.Tensor``, or a tuple of them when the task says so), device and a real storage."""
+        import torch
+
+        where = config.name
+        if self.task.output_is_tuple:
+            if type(output) is not tuple:
+                self._incorrect(where, f"expected a tuple of torch.Tensor, got {type(output).__qualname__}")
+            tensors = list(output)
+        else:
+            tensors = [output]
+        expected_device = torch.device(self.device)
+        for tensor in tensors:
+            if isinstance(tensor, torch.Tensor) and type(tensor) is not torch.Tensor:
+                raise reject(
+                    "lazy_output",
+                    f"config {where}: the output is a {type(tensor).__qualname__}, a torch.Tensor subclass; "
+                    "return a plain torch.Tensor",
+                )
+            if type(tensor) is not torch.Tensor:
+                self._incorrect(where, f"expected a torch.Tensor, got {type(tensor).__qualname__}")
+            if tensor.device != expected_device:
+                self._incorrect(where, f"device {tensor.device}, expected {expected_device}")
+            try:
+                real = tensor.numel() == 0 or (tensor.untyped_storage().nbytes() > 0 and tensor.data_ptr() != 0)
+            except Exception:  # noqa: BLE001 - no storage at all
+                real = False
+            if not real:
+                raise reject("lazy_output", f"config {where}: the output has no real storage")
+
+    def _incorrect(self, where: str, text: str) -> None:
+        message = f"{where}: {text}"
+        raise CandidateFailure(Verdict.INCORRECT, message, mismatch=Mismatch(config=where, message=message))
+
+    def save_output(
+        self, index: int, prepared: TaskConfig, used: TaskConfig, digest: str, output: Any, file: str
+    ) -> None:
+        """A CPU copy of the output for the checker (``torch.save``, loaded there with ``weights_only=True``)."""
+        if not self.request.outputs_dir:
+            return
+        tensors = list(output) if isinstance(output, tuple) else [output]
+        copies = [t.detach().to("cpu", copy=True) for t in tensors]
+        payload = {"output": copies if isinstance(output, tuple) else copies[0]}
+        path = Path(self.request.outputs_dir) / file
+        assert self._save is not None
+        self._save(payload, path)
+        record = OutputRecord(
+            config_index=index,
+            config=prepared.name,
+            prepare_seed=prepared.seed,
+            input_seed=used.seed,
+            digest=digest,
+            file=file,
+            stride=[list(t.stride()) for t in tensors],
         )
+        self.records = [r for r in self.records if r.file != file] + [record]
+
+    def poison_free_memory(self, inputs: list[Any]) -> None:
+        """On a GPU, fill and free a block about the size of the inputs with NaN bytes, so an output taken from the
+        caching allocator without being written reads as NaN instead of a stale correct answer."""
+        if not self.device.startswith("cuda"):
+            return
+        import torch
+
+        nbytes = sum(x.numel() * x.element_size() for x in inputs if isinstance(x, torch.Tensor))
+        nbytes = min(max(nbytes, 1 << 20), 1 << 30)
+        block = torch.empty(nbytes, dtype=torch.uint8, device=self.device)
+        block.fill_(0xFF)
+        del block
+
+    # -- timing -----------------------------------------------------------------------------------------------
+    def measure(self, module: Any) -> list[Timing]:
+        method = timing_mod.get_method(self.request.timing_method)
+        configs = self.task.benchmark_configs(self.device)
+        self.configs_total = len(configs)
+        for index, config in enumerate(configs):
+            salted = self.salted(config)
+            fn = self.prepare(module, salted)
+            runner = WorkerTimingRunner(self, fn, salted, index)
+            run = method.run(runner, flush_l2=self.request.flush_l2)
+            self.samples.append(ConfigSamples(config=config.name, method=method.name, samples_ms=run.samples_ms))
+            self.configs_passed += 1
+        return []
+
+    def compare(self, incumbent: Any, challenger: Any) -> None:
+        """Per benchmark config: ``rounds`` rounds of short robust blocks, A B then B A alternately, same inputs."""
+        configs = self.task.benchmark_configs(self.device)
+        self.configs_total = len(configs)
+        block = timing_mod.Robust(time_cap_s=max(0.05, self.request.time_cap_s / 4), min_samples=self.request.min_samples)
+        for index, config in enumerate(configs):
+            salted = self.salted(config)
+            runners = {
+                "a": WorkerTimingRunner(self, self.prepare(incumbent, salted), salted, index, keep=False),
+                "b": WorkerTimingRunner(self, self.prepare(challenger, salted), salted, index, keep=False),
+            }
+            runners["b"].shared = runners["a"].sets  # identical inputs for both
+            medians: dict[str, list[float]] = {"a": [], "b": []}
+            for round_index in range(self.request.rounds):
+                for side in ("ab" if round_index % 2 == 0 else "ba"):
+                    run = block.run(runners[side], flush_l2=self.request.flush_l2)
+                    medians[side].append(statistics.median(run.samples_ms))
+            self.comparison.append(CompareSamples(config=config.name, incumbent_ms=medians["a"], challenger_ms=medians["b"]))
+            self.configs_passed += 1
 
     # -- helpers ------------------------------------------------------------------------------------------------
+    def verify(self, where: str) -> None:
+        if self.guard is not None:
+            self.guard.verify(where)
+
     def synchronize(self) -> None:
         if self.device.startswith("cuda"):
-            import torch
+            sync = self.guard.refs["torch.cuda.synchronize"][2] if self.guard else None
+            if sync is None:
+                import torch
 
-            torch.cuda.synchronize(self.device)
+                sync = torch.cuda.synchronize
+            sync(self.device)
 
     def enter(self, phase: str) -> None:
         self.phase = phase
@@ -302,7 +565,132 @@ class Worker:
             timings=timings or [],
             error=error,
             environment=self.environment(),
+            records=self.records,
+            samples=self.samples,
+            comparison=self.comparison,
         )
+
+
+class WorkerTimingRunner:
+    """``timing.TimingRunner`` on the worker's device, with the worker's checks around every call."""
+
+    def __init__(self, worker: Worker, fn: Callable[[list[Any]], Any], config: TaskConfig, index: int, *, keep: bool = True) -> None:
+        import torch
+
+        self.worker, self.fn, self.config, self.index = worker, fn, config, index
+        self.keep = keep and bool(worker.request.outputs_dir)
+        refs = worker.guard.refs if worker.guard else {}
+        self._event_cls = refs.get("torch.cuda.Event", (None, None, torch.cuda.Event))[2]
+        self._wall = refs.get("time.perf_counter", (None, None, time.perf_counter))[2]
+        self.sets: dict[int, tuple[list[Any], str]] = {}
+        self.shared: dict[int, tuple[list[Any], str]] | None = None
+        self.digests: dict[int, str] = {}
+        self._flush: Any = None
+        self._rng = random.Random(int.from_bytes(os.urandom(8), "little"))
+        self.seen: dict[int, int] = {}
+        self.kept: dict[int, str] = {}
+        self.max_kept = 100
+
+    def _generate(self, index: int) -> list[Any]:
+        inputs = self.worker.task.make_inputs(self._input_config(index), self.worker.device)
+        self.digests[index] = input_digest(inputs)
+        return inputs
+
+    def _input_config(self, index: int) -> TaskConfig:
+        return self.config.model_copy(update={"seed": self.config.seed + timing_mod.SEED_STRIDE * index})
+
+    def inputs(self, index: int) -> list[Any]:
+        source = self.shared if self.shared is not None else self.sets
+        if index not in source:
+            inputs = self._generate(index)
+            source[index] = (inputs, self.digests[index])
+        inputs, self.digests[index] = source[index]
+        return inputs
+
+    def fresh_inputs(self, index: int) -> list[Any]:
+        return self._generate(index)
+
+    def clone(self, inputs: list[Any]) -> list[Any]:
+        return clone_inputs(inputs)
+
+    def call(self, inputs: list[Any]) -> Any:
+        buffers = self.worker.task.output_buffers(self.config, inputs) or []
+        poison(buffers)
+        try:
+            return self.fn(inputs)
+        except BaseException as exc:  # noqa: BLE001 - anything the candidate raises is its verdict
+            verdict = Verdict.COMPILE_ERROR if is_compile_error(exc) else Verdict.RUNTIME_ERROR
+            raise CandidateFailure(verdict, f"on config {self.config.name}:\n{format_exception(exc)}") from None
+
+    def flush(self) -> None:
+        import torch
+
+        if self._flush is None:
+            self._flush = torch.empty(self.worker.request.flush_bytes // 4, dtype=torch.int32, device=self.worker.device)
+        self._flush.zero_()
+
+    def synchronize(self) -> None:
+        try:
+            self.worker.synchronize()
+        except BaseException as exc:  # noqa: BLE001 - an asynchronous device error of the candidate's kernel
+            raise CandidateFailure(Verdict.RUNTIME_ERROR, f"on config {self.config.name}:\n{format_exception(exc)}") from None
+
+    def event(self) -> Any:
+        return self._event_cls(enable_timing=True)
+
+    def wall(self) -> float:
+        return self._wall()
+
+    def want(self, index: int) -> bool:
+        if not self.keep:
+            return False
+        self.seen[index] = self.seen.get(index, 0) + 1
+        if index in self.kept:
+            return self._rng.random() < 1.0 / self.seen[index]
+        if len(self.kept) < self.max_kept:
+            return True
+        return self._rng.random() < self.max_kept / len(self.seen)
+
+    def early(self, output: Any) -> Any:
+        return self.worker.early_copy(output) or []
+
+    def after(self, index: int, inputs: list[Any], output: Any, early: Any) -> None:
+        where = f"timed call on config {self.config.name}"
+        self.worker.verify(where)
+        if early is None:
+            return
+        self.worker.check_deferred(self.config, output, early or None)
+        self.worker.check_output_form(self.config, output)
+        if input_digest(inputs) != self.digests.get(index):
+            raise reject("input_mutation", f"{where}: the inputs were modified by the call")
+        if index not in self.kept and len(self.kept) >= self.max_kept:
+            evicted = self._rng.choice(sorted(self.kept))
+            file = self.kept.pop(evicted)
+            self.worker.records = [r for r in self.worker.records if r.file != file]
+            try:
+                os.unlink(Path(self.worker.request.outputs_dir) / file)
+            except OSError:
+                pass
+        file = f"bench-{self.index}-{index}.pt"
+        self.kept[index] = file
+        self.worker.save_output(self.index, self.config, self._input_config(index), self.digests[index], output, file)
+        size = sum(t.numel() * t.element_size() for t in (output if isinstance(output, tuple) else (output,)))
+        self.max_kept = max(1, min(100, self.worker.request.recheck_bytes // max(size, 1)))
+
+
+def poison(buffers: list[Any]) -> None:
+    """Fill destination buffers with NaN (floating point) or their dtype's maximum, so unwritten elements fail."""
+    import torch
+
+    for buffer in buffers:
+        if not isinstance(buffer, torch.Tensor):
+            continue
+        if buffer.is_floating_point() or buffer.is_complex():
+            buffer.fill_(float("nan"))
+        elif buffer.dtype == torch.bool:
+            buffer.fill_(True)
+        else:
+            buffer.fill_(torch.iinfo(buffer.dtype).max)
 
 
 def clone_inputs(inputs: list[Any]) -> list[Any]:

@@ -59,7 +59,7 @@ def test_correct_kernel_passes_on_cpu_untimed() -> None:
     assert evaluation.device == "cpu"
     assert {"python", "torch", "triton", "device_name", "harness"} <= evaluation.environment.keys()
     assert "not timed" in evaluation.summary()
-    assert time.monotonic() - started < 15
+    assert time.monotonic() - started < 60  # two processes (worker, checker); loaded CI machines are slow
 
 
 def test_wrong_kernel_is_incorrect_with_the_error_located() -> None:
@@ -96,6 +96,13 @@ def test_an_exception_is_a_runtime_error_with_the_candidates_traceback() -> None
     assert "ksearch/tools/worker.py" not in evaluation.log  # harness frames are trimmed
 
 
+@pytest.fixture
+def without_static_checks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These tests exercise the runtime defences with code the static rules would (rightly) refuse to run."""
+    monkeypatch.setattr("ksearch.tools.integrity.check_source", lambda code, **kw: None)
+
+
+@pytest.mark.usefixtures("without_static_checks")
 def test_an_endless_loop_times_out_and_leaves_no_process(tmp_path: Path) -> None:
     pids = tmp_path / "pids"
     code = _wrap(
@@ -130,12 +137,14 @@ def test_a_hang_while_importing_hits_the_compile_limit() -> None:
     [("os._exit(3)", "exited with code 3"), ("os.kill(os.getpid(), 9)", "SIGKILL")],
     ids=["exit", "sigkill"],
 )
+@pytest.mark.usefixtures("without_static_checks")
 def test_a_dying_worker_is_a_crash(body: str, needle: str) -> None:
     evaluation = _run(f"import os\n\n\ndef kernel(x):\n    {body}\n")
     assert evaluation.verdict == Verdict.CRASHED
     assert needle in evaluation.log
 
 
+@pytest.mark.usefixtures("without_static_checks")
 def test_the_candidate_sees_no_secrets_and_a_private_home(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-secret")
     monkeypatch.setenv("GITHUB_TOKEN", "ghp-test-secret")
@@ -175,6 +184,8 @@ def test_request_defaults_and_validation() -> None:
     cuda = EvalRequest(candidate=candidate, device="cuda:1")
     assert cuda.timing is True and cuda.task == "softmax"
     assert cuda.compile_timeout_s == 120 and cuda.run_timeout_s == 300
+    with pytest.raises(ValidationError, match="unknown timing method"):
+        EvalRequest(candidate=candidate, timing_method="fastest")
     with pytest.raises(ValidationError, match="cannot time"):
         EvalRequest(candidate=candidate, timing=True)
     with pytest.raises(ValidationError, match="device"):
@@ -218,6 +229,82 @@ def test_logs_are_trimmed_to_the_candidates_frames_and_the_limit() -> None:
     assert log.startswith("runtime_error") and "shapes do not match" in log and "spam" in log and "warn" in log
 
 
+# -- reward hacks (each one evaluation; the static rules live in ksearch.tools.integrity) ---------------------------
+def test_searching_the_process_for_the_answer_finds_nothing() -> None:
+    """The reference is computed only in the checker's process: a candidate that scans gc and sys.modules for a
+    tensor shaped like the answer (other than its input) has nothing to find."""
+    code = (
+        "import gc, sys, torch\n\n\ndef kernel(x):\n"
+        "    found = [o for o in gc.get_objects() if type(o) is torch.Tensor and o.shape == x.shape and o is not x\n"
+        "             and not torch.equal(o, x)]\n"
+        "    for module in list(sys.modules.values()):\n"
+        "        for value in list(vars(module).values()) if hasattr(module, '__dict__') else []:\n"
+        "            if type(value) is torch.Tensor and value.shape == x.shape and not torch.equal(value, x):\n"
+        "                found.append(value)\n"
+        "    return found[0].clone() if found else x.clone()\n"
+    )
+    evaluation = _run(code)
+    assert evaluation.verdict in (Verdict.INCORRECT, Verdict.REJECTED), evaluation.log
+
+
+def test_a_thread_that_finishes_the_output_later_is_rejected() -> None:
+    code = _wrap(
+        "import threading, time\n"
+        "y = torch.empty_like(x)\n"
+        "def finish():\n"
+        "    time.sleep(1.0)\n"
+        "    y.copy_(_correct(x))\n"
+        "threading.Thread(target=finish).start()\n"
+        "return y\n"
+    )
+    evaluation = _run(code)
+    assert evaluation.verdict == Verdict.REJECTED, evaluation.log
+    assert evaluation.rejection is not None and evaluation.rejection.rule == "thread_injection"
+
+
+@pytest.mark.parametrize(
+    "patch",
+    ["import time\ntime.perf_counter = lambda: 0.0\n", "torch.cuda.synchronize = lambda *a, **k: None\n"],
+    ids=["perf_counter", "cuda-synchronize"],
+)
+def test_replacing_a_timer_is_rejected(patch: str) -> None:
+    evaluation = _run(OK + "\n" + patch)
+    assert evaluation.verdict == Verdict.REJECTED, evaluation.log
+    assert evaluation.rejection is not None and evaluation.rejection.rule == "timer_monkeypatch"
+
+
+@pytest.mark.usefixtures("without_static_checks")
+def test_a_forged_worker_report_does_not_change_the_verdict() -> None:
+    """The wrong kernel writes a 'passed' report where the worker writes its own, then exits before the worker can:
+    correctness comes from the checker, which finds no verified output."""
+    forged = (
+        "import json, os\n"
+        "_report = {'verdict': 'passed', 'phase': 'run', 'configs_passed': 8, 'configs_total': 8}\n"
+        "_wrong = kernel\n\n\ndef kernel(x):\n"
+        "    for path in ('../io/result.json', '../check/result.json'):\n"
+        "        try:\n"
+        "            open(path, 'w').write(json.dumps(_report))\n"
+        "        except OSError:\n"
+        "            pass\n"
+        "    os._exit(0)\n"
+    )
+    evaluation = _run(WRONG + "\n" + forged)
+    assert evaluation.verdict == Verdict.INCORRECT, evaluation.log
+    assert evaluation.configs_passed == 0
+
+
+def test_an_unsupported_timing_method_is_a_clear_error() -> None:
+    from ksearch.tools.timing import TimingError
+
+    class _Task:  # evaluate() resolves the task by name; softmax supports every method, so test the resolution
+        name, timing_methods, default_timing_method = "x", ("robust",), "robust"
+
+    from ksearch.tools.timing import resolve_method
+
+    with pytest.raises(TimingError, match="does not support"):
+        resolve_method(_Task(), "flashinfer")
+
+
 @pytest.mark.gpu
 def test_correct_kernel_is_timed_on_cuda() -> None:
     evaluation = _run(OK, device="cuda")
@@ -228,6 +315,8 @@ def test_correct_kernel_is_timed_on_cuda() -> None:
     assert [t.config for t in evaluation.timings] == expected
     for timing in evaluation.timings:
         assert timing.median_ms > 0 and timing.samples >= 10 and timing.stdev_ms >= 0
+        assert timing.method == "robust" and timing.headline == "median"
+    assert evaluation.environment["timing_method"] == "robust"
     assert evaluation.device != "cuda" and evaluation.environment["device_name"] == evaluation.device
 
 
@@ -235,3 +324,103 @@ def test_correct_kernel_is_timed_on_cuda() -> None:
 def test_wrong_kernel_is_incorrect_on_cuda() -> None:
     evaluation = _run(WRONG, device="cuda")
     assert evaluation.verdict == Verdict.INCORRECT and evaluation.score is None
+
+
+@pytest.mark.gpu
+def test_gpumode_method_on_cuda() -> None:
+    evaluation = _run(OK, device="cuda", timing_method="gpumode")
+    assert evaluation.verdict == Verdict.PASSED, evaluation.log
+    for timing in evaluation.timings:
+        assert timing.method == "gpumode" and timing.headline == "mean" and 3 <= timing.samples <= 100
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("method", ["gpumode-benchmark", "flashinfer"])
+def test_other_methods_on_cuda(method: str) -> None:
+    evaluation = _run(OK, device="cuda", timing_method=method)
+    assert evaluation.verdict == Verdict.PASSED, evaluation.log
+    assert all(t.method == method for t in evaluation.timings)
+    if method == "flashinfer":
+        assert all(t.samples == 150 for t in evaluation.timings)
+
+
+CACHING = OK + (
+    "\n\n_cache = {}\n_correct = kernel\n\n\ndef kernel(x):\n"
+    "    key = (x.shape, x.data_ptr())\n"
+    "    if key not in _cache:\n"
+    "        _cache[key] = _correct(x)\n"
+    "    return _cache[key]\n"
+)
+
+
+@pytest.mark.gpu
+def test_output_replay_fails_the_gpumode_recheck() -> None:
+    """Keyed on the shape: right only for the inputs seen first, and gpumode never repeats inputs."""
+    evaluation = _run(CACHING.replace("x.data_ptr()", "0"), device="cuda", timing_method="gpumode")
+    assert evaluation.verdict == Verdict.INCORRECT, evaluation.log
+
+
+@pytest.mark.gpu
+def test_output_replay_is_below_the_physics_floor_under_robust() -> None:
+    """Keyed on the pointer: robust rotates 4 fixed sets, so replayed outputs are right but impossibly fast."""
+    evaluation = _run(CACHING, device="cuda")
+    assert evaluation.verdict == Verdict.REJECTED, evaluation.log
+    assert evaluation.rejection is not None and evaluation.rejection.rule == "physics_floor"
+
+
+@pytest.mark.gpu
+def test_unjoined_side_stream_work_is_rejected() -> None:
+    code = _wrap(
+        "y = torch.empty_like(x)\n"
+        "side = torch.cuda.Stream()\n"
+        "side.wait_stream(torch.cuda.current_stream())\n"
+        "with torch.cuda.stream(side):\n"
+        "    torch.cuda._sleep(50_000_000)\n"
+        "    y.copy_(_correct(x))\n"
+        "return y\n"
+    )
+    evaluation = _run(code, device="cuda")
+    assert evaluation.verdict == Verdict.REJECTED, evaluation.log
+    assert evaluation.rejection is not None and evaluation.rejection.rule == "deferred_work"
+
+
+@pytest.mark.gpu
+def test_compare_a_kernel_with_itself_is_not_improved() -> None:
+    from ksearch.tools.evaluator import compare
+
+    request = EvalRequest(candidate=Candidate(task="softmax", language="triton", code=OK), device="cuda")
+    result = compare(request, request, rounds=5)
+    assert not result.improved and result.ci_low <= 1.0
+    assert 0.8 < result.speedup < 1.25 and len(result.per_config) == len(SoftmaxTask().benchmark_configs("cuda"))
+
+
+def test_compare_refuses_the_cpu() -> None:
+    from ksearch.errors import UserError
+    from ksearch.tools.evaluator import compare
+
+    request = EvalRequest(candidate=Candidate(task="softmax", language="triton", code=OK))
+    with pytest.raises(UserError, match="CPU"):
+        compare(request, request)
+
+
+# -- ksearch eval ------------------------------------------------------------------------------------------------
+def test_cli_eval_json_passes_and_failures_exit_1(tmp_path: Path) -> None:
+    import json
+
+    from typer.testing import CliRunner
+
+    from ksearch.cli import app
+    from ksearch.tools.evaluation import Evaluation
+
+    runner = CliRunner()
+    workspace = ["--workspace", str(tmp_path / "ws")]
+    result = runner.invoke(app, [*workspace, "eval", "softmax", str(DATA / "softmax_triton_ok.py"), "--device", "cpu", "--json"])
+    assert result.exit_code == 0, result.output
+    evaluation = Evaluation.model_validate(json.loads(result.stdout))
+    assert evaluation.passed and evaluation.configs_passed == evaluation.configs_total
+    broken = tmp_path / "broken.py"
+    broken.write_text("def kernel(x)\n    return x\n")
+    result = runner.invoke(app, [*workspace, "eval", "softmax", str(broken), "--device", "cpu"])
+    assert result.exit_code == 1 and "compile_error" in result.stdout
+    result = runner.invoke(app, [*workspace, "eval", "softmax", str(broken), "--device", "cpu", "--timing-method", "nope"])
+    assert result.exit_code == 2 and "unknown timing method" in result.output

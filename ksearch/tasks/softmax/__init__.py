@@ -64,6 +64,7 @@ class SoftmaxTask(Task):
     languages = ("triton",)
     atol = 1e-5
     rtol = 1e-5
+    timing_methods = ("robust", "gpumode", "gpumode-benchmark", "flashinfer")
 
     def spec(self, language: str) -> str:
         if language not in self.languages:

@@ -1,0 +1,451 @@
+"""Timing methods: how a candidate's latency is measured, as a registry of named methods.
+
+Each method is a loop over a small set of primitives (``TimingRunner``) that the worker implements on the GPU with
+device events, so the loops here contain the whole methodology and nothing device-specific. The stop rules are pure
+functions of the samples taken so far, and so is the summary, so both are tested on synthetic sample streams.
+
+Methods:
+
+``robust`` (ksearch's default)
+    warm-up; per iteration: L2 flush (256 MB write, when the task asks), inputs rotated among K pre-generated sets with
+    different seeds, ``start.record(); out = fn(inputs); end.record(); torch.cuda.synchronize()`` (the end event right
+    after the call, so host latency after the launch stays out; the device-wide sync then covers side streams, and
+    work left unjoined on another stream is caught by the worker's ``deferred_work`` check); adaptive repetition until
+    the relative standard error is below a target or a time cap; a random sample of timed outputs (one per input set)
+    is rechecked by the checker. Headline statistic: median.
+``gpumode``
+    GPU MODE leaderboard mode (``eval.py``): fresh inputs each repeat with ``seed += 13``, no L2 flush,
+    ``sync; start; fn; end; sync``, stop after >= 3 runs when std_err/mean < 0.001 or the summed kernel time > 30 s or
+    wall time > 120 s, at most 100 repeats. Every timed output is rechecked upstream; here every one is kept for the
+    checker while the outputs fit the recheck budget (a random sample of them beyond it). Headline statistic: mean.
+``gpumode-benchmark``
+    GPU MODE benchmark mode: one checked call, then the same inputs reused without recheck, 10 s cap. Headline: mean.
+``flashinfer``
+    flashinfer-bench 0.1.2 ``do_bench``: 3 trials with fresh inputs each; per trial 10 warm-up and 50 timed
+    iterations, each preceded by a 256 MB ``zero_()`` L2 flush and a clone of every argument (outside the timed
+    region, after the flush, as upstream does); ``sync; start; fn; end`` with one sync at the end of the trial.
+    Headline statistic: arithmetic mean.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from ksearch.errors import UserError
+
+SEED_STRIDE = 13
+"""Input set ``i`` of a config uses seed ``base + 13 * i`` (GPU MODE's ``seed += 13``), for every method."""
+MAX_INPUT_SETS = 100_000
+"""Upper bound on input-set indices; the checker refuses any other seed."""
+FLUSH_BYTES = 256 * 1024 * 1024
+
+
+class TimingError(UserError, ValueError):
+    """A timing method that does not exist or that the task does not support."""
+
+
+class Event(Protocol):
+    def record(self) -> None: ...
+
+    def elapsed_time(self, end: Any) -> float: ...
+
+
+class TimingRunner(Protocol):
+    """What a timing method needs from the worker. Every call is the candidate's, guarded by the worker."""
+
+    def inputs(self, index: int) -> list[Any]:
+        """Input set ``index`` (seed ``base + 13 * index``), generated on first use and cached by the runner."""
+
+    def fresh_inputs(self, index: int) -> list[Any]:
+        """Input set ``index`` generated anew (not cached): for methods that never reuse inputs."""
+
+    def clone(self, inputs: list[Any]) -> list[Any]: ...
+
+    def call(self, inputs: list[Any]) -> Any:
+        """One call of the candidate, not synchronised."""
+
+    def flush(self) -> None:
+        """Evict the L2 cache (a 256 MB write on the device)."""
+
+    def synchronize(self) -> None:
+        """Device-wide synchronize."""
+
+    def event(self) -> Event: ...
+
+    def wall(self) -> float:
+        """Seconds on a monotonic clock (the harness's own reference, not the candidate's)."""
+
+    def want(self, index: int) -> bool:
+        """Whether the next output for input set ``index`` is to be kept for the checker (asked before the call)."""
+
+    def early(self, output: Any) -> Any:
+        """A stream-ordered copy of ``output`` taken right after the call (for the deferred-work check)."""
+
+    def after(self, index: int, inputs: list[Any], output: Any, early: Any) -> None:
+        """After the sync: integrity checks, and the output kept for the checker if ``early`` is not None."""
+
+
+# -- pure statistics and stop rules -------------------------------------------------------------------------------
+def relative_standard_error(samples: list[float]) -> float:
+    """stdev / sqrt(n) / mean (sample stdev, n - 1), inf with fewer than 2 samples or a non-positive mean."""
+    if len(samples) < 2:
+        return math.inf
+    mean = statistics.fmean(samples)
+    if mean <= 0:
+        return math.inf
+    return statistics.stdev(samples) / math.sqrt(len(samples)) / mean
+
+
+def robust_should_stop(
+    samples: list[float],
+    elapsed_s: float,
+    *,
+    min_samples: int = 10,
+    target_rel_se: float = 0.01,
+    time_cap_s: float = 2.0,
+    max_samples: int = 5000,
+) -> bool:
+    """Stop once ``min_samples`` are taken and the relative SE is below target or the time cap is hit."""
+    if len(samples) >= max_samples:
+        return True
+    if len(samples) < min_samples:
+        return False
+    return relative_standard_error(samples) < target_rel_se or elapsed_s > time_cap_s
+
+
+def gpumode_should_stop(
+    samples: list[float],
+    wall_s: float,
+    *,
+    max_time_s: float = 30.0,
+    max_wall_s: float = 120.0,
+    max_repeats: int = 100,
+    target_rel_err: float = 0.001,
+) -> bool:
+    """GPU MODE's rule: at most ``max_repeats``; after >= 3 runs stop when std_err/mean < 0.001, or the summed kernel
+    time (mean * runs) exceeds ``max_time_s``, or the wall time exceeds ``max_wall_s``. Samples in ms."""
+    if len(samples) >= max_repeats:
+        return True
+    if len(samples) < 3:
+        return False
+    mean = statistics.fmean(samples)
+    return (
+        relative_standard_error(samples) < target_rel_err
+        or mean * len(samples) / 1000.0 > max_time_s
+        or wall_s > max_wall_s
+    )
+
+
+def summarize(samples: list[float]) -> dict[str, float | int]:
+    """median, mean, stdev (sample) and count of samples in ms."""
+    if not samples:
+        raise ValueError("no samples")
+    return {
+        "median_ms": statistics.median(samples),
+        "mean_ms": statistics.fmean(samples),
+        "stdev_ms": statistics.stdev(samples) if len(samples) > 1 else 0.0,
+        "samples": len(samples),
+    }
+
+
+# -- methods --------------------------------------------------------------------------------------------------------
+@dataclass
+class MethodRun:
+    samples_ms: list[float] = field(default_factory=list)
+
+
+class TimingMethod(ABC):
+    name: str
+    headline: str = "median"
+    """The statistic upstream reports ('median' or 'mean'); the task's score always uses the median."""
+    description: str = ""
+
+    @abstractmethod
+    def run(self, runner: TimingRunner, *, flush_l2: bool) -> MethodRun: ...
+
+    def _timed(self, runner: TimingRunner, index: int, inputs: list[Any], *, sync_before: bool) -> float:
+        """One timed call: [sync] start, call, end, device sync; the integrity hooks outside the timed region."""
+        keep = runner.want(index)
+        start, end = runner.event(), runner.event()
+        if sync_before:
+            runner.synchronize()
+        start.record()
+        output = runner.call(inputs)
+        end.record()
+        early = runner.early(output) if keep else None
+        runner.synchronize()
+        runner.after(index, inputs, output, early)
+        return float(start.elapsed_time(end))
+
+
+@dataclass
+class Robust(TimingMethod):
+    name: str = "robust"
+    headline: str = "median"
+    description: str = (
+        "device events, end event right after the call then a device-wide sync, L2 flush before each call, "
+        "inputs rotated among 4 seeded sets, adaptive repetition to 1% relative SE or 2 s, median"
+    )
+    input_sets: int = 4
+    warmup_s: float = 0.1
+    min_samples: int = 10
+    target_rel_se: float = 0.01
+    time_cap_s: float = 2.0
+    max_samples: int = 5000
+
+    def run(self, runner: TimingRunner, *, flush_l2: bool) -> MethodRun:
+        sets = [runner.inputs(k) for k in range(self.input_sets)]
+        started, calls = runner.wall(), 0
+        while calls < 3 or (calls < 100 and runner.wall() - started < self.warmup_s):
+            runner.call(sets[calls % len(sets)])
+            runner.synchronize()
+            calls += 1
+        result = MethodRun()
+        started, i = runner.wall(), 0
+        while True:
+            k = i % len(sets)
+            if flush_l2:
+                runner.flush()
+            result.samples_ms.append(self._timed(runner, k, sets[k], sync_before=False))
+            i += 1
+            if robust_should_stop(
+                result.samples_ms,
+                runner.wall() - started,
+                min_samples=max(self.min_samples, len(sets)),
+                target_rel_se=self.target_rel_se,
+                time_cap_s=self.time_cap_s,
+                max_samples=self.max_samples,
+            ):
+                return result
+
+
+@dataclass
+class GpuMode(TimingMethod):
+    name: str = "gpumode"
+    headline: str = "mean"
+    description: str = (
+        "GPU MODE leaderboard mode: fresh inputs each repeat (seed += 13), no L2 flush, sync/start/call/end/sync, "
+        "stop after >= 3 runs at std_err/mean < 0.001, 30 s kernel time or 120 s wall, max 100 repeats, mean"
+    )
+    max_time_s: float = 30.0
+    max_wall_s: float = 120.0
+    max_repeats: int = 100
+
+    def run(self, runner: TimingRunner, *, flush_l2: bool) -> MethodRun:
+        warm = runner.inputs(0)  # compile / autotune outside the timed loop (upstream warms up on the first case)
+        runner.call(warm)
+        runner.synchronize()
+        result = MethodRun()
+        started, i = runner.wall(), 0
+        while True:
+            inputs = runner.fresh_inputs(i)
+            result.samples_ms.append(self._timed(runner, i, inputs, sync_before=True))
+            i += 1
+            if gpumode_should_stop(
+                result.samples_ms,
+                runner.wall() - started,
+                max_time_s=self.max_time_s,
+                max_wall_s=self.max_wall_s,
+                max_repeats=self.max_repeats,
+            ):
+                return result
+
+
+@dataclass
+class GpuModeBenchmark(TimingMethod):
+    name: str = "gpumode-benchmark"
+    headline: str = "mean"
+    description: str = (
+        "GPU MODE benchmark mode: the same inputs reused, no recheck of timed outputs, no L2 flush, "
+        "sync/start/call/end/sync, stop rule as gpumode with a 10 s kernel-time cap, mean"
+    )
+    max_time_s: float = 10.0
+    max_wall_s: float = 120.0
+    max_repeats: int = 100
+
+    def run(self, runner: TimingRunner, *, flush_l2: bool) -> MethodRun:
+        inputs = runner.inputs(0)
+        runner.call(inputs)  # upstream: one checked call before the timed loop (the output is checked below)
+        runner.synchronize()
+        result = MethodRun()
+        started = runner.wall()
+        while True:
+            result.samples_ms.append(self._timed(runner, 0, inputs, sync_before=True))
+            if gpumode_should_stop(
+                result.samples_ms,
+                runner.wall() - started,
+                max_time_s=self.max_time_s,
+                max_wall_s=self.max_wall_s,
+                max_repeats=self.max_repeats,
+            ):
+                return result
+
+
+@dataclass
+class FlashInfer(TimingMethod):
+    name: str = "flashinfer"
+    headline: str = "mean"
+    description: str = (
+        "flashinfer-bench 0.1.2: 3 trials with fresh inputs, 10 warm-up + 50 timed iterations each, 256 MB zero_() "
+        "L2 flush then a clone of every argument before each iteration, sync/start/call/end, arithmetic mean"
+    )
+    trials: int = 3
+    warmup: int = 10
+    iterations: int = 50
+
+    def run(self, runner: TimingRunner, *, flush_l2: bool) -> MethodRun:
+        result = MethodRun()
+        for trial in range(self.trials):
+            inputs = runner.inputs(trial)
+            for _ in range(self.warmup):
+                runner.flush()
+                runner.call(runner.clone(inputs))
+            runner.synchronize()
+            for _ in range(self.iterations):
+                runner.flush()
+                args = runner.clone(inputs)
+                result.samples_ms.append(self._timed(runner, trial, args, sync_before=True))
+        return result
+
+
+_REGISTRY: dict[str, Callable[[], TimingMethod]] = {
+    "robust": Robust,
+    "gpumode": GpuMode,
+    "gpumode-benchmark": GpuModeBenchmark,
+    "flashinfer": FlashInfer,
+}
+HEADLINE = {name: factory().headline for name, factory in _REGISTRY.items()}
+
+
+def method_names() -> tuple[str, ...]:
+    return tuple(_REGISTRY)
+
+
+def get_method(name: str) -> TimingMethod:
+    try:
+        return _REGISTRY[name]()
+    except KeyError:
+        raise TimingError(f"unknown timing method {name!r}; known methods: {', '.join(_REGISTRY)}") from None
+
+
+def resolve_method(task: Any, requested: str | None) -> str:
+    """The method name to use for ``task``: ``requested`` or the task's default, which the task must support."""
+    supported = tuple(getattr(task, "timing_methods", ("robust",)))
+    name = requested if requested is not None else getattr(task, "default_timing_method", "robust")
+    if name not in _REGISTRY:
+        raise TimingError(f"unknown timing method {name!r}; known methods: {', '.join(_REGISTRY)}")
+    if name not in supported:
+        raise TimingError(
+            f"task {getattr(task, 'name', '?')!r} does not support timing method {name!r}; "
+            f"it supports: {', '.join(supported)}"
+        )
+    return name
+
+
+# -- roofline floor ---------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class DevicePeak:
+    """Peak rates, deliberately on the high side so the floor never rejects an honest kernel."""
+
+    name: str
+    bandwidth_bytes_s: float
+    flops_s: dict[str, float]
+
+
+# Matched by substring of torch.cuda.get_device_name(), most specific first. Dense (no sparsity) tensor rates.
+DEVICE_PEAKS: tuple[tuple[str, DevicePeak], ...] = (
+    ("H100 PCIe", DevicePeak("H100 PCIe", 2.0e12, {"fp32": 51.2e12, "tf32": 378e12, "bf16": 756e12, "fp8": 1513e12})),
+    ("H100 NVL", DevicePeak("H100 NVL", 3.9e12, {"fp32": 60e12, "tf32": 418e12, "bf16": 835e12, "fp8": 1671e12})),
+    ("H100", DevicePeak("H100 SXM", 3.35e12, {"fp32": 67e12, "tf32": 495e12, "bf16": 989e12, "fp8": 1979e12})),
+    ("H200", DevicePeak("H200", 4.8e12, {"fp32": 67e12, "tf32": 495e12, "bf16": 989e12, "fp8": 1979e12})),
+    ("H20", DevicePeak("H20", 4.0e12, {"fp32": 44e12, "tf32": 74e12, "bf16": 148e12, "fp8": 296e12})),
+)
+FLOOR_FACTOR = 0.8
+
+
+def device_peak(gpu_name: str) -> DevicePeak | None:
+    for needle, peak in DEVICE_PEAKS:
+        if needle in gpu_name:
+            return peak
+    return None
+
+
+@dataclass(frozen=True)
+class FloorCheck:
+    floor_ms: float | None
+    """None when the GPU is not in the table (the check is skipped)."""
+    violated: bool
+    evidence: str
+
+
+def physics_floor(
+    median_ms: float, flops: float, bytes_moved: float, gpu_name: str, compute_dtype: str = "bf16"
+) -> FloorCheck:
+    """Whether ``median_ms`` is below FLOOR_FACTOR x max(bytes / bandwidth, flops / peak) on ``gpu_name``."""
+    peak = device_peak(gpu_name)
+    if peak is None:
+        return FloorCheck(None, False, f"no roofline peaks known for {gpu_name!r}: physics floor skipped")
+    flops_peak = peak.flops_s.get(compute_dtype) or max(peak.flops_s.values())
+    memory_ms = bytes_moved / peak.bandwidth_bytes_s * 1e3
+    compute_ms = flops / flops_peak * 1e3
+    floor_ms = max(memory_ms, compute_ms) * FLOOR_FACTOR
+    evidence = (
+        f"median {median_ms:.6g} ms is below the physics floor {floor_ms:.6g} ms on {peak.name} "
+        f"({FLOOR_FACTOR:g} x max(bytes {bytes_moved:.4g} / {peak.bandwidth_bytes_s / 1e12:g} TB/s = {memory_ms:.6g} ms, "
+        f"flops {flops:.4g} / {flops_peak / 1e12:g} TFLOP/s {compute_dtype} = {compute_ms:.6g} ms))"
+    )
+    return FloorCheck(floor_ms, median_ms < floor_ms, evidence)
+
+
+# -- paired comparison statistics ------------------------------------------------------------------------------------
+_T975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228,
+         11: 2.201, 12: 2.179, 13: 2.160, 14: 2.145, 15: 2.131, 16: 2.120, 17: 2.110, 18: 2.101, 19: 2.093,
+         20: 2.086, 25: 2.060, 30: 2.042, 40: 2.021, 60: 2.000, 120: 1.980}  # fmt: skip
+
+
+def t_quantile_975(df: int) -> float:
+    """Two-sided 95 % Student t critical value (table, rounded down to the nearest tabulated df)."""
+    if df < 1:
+        return math.inf
+    best = max(k for k in _T975 if k <= df)
+    return _T975[best] if df <= 120 else 1.960
+
+
+def mean_ci(values: list[float]) -> tuple[float, float, float]:
+    """(mean, low, high): a 95 % t-interval for the mean; a single value gives an infinite interval."""
+    mean = statistics.fmean(values)
+    if len(values) < 2:
+        return mean, -math.inf, math.inf
+    half = t_quantile_975(len(values) - 1) * statistics.stdev(values) / math.sqrt(len(values))
+    return mean, mean - half, mean + half
+
+
+__all__ = [
+    "DEVICE_PEAKS",
+    "FLOOR_FACTOR",
+    "FLUSH_BYTES",
+    "HEADLINE",
+    "MAX_INPUT_SETS",
+    "SEED_STRIDE",
+    "FloorCheck",
+    "MethodRun",
+    "TimingError",
+    "TimingMethod",
+    "TimingRunner",
+    "device_peak",
+    "get_method",
+    "gpumode_should_stop",
+    "mean_ci",
+    "method_names",
+    "physics_floor",
+    "relative_standard_error",
+    "resolve_method",
+    "robust_should_stop",
+    "summarize",
+    "t_quantile_975",
+]

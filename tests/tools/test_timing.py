@@ -1,0 +1,189 @@
+"""Timing methods on synthetic sample streams and a fake runner: stop rules, loops, roofline floor, paired stats."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pytest
+
+from ksearch.tasks.softmax import SoftmaxTask
+from ksearch.tools import timing
+from ksearch.tools.evaluator import comparison_from_samples
+from ksearch.tools.worker import CompareSamples
+
+
+def test_robust_stops_on_low_relative_error_or_the_time_cap() -> None:
+    steady = [1.0, 1.001, 0.999] * 4
+    assert not timing.robust_should_stop(steady[:9], 0.0)  # fewer than min_samples
+    assert timing.robust_should_stop(steady[:10], 0.0)
+    noisy = [1.0, 3.0] * 5
+    assert not timing.robust_should_stop(noisy, 0.5)
+    assert timing.robust_should_stop(noisy, 2.5)  # time cap
+    assert timing.robust_should_stop([1.0, 3.0] * 2500, 0.0)  # max samples
+
+
+def test_gpumode_stop_rule_matches_upstream() -> None:
+    assert not timing.gpumode_should_stop([1.0, 1.0], 0.0)  # needs >= 3 runs
+    assert timing.gpumode_should_stop([1.0, 1.0, 1.0], 0.0)  # std_err 0
+    noisy = [1.0, 2.0, 3.0]
+    assert not timing.gpumode_should_stop(noisy, 1.0)
+    assert timing.gpumode_should_stop(noisy, 121.0)  # wall > 120 s
+    assert timing.gpumode_should_stop([11_000.0, 9_000.0, 12_000.0], 1.0)  # 32 s of kernel time > 30 s
+    assert not timing.gpumode_should_stop([1.0, 2.0] * 49, 1.0)
+    assert timing.gpumode_should_stop([1.0, 2.0] * 50, 1.0)  # 100 repeats
+    # gpumode-benchmark uses the same rule with a 10 s cap
+    assert timing.gpumode_should_stop([4000.0, 3000.0, 4000.0], 1.0, max_time_s=10.0)
+
+
+def test_summarize_and_relative_error() -> None:
+    stats = timing.summarize([1.0, 2.0, 3.0, 10.0])
+    assert stats == {"median_ms": 2.5, "mean_ms": 4.0, "stdev_ms": pytest.approx(4.0825, rel=1e-4), "samples": 4}
+    assert timing.relative_standard_error([1.0]) == math.inf
+    with pytest.raises(ValueError):
+        timing.summarize([])
+
+
+class FakeEvent:
+    def __init__(self, clock: list[float]) -> None:
+        self.clock, self.t = clock, 0.0
+
+    def record(self) -> None:
+        self.t = self.clock[0]
+
+    def elapsed_time(self, end: FakeEvent) -> float:
+        return end.t - self.t
+
+
+class FakeRunner:
+    """Every call takes 1 'ms' of fake time; records what the method asked for."""
+
+    def __init__(self) -> None:
+        self.clock = [0.0]
+        self.cached: list[int] = []
+        self.fresh: list[int] = []
+        self.calls: list[int] = []
+        self.flushes = self.clones = self.kept = 0
+
+    def inputs(self, index: int) -> list[Any]:
+        self.cached.append(index)
+        return [index]
+
+    def fresh_inputs(self, index: int) -> list[Any]:
+        self.fresh.append(index)
+        return [index]
+
+    def clone(self, inputs: list[Any]) -> list[Any]:
+        self.clones += 1
+        return list(inputs)
+
+    def call(self, inputs: list[Any]) -> Any:
+        self.calls.append(inputs[0])
+        self.clock[0] += 1.0 + 0.001 * (len(self.calls) % 3)
+        return inputs[0]
+
+    def flush(self) -> None:
+        self.flushes += 1
+
+    def synchronize(self) -> None:
+        pass
+
+    def event(self) -> FakeEvent:
+        return FakeEvent(self.clock)
+
+    def wall(self) -> float:
+        return self.clock[0] / 1000.0
+
+    def want(self, index: int) -> bool:
+        return True
+
+    def early(self, output: Any) -> Any:
+        return output
+
+    def after(self, index: int, inputs: list[Any], output: Any, early: Any) -> None:
+        assert output == inputs[0] == index
+        self.kept += 1
+
+
+def test_robust_rotates_input_sets_and_flushes() -> None:
+    runner = FakeRunner()
+    run = timing.get_method("robust").run(runner, flush_l2=True)
+    assert sorted(set(runner.cached)) == [0, 1, 2, 3] and not runner.fresh
+    assert len(run.samples_ms) >= 10 and runner.flushes == len(run.samples_ms) == runner.kept
+    assert all(s == pytest.approx(1.0, abs=0.01) for s in run.samples_ms)
+    assert FakeRunner().flushes == 0 and timing.get_method("robust").run(r := FakeRunner(), flush_l2=False) and r.flushes == 0
+
+
+def test_gpumode_uses_fresh_inputs_every_repeat() -> None:
+    runner = FakeRunner()
+    run = timing.get_method("gpumode").run(runner, flush_l2=True)
+    assert runner.flushes == 0  # no L2 flush upstream
+    assert runner.fresh == list(range(len(run.samples_ms)))
+    assert 3 <= len(run.samples_ms) <= 100
+
+
+def test_gpumode_benchmark_reuses_one_input_set() -> None:
+    runner = FakeRunner()
+    run = timing.get_method("gpumode-benchmark").run(runner, flush_l2=True)
+    assert set(runner.cached) == {0} and not runner.fresh and len(run.samples_ms) >= 3
+
+
+def test_flashinfer_is_3_trials_of_50_with_clones_and_flushes() -> None:
+    runner = FakeRunner()
+    run = timing.get_method("flashinfer").run(runner, flush_l2=False)
+    assert len(run.samples_ms) == 150
+    assert runner.clones == runner.flushes == 3 * (10 + 50)
+    assert sorted(set(runner.cached)) == [0, 1, 2]
+
+
+class _Task:
+    name = "t"
+    timing_methods = ("robust", "flashinfer")
+    default_timing_method = "robust"
+
+
+def test_method_selection() -> None:
+    assert timing.resolve_method(_Task(), None) == "robust"
+    assert timing.resolve_method(_Task(), "flashinfer") == "flashinfer"
+    with pytest.raises(timing.TimingError, match="does not support timing method 'gpumode'"):
+        timing.resolve_method(_Task(), "gpumode")
+    with pytest.raises(timing.TimingError, match="unknown timing method 'fastest'"):
+        timing.resolve_method(_Task(), "fastest")
+    assert timing.resolve_method(SoftmaxTask(), None) == "robust"
+    assert set(timing.method_names()) == {"robust", "gpumode", "gpumode-benchmark", "flashinfer"}
+    assert timing.HEADLINE["gpumode"] == "mean" and timing.HEADLINE["robust"] == "median"
+
+
+def test_physics_floor() -> None:
+    task = SoftmaxTask()
+    config = task.benchmark_configs("cuda")[0]  # 4096 x 4096 fp32: 128 MiB moved
+    flops, bytes_moved = task.flops_and_bytes(config)
+    floor = timing.physics_floor(1.0, flops, bytes_moved, "NVIDIA H100 80GB HBM3")
+    assert not floor.violated and floor.floor_ms == pytest.approx(bytes_moved / 3.35e12 * 1e3 * 0.8)
+    fake = timing.physics_floor(0.001, flops, bytes_moved, "NVIDIA H100 80GB HBM3")
+    assert fake.violated and "physics floor" in fake.evidence and "3.35 TB/s" in fake.evidence
+    h200 = timing.physics_floor(0.025, flops, bytes_moved, "NVIDIA H200")
+    assert h200.floor_ms == pytest.approx(bytes_moved / 4.8e12 * 1e3 * 0.8) and not h200.violated
+    assert timing.physics_floor(0.0, flops, bytes_moved, "NVIDIA H100 PCIe").floor_ms == pytest.approx(
+        bytes_moved / 2.0e12 * 1e3 * 0.8
+    )
+    compute_bound = timing.physics_floor(0.1, 1e12, 1.0, "NVIDIA H100 80GB HBM3", "bf16")
+    assert compute_bound.violated and compute_bound.floor_ms == pytest.approx(1e12 / 989e12 * 1e3 * 0.8)
+    unknown = timing.physics_floor(0.0, flops, bytes_moved, "Some Future GPU")
+    assert unknown.floor_ms is None and not unknown.violated and "skipped" in unknown.evidence
+
+
+def test_paired_comparison_statistics() -> None:
+    same = [CompareSamples(config="a", incumbent_ms=[1.0, 1.01, 0.99, 1.0, 1.0], challenger_ms=[1.0, 0.99, 1.01, 1.0, 1.0])]
+    result = comparison_from_samples(same, ["a"])
+    assert not result.improved and result.ci_low < 1 < result.ci_high and result.speedup == pytest.approx(1.0, abs=0.01)
+    faster = [
+        CompareSamples(config="a", incumbent_ms=[2.0, 2.02, 1.98, 2.0, 2.01], challenger_ms=[1.0, 1.0, 1.01, 0.99, 1.0]),
+        CompareSamples(config="b", incumbent_ms=[1.0] * 5, challenger_ms=[0.5, 0.51, 0.5, 0.49, 0.5]),
+    ]
+    result = comparison_from_samples(faster, ["a", "b"])
+    assert result.improved and result.speedup == pytest.approx(2.0, rel=0.02) and result.ci_low > 1.9
+    assert [c.config for c in result.per_config] == ["a", "b"] and result.per_config[0].incumbent_median_ms == 2.0
+    noisy = [CompareSamples(config="a", incumbent_ms=[1.0, 1.3, 0.8, 1.2, 1.0], challenger_ms=[0.9, 1.0, 1.0, 0.95, 1.05])]
+    assert not comparison_from_samples(noisy, ["a"]).improved  # a small mean gain inside a wide interval
+    assert timing.t_quantile_975(4) == pytest.approx(2.776) and timing.t_quantile_975(1000) == pytest.approx(1.96)
