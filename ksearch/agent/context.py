@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from ksearch.agent.config import RunConfig
 from ksearch.agent.llm import LLMClient
 from ksearch.tasks.base import Task
 from ksearch.tools.evaluation import Evaluation
 from ksearch.tools.evaluator import EvalRequest
+from ksearch.tools.gpu_pool import GpuPool
 from ksearch.tools.store import Store
 
 
@@ -25,6 +27,10 @@ class SearchContext:
     """Cache key of evaluations on this machine: task, device, harness and software versions."""
     device_description: str
     """For prompts: the device the kernels run on (name, SMs, memory) or the CPU interpreter's caveat."""
+    gpu_pool: GpuPool | None = None
+    """GPUs leased one evaluation at a time (None on the CPU): profile and promotion time on a leased device."""
+    compare: Callable[..., Any] | None = None
+    """``compare(incumbent, challenger, *, rounds)``: the paired re-measurement promotion needs; None = single rule."""
 
     @property
     def run_id(self) -> str:

@@ -1,18 +1,104 @@
-"""When a passing candidate becomes the run's best. Pure.
+"""When a passing candidate becomes the run's best. The decision is pure; measuring is injected.
 
-This is the single-measurement rule; the hardened evaluator replaces it with a paired, interleaved re-measurement
-against the incumbent (a candidate is promoted only when the improvement exceeds the measured noise).
+Rule: any passing candidate beats no incumbent; an untimed pass (CPU interpreter) never displaces anything; a timed
+pass displaces an untimed incumbent. Between two timed candidates a single measurement each is not enough (the noise
+between two evaluations is often larger than the gain): when the challenger's own score looks better, the two are
+re-measured together, paired and interleaved on one GPU (``ksearch.tools.evaluator.compare``), and the challenger is
+promoted only when that comparison says ``improved`` (its whole confidence interval is above 1). Without a way to
+compare (no ``compare`` available) the single-measurement rule applies, and the decision says so.
 """
 
 from __future__ import annotations
 
+from typing import Any, Protocol
+
+from pydantic import BaseModel, ConfigDict
+
+
+class ComparisonLike(Protocol):
+    """What promotion reads from ``ksearch.tools.evaluator.Comparison``."""
+
+    speedup: float
+    ci_low: float
+    ci_high: float
+    improved: bool
+
+
+class Decision(BaseModel):
+    """Whether the challenger becomes the best, and why (for the log, the prune event and the store)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    promote: bool
+    reason: str
+    needs_comparison: bool = False
+    """True when the decision waits for a paired comparison (call ``decide`` again with it)."""
+    speedup: float | None = None
+    ci_low: float | None = None
+    ci_high: float | None = None
+
+
+def decide(
+    *,
+    has_incumbent: bool,
+    incumbent_score: float | None,
+    challenger_score: float | None,
+    comparison: ComparisonLike | dict[str, Any] | None = None,
+    can_compare: bool = True,
+) -> Decision:
+    """The promotion rule. Call without ``comparison`` first; when ``needs_comparison`` comes back, measure and call
+    again with it. ``can_compare=False`` (no compare function) falls back to comparing the two scores."""
+    if not has_incumbent:
+        return Decision(promote=True, reason="first passing candidate")
+    if challenger_score is None:
+        return Decision(promote=False, reason="untimed pass never displaces the incumbent")
+    if incumbent_score is None:
+        return Decision(promote=True, reason="first timed pass displaces an untimed incumbent")
+    if challenger_score <= incumbent_score:
+        return Decision(
+            promote=False,
+            reason=f"single measurement not better ({challenger_score:.6g} <= {incumbent_score:.6g})",
+        )
+    if comparison is None:
+        if not can_compare:
+            return Decision(
+                promote=True,
+                reason=f"single measurement better ({challenger_score:.6g} > {incumbent_score:.6g}); no paired "
+                "comparison available",
+            )
+        return Decision(promote=False, needs_comparison=True, reason="single measurement better; needs a paired comparison")
+    fields = _fields(comparison)
+    ci = f"speedup {fields['speedup']:.4f}x, 95% CI [{fields['ci_low']:.4f}, {fields['ci_high']:.4f}]"
+    if fields["improved"]:
+        return Decision(promote=True, reason=f"paired comparison: {ci}", **_numbers(fields))
+    return Decision(promote=False, reason=f"paired comparison not significant: {ci}", **_numbers(fields))
+
+
+def _fields(comparison: ComparisonLike | dict[str, Any]) -> dict[str, Any]:
+    if isinstance(comparison, dict):
+        return comparison
+    return {k: getattr(comparison, k) for k in ("speedup", "ci_low", "ci_high", "improved")}
+
+
+def _numbers(fields: dict[str, Any]) -> dict[str, float]:
+    return {k: float(fields[k]) for k in ("speedup", "ci_low", "ci_high")}
+
+
+def comparison_record(comparison: Any) -> dict[str, Any]:
+    """A JSON-able dict of a comparison (a pydantic ``Comparison``, a dataclass-like object or a dict)."""
+    if isinstance(comparison, dict):
+        return comparison
+    if hasattr(comparison, "model_dump"):
+        return comparison.model_dump(mode="json")
+    record = _fields(comparison)
+    per_config = getattr(comparison, "per_config", None)
+    if per_config is not None:
+        record["per_config"] = [p.model_dump(mode="json") if hasattr(p, "model_dump") else p for p in per_config]
+    return record
+
 
 def is_improvement(incumbent_score: float | None, has_incumbent: bool, challenger_score: float | None) -> bool:
-    """Higher score wins; any passing candidate beats no incumbent; an untimed pass never displaces a timed one."""
-    if not has_incumbent:
-        return True
-    if challenger_score is None:
-        return False
-    if incumbent_score is None:
-        return True
-    return challenger_score > incumbent_score
+    """The single-measurement rule (kept for callers without a comparison): higher score wins."""
+    return decide(
+        has_incumbent=has_incumbent, incumbent_score=incumbent_score, challenger_score=challenger_score, can_compare=False
+    ).promote

@@ -11,6 +11,7 @@ from langgraph.runtime import Runtime
 
 from ksearch.agent.context import SearchContext
 from ksearch.agent.state import CycleState
+from ksearch.tools import integrity
 
 
 def compile_candidate(state: CycleState, runtime: Runtime[SearchContext]) -> dict:
@@ -18,7 +19,12 @@ def compile_candidate(state: CycleState, runtime: Runtime[SearchContext]) -> dic
         return {"compile_error": None}
     ctx = runtime.context
     code = ctx.store.get_candidate(state.candidate_id).code
-    return {"compile_error": static_check(code, ctx.task.entry_point)}
+    error = static_check(code, ctx.task.entry_point)
+    if error is None:
+        rejection = integrity.check_source(code, task_name=ctx.task.name)
+        if rejection is not None:
+            error = f"rejected by integrity rule {rejection.rule}: {rejection.evidence}"
+    return {"compile_error": error}
 
 
 def static_check(code: str, entry_point: str) -> str | None:

@@ -13,6 +13,7 @@ from ksearch.agent.context import SearchContext
 from ksearch.agent.cycle_logic import cycle_should_stop, record_round
 from ksearch.agent.state import CycleState
 from ksearch.tools.evaluation import Evaluation, Verdict
+from ksearch.tools import integrity
 from ksearch.tools.evaluator import EvalRequest
 
 log = structlog.get_logger(__name__)
@@ -99,19 +100,30 @@ def run_evaluation(state: CycleState, ctx: SearchContext) -> Evaluation:
     assert state.candidate_id is not None
     candidate = ctx.store.get_candidate(state.candidate_id)
     if state.compile_error:
+        rejection = integrity.check_source(candidate.code, task_name=ctx.task.name)
+        if rejection is not None:  # the compile step's message came from a static integrity rule
+            return Evaluation(
+                verdict=Verdict.REJECTED, device=ctx.config.device, rejection=rejection, log=state.compile_error
+            )
         return Evaluation(verdict=Verdict.COMPILE_ERROR, device=ctx.config.device, log=state.compile_error)
     log.info("profile.evaluate", run_id=ctx.run_id, cycle_id=state.cycle_id, candidate_id=state.candidate_id)
     cfg = ctx.config
-    return ctx.evaluate(
-        EvalRequest(
+
+    def request(device: str) -> EvalRequest:
+        return EvalRequest(
             candidate=candidate,
             task=cfg.task,
-            device=cfg.device,
+            device=device,
             compile_timeout_s=cfg.compile_timeout_s,
             run_timeout_s=cfg.run_timeout_s,
-            timing=cfg.device != "cpu",
+            timing=device != "cpu",
         )
-    )
+
+    if ctx.gpu_pool is None:
+        return ctx.evaluate(request(cfg.device))
+    with ctx.gpu_pool.lease() as device:  # one evaluation per GPU at a time: timings never share a device
+        log.info("profile.leased", run_id=ctx.run_id, cycle_id=state.cycle_id, device=device)
+        return ctx.evaluate(request(device))
 
 
 def route_after_profile(state: CycleState) -> str:

@@ -6,9 +6,11 @@ import structlog
 from langgraph.runtime import Runtime
 
 from ksearch.agent.context import SearchContext
-from ksearch.agent.promotion import is_improvement
+from ksearch.agent.promotion import Decision, comparison_record, decide
 from ksearch.agent.state import BestRef, SearchState
 from ksearch.agent.world_model import SolutionRef, attach_solution, mark_failed
+from ksearch.tools.evaluator import EvalRequest
+from ksearch.tools.store import ensure_comparison, find_comparison
 
 log = structlog.get_logger(__name__)
 
@@ -38,7 +40,23 @@ def prune(state: SearchState, runtime: Runtime[SearchContext]) -> dict:
             ),
         )
         wm = attach_solution(wm, result.node_id, ref)
-        if is_improvement(best.score if best else None, best is not None, evaluation.score):
+        decision = promotion_decision(ctx, best, result.best_candidate_id, evaluation.score)
+        log.info(
+            "prune.promotion",
+            run_id=ctx.run_id,
+            node_id=result.node_id,
+            candidate_id=result.best_candidate_id,
+            incumbent_id=best.candidate_id if best else None,
+            promote=decision.promote,
+            reason=decision.reason,
+            speedup=decision.speedup,
+            ci_low=decision.ci_low,
+            ci_high=decision.ci_high,
+        )
+        runtime.stream_writer(
+            {"event": "promotion", "node_id": result.node_id, **decision.model_dump(exclude={"needs_comparison"})}
+        )
+        if decision.promote:
             best = BestRef(
                 candidate_id=result.best_candidate_id,
                 evaluation_id=result.best_evaluation_id,
@@ -68,6 +86,49 @@ def prune(state: SearchState, runtime: Runtime[SearchContext]) -> dict:
         "step": state.step + 1,
         "done_reason": done,
     }
+
+
+def promotion_decision(ctx: SearchContext, best: BestRef | None, challenger_id: str, score: float | None) -> Decision:
+    """The promotion rule of ``ksearch.agent.promotion`` with its paired comparison measured (on a leased GPU) and
+    stored by (incumbent, challenger, evaluation key), so a prune re-run after a crash decides the same way."""
+    kwargs = {
+        "has_incumbent": best is not None,
+        "incumbent_score": best.score if best else None,
+        "challenger_score": score,
+        "can_compare": ctx.compare is not None,
+    }
+    decision = decide(**kwargs)
+    if not decision.needs_comparison or best is None:
+        return decision
+    record = find_comparison(ctx.store, best.candidate_id, challenger_id, ctx.eval_key)
+    if record is None:
+        try:
+            record = comparison_record(_measure(ctx, best.candidate_id, challenger_id))
+        except Exception as exc:  # noqa: BLE001 - a failed re-measurement keeps the incumbent, never crashes the run
+            log.warning("prune.compare_failed", run_id=ctx.run_id, challenger_id=challenger_id, error=str(exc)[:500])
+            return Decision(promote=False, reason=f"paired comparison failed: {str(exc)[:200]}")
+        ensure_comparison(ctx.store, best.candidate_id, challenger_id, ctx.eval_key, record)
+    return decide(**kwargs, comparison=record)
+
+
+def _measure(ctx: SearchContext, incumbent_id: str, challenger_id: str):  # noqa: ANN202 - the evaluator's Comparison
+    cfg = ctx.config
+    assert ctx.compare is not None
+
+    def request(candidate_id: str, device: str) -> EvalRequest:
+        return EvalRequest(
+            candidate=ctx.store.get_candidate(candidate_id),
+            task=cfg.task,
+            device=device,
+            compile_timeout_s=cfg.compile_timeout_s,
+            run_timeout_s=cfg.run_timeout_s,
+            timing=True,
+        )
+
+    if ctx.gpu_pool is None:
+        return ctx.compare(request(incumbent_id, cfg.device), request(challenger_id, cfg.device), rounds=cfg.promotion_rounds)
+    with ctx.gpu_pool.lease() as device:
+        return ctx.compare(request(incumbent_id, device), request(challenger_id, device), rounds=cfg.promotion_rounds)
 
 
 def budget_exhausted(ctx: SearchContext, rounds: int) -> str | None:

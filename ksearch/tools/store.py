@@ -329,3 +329,53 @@ class Store:
 
     def list_snapshots(self, run_id: str) -> list[dict[str, Any]]:
         return self._query("select * from wm_snapshots where run_id = ? order by id", [run_id])
+
+
+# ---- paired comparisons (promotion by statistics) --------------------------------------------------------------------
+@migration
+def m002_comparisons(db: sqlite_utils.Database) -> None:
+    """One paired re-measurement per (incumbent, challenger, evaluation key): promotion reads it back on resume."""
+    db["comparisons"].create(
+        {
+            "id": int,
+            "incumbent_id": str,
+            "challenger_id": str,
+            "eval_key": str,
+            "speedup": float,
+            "ci_low": float,
+            "ci_high": float,
+            "improved": int,
+            "report": str,
+            "created_at": float,
+        },
+        pk="id",
+    )
+    db["comparisons"].create_index(["incumbent_id", "challenger_id", "eval_key"], unique=True)
+
+
+def ensure_comparison(store: Store, incumbent_id: str, challenger_id: str, eval_key: str, record: dict[str, Any]) -> None:
+    """Record a comparison once; a second record of the same key keeps the first (so a resumed prune decides alike)."""
+    with store._write() as db:
+        db["comparisons"].insert(
+            {
+                "incumbent_id": incumbent_id,
+                "challenger_id": challenger_id,
+                "eval_key": eval_key,
+                "speedup": record.get("speedup"),
+                "ci_low": record.get("ci_low"),
+                "ci_high": record.get("ci_high"),
+                "improved": int(bool(record.get("improved"))),
+                "report": json.dumps(record, sort_keys=True, default=str),
+                "created_at": time.time(),
+            },
+            ignore=True,
+        )
+
+
+def find_comparison(store: Store, incumbent_id: str, challenger_id: str, eval_key: str) -> dict[str, Any] | None:
+    """The stored comparison record (the dict given to ``ensure_comparison``), or None."""
+    rows = store._query(
+        "select report from comparisons where incumbent_id = ? and challenger_id = ? and eval_key = ?",
+        [incumbent_id, challenger_id, eval_key],
+    )
+    return json.loads(rows[0]["report"]) if rows else None

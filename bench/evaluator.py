@@ -1,0 +1,180 @@
+"""Benchmark of the hardened evaluator on a GPU, for the built-in softmax task (issue 3).
+
+Measures, in one run and printed side by side:
+1. time to verdict per candidate: a cold evaluation, then a "warm" one (identical code plus a comment, so a different
+   candidate hash) right after it;
+2. harness overhead: the evaluator's per-config median vs a bare ``triton.testing.do_bench`` median of the same kernel
+   on the same shape in this process (ratio per config; target within 3 % on kernels >= 50 us). The softmax benchmark
+   shapes are small, so a 16384x16384 config is added through a bench-only task ``softmax_large`` (registered in the
+   evaluator's subprocesses by a ``sitecustomize.py`` on PYTHONPATH; nothing in ksearch changes);
+3. run-to-run spread: the same kernel evaluated 5 times; per config, (max - min) / median of the 5 medians
+   (target: within 2 %).
+
+Usage (repo root, GPU machine): ``PYTHONPATH=$PWD python3 bench/evaluator.py`` [--repeats 5]. Writes
+``$OUT/bench_evaluator.json`` when ``OUT`` is set. Exits at once with a message when there is no GPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+OK_KERNEL = REPO / "tests" / "tasks" / "data" / "softmax_triton_ok.py"
+LARGE = (16384, 16384)
+
+_LARGE_TASK = textwrap.dedent(
+    f'''
+    """Bench-only task: the softmax task with one 16384x16384 benchmark config (kernels well above 50 us)."""
+    from ksearch.tasks.softmax import SoftmaxTask, _config
+
+
+    class LargeSoftmax(SoftmaxTask):
+        name = "softmax_large"
+
+        def benchmark_configs(self, device):
+            return [_config("bench_{LARGE[0]}x{LARGE[1]}", {LARGE[0]}, {LARGE[1]}, seed=301)]
+
+        def test_configs(self, device):
+            return [_config("test_{LARGE[0]}x{LARGE[1]}", {LARGE[0]}, {LARGE[1]}, seed=302), *super().test_configs("cpu")]
+    '''
+)
+_SITECUSTOMIZE = (
+    "try:\n"
+    "    import ksearch.tasks.registry as _r\n"
+    "    _r._BUILTIN.setdefault('softmax_large', 'bench_large_task:LargeSoftmax')\n"
+    "except Exception:\n"
+    "    pass\n"
+)
+
+
+def _no_gpu() -> bool:
+    try:
+        import torch
+    except ImportError:
+        print("bench/evaluator.py: torch is not installed; nothing to measure")
+        return True
+    if not torch.cuda.is_available():
+        print("bench/evaluator.py: no CUDA GPU visible; this benchmark needs one (exiting)")
+        return True
+    return False
+
+
+def _evaluate(code: str, task: str = "softmax"):
+    from ksearch.tools.candidate import Candidate
+    from ksearch.tools.evaluator import EvalRequest, evaluate
+
+    started = time.monotonic()
+    evaluation = evaluate(EvalRequest(candidate=Candidate(task=task, language="triton", code=code), device="cuda"))
+    return evaluation, time.monotonic() - started
+
+
+def _do_bench_ms(code: str, m: int, n: int) -> float:
+    """Median of triton.testing.do_bench (its own L2 flush, CUDA events) for the kernel in this process."""
+    import importlib.util
+
+    import torch
+    import triton.testing
+
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "bench_kernel.py"
+        path.write_text(code, encoding="utf-8")
+        spec = importlib.util.spec_from_file_location("bench_kernel", path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        x = torch.randn(m, n, device="cuda", dtype=torch.float32)
+        module.kernel(x)
+        torch.cuda.synchronize()
+        return float(triton.testing.do_bench(lambda: module.kernel(x), warmup=100, rep=500, return_mode="median"))
+
+
+def _shape(config_name: str, task) -> tuple[int, int]:
+    for config in task.benchmark_configs("cuda"):
+        if config.name == config_name:
+            return int(config.params["M"]), int(config.params["N"])
+    raise KeyError(config_name)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=5)
+    args = parser.parse_args()
+    if _no_gpu():
+        return 0
+    import torch
+
+    sys.path.insert(0, str(REPO))
+    from ksearch.tasks.softmax import SoftmaxTask
+
+    extra = Path(tempfile.mkdtemp(prefix="ksearch-bench-"))
+    (extra / "bench_large_task.py").write_text(_LARGE_TASK, encoding="utf-8")
+    (extra / "sitecustomize.py").write_text(_SITECUSTOMIZE, encoding="utf-8")
+    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(extra), str(REPO), os.environ.get("PYTHONPATH", "")) if p)
+    sys.path.insert(0, str(extra))
+    import ksearch.tasks.registry as registry
+
+    registry._BUILTIN.setdefault("softmax_large", "bench_large_task:LargeSoftmax")  # noqa: SLF001 - bench-only task
+
+    code = OK_KERNEL.read_text(encoding="utf-8")
+    report: dict = {"device": torch.cuda.get_device_name(0), "torch": torch.__version__}
+    import triton
+
+    report["triton"] = triton.__version__
+    print(f"device {report['device']}, torch {report['torch']}, triton {report['triton']}")
+
+    # 1. time to verdict
+    cold, cold_s = _evaluate(code)
+    warm, warm_s = _evaluate(code + "\n# same kernel, another hash\n")
+    report["time_to_verdict_s"] = {"cold": round(cold_s, 2), "warm": round(warm_s, 2)}
+    print(f"time to verdict: cold {cold_s:.1f} s ({cold.verdict.value}), warm {warm_s:.1f} s ({warm.verdict.value})")
+    if not cold.passed:
+        print(cold.log)
+        return 1
+
+    # 2. harness overhead vs do_bench, 3. spread over repeats
+    task = SoftmaxTask()
+    runs = [cold, warm]
+    while len(runs) < args.repeats:
+        runs.append(_evaluate(code)[0])
+    large, _ = _evaluate(code, task="softmax_large")
+    rows = []
+    for name in [t.config for t in cold.timings]:
+        m, n = _shape(name, task)
+        medians = [next(t.median_ms for t in r.timings if t.config == name) for r in runs if r.passed]
+        rows.append((name, m, n, medians))
+    if large.passed:
+        rows.append((large.timings[0].config, *LARGE, [large.timings[0].median_ms]))
+    else:
+        print(f"large config not evaluated: {large.summary()}")
+    table = []
+    print(f"\n{'config':<22}{'harness ms':>12}{'do_bench ms':>13}{'ratio':>8}{'spread':>9}  (n={args.repeats})")
+    for name, m, n, medians in rows:
+        harness = statistics.median(medians)
+        bare = _do_bench_ms(code, m, n)
+        spread = (max(medians) - min(medians)) / harness if len(medians) > 1 else None
+        ratio = harness / bare
+        entry = {"config": name, "shape": [m, n], "harness_median_ms": harness, "do_bench_median_ms": bare,
+                 "ratio": ratio, "medians_ms": medians, "spread": spread,
+                 "within_3pct": (abs(ratio - 1) <= 0.03) if bare >= 0.05 else None}  # fmt: skip
+        table.append(entry)
+        spread_text = f"{spread * 100:7.2f}%" if spread is not None else "      -"
+        print(f"{name:<22}{harness:>12.4f}{bare:>13.4f}{ratio:>8.3f}{spread_text:>9}")
+    report["configs"] = table
+    report["method"] = cold.timings[0].method if cold.timings else ""
+    out = os.environ.get("OUT")
+    if out:
+        Path(out).mkdir(parents=True, exist_ok=True)
+        (Path(out) / "bench_evaluator.json").write_text(json.dumps(report, indent=2), encoding="utf-8")
+        print(f"\nwrote {Path(out) / 'bench_evaluator.json'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,179 @@
+"""Static integrity rules: each rule fires on its hack, through aliases, and never on honest kernels."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ksearch.tools.integrity import RULES, check_source, scan
+
+DATA = Path(__file__).resolve().parents[1] / "tasks" / "data"
+EXPLOITS = Path(__file__).resolve().parent / "exploits"
+
+
+def _rule(code: str, task: str | None = "softmax") -> str | None:
+    rejection = check_source(code, task_name=task)
+    return rejection.rule if rejection else None
+
+
+@pytest.mark.parametrize(
+    ("code", "rule"),
+    [
+        ("import torch\ns = torch.cuda.Stream()\n", "stream_use"),
+        ("from torch.cuda import Stream as S\ns = S()\n", "stream_use"),
+        ("import torch\ndef kernel(x):\n    with torch.cuda.stream(s):\n        pass\n", "stream_use"),
+        ("def kernel(x):\n    a.wait_stream(b)\n", "stream_use"),
+        ('src = "cudaStream_t s; cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);"\n', "stream_use"),
+        ("import threading\n", "thread_injection"),
+        ("from concurrent.futures import ThreadPoolExecutor\n", "thread_injection"),
+        ("import multiprocessing as mp\n", "thread_injection"),
+        ("import asyncio\n", "thread_injection"),
+        ("import signal\n", "thread_injection"),
+        ("import subprocess\n", "subprocess_or_network"),
+        ("import os\nos.system('ls')\n", "subprocess_or_network"),
+        ("import os\nos.execv('/bin/sh', [])\n", "subprocess_or_network"),
+        ("from os import popen\npopen('ls')\n", "subprocess_or_network"),
+        ("import socket\n", "subprocess_or_network"),
+        ("import requests\n", "subprocess_or_network"),
+        ("import http.client\n", "subprocess_or_network"),
+        ("import torch\ntorch.cuda.Event.elapsed_time = lambda a, b: 0.0\n", "timer_monkeypatch"),
+        ("import torch\ntorch.cuda.synchronize = lambda *a: None\n", "timer_monkeypatch"),
+        ("import time\ntime.perf_counter = lambda: 0\n", "timer_monkeypatch"),
+        ("import triton.testing\ntriton.testing.do_bench = lambda f: 0.001\n", "timer_monkeypatch"),
+        ("import torch\nev = torch.cuda.Event\nev.elapsed_time = f\n", "timer_monkeypatch"),
+        ("import torch\nsetattr(torch.cuda.Event, 'elapsed_time', f)\n", "timer_monkeypatch"),
+        ("import sys\nm = sys.modules['ksearch.tools.worker']\n", "harness_introspection"),
+        ("import sys\nf = sys._getframe(1)\n", "harness_introspection"),
+        ("import gc\n", "harness_introspection"),
+        ("import inspect\n", "harness_introspection"),
+        ("import ctypes\n", "harness_introspection"),
+        ("import builtins\n", "harness_introspection"),
+        ("def kernel(x):\n    try:\n        1/0\n    except Exception as e:\n        g = e.__traceback__.tb_frame.f_back.f_globals\n", "harness_introspection"),
+        ("import torch\ntorch.allclose = lambda *a, **k: True\n", "harness_introspection"),
+        ("import torch\nclass T(torch.Tensor):\n    pass\n", "tensor_subclass"),
+        ("import torch\ndef kernel(x):\n    return torch.Tensor._make_subclass(C, x)\n", "tensor_subclass"),
+        ("class C:\n    def __torch_function__(cls, f, t, a=(), k=None):\n        pass\n", "tensor_subclass"),
+        ("import torch\ng = torch.cuda.CUDAGraph()\n", "cuda_graph_replay"),
+        ("import torch\ndef kernel(x):\n    with torch.cuda.graph(g):\n        pass\n", "cuda_graph_replay"),
+        ("import torch\nf = torch.cuda.make_graphed_callables(m, (x,))\n", "cuda_graph_replay"),
+        ("import torch\nk = torch.compile(f, mode='reduce-overhead')\n", "cuda_graph_replay"),
+        ("C = {}\ndef kernel(x):\n    k = x.data_ptr()\n    if k in C:\n        return C[k]\n", "output_caching"),
+        ("C = {}\ndef kernel(x):\n    return C.setdefault(id(x), f(x))\n", "output_caching"),
+        ("C = {}\ndef kernel(x):\n    h = hash(x.cpu().numpy().tobytes())\n    return C.get(h)\n", "output_caching"),
+        ("_last = None\ndef kernel(x):\n    global _last\n    if _last is x:\n        return _y\n", "output_caching"),
+        ("import functools\n@functools.lru_cache(None)\ndef kernel(x):\n    return x\n", "output_caching"),
+        ("def kernel(x, _c={}):\n    return _c.get(x.data_ptr())\n", "output_caching"),
+        ("import os\nk = os.environ['OPENAI_API_KEY']\n", "environment_access"),
+        ("import os\nk = os.getenv('HOME')\n", "environment_access"),
+        ("from os import environ\n", "environment_access"),
+        ('src = "const char* k = getenv(\\"OPENAI_API_KEY\\");"\n', "environment_access"),
+        ("exec('x = 1')\n", "dynamic_code"),
+        ("eval('1+1')\n", "dynamic_code"),
+        ("m = __import__('o' + 's')\n", "dynamic_code"),
+        ("import importlib\n", "dynamic_code"),
+        ("import pickle\n", "dynamic_code"),
+        ("import torch\nf = getattr(torch, 'soft' + 'max')\n", "dynamic_code"),
+        ("import torch\ndef kernel(x):\n    try:\n        return k(x)\n    except Exception:\n        return torch.einsum('ij->ij', x)\n", "reference_fallback"),
+        ("def kernel(x):\n    try:\n        return k(x)\n    except RuntimeError:\n        return x.softmax(-1)\n", "reference_fallback"),
+        ("class ModelNew(Model):\n    pass\n", "reference_fallback"),
+        ("import torch\ndef kernel(x):\n    return torch.softmax(x, -1)\n", "forbidden_op"),
+        ("import torch.nn.functional as F\ndef kernel(x):\n    return F.log_softmax(x, -1)\n", "forbidden_op"),
+        ("def kernel(x):\n    return x.softmax(dim=1)\n", "forbidden_op"),
+        ("import torch\ndef kernel(x):\n    return torch.nn.Softmax(-1)(x)\n", "forbidden_op"),
+        ("def kernel(x):\n    with open('../io/result.json', 'w') as f:\n        pass\n", "result_forgery"),
+        ("import os\ndef kernel(x):\n    os.write(3, b'run')\n", "result_forgery"),
+        ("from pathlib import Path\nPath('x.json').write_text('{}')\n", "result_forgery"),
+    ],
+)
+def test_each_rule_fires(code: str, rule: str) -> None:
+    assert rule in RULES
+    assert _rule(code) == rule, scan(code, task_name="softmax")
+
+
+def test_rejection_names_the_line_and_reason() -> None:
+    rejection = check_source("import torch\n\n\nx = 1\nimport threading\n", task_name="softmax")
+    assert rejection is not None and rejection.rule == "thread_injection"
+    assert rejection.evidence.startswith("line 5: `import threading`")
+
+
+def test_forbidden_ops_are_task_specific() -> None:
+    code = "import torch\ndef kernel(x):\n    return torch.softmax(x, -1)\n"
+    assert _rule(code, "softmax") == "forbidden_op"
+    assert _rule(code, None) is None
+
+
+def test_unparsable_code_is_left_to_the_compiler() -> None:
+    assert check_source("def kernel(x)\n    return x\n") is None
+
+
+HONEST = [
+    (DATA / "softmax_triton_ok.py").read_text(),
+    (DATA / "softmax_triton_wrong.py").read_text(),
+    (EXPLOITS / "honest_looped_empty_like.py").read_text(),
+    (EXPLOITS / "honest_multirow.py").read_text(),
+    '''"""Docstrings may mention streams, threads, os.environ, torch.softmax, result.json and https://triton-lang.org."""
+# comments too: torch.cuda.Stream(), import threading, exec(), gc.get_objects()
+import math
+import functools
+import torch
+import triton
+import triton.language as tl
+from torch.utils.cpp_extension import load_inline
+
+_CUDA = r"""
+#include <torch/extension.h>
+#include <c10/cuda/CUDAStream.h>
+__global__ void k(const float* x, float* y, int n) { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) y[i] = x[i]; }
+torch::Tensor run(torch::Tensor x) {
+    auto y = torch::empty_like(x);
+    k<<<(x.numel() + 255) / 256, 256, 0, at::cuda::getCurrentCUDAStream()>>>(x.data_ptr<float>(), y.data_ptr<float>(), x.numel());
+    return y;
+}
+"""
+_MODULE = None
+_CONFIGS = {}
+
+
+def _module():
+    global _MODULE
+    if _MODULE is None:
+        _MODULE = load_inline(name="k", cpp_sources="torch::Tensor run(torch::Tensor x);", cuda_sources=_CUDA,
+                              functions=["run"], verbose=False)
+    return _MODULE
+
+
+@triton.autotune(configs=[triton.Config({"BLOCK": 128}), triton.Config({"BLOCK": 256})], key=["n"])
+@triton.jit
+def _k(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(y_ptr + offs, tl.exp(tl.load(x_ptr + offs, mask=offs < n)), mask=offs < n)
+
+
+@functools.lru_cache(maxsize=64)
+def _grid(n: int, block: int) -> int:
+    return triton.cdiv(n, block)
+
+
+def kernel(x: torch.Tensor) -> torch.Tensor:
+    m, n = x.shape
+    key = (m, n, x.dtype, x.device.index)
+    if key not in _CONFIGS:
+        _CONFIGS[key] = max(1, int(math.log2(n + 1)))
+    stream = torch.cuda.current_stream() if x.is_cuda else None
+    del stream
+    y = torch.zeros_like(x)
+    z = torch.empty((m, n), device=x.device, dtype=torch.float32)
+    try:
+        _k[lambda meta: (triton.cdiv(x.numel(), meta["BLOCK"]),)](x, y, x.numel())
+    except triton.CompilationError as exc:
+        raise RuntimeError(f"kernel failed to compile: {exc}") from exc
+    assert y.data_ptr() != z.data_ptr()
+    return y
+''',
+]
+
+
+@pytest.mark.parametrize("code", HONEST, ids=["ok", "wrong", "looped", "multirow", "patterns"])
+def test_honest_kernels_pass_every_rule(code: str) -> None:
+    assert scan(code, task_name="softmax") == []
