@@ -1,0 +1,263 @@
+"""Built-in task ``trimul``: GPU MODE's TriMul problem, the outgoing Triangle Multiplicative Update of AlphaFold-3.
+
+Solutions use GPU MODE's interface, so a leaderboard ``submission.py`` runs unchanged: the module defines
+``custom_kernel(data)`` with ``data = (x, mask, weights, config)``. ``prepare`` builds that tuple from the worker's
+flat list of tensors ``[x, mask, *weights in WEIGHT_KEYS order]``, so every tensor (weights included) is cloned for
+the reference and checked for mutation like any other input.
+
+Differences from upstream (gpu-mode/reference-kernels ``problems/bioml/trimul``), on purpose:
+
+- Masks are real. Upstream passes ``nomask`` as the *string* "False", which is truthy, so every official case uses
+  an all-ones mask. Here masked configs get a random 0/1 mask that is applied by the reference. Masks are float32 in
+  both cases (upstream would make an int64 mask in the masked case, which it never reaches).
+- Cauchy inputs (``2 * tan(pi * (u - 0.5))``, i.e. Cauchy(0, 2)) are drawn from the seeded generator, like
+  everything else; upstream draws them from the global RNG.
+- Inputs are generated on the target device with a private generator of that device (fast for the 3.2 GB test
+  inputs), so values are deterministic per (seed, device type) but differ between CPU and GPU.
+- On the CPU (Triton interpreter) the configs are tiny: N in {8, 16, 32}, B in {1, 2}, C in {16, 32}, H = 128.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import math
+from collections.abc import Callable, Iterator
+from importlib import resources
+from string import Template
+from typing import Any
+
+import torch
+
+from ksearch.tasks.base import Task, TaskConfig, device_kind
+from ksearch.tasks.trimul import reference as _reference
+from ksearch.tasks.trimul.reference import WEIGHT_KEYS
+
+HIDDEN = 128
+DISTRIBUTIONS = ("normal", "cauchy")
+
+
+def _config(
+    prefix: str, n: int, b: int, c: int, seed: int, nomask: bool, distribution: str, h: int = HIDDEN
+) -> TaskConfig:
+    name = f"{prefix}_n{n}_b{b}_c{c}_{distribution}_{'nomask' if nomask else 'mask'}"
+    return TaskConfig(
+        name=name,
+        params={"seqlen": n, "bs": b, "dim": c, "hiddendim": h, "nomask": nomask},
+        seed=seed,
+        distribution=distribution,
+    )
+
+
+# GPU MODE's 18 tests and 7 benchmarks (task.yml), with their seeds; nomask as the real booleans it was meant to be.
+_T, _F = True, False
+_CUDA_TESTS = [
+    _config(f"t{i:02d}", n, b, c, seed, nomask, dist)
+    for i, (n, b, c, seed, nomask, dist) in enumerate(
+        [
+            (32, 1, 128, 9371, _T, "normal"),
+            (32, 1, 128, 1092, _F, "normal"),
+            (64, 2, 256, 2291, _T, "normal"),
+            (64, 2, 256, 210284, _F, "normal"),
+            (128, 1, 768, 81934, _T, "normal"),
+            (256, 1, 128, 1932, _T, "normal"),
+            (256, 1, 128, 10432, _F, "normal"),
+            (768, 2, 128, 731, _T, "normal"),
+            (1024, 1, 384, 53121, _F, "normal"),
+            (1024, 1, 768, 31, _T, "normal"),
+            (1024, 1, 768, 4921, _F, "normal"),
+            (32, 1, 128, 937321, _T, "cauchy"),
+            (64, 2, 256, 2291, _T, "cauchy"),
+            (128, 1, 768, 8134, _T, "cauchy"),
+            (256, 1, 128, 932, _T, "cauchy"),
+            (768, 2, 128, 31, _T, "cauchy"),
+            (1024, 1, 384, 5321, _F, "cauchy"),
+            (1024, 1, 768, 491, _F, "cauchy"),
+        ]
+    )
+]
+_CUDA_BENCHMARKS = [
+    _config(f"b{i}", n, b, c, seed, nomask, dist)
+    for i, (n, b, c, seed, nomask, dist) in enumerate(
+        [
+            (256, 2, 128, 9371, _T, "normal"),
+            (768, 1, 128, 381, _T, "cauchy"),
+            (256, 2, 384, 2301, _F, "normal"),
+            (512, 1, 128, 12819, _T, "normal"),
+            (1024, 1, 128, 381, _T, "cauchy"),
+            (768, 1, 384, 481, _F, "normal"),
+            (1024, 1, 384, 23291, _T, "normal"),
+        ]
+    )
+]
+# Tiny shapes for the Triton interpreter; H stays 128 so CPU and GPU exercise the same kernel code paths.
+_CPU_TESTS = [
+    _config("cpu_t0", 8, 2, 16, 11, _F, "normal"),
+    _config("cpu_t1", 16, 1, 32, 12, _T, "normal"),
+    _config("cpu_t2", 16, 2, 32, 13, _F, "cauchy"),
+    _config("cpu_t3", 32, 1, 16, 14, _F, "normal"),
+]
+_CPU_BENCHMARKS = [
+    _config("cpu_b0", 16, 1, 32, 21, _T, "normal"),
+    _config("cpu_b1", 32, 1, 32, 22, _F, "cauchy"),
+]
+
+_INTERFACE = {
+    "triton": """Write a Python module in GPU MODE's submission format that defines
+
+    def custom_kernel(data: tuple) -> torch.Tensor:
+        x, mask, weights, config = data
+        ...
+
+using Triton (@triton.jit) kernels for the work you optimise. Hybrid Triton + PyTorch is allowed, as on the GPU MODE
+leaderboard: torch for allocation, reshapes, casts and, if you choose, library GEMMs (torch.matmul / torch.bmm) for
+parts of the computation; but never the reference itself. Fusing the LayerNorm, projections, gating and mask into as
+few passes over x as possible, and the output LayerNorm, gate and projection into one, is where most of the time goes
+besides the N^3 contraction.""",
+    "cuda": """Write a Python module in GPU MODE's submission format that builds CUDA C++ kernels with
+torch.utils.cpp_extension.load_inline (at import time, once: put the CUDA source in a string, pass cpp_sources with
+the function declarations and functions=[...] or a PYBIND11 module) and defines
+
+    def custom_kernel(data: tuple) -> torch.Tensor:
+        x, mask, weights, config = data
+        ...
+
+calling your compiled functions. torch may be used for allocation, reshapes and casts, and library GEMMs
+(torch.matmul / torch.bmm) are allowed for parts you choose, but never the reference itself. Compile for the device's
+compute capability (load_inline does this by default) and keep compile flags modest (-O3, --use_fast_math).""",
+}
+
+
+@contextlib.contextmanager
+def fp32_exact() -> Iterator[None]:
+    """TF32 off for cuBLAS and cuDNN while the reference runs; the caller's settings are restored afterwards."""
+    matmul, cudnn = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = matmul
+        torch.backends.cudnn.allow_tf32 = cudnn
+
+
+def shape_of(config: TaskConfig) -> tuple[int, int, int, int]:
+    """(B, N, C, H) of a config."""
+    p = config.params
+    return int(p["bs"]), int(p["seqlen"]), int(p["dim"]), int(p["hiddendim"])
+
+
+def as_data(inputs: list[Any], config: TaskConfig) -> tuple[Any, Any, dict[str, Any], dict[str, int]]:
+    """The worker's flat input list as GPU MODE's ``data`` tuple (a new weights dict on every call)."""
+    _, _, c, h = shape_of(config)
+    x, mask, *weights = inputs
+    return x, mask, dict(zip(WEIGHT_KEYS, weights, strict=True)), {"dim": c, "hidden_dim": h}
+
+
+class TrimulTask(Task):
+    name = "trimul"
+    title = "GPU MODE TriMul: AlphaFold-3 outgoing triangle multiplicative update (custom_kernel(data))"
+    entry_point = "custom_kernel"
+    languages = ("triton", "cuda")
+    atol = 2e-2
+    rtol = 2e-2
+    timing_methods: tuple[str, ...] = ("robust", "gpumode", "gpumode-benchmark")
+    default_timing_method = "gpumode"
+    """GPU MODE's leaderboard protocol (fresh inputs every repeat, mean), so scores compare with the leaderboard's."""
+    roofline_compute_dtype = "fp8"
+    """The physics floor uses the fastest rate a partly low-precision kernel could reach, so it never rejects an
+    honest one (fp8 everywhere would not meet the tolerance, but fp8 for parts is not ruled out)."""
+    gpumode_problem = "trimul"
+    """Marks the GPU MODE solution interface: ``ksearch export --format gpumode`` accepts this task."""
+
+    def spec(self, language: str) -> str:
+        if language not in self.languages:
+            raise ValueError(f"task {self.name!r} has no spec for language {language!r}; it supports {self.languages}")
+        text = resources.files(__package__).joinpath("spec.txt").read_text(encoding="utf-8")
+        shapes = "; ".join(
+            f"(B={b}, N={n}, C={c}, {'mask' if not cfg.params['nomask'] else 'no mask'}, {cfg.distribution})"
+            for cfg in _CUDA_BENCHMARKS
+            for b, n, c, _ in [shape_of(cfg)]
+        )
+        return Template(text).substitute(interface=_INTERFACE[language], benchmark_shapes=shapes, tol=f"{self.atol:g}")
+
+    def reference_source(self) -> str:
+        return inspect.getsource(_reference)
+
+    def reference_submission_source(self) -> str:
+        """The reference packaged as a GPU MODE submission (for baselines: ``bench/trimul.py``)."""
+        return (
+            "# The ksearch trimul reference, packaged as a GPU MODE submission (float32; PyTorch's default keeps\n"
+            "# TF32 off for matmuls).\n"
+            + self.reference_source()
+            + "\n\ndef custom_kernel(data):\n"
+            "    x, mask, weights, _config = data\n"
+            "    return trimul_reference(x, mask, weights)\n"
+        )
+
+    def test_configs(self, device: str) -> list[TaskConfig]:
+        return list(_CPU_TESTS if device_kind(device) == "cpu" else _CUDA_TESTS)
+
+    def benchmark_configs(self, device: str) -> list[TaskConfig]:
+        return list(_CPU_BENCHMARKS if device_kind(device) == "cpu" else _CUDA_BENCHMARKS)
+
+    def make_inputs(self, config: TaskConfig, device: str) -> list[Any]:
+        """[x, mask, *weights in WEIGHT_KEYS order], all float32, from a private generator seeded with config.seed."""
+        b, n, c, h = shape_of(config)
+        if config.distribution not in DISTRIBUTIONS:
+            raise ValueError(f"unknown distribution {config.distribution!r} for task {self.name!r}")
+        dev = torch.device(device)
+        g = torch.Generator(device=dev).manual_seed(config.seed)
+        f32 = {"dtype": torch.float32, "device": dev, "generator": g}
+
+        if config.distribution == "normal":
+            x = torch.randn(b, n, n, c, **f32)
+        else:  # Cauchy(0, 2) by inverse CDF, from the seeded generator
+            x = torch.rand(b, n, n, c, **f32).sub_(0.5).mul_(math.pi).tan_().mul_(2.0)
+        if config.params["nomask"]:
+            mask = torch.ones(b, n, n, dtype=torch.float32, device=dev)
+        else:
+            mask = torch.randint(0, 2, (b, n, n), generator=g, device=dev).to(torch.float32)
+
+        def randn(*shape: int, scale: float = 1.0) -> torch.Tensor:
+            t = torch.randn(*shape, **f32)
+            return t.mul_(scale) if scale != 1.0 else t
+
+        proj = 1.0 / math.sqrt(h)
+        weights = {
+            "norm.weight": randn(c),
+            "norm.bias": randn(c),
+            "left_proj.weight": randn(h, c, scale=proj),
+            "right_proj.weight": randn(h, c, scale=proj),
+            "left_gate.weight": randn(h, c, scale=proj),
+            "right_gate.weight": randn(h, c, scale=proj),
+            "out_gate.weight": randn(h, c, scale=proj),
+            "to_out_norm.weight": randn(h),
+            "to_out_norm.bias": randn(h),
+            "to_out.weight": randn(c, h, scale=1.0 / math.sqrt(c)),
+        }
+        return [x, mask, *(weights[k] for k in WEIGHT_KEYS)]
+
+    def reference(self, *inputs: Any) -> torch.Tensor:
+        x, mask, *weights = inputs
+        with fp32_exact():
+            return _reference.trimul_reference(x, mask, dict(zip(WEIGHT_KEYS, weights, strict=True)))
+
+    def expected(self, config: TaskConfig, inputs: list[Any]) -> Any:
+        return self.reference(*inputs)
+
+    def prepare(self, module: Any, config: TaskConfig, device: str) -> Callable[[list[Any]], Any]:
+        fn = getattr(module, self.entry_point)
+        return lambda inputs: fn(as_data(inputs, config))
+
+    def flops_and_bytes(self, config: TaskConfig) -> tuple[float, float]:
+        b, n, c, h = shape_of(config)
+        m = float(b) * n * n
+        contraction = 2.0 * b * h * float(n) ** 3
+        projections = 5 * 2.0 * m * c * h + 2.0 * m * h * c  # five C->H maps and the H->C output map
+        weights = 6 * h * c + 2 * c + 2 * h
+        moved = 4.0 * (m * c + m + m * c + weights)  # read x and the mask once, write y once, read the weights
+        return contraction + projections, moved
+
+
+__all__ = ["TrimulTask", "as_data", "fp32_exact", "shape_of"]
