@@ -30,6 +30,9 @@ platforms=(--platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --p
 # Resolve the full closure with pip's resolver, for the target interpreter, binary wheels only.
 python3 -m pip download --quiet --only-binary=:all: --python-version "$py" --implementation cp \
     "${platforms[@]}" -d "$dest" -r "$reqs"
+# Optional FlashInfer-Bench tasks: the package without its dependencies (it never imports flashinfer-python).
+python3 -m pip download --quiet --no-deps --only-binary=:all: --python-version "$py" --implementation cp \
+    "${platforms[@]}" -d "$dest" flashinfer-bench==0.1.2 docstring-parser safetensors
 # The resolver pulls torch-family wheels in as transitive pins of nothing here, but be safe: drop CUDA giants.
 rm -f "$dest"/torch-*.whl "$dest"/triton-*.whl "$dest"/numpy-*.whl "$dest"/nvidia_*.whl
 rm -f "$reqs"

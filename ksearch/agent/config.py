@@ -42,7 +42,12 @@ class RunConfig(BaseModel):
     stagnation_window: int = Field(default=5, ge=1)
     max_attempts_per_cycle: int | None = Field(default=None, ge=1)
     parallel_cycles: int = Field(default=1, ge=1, le=64)
-    """How many actions are explored at once (one per free GPU)."""
+    """How many actions are explored at once (one per free GPU: with N GPUs in ``gpus``, use N)."""
+    gpus: str = "all"
+    """``--gpus``: the GPUs evaluations lease from (``all``, a count ``2``, or indices ``0,1,3``); ignored on cpu and
+    when ``device`` names one GPU (``cuda:N``)."""
+    promotion_rounds: int = Field(default=5, ge=2, le=50)
+    """Rounds of the paired, interleaved re-measurement that must confirm a new best on a GPU."""
     max_difficulty: int = Field(default=4, ge=1, le=5)
     max_new_nodes: int = Field(default=3, ge=1, le=20)
     max_new_nodes_init: int = Field(default=8, ge=1, le=30)
@@ -54,3 +59,7 @@ class RunConfig(BaseModel):
     budget: BudgetConfig = Field(default_factory=BudgetConfig)
     replay_of: str | None = None
     """Set when this run re-executes another run's recorded replies."""
+    seed_from: str | None = None
+    """``--seed-from FILE``: a solution to continue from. It is evaluated before planning and attached to the root."""
+    seed_candidate_id: str | None = None
+    """The seed's candidate id in the store (set by ``start_run`` from ``seed_from``; kept by replays)."""

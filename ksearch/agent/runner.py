@@ -26,11 +26,13 @@ from ksearch.agent.providers import make_chat_model
 from ksearch.agent.recorder import StoreRecorder
 from ksearch.agent.replay import ReplayChatModel, ReplayEntry, load_replay_entries
 from ksearch.agent.state import BestRef, SearchState
-from ksearch.agent.world_model import WorldModel
+from ksearch.agent.world_model import ROOT_ID, SolutionRef, WorldModel, attach_seed
 from ksearch.errors import KsearchError, RunNotFoundError, UserError
-from ksearch.tasks.registry import resolve_task
-from ksearch.tools.evaluator import evaluate
+from ksearch.tasks.registry import canonical_task_name, resolve_task
+from ksearch.tools.candidate import Candidate
+from ksearch.tools.evaluator import EvalRequest, evaluate
 from ksearch.tools.fingerprint import probe_device
+from ksearch.tools.gpu_pool import GpuPool
 from ksearch.tools.store import Store
 
 log = structlog.get_logger(__name__)
@@ -145,13 +147,50 @@ def build_context(config: RunConfig, store: Store) -> SearchContext:
         evaluate=evaluate,
         eval_key=info.eval_key(task.name),
         device_description=info.describe(),
+        gpu_pool=build_gpu_pool(config),
+        compare=_compare_function(config),
     )
+
+
+def build_gpu_pool(config: RunConfig) -> GpuPool | None:
+    """None on the CPU; the one GPU of ``--device cuda:N``; else the ``--gpus`` spec, probed in a subprocess."""
+    if config.device == "cpu":
+        return None
+    if config.device.startswith("cuda:"):
+        return GpuPool([config.device])
+    return GpuPool.from_spec(config.gpus)
+
+
+def default_parallel(device: str, gpus: str = "all") -> int:
+    """``--parallel`` when not given: one cycle per GPU in the pool, 1 on the CPU or a single named GPU."""
+    if device == "cpu" or device.startswith("cuda:"):
+        return 1
+    try:
+        return max(1, min(64, len(GpuPool.from_spec(gpus))))
+    except UserError:
+        return 1
+
+
+def _compare_function(config: RunConfig) -> Any:
+    """The evaluator's paired comparison on a GPU (None on the CPU, where nothing is timed)."""
+    if config.device == "cpu":
+        return None
+    try:
+        from ksearch.tools.evaluator import compare
+    except ImportError:  # an evaluator without paired comparisons: promotion falls back to single measurements
+        return None
+    return compare
 
 
 def start_run(config: RunConfig, *, workspace: Path | None = None, on_event: EventSink | None = None) -> RunOutcome:
     store = open_store(workspace)
     try:
+        # The evaluator's worker resolves the task again in a private directory: give it an absolute, canonical name.
+        config = config.model_copy(update={"task": canonical_task_name(config.task)})
         ctx = build_context(config, store)  # fail fast on a bad task, model or device, before any row is written
+        if config.seed_from or config.seed_candidate_id:
+            ctx.config = config = register_seed(ctx)
+            seed_evaluation(ctx, on_event)  # a seed that does not pass stops here, before any run row is written
         store.create_run(
             {
                 "id": config.run_id,
@@ -163,7 +202,7 @@ def start_run(config: RunConfig, *, workspace: Path | None = None, on_event: Eve
                 "parent_run_id": config.replay_of,
             }
         )
-        return _drive(ctx, SearchState(), on_event, workspace)
+        return _drive(ctx, initial_state(ctx), on_event, workspace)
     finally:
         store.close()
 
@@ -200,6 +239,105 @@ def replay_config(run_id: str, *, workspace: Path | None = None, device: str | N
     )
 
 
+SEED_CYCLE_ID = "seed"
+"""The attempts row of a seed (round_index 0, before every round) has this cycle id."""
+
+
+def register_seed(ctx: SearchContext) -> RunConfig:
+    """Store the ``--seed-from`` file as a candidate; the config then names it (replays reuse it, not the file)."""
+    config = ctx.config
+    if config.seed_candidate_id:
+        ctx.store.get_candidate(config.seed_candidate_id)  # KeyError if the workspace lost it
+        return config
+    path = Path(config.seed_from or "")
+    try:
+        code = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UserError(f"cannot read the seed solution {path}: {exc}") from exc
+    candidate = Candidate(task=config.task, language=config.language, code=code, entry_point=ctx.task.entry_point)
+    return config.model_copy(
+        update={"seed_from": str(path.resolve()), "seed_candidate_id": ctx.store.ensure_candidate(candidate)}
+    )
+
+
+def seed_evaluation(ctx: SearchContext, on_event: EventSink | None = None) -> tuple[str, Any]:
+    """Evaluate the seed like any candidate (cached per evaluation key); UserError when it does not pass."""
+    config = ctx.config
+    candidate_id = config.seed_candidate_id
+    assert candidate_id is not None
+    found = ctx.store.find_evaluation(candidate_id, ctx.eval_key)
+    if found is None:
+
+        def request(device: str) -> EvalRequest:
+            return EvalRequest(
+                candidate=ctx.store.get_candidate(candidate_id),
+                task=config.task,
+                device=device,
+                compile_timeout_s=config.compile_timeout_s,
+                run_timeout_s=config.run_timeout_s,
+                timing=device != "cpu",
+            )
+
+        pool = getattr(ctx, "gpu_pool", None)
+        if pool is None:
+            evaluation = ctx.evaluate(request(config.device))
+        else:
+            with pool.lease() as device:  # timed on a leased GPU, like every candidate
+                evaluation = ctx.evaluate(request(device))
+        found = ctx.store.record_evaluation(candidate_id, ctx.eval_key, evaluation), evaluation
+    evaluation_id, evaluation = found
+    if not evaluation.passed:
+        raise UserError(
+            f"the seed solution {config.seed_from or candidate_id} does not pass: {evaluation.summary()}",
+            hint="fix it first; check it with `ksearch eval " + config.task + " FILE`",
+        )
+    if on_event is not None:
+        on_event("new_best", {"node_id": ROOT_ID, "summary": f"seed: {evaluation.summary()}"})
+    return evaluation_id, evaluation
+
+
+def initial_state(ctx: SearchContext) -> SearchState:
+    """A fresh run's state: empty, or with the seed solution on the root as the best so far (K-Search's
+    continue-from-solution: the first cycles edit it). Its evaluation is recorded as the run's attempts row 0."""
+    config = ctx.config
+    if not config.seed_candidate_id:
+        return SearchState()
+    evaluation_id, evaluation = seed_evaluation(ctx)
+    ctx.store.record_attempt(
+        {
+            "run_id": config.run_id,
+            "cycle_id": SEED_CYCLE_ID,
+            "attempt": 0,
+            "round_index": 0,
+            "node_id": ROOT_ID,
+            "prompt_kind": "seed",
+            "candidate_id": config.seed_candidate_id,
+            "evaluation_id": evaluation_id,
+            "verdict": evaluation.verdict.value,
+            "score": evaluation.score,
+            "error": None,
+        }
+    )
+    ref = SolutionRef(
+        candidate_id=config.seed_candidate_id,
+        evaluation_id=evaluation_id,
+        verdict=evaluation.verdict.value,
+        score=evaluation.score,
+        latency_ms=evaluation.latency_ms,
+    )
+    best = BestRef(
+        candidate_id=config.seed_candidate_id,
+        evaluation_id=evaluation_id,
+        node_id=ROOT_ID,
+        score=evaluation.score,
+        latency_ms=evaluation.latency_ms,
+    )
+    ctx.store.update_run(
+        config.run_id, best_candidate_id=best.candidate_id, best_evaluation_id=evaluation_id, best_score=best.score
+    )
+    return SearchState(world_model=attach_seed(WorldModel(), ref), best=best)
+
+
 def _drive(ctx: SearchContext, initial: SearchState | None, on_event: EventSink | None, workspace: Path | None) -> RunOutcome:
     """Run the graph to the end (or to an error, leaving the run resumable)."""
     run_id = ctx.run_id
@@ -211,7 +349,7 @@ def _drive(ctx: SearchContext, initial: SearchState | None, on_event: EventSink 
         "max_concurrency": max(4, ctx.config.parallel_cycles * 2),
     }
     if initial is None and not graph.get_state(cfg).values:
-        initial = SearchState()  # killed before the first checkpoint: start the thread afresh
+        initial = initial_state(ctx)  # killed before the first checkpoint: start the thread afresh
     structlog.contextvars.bind_contextvars(run_id=run_id)
     ctx.store.update_run(run_id, status="running", error=None)
     try:

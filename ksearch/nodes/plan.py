@@ -14,6 +14,7 @@ from ksearch.agent.edits import EditScript, edit_script_json_schema, render_edit
 from ksearch.agent.prompting import clip, edit_schema_text, frontier_view, render, tree_view
 from ksearch.agent.selection import SelectionPolicy
 from ksearch.agent.state import CycleResult, SearchState
+from ksearch.agent.world_model import WorldModel
 from ksearch.errors import BudgetExceededError, ModelReplyError
 from ksearch.tools.store import Store
 
@@ -58,6 +59,7 @@ def planner_prompt(state: SearchState, ctx: SearchContext) -> str:
     if not wm.is_initialised:
         return render(
             "plan_init",
+            seed_view=seed_view(wm, ctx.store),
             task_spec=spec,
             language=cfg.language,
             device_description=ctx.device_description,
@@ -84,6 +86,19 @@ def planner_prompt(state: SearchState, ctx: SearchContext) -> str:
         evidence=evidence_view(state.evidence, state, ctx.store) or "(no cycle has ended since the last plan)",
         max_new_nodes=cfg.max_new_nodes,
         edit_schema=schema,
+    )
+
+
+def seed_view(wm: WorldModel, store: Store) -> str:
+    """The seed solution on the root (``--seed-from``), so the first plan is about improving it."""
+    seed = wm.root.solution
+    if seed is None:
+        return "(none: the first kernels are written from the spec)"
+    ev = store.get_evaluation(seed.evaluation_id)
+    code = store.get_candidate(seed.candidate_id).code
+    return (
+        f"The search continues from a seed solution attached to the root: {ev.summary()}.\n"
+        "Plan actions that improve it (they are applied to this code):\n```python\n" + clip(code, 8000) + "\n```"
     )
 
 

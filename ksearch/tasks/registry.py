@@ -1,21 +1,46 @@
-"""Find tasks by name: the built-in ones plus those other packages register under the ``ksearch.tasks`` entry point."""
+"""Find tasks by name: built-in ones, those other packages register under the ``ksearch.tasks`` entry point,
+KernelBench problems and the user's own operator files.
+
+Names, in the order they are tried:
+
+- a built-in name (``softmax``);
+- a name registered by an installed package under the ``ksearch.tasks`` entry-point group;
+- ``kernelbench:<level>/<id>`` (a problem of a KernelBench checkout: ``--kernelbench-root`` or ``$KERNELBENCH_ROOT``)
+  or ``kernelbench:path/to/problem.py`` (any file in KernelBench's format);
+- ``path/to/my_op.py``: an operator file (``ksearch.tasks.userop``) or a file in KernelBench's format.
+
+The evaluator's worker resolves the name again in a private directory with a scrubbed environment, so a run must
+carry the *canonical* name (``canonical_task_name``): absolute paths, no dependence on the cwd or the environment.
+"""
 
 from __future__ import annotations
 
 import importlib
 from importlib.metadata import EntryPoint, entry_points
+from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
-from ksearch.errors import TaskNotFoundError
+from ksearch.errors import TaskNotFoundError, UserError
 from ksearch.tasks.base import Task
 
 ENTRY_POINT_GROUP = "ksearch.tasks"
 
 _BUILTIN: dict[str, str] = {
     "softmax": "ksearch.tasks.softmax:SoftmaxTask",
+    "trimul": "ksearch.tasks.trimul:TrimulTask",
 }
 """Name -> 'module:attribute', imported only when asked for. Built-in names win over plugins of the same name."""
+
+KERNELBENCH_PREFIX = "kernelbench:"
+FLASHINFER_PREFIX = "flashinfer:"
+_PATTERNS: list[tuple[str, str]] = [
+    ("kernelbench:LEVEL/ID", "KernelBench problem ID of level LEVEL (needs --kernelbench-root or KERNELBENCH_ROOT)"),
+    ("kernelbench:FILE.py", "any problem file in KernelBench's format (Model, get_inputs, get_init_inputs)"),
+    ("flashinfer:DEFINITION[@DATASET]", "a FlashInfer-Bench definition (4 built in, synthetic workloads; or from a dataset)"),
+    ("FILE.py", "your own operator file (reference, make_inputs, CONFIGS: see ksearch/tasks/userop/PROTOCOL.md)"),
+]
+"""Families of names, shown by ``ksearch tasks`` after the named tasks."""
 
 
 class TaskInfo(BaseModel):
@@ -27,8 +52,12 @@ class TaskInfo(BaseModel):
     """'built-in' or the name of the distribution that registered the task."""
 
 
-def resolve_task(name: str) -> Task:
-    """The task called ``name``; TaskNotFoundError (listing the known names) if there is none."""
+def resolve_task(name: str, *, kernelbench_root: str | Path | None = None) -> Task:
+    """The task called ``name``; TaskNotFoundError (listing the known names) if there is none.
+
+    ``kernelbench_root`` (else ``$KERNELBENCH_ROOT``) is only needed for ``kernelbench:<level>/<id>`` names.
+    Problem-format errors (a file that lacks ``Model`` or ``reference``...) are UserErrors that say what is missing.
+    """
     if name in _BUILTIN:
         module, _, attribute = _BUILTIN[name].partition(":")
         return _instantiate(getattr(importlib.import_module(module), attribute), name, "built-in")
@@ -40,21 +69,83 @@ def resolve_task(name: str) -> Task:
             except Exception as exc:  # a broken plugin is the user's problem to fix, named as such
                 raise TaskNotFoundError(f"task {name!r} from {source} could not be loaded: {exc}") from exc
             return _instantiate(loaded, name, source)
+    if name.startswith(FLASHINFER_PREFIX):
+        from ksearch.tasks.flashinfer import FlashInferTask
+
+        return FlashInferTask(name)
+    if name.startswith(KERNELBENCH_PREFIX):
+        from ksearch.tasks.kernelbench import KernelBenchTask, find_problem
+
+        return KernelBenchTask(find_problem(name.removeprefix(KERNELBENCH_PREFIX), kernelbench_root))
+    if _looks_like_path(name):
+        return _file_task(Path(name).expanduser())
     known = ", ".join(sorted(_known_names())) or "(none)"
-    raise TaskNotFoundError(f"unknown task {name!r}; known tasks: {known}", hint="list them with: ksearch tasks")
+    raise TaskNotFoundError(
+        f"unknown task {name!r}; known tasks: {known}; or kernelbench:LEVEL/ID, kernelbench:FILE.py, FILE.py",
+        hint="list them with: ksearch tasks",
+    )
+
+
+def canonical_task_name(name: str, *, kernelbench_root: str | Path | None = None) -> str:
+    """The name a run should carry: unchanged for named tasks; ``kernelbench:/abs/path.py`` for KernelBench
+    problems (also plain paths to files in that format); ``/abs/path.py`` for operator files. Raises like
+    ``resolve_task`` when the name cannot be resolved."""
+    if name in _BUILTIN or any(ep.name == name for ep in _plugin_entry_points()):
+        return name
+    task = resolve_task(name, kernelbench_root=kernelbench_root)
+    return task.name
+
+
+def prepare_task(name: str, *, kernelbench_root: str | Path | None = None, device: str = "cpu") -> Task:
+    """Resolve, canonicalise and validate a task before a run or an evaluation: an operator file's reference is run
+    on ``device`` to check its inputs' placement and determinism. The returned task's ``name`` is canonical."""
+    task = resolve_task(name, kernelbench_root=kernelbench_root)
+    validate = getattr(task, "validate", None)
+    if callable(validate):
+        validate(device)
+    return task
+
+
+def _looks_like_path(name: str) -> bool:
+    return name.endswith(".py") or "/" in name or Path(name).expanduser().is_file()
+
+
+def _file_task(path: Path) -> Task:
+    """An operator file or a KernelBench-format file, told apart by what it defines."""
+    from ksearch.tasks._loading import ProblemFormatError, import_file
+    from ksearch.tasks.kernelbench import KernelBenchTask, is_kernelbench_module
+    from ksearch.tasks.userop import UserOpTask, is_userop_module
+
+    if not path.is_file():
+        raise TaskNotFoundError(
+            f"task file {path} not found",
+            hint="give the path to a .py file (an operator file or a KernelBench problem), or a task from `ksearch tasks`",
+        )
+    module = import_file(path, prefix="ksearch_problem")
+    if is_kernelbench_module(module):
+        return KernelBenchTask(path)
+    if is_userop_module(module):
+        return UserOpTask(path)
+    raise ProblemFormatError(
+        f"{path} is neither an operator file (it defines no reference(*inputs)) nor a KernelBench problem "
+        "(it defines no class Model and get_inputs())",
+        hint="see ksearch/tasks/userop/PROTOCOL.md for the operator file format",
+    )
 
 
 def list_tasks() -> list[TaskInfo]:
-    """Every task that resolve_task can find, built-in first, each with its title and where it came from."""
+    """Every task that resolve_task can find by name, built-in first, each with its title and where it came from;
+    then the families of names (KernelBench problems, operator files) that resolve from a path or a checkout."""
     infos = [TaskInfo(name=n, title=resolve_task(n).title, source="built-in") for n in _BUILTIN]
     for ep in _plugin_entry_points():
         if ep.name in _BUILTIN:
             continue
         try:
             title = resolve_task(ep.name).title
-        except TaskNotFoundError as exc:
+        except UserError as exc:
             title = f"(cannot load: {exc})"
         infos.append(TaskInfo(name=ep.name, title=title, source=_distribution(ep)))
+    infos.extend(TaskInfo(name=n, title=t, source="built-in (pattern)") for n, t in _PATTERNS)
     return infos
 
 
