@@ -279,6 +279,15 @@ def checker_environment(device: str) -> dict[str, str]:
     return env
 
 
+def warm_up(device: str) -> None:
+    """Pay torch's and CUDA's start-up cost while the worker still runs."""
+    import torch
+
+    if device.startswith("cuda") and torch.cuda.is_available():
+        torch.cuda.init()
+        torch.empty(1, device=device)
+
+
 def main(argv: list[str] | None = None) -> int:
     result_fd = os.dup(1)
     os.dup2(2, 1)  # anything printed by torch or the task goes to stderr; fd ``result_fd`` carries only the result
@@ -286,7 +295,12 @@ def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     try:
         request = CheckRequest.model_validate_json(Path(args[0]).read_text(encoding="utf-8"))
-        result = Checker(request).run()
+        checker = Checker(request)
+        warm_up(request.device)
+        # Started alongside the worker: wait until the parent says the worker is dead and its files are final.
+        if not sys.stdin.isatty() and sys.stdin.readline().strip() != "go":
+            raise RuntimeError("the parent did not send 'go' (evaluation aborted)")
+        result = checker.run()
     except Exception:  # noqa: BLE001 - the parent turns this into a harness failure with the traceback
         result = CheckResult(verdict=Verdict.CRASHED, error="checker failed:\n" + traceback.format_exc()[-3000:])
     with os.fdopen(result_fd, "w", encoding="utf-8") as channel:

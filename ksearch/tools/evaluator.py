@@ -30,6 +30,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -187,23 +189,57 @@ def evaluate(request: EvalRequest) -> Evaluation:
 
 
 def _evaluate_in(root: Path, request: EvalRequest, task: Task, method: str, salt: int, scrub: tuple[str, ...]) -> Evaluation:
+    """Correctness pass, check, then (GPU, correct only) timing pass and recheck.
+
+    Each checker is started alongside its worker pass and waits on its stdin: its start-up (torch, CUDA) overlaps
+    the worker's run, and it reads the worker's files only after the parent has killed the worker's process group.
+    """
     work, io = _prepare_dirs(root)
     (work / CANDIDATE_FILE).write_text(request.candidate.code, encoding="utf-8")
-    first = _run_worker(root, request, _worker_request(request, work, io, "correctness", salt, task, method))
+    stages = _Stages()
+
+    checker = _start_checker(root, request, salt, "test", io / "result.json", io / "out-correctness")
+    with stages.time("correctness"):
+        first = _run_worker(root, request, _worker_request(request, work, io, "correctness", salt, task, method))
     if _worker_failed(first):
-        return _to_evaluation(request, task, first, scrub)
-    check = _run_checker(root, request, salt, "test", io / "result.json", io / "out-correctness")
+        _abort_checker(checker)
+        return stages.stamp(_to_evaluation(request, task, first, scrub))
+    with stages.time("check"):
+        check = _finish_checker(checker, request)
     if check.verdict != Verdict.PASSED or not request.timing:
-        return _checked_evaluation(request, task, first, check, scrub)
-    second = _run_worker(root, request, _worker_request(request, work, io, "timing", salt, task, method))
+        return stages.stamp(_checked_evaluation(request, task, first, check, scrub))
+
+    checker = _start_checker(root, request, salt, "bench", io / "result.json", io / "out-timing")
+    with stages.time("timing"):
+        second = _run_worker(root, request, _worker_request(request, work, io, "timing", salt, task, method))
+    counts = {"configs_passed": check.configs_passed, "configs_total": check.configs_total}
     if _worker_failed(second):
-        evaluation = _to_evaluation(request, task, second, scrub)
-        return evaluation.model_copy(update={"configs_passed": check.configs_passed, "configs_total": check.configs_total})
-    recheck = _run_checker(root, request, salt, "bench", io / "result.json", io / "out-timing")
+        _abort_checker(checker)
+        return stages.stamp(_to_evaluation(request, task, second, scrub).model_copy(update=counts))
+    with stages.time("recheck"):
+        recheck = _finish_checker(checker, request)
     if recheck.verdict != Verdict.PASSED:
-        evaluation = _checked_evaluation(request, task, second, recheck, scrub)
-        return evaluation.model_copy(update={"configs_passed": check.configs_passed, "configs_total": check.configs_total})
-    return _timed_evaluation(request, task, method, first, second, check, recheck, scrub)
+        return stages.stamp(_checked_evaluation(request, task, second, recheck, scrub).model_copy(update=counts))
+    return stages.stamp(_timed_evaluation(request, task, method, first, second, check, recheck, scrub))
+
+
+class _Stages:
+    """Wall time of each stage, reported in the evaluation's environment (so slow stages are visible to users)."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+
+    @contextmanager
+    def time(self, name: str) -> Iterator[None]:
+        started = time.monotonic()
+        try:
+            yield
+        finally:
+            self.seconds[name] = round(time.monotonic() - started, 2)
+
+    def stamp(self, evaluation: Evaluation) -> Evaluation:
+        text = " ".join(f"{k}={v:g}s" for k, v in self.seconds.items())
+        return evaluation.model_copy(update={"environment": {**evaluation.environment, "stage_seconds": text}})
 
 
 def _prepare_dirs(root: Path) -> tuple[Path, Path]:
@@ -284,10 +320,10 @@ def _run_worker(root: Path, request: EvalRequest, worker_request: WorkerRequest)
     return outcome
 
 
-def _run_checker(
+def _start_checker(
     root: Path, request: EvalRequest, salt: int, kind: str, worker_result: Path, outputs: Path
-) -> CheckResult:
-    """The trusted checker, after the candidate's process group is dead; its result comes back on its stdout."""
+) -> subprocess.Popen[bytes]:
+    """Start the trusted checker now; it loads torch and the task, then waits for ``go`` on its stdin."""
     folder = root / "check"
     check_request = CheckRequest(
         task=request.task,
@@ -299,18 +335,27 @@ def _run_checker(
     )
     request_path = folder / f"request-{kind}.json"
     request_path.write_text(check_request.model_dump_json(), encoding="utf-8")
-    process = subprocess.Popen(
+    return subprocess.Popen(
         [sys.executable, "-P", "-m", "ksearch.tools.checker", str(request_path)],
         cwd=folder,
         env={**worker_environment(folder, request.device), "KSEARCH_PARENT_PID": str(os.getpid())},
-        stdin=subprocess.DEVNULL,
+        stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         start_new_session=True,
     )
+
+
+def _abort_checker(process: subprocess.Popen[bytes]) -> None:
+    _kill_group(process.pid)
+    process.communicate()
+
+
+def _finish_checker(process: subprocess.Popen[bytes], request: EvalRequest) -> CheckResult:
+    """Tell the checker the worker is dead and its files are final; its result comes back on its stdout."""
     limit = request.compile_timeout_s + request.run_timeout_s
     try:
-        stdout, stderr = process.communicate(timeout=limit)
+        stdout, stderr = process.communicate(input=b"go\n", timeout=limit)
     except subprocess.TimeoutExpired:
         _kill_group(process.pid)
         process.communicate()
