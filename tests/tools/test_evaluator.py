@@ -361,14 +361,18 @@ def test_output_replay_fails_the_gpumode_recheck() -> None:
 
 
 @pytest.mark.gpu
+@pytest.mark.usefixtures("without_static_checks")
 def test_output_replay_is_below_the_physics_floor_under_robust() -> None:
-    """Keyed on the pointer: robust rotates 4 fixed sets, so replayed outputs are right but impossibly fast."""
+    """Keyed on the pointer: freed input memory is reused for new content, so the replay is caught as incorrect
+    (measured on an H200); a replay that survived would have to beat the physics floor and be rejected there."""
     evaluation = _run(CACHING, device="cuda")
-    assert evaluation.verdict == Verdict.REJECTED, evaluation.log
-    assert evaluation.rejection is not None and evaluation.rejection.rule == "physics_floor"
+    assert evaluation.verdict in (Verdict.INCORRECT, Verdict.REJECTED), evaluation.log
+    if evaluation.verdict == Verdict.REJECTED:
+        assert evaluation.rejection is not None and evaluation.rejection.rule == "physics_floor"
 
 
 @pytest.mark.gpu
+@pytest.mark.usefixtures("without_static_checks")
 def test_unjoined_side_stream_work_is_rejected() -> None:
     code = _wrap(
         "y = torch.empty_like(x)\n"
