@@ -189,6 +189,19 @@ def _entry_point(task_name: str | None) -> str | None:
     return getattr(task, "entry_point", None) if task is not None else None
 
 
+NUMERICS_FLAGS = frozenset(
+    {
+        "torch.backends.cuda.matmul.allow_tf32",
+        "torch.backends.cudnn.allow_tf32",
+        "torch.backends.cudnn.benchmark",
+        "torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction",
+        "torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction",
+    }
+)
+"""Global numerics switches a kernel may set (several leaderboard entries enable TF32). They cannot sabotage the
+reference, which runs in the separate checker process, and a precision loss beyond tolerance fails correctness."""
+
+
 def _matches(name: str | None, prefixes: Iterable[str], *, raw: bool = False) -> str | None:
     """The first prefix that ``name`` equals or extends (dotted; any extension when ``raw``), or None. A prefix
     starting with a dot matches a method of that name on anything."""
@@ -428,6 +441,8 @@ class _Scanner:
     def _assignment(self, node: ast.Assign | ast.AugAssign | ast.AnnAssign | ast.Delete) -> Iterator[Finding]:
         targets = node.targets if isinstance(node, (ast.Assign, ast.Delete)) else [node.target]
         for target in targets:
+            if isinstance(target, ast.Attribute) and self.resolve(target) in NUMERICS_FLAGS:
+                continue
             for element in ast.walk(target):
                 if isinstance(element, ast.Attribute):
                     base = self.resolve(element.value)

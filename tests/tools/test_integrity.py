@@ -177,3 +177,17 @@ def kernel(x: torch.Tensor) -> torch.Tensor:
 @pytest.mark.parametrize("code", HONEST, ids=["ok", "wrong", "looped", "multirow", "patterns"])
 def test_honest_kernels_pass_every_rule(code: str) -> None:
     assert scan(code, task_name="softmax") == []
+
+
+@pytest.mark.parametrize(
+    "flag", ["torch.backends.cuda.matmul.allow_tf32 = True", "torch.backends.cudnn.allow_tf32 = True"]
+)
+def test_numerics_flags_are_allowed_since_the_reference_runs_elsewhere(flag):
+    code = f"import torch\n{flag}\n\n\ndef custom_kernel(data):\n    return data[0]\n"
+    assert check_source(code, task_name="trimul") is None
+
+
+def test_patching_other_torch_backends_attributes_is_still_refused():
+    code = "import torch\ntorch.backends.cuda.matmul.some_hook = print\n\n\ndef kernel(x):\n    return x\n"
+    rejection = check_source(code)
+    assert rejection is not None and rejection.rule == "harness_introspection"
