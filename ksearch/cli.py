@@ -117,7 +117,7 @@ def _print_outcome(outcome: runner.RunOutcome, ws: Path) -> None:
         store.close()
     out.print(f"[bold green]best kernel[/bold green] (node {escape(outcome.best.node_id)}): {escape(evaluation.summary())}")
     for t in evaluation.timings:
-        out.print(f"  {t.config}: median {t.median_ms:.4f} ms, stdev {t.stdev_ms:.4f} ms, n={t.samples}")
+        out.print(f"  {t.describe()}")
     out.print(f"see it with: ksearch show {outcome.run_id} --code")
 
 
@@ -282,7 +282,7 @@ def show(
     if best_eval is not None:
         out.print(f"[bold green]best[/bold green]: {escape(best_eval.summary())}")
         for t in best_eval.timings:
-            out.print(f"  {t.config}: median {t.median_ms:.4f} ms, stdev {t.stdev_ms:.4f} ms, n={t.samples}")
+            out.print(f"  {t.describe()}")
     if code and best_code:
         out.print(Syntax(best_code, "python", line_numbers=True))
 

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
 from ksearch.agent.config import RunConfig
 from ksearch.agent.llm import LLMClient
 from ksearch.tasks.base import Task
+from ksearch.tools.candidate import Candidate
 from ksearch.tools.evaluation import Evaluation
 from ksearch.tools.evaluator import EvalRequest
 from ksearch.tools.gpu_pool import GpuPool
@@ -35,3 +37,29 @@ class SearchContext:
     @property
     def run_id(self) -> str:
         return self.config.run_id
+
+    def eval_request(self, candidate: Candidate, device: str) -> EvalRequest:
+        """An evaluation of ``candidate`` for this run on ``device`` (timed unless it is the CPU interpreter)."""
+        cfg = self.config
+        return EvalRequest(
+            candidate=candidate,
+            task=cfg.task,
+            device=device,
+            compile_timeout_s=cfg.compile_timeout_s,
+            run_timeout_s=cfg.run_timeout_s,
+            timing=device != "cpu",
+        )
+
+    @contextmanager
+    def device_lease(self) -> Iterator[str]:
+        """A GPU of the pool held for one evaluation, or the configured device when there is no pool."""
+        if self.gpu_pool is None:
+            yield self.config.device
+            return
+        with self.gpu_pool.lease() as device:
+            yield device
+
+    def evaluate_candidate(self, candidate: Candidate) -> Evaluation:
+        """Evaluate ``candidate`` on a leased device, so two kernels are never timed on one GPU at once."""
+        with self.device_lease() as device:
+            return self.evaluate(self.eval_request(candidate, device))

@@ -448,8 +448,12 @@ class LLMClient:
         with self._lock:
             self.usage.add(call)
 
+    def budget_exceeded(self) -> str | None:
+        """The first budget limit the run's usage has reached, as a sentence, or None."""
+        return self.budget.exceeded(self._usage_so_far())
+
     def _check_budget(self) -> None:
-        reason = self.budget.exceeded(self._usage_so_far())
+        reason = self.budget_exceeded()
         if reason is not None:
             raise BudgetExceededError(f"not calling the model: {reason}")
 

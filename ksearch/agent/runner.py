@@ -30,7 +30,7 @@ from ksearch.agent.world_model import ROOT_ID, SolutionRef, WorldModel, attach_s
 from ksearch.errors import KsearchError, RunNotFoundError, UserError
 from ksearch.tasks.registry import canonical_task_name, resolve_task
 from ksearch.tools.candidate import Candidate
-from ksearch.tools.evaluator import EvalRequest, evaluate
+from ksearch.tools.evaluator import evaluate
 from ksearch.tools.fingerprint import probe_device
 from ksearch.tools.gpu_pool import GpuPool
 from ksearch.tools.store import Store
@@ -267,23 +267,7 @@ def seed_evaluation(ctx: SearchContext, on_event: EventSink | None = None) -> tu
     assert candidate_id is not None
     found = ctx.store.find_evaluation(candidate_id, ctx.eval_key)
     if found is None:
-
-        def request(device: str) -> EvalRequest:
-            return EvalRequest(
-                candidate=ctx.store.get_candidate(candidate_id),
-                task=config.task,
-                device=device,
-                compile_timeout_s=config.compile_timeout_s,
-                run_timeout_s=config.run_timeout_s,
-                timing=device != "cpu",
-            )
-
-        pool = getattr(ctx, "gpu_pool", None)
-        if pool is None:
-            evaluation = ctx.evaluate(request(config.device))
-        else:
-            with pool.lease() as device:  # timed on a leased GPU, like every candidate
-                evaluation = ctx.evaluate(request(device))
+        evaluation = ctx.evaluate_candidate(ctx.store.get_candidate(candidate_id))  # on a leased GPU, like every candidate
         found = ctx.store.record_evaluation(candidate_id, ctx.eval_key, evaluation), evaluation
     evaluation_id, evaluation = found
     if not evaluation.passed:

@@ -117,7 +117,7 @@ def evidence_view(results: list[CycleResult], state: SearchState, store: Store) 
             ev = store.get_evaluation(r.best_evaluation_id)
             lines.append(f"Outcome: PASSED. Best of the cycle: {ev.summary()}")
             for t in ev.timings:
-                lines.append(f"  {t.config}: median {t.median_ms:.4f} ms (stdev {t.stdev_ms:.4f}, n={t.samples})")
+                lines.append(f"  {t.describe()}")
             code = store.get_candidate(r.best_candidate_id).code
             lines.append("Code of the cycle's best:\n```python\n" + clip(code, 6000) + "\n```")
         else:

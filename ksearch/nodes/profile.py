@@ -14,7 +14,6 @@ from ksearch.agent.cycle_logic import cycle_should_stop, record_round
 from ksearch.agent.state import CycleState
 from ksearch.tools.evaluation import Evaluation, Verdict
 from ksearch.tools import integrity
-from ksearch.tools.evaluator import EvalRequest
 
 log = structlog.get_logger(__name__)
 
@@ -107,23 +106,10 @@ def run_evaluation(state: CycleState, ctx: SearchContext) -> Evaluation:
             )
         return Evaluation(verdict=Verdict.COMPILE_ERROR, device=ctx.config.device, log=state.compile_error)
     log.info("profile.evaluate", run_id=ctx.run_id, cycle_id=state.cycle_id, candidate_id=state.candidate_id)
-    cfg = ctx.config
-
-    def request(device: str) -> EvalRequest:
-        return EvalRequest(
-            candidate=candidate,
-            task=cfg.task,
-            device=device,
-            compile_timeout_s=cfg.compile_timeout_s,
-            run_timeout_s=cfg.run_timeout_s,
-            timing=device != "cpu",
-        )
-
-    if ctx.gpu_pool is None:
-        return ctx.evaluate(request(cfg.device))
-    with ctx.gpu_pool.lease() as device:  # one evaluation per GPU at a time: timings never share a device
-        log.info("profile.leased", run_id=ctx.run_id, cycle_id=state.cycle_id, device=device)
-        return ctx.evaluate(request(device))
+    with ctx.device_lease() as device:  # one evaluation per GPU at a time: timings never share a device
+        if ctx.gpu_pool is not None:
+            log.info("profile.leased", run_id=ctx.run_id, cycle_id=state.cycle_id, device=device)
+        return ctx.evaluate(ctx.eval_request(candidate, device))
 
 
 def route_after_profile(state: CycleState) -> str:

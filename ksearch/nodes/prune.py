@@ -9,7 +9,6 @@ from ksearch.agent.context import SearchContext
 from ksearch.agent.promotion import Decision, comparison_record, decide
 from ksearch.agent.state import BestRef, SearchState
 from ksearch.agent.world_model import SolutionRef, attach_solution, mark_failed
-from ksearch.tools.evaluator import EvalRequest
 from ksearch.tools.store import ensure_comparison, find_comparison
 
 log = structlog.get_logger(__name__)
@@ -112,35 +111,20 @@ def promotion_decision(ctx: SearchContext, best: BestRef | None, challenger_id: 
 
 
 def _measure(ctx: SearchContext, incumbent_id: str, challenger_id: str):  # noqa: ANN202 - the evaluator's Comparison
-    cfg = ctx.config
     assert ctx.compare is not None
-
-    def request(candidate_id: str, device: str) -> EvalRequest:
-        return EvalRequest(
-            candidate=ctx.store.get_candidate(candidate_id),
-            task=cfg.task,
-            device=device,
-            compile_timeout_s=cfg.compile_timeout_s,
-            run_timeout_s=cfg.run_timeout_s,
-            timing=True,
+    incumbent, challenger = ctx.store.get_candidate(incumbent_id), ctx.store.get_candidate(challenger_id)
+    with ctx.device_lease() as device:
+        return ctx.compare(
+            ctx.eval_request(incumbent, device), ctx.eval_request(challenger, device), rounds=ctx.config.promotion_rounds
         )
-
-    if ctx.gpu_pool is None:
-        return ctx.compare(request(incumbent_id, cfg.device), request(challenger_id, cfg.device), rounds=cfg.promotion_rounds)
-    with ctx.gpu_pool.lease() as device:
-        return ctx.compare(request(incumbent_id, device), request(challenger_id, device), rounds=cfg.promotion_rounds)
 
 
 def budget_exhausted(ctx: SearchContext, rounds: int) -> str | None:
     cfg = ctx.config
     if rounds >= cfg.max_rounds:
         return f"round budget spent ({rounds}/{cfg.max_rounds})"
-    total = ctx.store.usage(ctx.run_id)["total"]
-    if cfg.budget.max_total_tokens and total["input_tokens"] + total["output_tokens"] >= cfg.budget.max_total_tokens:
-        return f"token budget spent ({int(total['input_tokens'] + total['output_tokens'])} tokens)"
-    if cfg.budget.max_cost_usd and total["cost_usd"] >= cfg.budget.max_cost_usd:
-        return f"money budget spent (${total['cost_usd']:.2f})"
-    return None
+    reason = ctx.llm.budget_exceeded()  # the same limits the client checks before every call
+    return f"LLM budget spent: {reason}" if reason else None
 
 
 def route_after_prune(state: SearchState) -> str:

@@ -97,7 +97,7 @@ def feedback(state: CycleState, ctx: SearchContext) -> str:
         ev = ctx.store.get_evaluation(state.last_evaluation_id)
         lines.append(f"Verdict: {ev.summary()}")
         for t in ev.timings:
-            lines.append(f"  {t.config}: median {t.median_ms:.4f} ms (stdev {t.stdev_ms:.4f}, n={t.samples})")
+            lines.append(f"  {t.describe()}")
         if ev.mismatch:
             m = ev.mismatch
             lines.append(f"Mismatch on {m.config}: max abs error {m.max_abs_error}, max rel error {m.max_rel_error}, worst index {m.worst_index}")

@@ -52,6 +52,10 @@ class Timing(BaseModel):
     headline: str = "median"
     """The statistic the method's upstream reports ('median' or 'mean'); the task's score uses the median."""
 
+    def describe(self) -> str:
+        """One line for prompts and terminals: config, median, spread and sample count."""
+        return f"{self.config}: median {self.median_ms:.4f} ms, stdev {self.stdev_ms:.4f} ms, n={self.samples}"
+
 
 class Rejection(BaseModel):
     model_config = ConfigDict(extra="forbid")

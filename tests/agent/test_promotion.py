@@ -7,9 +7,12 @@ from types import SimpleNamespace
 
 import pytest
 
+from ksearch.agent.config import RunConfig
+from ksearch.agent.context import SearchContext
 from ksearch.agent.promotion import decide, is_improvement
 from ksearch.agent.state import BestRef
 from ksearch.nodes.prune import promotion_decision
+from ksearch.tasks.softmax import SoftmaxTask
 from ksearch.tools.gpu_pool import GpuPool
 from ksearch.tools.store import Store, find_comparison
 
@@ -56,12 +59,16 @@ def test_without_compare_the_single_measurement_rule_applies() -> None:
     assert is_improvement(2.0, True, 2.1) and not is_improvement(2.0, True, 1.0) and is_improvement(None, False, None)
 
 
-def _ctx(tmp_path: Path, compare, *, pool: GpuPool | None = None):
-    store = Store(tmp_path / "ksearch.db")
-    config = SimpleNamespace(
-        run_id="r", task="softmax", device="cuda", compile_timeout_s=10.0, run_timeout_s=10.0, promotion_rounds=3
+def _ctx(tmp_path: Path, compare, *, pool: GpuPool | None = None) -> SearchContext:
+    """A real context; the LLM and the evaluator are never reached by promotion, so they are left out."""
+    config = RunConfig(
+        run_id="r", task="softmax", model="replay:unused.jsonl", device="cuda", compile_timeout_s=10.0,
+        run_timeout_s=10.0, promotion_rounds=3,
     )
-    return SimpleNamespace(store=store, config=config, compare=compare, gpu_pool=pool, eval_key="k", run_id="r")
+    return SearchContext(
+        config=config, store=Store(tmp_path / "ksearch.db"), task=SoftmaxTask(), llm=None, evaluate=None,
+        eval_key="k", device_description="", gpu_pool=pool, compare=compare,
+    )
 
 
 def _candidate(store: Store, n: int) -> str:
