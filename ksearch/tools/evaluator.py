@@ -84,6 +84,9 @@ class EvalRequest(BaseModel):
     """A method of ``ksearch.tools.timing`` the task supports; None for the task's default."""
     seed_salt: int | None = None
     """None (the default): a fresh secret salt per evaluation. Set only to reproduce one evaluation exactly."""
+    harness_baseline: bool = False
+    """The candidate is ksearch's own baseline (a task's reference, eager or ``torch.compile``d), not untrusted code:
+    the thread rule is off, since torch.compile keeps compile-worker threads alive. Never set for LLM candidates."""
 
     @model_validator(mode="before")
     @classmethod
@@ -264,6 +267,7 @@ def _worker_request(
         outputs_dir=str(io / f"out-{mode}"),
         timing_method=method,
         flush_l2=bool(getattr(task, "flush_l2", True)),
+        allow_threads=request.harness_baseline,
     )
 
 

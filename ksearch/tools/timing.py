@@ -7,12 +7,17 @@ functions of the samples taken so far, and so is the summary, so both are tested
 Methods:
 
 ``robust`` (ksearch's default)
-    warm-up; per iteration: L2 flush (256 MB write, when the task asks), inputs rotated among K pre-generated sets with
-    different seeds, ``start.record(); out = fn(inputs); end.record(); torch.cuda.synchronize()`` (the end event right
-    after the call, so host latency after the launch stays out; the device-wide sync then covers side streams, and
-    work left unjoined on another stream is caught by the worker's ``deferred_work`` check); adaptive repetition until
-    the relative standard error is below a target or a time cap; a random sample of timed outputs (one per input set)
-    is rechecked by the checker. Headline statistic: median.
+    warm-up of back-to-back calls (0.2 s, so the GPU's clocks are up); then blocks of back-to-back iterations, each
+    ``[L2 flush (256 MB write, when the task asks)]; start.record(); out = fn(inputs); end.record()`` with inputs
+    rotated among K pre-generated sets with different seeds, and one device-wide synchronize per block. The host never
+    waits between the iterations of a block, so the GPU stays busy as under ``triton.testing.do_bench`` (a sync after
+    every call leaves it idle between samples, its clocks drop and latencies come out up to several times too high
+    and vary from run to run). Block lengths are random (about 10 ms of work each), and the last call of every block
+    is audited: a stream-ordered copy of its output is taken right after its end event, then after the sync the
+    worker's ``deferred_work`` check (work left unjoined on another stream), the input-mutation digest and, for a
+    random sample (one per input set), the recheck by the checker. A candidate cannot tell which call is audited.
+    Every call's output form and the harness guard are checked without a sync. Adaptive repetition until the
+    relative standard error is below a target or a time cap. Headline statistic: median.
 ``gpumode``
     GPU MODE leaderboard mode (``eval.py``): fresh inputs each repeat with ``seed += 13``, no L2 flush,
     ``sync; start; fn; end; sync``, stop after >= 3 runs when std_err/mean < 0.001 or the summed kernel time > 30 s or
@@ -30,6 +35,7 @@ Methods:
 from __future__ import annotations
 
 import math
+import random
 import statistics
 from abc import ABC, abstractmethod
 from collections.abc import Callable
@@ -86,8 +92,12 @@ class TimingRunner(Protocol):
     def early(self, output: Any) -> Any:
         """A stream-ordered copy of ``output`` taken right after the call (for the deferred-work check)."""
 
-    def after(self, index: int, inputs: list[Any], output: Any, early: Any) -> None:
-        """After the sync: integrity checks, and the output kept for the checker if ``early`` is not None."""
+    def glance(self, output: Any) -> None:
+        """Right after a call, without a sync: the checks that need no device work (harness guard, output form)."""
+
+    def after(self, index: int, inputs: list[Any], output: Any, early: Any, keep: bool) -> None:
+        """After the sync, for an audited call: integrity checks (deferred work when ``early`` is not None, inputs
+        unchanged) and, when ``keep``, the output kept for the checker."""
 
 
 # -- pure statistics and stop rules -------------------------------------------------------------------------------
@@ -179,7 +189,8 @@ class TimingMethod(ABC):
         end.record()
         early = runner.early(output) if keep else None
         runner.synchronize()
-        runner.after(index, inputs, output, early)
+        runner.glance(output)
+        runner.after(index, inputs, output, early, keep)
         return float(start.elapsed_time(end))
 
 
@@ -188,31 +199,56 @@ class Robust(TimingMethod):
     name: str = "robust"
     headline: str = "median"
     description: str = (
-        "device events, end event right after the call then a device-wide sync, L2 flush before each call, "
-        "inputs rotated among 4 seeded sets, adaptive repetition to 1% relative SE or 2 s, median"
+        "device events around each call, calls back to back in blocks of random length (~10 ms) with one device-wide "
+        "sync per block and the block's last call audited, L2 flush before each call, inputs rotated among 4 seeded "
+        "sets, adaptive repetition to 1% relative SE or 2 s, median"
     )
     input_sets: int = 4
-    warmup_s: float = 0.1
+    warmup_s: float = 0.2
     min_samples: int = 10
     target_rel_se: float = 0.01
     time_cap_s: float = 2.0
     max_samples: int = 5000
+    block_target_s: float = 0.01
+    """Wall time aimed at per block: long enough that the sync between blocks leaves the GPU idle only briefly."""
+    max_block: int = 64
+    rng: random.Random = field(default_factory=random.SystemRandom)
 
     def run(self, runner: TimingRunner, *, flush_l2: bool) -> MethodRun:
         sets = [runner.inputs(k) for k in range(self.input_sets)]
         started, calls = runner.wall(), 0
-        while calls < 3 or (calls < 100 and runner.wall() - started < self.warmup_s):
-            runner.call(sets[calls % len(sets)])
-            runner.synchronize()
-            calls += 1
-        result = MethodRun()
-        started, i = runner.wall(), 0
-        while True:
-            k = i % len(sets)
+        while calls < 3 or (calls < 10_000 and runner.wall() - started < self.warmup_s):
             if flush_l2:
                 runner.flush()
-            result.samples_ms.append(self._timed(runner, k, sets[k], sync_before=False))
-            i += 1
+            runner.glance(runner.call(sets[calls % len(sets)]))
+            calls += 1
+            if calls % 16 == 0:
+                runner.synchronize()  # bound the queue so the wall clock tracks the device
+        runner.synchronize()
+        result = MethodRun()
+        started, i, per_call_s = runner.wall(), 0, None
+        while True:
+            length = self.block_length(per_call_s)
+            block_started = runner.wall()
+            events, last_output = [], None
+            for _ in range(length):
+                k = i % len(sets)
+                i += 1
+                if flush_l2:
+                    runner.flush()
+                start, end = runner.event(), runner.event()
+                start.record()
+                last_output = runner.call(sets[k])
+                end.record()
+                runner.glance(last_output)
+                events.append((start, end))
+            keep = runner.want(k)
+            early = runner.early(last_output)  # stream-ordered, outside the timed region
+            runner.synchronize()
+            runner.after(k, sets[k], last_output, early, keep)
+            del last_output
+            result.samples_ms.extend(float(s.elapsed_time(e)) for s, e in events)
+            per_call_s = (runner.wall() - block_started) / length
             if robust_should_stop(
                 result.samples_ms,
                 runner.wall() - started,
@@ -222,6 +258,13 @@ class Robust(TimingMethod):
                 max_samples=self.max_samples,
             ):
                 return result
+
+    def block_length(self, per_call_s: float | None) -> int:
+        """Calls in the next block: ~``block_target_s`` of work, uniformly random in [n/2, 3n/2], 2 at least."""
+        if per_call_s is None:
+            return 4
+        n = max(2, min(self.max_block, round(self.block_target_s / max(per_call_s, 1e-7))))
+        return self.rng.randint(max(2, n // 2), max(2, n + n // 2))
 
 
 @dataclass

@@ -92,6 +92,8 @@ class WorkerRequest(BaseModel):
     min_samples: int = 10
     target_rel_se: float = 0.01
     flush_bytes: int = timing_mod.FLUSH_BYTES
+    allow_threads: bool = False
+    """Only for the harness's own baselines (torch.compile keeps worker threads): skip the thread rule."""
 
 
 class ConfigSamples(BaseModel):
@@ -203,7 +205,8 @@ def _class_attr(owner: Any, name: str) -> Any:
 class Guard:
     """The before/after checks around every call of the candidate."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, allow_threads: bool = False) -> None:
+        self.allow_threads = allow_threads
         self.refs = {
             label: (owner, name, _class_attr(owner, name)) for label, (owner, name, _) in harness_references().items()
         }
@@ -217,13 +220,14 @@ class Guard:
                 "timer_monkeypatch",
                 f"{where}: the candidate replaced harness or timer functions: {', '.join(sorted(replaced)[:8])}",
             )
-        new = set(self.current_frames()) - self.baseline_threads
+        new = set() if self.allow_threads else set(self.current_frames()) - self.baseline_threads
         if new:
             names = [t.name for t in threading.enumerate() if t.ident in new] or [str(i) for i in sorted(new)]
             raise reject(
                 "thread_injection",
                 f"{where}: the candidate left {len(new)} thread(s) running after the call returned "
-                f"({', '.join(names[:4])}); work must be finished when the kernel returns",
+                f"({', '.join(names[:4])}); work must be finished when the kernel returns (torch.compile's "
+                "compile-worker threads trip this rule too: write the kernel instead of compiling the reference)",
             )
 
 
@@ -250,7 +254,7 @@ class Worker:
         try:
             self.enter("load")
             self.prepare_device()
-            self.guard = Guard()  # before the candidate is imported
+            self.guard = Guard(allow_threads=self.request.allow_threads)  # before the candidate is imported
             module = self.load_candidate()
             self.verify("importing the candidate")
             if self.request.mode == "correctness":
@@ -435,7 +439,8 @@ class Worker:
         raise CandidateFailure(Verdict.INCORRECT, message, mismatch=Mismatch(config=where, message=message))
 
     def save_output(
-        self, index: int, prepared: TaskConfig, used: TaskConfig, digest: str, output: Any, file: str
+        self, index: int, prepared: TaskConfig, used: TaskConfig, digest: str, output: Any, file: str,
+        stride: list[list[int]] | None = None,
     ) -> None:
         """A CPU copy of the output for the checker (``torch.save``, loaded there with ``weights_only=True``)."""
         if not self.request.outputs_dir:
@@ -453,7 +458,7 @@ class Worker:
             input_seed=used.seed,
             digest=digest,
             file=file,
-            stride=[list(t.stride()) for t in tensors],
+            stride=stride if stride is not None else [list(t.stride()) for t in tensors],
         )
         self.records = [r for r in self.records if r.file != file] + [record]
 
@@ -480,6 +485,7 @@ class Worker:
             fn = self.prepare(module, salted)
             runner = WorkerTimingRunner(self, fn, salted, index)
             run = method.run(runner, flush_l2=self.request.flush_l2)
+            runner.finish()
             self.samples.append(ConfigSamples(config=config.name, method=method.name, samples_ms=run.samples_ms))
             self.configs_passed += 1
         return []
@@ -588,7 +594,7 @@ class WorkerTimingRunner:
         self._flush: Any = None
         self._rng = random.Random(int.from_bytes(os.urandom(8), "little"))
         self.seen: dict[int, int] = {}
-        self.kept: dict[int, str] = {}
+        self.pending: dict[int, tuple[list[Any], list[list[int]]]] = {}
         self.max_kept = 100
 
     def _generate(self, index: int) -> list[Any]:
@@ -645,37 +651,47 @@ class WorkerTimingRunner:
         if not self.keep:
             return False
         self.seen[index] = self.seen.get(index, 0) + 1
-        if index in self.kept:
+        if index in self.pending:
             return self._rng.random() < 1.0 / self.seen[index]
-        if len(self.kept) < self.max_kept:
+        if len(self.pending) < self.max_kept:
             return True
         return self._rng.random() < self.max_kept / len(self.seen)
 
     def early(self, output: Any) -> Any:
-        return self.worker.early_copy(output) or []
+        return self.worker.early_copy(output)
 
-    def after(self, index: int, inputs: list[Any], output: Any, early: Any) -> None:
+    def glance(self, output: Any) -> None:
+        self.worker.verify(f"timed call on config {self.config.name}")
+        self.worker.check_output_form(self.config, output)
+
+    def after(self, index: int, inputs: list[Any], output: Any, early: Any, keep: bool) -> None:
         where = f"timed call on config {self.config.name}"
         self.worker.verify(where)
-        if early is None:
-            return
-        self.worker.check_deferred(self.config, output, early or None)
-        self.worker.check_output_form(self.config, output)
+        if early is not None:
+            self.worker.check_deferred(self.config, output, early)
         if input_digest(inputs) != self.digests.get(index):
             raise reject("input_mutation", f"{where}: the inputs were modified by the call")
-        if index not in self.kept and len(self.kept) >= self.max_kept:
-            evicted = self._rng.choice(sorted(self.kept))
-            file = self.kept.pop(evicted)
-            self.worker.records = [r for r in self.worker.records if r.file != file]
-            try:
-                os.unlink(Path(self.worker.request.outputs_dir) / file)
-            except OSError:
-                pass
-        file = f"bench-{self.index}-{index}.pt"
-        self.kept[index] = file
-        self.worker.save_output(self.index, self.config, self._input_config(index), self.digests[index], output, file)
-        size = sum(t.numel() * t.element_size() for t in (output if isinstance(output, tuple) else (output,)))
+        if not keep:
+            return
+        tensors = list(output) if isinstance(output, tuple) else [output]
+        if index not in self.pending and len(self.pending) >= self.max_kept:
+            del self.pending[self._rng.choice(sorted(self.pending))]
+        # On a GPU the stream-ordered copy equals the output (the deferred-work check just compared them). Copies are
+        # written to disk after the timing loop, so no file I/O stalls the GPU between samples.
+        copies = early if early is not None else [t.detach().clone() for t in tensors]
+        self.pending[index] = (copies, [list(t.stride()) for t in tensors])
+        size = sum(t.numel() * t.element_size() for t in copies)
         self.max_kept = max(1, min(100, self.worker.request.recheck_bytes // max(size, 1)))
+
+    def finish(self) -> None:
+        """Write the kept outputs for the checker (after the timing loop of this config)."""
+        for index, (tensors, stride) in sorted(self.pending.items()):
+            output = tuple(tensors) if self.worker.task.output_is_tuple else tensors[0]
+            file = f"bench-{self.index}-{index}.pt"
+            self.worker.save_output(
+                self.index, self.config, self._input_config(index), self.digests[index], output, file, stride
+            )
+        self.pending.clear()
 
 
 def poison(buffers: list[Any]) -> None:

@@ -262,6 +262,33 @@ def test_a_thread_that_finishes_the_output_later_is_rejected() -> None:
     assert evaluation.rejection is not None and evaluation.rejection.rule == "thread_injection"
 
 
+def test_the_thread_rule_is_off_only_for_the_harness_own_baselines(tmp_path: Path) -> None:
+    """torch.compile (our KernelBench baseline) keeps idle compile-worker threads: the worker's guard lets threads
+    live only when the request says the code is the harness's own baseline, never for a candidate."""
+    import threading
+
+    from ksearch.tasks.registry import resolve_task
+    from ksearch.tools.evaluator import _worker_request
+    from ksearch.tools.worker import CandidateFailure, Guard
+
+    strict, lenient = Guard(), Guard(allow_threads=True)
+    stop = threading.Event()
+    thread = threading.Thread(target=stop.wait, name="InductorSubproc", daemon=True)
+    thread.start()
+    try:
+        with pytest.raises(CandidateFailure) as failure:
+            strict.verify("after the call")
+        assert failure.value.rejection is not None and failure.value.rejection.rule == "thread_injection"
+        lenient.verify("after the call")
+    finally:
+        stop.set()
+        thread.join()
+    task = resolve_task("softmax")
+    for flag in (False, True):
+        request = EvalRequest(candidate=Candidate(task="softmax", language="triton", code=OK), harness_baseline=flag)
+        assert _worker_request(request, tmp_path, tmp_path, "correctness", 1, task, "robust").allow_threads is flag
+
+
 @pytest.mark.parametrize(
     "patch",
     ["import time\ntime.perf_counter = lambda: 0.0\n", "torch.cuda.synchronize = lambda *a, **k: None\n"],

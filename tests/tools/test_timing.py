@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import random
 from typing import Any
 
 import pytest
@@ -63,7 +64,9 @@ class FakeRunner:
         self.cached: list[int] = []
         self.fresh: list[int] = []
         self.calls: list[int] = []
-        self.flushes = self.clones = self.kept = 0
+        self.flushes = self.clones = self.kept = self.glanced = self.syncs = 0
+        self.audited: list[int] = []
+        self.syncs_at_audit: list[int] = []
 
     def inputs(self, index: int) -> list[Any]:
         self.cached.append(index)
@@ -86,7 +89,7 @@ class FakeRunner:
         self.flushes += 1
 
     def synchronize(self) -> None:
-        pass
+        self.syncs += 1
 
     def event(self) -> FakeEvent:
         return FakeEvent(self.clock)
@@ -100,18 +103,53 @@ class FakeRunner:
     def early(self, output: Any) -> Any:
         return output
 
-    def after(self, index: int, inputs: list[Any], output: Any, early: Any) -> None:
+    def glance(self, output: Any) -> None:
+        self.glanced += 1
+
+    def after(self, index: int, inputs: list[Any], output: Any, early: Any, keep: bool) -> None:
         assert output == inputs[0] == index
-        self.kept += 1
+        self.audited.append(len(self.calls))
+        self.kept += keep
+        self.syncs_at_audit.append(self.syncs)
 
 
 def test_robust_rotates_input_sets_and_flushes() -> None:
     runner = FakeRunner()
     run = timing.get_method("robust").run(runner, flush_l2=True)
     assert sorted(set(runner.cached)) == [0, 1, 2, 3] and not runner.fresh
-    assert len(run.samples_ms) >= 10 and runner.flushes == len(run.samples_ms) == runner.kept
+    warmup = len(runner.calls) - len(run.samples_ms)
+    assert warmup >= 3 and len(run.samples_ms) >= 10
+    assert runner.flushes == len(runner.calls) == runner.glanced  # every call flushed and glanced at
     assert all(s == pytest.approx(1.0, abs=0.01) for s in run.samples_ms)
-    assert FakeRunner().flushes == 0 and timing.get_method("robust").run(r := FakeRunner(), flush_l2=False) and r.flushes == 0
+    assert runner.calls[warmup:] == [i % 4 for i in range(len(run.samples_ms))]  # rotation over the input sets
+    assert timing.get_method("robust").run(r := FakeRunner(), flush_l2=False) and r.flushes == 0
+
+
+def test_robust_times_blocks_back_to_back_and_audits_the_last_call_of_each() -> None:
+    """One device sync per block (none between a block's calls), the block's last call audited after that sync,
+    block lengths random so a candidate cannot tell which call is audited."""
+    method = timing.Robust(rng=random.Random(7), min_samples=200, target_rel_se=0.0, time_cap_s=1.0)
+    runner = FakeRunner()
+    run = method.run(runner, flush_l2=True)
+    warmup = len(runner.calls) - len(run.samples_ms)
+    blocks = [b - warmup for b in runner.audited]
+    lengths = [b - a for a, b in zip([0, *blocks], blocks, strict=False)]
+    assert blocks[-1] == len(run.samples_ms) and len(lengths) > 3
+    assert all(length >= 2 for length in lengths) and len(set(lengths[1:])) > 1  # random lengths
+    syncs = [b - a for a, b in zip(runner.syncs_at_audit, runner.syncs_at_audit[1:], strict=False)]
+    assert syncs and all(n == 1 for n in syncs)  # exactly one sync per block
+    # ~10 ms of (fake, 1 ms) calls per block after the first, between n/2 and 3n/2
+    assert all(5 <= length <= 15 for length in lengths[1:])
+
+
+def test_robust_block_length_tracks_the_call_time() -> None:
+    method = timing.Robust(rng=random.Random(1))
+    assert method.block_length(None) == 4
+    assert all(2 <= method.block_length(1.0) <= 3 for _ in range(20))  # a 1 s call: the shortest blocks
+    long_calls = {method.block_length(0.001) for _ in range(200)}
+    assert min(long_calls) >= 5 and max(long_calls) <= 15
+    short = {method.block_length(1e-6) for _ in range(200)}
+    assert max(short) <= 96 and min(short) >= 32  # capped at max_block (64) +- 50 %
 
 
 def test_gpumode_uses_fresh_inputs_every_repeat() -> None:

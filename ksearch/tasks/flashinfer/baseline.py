@@ -29,7 +29,7 @@ def measure_baseline(task: Any, device: str = "cuda", timing_method: str | None 
 
     evaluation = evaluate(
         EvalRequest(candidate=reference_candidate(task), device=device, timing=True, timing_method=timing_method,
-                    run_timeout_s=600.0)  # fmt: skip
+                    run_timeout_s=600.0, harness_baseline=True)  # fmt: skip
     )
     if str(evaluation.verdict) != "passed" or not evaluation.timings:
         raise FlashInferError(f"the reference of {task.name} did not pass on {device}: {evaluation.log[:2000]}")

@@ -134,6 +134,7 @@ def measure_baseline(
             device=device,
             timing=True,
             run_timeout_s=run_timeout_s,
+            harness_baseline=True,
         )
     )
     baseline = Baseline(
