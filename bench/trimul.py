@@ -35,7 +35,9 @@ SOLUTIONS = {
     "reference": lambda task: task.reference_submission_source(),
     "triton": lambda task: (REPO / "examples" / "trimul_triton.py").read_text(),
     "pytorch": lambda task: (REPO / "examples" / "trimul_submission.py").read_text(),
+    "cuda": lambda task: (REPO / "examples" / "trimul_cuda.py").read_text(),
 }
+LANGUAGE = {"cuda": "cuda"}  # the others are plain Python / Triton modules
 
 
 def geomean(values: list[float]) -> float | None:
@@ -78,7 +80,7 @@ def main() -> int:
         for name in solutions:
             started = time.monotonic()
             evaluation = evaluate(EvalRequest(
-                candidate=Candidate(task="trimul", language="triton", code=SOLUTIONS[name](task),
+                candidate=Candidate(task="trimul", language=LANGUAGE.get(name, "triton"), code=SOLUTIONS[name](task),
                                     entry_point="custom_kernel"),
                 device=args.device, timing=True, timing_method=mode, run_timeout_s=args.run_timeout,
             ))  # fmt: skip

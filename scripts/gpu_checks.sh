@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Run the repository's GPU checks on a GPU machine: `gpu`-marked tests and the bench scripts.
 #
-#   scripts/gpu_checks.sh [STEP ...]      steps: tests evaluator trimul kernelbench flashinfer (default: all)
+#   scripts/gpu_checks.sh [STEP ...]      steps: cuda tests evaluator trimul kernelbench flashinfer (default: all)
+#
+# `tests` runs the gpu-marked tests 6 at a time when pytest-xdist is installed (about 5 minutes on an H200), then
+# the three timing-sensitive ones alone.
 #
 # Logs and JSON go to $OUT (or /tmp/ksearch-gpu). On an offline node, put a wheelhouse built by
 # scripts/build_wheelhouse.sh in .whl/ first: it is installed into /tmp/site and put on PYTHONPATH.
@@ -21,12 +24,18 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | 
 python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)" | tee -a "$out/device.txt"
 
 steps=("$@")
-[ ${#steps[@]} -eq 0 ] && steps=(tests evaluator trimul kernelbench flashinfer)
+[ ${#steps[@]} -eq 0 ] && steps=(cuda tests evaluator trimul kernelbench flashinfer)
+serial="compare_a_kernel_with_itself or real_compare_confirms or full_run_on_gpu"
+parallel=()
+python3 -c "import xdist" 2>/dev/null && parallel=(-n 6)
 status=0
 for step in "${steps[@]}"; do
     echo "=== $step"
     case "$step" in
-        tests) timeout 420 python3 -m pytest -q -m gpu -p no:cacheprovider tests -rs 2>&1 | tee "$out/gpu_tests.log" | tail -25 ;;
+        cuda) timeout 300 python3 scripts/cuda_smoke.py 2>&1 | tee "$out/cuda_smoke.log" | tail -20 ;;
+        tests) { timeout 1200 python3 -m pytest -q -m gpu -p no:cacheprovider "${parallel[@]}" tests -k "not ($serial)" -rs \
+                 && timeout 600 python3 -m pytest -q -m gpu -p no:cacheprovider tests -k "$serial" -rs; } 2>&1 \
+                 | tee "$out/gpu_tests.log" | tail -25 ;;
         *) if [ -f "bench/$step.py" ]; then
                timeout 420 python3 "bench/$step.py" 2>&1 | tee "$out/bench_$step.log" | tail -40
            else

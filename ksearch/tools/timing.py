@@ -28,7 +28,9 @@ Methods:
 ``flashinfer``
     flashinfer-bench 0.1.2 ``do_bench``: 3 trials with fresh inputs each; per trial 10 warm-up and 50 timed
     iterations, each preceded by a 256 MB ``zero_()`` L2 flush and a clone of every argument (outside the timed
-    region, after the flush, as upstream does); ``sync; start; fn; end`` with one sync at the end of the trial.
+    region, after the flush, as upstream does); ``sync; start; fn; end``. One deviation: a device-wide sync after
+    each end event (for the integrity checks of the call), where upstream leaves it to the next iteration's sync;
+    both sync before every start, so the timed region holds the entry function's host time as upstream's does.
     Headline statistic: arithmetic mean.
 """
 

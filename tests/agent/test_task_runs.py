@@ -49,3 +49,39 @@ def test_one_round_search_on_each_task_backend(tmp_path, task, solution):
         assert attempt["verdict"] == "passed", store.get_evaluation(attempt["evaluation_id"]).log
     finally:
         store.close()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(
+    ("task", "solution"),
+    [
+        ("trimul", REPO / "examples" / "trimul_cuda.py"),
+        pytest.param(
+            "flashinfer:gqa_paged_decode_h32_kv4_d128_ps1?search=2",
+            REPO / "ksearch" / "tasks" / "flashinfer" / "solutions" / "gqa_paged_decode_cuda.py",
+            marks=pytest.mark.skipif(
+                importlib.util.find_spec("flashinfer_bench") is None, reason="flashinfer-bench is not installed"
+            ),
+        ),
+    ],
+    ids=["trimul", "flashinfer-gqa"],
+)
+def test_a_cuda_language_search_round_on_the_gpu(tmp_path, task, solution):
+    """``--language cuda`` end to end: the coder's load_inline module is built by nvcc in the worker, checked on every
+    test config and timed; the round's attempt is stored as passed with a latency."""
+    script = write_script(
+        tmp_path / "script.jsonl",
+        [("plan:0:0", init_plan([("a", 0.9)])), ("write:c1:1", fenced(solution.read_text()))],
+    )
+    cfg = RunConfig(run_id="t", task=task, model=f"replay:{script}", device="cuda", language="cuda", max_rounds=1)
+    outcome = runner.start_run(cfg, workspace=tmp_path / "ws")
+    assert outcome.status == "finished" and outcome.rounds_used == 1
+    store = runner.open_store(tmp_path / "ws")
+    try:
+        [attempt] = store.list_attempts("t")
+        evaluation = store.get_evaluation(attempt["evaluation_id"])
+        assert attempt["verdict"] == "passed", evaluation.log
+        assert evaluation.timed and evaluation.latency_ms and evaluation.latency_ms > 0
+        print(f"{task} [cuda]: {evaluation.summary()} ({evaluation.environment.get('stage_seconds', '')})")
+    finally:
+        store.close()

@@ -232,3 +232,17 @@ def test_flashinfer_export_format_renders_a_solution() -> None:
     exported = fmt.render(ExportSource(run={"id": "r1", "model": "m"}, task=task, candidate=candidate, evaluation=None))
     solution = solution_from_json(exported.text)
     assert solution.definition == defs.GQA_DECODE and solution.sources[0].content == code and exported.filename.endswith(".json")
+
+
+def test_cuda_gqa_solution_passes_the_static_checks_and_exports() -> None:
+    """The load_inline solution is clean for the integrity rules (no false positive on its CUDA source), and its
+    Solution JSON is a Python-language solution that converts back to the same candidate."""
+    from ksearch.tasks.flashinfer.solutions import solution_languages
+    from ksearch.tools import integrity
+
+    assert solution_languages(defs.GQA_DECODE) == ["triton", "cuda"]
+    code = solution_source(defs.GQA_DECODE, "cuda")
+    assert "load_inline" in code and integrity.check_source(code, task_name=f"flashinfer:{defs.GQA_DECODE}") is None
+    text = to_solution_json(defs.GQA_DECODE, code, "cuda", name="ksearch_gqa_cuda")
+    assert str(solution_from_json(text).spec.language.value) == "python"
+    assert candidate_code_from_solution(text) == (code, "cuda")

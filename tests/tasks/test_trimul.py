@@ -21,6 +21,7 @@ ROOT = Path(__file__).resolve().parents[2]
 DATA = Path(__file__).parent / "data"
 TRITON_EXAMPLE = ROOT / "examples" / "trimul_triton.py"
 SUBMISSION_EXAMPLE = ROOT / "examples" / "trimul_submission.py"
+CUDA_EXAMPLE = ROOT / "examples" / "trimul_cuda.py"
 
 
 @pytest.fixture
@@ -259,9 +260,9 @@ def test_flops_and_bytes(task: TrimulTask) -> None:
 
 
 # -- whole evaluations on the CPU (Triton interpreter) --------------------------------------------------------------
-def _evaluate(code: str, device: str = "cpu", **extra):
+def _evaluate(code: str, device: str = "cpu", language: str = "triton", **extra):
     return evaluate(EvalRequest(
-        candidate=Candidate(task="trimul", language="triton", code=code, entry_point="custom_kernel"),
+        candidate=Candidate(task="trimul", language=language, code=code, entry_point="custom_kernel"),
         device=device,
         **extra,
     ))
@@ -307,9 +308,10 @@ def test_cli_eval_runs_a_submission_file_unchanged() -> None:
 
 # -- on a GPU ----------------------------------------------------------------------------------------------------
 @pytest.mark.gpu
-@pytest.mark.parametrize("path", [TRITON_EXAMPLE, SUBMISSION_EXAMPLE], ids=["triton", "pytorch"])
+@pytest.mark.parametrize("path", [TRITON_EXAMPLE, SUBMISSION_EXAMPLE, CUDA_EXAMPLE], ids=["triton", "pytorch", "cuda"])
 def test_examples_pass_all_18_tests_and_are_timed_on_the_gpu(path: Path) -> None:
-    evaluation = _evaluate(path.read_text(), device="cuda", run_timeout_s=600)
+    language = "cuda" if path == CUDA_EXAMPLE else "triton"
+    evaluation = _evaluate(path.read_text(), device="cuda", language=language, run_timeout_s=600)
     assert evaluation.verdict == Verdict.PASSED, evaluation.log
     assert evaluation.configs_passed == 18 and evaluation.timed and len(evaluation.timings) == 7
     assert evaluation.latency_ms is not None and evaluation.latency_ms > 0
@@ -331,6 +333,16 @@ def test_gpu_inputs_are_deterministic_and_the_reference_is_fp32(task: TrimulTask
 
 def test_example_submissions_are_leaderboard_safe(task: TrimulTask) -> None:
     """GPU MODE rejects any submission whose text contains 'stream' (even in 'upstream')."""
-    for text in (TRITON_EXAMPLE.read_text(), SUBMISSION_EXAMPLE.read_text(), task.reference_submission_source()):
+    examples = (TRITON_EXAMPLE, SUBMISSION_EXAMPLE, CUDA_EXAMPLE)
+    for text in (*(p.read_text() for p in examples), task.reference_submission_source()):
         assert "stream" not in text.lower()
         assert "def custom_kernel(data)" in text
+
+
+def test_cuda_example_passes_the_static_checks() -> None:
+    """The load_inline example raises no integrity rule (its CUDA source is scanned too) and is a cuda candidate."""
+    from ksearch.tools import integrity
+
+    code = CUDA_EXAMPLE.read_text()
+    assert "load_inline" in code and integrity.check_source(code, task_name="trimul") is None
+    assert "cuda" in TrimulTask.languages

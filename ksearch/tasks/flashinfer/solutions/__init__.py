@@ -1,16 +1,21 @@
 """Hand-written ksearch solutions (candidate modules defining ``run``), shipped as text: read them with
-``solution_source(name)``; they are never imported into the agent's process."""
+``solution_source(name, language)``; they are never imported into the agent's process."""
 
 from __future__ import annotations
 
 from importlib import resources
 
 SOLUTIONS = {
-    "gqa_paged_decode_h32_kv4_d128_ps1": "gqa_paged_decode_triton.py",
-    "mla_paged_decode_h16_ckv512_kpe64_ps1": "mla_paged_decode_triton.py",
+    ("gqa_paged_decode_h32_kv4_d128_ps1", "triton"): "gqa_paged_decode_triton.py",
+    ("gqa_paged_decode_h32_kv4_d128_ps1", "cuda"): "gqa_paged_decode_cuda.py",
+    ("mla_paged_decode_h16_ckv512_kpe64_ps1", "triton"): "mla_paged_decode_triton.py",
 }
 
 
-def solution_source(definition: str) -> str:
-    """The Triton solution for ``definition`` as source text."""
-    return resources.files(__package__).joinpath(SOLUTIONS[definition]).read_text(encoding="utf-8")
+def solution_languages(definition: str) -> list[str]:
+    return [language for (name, language) in SOLUTIONS if name == definition]
+
+
+def solution_source(definition: str, language: str = "triton") -> str:
+    """The solution for ``definition`` in ``language`` ('triton', or 'cuda': a load_inline module) as source text."""
+    return resources.files(__package__).joinpath(SOLUTIONS[(definition, language)]).read_text(encoding="utf-8")
