@@ -246,3 +246,34 @@ def test_cuda_gqa_solution_passes_the_static_checks_and_exports() -> None:
     text = to_solution_json(defs.GQA_DECODE, code, "cuda", name="ksearch_gqa_cuda")
     assert str(solution_from_json(text).spec.language.value) == "python"
     assert candidate_code_from_solution(text) == (code, "cuda")
+
+
+def test_exported_solution_is_accepted_and_run_by_flashinfer_bench_itself(tmp_path: Path) -> None:
+    """`ksearch export --format flashinfer` output, dropped into a flashinfer-trace layout: flashinfer-bench's TraceSet
+    loads it under its definition and its own BuilderRegistry (what its Benchmark runners build solutions with) builds
+    it into a runnable whose outputs match our reference (Triton interpreter, CPU; Benchmark itself needs a GPU)."""
+    from ksearch.export import FORMATS, ExportSource
+    from ksearch.tools.candidate import Candidate
+
+    task = resolve_task(f"flashinfer:{defs.GQA_DECODE}")
+    code = solution_source(defs.GQA_DECODE)
+    candidate = Candidate(task=task.name, language="triton", code=code, entry_point="run")
+    exported = FORMATS["flashinfer"].render(ExportSource(run={"id": "r1", "model": "m"}, task=task, candidate=candidate, evaluation=None))
+    definition = defs.load_builtin_definition(defs.GQA_DECODE)
+    (tmp_path / "definitions" / definition.op_type).mkdir(parents=True)
+    (tmp_path / "definitions" / definition.op_type / f"{defs.GQA_DECODE}.json").write_text(defs.builtin_definition_json(defs.GQA_DECODE))
+    (tmp_path / "solutions" / definition.op_type / defs.GQA_DECODE).mkdir(parents=True)
+    (tmp_path / "solutions" / definition.op_type / defs.GQA_DECODE / exported.filename).write_text(exported.text)
+    trace_set = fib.TraceSet.from_path(str(tmp_path))
+    [solution] = trace_set.solutions[defs.GQA_DECODE]
+    assert solution.sources[0].content == code
+
+    from flashinfer_bench.compile import BuilderRegistry
+
+    runnable = BuilderRegistry.get_instance().build(trace_set.definitions[defs.GQA_DECODE], solution)
+    config = task.test_configs("cpu")[1]
+    inputs = task.make_inputs(config, "cpu")
+    out, lse = runnable(*inputs)
+    want_out, want_lse = task.expected(config, inputs)
+    torch.testing.assert_close(out.float(), want_out.float(), atol=1e-2, rtol=1e-2)
+    torch.testing.assert_close(lse, want_lse, atol=1e-2, rtol=1e-2)
