@@ -269,8 +269,34 @@ class Robust(TimingMethod):
         return self.rng.randint(max(2, n // 2), max(2, n + n // 2))
 
 
+class _GpuModeRepeats(TimingMethod):
+    """GPU MODE's repeat loop (``eval.py``): sync/start/call/end/sync per repeat until ``gpumode_should_stop``; the
+    two upstream modes differ only in the inputs of each repeat and the kernel-time cap."""
+
+    max_time_s: float  # the three limits are fields of each mode
+    max_wall_s: float
+    max_repeats: int
+
+    def _repeat(self, runner: TimingRunner, inputs_for: Callable[[int], tuple[int, list[Any]]]) -> MethodRun:
+        """``inputs_for(repeat)`` gives (input-set index, inputs) of each repeat."""
+        result = MethodRun()
+        started, i = runner.wall(), 0
+        while True:
+            index, inputs = inputs_for(i)
+            result.samples_ms.append(self._timed(runner, index, inputs, sync_before=True))
+            i += 1
+            if gpumode_should_stop(
+                result.samples_ms,
+                runner.wall() - started,
+                max_time_s=self.max_time_s,
+                max_wall_s=self.max_wall_s,
+                max_repeats=self.max_repeats,
+            ):
+                return result
+
+
 @dataclass
-class GpuMode(TimingMethod):
+class GpuMode(_GpuModeRepeats):
     name: str = "gpumode"
     headline: str = "mean"
     description: str = (
@@ -285,24 +311,11 @@ class GpuMode(TimingMethod):
         warm = runner.inputs(0)  # compile / autotune outside the timed loop (upstream warms up on the first case)
         runner.call(warm)
         runner.synchronize()
-        result = MethodRun()
-        started, i = runner.wall(), 0
-        while True:
-            inputs = runner.fresh_inputs(i)
-            result.samples_ms.append(self._timed(runner, i, inputs, sync_before=True))
-            i += 1
-            if gpumode_should_stop(
-                result.samples_ms,
-                runner.wall() - started,
-                max_time_s=self.max_time_s,
-                max_wall_s=self.max_wall_s,
-                max_repeats=self.max_repeats,
-            ):
-                return result
+        return self._repeat(runner, lambda i: (i, runner.fresh_inputs(i)))
 
 
 @dataclass
-class GpuModeBenchmark(TimingMethod):
+class GpuModeBenchmark(_GpuModeRepeats):
     name: str = "gpumode-benchmark"
     headline: str = "mean"
     description: str = (
@@ -317,18 +330,7 @@ class GpuModeBenchmark(TimingMethod):
         inputs = runner.inputs(0)
         runner.call(inputs)  # upstream: one checked call before the timed loop (the output is checked below)
         runner.synchronize()
-        result = MethodRun()
-        started = runner.wall()
-        while True:
-            result.samples_ms.append(self._timed(runner, 0, inputs, sync_before=True))
-            if gpumode_should_stop(
-                result.samples_ms,
-                runner.wall() - started,
-                max_time_s=self.max_time_s,
-                max_wall_s=self.max_wall_s,
-                max_repeats=self.max_repeats,
-            ):
-                return result
+        return self._repeat(runner, lambda _: (0, inputs))
 
 
 @dataclass
