@@ -68,7 +68,7 @@ def _no_gpu() -> bool:
 
 
 def _evaluate(code: str, task: str = "softmax"):
-    from ksearch.tools.candidate import Candidate
+    from ksearch.contracts.candidate import Candidate
     from ksearch.tools.evaluator import EvalRequest, evaluate
 
     started = time.monotonic()

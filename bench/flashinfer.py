@@ -27,11 +27,13 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from ksearch.tasks.flashinfer import definitions as defs  # noqa: E402
-from ksearch.tasks.flashinfer.baseline import measure_baseline, reference_candidate, write_baseline  # noqa: E402
+from ksearch.flows.baselines import measure_flashinfer_baseline as measure_baseline  # noqa: E402
+from ksearch.flows.baselines import write_flashinfer_baseline as write_baseline  # noqa: E402
+from ksearch.tasks.flashinfer.baseline import reference_candidate  # noqa: E402
 from ksearch.tasks.flashinfer.solutions import solution_languages, solution_source  # noqa: E402
 from ksearch.tasks.flashinfer.task import canonical_name, headline_ms  # noqa: E402
 from ksearch.tasks.registry import resolve_task  # noqa: E402
-from ksearch.tools.candidate import Candidate  # noqa: E402
+from ksearch.contracts.candidate import Candidate  # noqa: E402
 from ksearch.tools.evaluator import EvalRequest, evaluate  # noqa: E402
 
 SHORT = {"gqa": defs.GQA_DECODE, "mla": defs.MLA_DECODE, "prefill": defs.MLA_PREFILL, "moe": defs.MOE}

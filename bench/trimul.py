@@ -28,7 +28,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from ksearch.tasks.trimul import TrimulTask  # noqa: E402
-from ksearch.tools.candidate import Candidate  # noqa: E402
+from ksearch.contracts.candidate import Candidate  # noqa: E402
 from ksearch.tools.evaluator import EvalRequest, evaluate  # noqa: E402
 
 SOLUTIONS = {

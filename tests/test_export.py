@@ -8,13 +8,13 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from ksearch.agent import runner
+from ksearch.flows import run as runner
 from ksearch.agent.config import RunConfig
 from ksearch.cli import app
 from ksearch.errors import UserError
-from ksearch.export import FORMATS, ExportFormat, Exported, export_run, load_best, register_format, render
-from ksearch.tools.candidate import Candidate
-from ksearch.tools.evaluation import Evaluation, Verdict
+from ksearch.flows.export import FORMATS, ExportFormat, Exported, export_run, load_best, register_format, render
+from ksearch.contracts.candidate import Candidate
+from ksearch.contracts.evaluation import Evaluation, Verdict
 from ksearch.tools.evaluator import EvalRequest, evaluate
 from tests.helpers.scripts import fenced, init_plan, write_script
 

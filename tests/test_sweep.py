@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from ksearch.agent import runner
-from ksearch.metrics import fast_p, geomean_speedup, summary
-from ksearch.sweep import SweepSpec, load_manifest, manifest_path, run_sweep, sweep_name
+from ksearch.flows import run as runner
+from ksearch.flows.metrics import fast_p, geomean_speedup, summary
+from ksearch.flows.sweep import SweepSpec, load_manifest, manifest_path, run_sweep, sweep_name
 from tests.helpers.scripts import fenced, init_plan, write_script
 
 DATA = Path(__file__).resolve().parent / "tasks" / "data" / "kernelbench"

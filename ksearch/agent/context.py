@@ -10,11 +10,11 @@ from typing import Any
 from ksearch.agent.config import RunConfig
 from ksearch.agent.llm import LLMClient
 from ksearch.tasks.base import Task
-from ksearch.tools.candidate import Candidate
-from ksearch.tools.evaluation import Evaluation
+from ksearch.contracts.candidate import Candidate
+from ksearch.contracts.evaluation import Evaluation
 from ksearch.tools.evaluator import EvalRequest
 from ksearch.tools.gpu_pool import GpuPool
-from ksearch.tools.store import Store
+from ksearch.store import Store
 
 
 @dataclass

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ksearch.agent.llm import RecordedCall, RoleUsage, Usage
-from ksearch.tools.store import Store
+from ksearch.store import Store
 
 _FIELDS = set(RecordedCall.model_fields)
 

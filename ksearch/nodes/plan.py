@@ -16,7 +16,7 @@ from ksearch.agent.selection import SelectionPolicy
 from ksearch.agent.state import CycleResult, SearchState
 from ksearch.agent.world_model import WorldModel
 from ksearch.errors import BudgetExceededError, ModelReplyError
-from ksearch.tools.store import Store
+from ksearch.store import Store
 
 log = structlog.get_logger(__name__)
 

@@ -12,7 +12,7 @@ from langgraph.runtime import Runtime
 from ksearch.agent.context import SearchContext
 from ksearch.agent.cycle_logic import cycle_should_stop, record_round
 from ksearch.agent.state import CycleState
-from ksearch.tools.evaluation import Evaluation, Verdict
+from ksearch.contracts.evaluation import Evaluation, Verdict
 from ksearch.tools import integrity
 
 log = structlog.get_logger(__name__)

@@ -9,7 +9,7 @@ from ksearch.agent.context import SearchContext
 from ksearch.agent.promotion import Decision, comparison_record, decide
 from ksearch.agent.state import BestRef, SearchState
 from ksearch.agent.world_model import SolutionRef, attach_solution, mark_failed
-from ksearch.tools.store import ensure_comparison, find_comparison
+from ksearch.store import ensure_comparison, find_comparison
 
 log = structlog.get_logger(__name__)
 

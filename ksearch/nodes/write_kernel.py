@@ -11,7 +11,7 @@ from ksearch.agent.prompting import action_view, clip, render, template_text
 from ksearch.agent.state import CycleState
 from ksearch.agent.world_model import Node
 from ksearch.errors import BudgetExceededError, ModelReplyError
-from ksearch.tools.candidate import Candidate
+from ksearch.contracts.candidate import Candidate
 from ksearch.tools.code_extract import extract_code
 
 log = structlog.get_logger(__name__)

@@ -14,7 +14,7 @@ from typing import Any
 import torch
 from pydantic import BaseModel, ConfigDict
 
-from ksearch.tools.evaluation import Mismatch, Timing
+from ksearch.contracts.evaluation import Mismatch, Timing
 
 MIN_LATENCY_MS = 1e-6
 """Floor for a per-config median before the geometric mean, so one absurd time cannot drive the aggregate to 0."""

@@ -20,7 +20,7 @@ import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
-from ksearch.tools.evaluation import Rejection
+from ksearch.contracts.evaluation import Rejection
 
 RULES: dict[str, str] = {
     "stream_use": "work on a side CUDA stream escapes the timer (only the current stream is timed)",

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from ksearch.agent import runner
+from ksearch.flows import run as runner
 from tests.helpers.scripts import two_cycle_script
 
 pytestmark = pytest.mark.slow

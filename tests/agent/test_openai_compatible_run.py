@@ -8,7 +8,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from ksearch.agent import runner
+from ksearch.flows import run as runner
 from ksearch.agent.config import RunConfig
 from tests.helpers.scripts import WRONG_KERNEL, fenced, init_plan, row_kernel
 

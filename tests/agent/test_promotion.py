@@ -14,7 +14,7 @@ from ksearch.agent.state import BestRef
 from ksearch.nodes.prune import promotion_decision
 from ksearch.tasks.softmax import SoftmaxTask
 from ksearch.tools.gpu_pool import GpuPool
-from ksearch.tools.store import Store, find_comparison
+from ksearch.store import Store, find_comparison
 
 
 class FakeComparison(SimpleNamespace):
@@ -72,7 +72,7 @@ def _ctx(tmp_path: Path, compare, *, pool: GpuPool | None = None) -> SearchConte
 
 
 def _candidate(store: Store, n: int) -> str:
-    from ksearch.tools.candidate import Candidate
+    from ksearch.contracts.candidate import Candidate
 
     return store.ensure_candidate(Candidate(task="softmax", language="triton", code=f"def kernel(x):\n    return {n}\n"))
 
@@ -135,6 +135,6 @@ def test_the_real_compare_confirms_a_clear_improvement(tmp_path: Path) -> None:
 
 
 def _code(code: str):
-    from ksearch.tools.candidate import Candidate
+    from ksearch.contracts.candidate import Candidate
 
     return Candidate(task="softmax", language="triton", code=code)

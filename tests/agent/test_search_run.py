@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from ksearch.agent import runner
+from ksearch.flows import run as runner
 from ksearch.agent.config import RunConfig
 from ksearch.agent.world_model import NodeStatus
 from tests.helpers.scripts import two_cycle_script

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from ksearch.agent import runner
+from ksearch.flows import run as runner
 from ksearch.agent.config import RunConfig
 from ksearch.agent.world_model import ROOT_ID, NodeStatus
 from ksearch.cli import app

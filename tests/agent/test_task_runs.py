@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from ksearch.agent import runner
+from ksearch.flows import run as runner
 from ksearch.agent.config import RunConfig
 from tests.helpers.scripts import fenced, init_plan, write_script
 

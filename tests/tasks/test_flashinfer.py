@@ -24,7 +24,7 @@ from ksearch.tasks.flashinfer.solutions import solution_source  # noqa: E402
 from ksearch.tasks.flashinfer.task import FlashInferTask, parse_name  # noqa: E402
 from ksearch.tasks.flashinfer.workloads import WorkloadSpec, make_workload_inputs  # noqa: E402
 from ksearch.tasks.registry import resolve_task  # noqa: E402
-from ksearch.tools.evaluation import Timing, Verdict  # noqa: E402
+from ksearch.contracts.evaluation import Timing, Verdict  # noqa: E402
 
 DATA = Path(__file__).parent / "data" / "flashinfer"
 ALL = list(defs.BUILTIN_DEFINITIONS)
@@ -201,7 +201,7 @@ def test_destination_passing_solution_is_wrapped() -> None:
 
 
 def _evaluate(code: str) -> object:
-    from ksearch.tools.candidate import Candidate
+    from ksearch.contracts.candidate import Candidate
     from ksearch.tools.evaluator import EvalRequest, evaluate
 
     task = f"flashinfer:{defs.GQA_DECODE}"
@@ -221,8 +221,8 @@ def test_wrong_gqa_solution_is_incorrect() -> None:
 
 
 def test_flashinfer_export_format_renders_a_solution() -> None:
-    from ksearch.export import FORMATS, ExportSource
-    from ksearch.tools.candidate import Candidate
+    from ksearch.flows.export import FORMATS, ExportSource
+    from ksearch.contracts.candidate import Candidate
 
     task = resolve_task(f"flashinfer:{defs.GQA_DECODE}")
     fmt = FORMATS["flashinfer"]
@@ -252,8 +252,8 @@ def test_exported_solution_is_accepted_and_run_by_flashinfer_bench_itself(tmp_pa
     """`ksearch export --format flashinfer` output, dropped into a flashinfer-trace layout: flashinfer-bench's TraceSet
     loads it under its definition and its own BuilderRegistry (what its Benchmark runners build solutions with) builds
     it into a runnable whose outputs match our reference (Triton interpreter, CPU; Benchmark itself needs a GPU)."""
-    from ksearch.export import FORMATS, ExportSource
-    from ksearch.tools.candidate import Candidate
+    from ksearch.flows.export import FORMATS, ExportSource
+    from ksearch.contracts.candidate import Candidate
 
     task = resolve_task(f"flashinfer:{defs.GQA_DECODE}")
     code = solution_source(defs.GQA_DECODE)

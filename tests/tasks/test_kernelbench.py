@@ -10,10 +10,11 @@ import torch
 from ksearch.errors import UserError
 from ksearch.tasks._loading import ProblemFormatError
 from ksearch.tasks.kernelbench import KernelBenchError, KernelBenchTask, trial_seeds
-from ksearch.tasks.kernelbench.baseline import Baseline, baseline_candidate, measure_baseline, speedup
+from ksearch.flows.baselines import Baseline, measure_baseline, speedup
+from ksearch.tasks.kernelbench.baseline import baseline_candidate
 from ksearch.tasks.registry import canonical_task_name, resolve_task
-from ksearch.tools.candidate import Candidate
-from ksearch.tools.evaluation import Evaluation, Timing, Verdict
+from ksearch.contracts.candidate import Candidate
+from ksearch.contracts.evaluation import Evaluation, Timing, Verdict
 from ksearch.tools.evaluator import EvalRequest, evaluate
 
 DATA = Path(__file__).resolve().parent / "data" / "kernelbench"

@@ -13,7 +13,7 @@ from ksearch.tasks import registry
 from ksearch.tasks.base import Task, TaskConfig
 from ksearch.tasks.registry import list_tasks, resolve_task
 from ksearch.tasks.softmax import SoftmaxTask
-from ksearch.tools.evaluation import Timing
+from ksearch.contracts.evaluation import Timing
 
 
 @pytest.fixture

@@ -13,8 +13,8 @@ from ksearch.tasks.base import TaskConfig
 from ksearch.tasks.registry import list_tasks, resolve_task
 from ksearch.tasks.trimul import TrimulTask, as_data, fp32_exact
 from ksearch.tasks.trimul.reference import WEIGHT_KEYS
-from ksearch.tools.candidate import Candidate
-from ksearch.tools.evaluation import Verdict
+from ksearch.contracts.candidate import Candidate
+from ksearch.contracts.evaluation import Verdict
 from ksearch.tools.evaluator import EvalRequest, evaluate
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -13,8 +13,8 @@ from typer.testing import CliRunner
 from ksearch.tasks._loading import ProblemFormatError
 from ksearch.tasks.registry import canonical_task_name, list_tasks, prepare_task, resolve_task
 from ksearch.tasks.userop import UserOpTask
-from ksearch.tools.candidate import Candidate
-from ksearch.tools.evaluation import Verdict
+from ksearch.contracts.candidate import Candidate
+from ksearch.contracts.evaluation import Verdict
 from ksearch.tools.evaluator import EvalRequest, evaluate
 
 REPO = Path(__file__).resolve().parents[2]

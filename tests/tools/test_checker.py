@@ -11,10 +11,10 @@ import pytest
 import torch
 
 from ksearch.tasks.softmax import SoftmaxTask
-from ksearch.tools import worker as worker_mod
-from ksearch.tools.checker import Checker, CheckRequest, OutputRecord, input_digest, salted_seed
-from ksearch.tools.evaluation import Verdict
-from ksearch.tools.worker import CandidateFailure, Guard, Worker, WorkerRequest, WorkerResult
+from ksearch.tools.evaluator import worker as worker_mod
+from ksearch.tools.evaluator.checker import Checker, CheckRequest, OutputRecord, input_digest, salted_seed
+from ksearch.contracts.evaluation import Verdict
+from ksearch.tools.evaluator.worker import CandidateFailure, Guard, Worker, WorkerRequest, WorkerResult
 
 SALT = 12345
 TASK = SoftmaxTask()

@@ -14,8 +14,8 @@ import pytest
 from pydantic import ValidationError
 
 from ksearch.tasks.softmax import SoftmaxTask
-from ksearch.tools.candidate import Candidate
-from ksearch.tools.evaluation import Verdict
+from ksearch.contracts.candidate import Candidate
+from ksearch.contracts.evaluation import Verdict
 from ksearch.tools.evaluator import LOG_LIMIT, EvalRequest, candidate_traceback, evaluate, trim_log, worker_environment
 
 DATA = Path(__file__).resolve().parents[1] / "tasks" / "data"
@@ -93,7 +93,7 @@ def test_an_exception_is_a_runtime_error_with_the_candidates_traceback() -> None
     assert evaluation.verdict == Verdict.RUNTIME_ERROR
     assert "ValueError: boom in helper" in evaluation.log
     assert 'File "candidate.py", line 2, in helper' in evaluation.log
-    assert "ksearch/tools/worker.py" not in evaluation.log  # harness frames are trimmed
+    assert "ksearch/tools/evaluator/worker.py" not in evaluation.log  # harness frames are trimmed
 
 
 @pytest.fixture
@@ -212,7 +212,7 @@ def test_worker_environment_is_an_allowlist(monkeypatch: pytest.MonkeyPatch, tmp
 def test_logs_are_trimmed_to_the_candidates_frames_and_the_limit() -> None:
     traceback = (
         "Traceback (most recent call last):\n"
-        '  File "/x/ksearch/tools/worker.py", line 10, in call\n'
+        '  File "/x/ksearch/tools/evaluator/worker.py", line 10, in call\n'
         "    output = fn(*inputs)\n"
         '  File "candidate.py", line 7, in kernel\n'
         "    return helper(x)\n"
@@ -268,8 +268,8 @@ def test_the_thread_rule_is_off_only_for_the_harness_own_baselines(tmp_path: Pat
     import threading
 
     from ksearch.tasks.registry import resolve_task
-    from ksearch.tools.evaluator import _worker_request
-    from ksearch.tools.worker import CandidateFailure, Guard
+    from ksearch.tools.evaluator import worker_request
+    from ksearch.tools.evaluator.worker import CandidateFailure, Guard
 
     strict, lenient = Guard(), Guard(allow_threads=True)
     stop = threading.Event()
@@ -286,7 +286,7 @@ def test_the_thread_rule_is_off_only_for_the_harness_own_baselines(tmp_path: Pat
     task = resolve_task("softmax")
     for flag in (False, True):
         request = EvalRequest(candidate=Candidate(task="softmax", language="triton", code=OK), harness_baseline=flag)
-        assert _worker_request(request, tmp_path, tmp_path, "correctness", 1, task, "robust").allow_threads is flag
+        assert worker_request(request, tmp_path, tmp_path, "correctness", 1, task, "robust").allow_threads is flag
 
 
 @pytest.mark.parametrize(
@@ -441,7 +441,7 @@ def test_cli_eval_json_passes_and_failures_exit_1(tmp_path: Path) -> None:
     from typer.testing import CliRunner
 
     from ksearch.cli import app
-    from ksearch.tools.evaluation import Evaluation
+    from ksearch.contracts.evaluation import Evaluation
 
     runner = CliRunner()
     workspace = ["--workspace", str(tmp_path / "ws")]

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import sqlite_utils
 
-from ksearch.tools.candidate import Candidate
-from ksearch.tools.evaluation import Evaluation, Verdict
-from ksearch.tools.store import MIGRATIONS, Store, migrate
+from ksearch.contracts.candidate import Candidate
+from ksearch.contracts.evaluation import Evaluation, Verdict
+from ksearch.store import MIGRATIONS, Store, migrate
 
 
 def test_migrate_blank_database_creates_exact_tables_and_is_repeatable():

@@ -11,7 +11,7 @@ import pytest
 from ksearch.tasks.softmax import SoftmaxTask
 from ksearch.tools import timing
 from ksearch.tools.evaluator import comparison_from_samples
-from ksearch.tools.worker import CompareSamples
+from ksearch.tools.evaluator.worker import CompareSamples
 
 
 def test_robust_stops_on_low_relative_error_or_the_time_cap() -> None:

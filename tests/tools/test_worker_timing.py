@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from ksearch.tools import timing
-from ksearch.tools.worker import CandidateFailure, Worker, WorkerRequest, WorkerTimingRunner
+from ksearch.tools.evaluator.worker import CandidateFailure, Worker, WorkerRequest, WorkerTimingRunner
 
 
 class WallEvent:

@@ -40,7 +40,7 @@ from urllib.parse import parse_qsl, urlencode
 import torch
 
 from ksearch.tasks.base import Task, TaskConfig, device_kind
-from ksearch.tasks.flashinfer import definitions as defs
+import ksearch.tasks.flashinfer.definitions as defs
 from ksearch.tasks.flashinfer.definitions import FlashInferError
 from ksearch.tasks.flashinfer.workloads import (
     WorkloadSpec,
@@ -51,7 +51,7 @@ from ksearch.tasks.flashinfer.workloads import (
     synthetic_workloads,
     work_size,
 )
-from ksearch.tools.evaluation import Mismatch, Timing
+from ksearch.contracts.evaluation import Mismatch, Timing
 
 PREFIX = "flashinfer:"
 DATASET_ENV = "FIB_DATASET_PATH"

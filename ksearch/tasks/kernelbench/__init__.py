@@ -39,7 +39,7 @@ import torch
 from ksearch.errors import UserError
 from ksearch.tasks._loading import ProblemFormatError, import_file, to_device, tolerance_for
 from ksearch.tasks.base import Task, TaskConfig
-from ksearch.tools.evaluation import Mismatch
+from ksearch.contracts.evaluation import Mismatch
 
 PREFIX = "kernelbench:"
 ROOT_ENV = "KERNELBENCH_ROOT"

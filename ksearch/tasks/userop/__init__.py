@@ -44,7 +44,7 @@ import torch
 
 from ksearch.tasks._loading import ProblemFormatError, import_file, to_device, tolerance_for
 from ksearch.tasks.base import Task, TaskConfig, device_kind
-from ksearch.tools.evaluation import Mismatch
+from ksearch.contracts.evaluation import Mismatch
 
 DEFAULT_ENTRY_POINT = "kernel"
 _RESERVED = ("name", "seed")

@@ -36,21 +36,20 @@ Methods:
 
 from __future__ import annotations
 
-import math
 import random
-import statistics
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from ksearch.contracts.exchange import FLUSH_BYTES  # noqa: F401 - re-exported by ksearch.tools.timing
 from ksearch.errors import UserError
+from ksearch.tools.timing.stats import gpumode_should_stop, robust_should_stop
 
 SEED_STRIDE = 13
 """Input set ``i`` of a config uses seed ``base + 13 * i`` (GPU MODE's ``seed += 13``), for every method."""
 MAX_INPUT_SETS = 100_000
 """Upper bound on input-set indices; the checker refuses any other seed."""
-FLUSH_BYTES = 256 * 1024 * 1024
 
 
 class TimingError(UserError, ValueError):
@@ -102,70 +101,6 @@ class TimingRunner(Protocol):
         unchanged) and, when ``keep``, the output kept for the checker."""
 
 
-# -- pure statistics and stop rules -------------------------------------------------------------------------------
-def relative_standard_error(samples: list[float]) -> float:
-    """stdev / sqrt(n) / mean (sample stdev, n - 1), inf with fewer than 2 samples or a non-positive mean."""
-    if len(samples) < 2:
-        return math.inf
-    mean = statistics.fmean(samples)
-    if mean <= 0:
-        return math.inf
-    return statistics.stdev(samples) / math.sqrt(len(samples)) / mean
-
-
-def robust_should_stop(
-    samples: list[float],
-    elapsed_s: float,
-    *,
-    min_samples: int = 10,
-    target_rel_se: float = 0.01,
-    time_cap_s: float = 2.0,
-    max_samples: int = 5000,
-) -> bool:
-    """Stop once ``min_samples`` are taken and the relative SE is below target or the time cap is hit."""
-    if len(samples) >= max_samples:
-        return True
-    if len(samples) < min_samples:
-        return False
-    return relative_standard_error(samples) < target_rel_se or elapsed_s > time_cap_s
-
-
-def gpumode_should_stop(
-    samples: list[float],
-    wall_s: float,
-    *,
-    max_time_s: float = 30.0,
-    max_wall_s: float = 120.0,
-    max_repeats: int = 100,
-    target_rel_err: float = 0.001,
-) -> bool:
-    """GPU MODE's rule: at most ``max_repeats``; after >= 3 runs stop when std_err/mean < 0.001, or the summed kernel
-    time (mean * runs) exceeds ``max_time_s``, or the wall time exceeds ``max_wall_s``. Samples in ms."""
-    if len(samples) >= max_repeats:
-        return True
-    if len(samples) < 3:
-        return False
-    mean = statistics.fmean(samples)
-    return (
-        relative_standard_error(samples) < target_rel_err
-        or mean * len(samples) / 1000.0 > max_time_s
-        or wall_s > max_wall_s
-    )
-
-
-def summarize(samples: list[float]) -> dict[str, float | int]:
-    """median, mean, stdev (sample) and count of samples in ms."""
-    if not samples:
-        raise ValueError("no samples")
-    return {
-        "median_ms": statistics.median(samples),
-        "mean_ms": statistics.fmean(samples),
-        "stdev_ms": statistics.stdev(samples) if len(samples) > 1 else 0.0,
-        "samples": len(samples),
-    }
-
-
-# -- methods --------------------------------------------------------------------------------------------------------
 @dataclass
 class MethodRun:
     samples_ms: list[float] = field(default_factory=list)
@@ -392,107 +327,3 @@ def resolve_method(task: Any, requested: str | None) -> str:
             f"it supports: {', '.join(supported)}"
         )
     return name
-
-
-# -- roofline floor ---------------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class DevicePeak:
-    """Peak rates, deliberately on the high side so the floor never rejects an honest kernel."""
-
-    name: str
-    bandwidth_bytes_s: float
-    flops_s: dict[str, float]
-
-
-# Matched by substring of torch.cuda.get_device_name(), most specific first. Dense (no sparsity) tensor rates.
-DEVICE_PEAKS: tuple[tuple[str, DevicePeak], ...] = (
-    ("H100 PCIe", DevicePeak("H100 PCIe", 2.0e12, {"fp32": 51.2e12, "tf32": 378e12, "bf16": 756e12, "fp8": 1513e12})),
-    ("H100 NVL", DevicePeak("H100 NVL", 3.9e12, {"fp32": 60e12, "tf32": 418e12, "bf16": 835e12, "fp8": 1671e12})),
-    ("H100", DevicePeak("H100 SXM", 3.35e12, {"fp32": 67e12, "tf32": 495e12, "bf16": 989e12, "fp8": 1979e12})),
-    ("H200", DevicePeak("H200", 4.8e12, {"fp32": 67e12, "tf32": 495e12, "bf16": 989e12, "fp8": 1979e12})),
-    ("H20", DevicePeak("H20", 4.0e12, {"fp32": 44e12, "tf32": 74e12, "bf16": 148e12, "fp8": 296e12})),
-)
-FLOOR_FACTOR = 0.8
-
-
-def device_peak(gpu_name: str) -> DevicePeak | None:
-    for needle, peak in DEVICE_PEAKS:
-        if needle in gpu_name:
-            return peak
-    return None
-
-
-@dataclass(frozen=True)
-class FloorCheck:
-    floor_ms: float | None
-    """None when the GPU is not in the table (the check is skipped)."""
-    violated: bool
-    evidence: str
-
-
-def physics_floor(
-    median_ms: float, flops: float, bytes_moved: float, gpu_name: str, compute_dtype: str = "bf16"
-) -> FloorCheck:
-    """Whether ``median_ms`` is below FLOOR_FACTOR x max(bytes / bandwidth, flops / peak) on ``gpu_name``."""
-    peak = device_peak(gpu_name)
-    if peak is None:
-        return FloorCheck(None, False, f"no roofline peaks known for {gpu_name!r}: physics floor skipped")
-    flops_peak = peak.flops_s.get(compute_dtype) or max(peak.flops_s.values())
-    memory_ms = bytes_moved / peak.bandwidth_bytes_s * 1e3
-    compute_ms = flops / flops_peak * 1e3
-    floor_ms = max(memory_ms, compute_ms) * FLOOR_FACTOR
-    evidence = (
-        f"median {median_ms:.6g} ms is below the physics floor {floor_ms:.6g} ms on {peak.name} "
-        f"({FLOOR_FACTOR:g} x max(bytes {bytes_moved:.4g} / {peak.bandwidth_bytes_s / 1e12:g} TB/s = {memory_ms:.6g} ms, "
-        f"flops {flops:.4g} / {flops_peak / 1e12:g} TFLOP/s {compute_dtype} = {compute_ms:.6g} ms))"
-    )
-    return FloorCheck(floor_ms, median_ms < floor_ms, evidence)
-
-
-# -- paired comparison statistics ------------------------------------------------------------------------------------
-_T975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228,
-         11: 2.201, 12: 2.179, 13: 2.160, 14: 2.145, 15: 2.131, 16: 2.120, 17: 2.110, 18: 2.101, 19: 2.093,
-         20: 2.086, 25: 2.060, 30: 2.042, 40: 2.021, 60: 2.000, 120: 1.980}  # fmt: skip
-
-
-def t_quantile_975(df: int) -> float:
-    """Two-sided 95 % Student t critical value (table, rounded down to the nearest tabulated df)."""
-    if df < 1:
-        return math.inf
-    best = max(k for k in _T975 if k <= df)
-    return _T975[best] if df <= 120 else 1.960
-
-
-def mean_ci(values: list[float]) -> tuple[float, float, float]:
-    """(mean, low, high): a 95 % t-interval for the mean; a single value gives an infinite interval."""
-    mean = statistics.fmean(values)
-    if len(values) < 2:
-        return mean, -math.inf, math.inf
-    half = t_quantile_975(len(values) - 1) * statistics.stdev(values) / math.sqrt(len(values))
-    return mean, mean - half, mean + half
-
-
-__all__ = [
-    "DEVICE_PEAKS",
-    "FLOOR_FACTOR",
-    "FLUSH_BYTES",
-    "HEADLINE",
-    "MAX_INPUT_SETS",
-    "SEED_STRIDE",
-    "FloorCheck",
-    "MethodRun",
-    "TimingError",
-    "TimingMethod",
-    "TimingRunner",
-    "device_peak",
-    "get_method",
-    "gpumode_should_stop",
-    "mean_ci",
-    "method_names",
-    "physics_floor",
-    "relative_standard_error",
-    "resolve_method",
-    "robust_should_stop",
-    "summarize",
-    "t_quantile_975",
-]

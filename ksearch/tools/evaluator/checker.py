@@ -1,6 +1,6 @@
 """The trusted checker: recomputes the reference in its own process and judges the candidate's saved outputs.
 
-Started by the evaluator as ``python -P -m ksearch.tools.checker REQUEST.json`` *after* the candidate's worker has
+Started by the evaluator as ``python -P -m ksearch.tools.evaluator.checker REQUEST.json`` *after* the candidate's worker has
 exited and its process group was killed. It never imports the candidate. It regenerates every input from the same
 task, seed and device (inputs are deterministic in the seed, and a cheap digest of them must equal the one the
 worker reported), computes ``task.expected`` on those pristine inputs, loads the candidate's outputs with
@@ -10,104 +10,22 @@ Result channel: the checker writes its JSON result to its own stdout, which only
 Python's ``sys.stdout`` onto stderr first, so library prints cannot corrupt it). The candidate is gone by then and
 never had that pipe, so nothing it wrote can become the verdict.
 
-This module also holds the protocol both sides share: the salted seeds, the input digest and the output records.
-
-Seeds: each config's public seed is combined with a per-evaluation secret salt drawn by the parent
-(``secrets.randbits``). The salt reaches the worker in its request file, so the candidate *can* read it while it
-runs; that is acceptable because it is fresh for every evaluation and unpredictable when the code was written, so
-outputs cannot be precomputed for it (GPU MODE's secret seed has the same property).
+The protocol both sides share is in ``ksearch.contracts.exchange`` (records) and ``seeds`` (salted seeds, digests).
 """
 
 from __future__ import annotations
 
-import hashlib
 import os
 import platform
 import stat
 import sys
 import traceback
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
-
-from ksearch.tools.evaluation import Mismatch, Rejection, Verdict
-
-SEED_MODULUS = 2**31 - 2**22
-"""Salted seeds stay below 2**31 (even after ``+ 13 * index``) so tasks may feed them to any RNG."""
-DIGEST_SAMPLE = 65536
-"""Elements sampled (evenly strided) per tensor for the input digest."""
-
-
-def salted_seed(public_seed: int, salt: int) -> int:
-    """The seed a config really uses in one evaluation: a hash of its public seed and the evaluation's salt."""
-    digest = hashlib.blake2b(f"{public_seed}|{salt}".encode(), digest_size=8).digest()
-    return int.from_bytes(digest, "little") % SEED_MODULUS
-
-
-def input_digest(inputs: list[Any]) -> str:
-    """A cheap digest of a list of inputs: dtype, shape and an evenly strided sample of each tensor's bytes."""
-    import torch
-
-    h = hashlib.blake2b(digest_size=16)
-    for item in inputs:
-        if isinstance(item, torch.Tensor):
-            t = item.detach()
-            h.update(f"T|{t.dtype}|{tuple(t.shape)}|".encode())
-            if t.numel():
-                flat = t.reshape(-1)
-                step = max(1, flat.numel() // DIGEST_SAMPLE)
-                sample = flat[::step].contiguous().cpu()
-                if sample.dtype == torch.bool:
-                    sample = sample.to(torch.uint8)
-                h.update(sample.view(torch.uint8).numpy().tobytes())
-        elif isinstance(item, (list, tuple)):
-            h.update(f"L{len(item)}|".encode())
-            h.update(input_digest(list(item)).encode())
-        else:
-            h.update(f"V|{item!r}|".encode())
-    return h.hexdigest()
-
-
-class OutputRecord(BaseModel):
-    """One output the worker saved for the checker (a claim of the untrusted worker: the checker verifies it)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    config_index: int
-    config: str
-    prepare_seed: int
-    """The seed of the config the candidate's callable was prepared with (the task's weights, if any)."""
-    input_seed: int
-    """The seed the inputs of this call were generated with: ``prepare_seed + 13 * input set index``."""
-    digest: str
-    file: str
-    stride: list[list[int]] = Field(default_factory=list)
-    """Strides of each output tensor as the candidate returned it."""
-
-
-class CheckRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    task: str
-    device: str
-    salt: int
-    kind: Literal["test", "bench"]
-    worker_result_path: str
-    outputs_dir: str
-
-
-class CheckResult(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    verdict: Verdict
-    configs_passed: int = 0
-    configs_total: int = 0
-    outputs_checked: int = 0
-    mismatch: Mismatch | None = None
-    rejection: Rejection | None = None
-    error: str = ""
-    environment: dict[str, str] = Field(default_factory=dict)
+from ksearch.contracts.evaluation import Mismatch, Rejection, Verdict
+from ksearch.contracts.exchange import CheckRequest, CheckResult, OutputRecord
+from ksearch.tools.evaluator.seeds import input_digest, salted_seed
 
 
 class _Fail(Exception):
@@ -133,8 +51,8 @@ class Checker:
     def run(self) -> CheckResult:
         import torch
 
+        from ksearch.contracts.exchange import WorkerResult
         from ksearch.tools.timing import MAX_INPUT_SETS, SEED_STRIDE
-        from ksearch.tools.worker import WorkerResult
 
         if self.device.startswith("cuda"):
             index = torch.device(self.device).index or 0
@@ -309,7 +227,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    from ksearch.tools.worker import die_with_parent
+    from ksearch.tools.evaluator.sandbox import die_with_parent
 
     if os.environ.get("KSEARCH_PARENT_PID"):
         die_with_parent(int(os.environ["KSEARCH_PARENT_PID"]))

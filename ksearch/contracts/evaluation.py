@@ -116,3 +116,32 @@ class Evaluation(BaseModel):
         elif self.log.strip():
             detail = self.log.strip().splitlines()[0][:160]
         return f"{self.verdict.value} on {self.device}" + (f": {detail}" if detail else "")
+
+
+class ConfigComparison(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    config: str
+    incumbent_median_ms: float
+    challenger_median_ms: float
+    ratio: float
+    """incumbent / challenger (geometric mean over rounds): above 1 means the challenger is faster."""
+    ci_low: float
+    ci_high: float
+
+
+class Comparison(BaseModel):
+    """A paired, interleaved timing of two correct candidates on the same GPU."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    per_config: list[ConfigComparison]
+    speedup: float
+    """Geometric mean over configs of incumbent / challenger."""
+    ci_low: float
+    ci_high: float
+    improved: bool
+    """The whole 95 % confidence interval of the speedup is above 1."""
+    rounds: int = 0
+    device: str = ""
+    method: str = "paired robust blocks, A B / B A interleaved, t-interval over per-round log speedups"

@@ -24,9 +24,9 @@ import ksearch
 from ksearch.errors import UserError
 from ksearch.tasks.base import Task
 from ksearch.tasks.registry import resolve_task
-from ksearch.tools.candidate import Candidate
-from ksearch.tools.evaluation import Evaluation
-from ksearch.tools.store import Store
+from ksearch.contracts.candidate import Candidate
+from ksearch.contracts.evaluation import Evaluation
+from ksearch.store import Store
 
 _STREAM = re.compile("stream", re.IGNORECASE)
 
@@ -194,10 +194,23 @@ def export_run(
     return exported
 
 
+def export_run_in(
+    workspace: Path | None, run_id: str, format_name: str, output: Path | None = None, *, overwrite: bool = False
+) -> Exported:
+    """``export_run`` on the store of ``workspace`` (opened and closed here)."""
+    from ksearch.flows.workspace import open_store
+
+    store = open_store(workspace)
+    try:
+        return export_run(store, run_id, format_name, output, overwrite=overwrite)
+    finally:
+        store.close()
+
+
 def _one_line(text: str) -> str:
     return " ".join(text.split())
 
 
 __all__ = [
-    "FORMATS", "ExportFormat", "ExportSource", "Exported", "export_run", "load_best", "register_format", "render",
+    "FORMATS", "ExportFormat", "ExportSource", "Exported", "export_run", "export_run_in", "load_best", "register_format", "render",
 ]

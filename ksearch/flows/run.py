@@ -1,4 +1,4 @@
-"""The library API behind the CLI: start, resume and replay runs. The CLI only parses flags and prints.
+"""The ``run`` flow: start, resume and replay searches. The CLI and the MCP server call these; they print nothing.
 
 A run's thread id in the checkpointer is its run id. Resume re-opens the thread from its last checkpoint; replay
 starts a new run of the same config whose model serves the recorded replies of the old one.
@@ -6,7 +6,6 @@ starts a new run of the same config whose model serves the recorded replies of t
 
 from __future__ import annotations
 
-import os
 import secrets
 import time
 from collections.abc import Callable
@@ -29,29 +28,17 @@ from ksearch.agent.state import BestRef, SearchState
 from ksearch.agent.world_model import ROOT_ID, SolutionRef, WorldModel, attach_seed
 from ksearch.errors import KsearchError, RunNotFoundError, UserError
 from ksearch.tasks.registry import canonical_task_name, resolve_task
-from ksearch.tools.candidate import Candidate
+from ksearch.contracts.candidate import Candidate
 from ksearch.tools.evaluator import evaluate
 from ksearch.tools.fingerprint import probe_device
 from ksearch.tools.gpu_pool import GpuPool
-from ksearch.tools.store import Store
+from ksearch.store import Store
+from ksearch.flows.workspace import DB_NAME, DEFAULT_WORKSPACE, open_store, workspace_dir  # noqa: F401 - re-exported
 
 log = structlog.get_logger(__name__)
 
-DEFAULT_WORKSPACE = ".ksearch"
-DB_NAME = "ksearch.db"
 RECURSION_LIMIT = 100_000
 """Each round is ~3 supersteps; the default limit would cap long runs for no reason."""
-
-
-def workspace_dir(explicit: Path | None = None) -> Path:
-    """``--workspace``, else ``$KSEARCH_WORKSPACE``, else ``./.ksearch``."""
-    if explicit is not None:
-        return explicit
-    return Path(os.environ.get("KSEARCH_WORKSPACE", DEFAULT_WORKSPACE))
-
-
-def open_store(workspace: Path | None = None) -> Store:
-    return Store(workspace_dir(workspace) / DB_NAME)
 
 
 def default_device() -> str:

@@ -1,8 +1,8 @@
 """The evaluator's candidate worker: runs ONE untrusted candidate in its own process and saves what it returned.
 
-Started by ``ksearch.tools.evaluator`` as ``python -P -m ksearch.tools.worker REQUEST.json``, never imported into the
+Started by ``ksearch.tools.evaluator`` as ``python -P -m ksearch.tools.evaluator.worker REQUEST.json``, never imported into the
 agent's process to run code. It never computes the reference (``task.expected`` is not called here: the reference
-lives only in the trusted checker's process, ``ksearch.tools.checker``), so there is no answer in this process for a
+lives only in the trusted checker's process, ``ksearch.tools.evaluator.checker``), so there is no answer in this process for a
 candidate to find.
 
 One request is one pass:
@@ -28,207 +28,44 @@ own failures and the timing samples, never for correctness.
 
 from __future__ import annotations
 
-import builtins
+
+from __future__ import annotations
+
 import faulthandler
 import importlib.util
-import inspect
-import math
 import os
 import platform
-import random
-import signal
 import statistics
 import sys
-import threading
 import time
-import traceback
 from collections.abc import Callable
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
-
+from ksearch.contracts.evaluation import Mismatch, Rejection, Timing, Verdict
+from ksearch.contracts.exchange import CompareSamples, ConfigSamples, OutputRecord, WorkerRequest, WorkerResult
 from ksearch.tasks.base import Task, TaskConfig
 from ksearch.tasks.registry import resolve_task
 from ksearch.tools import timing as timing_mod
-from ksearch.tools.checker import OutputRecord, input_digest, salted_seed
-from ksearch.tools.evaluation import Mismatch, Rejection, Timing, Verdict
+from ksearch.tools.evaluator.guard import (
+    CandidateFailure,
+    Guard,
+    clone_inputs,
+    count_changed,
+    format_exception,
+    is_compile_error,
+    poison,
+    reject,
+)
+from ksearch.tools.evaluator.sandbox import die_with_parent
+from ksearch.tools.evaluator.seeds import input_digest, salted_seed
+from ksearch.tools.evaluator.timing_runner import WorkerTimingRunner
 
 CANDIDATE_MODULE = "candidate"
 CHALLENGER_MODULE = "challenger"
 TIMING_METHOD = "robust"
 """Kept for callers of the first evaluator; the method is now chosen per request (``WorkerRequest.timing_method``)."""
-HARNESS_MODULES = ("ksearch.tools.worker", "ksearch.tools.timing", "ksearch.tools.checker", "ksearch.tools.evaluation")
-
-
-class WorkerRequest(BaseModel):
-    """What the parent asks of one worker process (written as JSON next to the candidate)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    task: str
-    device: str
-    entry_point: str
-    candidate_path: str
-    result_path: str
-    timing: bool = False
-    """With mode 'correctness' (the first evaluator's single pass): ignored; timing is its own pass."""
-    status_fd: int | None = None
-    """Pipe to the parent; the worker writes each phase name on it so the parent applies the right time limit."""
-    mode: Literal["correctness", "timing", "compare"] = "correctness"
-    salt: int = 0
-    """The evaluation's secret salt, combined with each config's public seed (see ``checker.salted_seed``)."""
-    outputs_dir: str = ""
-    """Where outputs are saved for the checker; '' saves nothing (for direct use in tests)."""
-    timing_method: str = "robust"
-    flush_l2: bool = True
-    recheck_bytes: int = 1 << 30
-    """Bytes of timed outputs kept per config for the checker (beyond it, a random sample of them)."""
-    challenger_path: str = ""
-    """mode 'compare': the challenger's file (the incumbent is ``candidate_path``)."""
-    rounds: int = 5
-    time_cap_s: float = 2.0
-    min_samples: int = 10
-    target_rel_se: float = 0.01
-    flush_bytes: int = timing_mod.FLUSH_BYTES
-    allow_threads: bool = False
-    """Only for the harness's own baselines (torch.compile keeps worker threads): skip the thread rule."""
-
-
-class ConfigSamples(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    config: str
-    method: str
-    samples_ms: list[float]
-
-
-class CompareSamples(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    config: str
-    incumbent_ms: list[float]
-    """One median per round."""
-    challenger_ms: list[float]
-
-
-class WorkerResult(BaseModel):
-    """What the worker reports. The parent takes failures and samples from it; correctness comes from the checker."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    verdict: Verdict
-    phase: str
-    configs_passed: int = 0
-    """Configs the candidate ran on without an error or a broken rule (not yet checked against the reference)."""
-    configs_total: int = 0
-    mismatch: Mismatch | None = None
-    rejection: Rejection | None = None
-    timings: list[Timing] = Field(default_factory=list)
-    error: str = ""
-    """The candidate's exception with its traceback, or a one-line reason."""
-    environment: dict[str, str] = Field(default_factory=dict)
-    records: list[OutputRecord] = Field(default_factory=list)
-    samples: list[ConfigSamples] = Field(default_factory=list)
-    comparison: list[CompareSamples] = Field(default_factory=list)
-
-
-class CandidateFailure(Exception):
-    """Raised inside a phase to end the evaluation with a verdict other than passed."""
-
-    def __init__(
-        self,
-        verdict: Verdict,
-        error: str,
-        *,
-        mismatch: Mismatch | None = None,
-        rejection: Rejection | None = None,
-    ) -> None:
-        super().__init__(error)
-        self.verdict = verdict
-        self.error = error
-        self.mismatch = mismatch
-        self.rejection = rejection
-
-
-def reject(rule: str, evidence: str) -> CandidateFailure:
-    return CandidateFailure(Verdict.REJECTED, evidence, rejection=Rejection(rule=rule, evidence=evidence))
-
-
-# -- references taken before the candidate is imported -----------------------------------------------------------
-def harness_references() -> dict[str, tuple[Any, str, Any]]:
-    """label -> (owner, attribute, object) for every timer, sync, copy and harness function the evaluation relies on."""
-    import torch
-
-    plain: list[tuple[str, Any, str]] = [
-        *((f"time.{n}", time, n) for n in ("perf_counter", "perf_counter_ns", "monotonic", "monotonic_ns", "time",
-                                              "time_ns", "process_time", "sleep")),  # fmt: skip
-        *((f"torch.cuda.{n}", torch.cuda, n) for n in ("synchronize", "Event", "Stream", "current_stream",
-                                                          "default_stream", "set_device", "is_available")),  # fmt: skip
-        *((f"torch.cuda.Event.{n}", torch.cuda.Event, n) for n in ("record", "elapsed_time", "synchronize", "query",
-                                                                      "wait", "__init__", "__new__")),  # fmt: skip
-        *((f"torch.{n}", torch, n) for n in ("save", "load", "equal", "isfinite", "isnan", "empty", "empty_like",
-                                                "full_like", "zeros", "Tensor")),  # fmt: skip
-        *((f"torch.Tensor.{n}", torch.Tensor, n) for n in ("clone", "cpu", "to", "detach", "copy_", "zero_", "fill_",
-                                                             "contiguous", "__eq__", "equal", "sum", "all", "any",
-                                                             "untyped_storage", "data_ptr", "stride")),  # fmt: skip
-        *((f"threading.{n}", threading, n) for n in ("active_count", "enumerate", "Thread")),
-        *((f"os.{n}", os, n) for n in ("write", "replace", "_exit", "getpid")),
-        ("sys._current_frames", sys, "_current_frames"),
-        *((f"builtins.{n}", builtins, n) for n in ("type", "isinstance", "len", "getattr", "open", "float", "print")),
-    ]
-    refs = {label: (owner, name, getattr(owner, name, None)) for label, owner, name in plain}
-    for module_name in HARNESS_MODULES:
-        module = sys.modules.get(module_name)
-        if module is None:
-            continue
-        for name, value in list(vars(module).items()):
-            if name.startswith("__"):
-                continue
-            if callable(value):
-                refs[f"{module_name}.{name}"] = (module, name, value)
-            if isinstance(value, type) and value.__module__ == module_name:
-                for attr, member in list(vars(value).items()):
-                    if inspect.isfunction(member) or isinstance(member, (staticmethod, classmethod, property)):
-                        refs[f"{module_name}.{name}.{attr}"] = (value, attr, member)
-    return refs
-
-
-def _class_attr(owner: Any, name: str) -> Any:
-    """The attribute as stored (class members are read from ``__dict__`` so descriptors compare by identity)."""
-    if isinstance(owner, type) and name in vars(owner):
-        return vars(owner)[name]
-    return getattr(owner, name, None)
-
-
-class Guard:
-    """The before/after checks around every call of the candidate."""
-
-    def __init__(self, *, allow_threads: bool = False) -> None:
-        self.allow_threads = allow_threads
-        self.refs = {
-            label: (owner, name, _class_attr(owner, name)) for label, (owner, name, _) in harness_references().items()
-        }
-        self.current_frames = sys._current_frames
-        self.baseline_threads = set(self.current_frames())
-
-    def verify(self, where: str) -> None:
-        replaced = [label for label, (owner, name, obj) in self.refs.items() if _class_attr(owner, name) is not obj]
-        if replaced:
-            raise reject(
-                "timer_monkeypatch",
-                f"{where}: the candidate replaced harness or timer functions: {', '.join(sorted(replaced)[:8])}",
-            )
-        new = set() if self.allow_threads else set(self.current_frames()) - self.baseline_threads
-        if new:
-            names = [t.name for t in threading.enumerate() if t.ident in new] or [str(i) for i in sorted(new)]
-            raise reject(
-                "thread_injection",
-                f"{where}: the candidate left {len(new)} thread(s) running after the call returned "
-                f"({', '.join(names[:4])}); work must be finished when the kernel returns (torch.compile's "
-                "compile-worker threads trip this rule too: write the kernel instead of compiling the reference)",
-            )
 
 
 # -- the worker ---------------------------------------------------------------------------------------------------
@@ -577,178 +414,6 @@ class Worker:
         )
 
 
-class WorkerTimingRunner:
-    """``timing.TimingRunner`` on the worker's device, with the worker's checks around every call."""
-
-    def __init__(self, worker: Worker, fn: Callable[[list[Any]], Any], config: TaskConfig, index: int, *, keep: bool = True) -> None:
-        import torch
-
-        self.worker, self.fn, self.config, self.index = worker, fn, config, index
-        self.keep = keep and bool(worker.request.outputs_dir)
-        refs = worker.guard.refs if worker.guard else {}
-        self._event_cls = refs.get("torch.cuda.Event", (None, None, torch.cuda.Event))[2]
-        self._wall = refs.get("time.perf_counter", (None, None, time.perf_counter))[2]
-        self.sets: dict[int, tuple[list[Any], str]] = {}
-        self.shared: dict[int, tuple[list[Any], str]] | None = None
-        self.digests: dict[int, str] = {}
-        self._flush: Any = None
-        self._rng = random.Random(int.from_bytes(os.urandom(8), "little"))
-        self.seen: dict[int, int] = {}
-        self.pending: dict[int, tuple[list[Any], list[list[int]]]] = {}
-        self.max_kept = 100
-
-    def _generate(self, index: int) -> list[Any]:
-        inputs = self.worker.task.make_inputs(self._input_config(index), self.worker.device)
-        self.digests[index] = input_digest(inputs)
-        return inputs
-
-    def _input_config(self, index: int) -> TaskConfig:
-        return self.config.model_copy(update={"seed": self.config.seed + timing_mod.SEED_STRIDE * index})
-
-    def inputs(self, index: int) -> list[Any]:
-        source = self.shared if self.shared is not None else self.sets
-        if index not in source:
-            inputs = self._generate(index)
-            source[index] = (inputs, self.digests[index])
-        inputs, self.digests[index] = source[index]
-        return inputs
-
-    def fresh_inputs(self, index: int) -> list[Any]:
-        return self._generate(index)
-
-    def clone(self, inputs: list[Any]) -> list[Any]:
-        return clone_inputs(inputs)
-
-    def call(self, inputs: list[Any]) -> Any:
-        buffers = self.worker.task.output_buffers(self.config, inputs) or []
-        poison(buffers)
-        try:
-            return self.fn(inputs)
-        except BaseException as exc:  # noqa: BLE001 - anything the candidate raises is its verdict
-            verdict = Verdict.COMPILE_ERROR if is_compile_error(exc) else Verdict.RUNTIME_ERROR
-            raise CandidateFailure(verdict, f"on config {self.config.name}:\n{format_exception(exc)}") from None
-
-    def flush(self) -> None:
-        import torch
-
-        if self._flush is None:
-            self._flush = torch.empty(self.worker.request.flush_bytes // 4, dtype=torch.int32, device=self.worker.device)
-        self._flush.zero_()
-
-    def synchronize(self) -> None:
-        try:
-            self.worker.synchronize()
-        except BaseException as exc:  # noqa: BLE001 - an asynchronous device error of the candidate's kernel
-            raise CandidateFailure(Verdict.RUNTIME_ERROR, f"on config {self.config.name}:\n{format_exception(exc)}") from None
-
-    def event(self) -> Any:
-        return self._event_cls(enable_timing=True)
-
-    def wall(self) -> float:
-        return self._wall()
-
-    def want(self, index: int) -> bool:
-        if not self.keep:
-            return False
-        self.seen[index] = self.seen.get(index, 0) + 1
-        if index in self.pending:
-            return self._rng.random() < 1.0 / self.seen[index]
-        if len(self.pending) < self.max_kept:
-            return True
-        return self._rng.random() < self.max_kept / len(self.seen)
-
-    def early(self, output: Any) -> Any:
-        return self.worker.early_copy(output)
-
-    def glance(self, output: Any) -> None:
-        self.worker.verify(f"timed call on config {self.config.name}")
-        self.worker.check_output_form(self.config, output)
-
-    def after(self, index: int, inputs: list[Any], output: Any, early: Any, keep: bool) -> None:
-        """The guard and output form were checked by ``glance``, which every timing loop calls first."""
-        where = f"timed call on config {self.config.name}"
-        if early is not None:
-            self.worker.check_deferred(self.config, output, early)
-        if input_digest(inputs) != self.digests.get(index):
-            raise reject("input_mutation", f"{where}: the inputs were modified by the call")
-        if not keep:
-            return
-        tensors = list(output) if isinstance(output, tuple) else [output]
-        if index not in self.pending and len(self.pending) >= self.max_kept:
-            del self.pending[self._rng.choice(sorted(self.pending))]
-        # On a GPU the stream-ordered copy equals the output (the deferred-work check just compared them). Copies are
-        # written to disk after the timing loop, so no file I/O stalls the GPU between samples.
-        copies = early if early is not None else [t.detach().clone() for t in tensors]
-        self.pending[index] = (copies, [list(t.stride()) for t in tensors])
-        size = sum(t.numel() * t.element_size() for t in copies)
-        self.max_kept = max(1, min(100, self.worker.request.recheck_bytes // max(size, 1)))
-
-    def finish(self) -> None:
-        """Write the kept outputs for the checker (after the timing loop of this config)."""
-        for index, (tensors, stride) in sorted(self.pending.items()):
-            output = tuple(tensors) if self.worker.task.output_is_tuple else tensors[0]
-            file = f"bench-{self.index}-{index}.pt"
-            self.worker.save_output(
-                self.index, self.config, self._input_config(index), self.digests[index], output, file, stride
-            )
-        self.pending.clear()
-
-
-def poison(buffers: list[Any]) -> None:
-    """Fill destination buffers with NaN (floating point) or their dtype's maximum, so unwritten elements fail."""
-    import torch
-
-    for buffer in buffers:
-        if not isinstance(buffer, torch.Tensor):
-            continue
-        if buffer.is_floating_point() or buffer.is_complex():
-            buffer.fill_(float("nan"))
-        elif buffer.dtype == torch.bool:
-            buffer.fill_(True)
-        else:
-            buffer.fill_(torch.iinfo(buffer.dtype).max)
-
-
-def clone_inputs(inputs: list[Any]) -> list[Any]:
-    import torch
-
-    return [x.detach().clone() if isinstance(x, torch.Tensor) else x for x in inputs]
-
-
-def count_changed(now: Any, before: Any) -> str:
-    """'' when ``now`` still equals ``before`` bit for bit (NaN equals NaN); else what changed, for evidence."""
-    import torch
-
-    if not isinstance(before, torch.Tensor):
-        return "" if now == before else "value replaced"
-    if not isinstance(now, torch.Tensor) or now.shape != before.shape or now.dtype != before.dtype:
-        return "tensor replaced or reshaped"
-    if torch.equal(now, before):
-        return ""
-    same = now == before
-    if now.is_floating_point() or now.is_complex():
-        same |= torch.isnan(now) & torch.isnan(before)
-    changed = int((~same).sum())
-    return f"{changed} of {now.numel()} elements changed" if changed else ""
-
-
-def relative_standard_error(samples: list[float]) -> float:
-    mean = statistics.fmean(samples)
-    if len(samples) < 2 or mean <= 0:
-        return math.inf
-    return statistics.stdev(samples) / math.sqrt(len(samples)) / mean
-
-
-def is_compile_error(exc: BaseException) -> bool:
-    """Triton compiles at the first call, so its compile errors arrive as call-time exceptions."""
-    names = {"CompilationError", "OutOfResources", "PTXASError"}
-    return any(cls.__name__ in names and cls.__module__.startswith("triton") for cls in type(exc).__mro__)
-
-
-def format_exception(exc: BaseException) -> str:
-    return "".join(traceback.format_exception(exc)).rstrip()
-
-
 def write_result(path: Path, result: WorkerResult) -> None:
     """Atomic, so the parent never reads half a result."""
     partial = path.with_name(path.name + ".partial")
@@ -761,21 +426,6 @@ def _version(distribution: str) -> str:
         return metadata.version(distribution)
     except metadata.PackageNotFoundError:
         return "unknown"
-
-
-def die_with_parent(parent_pid: int) -> None:
-    """Ask Linux to SIGKILL this worker when the agent dies (even by SIGKILL), so no orphan keeps a GPU busy."""
-    if not sys.platform.startswith("linux"):
-        return
-    import ctypes
-
-    PR_SET_PDEATHSIG = 1
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-    except (OSError, AttributeError):
-        return
-    if os.getppid() != parent_pid:  # the parent died before the request took effect
-        os._exit(1)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,6 +1,6 @@
 """Sweeps: one search per KernelBench problem, resumable, reported as KernelBench's fast_p and geomean speedup.
 
-``run_sweep(SweepSpec(...), workspace=...)`` runs ``ksearch.agent.runner.start_run`` once per problem of a level
+``run_sweep(SweepSpec(...), workspace=...)`` runs ``ksearch.flows.run.start_run`` once per problem of a level
 (sequentially), and keeps a JSON manifest at ``<workspace>/sweeps/<name>.json`` with one entry per problem: its run id,
 status, correctness, latency, baseline latency and speedup. Running the same sweep again:
 
@@ -26,7 +26,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ksearch import metrics
+from ksearch.flows import metrics
 from ksearch.errors import KsearchError, UserError
 
 SWEEPS_DIR = "sweeps"
@@ -93,7 +93,7 @@ class SweepReport(BaseModel):
     spec: SweepSpec
     problems: list[ProblemEntry]
     summary: dict[str, Any]
-    """``ksearch.metrics.summary`` over the selected problems: n, correct, fast_p by threshold, geomean_speedup."""
+    """``ksearch.flows.metrics.summary`` over the selected problems: n, correct, fast_p by threshold, geomean_speedup."""
 
 
 ProblemSink = Callable[[str, ProblemEntry], None]
@@ -230,7 +230,7 @@ def _run_problem(
     on_problem: ProblemSink | None,
     event_sink: EventSinkFactory | None,
 ) -> None:
-    from ksearch.agent import runner
+    from ksearch.flows import run as runner
     from ksearch.agent.config import RunConfig
     from ksearch.errors import RunNotFoundError
 
@@ -275,9 +275,9 @@ def _run_problem(
 
 def _collect(spec: SweepSpec, entry: ProblemEntry, workspace: Path) -> None:
     """Fill the entry's result from the store, and the speedup from the (cached) baseline when it is timed."""
-    from ksearch.agent import runner
+    from ksearch.flows import run as runner
     from ksearch.tasks.kernelbench import KernelBenchTask
-    from ksearch.tasks.kernelbench.baseline import measure_baseline, speedup
+    from ksearch.flows.baselines import measure_baseline, speedup
 
     store = runner.open_store(workspace)
     try:

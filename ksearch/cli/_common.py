@@ -1,0 +1,102 @@
+"""What every command shares: the consoles, the option declarations, progress lines and error printing."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any, NoReturn
+
+import typer
+from pydantic import ValidationError
+from rich.console import Console
+from rich.markup import escape
+
+from ksearch.flows import inspect as inspect_flow
+from ksearch.flows.run import RunOutcome
+
+out = Console()
+err = Console(stderr=True)
+
+out = Console()
+err = Console(stderr=True)
+
+WorkspaceOpt = Annotated[
+    Path | None,
+    typer.Option("--workspace", "-w", help="Workspace folder holding ksearch.db and logs [env: KSEARCH_WORKSPACE; default ./.ksearch]"),
+]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON instead of tables.")]
+RunIdArg = Annotated[str, typer.Argument(help="A run id (a unique prefix is enough); list them with `ksearch runs`.")]
+KernelBenchRootOpt = Annotated[
+    Path | None,
+    typer.Option("--kernelbench-root", help="KernelBench checkout for kernelbench:LEVEL/ID tasks [env: KERNELBENCH_ROOT]."),
+]
+BaselineOpt = Annotated[
+    str, typer.Option("--baseline", help="KernelBench speedups are over PyTorch 'eager' or 'compile' (torch.compile).")
+]
+
+def workspace_of(ctx: typer.Context) -> Path:
+    return ctx.obj["workspace"]
+
+
+class Progress:
+    """Turns graph events into one line per round and a status line, so long runs show where they are."""
+
+    def __init__(self, max_rounds: int) -> None:
+        self.max_rounds = max_rounds
+        self.rounds = 0
+        self.status = out.status("starting", spinner="dots")
+
+    def __enter__(self) -> "Progress":
+        self.status.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.status.__exit__(*exc)
+
+    def __call__(self, event: str, data: dict[str, Any]) -> None:
+        if event == "plan":
+            self.status.update("planning: asking the LLM to update the world model")
+        elif event == "plan_rejected":
+            out.print(f"[yellow]planner's edit script rejected ({len(data['errors'])} errors); asking it to repair[/yellow]")
+        elif event == "selected":
+            for node in data["nodes"]:
+                out.print(f"[cyan]action {node['node_id']}[/cyan]: {escape(node['title'])}")
+        elif event == "write":
+            self.status.update(
+                f"round {self.rounds + 1}/{self.max_rounds}: cycle {data['cycle_id']} attempt {data['attempt']} "
+                f"({data['prompt_kind']}): writing and evaluating a kernel"
+            )
+        elif event == "round":
+            self.rounds += 1
+            colour = "green" if data["verdict"] == "passed" else "red"
+            stop = f" [dim](cycle ends: {data['stop_reason']})[/dim]" if data.get("stop_reason") else ""
+            out.print(
+                f"round {self.rounds:>3}/{self.max_rounds} {data['cycle_id']}.{data['attempt']}: "
+                f"[{colour}]{escape(first_line(data.get('summary') or data['verdict']))}[/{colour}]{stop}"
+            )
+        elif event == "new_best":
+            out.print(f"[bold green]new best[/bold green]: node {escape(data['node_id'])}, {escape(data['summary'])}")
+
+
+def first_line(text: str) -> str:
+    line = text.strip().splitlines()[0] if text.strip() else ""
+    return line[:140]
+
+
+def print_outcome(outcome: RunOutcome, ws: Path) -> None:
+    out.print(f"\nrun [bold]{outcome.run_id}[/bold] {outcome.status}: {outcome.done_reason}; {outcome.rounds_used} rounds")
+    if outcome.best is None:
+        out.print("[yellow]no candidate passed[/yellow]")
+        return
+    evaluation = inspect_flow.evaluation(outcome.best.evaluation_id, ws)
+    out.print(f"[bold green]best kernel[/bold green] (node {escape(outcome.best.node_id)}): {escape(evaluation.summary())}")
+    for t in evaluation.timings:
+        out.print(f"  {t.describe()}")
+    out.print(f"see it with: ksearch show {outcome.run_id} --code")
+
+
+def fail_validation(exc: ValidationError) -> NoReturn:
+    err.print("[red]invalid options:[/red]")
+    for e in exc.errors():
+        field = ".".join(str(p) for p in e["loc"]) or "options"
+        err.print(f"  - {field}: {e['msg']}")
+    raise typer.Exit(2)

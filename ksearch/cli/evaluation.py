@@ -1,0 +1,166 @@
+"""Commands around single kernels and suites: ``eval``, ``export`` and ``sweep``."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from pydantic import ValidationError
+from rich.markup import escape
+from rich.table import Table
+
+from ksearch.cli._common import (
+    BaselineOpt,
+    JsonOpt,
+    KernelBenchRootOpt,
+    RunIdArg,
+    err,
+    fail_validation,
+    out,
+    workspace_of,
+)
+from ksearch.flows.evaluate import default_device
+
+app = typer.Typer()
+
+
+@app.command()
+def sweep(
+    ctx: typer.Context,
+    suite: Annotated[str, typer.Argument(help="kernelbench:LEVEL, e.g. kernelbench:1")],
+    model: Annotated[str, typer.Option("--model", "-m", help="provider:model or replay:FILE; {problem} and {level} are replaced per problem.")],
+    problems: Annotated[str | None, typer.Option(help="Problem ids and ranges, e.g. 1-20,25 (default: all of the level).")] = None,
+    max_rounds: Annotated[int, typer.Option(help="Rounds budget per problem.")] = 20,
+    device: Annotated[str, typer.Option(help="auto, cuda / cuda:N, or cpu (correctness only: fast_0).")] = "auto",
+    baseline: BaselineOpt = "eager",
+    kernelbench_root: KernelBenchRootOpt = None,
+    name: Annotated[str | None, typer.Option(help="Sweep name (default from level, model, device, rounds); its manifest is WORKSPACE/sweeps/NAME.json.")] = None,
+    stagnation_window: Annotated[int, typer.Option(help="A cycle ends after this many rounds without improvement.")] = 5,
+    run_timeout: Annotated[float, typer.Option(help="Seconds one candidate may run before it is killed.")] = 300.0,
+    base_url: Annotated[str | None, typer.Option(help="OpenAI-compatible server URL.")] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Search every problem of a KernelBench level (resumable) and report fast_p and the geomean speedup."""
+    from ksearch.flows.sweep import SweepSpec, report_json, run_sweep
+
+    if device == "auto":
+        device = default_device()
+    try:
+        spec = SweepSpec(
+            suite=suite, model=model, problems=problems, max_rounds=max_rounds, device=device, baseline=baseline,
+            kernelbench_root=str(kernelbench_root) if kernelbench_root else None, name=name,
+            stagnation_window=stagnation_window, run_timeout_s=run_timeout, base_url=base_url,
+        )  # fmt: skip
+    except ValidationError as exc:
+        fail_validation(exc)
+    console = err if as_json else out
+
+    def on_problem(event: str, entry: Any) -> None:
+        what = {
+            "skip": "[dim]finished before, skipped[/dim]",
+            "start": "starting",
+            "resume": "resuming",
+            "error": f"[red]error[/red]: {escape(entry.error or '')}",
+            "done": _sweep_result_text(entry),
+        }[event]
+        console.print(f"problem {entry.problem_id} ({escape(entry.title)}), run {entry.run_id}: {what}")
+
+    rep = run_sweep(spec, workspace=workspace_of(ctx), on_problem=on_problem)
+    if as_json:
+        print(report_json(rep))
+        return
+    out.print(sweep_table(rep))
+    summary = rep.summary
+    fast = "  ".join(f"fast_{p} = {v:.3f}" for p, v in summary["fast_p"].items())
+    geo = summary["geomean_speedup"]
+    out.print(f"{summary['correct']}/{summary['n']} correct;  {fast};  geomean speedup (correct) = "
+              + (f"{geo:.3f}x" if geo is not None else "- (untimed)"))
+    if device == "cpu":
+        out.print("[yellow]device cpu: nothing is timed, so only fast_0 (correctness) is meaningful[/yellow]")
+    out.print(f"manifest: {rep.manifest}")
+
+
+def _sweep_result_text(entry: Any) -> str:
+    if not entry.correct:
+        return "[red]no correct kernel[/red]"
+    if entry.speedup is not None:
+        return f"[green]correct[/green], {entry.speedup:.3f}x ({entry.baseline_ms:.4f} -> {entry.latency_ms:.4f} ms)"
+    return "[green]correct[/green] (untimed)"
+
+
+def sweep_table(rep: Any) -> Table:
+    table = Table("problem", "title", "status", "correct", "ours ms", "baseline ms", "speedup", "run", title=f"sweep {rep.name}")
+    for e in rep.problems:
+        table.add_row(
+            str(e.problem_id), e.title, e.status + (f" ({e.error[:60]})" if e.error else ""), "yes" if e.correct else "no",
+            f"{e.latency_ms:.4f}" if e.latency_ms is not None else "-",
+            f"{e.baseline_ms:.4f}" if e.baseline_ms is not None else "-",
+            f"{e.speedup:.3f}x" if e.speedup is not None else "-", e.run_id,
+        )  # fmt: skip
+    return table
+
+
+@app.command("export")
+def export_cmd(
+    ctx: typer.Context,
+    run_id: RunIdArg,
+    format_name: Annotated[str, typer.Option("--format", "-f", help="module (the plain module, any task), gpumode (a GPU MODE submission.py) or flashinfer (a Solution JSON).")] = "module",
+    output: Annotated[Path | None, typer.Option("--output", "-o", help="File to write (default: submission.py for gpumode, RUN.py for module); '-' prints it.")] = None,
+    force: Annotated[bool, typer.Option("--force", help="Overwrite an existing output file.")] = False,
+) -> None:
+    """Write a run's best candidate in a format another system accepts."""
+    from ksearch.flows.export import export_run_in
+
+    exported = export_run_in(workspace_of(ctx), run_id, format_name, output, overwrite=force)
+    for warning in exported.warnings:
+        err.print(f"[yellow]warning:[/yellow] {escape(warning)}")
+    if exported.path is None:
+        sys.stdout.write(exported.text)
+    else:
+        out.print(f"wrote {exported.format} export of run {run_id} to {exported.path}")
+
+
+@app.command("eval")
+def eval_cmd(
+    task: Annotated[str, typer.Argument(help="Task name (see `ksearch tasks`).")],
+    file: Annotated[Path, typer.Argument(help="The kernel module to evaluate.", exists=True, dir_okay=False)],
+    device: Annotated[str, typer.Option("--device", help="auto, cpu (Triton interpreter, correctness only), cuda or cuda:N.")] = "auto",
+    timing_method: Annotated[
+        str | None, typer.Option("--timing-method", help="robust, gpumode, gpumode-benchmark or flashinfer [default: the task's].")
+    ] = None,
+    language: Annotated[str, typer.Option("--language", help="The kernel's language.")] = "triton",
+    kernelbench_root: KernelBenchRootOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Run the hardened evaluator on one kernel file: correctness, timing and the verdict with its evidence.
+
+    Exits 0 when the kernel passed, 1 otherwise."""
+    from ksearch.flows.evaluate import eval_request_for_file
+    from ksearch.flows.evaluate import evaluate
+
+    try:
+        request = eval_request_for_file(task, file, device=device, timing_method=timing_method, language=language,
+                                        kernelbench_root=kernelbench_root)  # fmt: skip
+    except ValidationError as exc:
+        fail_validation(exc)
+    evaluation = evaluate(request)
+    if as_json:
+        print(evaluation.model_dump_json(indent=2))
+    else:
+        if evaluation.timings:
+            table = Table("config", "median ms", "mean ms", "stdev ms", "samples", "method")
+            for t in evaluation.timings:
+                table.add_row(t.config, f"{t.median_ms:.5f}", f"{t.mean_ms:.5f}", f"{t.stdev_ms:.5f}", str(t.samples),
+                              f"{t.method} (reports {t.headline})")  # fmt: skip
+            out.print(table)
+        colour = "green" if evaluation.passed else "red"
+        out.print(f"[{colour}]{escape(evaluation.verdict.value)}[/{colour}]: {escape(evaluation.summary())}")
+        if evaluation.rejection is not None:
+            out.print(f"rule {escape(evaluation.rejection.rule)}: {escape(evaluation.rejection.evidence)}")
+        if evaluation.log.strip() and not evaluation.passed:
+            out.print(escape(evaluation.log))
+        elif evaluation.log.strip():
+            out.print(f"[dim]{escape(evaluation.log)}[/dim]")
+    raise typer.Exit(0 if evaluation.passed else 1)

@@ -1,0 +1,123 @@
+"""Commands that read a workspace: ``runs``, ``show`` and ``tasks``."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any
+
+import typer
+from rich.markup import escape
+from rich.syntax import Syntax
+from rich.table import Table
+from rich.tree import Tree
+
+from ksearch.agent.world_model import ROOT_ID, WorldModel
+from ksearch.cli._common import JsonOpt, RunIdArg, out, workspace_of
+from ksearch.flows import inspect as inspect_flow
+
+app = typer.Typer()
+
+
+@app.command()
+def runs(ctx: typer.Context, as_json: JsonOpt = False) -> None:
+    """List the runs in the workspace with their status and best result."""
+    rows = inspect_flow.list_runs(workspace_of(ctx))
+    usage = {r["id"]: r["usage"] for r in rows}
+    if as_json:
+        print(json.dumps(rows, indent=2, default=str))
+        return
+    table = Table("run", "task", "model", "device", "status", "rounds", "best score", "tokens")
+    for r in rows:
+        tokens = int(usage[r["id"]]["input_tokens"] + usage[r["id"]]["output_tokens"])
+        best = f"{r['best_score']:.6g}" if r["best_score"] is not None else ("passed (untimed)" if r["best_candidate_id"] else "-")
+        status = r["status"] + (f" ({r['done_reason']})" if r.get("done_reason") else "")
+        table.add_row(r["id"], r["task"], r["model"], r["device"], status, str(r["rounds_used"] or 0), best, str(tokens))
+    out.print(table)
+
+
+@app.command()
+def show(
+    ctx: typer.Context,
+    run_id: RunIdArg,
+    code: Annotated[bool, typer.Option("--code", help="Print the best kernel's source.")] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Show a run: its world-model tree, its rounds and its best kernel."""
+    view = inspect_flow.run_view(run_id, workspace_of(ctx))
+    run_row, attempts, usage, wm = view.run, view.attempts, view.usage, view.world_model
+    best_code, best_eval = view.best_code, view.best_evaluation
+    if as_json:
+        print(json.dumps(view.as_json(), indent=2, default=str))
+        return
+    status = run_row["status"] + (f" ({run_row['done_reason']})" if run_row.get("done_reason") else "")
+    out.print(f"[bold]{run_row['id']}[/bold]: task {run_row['task']}, model {run_row['model']}, device {run_row['device']}, {status}")
+    if run_row.get("error") and run_row["status"] != "finished":
+        out.print(f"[red]last error: {escape(run_row['error'])}[/red]  (continue with: ksearch resume {run_row['id']})")
+    if wm.kernel_summary:
+        out.print(f"\n[bold]kernel summary[/bold]: {escape(wm.kernel_summary)}")
+    out.print(render_tree(wm))
+    table = Table("round", "cycle", "attempt", "node", "prompt", "verdict", "score", "candidate")
+    for a in attempts:
+        score = f"{a['score']:.6g}" if a["score"] is not None else "-"
+        table.add_row(str(a["round_index"]), a["cycle_id"], str(a["attempt"]), a["node_id"], a["prompt_kind"] or "",
+                      a["verdict"], score, (a["candidate_id"] or "-")[-12:])
+    out.print(table)
+    out.print(best_candidates_table(attempts))
+    total = usage["total"]
+    out.print(f"LLM usage: {int(total['calls'])} calls, {int(total['input_tokens'])} input + {int(total['output_tokens'])} output tokens"
+              + (f", ${total['cost_usd']:.4f}" if total["cost_usd"] else ""))
+    if best_eval is not None:
+        out.print(f"[bold green]best[/bold green]: {escape(best_eval.summary())}")
+        for t in best_eval.timings:
+            out.print(f"  {t.describe()}")
+    if code and best_code:
+        out.print(Syntax(best_code, "python", line_numbers=True))
+
+
+def best_candidates_table(attempts: list[dict[str, Any]], limit: int = 5) -> Table:
+    """The distinct passing candidates, fastest first (untimed passes last, in the order they were found)."""
+    seen: dict[str, dict[str, Any]] = {}
+    for a in attempts:
+        if a["verdict"] == "passed" and a["candidate_id"] not in seen:
+            seen[a["candidate_id"]] = a
+    ranked = sorted(seen.values(), key=lambda a: (a["score"] is None, -(a["score"] or 0.0), a["round_index"]))
+    table = Table("rank", "candidate", "node", "round", "score", title="best candidates")
+    for rank, a in enumerate(ranked[:limit], start=1):
+        score = f"{a['score']:.6g}" if a["score"] is not None else "untimed"
+        table.add_row(str(rank), a["candidate_id"][-12:], a["node_id"], str(a["round_index"]), score)
+    return table
+
+
+def render_tree(wm: WorldModel) -> Tree:
+    def label(node_id: str) -> str:
+        node = wm.nodes[node_id]
+        colour = {"solved": "green", "failed": "red", "open": "white"}[node.status.value]
+        text = f"[{colour}]{escape(node.id)} ({node.status.value})[/{colour}]"
+        if node.action:
+            text += f" {escape(node.action.title)} (d{node.action.difficulty}, s{node.action.score:.2f})"
+        if node.solution:
+            perf = f"{node.solution.latency_ms:.4f} ms" if node.solution.latency_ms is not None else "correct, untimed"
+            text += f" -> {perf}"
+        return text
+
+    tree = Tree(label(ROOT_ID))
+
+    def walk(node_id: str, branch: Tree) -> None:
+        for child in wm.children(node_id):
+            walk(child.id, branch.add(label(child.id)))
+
+    walk(ROOT_ID, tree)
+    return tree
+
+
+@app.command()
+def tasks(as_json: JsonOpt = False) -> None:
+    """List the built-in tasks and those registered by installed packages."""
+    infos = inspect_flow.list_tasks()
+    if as_json:
+        print(json.dumps([i.model_dump() if hasattr(i, "model_dump") else vars(i) for i in infos], indent=2))
+        return
+    table = Table("task", "title", "source")
+    for info in infos:
+        table.add_row(info.name, info.title, info.source)
+    out.print(table)

@@ -1,0 +1,140 @@
+"""Commands that drive searches: ``run``, ``resume`` and ``replay`` (the ``run`` flow does the work)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from pydantic import ValidationError
+from rich.markup import escape
+
+from ksearch.agent.config import BudgetConfig, RunConfig
+from ksearch.cli._common import (
+    BaselineOpt,
+    KernelBenchRootOpt,
+    Progress,
+    RunIdArg,
+    fail_validation,
+    out,
+    print_outcome,
+    workspace_of,
+)
+from ksearch.flows import inspect as inspect_flow
+from ksearch.flows import run as runner
+from ksearch.flows.baselines import kernelbench_speedup
+from ksearch.flows.evaluate import default_device
+
+app = typer.Typer()
+
+
+@app.command()
+def run(
+    ctx: typer.Context,
+    task: Annotated[str, typer.Argument(help="Task name; list them with `ksearch tasks`.")],
+    model: Annotated[str, typer.Option("--model", "-m", help="provider:model (e.g. openai:gpt-5.2), or replay:FILE|RUN")],
+    base_url: Annotated[str | None, typer.Option(help="OpenAI-compatible server URL (vLLM, SGLang, Ollama, gateways).")] = None,
+    language: Annotated[str, typer.Option(help="Kernel language.")] = "triton",
+    device: Annotated[str, typer.Option(help="auto (a GPU if torch sees one, else cpu), cuda / cuda:N, or cpu (Triton interpreter, correctness only).")] = "auto",
+    max_rounds: Annotated[int, typer.Option(help="Rounds budget: one round = one kernel written and evaluated.")] = 20,
+    stagnation_window: Annotated[int, typer.Option(help="A cycle ends after this many rounds without improvement.")] = 5,
+    max_attempts_per_cycle: Annotated[int | None, typer.Option(help="Cap on rounds per cycle.")] = None,
+    parallel: Annotated[int | None, typer.Option(help="Actions explored at once [default: one per GPU in --gpus; 1 on cpu].")] = None,
+    gpus: Annotated[str, typer.Option(help="GPUs to lease evaluations on: all, a count (2) or indices (0,1,3); ignored on cpu.")] = "all",
+    max_difficulty: Annotated[int, typer.Option(help="Defer actions harder than this (1-5).")] = 4,
+    max_tokens: Annotated[int | None, typer.Option(help="Stop when the run has used this many tokens.")] = None,
+    max_cost: Annotated[float | None, typer.Option(help="Stop when the run has cost this many USD (needs prices).")] = None,
+    price_input: Annotated[float | None, typer.Option(help="USD per 1M input tokens, for cost accounting.")] = None,
+    price_output: Annotated[float | None, typer.Option(help="USD per 1M output tokens, for cost accounting.")] = None,
+    temperature: Annotated[float | None, typer.Option(help="Sampling temperature (provider default if unset).")] = None,
+    run_id: Annotated[str | None, typer.Option(help="Name the run (default: TASK-DATE-TIME-XXXX).")] = None,
+    run_timeout: Annotated[float, typer.Option(help="Seconds one candidate may run before it is killed.")] = 300.0,
+    kernelbench_root: KernelBenchRootOpt = None,
+    baseline: BaselineOpt = "eager",
+    seed_from: Annotated[Path | None, typer.Option("--seed-from", help="Continue from this solution file: it is evaluated first and the first cycles edit it.")] = None,
+) -> None:
+    """Search for a fast, correct kernel for TASK."""
+    if device == "auto":
+        device = default_device()
+    task_name = task
+    task = inspect_flow.canonical_task(task, kernelbench_root, device)
+    try:
+        config = RunConfig(
+            run_id=run_id or runner.new_run_id(_short_task_name(task_name)),
+            task=task,
+            language=language,
+            model=model,
+            base_url=base_url,
+            temperature=temperature,
+            device=device,
+            max_rounds=max_rounds,
+            stagnation_window=stagnation_window,
+            max_attempts_per_cycle=max_attempts_per_cycle,
+            parallel_cycles=parallel or runner.default_parallel(device, gpus),
+            gpus=gpus,
+            max_difficulty=max_difficulty,
+            run_timeout_s=run_timeout,
+            budget=BudgetConfig(
+                max_total_tokens=max_tokens,
+                max_cost_usd=max_cost,
+                price_input_per_mtok=price_input,
+                price_output_per_mtok=price_output,
+            ),
+            seed_from=str(seed_from) if seed_from is not None else None,
+        )
+    except ValidationError as exc:
+        fail_validation(exc)
+    out.print(f"run [bold]{config.run_id}[/bold]: task {task}, model {model}, device {device}, {max_rounds} rounds")
+    if device == "cpu":
+        out.print("[yellow]device cpu: kernels run under the Triton interpreter, checked for correctness only (not timed)[/yellow]")
+    with Progress(config.max_rounds) as progress:
+        outcome = runner.start_run(config, workspace=workspace_of(ctx), on_event=progress)
+    print_outcome(outcome, workspace_of(ctx))
+    _print_kernelbench_speedup(outcome, config, baseline, workspace_of(ctx))
+
+
+@app.command()
+def resume(ctx: typer.Context, run_id: RunIdArg) -> None:
+    """Continue a run from its last checkpoint (after a crash, a kill or Ctrl-C)."""
+    run_row = inspect_flow.run_row(run_id, workspace_of(ctx))
+    max_rounds = run_row["config"].get("max_rounds", 0)
+    out.print(f"resuming [bold]{run_row['id']}[/bold] ({run_row['rounds_used']} rounds done before)")
+    with Progress(max_rounds) as progress:
+        progress.rounds = run_row["rounds_used"] or 0
+        outcome = runner.resume_run(run_row["id"], workspace=workspace_of(ctx), on_event=progress)
+    print_outcome(outcome, workspace_of(ctx))
+
+
+@app.command()
+def replay(
+    ctx: typer.Context,
+    run_id: RunIdArg,
+    device: Annotated[str | None, typer.Option(help="Re-evaluate on this device (default: the recorded one).")] = None,
+) -> None:
+    """Re-execute a past run with its recorded LLM replies, re-evaluating every kernel on this machine."""
+    config = runner.replay_config(run_id, workspace=workspace_of(ctx), device=device)
+    out.print(f"replaying [bold]{config.replay_of}[/bold] as new run [bold]{config.run_id}[/bold] on {config.device}")
+    with Progress(config.max_rounds) as progress:
+        outcome = runner.start_run(config, workspace=workspace_of(ctx), on_event=progress)
+    print_outcome(outcome, workspace_of(ctx))
+
+
+def _short_task_name(task: str) -> str:
+    """A readable stem for run ids: 'kernelbench:1/19' -> 'kb1-19', 'path/to/my_op.py' -> 'my_op'."""
+    if task.startswith("kernelbench:"):
+        rest = task.removeprefix("kernelbench:")
+        return "kb-" + (Path(rest).stem if rest.endswith(".py") else rest.replace("/", "-"))
+    return Path(task).stem if task.endswith(".py") else task
+
+
+def _print_kernelbench_speedup(outcome: runner.RunOutcome, config: RunConfig, mode: str, ws: Path) -> None:
+    """For KernelBench tasks on a GPU: the best kernel's speedup over the (cached) PyTorch baseline."""
+    if not config.task.startswith("kernelbench:") or outcome.best is None or config.device == "cpu":
+        return
+    evaluation = inspect_flow.evaluation(outcome.best.evaluation_id, ws)
+    out.print(f"measuring the PyTorch {mode} baseline (cached per problem and GPU)...")
+    base, ratio = kernelbench_speedup(config.task, config.device, evaluation, mode=mode, workspace=ws)
+    if ratio is None:
+        out.print(f"[yellow]no speedup: baseline {base.verdict}[/yellow] {escape(base.log[:200])}")
+        return
+    out.print(f"speedup over PyTorch {mode}: [bold]{ratio:.3f}x[/bold] ({base.latency_ms:.4f} ms -> {evaluation.latency_ms:.4f} ms)")

@@ -1,0 +1,67 @@
+"""The ``eval`` flow: one kernel file through the hardened evaluator, as ``ksearch eval`` and the MCP server run it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ksearch.contracts.candidate import Candidate
+from ksearch.contracts.evaluation import Evaluation
+from ksearch.errors import UserError
+from ksearch.tasks.registry import prepare_task
+from ksearch.tools.evaluator import EvalRequest, evaluate  # noqa: F401 - evaluate is the flow's entry for a built request
+from ksearch.tools.fingerprint import probe_device
+
+
+def default_device() -> str:
+    """``cuda`` when torch sees a GPU (probed in a subprocess), else ``cpu``."""
+    return "cuda" if probe_device("cuda").is_gpu else "cpu"
+
+
+def resolve_device(device: str) -> str:
+    """``auto`` becomes ``cuda`` or ``cpu``; anything else is returned as given (the request validates it)."""
+    return default_device() if device == "auto" else device
+
+
+def solution_module(task: Any, text: str, language: str) -> tuple[str, str]:
+    """A FlashInfer-Bench Solution JSON becomes the Python module it describes; any other file is used as it is."""
+    definition = getattr(task, "definition", None)
+    if definition is None:
+        return text, language
+    from ksearch.tasks.flashinfer.solution import candidate_code_from_solution, looks_like_solution_json
+
+    if not looks_like_solution_json(text):
+        return text, language
+    code, solution_language = candidate_code_from_solution(text, definition)
+    return code, solution_language if solution_language in ("triton", "cuda") else language
+
+
+def eval_request_for_file(
+    task: str,
+    file: Path,
+    *,
+    device: str = "auto",
+    timing_method: str | None = None,
+    language: str = "triton",
+    kernelbench_root: Path | None = None,
+) -> EvalRequest:
+    """The evaluation request for a kernel file (a module, or a FlashInfer-Bench Solution JSON) on ``device``.
+
+    Task names are made canonical (absolute paths): the worker resolves the task again in its own private directory.
+    Raises ``UserError`` for an unreadable file and pydantic's ``ValidationError`` for inconsistent options."""
+    chosen = resolve_device(device)
+    resolved = prepare_task(task, kernelbench_root=kernelbench_root, device=chosen)
+    try:
+        code = Path(file).read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise UserError(f"{file} is not a UTF-8 text file: {exc}") from None
+    except OSError as exc:
+        raise UserError(f"cannot read {file}: {exc}") from None
+    code, language = solution_module(resolved, code, language)
+    candidate = Candidate(task=resolved.name, language=language, code=code, entry_point=resolved.entry_point)
+    return EvalRequest(candidate=candidate, device=chosen, timing_method=timing_method)
+
+
+def evaluate_file(task: str, file: Path, **options: Any) -> Evaluation:
+    """Evaluate one kernel file: see ``eval_request_for_file`` for the options."""
+    return evaluate(eval_request_for_file(task, file, **options))

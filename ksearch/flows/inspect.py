@@ -1,0 +1,86 @@
+"""Reading a workspace for ``runs``, ``show`` and ``tasks``: plain data the CLI formats and the MCP server returns."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ksearch.agent.world_model import WorldModel
+from ksearch.contracts.evaluation import Evaluation
+from ksearch.flows.workspace import open_store
+from ksearch.tasks.registry import TaskInfo, list_tasks, prepare_task
+
+__all__ = ["RunView", "canonical_task", "list_runs", "list_tasks", "run_view", "TaskInfo"]
+
+
+@dataclass
+class RunView:
+    """Everything ``show`` prints about one run."""
+
+    run: dict[str, Any]
+    world_model: WorldModel
+    attempts: list[dict[str, Any]]
+    usage: dict[str, dict[str, float]]
+    best_code: str | None = None
+    best_evaluation: Evaluation | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "run": self.run,
+            "world_model": self.world_model.model_dump(mode="json"),
+            "attempts": self.attempts,
+            "usage": self.usage,
+            "best_evaluation": self.best_evaluation.model_dump(mode="json") if self.best_evaluation else None,
+            "best_code": self.best_code,
+        }
+
+
+def list_runs(workspace: Path | None = None) -> list[dict[str, Any]]:
+    """The workspace's runs, newest first, each with its LLM usage totals under ``usage``."""
+    store = open_store(workspace)
+    try:
+        rows = store.list_runs()
+        return [{**r, "usage": store.usage(r["id"])["total"]} for r in rows]
+    finally:
+        store.close()
+
+
+def run_view(run_id: str, workspace: Path | None = None) -> RunView:
+    """One run (a unique id prefix is enough): its row, latest world model, rounds, usage and best kernel."""
+    store = open_store(workspace)
+    try:
+        run = store.get_run(run_id)
+        snapshots = store.list_snapshots(run["id"])
+        return RunView(
+            run=run,
+            world_model=WorldModel.model_validate_json(snapshots[-1]["world_model"]) if snapshots else WorldModel(),
+            attempts=store.list_attempts(run["id"]),
+            usage=store.usage(run["id"]),
+            best_code=store.get_candidate(run["best_candidate_id"]).code if run["best_candidate_id"] else None,
+            best_evaluation=store.get_evaluation(run["best_evaluation_id"]) if run["best_evaluation_id"] else None,
+        )
+    finally:
+        store.close()
+
+
+def run_row(run_id: str, workspace: Path | None = None) -> dict[str, Any]:
+    store = open_store(workspace)
+    try:
+        return store.get_run(run_id)
+    finally:
+        store.close()
+
+
+def evaluation(evaluation_id: str, workspace: Path | None = None) -> Evaluation:
+    store = open_store(workspace)
+    try:
+        return store.get_evaluation(evaluation_id)
+    finally:
+        store.close()
+
+
+def canonical_task(task: str, kernelbench_root: Path | None, device: str) -> str:
+    """The name a run carries (absolute paths for KernelBench problems and operator files), validated on ``device``."""
+    return prepare_task(task, kernelbench_root=kernelbench_root, device=device).name

@@ -1,0 +1,148 @@
+"""Schema of the workspace database as numbered migration functions, applied in order and recorded.
+
+Every change of the schema is a new function appended here (``m003_...``), never an edit of an old one; a
+``_migrations`` table records which ran, so opening an old workspace upgrades it in place.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import sqlite_utils
+
+MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = []
+
+
+def migration(fn: Callable[[sqlite_utils.Database], None]) -> Callable[[sqlite_utils.Database], None]:
+    MIGRATIONS.append(fn)
+    return fn
+
+
+@migration
+def m001_initial(db: sqlite_utils.Database) -> None:
+    db["runs"].create(
+        {
+            "id": str,
+            "task": str,
+            "model": str,
+            "language": str,
+            "device": str,
+            "status": str,
+            "config": str,
+            "best_candidate_id": str,
+            "best_evaluation_id": str,
+            "best_score": float,
+            "rounds_used": int,
+            "parent_run_id": str,
+            "created_at": float,
+            "updated_at": float,
+            "done_reason": str,
+            "error": str,
+        },
+        pk="id",
+    )
+    db["candidates"].create(
+        {"id": str, "task": str, "language": str, "entry_point": str, "code": str, "created_at": float}, pk="id"
+    )
+    db["evaluations"].create(
+        {
+            "id": str,
+            "candidate_id": str,
+            "eval_key": str,
+            "verdict": str,
+            "score": float,
+            "latency_ms": float,
+            "device": str,
+            "report": str,
+            "created_at": float,
+        },
+        pk="id",
+        foreign_keys=[("candidate_id", "candidates", "id")],
+    )
+    db["evaluations"].create_index(["candidate_id", "eval_key"], unique=True)
+    db["attempts"].create(
+        {
+            "id": int,
+            "run_id": str,
+            "cycle_id": str,
+            "attempt": int,
+            "round_index": int,
+            "node_id": str,
+            "prompt_kind": str,
+            "candidate_id": str,
+            "evaluation_id": str,
+            "verdict": str,
+            "score": float,
+            "error": str,
+            "created_at": float,
+        },
+        pk="id",
+        foreign_keys=[("run_id", "runs", "id")],
+    )
+    db["attempts"].create_index(["run_id", "cycle_id", "attempt"], unique=True)
+    db["llm_calls"].create(
+        {
+            "id": int,
+            "run_id": str,
+            "call_key": str,
+            "role": str,
+            "model": str,
+            "prompt": str,
+            "reply": str,
+            "input_tokens": int,
+            "output_tokens": int,
+            "cost_usd": float,
+            "latency_s": float,
+            "attempt": int,
+            "retries": int,
+            "error": str,
+            "replayed": int,
+            "created_at": float,
+        },
+        pk="id",
+        foreign_keys=[("run_id", "runs", "id")],
+    )
+    db["llm_calls"].create_index(["run_id", "call_key"], unique=True)
+    db["wm_snapshots"].create(
+        {"id": int, "run_id": str, "step": int, "label": str, "world_model": str, "created_at": float},
+        pk="id",
+        foreign_keys=[("run_id", "runs", "id")],
+    )
+
+
+@migration
+def m002_comparisons(db: sqlite_utils.Database) -> None:
+    """One paired re-measurement per (incumbent, challenger, evaluation key): promotion reads it back on resume."""
+    db["comparisons"].create(
+        {
+            "id": int,
+            "incumbent_id": str,
+            "challenger_id": str,
+            "eval_key": str,
+            "speedup": float,
+            "ci_low": float,
+            "ci_high": float,
+            "improved": int,
+            "report": str,
+            "created_at": float,
+        },
+        pk="id",
+    )
+    db["comparisons"].create_index(["incumbent_id", "challenger_id", "eval_key"], unique=True)
+
+
+def migrate(db: sqlite_utils.Database) -> list[str]:
+    """Apply every migration not yet recorded; returns the names applied now."""
+    if "_migrations" not in db.table_names():
+        db["_migrations"].create({"name": str, "applied_at": float}, pk="name")
+    done = {row["name"] for row in db["_migrations"].rows}
+    applied = []
+    for fn in MIGRATIONS:
+        if fn.__name__ in done:
+            continue
+        with db.conn:
+            fn(db)
+            db["_migrations"].insert({"name": fn.__name__, "applied_at": time.time()})
+        applied.append(fn.__name__)
+    return applied

@@ -1,0 +1,111 @@
+"""Paired, interleaved timing of two correct candidates on one GPU: what promotion of a new best relies on."""
+
+from __future__ import annotations
+
+import math
+import os
+import secrets
+import tempfile
+from pathlib import Path
+
+from ksearch.contracts.evaluation import Comparison, ConfigComparison
+from ksearch.contracts.exchange import CompareSamples
+from ksearch.errors import KsearchError, UserError
+from ksearch.tasks.registry import resolve_task
+from ksearch.tools import timing as timing_mod
+from ksearch.tools.evaluator.evaluate import CANDIDATE_FILE, CHALLENGER_FILE, prepare_dirs, worker_failed, worker_request
+from ksearch.tools.evaluator.request import EvalRequest
+from ksearch.tools.evaluator.sandbox import run_worker
+from ksearch.tools.evaluator.verdicts import failed_evaluation
+
+
+class ComparisonError(KsearchError):
+    """compare() could not time both candidates (a failure of one of them, or of the device)."""
+
+
+
+def compare(incumbent: EvalRequest, challenger: EvalRequest, *, rounds: int = 5) -> Comparison:
+    """Time two candidates that both passed correctness, interleaved in ONE worker on the same GPU.
+
+    Per benchmark config and round, each candidate gets a short robust block (flush, rotated inputs, median); the
+    order alternates A B, B A, A B ... so drift hits both. Per round the log speedup is the mean over configs of
+    log(incumbent / challenger); ``speedup`` is exp of its mean over rounds and the interval a 95 % Student t-interval
+    over those paired per-round values (per config likewise over its rounds). ``improved`` only when the whole
+    interval is above 1. Raises ``UserError`` on the CPU (nothing is timed there) and ``ComparisonError`` when a
+    candidate fails while being timed.
+    """
+    if incumbent.device == "cpu" or challenger.device == "cpu":
+        raise UserError("compare() times kernels, and the CPU (Triton interpreter) cannot: use a cuda device")
+    if incumbent.device != challenger.device or incumbent.task != challenger.task:
+        raise UserError("compare() needs two candidates for the same task on the same device")
+    if incumbent.candidate.entry_point != challenger.candidate.entry_point:
+        raise UserError("compare() needs both candidates to use the same entry point")
+    if rounds < 2:
+        raise UserError("compare() needs at least 2 rounds for a confidence interval")
+    task = resolve_task(incumbent.task)
+    salt = secrets.randbits(62)
+    with tempfile.TemporaryDirectory(prefix="ksearch-compare-") as root_text:
+        root = Path(root_text)
+        work, io = prepare_dirs(root)
+        (work / CANDIDATE_FILE).write_text(incumbent.candidate.code, encoding="utf-8")
+        (work / CHALLENGER_FILE).write_text(challenger.candidate.code, encoding="utf-8")
+        compare_request = worker_request(incumbent, work, io, "compare", salt, task, "robust").model_copy(
+            update={"challenger_path": str(work / CHALLENGER_FILE), "rounds": rounds, "outputs_dir": ""}
+        )
+        outcome = run_worker(root, incumbent, compare_request)
+        scrub = (str(work) + os.sep, str(io) + os.sep, str(root))
+        if worker_failed(outcome):
+            failed = failed_evaluation(incumbent, task, outcome, scrub)
+            raise ComparisonError(f"compare() failed: {failed.log.splitlines()[0] if failed.log else failed.verdict}")
+    assert outcome.result is not None
+    names = [c.name for c in task.benchmark_configs(incumbent.device)]
+    comparison = comparison_from_samples(outcome.result.comparison, names)
+    return comparison.model_copy(update={"device": outcome.result.environment.get("device_name", incumbent.device)})
+
+
+def comparison_from_samples(samples: list[CompareSamples], names: list[str]) -> Comparison:
+    """Pure statistics of ``compare``: per-round paired log ratios, t-intervals, geometric means."""
+    by_name = {s.config: s for s in samples}
+    missing = [n for n in names if n not in by_name]
+    if missing or not names:
+        raise ComparisonError(f"compare(): no samples for configs {missing or names}")
+    rounds = min(min(len(by_name[n].incumbent_ms), len(by_name[n].challenger_ms)) for n in names)
+    if rounds < 1:
+        raise ComparisonError("compare(): no rounds were timed")
+    per_config: list[ConfigComparison] = []
+    per_round = [0.0] * rounds
+    for name in names:
+        entry = by_name[name]
+        logs = [math.log(a / b) for a, b in zip(entry.incumbent_ms[:rounds], entry.challenger_ms[:rounds], strict=True)]
+        mean, low, high = timing_mod.mean_ci(logs)
+        per_config.append(
+            ConfigComparison(
+                config=name,
+                incumbent_median_ms=statistics_median(entry.incumbent_ms),
+                challenger_median_ms=statistics_median(entry.challenger_ms),
+                ratio=math.exp(mean),
+                ci_low=_exp(low),
+                ci_high=_exp(high),
+            )
+        )
+        for r, value in enumerate(logs):
+            per_round[r] += value / len(names)
+    mean, low, high = timing_mod.mean_ci(per_round)
+    return Comparison(
+        per_config=per_config, speedup=math.exp(mean), ci_low=_exp(low), ci_high=_exp(high),
+        improved=_exp(low) > 1.0, rounds=rounds,
+    )  # fmt: skip
+
+
+def statistics_median(values: list[float]) -> float:
+    ordered = sorted(values)
+    middle = len(ordered) // 2
+    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
+
+
+def _exp(value: float) -> float:
+    if value == -math.inf:
+        return 0.0
+    if value == math.inf:
+        return math.inf
+    return math.exp(value)

@@ -1,0 +1,178 @@
+"""The checks around every call of untrusted candidate code, inside the candidate's worker process.
+
+References to the harness's timers, synchronisation and copy functions are taken *before* the candidate is imported
+(``harness_references``); ``Guard.verify`` then fails the candidate when any was replaced (``timer_monkeypatch``) or
+when a thread it started is still running (``thread_injection``). The helpers below poison destination buffers,
+snapshot inputs and compare them bit for bit, and classify the candidate's exceptions.
+"""
+
+from __future__ import annotations
+
+import builtins
+import inspect
+import os
+import sys
+import threading
+import time
+import traceback
+from typing import Any
+
+from ksearch.contracts.evaluation import Mismatch, Rejection, Verdict
+
+HARNESS_MODULES = (
+    "ksearch.tools.evaluator.worker",
+    "ksearch.tools.evaluator.guard",
+    "ksearch.tools.evaluator.timing_runner",
+    "ksearch.tools.evaluator.seeds",
+    "ksearch.tools.timing",
+    "ksearch.tools.timing.methods",
+    "ksearch.tools.timing.stats",
+    "ksearch.contracts.evaluation",
+    "ksearch.contracts.exchange",
+)
+"""Modules whose functions and classes the candidate must not replace (checked by identity after every call)."""
+
+
+class CandidateFailure(Exception):
+    """Raised inside a phase to end the evaluation with a verdict other than passed."""
+
+    def __init__(
+        self,
+        verdict: Verdict,
+        error: str,
+        *,
+        mismatch: Mismatch | None = None,
+        rejection: Rejection | None = None,
+    ) -> None:
+        super().__init__(error)
+        self.verdict = verdict
+        self.error = error
+        self.mismatch = mismatch
+        self.rejection = rejection
+
+
+def reject(rule: str, evidence: str) -> CandidateFailure:
+    return CandidateFailure(Verdict.REJECTED, evidence, rejection=Rejection(rule=rule, evidence=evidence))
+
+
+# -- references taken before the candidate is imported -----------------------------------------------------------
+def harness_references() -> dict[str, tuple[Any, str, Any]]:
+    """label -> (owner, attribute, object) for every timer, sync, copy and harness function the evaluation relies on."""
+    import torch
+
+    plain: list[tuple[str, Any, str]] = [
+        *((f"time.{n}", time, n) for n in ("perf_counter", "perf_counter_ns", "monotonic", "monotonic_ns", "time",
+                                              "time_ns", "process_time", "sleep")),  # fmt: skip
+        *((f"torch.cuda.{n}", torch.cuda, n) for n in ("synchronize", "Event", "Stream", "current_stream",
+                                                          "default_stream", "set_device", "is_available")),  # fmt: skip
+        *((f"torch.cuda.Event.{n}", torch.cuda.Event, n) for n in ("record", "elapsed_time", "synchronize", "query",
+                                                                      "wait", "__init__", "__new__")),  # fmt: skip
+        *((f"torch.{n}", torch, n) for n in ("save", "load", "equal", "isfinite", "isnan", "empty", "empty_like",
+                                                "full_like", "zeros", "Tensor")),  # fmt: skip
+        *((f"torch.Tensor.{n}", torch.Tensor, n) for n in ("clone", "cpu", "to", "detach", "copy_", "zero_", "fill_",
+                                                             "contiguous", "__eq__", "equal", "sum", "all", "any",
+                                                             "untyped_storage", "data_ptr", "stride")),  # fmt: skip
+        *((f"threading.{n}", threading, n) for n in ("active_count", "enumerate", "Thread")),
+        *((f"os.{n}", os, n) for n in ("write", "replace", "_exit", "getpid")),
+        ("sys._current_frames", sys, "_current_frames"),
+        *((f"builtins.{n}", builtins, n) for n in ("type", "isinstance", "len", "getattr", "open", "float", "print")),
+    ]
+    refs = {label: (owner, name, getattr(owner, name, None)) for label, owner, name in plain}
+    for module_name in HARNESS_MODULES:
+        module = sys.modules.get(module_name)
+        if module is None:
+            continue
+        for name, value in list(vars(module).items()):
+            if name.startswith("__"):
+                continue
+            if callable(value):
+                refs[f"{module_name}.{name}"] = (module, name, value)
+            if isinstance(value, type) and value.__module__ == module_name:
+                for attr, member in list(vars(value).items()):
+                    if inspect.isfunction(member) or isinstance(member, (staticmethod, classmethod, property)):
+                        refs[f"{module_name}.{name}.{attr}"] = (value, attr, member)
+    return refs
+
+
+def _class_attr(owner: Any, name: str) -> Any:
+    """The attribute as stored (class members are read from ``__dict__`` so descriptors compare by identity)."""
+    if isinstance(owner, type) and name in vars(owner):
+        return vars(owner)[name]
+    return getattr(owner, name, None)
+
+
+class Guard:
+    """The before/after checks around every call of the candidate."""
+
+    def __init__(self, *, allow_threads: bool = False) -> None:
+        self.allow_threads = allow_threads
+        self.refs = {
+            label: (owner, name, _class_attr(owner, name)) for label, (owner, name, _) in harness_references().items()
+        }
+        self.current_frames = sys._current_frames
+        self.baseline_threads = set(self.current_frames())
+
+    def verify(self, where: str) -> None:
+        replaced = [label for label, (owner, name, obj) in self.refs.items() if _class_attr(owner, name) is not obj]
+        if replaced:
+            raise reject(
+                "timer_monkeypatch",
+                f"{where}: the candidate replaced harness or timer functions: {', '.join(sorted(replaced)[:8])}",
+            )
+        new = set() if self.allow_threads else set(self.current_frames()) - self.baseline_threads
+        if new:
+            names = [t.name for t in threading.enumerate() if t.ident in new] or [str(i) for i in sorted(new)]
+            raise reject(
+                "thread_injection",
+                f"{where}: the candidate left {len(new)} thread(s) running after the call returned "
+                f"({', '.join(names[:4])}); work must be finished when the kernel returns (torch.compile's "
+                "compile-worker threads trip this rule too: write the kernel instead of compiling the reference)",
+            )
+
+
+def poison(buffers: list[Any]) -> None:
+    """Fill destination buffers with NaN (floating point) or their dtype's maximum, so unwritten elements fail."""
+    import torch
+
+    for buffer in buffers:
+        if not isinstance(buffer, torch.Tensor):
+            continue
+        if buffer.is_floating_point() or buffer.is_complex():
+            buffer.fill_(float("nan"))
+        elif buffer.dtype == torch.bool:
+            buffer.fill_(True)
+        else:
+            buffer.fill_(torch.iinfo(buffer.dtype).max)
+
+
+def clone_inputs(inputs: list[Any]) -> list[Any]:
+    import torch
+
+    return [x.detach().clone() if isinstance(x, torch.Tensor) else x for x in inputs]
+
+
+def count_changed(now: Any, before: Any) -> str:
+    """'' when ``now`` still equals ``before`` bit for bit (NaN equals NaN); else what changed, for evidence."""
+    import torch
+
+    if not isinstance(before, torch.Tensor):
+        return "" if now == before else "value replaced"
+    if not isinstance(now, torch.Tensor) or now.shape != before.shape or now.dtype != before.dtype:
+        return "tensor replaced or reshaped"
+    if torch.equal(now, before):
+        return ""
+    same = now == before
+    if now.is_floating_point() or now.is_complex():
+        same |= torch.isnan(now) & torch.isnan(before)
+    changed = int((~same).sum())
+    return f"{changed} of {now.numel()} elements changed" if changed else ""
+
+
+def is_compile_error(exc: BaseException) -> bool:
+    """Triton compiles at the first call, so its compile errors arrive as call-time exceptions."""
+    names = {"CompilationError", "OutOfResources", "PTXASError"}
+    return any(cls.__name__ in names and cls.__module__.startswith("triton") for cls in type(exc).__mro__)
+
+
+def format_exception(exc: BaseException) -> str:
+    return "".join(traceback.format_exception(exc)).rstrip()

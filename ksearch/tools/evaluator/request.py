@@ -1,0 +1,61 @@
+"""What the caller asks of the evaluator: one candidate on one device, with limits and a timing method."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from ksearch.contracts.candidate import Candidate
+from ksearch.tools import timing as timing_mod
+
+HARNESS_VERSION = "ksearch-evaluator-2"
+"""Part of the evaluation cache key: bump when a change could alter verdicts or timings."""
+_DEVICE = re.compile(r"^(cpu|cuda(:\d+)?)$")
+
+
+class EvalRequest(BaseModel):
+    """One candidate on one device. ``task`` defaults to the candidate's; ``timing`` to True except on CPU."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    candidate: Candidate
+    task: str = ""
+    device: str = "cpu"
+    """'cpu' (Triton interpreter, correctness only), 'cuda' or 'cuda:N'."""
+    compile_timeout_s: float = Field(default=120.0, gt=0)
+    """From a worker's start until it begins running configs: interpreter start-up, imports, module import."""
+    run_timeout_s: float = Field(default=300.0, gt=0)
+    """Per worker pass, from its first config to its end (Triton's JIT compiles at the first call)."""
+    timing: bool = False
+    timing_method: str | None = None
+    """A method of ``ksearch.tools.timing`` the task supports; None for the task's default."""
+    seed_salt: int | None = None
+    """None (the default): a fresh secret salt per evaluation. Set only to reproduce one evaluation exactly."""
+    harness_baseline: bool = False
+    """The candidate is ksearch's own baseline (a task's reference, eager or ``torch.compile``d), not untrusted code:
+    the thread rule is off, since torch.compile keeps compile-worker threads alive. Never set for LLM candidates."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _default_timing(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "timing" not in data:
+            data = {**data, "timing": data.get("device", "cpu") != "cpu"}
+        return data
+
+    @model_validator(mode="after")
+    def _consistent(self) -> EvalRequest:
+        if not _DEVICE.match(self.device):
+            raise ValueError(f"device must be 'cpu', 'cuda' or 'cuda:N', not {self.device!r}")
+        if self.device == "cpu" and self.timing:
+            raise ValueError("the CPU (Triton interpreter) cannot time kernels: use timing=False")
+        if self.timing_method is not None and self.timing_method not in timing_mod.method_names():
+            raise ValueError(
+                f"unknown timing method {self.timing_method!r}; known methods: {', '.join(timing_mod.method_names())}"
+            )
+        if not self.task:
+            self.task = self.candidate.task
+        elif self.task != self.candidate.task:
+            raise ValueError(f"request is for task {self.task!r} but the candidate is for {self.candidate.task!r}")
+        return self

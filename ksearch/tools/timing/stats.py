@@ -1,0 +1,90 @@
+"""Pure statistics of timing samples: stop rules, summaries and paired confidence intervals (no device, no I/O)."""
+
+from __future__ import annotations
+
+import math
+import statistics
+
+# -- pure statistics and stop rules -------------------------------------------------------------------------------
+def relative_standard_error(samples: list[float]) -> float:
+    """stdev / sqrt(n) / mean (sample stdev, n - 1), inf with fewer than 2 samples or a non-positive mean."""
+    if len(samples) < 2:
+        return math.inf
+    mean = statistics.fmean(samples)
+    if mean <= 0:
+        return math.inf
+    return statistics.stdev(samples) / math.sqrt(len(samples)) / mean
+
+
+def robust_should_stop(
+    samples: list[float],
+    elapsed_s: float,
+    *,
+    min_samples: int = 10,
+    target_rel_se: float = 0.01,
+    time_cap_s: float = 2.0,
+    max_samples: int = 5000,
+) -> bool:
+    """Stop once ``min_samples`` are taken and the relative SE is below target or the time cap is hit."""
+    if len(samples) >= max_samples:
+        return True
+    if len(samples) < min_samples:
+        return False
+    return relative_standard_error(samples) < target_rel_se or elapsed_s > time_cap_s
+
+
+def gpumode_should_stop(
+    samples: list[float],
+    wall_s: float,
+    *,
+    max_time_s: float = 30.0,
+    max_wall_s: float = 120.0,
+    max_repeats: int = 100,
+    target_rel_err: float = 0.001,
+) -> bool:
+    """GPU MODE's rule: at most ``max_repeats``; after >= 3 runs stop when std_err/mean < 0.001, or the summed kernel
+    time (mean * runs) exceeds ``max_time_s``, or the wall time exceeds ``max_wall_s``. Samples in ms."""
+    if len(samples) >= max_repeats:
+        return True
+    if len(samples) < 3:
+        return False
+    mean = statistics.fmean(samples)
+    return (
+        relative_standard_error(samples) < target_rel_err
+        or mean * len(samples) / 1000.0 > max_time_s
+        or wall_s > max_wall_s
+    )
+
+
+def summarize(samples: list[float]) -> dict[str, float | int]:
+    """median, mean, stdev (sample) and count of samples in ms."""
+    if not samples:
+        raise ValueError("no samples")
+    return {
+        "median_ms": statistics.median(samples),
+        "mean_ms": statistics.fmean(samples),
+        "stdev_ms": statistics.stdev(samples) if len(samples) > 1 else 0.0,
+        "samples": len(samples),
+    }
+
+
+_T975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228,
+         11: 2.201, 12: 2.179, 13: 2.160, 14: 2.145, 15: 2.131, 16: 2.120, 17: 2.110, 18: 2.101, 19: 2.093,
+         20: 2.086, 25: 2.060, 30: 2.042, 40: 2.021, 60: 2.000, 120: 1.980}  # fmt: skip
+
+
+def t_quantile_975(df: int) -> float:
+    """Two-sided 95 % Student t critical value (table, rounded down to the nearest tabulated df)."""
+    if df < 1:
+        return math.inf
+    best = max(k for k in _T975 if k <= df)
+    return _T975[best] if df <= 120 else 1.960
+
+
+def mean_ci(values: list[float]) -> tuple[float, float, float]:
+    """(mean, low, high): a 95 % t-interval for the mean; a single value gives an infinite interval."""
+    mean = statistics.fmean(values)
+    if len(values) < 2:
+        return mean, -math.inf, math.inf
+    half = t_quantile_975(len(values) - 1) * statistics.stdev(values) / math.sqrt(len(values))
+    return mean, mean - half, mean + half
