@@ -33,6 +33,12 @@ class SearchContext:
     """GPUs leased one evaluation at a time (None on the CPU): profile and promotion time on a leased device."""
     compare: Callable[..., Any] | None = None
     """``compare(incumbent, challenger, *, rounds)``: the paired re-measurement promotion needs; None = single rule."""
+    close: Callable[[], None] | None = None
+    """Stops the evaluator's processes (checkers, pre-started workers) when the run ends."""
+
+    def shutdown(self) -> None:
+        if self.close is not None:
+            self.close()
 
     @property
     def run_id(self) -> str:

@@ -1,8 +1,17 @@
-"""The records the evaluator's processes exchange: the parent's request to a candidate worker, the worker's report,
-the outputs it saved for the trusted checker, and the checker's request and verdict.
+"""The records the evaluator's processes exchange.
 
-Kept apart from the processes themselves so each side imports the same definitions without importing the other
-(the worker must never import the checker's reference code, and the checker must never import the candidate).
+Three processes take part in an evaluation: the parent (the agent, or ``ksearch eval``), one fresh worker that runs
+the untrusted candidate, and a long-lived trusted checker that computes the reference and judges outputs. The
+parent relays every message between the worker and the checker, so each process only reads lines it expects:
+
+- parent -> worker: ``WorkerRequest`` (one line on the worker's stdin once the candidate file is in place);
+- worker -> parent: phase names on a status pipe; ``Handoff`` lines (an output is ready in the shared staging
+  buffer) on its message pipe; at the end a ``WorkerResult`` file;
+- parent -> checker: ``CheckerCommand`` lines (begin an evaluation, a relayed ``Handoff``, finish, shut down);
+- checker -> parent: ``HandoffReply`` (relayed to the worker) and ``CheckResult`` lines on its stdout.
+
+Kept apart from the processes so each side imports the same definitions without importing the other: the worker
+never imports the checker's reference code and the checker never imports the candidate.
 """
 
 from __future__ import annotations
@@ -17,8 +26,24 @@ FLUSH_BYTES = 256 * 1024 * 1024
 """Bytes written to evict the L2 cache before a timed call (larger than any current GPU's L2)."""
 
 
+class StagingHandle(BaseModel):
+    """Where the worker copies an output for the checker: GPU memory owned by the checker (CUDA IPC), or a shared
+    host-memory file when the device is the CPU or CUDA IPC is unavailable."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    kind: Literal["cuda_ipc", "shm"]
+    nbytes: int
+    generation: int = 0
+    """Bumped every time the checker replaces the buffer with a larger one."""
+    ipc: str = ""
+    """cuda_ipc: base64 of the pickled (rebuild function, arguments) torch gives for sharing the buffer."""
+    shm_name: str = ""
+    """shm: the name of the ``multiprocessing.shared_memory`` block."""
+
+
 class WorkerRequest(BaseModel):
-    """What the parent asks of one worker process (written as JSON next to the candidate)."""
+    """What the parent asks of one worker process."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -27,21 +52,20 @@ class WorkerRequest(BaseModel):
     entry_point: str
     candidate_path: str
     result_path: str
+    mode: Literal["evaluate", "compare"] = "evaluate"
+    """evaluate: correctness on every test config, then (when ``timing``) timing with ``timing_method``; compare: two
+    candidates timed interleaved (``challenger_path``)."""
     timing: bool = False
-    """With mode 'correctness' (the first evaluator's single pass): ignored; timing is its own pass."""
-    status_fd: int | None = None
-    """Pipe to the parent; the worker writes each phase name on it so the parent applies the right time limit."""
-    mode: Literal["correctness", "timing", "compare"] = "correctness"
-    salt: int = 0
-    """The evaluation's secret salt, combined with each config's public seed (see ``seeds.salted_seed``)."""
-    outputs_dir: str = ""
-    """Where outputs are saved for the checker; '' saves nothing (for direct use in tests)."""
     timing_method: str = "robust"
+    salt: int = 0
+    """The session's secret salt for correctness configs, combined with each config's public seed
+    (``seeds.salted_seed``)."""
+    bench_salt: int = 0
+    """The evaluation's own secret salt for timed inputs."""
+    staging: StagingHandle | None = None
+    """Where outputs go for the checker; None checks nothing (direct use in tests, compare mode)."""
     flush_l2: bool = True
-    recheck_bytes: int = 1 << 30
-    """Bytes of timed outputs kept per config for the checker (beyond it, a random sample of them)."""
     challenger_path: str = ""
-    """mode 'compare': the challenger's file (the incumbent is ``candidate_path``)."""
     rounds: int = 5
     time_cap_s: float = 2.0
     min_samples: int = 10
@@ -49,6 +73,47 @@ class WorkerRequest(BaseModel):
     flush_bytes: int = FLUSH_BYTES
     allow_threads: bool = False
     """Only for the harness's own baselines (torch.compile keeps worker threads): skip the thread rule."""
+    support_dir: str = ""
+    """A folder put first on the candidate's import path, holding the modules its task provides (e.g. GPU MODE's
+    ``task`` module with ``input_t``/``output_t``)."""
+
+
+class Handoff(BaseModel):
+    """The worker's claim that an output of the candidate is in the staging buffer (the checker verifies it)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    op: Literal["handoff"] = "handoff"
+    kind: Literal["test", "bench", "audit"]
+    """test: a correctness config; bench: a timed call's output; audit: a call on freshly re-randomised inputs after
+    a timing loop (catches outputs replayed from an earlier call)."""
+    config_index: int
+    config: str
+    prepare_seed: int
+    """The seed of the config the candidate's callable was prepared with (the task's weights, if any)."""
+    input_seed: int
+    """The seed the inputs of this call were generated with: ``prepare_seed + 13 * input set index``."""
+    activation_seed: int | None = None
+    """audit: the task's activation inputs were re-generated in place with this seed (the others from input_seed)."""
+    digest: str
+    """Digest of the inputs the candidate was given (``seeds.input_digest``)."""
+    shapes: list[list[int]]
+    dtypes: list[str]
+    strides: list[list[int]] = Field(default_factory=list)
+    """Strides of each output tensor as the candidate returned it (the staged copy is contiguous)."""
+    offsets: list[int] = Field(default_factory=list)
+    """Byte offset of each output tensor in the staging buffer."""
+    generation: int = 0
+
+
+class HandoffReply(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    op: Literal["reply"] = "reply"
+    ok: bool
+    message: str = ""
+    staging: StagingHandle | None = None
+    """Set when the checker grew the staging buffer: the worker opens it and sends the handoff again."""
 
 
 class ConfigSamples(BaseModel):
@@ -68,23 +133,6 @@ class CompareSamples(BaseModel):
     challenger_ms: list[float]
 
 
-class OutputRecord(BaseModel):
-    """One output the worker saved for the checker (a claim of the untrusted worker: the checker verifies it)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    config_index: int
-    config: str
-    prepare_seed: int
-    """The seed of the config the candidate's callable was prepared with (the task's weights, if any)."""
-    input_seed: int
-    """The seed the inputs of this call were generated with: ``prepare_seed + 13 * input set index``."""
-    digest: str
-    file: str
-    stride: list[list[int]] = Field(default_factory=list)
-    """Strides of each output tensor as the candidate returned it."""
-
-
 class WorkerResult(BaseModel):
     """What the worker reports. The parent takes failures and samples from it; correctness comes from the checker."""
 
@@ -93,7 +141,7 @@ class WorkerResult(BaseModel):
     verdict: Verdict
     phase: str
     configs_passed: int = 0
-    """Configs the candidate ran on without an error or a broken rule (not yet checked against the reference)."""
+    """Configs the candidate ran on without an error or a broken rule (not yet judged against the reference)."""
     configs_total: int = 0
     mismatch: Mismatch | None = None
     rejection: Rejection | None = None
@@ -101,29 +149,42 @@ class WorkerResult(BaseModel):
     error: str = ""
     """The candidate's exception with its traceback, or a one-line reason."""
     environment: dict[str, str] = Field(default_factory=dict)
-    records: list[OutputRecord] = Field(default_factory=list)
     samples: list[ConfigSamples] = Field(default_factory=list)
     comparison: list[CompareSamples] = Field(default_factory=list)
+    stage_seconds: dict[str, float] = Field(default_factory=dict)
+    """Wall time of the worker's own stages (load, correctness, timing)."""
 
 
-class CheckRequest(BaseModel):
+class CheckerCommand(BaseModel):
+    """One line from the parent to the checker."""
+
     model_config = ConfigDict(extra="forbid")
 
-    task: str
-    device: str
-    salt: int
-    kind: Literal["test", "bench"]
-    worker_result_path: str
-    outputs_dir: str
+    op: Literal["begin", "handoff", "finish", "staging", "shutdown"]
+    evaluation: str = ""
+    task: str = ""
+    device: str = ""
+    salt: int = 0
+    bench_salt: int = 0
+    timed: bool = False
+    """finish: whether the evaluation timed the candidate (then every benchmark config needs a checked output)."""
+    handoff: Handoff | None = None
+    min_bytes: int = 0
+    """staging: the buffer must hold at least this many bytes."""
+    shm: bool = False
+    """staging: use shared host memory from now on (the worker could not open a CUDA IPC buffer)."""
 
 
 class CheckResult(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
+    op: Literal["result"] = "result"
     verdict: Verdict
     configs_passed: int = 0
     configs_total: int = 0
     outputs_checked: int = 0
+    failed_check: bool = False
+    """The verdict comes from an output the checker judged wrong (not from an output it never received)."""
     mismatch: Mismatch | None = None
     rejection: Rejection | None = None
     error: str = ""

@@ -29,7 +29,7 @@ from ksearch.agent.world_model import ROOT_ID, SolutionRef, WorldModel, attach_s
 from ksearch.errors import KsearchError, RunNotFoundError, UserError
 from ksearch.tasks.registry import canonical_task_name, resolve_task
 from ksearch.contracts.candidate import Candidate
-from ksearch.tools.evaluator import evaluate
+from ksearch.tools.executors import LocalExecutor
 from ksearch.tools.fingerprint import probe_device
 from ksearch.tools.gpu_pool import GpuPool
 from ksearch.store import Store
@@ -112,6 +112,7 @@ def build_context(config: RunConfig, store: Store) -> SearchContext:
             hint="use --device cpu to check kernels under the Triton interpreter (correctness only)",
         )
     recorder = StoreRecorder(store, config.run_id)
+    executor = LocalExecutor()
     b = config.budget
     llm = LLMClient(
         build_model(config, store),
@@ -131,11 +132,12 @@ def build_context(config: RunConfig, store: Store) -> SearchContext:
         store=store,
         task=task,
         llm=llm,
-        evaluate=evaluate,
+        evaluate=executor.evaluate,
         eval_key=info.eval_key(task.name),
         device_description=info.describe(),
         gpu_pool=build_gpu_pool(config),
-        compare=_compare_function(config),
+        compare=executor.compare if config.device != "cpu" else None,
+        close=executor.close,
     )
 
 
@@ -158,19 +160,9 @@ def default_parallel(device: str, gpus: str = "all") -> int:
         return 1
 
 
-def _compare_function(config: RunConfig) -> Any:
-    """The evaluator's paired comparison on a GPU (None on the CPU, where nothing is timed)."""
-    if config.device == "cpu":
-        return None
-    try:
-        from ksearch.tools.evaluator import compare
-    except ImportError:  # an evaluator without paired comparisons: promotion falls back to single measurements
-        return None
-    return compare
-
-
 def start_run(config: RunConfig, *, workspace: Path | None = None, on_event: EventSink | None = None) -> RunOutcome:
     store = open_store(workspace)
+    ctx: SearchContext | None = None
     try:
         # The evaluator's worker resolves the task again in a private directory: give it an absolute, canonical name.
         config = config.model_copy(update={"task": canonical_task_name(config.task)})
@@ -191,11 +183,14 @@ def start_run(config: RunConfig, *, workspace: Path | None = None, on_event: Eve
         )
         return _drive(ctx, initial_state(ctx), on_event, workspace)
     finally:
+        if ctx is not None:
+            ctx.shutdown()
         store.close()
 
 
 def resume_run(run_id: str, *, workspace: Path | None = None, on_event: EventSink | None = None) -> RunOutcome:
     store = open_store(workspace)
+    ctx: SearchContext | None = None
     try:
         run = store.get_run(run_id)
         config = RunConfig.model_validate(run["config"])
@@ -204,6 +199,8 @@ def resume_run(run_id: str, *, workspace: Path | None = None, on_event: EventSin
         ctx = build_context(config, store)
         return _drive(ctx, None, on_event, workspace)
     finally:
+        if ctx is not None:
+            ctx.shutdown()
         store.close()
 
 

@@ -1,7 +1,12 @@
 """The task protocol: what a kernel must compute, on which inputs, how it is checked and how its speed is scored.
 
-A task is pure definition plus behaviour. The evaluator's worker imports it in the candidate's process to build
-inputs and the reference; the trusted parent uses it only to turn timings into a score.
+A task is pure definition plus behaviour; it never calls the evaluator. The evaluator's worker uses it in the
+candidate's process to build inputs and the candidate's call; the trusted checker uses it to build the same inputs
+and the reference; the parent uses it only to turn timings into a score.
+
+How a candidate is called: ``prepare`` gives the callable (once per config) and ``call_args`` the argument objects
+built from one input set. The timed call is exactly ``fn(*args)``: for GPU MODE tasks ``custom_kernel(data)``, with
+``data`` built once per input set and reused as the leaderboard's harness reuses it.
 """
 
 from __future__ import annotations
@@ -87,15 +92,33 @@ class Task(ABC):
     def flops_and_bytes(self, config: TaskConfig) -> tuple[float, float]:
         """Minimal floating-point operations and bytes moved, for a roofline plausibility floor."""
 
-    def prepare(self, module: Any, config: TaskConfig, device: str) -> Callable[[list[Any]], Any]:
-        """The callable the evaluator runs (and times) for ``config``: by default ``entry_point(*inputs)``.
+    def prepare(self, module: Any, config: TaskConfig, device: str) -> Callable[..., Any]:
+        """The callable the evaluator runs (and times) for ``config`` as ``fn(*call_args(inputs, config))``: by
+        default the module's entry point itself.
 
-        Tasks whose solutions are not a plain function override this, e.g. GPU MODE's ``custom_kernel(data)``
-        (one tuple argument) or KernelBench's ``ModelNew(*init_inputs)`` built once per config with seeded weights.
-        Called in the candidate's process, after the module is imported and before anything is timed.
+        Tasks whose solutions are not a plain function override this, e.g. KernelBench's ``ModelNew(*init_inputs)``
+        built once per config with seeded weights. Called in the candidate's process, after the module is imported
+        and before anything is timed.
         """
-        fn = getattr(module, self.entry_point)
-        return lambda inputs: fn(*inputs)
+        return getattr(module, self.entry_point)
+
+    def call_args(self, inputs: list[Any], config: TaskConfig) -> tuple[Any, ...]:
+        """The arguments of one call on one input set: by default the inputs themselves. GPU MODE tasks pack them
+        into the ``data`` tuple their ``custom_kernel`` takes. Timing methods that reuse an input set reuse the
+        object built here, as the upstream harness does."""
+        return tuple(inputs)
+
+    def activation_inputs(self, config: TaskConfig) -> list[int] | None:
+        """Positions in ``make_inputs``'s list of the inputs that change from call to call in real use (activations),
+        as opposed to parameters (weights). After a timing loop the evaluator re-randomises these in place and
+        checks one more call, so an output replayed from an earlier call is caught while caches a kernel keeps of
+        derived weights stay valid. None: every input is an activation."""
+        return None
+
+    def support_modules(self) -> dict[str, str]:
+        """Modules (name -> source) the candidate may import besides installed packages, e.g. the ``task`` module of
+        GPU MODE's submission template (``from task import input_t, output_t``)."""
+        return {}
 
     def expected(self, config: TaskConfig, inputs: list[Any]) -> Any:
         """The reference output for ``inputs`` (a pristine clone). Override when the reference needs the config."""
@@ -144,35 +167,69 @@ class Task(ABC):
                 message=f"{where}: {count} non-finite output values (nan/inf), first at {first}: "
                 f"{got[tuple(first)].item()}",
             )
-        got64, exp64 = got.to(torch.float64), expected.detach().to(torch.float64)
-        diff = (got64 - exp64).abs()
-        magnitude = exp64.abs()
-        excess = diff - (self.atol + self.rtol * magnitude)
-        bad = excess > 0
-        if not bool(bad.any()):
-            return None
-        significant = magnitude > self.atol
-        max_rel = float((diff[significant] / magnitude[significant]).max()) if bool(significant.any()) else None
-        worst = _index(torch.unravel_index(torch.argmax(excess), excess.shape))
-        max_abs = float(diff.max())
-        rel_text = f", max rel error {max_rel:.3g}" if max_rel is not None else ""
-        return Mismatch(
-            config=where,
-            max_abs_error=max_abs,
-            max_rel_error=max_rel,
-            worst_index=worst,
-            message=f"{where}: {int(bad.sum())} of {bad.numel()} values outside atol={self.atol:g} "
-            f"rtol={self.rtol:g}; max abs error {max_abs:.3g}{rel_text}; worst at {worst}: "
-            f"got {got64[tuple(worst)].item():.6g}, expected {exp64[tuple(worst)].item():.6g}",
-        )
+        return tolerance_mismatch(where, got, expected.detach(), self.atol, self.rtol)
 
     def score(self, timings: list[Timing]) -> tuple[float, float]:
-        """(aggregate latency in ms = geometric mean of the per-config medians, score = 1 / latency)."""
+        """(aggregate latency in ms = geometric mean of the per-config headline statistic, score = 1 / latency).
+
+        The headline is the statistic the timing method's upstream reports: the mean for GPU MODE and
+        flashinfer-bench procedures (so the aggregate is the leaderboard's), the median for ``robust``."""
         if not timings:
             raise ValueError("no timings to score")
-        logs = [math.log(max(t.median_ms, MIN_LATENCY_MS)) for t in timings]
+        logs = [math.log(max(headline_ms(t), MIN_LATENCY_MS)) for t in timings]
         latency_ms = math.exp(sum(logs) / len(logs))
         return latency_ms, 1.0 / latency_ms
+
+
+def headline_ms(timing: Timing) -> float:
+    """The statistic a timing's method reports: its mean or its median."""
+    return timing.mean_ms if timing.headline == "mean" else timing.median_ms
+
+
+CHECK_CHUNK = 1 << 24
+"""Elements compared at a time: bounds the checker's extra memory for outputs of several GB."""
+
+
+def tolerance_mismatch(where: str, got: torch.Tensor, expected: torch.Tensor, atol: float, rtol: float) -> Mismatch | None:
+    """None when every ``|got - expected| <= atol + rtol * |expected|`` (both finite); else where it is worst.
+
+    Compared in float32 chunk by chunk (float64 for float64 tensors), so a 3 GB output needs no 5x copies in
+    float64; only the worst elements are re-read in float64 for the message."""
+    compute = torch.float64 if expected.dtype == torch.float64 or got.dtype == torch.float64 else torch.float32
+    flat_got, flat_exp = got.reshape(-1), expected.reshape(-1)
+    bad_count, worst_excess, worst_flat, max_abs, max_rel = 0, -1.0, 0, 0.0, None
+    for start in range(0, flat_got.numel(), CHECK_CHUNK):
+        g = flat_got[start : start + CHECK_CHUNK].to(compute)
+        e = flat_exp[start : start + CHECK_CHUNK].to(compute)
+        diff = (g - e).abs()
+        magnitude = e.abs()
+        excess = diff - (atol + rtol * magnitude)
+        bad = excess > 0
+        count = int(bad.sum())
+        max_abs = max(max_abs, float(diff.max()))
+        significant = magnitude > atol
+        if bool(significant.any()):
+            rel = float((diff[significant] / magnitude[significant]).max())
+            max_rel = rel if max_rel is None else max(max_rel, rel)
+        if count:
+            bad_count += count
+            position = int(torch.argmax(excess))
+            if float(excess[position]) > worst_excess:
+                worst_excess, worst_flat = float(excess[position]), start + position
+    if not bad_count:
+        return None
+    worst = [int(i) for i in torch.unravel_index(torch.tensor(worst_flat), expected.shape)]
+    got_value = float(got.reshape(-1)[worst_flat].to(torch.float64))
+    exp_value = float(expected.reshape(-1)[worst_flat].to(torch.float64))
+    rel_text = f", max rel error {max_rel:.3g}" if max_rel is not None else ""
+    return Mismatch(
+        config=where,
+        max_abs_error=max_abs,
+        max_rel_error=max_rel,
+        worst_index=worst,
+        message=f"{where}: {bad_count} of {expected.numel()} values outside atol={atol:g} rtol={rtol:g}; "
+        f"max abs error {max_abs:.3g}{rel_text}; worst at {worst}: got {got_value:.6g}, expected {exp_value:.6g}",
+    )
 
 
 def _contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:

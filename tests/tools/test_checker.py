@@ -1,4 +1,4 @@
-"""The trusted checker in-process, on outputs saved as the worker saves them; and the worker's guards."""
+"""The trusted checker in-process, judging outputs staged as a worker stages them; and the worker's guards."""
 
 from __future__ import annotations
 
@@ -10,75 +10,122 @@ from pathlib import Path
 import pytest
 import torch
 
+from ksearch.contracts.evaluation import Verdict
+from ksearch.contracts.exchange import CheckerCommand, Handoff, WorkerRequest
 from ksearch.tasks.softmax import SoftmaxTask
 from ksearch.tools.evaluator import worker as worker_mod
-from ksearch.tools.evaluator.checker import Checker, CheckRequest, OutputRecord, input_digest, salted_seed
-from ksearch.contracts.evaluation import Verdict
-from ksearch.tools.evaluator.worker import CandidateFailure, Guard, Worker, WorkerRequest, WorkerResult
+from ksearch.tools.evaluator.checker import Checker
+from ksearch.tools.evaluator.guard import CandidateFailure, Guard
+from ksearch.tools.evaluator.seeds import input_digest, salted_seed
+from ksearch.tools.evaluator.staging import StagingWriter
+from ksearch.tools.evaluator.worker import Worker
+from tests.tools.loopback import LoopbackChannel
 
 SALT = 12345
 TASK = SoftmaxTask()
 CONFIGS = TASK.test_configs("cpu")
 
 
-def _save(tmp_path: Path, outputs: dict[int, torch.Tensor], *, digest_of=None, seed_shift: int = 0) -> Path:
-    out = tmp_path / "out"
-    out.mkdir(exist_ok=True)
-    records = []
-    for index, tensor in outputs.items():
-        config = CONFIGS[index]
-        seed = salted_seed(config.seed, SALT)
-        inputs = TASK.make_inputs(config.model_copy(update={"seed": seed}), "cpu")
-        torch.save({"output": tensor}, out / f"test-{index}.pt")
-        records.append(
-            OutputRecord(config_index=index, config=config.name, prepare_seed=seed, input_seed=seed + seed_shift,
-                         digest=(digest_of or input_digest)(inputs), file=f"test-{index}.pt",
-                         stride=[list(tensor.stride())])  # fmt: skip
-        )
-    result = tmp_path / "result.json"
-    result.write_text(WorkerResult(verdict=Verdict.PASSED, phase="run", records=records).model_dump_json())
-    return result
+@pytest.fixture
+def checker() -> Checker:
+    checker = Checker("cpu")
+    yield checker
+    checker.staging.release()
 
 
-def _check(tmp_path: Path, result: Path):
-    request = CheckRequest(task="softmax", device="cpu", salt=SALT, kind="test", worker_result_path=str(result),
-                           outputs_dir=str(tmp_path / "out"))  # fmt: skip
-    return Checker(request).run()
+def _begin(checker: Checker, salt: int = SALT) -> StagingWriter:
+    answer = checker.handle(CheckerCommand(op="begin", task="softmax", device="cpu", salt=salt, bench_salt=salt + 1))
+    writer = StagingWriter(checker.staging.handle)
+    return writer
+
+
+def _inputs(index: int, salt: int = SALT) -> list[torch.Tensor]:
+    config = CONFIGS[index]
+    return TASK.make_inputs(config.model_copy(update={"seed": salted_seed(config.seed, salt)}), "cpu")
 
 
 def _right(index: int) -> torch.Tensor:
-    config = CONFIGS[index]
-    inputs = TASK.make_inputs(config.model_copy(update={"seed": salted_seed(config.seed, SALT)}), "cpu")
-    return torch.softmax(inputs[0], dim=-1)
+    return torch.softmax(_inputs(index)[0], dim=-1)
 
 
-def test_correct_outputs_pass_and_a_wrong_one_is_located(tmp_path: Path) -> None:
-    outputs = {i: _right(i) for i in range(len(CONFIGS))}
-    assert _check(tmp_path, _save(tmp_path, outputs)).verdict == Verdict.PASSED
-    outputs[3] = outputs[3] * 1.01
-    check = _check(tmp_path, _save(tmp_path, outputs))
-    assert check.verdict == Verdict.INCORRECT and check.configs_passed == 3 and check.mismatch.config == CONFIGS[3].name
+def _hand(checker: Checker, writer: StagingWriter, index: int, output: torch.Tensor, **change: object) -> bool:
+    """Stage ``output`` for test config ``index`` and ask the checker; True when it was judged correct."""
+    if not writer.fits(output.numel() * 4 + 256):
+        writer.open(checker.staging.ensure(output.numel() * 4 + 256))
+    offsets = writer.stage([output])
+    seed = salted_seed(CONFIGS[index].seed, SALT)
+    fields = dict(kind="test", config_index=index, config=CONFIGS[index].name, prepare_seed=seed, input_seed=seed,
+                  digest=input_digest(_inputs(index)), shapes=[list(output.shape)], dtypes=[str(output.dtype)],
+                  strides=[list(output.stride())], offsets=offsets, generation=writer.handle.generation)  # fmt: skip
+    fields.update(change)
+    return checker.check(Handoff(**fields)).ok
 
 
-def test_missing_nan_strided_and_forged_outputs_fail(tmp_path: Path) -> None:
-    outputs = {i: _right(i) for i in range(len(CONFIGS))}
-    del outputs[5]
-    assert "no output" in _check(tmp_path, _save(tmp_path, outputs)).error
-    outputs[5] = _right(5)
-    outputs[1] = outputs[1].clone()
-    outputs[1][0, 0] = float("nan")
-    assert "non-finite" in _check(tmp_path, _save(tmp_path, outputs)).error
-    outputs[1] = _right(1).t().contiguous().t()  # right values, column-major strides
-    assert "strides" in _check(tmp_path, _save(tmp_path, outputs)).error
-    outputs[1] = _right(1)
-    check = _check(tmp_path, _save(tmp_path, outputs, seed_shift=1))  # a seed the evaluation never used
-    assert check.verdict == Verdict.REJECTED and check.rejection.rule == "forged_record"
-    check = _check(tmp_path, _save(tmp_path, outputs, digest_of=lambda inputs: "0" * 32))
-    assert check.verdict == Verdict.REJECTED and check.rejection.rule == "input_digest"
-    result = _save(tmp_path, outputs)
-    (tmp_path / "out" / "test-2.pt").unlink()
-    (tmp_path / "out" / "test-2.pt").symlink_to(tmp_path / "out" / "test-1.pt")
-    assert _check(tmp_path, result).rejection.rule == "forged_record"
+def test_correct_outputs_pass_and_a_wrong_one_is_located(checker: Checker) -> None:
+    writer = _begin(checker)
+    assert all(_hand(checker, writer, i, _right(i)) for i in range(len(CONFIGS)))
+    assert checker.finish(timed=False).verdict == Verdict.PASSED
+    writer = _begin(checker)
+    for i in range(3):
+        assert _hand(checker, writer, i, _right(i))
+    assert not _hand(checker, writer, 3, _right(3) * 1.01)
+    check = checker.finish(timed=False)
+    assert check.verdict == Verdict.INCORRECT and check.failed_check and check.configs_passed == 3
+    assert check.mismatch.config == CONFIGS[3].name
+
+
+def test_references_are_computed_once_per_session_salt(checker: Checker) -> None:
+    for _ in range(3):
+        writer = _begin(checker)
+        assert all(_hand(checker, writer, i, _right(i)) for i in range(len(CONFIGS)))
+        assert checker.finish(timed=False).verdict == Verdict.PASSED
+    assert checker.cache.hits == 2 * len(CONFIGS)
+
+
+def test_missing_nan_strided_and_forged_outputs_fail(checker: Checker) -> None:
+    writer = _begin(checker)
+    for i in range(len(CONFIGS)):
+        if i != 5:
+            assert _hand(checker, writer, i, _right(i))
+    check = checker.finish(timed=False)
+    assert check.verdict == Verdict.INCORRECT and "no output" in check.error and not check.failed_check
+
+    cases = [
+        ({}, lambda out: out.masked_fill(torch.zeros_like(out, dtype=torch.bool).index_fill_(0, torch.tensor([0]), True), float("nan")), "non-finite"),
+        ({"strides": None}, lambda out: out, "strides"),
+        ({"input_seed": None}, lambda out: out, "forged_record"),
+        ({"digest": "0" * 32}, lambda out: out, "input_digest"),
+        ({"offsets": [1 << 40]}, lambda out: out, "forged_record"),
+        ({"generation": 99}, lambda out: out, "forged_record"),
+        ({"config": "not_a_config"}, lambda out: out, "forged_record"),
+    ]
+    for change, alter, expect in cases:
+        writer = _begin(checker)
+        output = alter(_right(1))
+        seed = salted_seed(CONFIGS[1].seed, SALT)
+        if "strides" in change:
+            change = {"strides": [[1, output.shape[0]]]}  # claimed column-major
+        if "input_seed" in change:
+            change = {"input_seed": seed + 1}  # a seed the evaluation never used
+        assert not _hand(checker, writer, 1, output, **change)
+        check = checker.finish(timed=False)
+        text = (check.rejection.rule if check.rejection else "") + check.error
+        assert expect in text, (change, text)
+
+
+def test_timed_outputs_use_the_evaluations_own_salt(checker: Checker) -> None:
+    writer = _begin(checker)
+    bench = TASK.benchmark_configs("cpu")[0]
+    seed = salted_seed(bench.seed, SALT + 1)  # the bench salt given at begin
+    inputs = TASK.make_inputs(bench.model_copy(update={"seed": seed + 13}), "cpu")
+    output = torch.softmax(inputs[0], dim=-1)
+    offsets = writer.stage([output])
+    handoff = Handoff(kind="bench", config_index=0, config=bench.name, prepare_seed=seed, input_seed=seed + 13,
+                      digest=input_digest(inputs), shapes=[list(output.shape)], dtypes=[str(output.dtype)],
+                      strides=[list(output.stride())], offsets=offsets, generation=writer.handle.generation)  # fmt: skip
+    assert checker.check(handoff).ok
+    wrong_salt = handoff.model_copy(update={"prepare_seed": salted_seed(bench.seed, SALT)})
+    assert not checker.check(wrong_salt).ok
 
 
 def test_inputs_are_deterministic_in_the_seed_and_the_salt_changes_them() -> None:
@@ -90,7 +137,7 @@ def test_inputs_are_deterministic_in_the_seed_and_the_salt_changes_them() -> Non
     assert salted_seed(7, 1) != salted_seed(7, 2) and 0 <= salted_seed(7, 1) < 2**31
 
 
-def test_the_worker_never_computes_the_reference(tmp_path: Path) -> None:
+def test_the_worker_never_computes_the_reference(tmp_path: Path, checker: Checker) -> None:
     source = inspect.getsource(worker_mod)
     assert ".expected(" not in source and ".reference(" not in source
 
@@ -102,14 +149,14 @@ def test_the_worker_never_computes_the_reference(tmp_path: Path) -> None:
 
     candidate = tmp_path / "candidate.py"
     candidate.write_text("import torch\n\ndef kernel(x):\n    return torch.softmax(x, dim=-1)\n")
-    (tmp_path / "out").mkdir()
+    _begin(checker)
     request = WorkerRequest(task="softmax", device="cpu", entry_point="kernel", candidate_path=str(candidate),
-                            result_path=str(tmp_path / "r.json"), salt=SALT, outputs_dir=str(tmp_path / "out"))  # fmt: skip
-    result = Worker(request, task=NoReference()).run()
+                            result_path=str(tmp_path / "r.json"), salt=SALT, staging=checker.staging.handle)  # fmt: skip
+    channel = LoopbackChannel(checker)
+    result = Worker(request, channel, task=NoReference()).run()
     assert result.verdict == Verdict.PASSED, result.error
-    assert len(result.records) == len(CONFIGS)
-    (tmp_path / "result.json").write_text(result.model_dump_json())
-    assert _check(tmp_path, tmp_path / "result.json").verdict == Verdict.PASSED
+    assert len(channel.handoffs) == len(CONFIGS) and channel.phases == ["load", "run"]
+    assert checker.finish(timed=False).verdict == Verdict.PASSED
 
 
 def test_guard_detects_replaced_timers_and_leftover_threads(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -268,7 +268,7 @@ def test_the_thread_rule_is_off_only_for_the_harness_own_baselines(tmp_path: Pat
     import threading
 
     from ksearch.tasks.registry import resolve_task
-    from ksearch.tools.evaluator import worker_request
+    from ksearch.tools.evaluator import build_worker_request
     from ksearch.tools.evaluator.worker import CandidateFailure, Guard
 
     strict, lenient = Guard(), Guard(allow_threads=True)
@@ -286,7 +286,8 @@ def test_the_thread_rule_is_off_only_for_the_harness_own_baselines(tmp_path: Pat
     task = resolve_task("softmax")
     for flag in (False, True):
         request = EvalRequest(candidate=Candidate(task="softmax", language="triton", code=OK), harness_baseline=flag)
-        assert worker_request(request, tmp_path, tmp_path, "correctness", 1, task, "robust").allow_threads is flag
+        built = build_worker_request(request, tmp_path, tmp_path / "result.json", task, "robust", salt=1)
+        assert built.allow_threads is flag
 
 
 @pytest.mark.parametrize(

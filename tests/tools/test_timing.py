@@ -47,70 +47,118 @@ def test_summarize_and_relative_error() -> None:
 
 class FakeEvent:
     def __init__(self, clock: list[float]) -> None:
-        self.clock, self.t = clock, 0.0
+        self.clock, self.t = clock, None
 
-    def record(self) -> None:
-        self.t = self.clock[0]
 
-    def elapsed_time(self, end: FakeEvent) -> float:
-        return end.t - self.t
+class FakeCall:
+    """A call on input set ``index`` whose argument object is ``args`` (compared by identity in the tests)."""
+
+    def __init__(self, runner: FakeRunner, index: int, args: object, kind: str) -> None:
+        self.runner, self.index, self.args, self.kind = runner, index, args, kind
+
+    def __call__(self) -> int:
+        r = self.runner
+        r.calls.append(self.index)
+        r.args_seen.append(self.args)
+        r.trace.append("call")
+        r.clock[0] += 1.0 + 0.001 * (len(r.calls) % 3)
+        return self.index
 
 
 class FakeRunner:
-    """Every call takes 1 'ms' of fake time; records what the method asked for."""
+    """Every call takes 1 'ms' of fake time; records what the method asked for, in order (``trace``)."""
 
     def __init__(self) -> None:
         self.clock = [0.0]
         self.cached: list[int] = []
         self.fresh: list[int] = []
+        self.clones = 0
         self.calls: list[int] = []
-        self.flushes = self.clones = self.kept = self.glanced = self.syncs = 0
+        self.args_seen: list[object] = []
+        self.flushes = self.syncs = self.primed = self.after_calls = 0
         self.audited: list[int] = []
         self.syncs_at_audit: list[int] = []
+        self.fresh_value_audits: list[int] = []
+        self.trace: list[str] = []
+        self._set_args: dict[int, object] = {}
 
-    def inputs(self, index: int) -> list[Any]:
-        self.cached.append(index)
-        return [index]
+    def call_on(self, index: int, *, fresh: bool = False, reuse_args: bool = True, clone: bool = False) -> FakeCall:
+        if fresh:
+            self.fresh.append(index)
+            return FakeCall(self, index, object(), "fresh")
+        if index not in self._set_args:
+            self.cached.append(index)
+            self._set_args[index] = object()
+        if clone:
+            self.clones += 1
+            return FakeCall(self, index, object(), "clone")
+        return FakeCall(self, index, self._set_args[index] if reuse_args else object(), "set")
 
-    def fresh_inputs(self, index: int) -> list[Any]:
-        self.fresh.append(index)
-        return [index]
-
-    def clone(self, inputs: list[Any]) -> list[Any]:
-        self.clones += 1
-        return list(inputs)
-
-    def call(self, inputs: list[Any]) -> Any:
-        self.calls.append(inputs[0])
-        self.clock[0] += 1.0 + 0.001 * (len(self.calls) % 3)
-        return inputs[0]
-
-    def flush(self) -> None:
-        self.flushes += 1
-
-    def synchronize(self) -> None:
-        self.syncs += 1
+    def prime(self, call: FakeCall) -> None:
+        self.primed += 1
+        self.trace.append("prime")
 
     def event(self) -> FakeEvent:
         return FakeEvent(self.clock)
 
+    def record(self, event: FakeEvent) -> None:
+        event.t = self.clock[0]
+        self.trace.append("record")
+
+    def elapsed(self, start: FakeEvent, end: FakeEvent) -> float:
+        return end.t - start.t
+
+    def synchronize(self) -> None:
+        self.syncs += 1
+        self.trace.append("sync")
+
+    def flush(self) -> None:
+        self.flushes += 1
+        self.trace.append("flush")
+
     def wall(self) -> float:
         return self.clock[0] / 1000.0
 
-    def want(self, index: int) -> bool:
+    def after(self, call: FakeCall, output: object) -> None:
+        assert output == call.index
+        self.after_calls += 1
+        self.trace.append("after")
+
+    def want_audit(self, index: int) -> bool:
         return True
 
-    def early(self, output: Any) -> Any:
-        return output
-
-    def glance(self, output: Any) -> None:
-        self.glanced += 1
-
-    def after(self, index: int, inputs: list[Any], output: Any, early: Any, keep: bool) -> None:
-        assert output == inputs[0] == index
+    def audit(self, call: FakeCall, output: object) -> None:
+        assert output == call.index
         self.audited.append(len(self.calls))
-        self.kept += keep
         self.syncs_at_audit.append(self.syncs)
+        self.trace.append("audit")
+
+    def audit_fresh_values(self, call: FakeCall) -> None:
+        self.fresh_value_audits.append(call.index)
+        self.trace.append("fresh_audit")
+
+    def timed_regions(self) -> list[list[str]]:
+        """What happened between each start and end event."""
+        regions, inside = [], None
+        for step in self.trace:
+            if step == "record":
+                if inside is None:
+                    inside = []
+                else:
+                    regions.append(inside)
+                    inside = None
+            elif inside is not None:
+                inside.append(step)
+        return regions
+
+
+def test_nothing_but_the_call_lies_between_the_events_in_every_method() -> None:
+    for name in timing.method_names():
+        runner = FakeRunner()
+        run = timing.get_method(name).run(runner, flush_l2=True)
+        regions = runner.timed_regions()
+        assert len(regions) == len(run.samples_ms), name
+        assert all(region == ["call"] for region in regions), name
 
 
 def test_robust_rotates_input_sets_and_flushes() -> None:
@@ -119,15 +167,17 @@ def test_robust_rotates_input_sets_and_flushes() -> None:
     assert sorted(set(runner.cached)) == [0, 1, 2, 3] and not runner.fresh
     warmup = len(runner.calls) - len(run.samples_ms)
     assert warmup >= 3 and len(run.samples_ms) >= 10
-    assert runner.flushes == len(runner.calls) == runner.glanced  # every call flushed and glanced at
+    assert runner.flushes == len(runner.calls) == runner.after_calls  # every call flushed and checked after
     assert all(s == pytest.approx(1.0, abs=0.01) for s in run.samples_ms)
     assert runner.calls[warmup:] == [i % 4 for i in range(len(run.samples_ms))]  # rotation over the input sets
+    assert len({id(a) for a in runner.args_seen}) == len(runner.args_seen)  # a new argument object per call
+    assert runner.fresh_value_audits == [0, 1, 2, 3]  # after the loop, every set once
     assert timing.get_method("robust").run(r := FakeRunner(), flush_l2=False) and r.flushes == 0
 
 
 def test_robust_times_blocks_back_to_back_and_audits_the_last_call_of_each() -> None:
-    """One device sync per block (none between a block's calls), the block's last call audited after that sync,
-    block lengths random so a candidate cannot tell which call is audited."""
+    """One device sync per block (none between a block's calls), the block's last call audited, block lengths
+    random so a candidate cannot tell which call is audited."""
     method = timing.Robust(rng=random.Random(7), min_samples=200, target_rel_se=0.0, time_cap_s=1.0)
     runner = FakeRunner()
     run = method.run(runner, flush_l2=True)
@@ -137,7 +187,7 @@ def test_robust_times_blocks_back_to_back_and_audits_the_last_call_of_each() -> 
     assert blocks[-1] == len(run.samples_ms) and len(lengths) > 3
     assert all(length >= 2 for length in lengths) and len(set(lengths[1:])) > 1  # random lengths
     syncs = [b - a for a, b in zip(runner.syncs_at_audit, runner.syncs_at_audit[1:], strict=False)]
-    assert syncs and all(n == 1 for n in syncs)  # exactly one sync per block
+    assert syncs and all(n == 0 for n in syncs)  # no sync inside a block: the audit synchronises it
     # ~10 ms of (fake, 1 ms) calls per block after the first, between n/2 and 3n/2
     assert all(5 <= length <= 15 for length in lengths[1:])
 
@@ -152,18 +202,53 @@ def test_robust_block_length_tracks_the_call_time() -> None:
     assert max(short) <= 96 and min(short) >= 32  # capped at max_block (64) +- 50 %
 
 
-def test_gpumode_uses_fresh_inputs_every_repeat() -> None:
+def test_gpumode_uses_fresh_inputs_and_checks_every_repeat() -> None:
     runner = FakeRunner()
     run = timing.get_method("gpumode").run(runner, flush_l2=True)
     assert runner.flushes == 0  # no L2 flush upstream
-    assert runner.fresh == list(range(len(run.samples_ms)))
+    assert runner.fresh == [i + 1 for i in range(len(run.samples_ms))]  # seed += 13 before every repeat
     assert 3 <= len(run.samples_ms) <= 100
+    assert len(runner.audited) == len(run.samples_ms) + 1  # the first checked call, then every timed output
+    assert runner.trace.count("sync") >= 2 * len(run.samples_ms)  # sync before the start and after the end
 
 
-def test_gpumode_benchmark_reuses_one_input_set() -> None:
+def test_gpumode_benchmark_reuses_one_data_object_like_upstream() -> None:
     runner = FakeRunner()
     run = timing.get_method("gpumode-benchmark").run(runner, flush_l2=True)
     assert set(runner.cached) == {0} and not runner.fresh and len(run.samples_ms) >= 3
+    timed_args = runner.args_seen[1:]  # after the one checked call
+    assert len({id(a) for a in runner.args_seen}) == 1 and len(timed_args) == len(run.samples_ms)
+    assert runner.audited == [1, len(runner.calls)]  # the checked first call and the last timed output
+    assert runner.fresh_value_audits == [0] and runner.trace[-1] == "fresh_audit"
+    assert runner.flushes == 0
+
+
+class NoisyRunner(FakeRunner):
+    """Calls alternate between 1 and 2 fake ms, so only the kernel-time budget stops the repeats."""
+
+    def call_on(self, index: int, **kwargs: bool) -> FakeCall:
+        call = super().call_on(index, **kwargs)
+        runner = self
+
+        class _Noisy(FakeCall):
+            def __call__(self) -> int:
+                out = super().__call__()
+                runner.clock[0] += len(runner.calls) % 2
+                return out
+
+        return _Noisy(runner, call.index, call.args, call.kind)
+
+
+def test_gpumode_warm_up_is_upstreams_first_case_with_a_small_budget() -> None:
+    for name, budget_ms in (("gpumode-benchmark", 100.0), ("gpumode", 10.0)):
+        runner = NoisyRunner()
+        timing.get_method(name).warm_up(runner, flush_l2=False)
+        assert set(runner.cached) == {0} and not runner.audited and not runner.fresh_value_audits
+        timed = len(runner.timed_regions())
+        assert timed == pytest.approx(budget_ms / 1.5, abs=2)  # summed kernel time just past the budget
+    steady = FakeRunner()
+    timing.get_method("gpumode-benchmark").warm_up(steady, flush_l2=False)
+    assert len(steady.timed_regions()) == 3  # std_err/mean < 0.1 % after the minimum of 3 runs
 
 
 def test_flashinfer_is_3_trials_of_50_with_clones_and_flushes() -> None:
@@ -172,6 +257,7 @@ def test_flashinfer_is_3_trials_of_50_with_clones_and_flushes() -> None:
     assert len(run.samples_ms) == 150
     assert runner.clones == runner.flushes == 3 * (10 + 50)
     assert sorted(set(runner.cached)) == [0, 1, 2]
+    assert runner.fresh_value_audits == [0, 1, 2] and len(runner.audited) == 3
 
 
 class _Task:

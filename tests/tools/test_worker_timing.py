@@ -1,5 +1,6 @@
-"""The worker's side of the robust timing loop, on the CPU: the audits between blocks and the outputs kept for the
-checker. (Device events are replaced by a wall-clock stand-in; on a GPU the same code runs with CUDA events.)"""
+"""The worker's side of the timing loops on the CPU: audits handed to a real (in-process) checker, mutation, lazy
+outputs and replayed outputs caught. (Device events are replaced by a wall-clock stand-in; on a GPU the same code
+runs with CUDA events.)"""
 
 from __future__ import annotations
 
@@ -10,71 +11,81 @@ from typing import Any
 import pytest
 import torch
 
+from ksearch.contracts.evaluation import Verdict
+from ksearch.contracts.exchange import CheckerCommand, WorkerRequest
 from ksearch.tools import timing
-from ksearch.tools.evaluator.worker import CandidateFailure, Worker, WorkerRequest, WorkerTimingRunner
+from ksearch.tools.evaluator.checker import Checker
+from ksearch.tools.evaluator.guard import CandidateFailure, Guard
+from ksearch.tools.evaluator.staging import StagingWriter
+from ksearch.tools.evaluator.timing_runner import WorkerTimingRunner
+from ksearch.tools.evaluator.worker import Worker
+from tests.tools.loopback import LoopbackChannel
+
+SALT = 12345
 
 
 class WallEvent:
     def __init__(self, enable_timing: bool = True) -> None:
         self.t = 0.0
 
-    def record(self) -> None:
-        self.t = time.perf_counter()
 
-    def elapsed_time(self, end: WallEvent) -> float:
-        return (end.t - self.t) * 1e3
+def _record(event: WallEvent) -> None:
+    event.t = time.perf_counter()
 
 
-def _runner(tmp_path: Path, fn: Any, *, keep: bool = True) -> tuple[Worker, WorkerTimingRunner]:
+def _elapsed(start: WallEvent, end: WallEvent) -> float:
+    return (end.t - start.t) * 1e3
+
+
+@pytest.fixture
+def checker() -> Checker:
+    checker = Checker("cpu")
+    checker.handle(CheckerCommand(op="begin", task="softmax", device="cpu", salt=SALT, bench_salt=SALT))
+    yield checker
+    checker.staging.release()
+
+
+def _runner(checker: Checker, fn: Any) -> tuple[Worker, WorkerTimingRunner, LoopbackChannel]:
     request = WorkerRequest(task="softmax", device="cpu", entry_point="kernel", candidate_path="", result_path="",
-                            mode="timing", salt=12345, outputs_dir=str(tmp_path), flush_l2=False)  # fmt: skip
-    worker = Worker(request)
-    worker._save = torch.save  # noqa: SLF001 - what prepare_device sets in a real worker
-    config = worker.salted(worker.task.benchmark_configs("cpu")[0])
-    runner = WorkerTimingRunner(worker, fn, config, 0, keep=keep)
-    runner._event_cls = WallEvent  # noqa: SLF001 - CUDA events on a GPU
-    return worker, runner
+                            timing=True, salt=SALT, bench_salt=SALT, flush_l2=False, staging=checker.staging.handle)  # fmt: skip
+    channel = LoopbackChannel(checker)
+    worker = Worker(request, channel)
+    worker.guard = Guard()
+    worker.staging = StagingWriter(checker.staging.handle)
+    config = worker.salted(worker.task.benchmark_configs("cpu")[0], SALT)
+    runner = WorkerTimingRunner(worker, fn, config, 0)
+    runner._event_cls, runner._record, runner._elapsed = WallEvent, _record, _elapsed  # noqa: SLF001 - CUDA events
+    return worker, runner, channel
 
 
 def _short() -> timing.Robust:
     return timing.Robust(warmup_s=0.01, time_cap_s=0.05, min_samples=8)
 
 
-def test_kept_outputs_are_written_after_the_loop_with_their_input_seeds(tmp_path: Path) -> None:
-    worker, runner = _runner(tmp_path, lambda inputs: torch.softmax(inputs[0], dim=-1))
+def test_robust_blocks_and_the_audits_after_the_loop_go_to_the_checker(checker: Checker) -> None:
+    _, runner, channel = _runner(checker, lambda x: torch.softmax(x, dim=-1))
     run = _short().run(runner, flush_l2=False)
-    assert len(run.samples_ms) >= 8 and not list(tmp_path.glob("*.pt"))  # nothing written during the loop
-    runner.finish()
-    files = sorted(tmp_path.glob("bench-0-*.pt"))
-    assert files and len(files) == len(worker.records) <= 4  # at most one per input set
-    for record in worker.records:
-        index = int(record.file.removesuffix(".pt").rsplit("-", 1)[1])
-        assert record.input_seed == runner.config.seed + timing.SEED_STRIDE * index
-        saved = torch.load(tmp_path / record.file, weights_only=True)["output"]
-        assert torch.equal(saved, torch.softmax(runner.inputs(index)[0], dim=-1))
-        assert record.stride == [list(saved.stride())]
+    kinds = [h.kind for h in channel.handoffs]
+    assert len(run.samples_ms) >= 8 and kinds.count("bench") >= 1 and kinds[-4:] == ["audit"] * 4
+    for h in channel.handoffs:
+        index = (h.input_seed - runner.config.seed) // timing.SEED_STRIDE
+        assert h.input_seed == runner.config.seed + timing.SEED_STRIDE * index and 0 <= index < 4
+    assert checker.finish(timed=False).outputs_checked == len(channel.handoffs)
 
 
-def test_without_keep_nothing_is_saved_but_every_block_is_still_audited(tmp_path: Path) -> None:
-    worker, runner = _runner(tmp_path, lambda inputs: torch.softmax(inputs[0], dim=-1), keep=False)
-    _short().run(runner, flush_l2=False)
-    runner.finish()
-    assert not worker.records and not list(tmp_path.glob("*.pt"))
-
-
-def test_a_call_that_mutates_its_inputs_is_caught_at_the_next_audit(tmp_path: Path) -> None:
-    def mutating(inputs: list[Any]) -> torch.Tensor:
-        out = torch.softmax(inputs[0], dim=-1)
-        inputs[0].mul_(1.0001)
+def test_a_call_that_mutates_its_inputs_is_caught_at_the_next_audit(checker: Checker) -> None:
+    def mutating(x: torch.Tensor) -> torch.Tensor:
+        out = torch.softmax(x, dim=-1)
+        x.mul_(1.0001)
         return out
 
-    _, runner = _runner(tmp_path, mutating)
+    _, runner, _ = _runner(checker, mutating)
     with pytest.raises(CandidateFailure) as failure:
         _short().run(runner, flush_l2=False)
     assert failure.value.rejection is not None and failure.value.rejection.rule == "input_mutation"
 
 
-def test_every_timed_call_is_glanced_at_without_a_sync(tmp_path: Path) -> None:
+def test_every_timed_call_is_checked_after_it_returns(checker: Checker) -> None:
     """A lazy tensor subclass is refused on the call that returns it, audited or not."""
 
     class Lazy(torch.Tensor):
@@ -82,13 +93,57 @@ def test_every_timed_call_is_glanced_at_without_a_sync(tmp_path: Path) -> None:
 
     calls = []
 
-    def lazy_after_a_while(inputs: list[Any]) -> torch.Tensor:
+    def lazy_after_a_while(x: torch.Tensor) -> torch.Tensor:
         calls.append(1)
-        out = torch.softmax(inputs[0], dim=-1)
+        out = torch.softmax(x, dim=-1)
         return out.as_subclass(Lazy) if len(calls) == 7 else out
 
-    _, runner = _runner(tmp_path, lazy_after_a_while)
+    _, runner, _ = _runner(checker, lazy_after_a_while)
     with pytest.raises(CandidateFailure) as failure:
         _short().run(runner, flush_l2=False)
     assert failure.value.rejection is not None and failure.value.rejection.rule == "lazy_output"
     assert len(calls) == 7
+
+
+@pytest.mark.parametrize("method", ["gpumode-benchmark", "robust"])
+def test_an_output_replayed_from_an_earlier_call_is_caught_after_the_loop(checker: Checker, method: str) -> None:
+    """A kernel that keeps its first output on the input object and returns it again passes every timed audit of
+    the same inputs, and is caught by the call on re-randomised inputs after the loop."""
+
+    def replaying(x: torch.Tensor) -> torch.Tensor:
+        cached = getattr(x, "_replayed", None)
+        if cached is None:
+            cached = torch.softmax(x, dim=-1)
+            x._replayed = cached  # type: ignore[attr-defined]
+        return cached
+
+    _, runner, channel = _runner(checker, replaying)
+    chosen = _short() if method == "robust" else timing.get_method(method)
+    with pytest.raises(CandidateFailure) as failure:
+        chosen.run(runner, flush_l2=False)
+    assert failure.value.verdict == Verdict.INCORRECT
+    assert channel.handoffs[-1].kind == "audit" and "re-randomised" in checker.finish(timed=False).error
+
+
+def test_gpumode_benchmark_hands_off_the_first_and_last_outputs_then_the_audit(checker: Checker) -> None:
+    _, runner, channel = _runner(checker, lambda x: torch.softmax(x, dim=-1))
+    run = timing.get_method("gpumode-benchmark").run(runner, flush_l2=False)
+    assert [h.kind for h in channel.handoffs] == ["bench", "bench", "audit"] and len(run.samples_ms) >= 3
+    assert channel.handoffs[0].input_seed == channel.handoffs[1].input_seed == runner.config.seed
+    assert checker.finish(timed=False).outputs_checked == 3
+
+
+def test_gpumode_checks_every_timed_output_on_fresh_inputs(checker: Checker) -> None:
+    calls = []
+
+    def wrong_when_timed(x: torch.Tensor) -> torch.Tensor:
+        calls.append(1)
+        out = torch.softmax(x, dim=-1)
+        return out * 1.01 if len(calls) == 3 else out
+
+    _, runner, channel = _runner(checker, wrong_when_timed)
+    with pytest.raises(CandidateFailure):
+        timing.get_method("gpumode").run(runner, flush_l2=False)
+    seeds = [h.input_seed for h in channel.handoffs]
+    assert seeds == [runner.config.seed + 13 * k for k in range(len(seeds))]  # seed += 13 every repeat
+    assert "timed output" in checker.finish(timed=False).error

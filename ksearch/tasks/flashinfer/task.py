@@ -254,9 +254,8 @@ class FlashInferTask(Task):
         return "Score: 1 / geometric-mean latency over the timed workloads; every workload must pass."
 
     # -- calling and checking -------------------------------------------------------------------------------------
-    def prepare(self, module: Any, config: TaskConfig, device: str) -> Callable[[list[Any]], Any]:
-        fn = getattr(module, self.entry_point)
-        return lambda inputs: fn(*inputs)
+    def prepare(self, module: Any, config: TaskConfig, device: str) -> Callable[..., Any]:
+        return getattr(module, self.entry_point)
 
     def expected(self, config: TaskConfig, inputs: list[Any]) -> Any:
         with torch.no_grad():

@@ -241,10 +241,10 @@ class KernelBenchTask(Task):
             model = cls(*init)
         return model.to(device) if isinstance(model, torch.nn.Module) else model
 
-    def prepare(self, module: Any, config: TaskConfig, device: str) -> Callable[[list[Any]], Any]:
+    def prepare(self, module: Any, config: TaskConfig, device: str) -> Callable[..., Any]:
         model = self.build(getattr(module, self.entry_point), config, device)
 
-        def run(inputs: list[Any]) -> Any:
+        def run(*inputs: Any) -> Any:
             with torch.no_grad():
                 return model(*inputs)
 

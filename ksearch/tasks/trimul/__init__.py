@@ -1,9 +1,13 @@
 """Built-in task ``trimul``: GPU MODE's TriMul problem, the outgoing Triangle Multiplicative Update of AlphaFold-3.
 
 Solutions use GPU MODE's interface, so a leaderboard ``submission.py`` runs unchanged: the module defines
-``custom_kernel(data)`` with ``data = (x, mask, weights, config)``. ``prepare`` builds that tuple from the worker's
-flat list of tensors ``[x, mask, *weights in WEIGHT_KEYS order]``, so every tensor (weights included) is cloned for
-the reference and checked for mutation like any other input.
+``custom_kernel(data)`` with ``data = (x, mask, weights, config)``, and may start with the template's
+``from task import input_t, output_t`` (the evaluator provides that module). ``call_args`` builds the ``data`` tuple
+once per input set from the worker's flat list of tensors ``[x, mask, *weights in WEIGHT_KEYS order]``, so every
+tensor (weights included) is checked for mutation like any other input, and timing methods that reuse an input set
+reuse the same ``data`` object as upstream's harness does (a kernel may cache derived weights in its ``weights``
+dict). ``x`` and ``mask`` are the activations: after a timing loop they are re-randomised in place for one more
+checked call.
 
 Differences from upstream (gpu-mode/reference-kernels ``problems/bioml/trimul``), on purpose:
 
@@ -147,8 +151,18 @@ def shape_of(config: TaskConfig) -> tuple[int, int, int, int]:
     return int(p["bs"]), int(p["seqlen"]), int(p["dim"]), int(p["hiddendim"])
 
 
+TASK_MODULE = '''"""The types of GPU MODE's submission template (``from task import input_t, output_t``), provided by ksearch."""
+from typing import Dict, Tuple, TypeVar
+
+import torch
+
+input_t = TypeVar("input_t", bound=Tuple[torch.Tensor, torch.Tensor, Dict[str, torch.Tensor], Dict])
+output_t = TypeVar("output_t", bound=torch.Tensor)
+'''
+
+
 def as_data(inputs: list[Any], config: TaskConfig) -> tuple[Any, Any, dict[str, Any], dict[str, int]]:
-    """The worker's flat input list as GPU MODE's ``data`` tuple (a new weights dict on every call)."""
+    """The worker's flat input list as GPU MODE's ``data`` tuple (a new tuple and weights dict each time)."""
     _, _, c, h = shape_of(config)
     x, mask, *weights = inputs
     return x, mask, dict(zip(WEIGHT_KEYS, weights, strict=True)), {"dim": c, "hidden_dim": h}
@@ -161,9 +175,13 @@ class TrimulTask(Task):
     languages = ("triton", "cuda")
     atol = 2e-2
     rtol = 2e-2
-    timing_methods: tuple[str, ...] = ("robust", "gpumode", "gpumode-benchmark")
-    default_timing_method = "gpumode"
-    """GPU MODE's leaderboard protocol (fresh inputs every repeat, mean), so scores compare with the leaderboard's."""
+    timing_methods: tuple[str, ...] = ("gpumode-benchmark", "gpumode", "robust")
+    default_timing_method = "gpumode-benchmark"
+    """GPU MODE's benchmark procedure (the data object reused, sync around every call, mean): what ``eval.py
+    benchmark`` reads and K-Search reported; ``gpumode`` is the leaderboard's scored procedure (fresh inputs and a
+    recheck every repeat, slower)."""
+    flush_l2 = False
+    """Upstream's TriMul harness does not flush the L2 cache (and every benchmark input is larger than it)."""
     roofline_compute_dtype = "fp8"
     """The physics floor uses the fastest rate a partly low-precision kernel could reach, so it never rejects an
     honest one (fp8 everywhere would not meet the tolerance, but fp8 for parts is not ruled out)."""
@@ -246,9 +264,14 @@ class TrimulTask(Task):
     def expected(self, config: TaskConfig, inputs: list[Any]) -> Any:
         return self.reference(*inputs)
 
-    def prepare(self, module: Any, config: TaskConfig, device: str) -> Callable[[list[Any]], Any]:
-        fn = getattr(module, self.entry_point)
-        return lambda inputs: fn(as_data(inputs, config))
+    def call_args(self, inputs: list[Any], config: TaskConfig) -> tuple[Any, ...]:
+        return (as_data(inputs, config),)
+
+    def activation_inputs(self, config: TaskConfig) -> list[int] | None:
+        return [0, 1]  # x and the mask; the weights stay (a kernel may cache what it derives from them)
+
+    def support_modules(self) -> dict[str, str]:
+        return {"task": TASK_MODULE}
 
     def flops_and_bytes(self, config: TaskConfig) -> tuple[float, float]:
         b, n, c, h = shape_of(config)
@@ -260,4 +283,4 @@ class TrimulTask(Task):
         return contraction + projections, moved
 
 
-__all__ = ["TrimulTask", "as_data", "fp32_exact", "shape_of"]
+__all__ = ["TASK_MODULE", "TrimulTask", "as_data", "fp32_exact", "shape_of"]

@@ -1,31 +1,40 @@
-"""The trusted checker: recomputes the reference in its own process and judges the candidate's saved outputs.
+"""The trusted checker: computes the reference in its own process and judges the candidate's outputs.
 
-Started by the evaluator as ``python -P -m ksearch.tools.evaluator.checker REQUEST.json`` *after* the candidate's worker has
-exited and its process group was killed. It never imports the candidate. It regenerates every input from the same
-task, seed and device (inputs are deterministic in the seed, and a cheap digest of them must equal the one the
-worker reported), computes ``task.expected`` on those pristine inputs, loads the candidate's outputs with
-``torch.load(weights_only=True)`` (no code runs on load) and compares them with ``task.check``.
+Started by an evaluator session as ``python -P -m ksearch.tools.evaluator.checker --device D`` and kept for the
+session's evaluations (one per device). It never imports the candidate. For each output a worker hands off, it
+regenerates the inputs from the claimed seeds (which must be the evaluation's: the salt is the session's for
+correctness configs and the evaluation's for timed ones), checks that their digest equals the one the worker
+reported, computes ``task.expected`` on those pristine inputs (kept in a byte-bounded cache, so a session computes
+each correctness reference once) and compares the staged output with ``task.check``. Outputs are read from the
+staging buffer, which this process owns (``staging``), while the worker waits for the answer.
 
-Result channel: the checker writes its JSON result to its own stdout, which only the parent holds (the checker moves
-Python's ``sys.stdout`` onto stderr first, so library prints cannot corrupt it). The candidate is gone by then and
-never had that pipe, so nothing it wrote can become the verdict.
+Channels: commands arrive on stdin (``CheckerCommand`` lines, from the parent only); answers leave on the original
+stdout, which the checker moves away from ``sys.stdout`` first so that library prints cannot corrupt it. The
+candidate never holds either. The verdict of an evaluation is this process's record of what it checked: a config
+the worker never handed off counts as missing, whatever the worker claims.
 
 The protocol both sides share is in ``ksearch.contracts.exchange`` (records) and ``seeds`` (salted seeds, digests).
 """
 
 from __future__ import annotations
 
+import argparse
 import os
 import platform
-import stat
 import sys
 import traceback
-from pathlib import Path
+from collections import OrderedDict
+from dataclasses import dataclass, field
 from typing import Any
 
 from ksearch.contracts.evaluation import Mismatch, Rejection, Verdict
-from ksearch.contracts.exchange import CheckRequest, CheckResult, OutputRecord
-from ksearch.tools.evaluator.seeds import input_digest, salted_seed
+from ksearch.contracts.exchange import CheckerCommand, CheckResult, Handoff, HandoffReply
+from ksearch.tools.evaluator.seeds import AUDIT_BASE, input_digest, input_set_index, salted_seed
+from ksearch.tools.evaluator.staging import StagingOwner
+
+CACHE_FRACTION = 0.2
+"""Share of the GPU's memory the reference cache may hold."""
+CPU_CACHE_BYTES = 1 << 30
 
 
 class _Fail(Exception):
@@ -39,133 +48,152 @@ def _significant(shape: tuple[int, ...], strides: list[int]) -> list[tuple[int, 
     return [(i, s) for i, (n, s) in enumerate(zip(shape, strides, strict=True)) if n > 1]
 
 
+def _nbytes(value: Any) -> int:
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return value.numel() * value.element_size()
+    if isinstance(value, (list, tuple)):
+        return sum(_nbytes(v) for v in value)
+    return 64
+
+
+class ReferenceCache:
+    """(task, config, seeds) -> (input digest, expected output), least recently used first out, bounded in bytes."""
+
+    def __init__(self, budget: int) -> None:
+        self.budget = budget
+        self.used = 0
+        self.entries: OrderedDict[tuple[Any, ...], tuple[str, Any, int]] = OrderedDict()
+        self.hits = 0
+
+    def get(self, key: tuple[Any, ...]) -> tuple[str, Any] | None:
+        entry = self.entries.get(key)
+        if entry is None:
+            return None
+        self.entries.move_to_end(key)
+        self.hits += 1
+        return entry[0], entry[1]
+
+    def put(self, key: tuple[Any, ...], digest: str, expected: Any) -> None:
+        size = _nbytes(expected)
+        if size > self.budget:
+            return
+        while self.entries and self.used + size > self.budget:
+            _, (_, _, old) = self.entries.popitem(last=False)
+            self.used -= old
+        self.entries[key] = (digest, expected, size)
+        self.used += size
+
+
+@dataclass
+class _Evaluation:
+    """What the checker has seen of one evaluation."""
+
+    task: Any
+    salt: int
+    bench_salt: int
+    tests_passed: set[int] = field(default_factory=set)
+    bench_checked: dict[int, int] = field(default_factory=dict)
+    outputs_checked: int = 0
+    failure: _Fail | None = None
+
+
 class Checker:
-    def __init__(self, request: CheckRequest) -> None:
+    """Judges handed-off outputs against the reference; one instance serves a session's evaluations."""
+
+    def __init__(self, device: str) -> None:
+        import torch
+
+        if device.startswith("cuda"):
+            index = torch.device(device).index or 0
+            torch.cuda.set_device(index)
+            device = f"cuda:{index}"
+            budget = int(torch.cuda.get_device_properties(index).total_memory * CACHE_FRACTION)
+        else:
+            budget = CPU_CACHE_BYTES
+        self.device = device
+        self.staging = StagingOwner(device, prefer_ipc=os.environ.get("KSEARCH_STAGING", "") != "shm")
+        self.cache = ReferenceCache(budget)
+        self.tasks: dict[str, Any] = {}
+        self.current: _Evaluation | None = None
+        self.largest_output: dict[str, int] = {}
+
+    # -- commands ------------------------------------------------------------------------------------------------
+    def handle(self, command: CheckerCommand) -> dict[str, Any]:
+        if command.op == "begin":
+            return self.begin(command)
+        if command.op == "staging":
+            if command.shm and self.staging.use_ipc:
+                self.staging.use_ipc = False
+                self.staging.release()
+                self.staging.handle = None
+            handle = self.staging.ensure(command.min_bytes)
+            if self.current is not None:
+                name = self.current.task.name
+                self.largest_output[name] = max(self.largest_output.get(name, 0), command.min_bytes)
+            return HandoffReply(ok=True, staging=handle).model_dump()
+        if command.op == "handoff":
+            assert command.handoff is not None
+            return self.check(command.handoff).model_dump()
+        if command.op == "finish":
+            return self.finish(command.timed).model_dump()
+        raise ValueError(f"unknown command {command.op!r}")
+
+    def begin(self, command: CheckerCommand) -> dict[str, Any]:
         from ksearch.tasks.registry import resolve_task
 
-        self.request = request
-        self.task = resolve_task(request.task)
-        self.device = request.device
-        self.outputs_checked = 0
+        task = self.tasks.get(command.task)
+        if task is None:
+            task = self.tasks[command.task] = resolve_task(command.task)
+        self.current = _Evaluation(task=task, salt=command.salt, bench_salt=command.bench_salt)
+        handle = self.staging.ensure(self.largest_output.get(task.name, 0))
+        return HandoffReply(ok=True, staging=handle).model_dump()
 
-    def run(self) -> CheckResult:
-        import torch
-
-        from ksearch.contracts.exchange import WorkerResult
-        from ksearch.tools.timing import MAX_INPUT_SETS, SEED_STRIDE
-
-        if self.device.startswith("cuda"):
-            index = torch.device(self.device).index or 0
-            torch.cuda.set_device(index)
-            self.device = f"cuda:{index}"
-        configs = (
-            self.task.test_configs(self.device) if self.request.kind == "test" else self.task.benchmark_configs(self.device)
-        )
-        passed = 0
+    def check(self, handoff: Handoff) -> HandoffReply:
+        state = self.current
+        if state is None:
+            return HandoffReply(ok=False, message="no evaluation in progress")
+        if state.failure is not None:
+            return HandoffReply(ok=False, message=state.failure.error)
         try:
-            try:
-                claims = WorkerResult.model_validate_json(Path(self.request.worker_result_path).read_text("utf-8"))
-            except Exception as exc:  # noqa: BLE001 - a forged or truncated report is the candidate's fault
-                raise _Fail(Verdict.CRASHED, f"the worker's report is unreadable: {type(exc).__name__}") from None
-            by_config: dict[int, list[OutputRecord]] = {}
-            for record in claims.records:
-                by_config.setdefault(record.config_index, []).append(record)
-            for index, config in enumerate(configs):
-                records = by_config.get(index, [])
-                if not records:
-                    raise _Fail(Verdict.INCORRECT, f"{config.name}: no output was produced for this config",
-                                mismatch=Mismatch(config=config.name, message=f"{config.name}: no output"))
-                base = salted_seed(config.seed, self.request.salt)
-                for record in records:
-                    offset = record.input_seed - base
-                    if (record.config != config.name or record.prepare_seed != base or offset % SEED_STRIDE
-                            or not 0 <= offset // SEED_STRIDE < MAX_INPUT_SETS):  # fmt: skip
-                        raise _Fail(Verdict.REJECTED, f"{config.name}: the worker reported an output for seeds the "
-                                    "evaluation did not use", rule="forged_record")  # fmt: skip
-                    self.check_record(config, record)
-                passed += 1
+            self._check(state, handoff)
         except _Fail as failure:
-            return self.result(failure.verdict, passed, len(configs), failure.error, failure.mismatch, failure.rejection)
-        return self.result(Verdict.PASSED, passed, len(configs))
+            state.failure = failure
+            return HandoffReply(ok=False, message=failure.error)
+        except Exception as exc:  # noqa: BLE001 - a reference that cannot be computed is a harness failure, reported
+            state.failure = _Fail(Verdict.CRASHED, f"checker failed on {handoff.config}: {type(exc).__name__}: {exc}")
+            return HandoffReply(ok=False, message=state.failure.error)
+        return HandoffReply(ok=True)
 
-    def check_record(self, config: Any, record: OutputRecord) -> None:
-        import torch
+    def finish(self, timed: bool) -> CheckResult:
+        state = self.current
+        self.current = None
+        if state is None:
+            return CheckResult(verdict=Verdict.CRASHED, error="the checker saw no evaluation begin")
+        tests = state.task.test_configs(self.device)
+        benches = state.task.benchmark_configs(self.device)
+        passed = len(state.tests_passed)
+        if state.failure is not None:
+            f = state.failure
+            result = self._result(state, f.verdict, passed, len(tests), f.error, f.mismatch, f.rejection)
+            return result.model_copy(update={"failed_check": True})
+        for index, config in enumerate(tests):
+            if index not in state.tests_passed:
+                message = f"{config.name}: no output was produced for this config"
+                return self._result(state, Verdict.INCORRECT, passed, len(tests), message,
+                                    Mismatch(config=config.name, message=message))  # fmt: skip
+        if timed:
+            for index, config in enumerate(benches):
+                if not state.bench_checked.get(index):
+                    message = f"{config.name}: no timed output of this config was checked"
+                    return self._result(state, Verdict.INCORRECT, passed, len(tests), message,
+                                        Mismatch(config=config.name, message=message))  # fmt: skip
+        return self._result(state, Verdict.PASSED, passed, len(tests))
 
-        prepare_config = config.model_copy(update={"seed": record.prepare_seed})
-        input_config = config.model_copy(update={"seed": record.input_seed})
-        inputs = self.task.make_inputs(input_config, self.device)
-        digest = input_digest(inputs)
-        if digest != record.digest:
-            raise _Fail(
-                Verdict.REJECTED,
-                f"{config.name}: the inputs the candidate was given (digest {record.digest[:12]}) differ from the "
-                f"inputs regenerated from the same seed (digest {digest[:12]}): either the inputs were modified "
-                "before they were recorded or the task's input generator is not deterministic",
-                rule="input_digest",
-            )
-        expected = self.task.expected(prepare_config, [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs])
-        output = self.load_output(config.name, record.file)
-        expecteds = list(expected) if isinstance(expected, (tuple, list)) else [expected]
-        outputs = output if isinstance(output, list) else [output]
-        wanted = self.task.output_strides(prepare_config, expected)
-        if wanted is not None and len(outputs) == len(expecteds) and len(record.stride) == len(outputs):
-            wanted_list = wanted if isinstance(wanted, list) else [wanted]
-            for position, (tensor, have, want) in enumerate(zip(outputs, record.stride, wanted_list, strict=False)):
-                shape = tuple(tensor.shape)
-                if len(have) == len(shape) == len(want) and _significant(shape, have) != _significant(shape, list(want)):
-                    message = (f"{config.name}: output {position} has strides {tuple(have)}, expected {tuple(want)} "
-                               "(return a contiguous tensor)")  # fmt: skip
-                    raise _Fail(Verdict.INCORRECT, message, mismatch=Mismatch(config=config.name, message=message))
-        if not self.task.allow_nonfinite:
-            for position, tensor in enumerate(outputs):
-                if (tensor.is_floating_point() or tensor.is_complex()) and not bool(torch.isfinite(tensor).all()):
-                    bad = torch.nonzero(~torch.isfinite(tensor))
-                    where = [int(i) for i in bad[0]] if bad.numel() else []
-                    message = (f"{config.name}: {int((~torch.isfinite(tensor)).sum())} non-finite output values "
-                               f"(nan/inf) in output {position}, first at {where}")  # fmt: skip
-                    raise _Fail(Verdict.INCORRECT, message,
-                                mismatch=Mismatch(config=config.name, worst_index=where, message=message))  # fmt: skip
-        on_device = [t.to(self.device) for t in outputs]
-        candidate_output: Any = tuple(on_device) if self.task.output_is_tuple else on_device[0]
-        if not self.task.output_is_tuple and len(on_device) != 1:
-            candidate_output = tuple(on_device)
-        mismatch = self.task.check(prepare_config, candidate_output, expected)
-        self.outputs_checked += 1
-        if mismatch is not None:
-            if record.input_seed != record.prepare_seed:
-                mismatch = mismatch.model_copy(update={"message": f"timed output: {mismatch.message}"})
-            raise _Fail(Verdict.INCORRECT, mismatch.message, mismatch=mismatch)
-
-    def load_output(self, config_name: str, file: str) -> list[Any] | Any:
-        import torch
-
-        folder = Path(self.request.outputs_dir)
-        if Path(file).name != file or not file:
-            raise _Fail(Verdict.REJECTED, f"{config_name}: output file name {file!r} escapes the output folder",
-                        rule="forged_record")  # fmt: skip
-        path = folder / file
-        try:
-            info = os.lstat(path)
-        except OSError:
-            raise _Fail(Verdict.INCORRECT, f"{config_name}: the output was not saved",
-                        mismatch=Mismatch(config=config_name, message=f"{config_name}: output missing")) from None  # fmt: skip
-        if not stat.S_ISREG(info.st_mode):
-            raise _Fail(Verdict.REJECTED, f"{config_name}: the output file is not a regular file", rule="forged_record")
-        try:
-            payload = torch.load(path, map_location="cpu", weights_only=True)
-            output = payload["output"]
-        except Exception as exc:  # noqa: BLE001 - an unreadable file is the candidate's fault
-            raise _Fail(Verdict.INCORRECT, f"{config_name}: the saved output is unreadable ({type(exc).__name__})",
-                        mismatch=Mismatch(config=config_name, message=f"{config_name}: output unreadable")) from None  # fmt: skip
-        items = output if isinstance(output, list) else [output]
-        if not items or not all(isinstance(t, torch.Tensor) for t in items):
-            raise _Fail(Verdict.INCORRECT, f"{config_name}: the saved output is not a tensor",
-                        mismatch=Mismatch(config=config_name, message=f"{config_name}: not a tensor"))  # fmt: skip
-        items = [t.detach().as_subclass(torch.Tensor) for t in items]
-        return items if isinstance(output, list) else items[0]
-
-    def result(
+    def _result(
         self,
+        state: _Evaluation,
         verdict: Verdict,
         passed: int,
         total: int,
@@ -174,15 +202,113 @@ class Checker:
         rejection: Rejection | None = None,
     ) -> CheckResult:
         return CheckResult(
-            verdict=verdict,
-            configs_passed=passed,
-            configs_total=total,
-            outputs_checked=self.outputs_checked,
-            mismatch=mismatch,
-            rejection=rejection,
-            error=error,
-            environment=checker_environment(self.device),
+            verdict=verdict, configs_passed=passed, configs_total=total, outputs_checked=state.outputs_checked,
+            mismatch=mismatch, rejection=rejection, error=error, environment=checker_environment(self.device),
+        )  # fmt: skip
+
+    # -- one output ----------------------------------------------------------------------------------------------
+    def _check(self, state: _Evaluation, h: Handoff) -> None:
+        import torch
+
+        task = state.task
+        configs = task.test_configs(self.device) if h.kind == "test" else task.benchmark_configs(self.device)
+        if not 0 <= h.config_index < len(configs) or configs[h.config_index].name != h.config:
+            raise _Fail(Verdict.REJECTED, f"an output was handed off for an unknown config {h.config!r}",
+                        rule="forged_record")  # fmt: skip
+        config = configs[h.config_index]
+        salt = state.salt if h.kind == "test" else state.bench_salt
+        base = salted_seed(config.seed, salt)
+        index = input_set_index(base, h.input_seed)
+        audit = input_set_index(base, h.activation_seed) if h.activation_seed is not None else None
+        valid = (
+            h.prepare_seed == base
+            and index is not None
+            and (h.kind != "test" or index == 0)
+            and (h.kind == "audit") == (h.activation_seed is not None)
+            and (audit is None or audit >= AUDIT_BASE)
         )
+        if not valid:
+            raise _Fail(Verdict.REJECTED, f"{config.name}: an output was handed off for seeds the evaluation did not "
+                        "use", rule="forged_record")  # fmt: skip
+        digest, expected = self._reference(task, config, h)
+        if digest != h.digest:
+            raise _Fail(
+                Verdict.REJECTED,
+                f"{config.name}: the inputs the candidate was given (digest {h.digest[:12]}) differ from the inputs "
+                f"regenerated from the same seed (digest {digest[:12]}): either the inputs were modified before they "
+                "were recorded or the task's input generator is not deterministic",
+                rule="input_digest",
+            )
+        outputs = self._staged(config.name, h)
+        expecteds = list(expected) if isinstance(expected, (tuple, list)) else [expected]
+        prepare_config = config.model_copy(update={"seed": h.prepare_seed})
+        self._check_layout(task, prepare_config, config.name, outputs, expecteds, expected, h)
+        if not task.allow_nonfinite:
+            for position, tensor in enumerate(outputs):
+                if (tensor.is_floating_point() or tensor.is_complex()) and not bool(torch.isfinite(tensor).all()):
+                    bad = torch.nonzero(~torch.isfinite(tensor))
+                    where = [int(i) for i in bad[0]] if bad.numel() else []
+                    message = (f"{config.name}: {int((~torch.isfinite(tensor)).sum())} non-finite output values "
+                               f"(nan/inf) in output {position}, first at {where}")  # fmt: skip
+                    raise _Fail(Verdict.INCORRECT, message,
+                                mismatch=Mismatch(config=config.name, worst_index=where, message=message))  # fmt: skip
+        candidate = tuple(outputs) if task.output_is_tuple or len(outputs) != 1 else outputs[0]
+        mismatch = task.check(prepare_config, candidate, expected)
+        state.outputs_checked += 1
+        if mismatch is not None:
+            label = {"bench": "timed output", "audit": "output on re-randomised inputs after the timing loop"}
+            if h.kind in label:
+                mismatch = mismatch.model_copy(update={"message": f"{label[h.kind]}: {mismatch.message}"})
+            raise _Fail(Verdict.INCORRECT, mismatch.message, mismatch=mismatch)
+        if h.kind == "test":
+            state.tests_passed.add(h.config_index)
+        else:
+            state.bench_checked[h.config_index] = state.bench_checked.get(h.config_index, 0) + 1
+
+    def _reference(self, task: Any, config: Any, h: Handoff) -> tuple[str, Any]:
+        import torch
+
+        key = (task.name, h.kind == "test", config.name, h.prepare_seed, h.input_seed, h.activation_seed)
+        found = self.cache.get(key)
+        if found is not None:
+            return found
+        inputs = task.make_inputs(config.model_copy(update={"seed": h.input_seed}), self.device)
+        if h.activation_seed is not None:
+            fresh = task.make_inputs(config.model_copy(update={"seed": h.activation_seed}), self.device)
+            positions = task.activation_inputs(config)
+            for position in range(len(inputs)) if positions is None else positions:
+                inputs[position] = fresh[position]
+        digest = input_digest(inputs)
+        prepare_config = config.model_copy(update={"seed": h.prepare_seed})
+        expected = task.expected(prepare_config, [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs])
+        del inputs
+        self.cache.put(key, digest, expected)
+        return digest, expected
+
+    def _staged(self, name: str, h: Handoff) -> list[Any]:
+        if h.generation != self.staging.generation:
+            raise _Fail(Verdict.REJECTED, f"{name}: the output was staged in a buffer that is no longer the checker's",
+                        rule="forged_record")  # fmt: skip
+        if not (len(h.shapes) == len(h.dtypes) == len(h.offsets)) or not h.shapes:
+            raise _Fail(Verdict.REJECTED, f"{name}: a malformed output record", rule="forged_record")
+        try:
+            return [self.staging.tensor(o, s, d) for o, s, d in zip(h.offsets, h.shapes, h.dtypes, strict=True)]
+        except ValueError as exc:
+            raise _Fail(Verdict.REJECTED, f"{name}: {exc}", rule="forged_record") from None
+
+    @staticmethod
+    def _check_layout(task: Any, config: Any, name: str, outputs: list[Any], expecteds: list[Any], expected: Any,
+                      h: Handoff) -> None:  # fmt: skip
+        wanted = task.output_strides(config, expected)
+        if wanted is None or len(outputs) != len(expecteds) or len(h.strides) != len(outputs):
+            return
+        wanted_list = wanted if isinstance(wanted, list) else [wanted]
+        for position, (tensor, have, want) in enumerate(zip(outputs, h.strides, wanted_list, strict=False)):
+            shape = tuple(tensor.shape)
+            if len(have) == len(shape) == len(want) and _significant(shape, have) != _significant(shape, list(want)):
+                message = (f"{name}: output {position} has strides {tuple(have)}, expected {tuple(want)} "
+                           "(return a contiguous tensor)")  # fmt: skip
+                raise _Fail(Verdict.INCORRECT, message, mismatch=Mismatch(config=name, message=message))
 
 
 def checker_environment(device: str) -> dict[str, str]:
@@ -197,32 +323,41 @@ def checker_environment(device: str) -> dict[str, str]:
     return env
 
 
-def warm_up(device: str) -> None:
-    """Pay torch's and CUDA's start-up cost while the worker still runs."""
-    import torch
+def serve(device: str, commands: Any, answers: Any) -> None:
+    """Answer commands until ``shutdown`` or end of input. A failing command is answered, not fatal."""
+    checker = Checker(device)
+    answers.write('{"op": "ready"}\n')
+    answers.flush()
+    for line in commands:
+        if not line.strip():
+            continue
+        try:
+            command = CheckerCommand.model_validate_json(line)
+            if command.op == "shutdown":
+                break
+            reply = checker.handle(command)
+        except Exception:  # noqa: BLE001 - the parent turns this into a harness failure with the traceback
+            reply = CheckResult(verdict=Verdict.CRASHED, error="checker failed:\n" + traceback.format_exc()[-3000:]).model_dump()
+        answers.write(_json(reply) + "\n")
+        answers.flush()
+    checker.staging.release()
 
-    if device.startswith("cuda") and torch.cuda.is_available():
-        torch.cuda.init()
-        torch.empty(1, device=device)
+
+def _json(value: dict[str, Any]) -> str:
+    import json
+
+    return json.dumps(value)
 
 
 def main(argv: list[str] | None = None) -> int:
-    result_fd = os.dup(1)
-    os.dup2(2, 1)  # anything printed by torch or the task goes to stderr; fd ``result_fd`` carries only the result
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--device", default="cpu")
+    args = parser.parse_args(argv)
+    answer_fd = os.dup(1)
+    os.dup2(2, 1)  # anything printed by torch or a task goes to stderr; ``answer_fd`` carries only answers
     sys.stdout = sys.stderr
-    args = sys.argv[1:] if argv is None else argv
-    try:
-        request = CheckRequest.model_validate_json(Path(args[0]).read_text(encoding="utf-8"))
-        checker = Checker(request)
-        warm_up(request.device)
-        # Started alongside the worker: wait until the parent says the worker is dead and its files are final.
-        if not sys.stdin.isatty() and sys.stdin.readline().strip() != "go":
-            raise RuntimeError("the parent did not send 'go' (evaluation aborted)")
-        result = checker.run()
-    except Exception:  # noqa: BLE001 - the parent turns this into a harness failure with the traceback
-        result = CheckResult(verdict=Verdict.CRASHED, error="checker failed:\n" + traceback.format_exc()[-3000:])
-    with os.fdopen(result_fd, "w", encoding="utf-8") as channel:
-        channel.write(result.model_dump_json())
+    with os.fdopen(answer_fd, "w", encoding="utf-8") as answers:
+        serve(args.device, sys.stdin, answers)
     return 0
 
 

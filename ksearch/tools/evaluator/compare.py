@@ -5,18 +5,17 @@ from __future__ import annotations
 import math
 import os
 import secrets
-import tempfile
-from pathlib import Path
 
 from ksearch.contracts.evaluation import Comparison, ConfigComparison
 from ksearch.contracts.exchange import CompareSamples
 from ksearch.errors import KsearchError, UserError
 from ksearch.tasks.registry import resolve_task
 from ksearch.tools import timing as timing_mod
-from ksearch.tools.evaluator.evaluate import CANDIDATE_FILE, CHALLENGER_FILE, prepare_dirs, worker_failed, worker_request
+from ksearch.tools.evaluator.evaluate import build_worker_request
+from ksearch.tools.evaluator.processes import CHALLENGER_FILE, CANDIDATE_FILE
 from ksearch.tools.evaluator.request import EvalRequest
-from ksearch.tools.evaluator.sandbox import run_worker
-from ksearch.tools.evaluator.verdicts import failed_evaluation
+from ksearch.tools.evaluator.session import EvaluatorSession
+from ksearch.tools.evaluator.verdicts import failed_evaluation, worker_failed
 
 
 class ComparisonError(KsearchError):
@@ -24,7 +23,9 @@ class ComparisonError(KsearchError):
 
 
 
-def compare(incumbent: EvalRequest, challenger: EvalRequest, *, rounds: int = 5) -> Comparison:
+def compare(
+    incumbent: EvalRequest, challenger: EvalRequest, *, rounds: int = 5, session: EvaluatorSession | None = None
+) -> Comparison:
     """Time two candidates that both passed correctness, interleaved in ONE worker on the same GPU.
 
     Per benchmark config and round, each candidate gets a short robust block (flush, rotated inputs, median); the
@@ -43,24 +44,35 @@ def compare(incumbent: EvalRequest, challenger: EvalRequest, *, rounds: int = 5)
     if rounds < 2:
         raise UserError("compare() needs at least 2 rounds for a confidence interval")
     task = resolve_task(incumbent.task)
-    salt = secrets.randbits(62)
-    with tempfile.TemporaryDirectory(prefix="ksearch-compare-") as root_text:
-        root = Path(root_text)
-        work, io = prepare_dirs(root)
-        (work / CANDIDATE_FILE).write_text(incumbent.candidate.code, encoding="utf-8")
-        (work / CHALLENGER_FILE).write_text(challenger.candidate.code, encoding="utf-8")
-        compare_request = worker_request(incumbent, work, io, "compare", salt, task, "robust").model_copy(
-            update={"challenger_path": str(work / CHALLENGER_FILE), "rounds": rounds, "outputs_dir": ""}
-        )
-        outcome = run_worker(root, incumbent, compare_request)
-        scrub = (str(work) + os.sep, str(io) + os.sep, str(root))
-        if worker_failed(outcome):
-            failed = failed_evaluation(incumbent, task, outcome, scrub)
-            raise ComparisonError(f"compare() failed: {failed.log.splitlines()[0] if failed.log else failed.verdict}")
+    if session is None:
+        with EvaluatorSession(incumbent.device, prestart=False) as own:
+            outcome = _run_pair(own, incumbent, challenger, task, rounds)
+    else:
+        outcome = _run_pair(session, incumbent, challenger, task, rounds)
     assert outcome.result is not None
     names = [c.name for c in task.benchmark_configs(incumbent.device)]
     comparison = comparison_from_samples(outcome.result.comparison, names)
     return comparison.model_copy(update={"device": outcome.result.environment.get("device_name", incumbent.device)})
+
+
+def _run_pair(session: EvaluatorSession, incumbent: EvalRequest, challenger: EvalRequest, task, rounds: int):  # noqa: ANN001, ANN202
+    worker = session.take_worker()
+    try:
+        (worker.work / CANDIDATE_FILE).write_text(incumbent.candidate.code, encoding="utf-8")
+        (worker.work / CHALLENGER_FILE).write_text(challenger.candidate.code, encoding="utf-8")
+        salt = secrets.randbits(62)
+        request = build_worker_request(incumbent, worker.work, worker.result_path, task, "robust", salt=salt).model_copy(
+            update={"mode": "compare", "challenger_path": str(worker.work / CHALLENGER_FILE), "rounds": rounds}
+        )
+        outcome = session.run(worker, request, compile_timeout_s=incumbent.compile_timeout_s,
+                              run_timeout_s=incumbent.run_timeout_s)  # fmt: skip
+        if worker_failed(outcome):
+            scrub = (str(worker.work) + os.sep, str(worker.io) + os.sep, str(worker.work.parent))
+            failed = failed_evaluation(incumbent, task, outcome, scrub)
+            raise ComparisonError(f"compare() failed: {failed.log.splitlines()[0] if failed.log else failed.verdict}")
+        return outcome
+    finally:
+        session.retire(worker)
 
 
 def comparison_from_samples(samples: list[CompareSamples], names: list[str]) -> Comparison:

@@ -1,56 +1,69 @@
 """Evaluate one candidate outside the caller's process: the trust boundary between the agent and untrusted code.
 
-An evaluation is a sequence of processes, each started as ``python -P -m ...`` in its own session (process group),
-with an environment rebuilt from an allowlist so API keys never reach it, killed as a group at its time limit, and
-dying with the parent (PDEATHSIG):
+An evaluation, on an ``EvaluatorSession`` of the device (``session``):
 
-1. candidate worker, pass ``correctness`` (``ksearch.tools.evaluator.worker``): every test config once, outputs saved;
-2. checker (``ksearch.tools.evaluator.checker``, trusted, never imports the candidate): regenerates the inputs, computes the
-   reference and compares; only its verdict can say "correct";
-3. on a GPU and only when correct: candidate worker, pass ``timing`` (same private dir and build caches);
-4. checker again, on the timed outputs the worker kept.
+1. static integrity rules (``ksearch.tools.integrity``), before any process runs the code;
+2. one fresh candidate worker (``ksearch.tools.evaluator.worker``), started ahead of need, runs every test config,
+   then, on a GPU, times every benchmark config with the requested method, in the same process (nothing is imported,
+   compiled or autotuned twice);
+3. every output the worker hands off goes, through the session, to the trusted checker
+   (``ksearch.tools.evaluator.checker``), which never imports the candidate, recomputes the reference from the same
+   seeds and judges it while the worker waits; a failed check ends the evaluation;
+4. the parent computes the timing statistics, the physics floor and the score itself (``verdicts``).
 
-The worker and the checker share a per-evaluation secret salt mixed into every seed (see ``ksearch.tools.evaluator.checker``).
-The candidate's processes get a private temp dir as cwd and HOME with their own Triton and torch-extension caches;
-the checker runs in a separate dir and reports through its stdout pipe, which the candidate never held. The parent
-computes the timing statistics, the physics floor and the score itself. Knows nothing about the graph or the agent.
+``evaluate(request)`` without a session starts one for the call and closes it after; an agent keeps one session per
+GPU so that checkers, reference outputs and the next worker are ready before they are needed. Knows nothing about
+the graph or the agent.
 """
 
 from __future__ import annotations
 
 import os
 import secrets
-import tempfile
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 from ksearch.contracts.evaluation import Evaluation, Verdict
-from ksearch.contracts.exchange import WorkerRequest
+from ksearch.contracts.exchange import CheckerCommand, CheckResult, StagingHandle, WorkerRequest
+from ksearch.errors import KsearchError
 from ksearch.tasks.base import Task
 from ksearch.tasks.registry import resolve_task
 from ksearch.tools import integrity
 from ksearch.tools import timing as timing_mod
+from ksearch.tools.evaluator.processes import CANDIDATE_FILE, CheckerFailure, WorkerProcess
 from ksearch.tools.evaluator.request import EvalRequest
-from ksearch.tools.evaluator.sandbox import Outcome, abort_checker, finish_checker, run_worker, start_checker
-from ksearch.tools.evaluator.verdicts import (
-    CANDIDATE_FILE,
-    checked_evaluation,
-    failed_evaluation,
-    parent_environment,
-    timed_evaluation,
-)
+from ksearch.tools.evaluator.session import EvaluatorSession, Outcome
+from ksearch.tools.evaluator.verdicts import assemble, parent_environment
 
-CHALLENGER_FILE = "challenger.py"
+STAGING_ERROR = "harness: staging"
+"""How a worker reports that it could not open the checker's staging buffer (the session then falls back)."""
 
 
-def evaluate(request: EvalRequest) -> Evaluation:
+class HarnessError(KsearchError):
+    """The evaluator itself failed (its checker died or hung twice): no verdict about the candidate is possible."""
+
+    hint = "the run is resumable once the machine is healthy: ksearch resume RUN"
+
+
+def evaluate(request: EvalRequest, *, session: EvaluatorSession | None = None) -> Evaluation:
     """Run the candidate sandboxed and return its typed verdict. Never raises for the candidate's faults; raises
-    ``TimingError`` for a timing method the task does not support."""
+    ``TimingError`` for a timing method the task does not support and ``HarnessError`` when the evaluator broke."""
     started = time.monotonic()
     task = resolve_task(request.task)
     method = timing_mod.resolve_method(task, request.timing_method)
+    early = static_verdict(request, task)
+    if early is not None:
+        return early
+    if session is None:
+        with EvaluatorSession(request.device, prestart=False, salt=request.seed_salt) as own:
+            evaluation = _evaluate_with_retry(own, request, task, method)
+    else:
+        evaluation = _evaluate_with_retry(session, request, task, method)
+    return evaluation.model_copy(update={"duration_s": round(time.monotonic() - started, 3)})
+
+
+def static_verdict(request: EvalRequest, task: Task) -> Evaluation | None:
+    """The verdict reached without running anything: a language the task does not take, or a static rule broken."""
     if str(request.candidate.language) not in task.languages:
         return Evaluation(
             verdict=Verdict.COMPILE_ERROR,
@@ -59,7 +72,7 @@ def evaluate(request: EvalRequest) -> Evaluation:
             log=f"task {task.name!r} accepts {', '.join(task.languages)} candidates, not {request.candidate.language}",
             environment=parent_environment(),
         )
-    rejection = integrity.check_source(request.candidate.code, task_name=task.name)  # static rules: no worker
+    rejection = integrity.check_source(request.candidate.code, task_name=task.name)
     if rejection is not None:
         return Evaluation(
             verdict=Verdict.REJECTED,
@@ -69,93 +82,102 @@ def evaluate(request: EvalRequest) -> Evaluation:
             log=f"rejected ({rejection.rule}): {rejection.evidence}",
             environment=parent_environment(),
         )
-    salt = request.seed_salt if request.seed_salt is not None else secrets.randbits(62)
-    with tempfile.TemporaryDirectory(prefix="ksearch-eval-") as root_text:
-        root = Path(root_text)
-        scrub = (str(root / "work") + os.sep, str(root / "io") + os.sep, str(root))
-        evaluation = _evaluate_in(root, request, task, method, salt, scrub)
-    return evaluation.model_copy(update={"duration_s": round(time.monotonic() - started, 3)})
+    return None
 
 
-def _evaluate_in(root: Path, request: EvalRequest, task: Task, method: str, salt: int, scrub: tuple[str, ...]) -> Evaluation:
-    """Correctness pass, check, then (GPU, correct only) timing pass and recheck.
-
-    Each checker is started alongside its worker pass and waits on its stdin: its start-up (torch, CUDA) overlaps
-    the worker's run, and it reads the worker's files only after the parent has killed the worker's process group.
-    """
-    work, io = prepare_dirs(root)
-    (work / CANDIDATE_FILE).write_text(request.candidate.code, encoding="utf-8")
-    stages = _Stages()
-
-    checker = start_checker(root, request, salt, "test", io / "result.json", io / "out-correctness")
-    with stages.time("correctness"):
-        first = run_worker(root, request, worker_request(request, work, io, "correctness", salt, task, method))
-    if worker_failed(first):
-        abort_checker(checker)
-        return stages.stamp(failed_evaluation(request, task, first, scrub))
-    with stages.time("check"):
-        check = finish_checker(checker, request)
-    if check.verdict != Verdict.PASSED or not request.timing:
-        return stages.stamp(checked_evaluation(request, task, first, check, scrub))
-
-    checker = start_checker(root, request, salt, "bench", io / "result.json", io / "out-timing")
-    with stages.time("timing"):
-        second = run_worker(root, request, worker_request(request, work, io, "timing", salt, task, method))
-    counts = {"configs_passed": check.configs_passed, "configs_total": check.configs_total}
-    if worker_failed(second):
-        abort_checker(checker)
-        return stages.stamp(failed_evaluation(request, task, second, scrub).model_copy(update=counts))
-    with stages.time("recheck"):
-        recheck = finish_checker(checker, request)
-    if recheck.verdict != Verdict.PASSED:
-        return stages.stamp(checked_evaluation(request, task, second, recheck, scrub).model_copy(update=counts))
-    return stages.stamp(timed_evaluation(request, task, method, first, second, check, recheck, scrub))
-
-
-class _Stages:
-    """Wall time of each stage, reported in the evaluation's environment (so slow stages are visible to users)."""
-
-    def __init__(self) -> None:
-        self.seconds: dict[str, float] = {}
-
-    @contextmanager
-    def time(self, name: str) -> Iterator[None]:
-        started = time.monotonic()
+def _evaluate_with_retry(session: EvaluatorSession, request: EvalRequest, task: Task, method: str) -> Evaluation:
+    """One evaluation; again on a fresh checker after a harness failure, and on shared host memory when the worker
+    cannot open the checker's GPU buffer. A second harness failure raises."""
+    for attempt in range(2):
         try:
-            yield
-        finally:
-            self.seconds[name] = round(time.monotonic() - started, 2)
+            evaluation, outcome = _evaluate_once(session, request, task, method)
+        except CheckerFailure as exc:
+            if attempt:
+                raise HarnessError(f"the evaluator's checker failed twice: {exc}") from exc
+            continue
+        staging_failed = outcome.result is not None and outcome.result.error.startswith(STAGING_ERROR)
+        if staging_failed and attempt == 0:
+            session.ask_checker(CheckerCommand(op="staging", shm=True), 60.0)
+            continue
+        if outcome.harness_error:
+            if attempt:
+                raise HarnessError(f"the evaluator's checker failed twice: {outcome.harness_error}")
+            continue
+        return evaluation
+    raise HarnessError("the evaluator could not complete the evaluation")
 
-    def stamp(self, evaluation: Evaluation) -> Evaluation:
-        text = " ".join(f"{k}={v:g}s" for k, v in self.seconds.items())
-        return evaluation.model_copy(update={"environment": {**evaluation.environment, "stage_seconds": text}})
+
+def _evaluate_once(session: EvaluatorSession, request: EvalRequest, task: Task, method: str) -> tuple[Evaluation, Outcome]:
+    evaluation_id = session.next_evaluation_id()
+    setup_started = time.monotonic()
+    bench_salt = request.seed_salt if request.seed_salt is not None else secrets.randbits(62)
+    worker = session.take_worker()
+    try:
+        (worker.work / CANDIDATE_FILE).write_text(request.candidate.code, encoding="utf-8")
+        staging = session.begin(evaluation_id, request.task, bench_salt, request.compile_timeout_s)
+        salt = session.salt if request.seed_salt is None else request.seed_salt
+        worker_request = build_worker_request(
+            request, worker.work, worker.result_path, task, method, salt=salt, bench_salt=bench_salt, staging=staging
+        )
+        setup_s = time.monotonic() - setup_started
+        outcome = session.run(
+            worker, worker_request, compile_timeout_s=request.compile_timeout_s, run_timeout_s=request.run_timeout_s,
+            evaluation=evaluation_id,
+        )  # fmt: skip
+        outcome.phase_seconds = {"setup": round(setup_s, 3), **outcome.phase_seconds}
+        timed = request.timing and outcome.result is not None and outcome.result.verdict == Verdict.PASSED
+        asked = time.monotonic()
+        try:
+            check = session.finish(evaluation_id, timed=timed, timeout=60.0)
+        except CheckerFailure as exc:
+            outcome.harness_error = outcome.harness_error or str(exc)
+            check = CheckResult(verdict=Verdict.CRASHED, error=str(exc))
+        outcome.checker_s += time.monotonic() - asked
+        scrub = _scrub(worker)
+        evaluation = assemble(request, task, method, outcome, check, scrub)
+        return _stamp(evaluation, outcome), outcome
+    finally:
+        session.retire(worker)
 
 
-def prepare_dirs(root: Path) -> tuple[Path, Path]:
-    work, io = root / "work", root / "io"
-    for folder in (work, work / "tmp", io, io / "out-correctness", io / "out-timing", root / "check"):
-        folder.mkdir(mode=0o700, exist_ok=True)
-    return work, io
+def _scrub(worker: WorkerProcess) -> tuple[str, ...]:
+    folder = worker.work.parent
+    return (str(worker.work) + os.sep, str(worker.io) + os.sep, str(folder))
 
 
-def worker_request(
-    request: EvalRequest, work: Path, io: Path, mode: str, salt: int, task: Task, method: str
+def _stamp(evaluation: Evaluation, outcome: Outcome) -> Evaluation:
+    """Wall time of each stage, in the evaluation's environment (so slow stages are visible to users)."""
+    seconds = dict(outcome.phase_seconds)
+    seconds["check"] = round(outcome.checker_s, 3)
+    text = " ".join(f"{k}={v:g}s" for k, v in seconds.items())
+    return evaluation.model_copy(update={"environment": {**evaluation.environment, "stage_seconds": text}})
+
+
+def build_worker_request(
+    request: EvalRequest,
+    work: Path,
+    result_path: Path,
+    task: Task,
+    method: str,
+    *,
+    salt: int,
+    bench_salt: int | None = None,
+    staging: StagingHandle | None = None,
 ) -> WorkerRequest:
+    """What the worker in ``work`` is asked to do for ``request``; without ``staging`` nothing is checked (compare)."""
     return WorkerRequest(
         task=request.task,
         device=request.device,
         entry_point=request.candidate.entry_point,
         candidate_path=str(work / CANDIDATE_FILE),
-        result_path=str(io / "result.json"),
-        timing=mode == "timing",
-        mode=mode,  # type: ignore[arg-type]
-        salt=salt,
-        outputs_dir=str(io / f"out-{mode}"),
+        result_path=str(result_path),
+        mode="evaluate",
+        timing=request.timing,
         timing_method=method,
+        salt=salt,
+        bench_salt=salt if bench_salt is None else bench_salt,
+        staging=staging,
         flush_l2=bool(getattr(task, "flush_l2", True)),
         allow_threads=request.harness_baseline,
+        support_dir=str(work / "_support"),
     )
-
-
-def worker_failed(outcome: Outcome) -> bool:
-    return outcome.timed_out or outcome.result is None or outcome.result.verdict != Verdict.PASSED

@@ -24,6 +24,7 @@ HARNESS_MODULES = (
     "ksearch.tools.evaluator.guard",
     "ksearch.tools.evaluator.timing_runner",
     "ksearch.tools.evaluator.seeds",
+    "ksearch.tools.evaluator.staging",
     "ksearch.tools.timing",
     "ksearch.tools.timing.methods",
     "ksearch.tools.timing.stats",
@@ -94,6 +95,17 @@ def harness_references() -> dict[str, tuple[Any, str, Any]]:
     return refs
 
 
+_MISSING = object()
+
+
+def _stored_in(owner: Any, name: str) -> bool:
+    """Whether ``owner.name`` lives in ``owner``'s own ``__dict__`` (not inherited from a base class)."""
+    try:
+        return name in vars(owner)
+    except TypeError:
+        return False
+
+
 def _class_attr(owner: Any, name: str) -> Any:
     """The attribute as stored (class members are read from ``__dict__`` so descriptors compare by identity)."""
     if isinstance(owner, type) and name in vars(owner):
@@ -109,11 +121,20 @@ class Guard:
         self.refs = {
             label: (owner, name, _class_attr(owner, name)) for label, (owner, name, _) in harness_references().items()
         }
+        # (namespace, name, object) triples: one dict lookup per reference keeps ``verify`` cheap enough to run after
+        # every timed call (a candidate could only replace a class member or a module attribute through them).
+        self._watch = [(vars(owner), name, obj) for owner, name, obj in self.refs.values() if _stored_in(owner, name)]
+        self._inherited = [(owner, name, obj) for owner, name, obj in self.refs.values() if not _stored_in(owner, name)]
         self.current_frames = sys._current_frames
         self.baseline_threads = set(self.current_frames())
 
     def verify(self, where: str) -> None:
-        replaced = [label for label, (owner, name, obj) in self.refs.items() if _class_attr(owner, name) is not obj]
+        if all(space.get(name, _MISSING) is obj for space, name, obj in self._watch) and all(
+            _class_attr(owner, name) is obj for owner, name, obj in self._inherited
+        ):
+            replaced: list[str] = []
+        else:
+            replaced = [label for label, (owner, name, obj) in self.refs.items() if _class_attr(owner, name) is not obj]
         if replaced:
             raise reject(
                 "timer_monkeypatch",
@@ -176,3 +197,38 @@ def is_compile_error(exc: BaseException) -> bool:
 
 def format_exception(exc: BaseException) -> str:
     return "".join(traceback.format_exception(exc)).rstrip()
+
+
+def check_output_form(task: Any, device: str, where: str, output: Any) -> None:
+    """Exact type (``torch.Tensor``, or a tuple of them when the task says so), device and a real storage."""
+    import torch
+
+    if task.output_is_tuple:
+        if type(output) is not tuple:
+            _incorrect(where, f"expected a tuple of torch.Tensor, got {type(output).__qualname__}")
+        tensors = list(output)
+    else:
+        tensors = [output]
+    expected_device = torch.device(device)
+    for tensor in tensors:
+        if isinstance(tensor, torch.Tensor) and type(tensor) is not torch.Tensor:
+            raise reject(
+                "lazy_output",
+                f"config {where}: the output is a {type(tensor).__qualname__}, a torch.Tensor subclass; "
+                "return a plain torch.Tensor",
+            )
+        if type(tensor) is not torch.Tensor:
+            _incorrect(where, f"expected a torch.Tensor, got {type(tensor).__qualname__}")
+        if tensor.device != expected_device:
+            _incorrect(where, f"device {tensor.device}, expected {expected_device}")
+        try:
+            real = tensor.numel() == 0 or (tensor.untyped_storage().nbytes() > 0 and tensor.data_ptr() != 0)
+        except Exception:  # noqa: BLE001 - no storage at all
+            real = False
+        if not real:
+            raise reject("lazy_output", f"config {where}: the output has no real storage")
+
+
+def _incorrect(where: str, text: str) -> None:
+    message = f"{where}: {text}"
+    raise CandidateFailure(Verdict.INCORRECT, message, mismatch=Mismatch(config=where, message=message))

@@ -1,9 +1,14 @@
 """Seeds and input digests shared by the candidate's worker and the trusted checker.
 
-Seeds: each config's public seed is combined with a per-evaluation secret salt drawn by the parent
-(``secrets.randbits``). The salt reaches the worker in its request file, so the candidate *can* read it while it
-runs; that is acceptable because it is fresh for every evaluation and unpredictable when the code was written, so
-outputs cannot be precomputed for it (GPU MODE's secret seed has the same property).
+Seeds: each config's public seed is combined with a secret salt drawn by the parent (``secrets.randbits``). The
+correctness configs use the salt of the evaluator session (one per run and GPU), so the checker computes their
+reference outputs once per session; timed inputs use a salt drawn for each evaluation. The salts reach the worker
+in its request, so the candidate *can* read them while it runs; that is acceptable because they are unpredictable
+when the code was written, so outputs cannot be precomputed for them (GPU MODE's secret seed has the same property),
+and every timed output is checked on inputs no earlier candidate saw.
+
+Input set ``k`` of a config uses seed ``salted + 13 * k`` (GPU MODE's ``seed += 13``); audits after a timing loop
+re-randomise the task's activation inputs with sets from ``AUDIT_BASE`` on.
 """
 
 from __future__ import annotations
@@ -15,6 +20,24 @@ SEED_MODULUS = 2**31 - 2**22
 """Salted seeds stay below 2**31 (even after ``+ 13 * index``) so tasks may feed them to any RNG."""
 DIGEST_SAMPLE = 65536
 """Elements sampled (evenly strided) per tensor for the input digest."""
+SEED_STRIDE = 13
+"""Input set ``k`` of a config uses seed ``base + 13 * k`` (GPU MODE's ``seed += 13``), for every method."""
+MAX_INPUT_SETS = 100_000
+"""Upper bound on input-set indices; the checker refuses any other seed."""
+AUDIT_BASE = 60_000
+"""Input-set indices from here on are the activation seeds of audits (never used by a timing loop)."""
+
+
+def input_set_seed(base: int, index: int) -> int:
+    return base + SEED_STRIDE * index
+
+
+def input_set_index(base: int, seed: int) -> int | None:
+    """The index ``k`` with ``seed == base + 13 * k`` and ``0 <= k < MAX_INPUT_SETS``, else None."""
+    offset = seed - base
+    if offset % SEED_STRIDE or not 0 <= offset // SEED_STRIDE < MAX_INPUT_SETS:
+        return None
+    return offset // SEED_STRIDE
 
 
 def salted_seed(public_seed: int, salt: int) -> int:
@@ -28,6 +51,7 @@ def input_digest(inputs: list[Any]) -> str:
     import torch
 
     h = hashlib.blake2b(digest_size=16)
+    samples = []  # gathered on the device and copied to the host once (one synchronisation, not one per tensor)
     for item in inputs:
         if isinstance(item, torch.Tensor):
             t = item.detach()
@@ -35,13 +59,18 @@ def input_digest(inputs: list[Any]) -> str:
             if t.numel():
                 flat = t.reshape(-1)
                 step = max(1, flat.numel() // DIGEST_SAMPLE)
-                sample = flat[::step].contiguous().cpu()
+                sample = flat[::step].contiguous()
                 if sample.dtype == torch.bool:
                     sample = sample.to(torch.uint8)
-                h.update(sample.view(torch.uint8).numpy().tobytes())
+                samples.append(sample.view(torch.uint8).reshape(-1))
         elif isinstance(item, (list, tuple)):
             h.update(f"L{len(item)}|".encode())
             h.update(input_digest(list(item)).encode())
         else:
             h.update(f"V|{item!r}|".encode())
+    by_device: dict[Any, list[Any]] = {}
+    for sample in samples:
+        by_device.setdefault(sample.device, []).append(sample)
+    for group in by_device.values():
+        h.update(torch.cat(group).cpu().numpy().tobytes())
     return h.hexdigest()

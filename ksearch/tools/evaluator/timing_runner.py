@@ -1,74 +1,115 @@
-"""``timing.TimingRunner`` on the worker's device: the primitives a timing method's loop calls, each wrapped in the
-worker's checks (harness guard, output form, deferred work, input mutation) outside the timed region."""
+"""``timing.TimingRunner`` on the worker's device: the primitives a timing method's loop calls.
+
+Nothing here runs inside a timed region except the candidate's call itself: a ``_Call`` is built (inputs generated or
+taken from the cache, the task's argument object built) before the loop records its start event, and every check
+(harness guard, output form, staging for the checker, deferred work, input digest) runs after the end event. Event
+records, elapsed times and synchronisations go through references taken before the candidate was imported, so a
+candidate that patches them changes nothing here (and is rejected by the guard).
+"""
 
 from __future__ import annotations
 
-import os
 import random
 import time
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ksearch.contracts.evaluation import Verdict
 from ksearch.tasks.base import TaskConfig
-from ksearch.tools import timing as timing_mod
-from ksearch.tools.evaluator.guard import CandidateFailure, clone_inputs, format_exception, is_compile_error, poison, reject
-from ksearch.tools.evaluator.seeds import input_digest
+from ksearch.tools.evaluator.guard import (
+    CandidateFailure,
+    check_output_form,
+    clone_inputs,
+    format_exception,
+    is_compile_error,
+    poison,
+    reject,
+)
+from ksearch.tools.evaluator.seeds import AUDIT_BASE, MAX_INPUT_SETS, input_digest, input_set_seed
 
 if TYPE_CHECKING:
     from ksearch.tools.evaluator.worker import Worker
 
 
-class WorkerTimingRunner:
-    """``timing.TimingRunner`` on the worker's device, with the worker's checks around every call."""
+class _Call:
+    """``fn(*args)`` on one input set; exceptions of the candidate become its verdict."""
 
-    def __init__(self, worker: Worker, fn: Callable[[list[Any]], Any], config: TaskConfig, index: int, *, keep: bool = True) -> None:
-        import torch
+    __slots__ = ("fn", "args", "inputs", "index", "seed", "config")
 
-        self.worker, self.fn, self.config, self.index = worker, fn, config, index
-        self.keep = keep and bool(worker.request.outputs_dir)
-        refs = worker.guard.refs if worker.guard else {}
-        self._event_cls = refs.get("torch.cuda.Event", (None, None, torch.cuda.Event))[2]
-        self._wall = refs.get("time.perf_counter", (None, None, time.perf_counter))[2]
-        self.sets: dict[int, tuple[list[Any], str]] = {}
-        self.shared: dict[int, tuple[list[Any], str]] | None = None
-        self.digests: dict[int, str] = {}
-        self._flush: Any = None
-        self._rng = random.Random(int.from_bytes(os.urandom(8), "little"))
-        self.seen: dict[int, int] = {}
-        self.pending: dict[int, tuple[list[Any], list[list[int]]]] = {}
-        self.max_kept = 100
+    def __init__(self, fn: Any, args: tuple[Any, ...], inputs: list[Any], index: int, seed: int, config: TaskConfig) -> None:
+        self.fn, self.args, self.inputs, self.index, self.seed, self.config = fn, args, inputs, index, seed, config
 
-    def _generate(self, index: int) -> list[Any]:
-        inputs = self.worker.task.make_inputs(self._input_config(index), self.worker.device)
-        self.digests[index] = input_digest(inputs)
-        return inputs
-
-    def _input_config(self, index: int) -> TaskConfig:
-        return self.config.model_copy(update={"seed": self.config.seed + timing_mod.SEED_STRIDE * index})
-
-    def inputs(self, index: int) -> list[Any]:
-        source = self.shared if self.shared is not None else self.sets
-        if index not in source:
-            inputs = self._generate(index)
-            source[index] = (inputs, self.digests[index])
-        inputs, self.digests[index] = source[index]
-        return inputs
-
-    def fresh_inputs(self, index: int) -> list[Any]:
-        return self._generate(index)
-
-    def clone(self, inputs: list[Any]) -> list[Any]:
-        return clone_inputs(inputs)
-
-    def call(self, inputs: list[Any]) -> Any:
-        buffers = self.worker.task.output_buffers(self.config, inputs) or []
-        poison(buffers)
+    def __call__(self) -> Any:
         try:
-            return self.fn(inputs)
+            return self.fn(*self.args)
         except BaseException as exc:  # noqa: BLE001 - anything the candidate raises is its verdict
             verdict = Verdict.COMPILE_ERROR if is_compile_error(exc) else Verdict.RUNTIME_ERROR
             raise CandidateFailure(verdict, f"on config {self.config.name}:\n{format_exception(exc)}") from None
+
+
+class WorkerTimingRunner:
+    """The timing primitives for one benchmark config of one candidate."""
+
+    def __init__(self, worker: Worker, fn: Any, config: TaskConfig, index: int, *, audited: bool = True) -> None:
+        import torch
+
+        self.worker, self.fn, self.config, self.index = worker, fn, config, index
+        self.audited = audited
+        refs = worker.guard.refs if worker.guard else {}
+        self._event_cls = refs.get("torch.cuda.Event", (None, None, torch.cuda.Event))[2]
+        self._record = refs.get("torch.cuda.Event.record", (None, None, torch.cuda.Event.record))[2]
+        self._elapsed = refs.get("torch.cuda.Event.elapsed_time", (None, None, torch.cuda.Event.elapsed_time))[2]
+        self._wall = refs.get("time.perf_counter", (None, None, time.perf_counter))[2]
+        self.sets: dict[int, tuple[list[Any], str, tuple[Any, ...]]] = {}
+        self._flush: Any = None
+        self._audits = 0
+
+    def share_inputs_with(self, other: WorkerTimingRunner) -> None:
+        """Use ``other``'s input sets (compare mode: both candidates see identical inputs)."""
+        self.sets = other.sets
+
+    # -- calls ----------------------------------------------------------------------------------------------------
+    def _seed(self, index: int) -> int:
+        return input_set_seed(self.config.seed, index)
+
+    def _generate(self, index: int) -> list[Any]:
+        return self.worker.task.make_inputs(self.config.model_copy(update={"seed": self._seed(index)}), self.worker.device)
+
+    def call_on(self, index: int, *, fresh: bool = False, reuse_args: bool = True, clone: bool = False) -> _Call:
+        task = self.worker.task
+        if fresh:
+            inputs = self._generate(index)
+            return _Call(self.fn, task.call_args(inputs, self.config), inputs, index, self._seed(index), self.config)
+        if index not in self.sets:
+            inputs = self._generate(index)
+            self.sets[index] = (inputs, input_digest(inputs), task.call_args(inputs, self.config))
+        inputs, _, args = self.sets[index]
+        if clone:
+            inputs = clone_inputs(inputs)
+            args = task.call_args(inputs, self.config)
+        elif not reuse_args:
+            args = task.call_args(inputs, self.config)
+        return _Call(self.fn, args, inputs, index, self._seed(index), self.config)
+
+    def prime(self, call: _Call) -> None:
+        buffers = self.worker.task.output_buffers(self.config, call.inputs)
+        if buffers:
+            poison(buffers)
+
+    # -- device primitives -------------------------------------------------------------------------------------------
+    def event(self) -> Any:
+        return self._event_cls(enable_timing=True)
+
+    def record(self, event: Any) -> None:
+        self._record(event)
+
+    def elapsed(self, start: Any, end: Any) -> float:
+        return float(self._elapsed(start, end))
+
+    def synchronize(self) -> None:
+        try:
+            self.worker.synchronize()
+        except BaseException as exc:  # noqa: BLE001 - an asynchronous device error of the candidate's kernel
+            raise CandidateFailure(Verdict.RUNTIME_ERROR, f"on config {self.config.name}:\n{format_exception(exc)}") from None
 
     def flush(self) -> None:
         import torch
@@ -77,60 +118,56 @@ class WorkerTimingRunner:
             self._flush = torch.empty(self.worker.request.flush_bytes // 4, dtype=torch.int32, device=self.worker.device)
         self._flush.zero_()
 
-    def synchronize(self) -> None:
-        try:
-            self.worker.synchronize()
-        except BaseException as exc:  # noqa: BLE001 - an asynchronous device error of the candidate's kernel
-            raise CandidateFailure(Verdict.RUNTIME_ERROR, f"on config {self.config.name}:\n{format_exception(exc)}") from None
-
-    def event(self) -> Any:
-        return self._event_cls(enable_timing=True)
-
     def wall(self) -> float:
         return self._wall()
 
-    def want(self, index: int) -> bool:
-        if not self.keep:
-            return False
-        self.seen[index] = self.seen.get(index, 0) + 1
-        if index in self.pending:
-            return self._rng.random() < 1.0 / self.seen[index]
-        if len(self.pending) < self.max_kept:
-            return True
-        return self._rng.random() < self.max_kept / len(self.seen)
-
-    def early(self, output: Any) -> Any:
-        return self.worker.early_copy(output)
-
-    def glance(self, output: Any) -> None:
+    # -- checks ---------------------------------------------------------------------------------------------------
+    def after(self, call: _Call, output: Any) -> None:
+        """Host-only checks of every call (no device work, no sync): harness guard and output form."""
         self.worker.verify(f"timed call on config {self.config.name}")
-        self.worker.check_output_form(self.config, output)
+        check_output_form(self.worker.task, self.worker.device, self.config.name, output)
 
-    def after(self, index: int, inputs: list[Any], output: Any, early: Any, keep: bool) -> None:
-        """The guard and output form were checked by ``glance``, which every timing loop calls first."""
-        where = f"timed call on config {self.config.name}"
-        if early is not None:
-            self.worker.check_deferred(self.config, output, early)
-        if input_digest(inputs) != self.digests.get(index):
-            raise reject("input_mutation", f"{where}: the inputs were modified by the call")
-        if not keep:
+    def want_audit(self, index: int) -> bool:
+        return True
+
+    def audit(self, call: _Call, output: Any) -> None:
+        self._audit(call, output, kind="bench", activation_seed=None)
+
+    def audit_fresh_values(self, call: _Call) -> None:
+        """Re-randomise the activation inputs of ``call``'s set in place and check one more call on them."""
+        if not self.audited:
             return
-        tensors = list(output) if isinstance(output, tuple) else [output]
-        if index not in self.pending and len(self.pending) >= self.max_kept:
-            del self.pending[self._rng.choice(sorted(self.pending))]
-        # On a GPU the stream-ordered copy equals the output (the deferred-work check just compared them). Copies are
-        # written to disk after the timing loop, so no file I/O stalls the GPU between samples.
-        copies = early if early is not None else [t.detach().clone() for t in tensors]
-        self.pending[index] = (copies, [list(t.stride()) for t in tensors])
-        size = sum(t.numel() * t.element_size() for t in copies)
-        self.max_kept = max(1, min(100, self.worker.request.recheck_bytes // max(size, 1)))
+        task = self.worker.task
+        seed = input_set_seed(self.config.seed, AUDIT_BASE + random.randrange(MAX_INPUT_SETS - AUDIT_BASE))
+        fresh = task.make_inputs(self.config.model_copy(update={"seed": seed}), self.worker.device)
+        positions = task.activation_inputs(self.config)
+        for position in range(len(call.inputs)) if positions is None else positions:
+            target, source = call.inputs[position], fresh[position]
+            if hasattr(target, "copy_") and getattr(target, "shape", None) == getattr(source, "shape", None):
+                target.copy_(source)
+            else:
+                raise RuntimeError(f"input {position} of {task.name} cannot be re-randomised in place")
+        if call.index in self.sets:
+            inputs, _, args = self.sets[call.index]
+            self.sets[call.index] = (inputs, input_digest(inputs), args)
+        self.prime(call)
+        output = call()
+        self.after(call, output)
+        self._audit(call, output, kind="audit", activation_seed=seed)
 
-    def finish(self) -> None:
-        """Write the kept outputs for the checker (after the timing loop of this config)."""
-        for index, (tensors, stride) in sorted(self.pending.items()):
-            output = tuple(tensors) if self.worker.task.output_is_tuple else tensors[0]
-            file = f"bench-{self.index}-{index}.pt"
-            self.worker.save_output(
-                self.index, self.config, self._input_config(index), self.digests[index], output, file, stride
-            )
-        self.pending.clear()
+    def _audit(self, call: _Call, output: Any, *, kind: str, activation_seed: int | None) -> None:
+        """Stage the output in stream order, synchronise, then the checks and the checker's verdict."""
+        worker = self.worker
+        if not self.audited:
+            self.synchronize()
+            return
+        offsets = worker.stage(self.config, output)
+        self.synchronize()
+        worker.verify(f"timed call on config {self.config.name}")
+        worker.check_staged(self.config, output, offsets)
+        digest = input_digest(call.inputs)
+        expected = self.sets[call.index][1] if call.index in self.sets and kind != "audit" else None
+        if expected is not None and digest != expected:
+            raise reject("input_mutation", f"timed call on config {self.config.name}: the inputs were modified by the call")
+        self._audits += 1
+        worker.handoff(kind, self.index, self.config, call.seed, activation_seed, digest, output, offsets)

@@ -16,7 +16,7 @@ from ksearch.contracts.exchange import CheckResult, WorkerResult
 from ksearch.tasks.base import Task
 from ksearch.tools import timing as timing_mod
 from ksearch.tools.evaluator.request import HARNESS_VERSION, EvalRequest
-from ksearch.tools.evaluator.sandbox import Outcome
+from ksearch.tools.evaluator.session import Outcome
 
 LOG_LIMIT = 4000
 CANDIDATE_FILE = "candidate.py"
@@ -86,25 +86,39 @@ def checked_evaluation(
     )
 
 
-def timed_evaluation(
-    request: EvalRequest,
-    task: Task,
-    method: str,
-    first: Outcome,
-    second: Outcome,
-    check: CheckResult,
-    recheck: CheckResult,
-    scrub: tuple[str, ...],
+def assemble(
+    request: EvalRequest, task: Task, method: str, outcome: Outcome, check: CheckResult, scrub: tuple[str, ...]
 ) -> Evaluation:
-    assert second.result is not None
-    environment = {**parent_environment(), **second.result.environment, **recheck.environment,
+    """The evaluation's verdict, in order of precedence: a failed check of the trusted checker; the worker's own
+    failure (timeout, crash, compile or runtime error, a broken rule); an output the checker never saw; then passed,
+    timed from the worker's samples when the request asked for timing."""
+    if check.failed_check:
+        return checked_evaluation(request, task, outcome, check, scrub)
+    if worker_failed(outcome):
+        return failed_evaluation(request, task, outcome, scrub)
+    if check.verdict != Verdict.PASSED:
+        return checked_evaluation(request, task, outcome, check, scrub)
+    if request.timing:
+        return timed_evaluation(request, task, method, outcome, check, scrub)
+    return checked_evaluation(request, task, outcome, check, scrub)
+
+
+def worker_failed(outcome: Outcome) -> bool:
+    return outcome.timed_out or outcome.result is None or outcome.result.verdict != Verdict.PASSED
+
+
+def timed_evaluation(
+    request: EvalRequest, task: Task, method: str, outcome: Outcome, check: CheckResult, scrub: tuple[str, ...]
+) -> Evaluation:
+    assert outcome.result is not None
+    environment = {**parent_environment(), **outcome.result.environment, **check.environment,
                    "timing_method": method}  # fmt: skip
     device = environment.get("device_name", request.device)
     base = Evaluation(
         verdict=Verdict.PASSED, device=device, configs_passed=check.configs_passed,
         configs_total=check.configs_total, environment=environment,
     )  # fmt: skip
-    timings, problem = timings_from_samples(task, method, second.result, second.wall_s, request.device)
+    timings, problem = timings_from_samples(task, method, outcome.result, outcome.wall_s, request.device)
     if problem:
         return base.model_copy(update={"verdict": Verdict.CRASHED, "log": trim_log(f"crashed: {problem}", "", scrub=scrub)})
     configs = {c.name: c for c in task.benchmark_configs(request.device)}

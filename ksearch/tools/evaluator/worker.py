@@ -1,36 +1,36 @@
-"""The evaluator's candidate worker: runs ONE untrusted candidate in its own process and saves what it returned.
+"""The evaluator's candidate worker: runs ONE untrusted candidate in its own process.
 
-Started by ``ksearch.tools.evaluator`` as ``python -P -m ksearch.tools.evaluator.worker REQUEST.json``, never imported into the
-agent's process to run code. It never computes the reference (``task.expected`` is not called here: the reference
-lives only in the trusted checker's process, ``ksearch.tools.evaluator.checker``), so there is no answer in this process for a
-candidate to find.
+Started by an evaluator session as ``python -P -m ksearch.tools.evaluator.worker --device D`` ahead of need: it
+imports torch, Triton and the harness (and creates its CUDA context) while nothing waits for it, then blocks until
+the parent writes its ``WorkerRequest`` on stdin. It never computes the reference (``task.expected`` is not called
+here: the reference lives only in the trusted checker, ``ksearch.tools.evaluator.checker``), so there is no answer
+in this process for a candidate to find.
 
-One request is one pass:
+One process does everything for one candidate, so nothing is imported, compiled or autotuned twice:
 
-``correctness``
-    every test config once, on inputs made from the salted seed; each output is saved (a CPU copy, ``torch.save``)
-    for the checker, with a digest of the inputs.
-``timing``
-    every benchmark config with a timing method of ``ksearch.tools.timing``; the raw samples are reported (the
-    parent computes the statistics) and a sample of the timed outputs is saved for the checker.
+``evaluate``
+    every test config once, on inputs made from the salted seed; each output is copied in stream order into the
+    checker's staging buffer and handed off; the checker's answer comes back before the next config. Then, when the
+    request asks for timing, every benchmark config with a timing method of ``ksearch.tools.timing``: the raw
+    samples are reported (the parent computes the statistics) and audited outputs go to the checker the same way.
 ``compare``
     two candidates (incumbent and challenger) imported under different module names and timed interleaved.
 
-Around every call of the candidate the worker checks, with references to the harness's functions taken before the
-candidate was imported: no timer or harness function was replaced (``timer_monkeypatch``), no thread started by the
-candidate is still running (``thread_injection``), the inputs are unchanged (``input_mutation``), the output is a real
-``torch.Tensor`` (``lazy_output`` for subclasses) on the right device, and on a GPU that the output does not change
-after a device-wide sync (``deferred_work``). Output buffers the task preallocates are poisoned with NaN first.
+Around every call of the candidate (never between a timed call's events) the worker checks, with references to the
+harness's functions taken before the candidate was imported: no timer or harness function was replaced
+(``timer_monkeypatch``), no thread started by the candidate is still running (``thread_injection``), the inputs are
+unchanged (``input_mutation``), the output is a real ``torch.Tensor`` (``lazy_output`` for subclasses) on the right
+device, and on a GPU that the output equals its stream-ordered staged copy after a device-wide sync
+(``deferred_work``). Output buffers the task preallocates are poisoned with NaN first.
 
-The report goes to a file, not stdout, because candidates may print; the parent trusts it only for the candidate's
-own failures and the timing samples, never for correctness.
+Messages: phase names and handoffs go to the parent on a pipe (``KSEARCH_MSG_FD``), answers come back on stdin; the
+report goes to a file at the end. The parent trusts the report only for the candidate's own failures and the timing
+samples, never for correctness.
 """
 
 from __future__ import annotations
 
-
-from __future__ import annotations
-
+import argparse
 import faulthandler
 import importlib.util
 import os
@@ -41,16 +41,19 @@ import time
 from collections.abc import Callable
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
-from ksearch.contracts.evaluation import Mismatch, Rejection, Timing, Verdict
-from ksearch.contracts.exchange import CompareSamples, ConfigSamples, OutputRecord, WorkerRequest, WorkerResult
+from pydantic import BaseModel
+
+from ksearch.contracts.evaluation import Mismatch, Rejection, Verdict
+from ksearch.contracts.exchange import CompareSamples, ConfigSamples, Handoff, HandoffReply, WorkerRequest, WorkerResult
 from ksearch.tasks.base import Task, TaskConfig
 from ksearch.tasks.registry import resolve_task
 from ksearch.tools import timing as timing_mod
 from ksearch.tools.evaluator.guard import (
     CandidateFailure,
     Guard,
+    check_output_form,
     clone_inputs,
     count_changed,
     format_exception,
@@ -60,62 +63,93 @@ from ksearch.tools.evaluator.guard import (
 )
 from ksearch.tools.evaluator.sandbox import die_with_parent
 from ksearch.tools.evaluator.seeds import input_digest, salted_seed
+from ksearch.tools.evaluator.staging import StagingWriter
 from ksearch.tools.evaluator.timing_runner import WorkerTimingRunner
 
 CANDIDATE_MODULE = "candidate"
 CHALLENGER_MODULE = "challenger"
-TIMING_METHOD = "robust"
-"""Kept for callers of the first evaluator; the method is now chosen per request (``WorkerRequest.timing_method``)."""
 
 
-# -- the worker ---------------------------------------------------------------------------------------------------
+class Channel:
+    """The worker's side of the conversation with the parent: phases and handoffs out, answers in."""
+
+    def __init__(self, msg_fd: int | None, answers: TextIO | None) -> None:
+        self.msg_fd = msg_fd
+        self.answers = answers
+
+    def send(self, payload: str) -> None:
+        if self.msg_fd is None:
+            return
+        data = (payload.rstrip("\n") + "\n").encode()
+        while data:
+            data = data[os.write(self.msg_fd, data) :]
+
+    def phase(self, name: str) -> None:
+        try:
+            self.send('{"op": "phase", "phase": "%s"}' % name)
+        except OSError:
+            pass  # the parent enforces limits from its own clock; a lost phase only costs precision
+
+    def ask(self, message: BaseModel) -> HandoffReply:
+        self.send(message.model_dump_json())
+        line = self.answers.readline() if self.answers is not None else ""
+        if not line:
+            raise RuntimeError("the evaluator closed the channel (evaluation aborted)")
+        return HandoffReply.model_validate_json(line)
+
+
 class Worker:
-    """One pass (correctness, timing or compare) over one candidate. Override a phase to harden it further."""
+    """One candidate, one process: load, correctness, timing (or compare). Override a phase to harden it further."""
 
-    def __init__(self, request: WorkerRequest, task: Task | None = None) -> None:
+    def __init__(self, request: WorkerRequest, channel: Channel | None = None, task: Task | None = None) -> None:
         self.request = request
+        self.channel = channel or Channel(None, None)
         self.task = task if task is not None else resolve_task(request.task)
         self.device = request.device
         self.phase = "start"
         self.configs_passed = 0
         self.configs_total = 0
-        self.records: list[OutputRecord] = []
         self.samples: list[ConfigSamples] = []
         self.comparison: list[CompareSamples] = []
         self.guard: Guard | None = None
-        self._perf_counter = time.perf_counter
-        self._save: Callable[..., Any] | None = None
+        self.staging: StagingWriter | None = None
+        self.stages: dict[str, float] = {}
+        self._stage_started = time.monotonic()
 
     # -- the template -------------------------------------------------------------------------------------------
     def run(self) -> WorkerResult:
         try:
             self.enter("load")
             self.prepare_device()
+            self.install_support_modules()
+            if self.request.staging is not None:
+                try:
+                    self.staging = StagingWriter(self.request.staging)
+                except Exception as exc:  # noqa: BLE001 - the session falls back to shared host memory
+                    return self.result(Verdict.CRASHED, error=f"harness: staging: cannot open the checker's buffer "
+                                       f"({type(exc).__name__}: {exc})")  # fmt: skip
             self.guard = Guard(allow_threads=self.request.allow_threads)  # before the candidate is imported
             module = self.load_candidate()
             self.verify("importing the candidate")
-            if self.request.mode == "correctness":
+            if self.request.mode == "evaluate":
                 self.enter("run")
                 self.check_correctness(module)
-            elif self.request.mode == "timing":
-                self.enter("timing")
-                self.measure(module)
+                if self.request.timing:
+                    self.enter("timing")
+                    self.measure(module)
             else:
                 other = self.load_candidate(self.request.challenger_path, CHALLENGER_MODULE)
                 self.verify("importing the challenger")
                 self.enter("timing")
                 self.compare(module, other)
         except CandidateFailure as failure:
-            return self.result(
-                failure.verdict, error=failure.error, mismatch=failure.mismatch, rejection=failure.rejection
-            )
+            return self.result(failure.verdict, error=failure.error, mismatch=failure.mismatch, rejection=failure.rejection)
         return self.result(Verdict.PASSED)
 
     # -- phases -------------------------------------------------------------------------------------------------
     def prepare_device(self) -> None:
         import torch
 
-        self._save = torch.save
         try:
             import triton  # noqa: F401 - imported before the candidate so its functions are in the references
         except Exception:  # noqa: BLE001 - a task without Triton candidates still works
@@ -126,6 +160,19 @@ class Worker:
             index = torch.device(self.device).index or 0
             torch.cuda.set_device(index)
             self.device = f"cuda:{index}"  # explicit, so tensors made here compare equal to the kernel's outputs
+        elif os.environ.get("TRITON_INTERPRET") == "1":
+            interpret_autotune_with_first_config()
+
+    def install_support_modules(self) -> None:
+        """The modules the task lets candidates import (GPU MODE's ``task``), first on the import path."""
+        modules = self.task.support_modules()
+        if not modules or not self.request.support_dir:
+            return
+        folder = Path(self.request.support_dir)
+        folder.mkdir(parents=True, exist_ok=True)
+        for name, source in modules.items():
+            (folder / f"{name}.py").write_text(source, encoding="utf-8")
+        sys.path.insert(0, str(folder))
 
     def load_candidate(self, path_text: str = "", module_name: str = CANDIDATE_MODULE) -> Any:
         """Import the candidate; an import or syntax error, or a missing entry point, is a compile error."""
@@ -151,7 +198,7 @@ class Worker:
             raise CandidateFailure(Verdict.COMPILE_ERROR, f"{entry!r} in {path.name} is not callable")
         return module
 
-    def prepare(self, module: Any, config: TaskConfig) -> Callable[[list[Any]], Any]:
+    def prepare(self, module: Any, config: TaskConfig) -> Callable[..., Any]:
         """The task's callable for this config; failing to build it (e.g. a bad ModelNew constructor) is a runtime error."""
         try:
             fn = self.task.prepare(module, config, self.device)
@@ -160,9 +207,9 @@ class Worker:
         self.verify(f"preparing config {config.name}")
         return fn
 
-    def salted(self, config: TaskConfig, index: int = 0) -> TaskConfig:
-        """``config`` with this evaluation's seed for input set ``index``."""
-        seed = salted_seed(config.seed, self.request.salt) + timing_mod.SEED_STRIDE * index
+    def salted(self, config: TaskConfig, salt: int | None = None) -> TaskConfig:
+        """``config`` with this evaluation's seed (the correctness salt unless ``salt`` is given)."""
+        seed = salted_seed(config.seed, self.request.salt if salt is None else salt)
         return config.model_copy(update={"seed": seed})
 
     def check_correctness(self, module: Any) -> None:
@@ -172,57 +219,55 @@ class Worker:
             salted = self.salted(config)
             self.check_config(self.prepare(module, salted), salted, index)
             self.configs_passed += 1
+        self.mark("correctness")
 
-    def check_config(self, fn: Callable[[list[Any]], Any], config: TaskConfig, index: int = 0) -> None:
-        """One guarded call on fresh inputs; the inputs must be unchanged and the output is saved for the checker."""
+    def check_config(self, fn: Callable[..., Any], config: TaskConfig, index: int = 0) -> None:
+        """One guarded call on fresh inputs: inputs unchanged, output staged and judged by the checker."""
         inputs = self.task.make_inputs(config, self.device)
+        args = self.task.call_args(inputs, config)
         digest = input_digest(inputs)
         buffers = self.task.output_buffers(config, inputs) or []
         snapshot = clone_inputs(inputs)
         self.poison_free_memory(inputs)
-        output = self.guarded_call(fn, inputs, config, buffers)
-        self.check_inputs_unchanged(config, inputs, snapshot, buffers)
-        self.check_output_form(config, output)
-        self.save_output(index, config, config, digest, output, f"test-{index}.pt")
-
-    def guarded_call(
-        self, fn: Callable[[list[Any]], Any], inputs: list[Any], config: TaskConfig, buffers: list[Any] = ()
-    ) -> Any:
-        """Poison output buffers, call, take a stream-ordered copy, sync device-wide, then run every check."""
         poison(buffers)
         self.verify(f"before the call on config {config.name}")
         try:
-            output = fn(inputs)
-            early = self.early_copy(output)
+            output = fn(*args)
+            staged = self.stage(config, output)
             self.synchronize()
+        except CandidateFailure:
+            raise
         except BaseException as exc:  # noqa: BLE001 - anything the candidate raises is its verdict
             verdict = Verdict.COMPILE_ERROR if is_compile_error(exc) else Verdict.RUNTIME_ERROR
             raise CandidateFailure(verdict, f"on config {config.name}:\n{format_exception(exc)}") from None
         self.verify(f"config {config.name}")
-        self.check_deferred(config, output, early)
-        return output
+        self.check_staged(config, output, staged)
+        self.check_inputs_unchanged(config, inputs, snapshot, buffers)
+        self.handoff("test", index, config, config.seed, None, digest, output, staged)
 
-    def call(self, fn: Callable[[list[Any]], Any], inputs: list[Any], config: TaskConfig) -> Any:
-        """One call of the candidate, synchronised so asynchronous device errors surface here (checks included)."""
-        return self.guarded_call(fn, inputs, config)
-
-    def early_copy(self, output: Any) -> Any:
-        """On a GPU, a copy of the output enqueued on the current stream right after the call (before any sync)."""
-        if not self.device.startswith("cuda"):
+    # -- outputs for the checker ----------------------------------------------------------------------------------
+    def stage(self, config: TaskConfig, output: Any) -> list[int] | None:
+        """Check the output's form, then copy it into the checker's buffer in stream order (no sync): the offsets."""
+        check_output_form(self.task, self.device, config.name, output)
+        if self.staging is None:
             return None
-        import torch
+        tensors = list(output) if isinstance(output, tuple) else [output]
+        need = sum(t.numel() * t.element_size() + 256 for t in tensors)
+        if not self.staging.fits(need):
+            reply = self.channel.ask(_Grow(min_bytes=need))
+            if reply.staging is None:
+                raise RuntimeError(f"the checker could not provide {need} bytes of staging memory: {reply.message}")
+            self.staging.open(reply.staging)
+        return self.staging.stage(tensors)
 
-        tensors = output if isinstance(output, tuple) else (output,)
-        if not all(type(t) is torch.Tensor for t in tensors):
-            return None
-        return [t.detach().clone() for t in tensors]
-
-    def check_deferred(self, config: TaskConfig, output: Any, early: Any) -> None:
-        if early is None:
+    def check_staged(self, config: TaskConfig, output: Any, offsets: list[int] | None) -> None:
+        """After a device-wide sync: the output must still equal the copy staged in stream order right after the call
+        (else work was left running on another stream when the call returned)."""
+        if offsets is None or self.staging is None:
             return
         tensors = output if isinstance(output, tuple) else (output,)
-        for position, (now, before) in enumerate(zip(tensors, early, strict=False)):
-            changed = count_changed(now, before)
+        for position, (tensor, offset) in enumerate(zip(tensors, offsets, strict=True)):
+            changed = count_changed(tensor, self.staging.view(offset, tensor))
             if changed:
                 raise reject(
                     "deferred_work",
@@ -230,9 +275,33 @@ class Worker:
                     "left running on another stream when the kernel returned (join it to the current stream)",
                 )
 
-    def check_inputs_unchanged(
-        self, config: TaskConfig, inputs: list[Any], snapshot: list[Any], buffers: list[Any] = ()
-    ) -> None:
+    def handoff(
+        self, kind: str, index: int, prepared: TaskConfig, input_seed: int, activation_seed: int | None, digest: str,
+        output: Any, offsets: list[int] | None,
+    ) -> None:  # fmt: skip
+        """Tell the checker where the output is and wait for its answer; a failed check ends the evaluation."""
+        if offsets is None or self.staging is None:
+            return
+        tensors = list(output) if isinstance(output, tuple) else [output]
+        message = Handoff(
+            kind=kind,  # type: ignore[arg-type]
+            config_index=index,
+            config=prepared.name,
+            prepare_seed=prepared.seed,
+            input_seed=input_seed,
+            activation_seed=activation_seed,
+            digest=digest,
+            shapes=[list(t.shape) for t in tensors],
+            dtypes=[str(t.dtype) for t in tensors],
+            strides=[list(t.stride()) for t in tensors],
+            offsets=offsets,
+            generation=self.staging.handle.generation,
+        )
+        reply = self.channel.ask(message)
+        if not reply.ok:
+            raise CandidateFailure(Verdict.INCORRECT, f"the checker rejected the output of {prepared.name}: {reply.message}")
+
+    def check_inputs_unchanged(self, config: TaskConfig, inputs: list[Any], snapshot: list[Any], buffers: list[Any] = ()) -> None:
         skip = {id(b) for b in buffers}
         for position, (now, before) in enumerate(zip(inputs, snapshot, strict=True)):
             if id(now) in skip:
@@ -240,64 +309,6 @@ class Worker:
             changed = count_changed(now, before)
             if changed:
                 raise reject("input_mutation", f"config {config.name}: input {position} was modified by the call ({changed})")
-
-    def check_output_form(self, config: TaskConfig, output: Any) -> None:
-        """Exact type (``torch.Tensor``, or a tuple of them when the task says so), device and a real storage."""
-        import torch
-
-        where = config.name
-        if self.task.output_is_tuple:
-            if type(output) is not tuple:
-                self._incorrect(where, f"expected a tuple of torch.Tensor, got {type(output).__qualname__}")
-            tensors = list(output)
-        else:
-            tensors = [output]
-        expected_device = torch.device(self.device)
-        for tensor in tensors:
-            if isinstance(tensor, torch.Tensor) and type(tensor) is not torch.Tensor:
-                raise reject(
-                    "lazy_output",
-                    f"config {where}: the output is a {type(tensor).__qualname__}, a torch.Tensor subclass; "
-                    "return a plain torch.Tensor",
-                )
-            if type(tensor) is not torch.Tensor:
-                self._incorrect(where, f"expected a torch.Tensor, got {type(tensor).__qualname__}")
-            if tensor.device != expected_device:
-                self._incorrect(where, f"device {tensor.device}, expected {expected_device}")
-            try:
-                real = tensor.numel() == 0 or (tensor.untyped_storage().nbytes() > 0 and tensor.data_ptr() != 0)
-            except Exception:  # noqa: BLE001 - no storage at all
-                real = False
-            if not real:
-                raise reject("lazy_output", f"config {where}: the output has no real storage")
-
-    def _incorrect(self, where: str, text: str) -> None:
-        message = f"{where}: {text}"
-        raise CandidateFailure(Verdict.INCORRECT, message, mismatch=Mismatch(config=where, message=message))
-
-    def save_output(
-        self, index: int, prepared: TaskConfig, used: TaskConfig, digest: str, output: Any, file: str,
-        stride: list[list[int]] | None = None,
-    ) -> None:
-        """A CPU copy of the output for the checker (``torch.save``, loaded there with ``weights_only=True``)."""
-        if not self.request.outputs_dir:
-            return
-        tensors = list(output) if isinstance(output, tuple) else [output]
-        copies = [t.detach().to("cpu", copy=True) for t in tensors]
-        payload = {"output": copies if isinstance(output, tuple) else copies[0]}
-        path = Path(self.request.outputs_dir) / file
-        assert self._save is not None
-        self._save(payload, path)
-        record = OutputRecord(
-            config_index=index,
-            config=prepared.name,
-            prepare_seed=prepared.seed,
-            input_seed=used.seed,
-            digest=digest,
-            file=file,
-            stride=stride if stride is not None else [list(t.stride()) for t in tensors],
-        )
-        self.records = [r for r in self.records if r.file != file] + [record]
 
     def poison_free_memory(self, inputs: list[Any]) -> None:
         """On a GPU, fill and free a block about the size of the inputs with NaN bytes, so an output taken from the
@@ -313,32 +324,36 @@ class Worker:
         del block
 
     # -- timing -----------------------------------------------------------------------------------------------
-    def measure(self, module: Any) -> list[Timing]:
+    def measure(self, module: Any) -> None:
         method = timing_mod.get_method(self.request.timing_method)
         configs = self.task.benchmark_configs(self.device)
         self.configs_total = len(configs)
         for index, config in enumerate(configs):
-            salted = self.salted(config)
-            fn = self.prepare(module, salted)
-            runner = WorkerTimingRunner(self, fn, salted, index)
+            salted = self.salted(config, self.request.bench_salt)
+            runner = WorkerTimingRunner(self, self.prepare(module, salted), salted, index)
+            if index == 0:
+                warm = WorkerTimingRunner(self, self.prepare(module, salted), salted, index, audited=False)
+                method.warm_up(warm, flush_l2=self.request.flush_l2)
+                del warm
             run = method.run(runner, flush_l2=self.request.flush_l2)
-            runner.finish()
             self.samples.append(ConfigSamples(config=config.name, method=method.name, samples_ms=run.samples_ms))
             self.configs_passed += 1
-        return []
+            del runner
+        self.mark("timing")
 
     def compare(self, incumbent: Any, challenger: Any) -> None:
         """Per benchmark config: ``rounds`` rounds of short robust blocks, A B then B A alternately, same inputs."""
         configs = self.task.benchmark_configs(self.device)
         self.configs_total = len(configs)
-        block = timing_mod.Robust(time_cap_s=max(0.05, self.request.time_cap_s / 4), min_samples=self.request.min_samples)
+        block = timing_mod.Robust(time_cap_s=max(0.05, self.request.time_cap_s / 4),
+                                  min_samples=self.request.min_samples, fresh_value_audits=False)  # fmt: skip
         for index, config in enumerate(configs):
-            salted = self.salted(config)
+            salted = self.salted(config, self.request.bench_salt)
             runners = {
-                "a": WorkerTimingRunner(self, self.prepare(incumbent, salted), salted, index, keep=False),
-                "b": WorkerTimingRunner(self, self.prepare(challenger, salted), salted, index, keep=False),
+                "a": WorkerTimingRunner(self, self.prepare(incumbent, salted), salted, index, audited=False),
+                "b": WorkerTimingRunner(self, self.prepare(challenger, salted), salted, index, audited=False),
             }
-            runners["b"].shared = runners["a"].sets  # identical inputs for both
+            runners["b"].share_inputs_with(runners["a"])  # identical inputs for both
             medians: dict[str, list[float]] = {"a": [], "b": []}
             for round_index in range(self.request.rounds):
                 for side in ("ab" if round_index % 2 == 0 else "ba"):
@@ -363,11 +378,12 @@ class Worker:
 
     def enter(self, phase: str) -> None:
         self.phase = phase
-        if self.request.status_fd is not None:
-            try:
-                os.write(self.request.status_fd, f"{phase}\n".encode())
-            except OSError:
-                pass  # the parent enforces limits from its own clock; a lost phase only costs precision
+        self.channel.phase(phase)
+
+    def mark(self, stage: str) -> None:
+        now = time.monotonic()
+        self.stages[stage] = round(now - self._stage_started, 3)
+        self._stage_started = now
 
     def environment(self) -> dict[str, str]:
         import torch
@@ -379,39 +395,48 @@ class Worker:
             "device_name": "cpu",
             "triton_interpret": os.environ.get("TRITON_INTERPRET", "0"),
         }
+        if self.staging is not None:
+            env["staging"] = self.staging.handle.kind
         if self.device.startswith("cuda") and torch.cuda.is_available():
             index = torch.device(self.device).index or 0
             major, minor = torch.cuda.get_device_capability(index)
-            env.update(
-                device_name=torch.cuda.get_device_name(index),
-                compute_capability=f"{major}.{minor}",
-                cuda=str(torch.version.cuda),
-            )
+            env.update(device_name=torch.cuda.get_device_name(index), compute_capability=f"{major}.{minor}",
+                       cuda=str(torch.version.cuda))  # fmt: skip
         return env
 
     def result(
-        self,
-        verdict: Verdict,
-        *,
-        error: str = "",
-        mismatch: Mismatch | None = None,
-        rejection: Rejection | None = None,
-        timings: list[Timing] | None = None,
+        self, verdict: Verdict, *, error: str = "", mismatch: Mismatch | None = None, rejection: Rejection | None = None
     ) -> WorkerResult:
         return WorkerResult(
-            verdict=verdict,
-            phase=self.phase,
-            configs_passed=self.configs_passed,
-            configs_total=self.configs_total,
-            mismatch=mismatch,
-            rejection=rejection,
-            timings=timings or [],
-            error=error,
-            environment=self.environment(),
-            records=self.records,
-            samples=self.samples,
-            comparison=self.comparison,
-        )
+            verdict=verdict, phase=self.phase, configs_passed=self.configs_passed, configs_total=self.configs_total,
+            mismatch=mismatch, rejection=rejection, error=error, environment=self.environment(), samples=self.samples,
+            comparison=self.comparison, stage_seconds=self.stages,
+        )  # fmt: skip
+
+
+class _Grow(BaseModel):
+    op: str = "grow"
+    min_bytes: int
+
+
+def interpret_autotune_with_first_config() -> None:
+    """Under Triton's interpreter (the CPU), an ``@triton.autotune`` kernel runs its first config instead of
+    benchmarking every config (which needs a GPU driver): the kernel is checked for correctness as written."""
+    try:
+        from triton.runtime import autotuner
+    except Exception:  # noqa: BLE001 - no Triton, nothing to adapt
+        return
+    original = autotuner.Autotuner.__init__
+    if getattr(original, "_ksearch_first_config", False):
+        return
+
+    def first_config_only(self: Any, *args: Any, **kwargs: Any) -> None:
+        original(self, *args, **kwargs)
+        if len(getattr(self, "configs", [])) > 1:
+            self.configs = self.configs[:1]
+
+    first_config_only._ksearch_first_config = True  # type: ignore[attr-defined]
+    autotuner.Autotuner.__init__ = first_config_only  # type: ignore[method-assign]
 
 
 def write_result(path: Path, result: WorkerResult) -> None:
@@ -428,13 +453,36 @@ def _version(distribution: str) -> str:
         return "unknown"
 
 
+def warm_start(device: str) -> None:
+    """What a worker does before its request arrives: import the heavy libraries and create the CUDA context."""
+    import torch
+
+    try:
+        import triton  # noqa: F401
+        import triton.language  # noqa: F401
+    except Exception:  # noqa: BLE001 - tasks without Triton still work
+        pass
+    if device.startswith("cuda") and torch.cuda.is_available():
+        torch.cuda.set_device(torch.device(device).index or 0)
+        torch.empty(1, device=device)
+
+
 def main(argv: list[str] | None = None) -> int:
     faulthandler.enable()  # a segfault still leaves a Python stack in stderr for the log
     if os.environ.get("KSEARCH_PARENT_PID"):
         die_with_parent(int(os.environ["KSEARCH_PARENT_PID"]))
-    args = sys.argv[1:] if argv is None else argv
-    request = WorkerRequest.model_validate_json(Path(args[0]).read_text(encoding="utf-8"))
-    result = Worker(request).run()
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--device", default="cpu")
+    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    msg_fd = int(os.environ["KSEARCH_MSG_FD"]) if os.environ.get("KSEARCH_MSG_FD") else None
+    channel = Channel(msg_fd, sys.stdin)
+    warm_start(args.device)
+    channel.send('{"op": "ready"}')
+    line = sys.stdin.readline()
+    if not line.strip():
+        return 0  # the session closed without using this worker
+    request = WorkerRequest.model_validate_json(line)
+    result = Worker(request, channel).run()
     write_result(Path(request.result_path), result)
     return 0
 

@@ -1,37 +1,38 @@
 """Timing methods: how a candidate's latency is measured, as a registry of named methods.
 
-Each method is a loop over a small set of primitives (``TimingRunner``) that the worker implements on the GPU with
-device events, so the loops here contain the whole methodology and nothing device-specific. The stop rules are pure
-functions of the samples taken so far, and so is the summary, so both are tested on synthetic sample streams.
+Each method is a loop over a small set of primitives (``TimingRunner``) that the worker implements on the device, so
+the loops here hold the whole methodology and nothing device-specific; they are tested with a fake runner. In every
+method the timed region is exactly ``start.record(); out = fn(*args); end.record()``: ksearch's own checks (harness
+guard, output form, deferred work, input digest, the checker's recheck) run before the start event or after the end
+event, never between them. ``runner.call_on`` builds a call (inputs and the argument object) before the region.
 
 Methods:
 
-``robust`` (ksearch's default)
-    warm-up of back-to-back calls (0.2 s, so the GPU's clocks are up); then blocks of back-to-back iterations, each
-    ``[L2 flush (256 MB write, when the task asks)]; start.record(); out = fn(inputs); end.record()`` with inputs
-    rotated among K pre-generated sets with different seeds, and one device-wide synchronize per block. The host never
-    waits between the iterations of a block, so the GPU stays busy as under ``triton.testing.do_bench`` (a sync after
-    every call leaves it idle between samples, its clocks drop and latencies come out up to several times too high
-    and vary from run to run). Block lengths are random (about 10 ms of work each), and the last call of every block
-    is audited: a stream-ordered copy of its output is taken right after its end event, then after the sync the
-    worker's ``deferred_work`` check (work left unjoined on another stream), the input-mutation digest and, for a
-    random sample (one per input set), the recheck by the checker. A candidate cannot tell which call is audited.
-    Every call's output form and the harness guard are checked without a sync. Adaptive repetition until the
-    relative standard error is below a target or a time cap. Headline statistic: median.
-``gpumode``
-    GPU MODE leaderboard mode (``eval.py``): fresh inputs each repeat with ``seed += 13``, no L2 flush,
-    ``sync; start; fn; end; sync``, stop after >= 3 runs when std_err/mean < 0.001 or the summed kernel time > 30 s or
-    wall time > 120 s, at most 100 repeats. Every timed output is rechecked upstream; here every one is kept for the
-    checker while the outputs fit the recheck budget (a random sample of them beyond it). Headline statistic: mean.
-``gpumode-benchmark``
-    GPU MODE benchmark mode: one checked call, then the same inputs reused without recheck, 10 s cap. Headline: mean.
-``flashinfer``
-    flashinfer-bench 0.1.2 ``do_bench``: 3 trials with fresh inputs each; per trial 10 warm-up and 50 timed
-    iterations, each preceded by a 256 MB ``zero_()`` L2 flush and a clone of every argument (outside the timed
-    region, after the flush, as upstream does); ``sync; start; fn; end``. One deviation: a device-wide sync after
-    each end event (for the integrity checks of the call), where upstream leaves it to the next iteration's sync;
-    both sync before every start, so the timed region holds the entry function's host time as upstream's does.
-    Headline statistic: arithmetic mean.
+``gpumode-benchmark`` (upstream GPU MODE ``benchmark`` mode, what K-Search reported)
+    once per evaluation a warm-up on the first benchmark config (its own argument object; a first call, then repeats
+    until 100 or 0.1 s of summed kernel time, durations discarded); then per config: build the argument object once,
+    one call whose output the checker judges, then ``sync; start; out = fn(data); end; sync`` on that SAME object
+    (so caches a kernel keeps in it, such as derived weights, persist as upstream), no L2 flush, at most 100 repeats,
+    stopping after >= 3 when std_err/mean < 0.001, or 10 s of summed kernel time, or 120 s of wall time. Headline:
+    mean. After the loop (not between repeats): the last timed output goes to the checker, the inputs must be
+    unchanged, and one more call on the same objects with the activations re-randomised in place must be correct
+    (an output replayed from an earlier call fails it).
+``gpumode`` (upstream GPU MODE ``leaderboard`` mode, the scored one)
+    warm-up as above with a 10 ms budget; per config a first checked call, then every repeat on freshly generated
+    inputs (``seed += 13``) and a new argument object, ``sync; start; fn; end; sync``, and the checker rechecks every
+    timed output between repeats (upstream checks each one in the same place); 30 s cap. Headline: mean.
+``robust`` (ksearch's own)
+    warm-up of back-to-back calls (0.2 s, so the GPU's clocks are up); then blocks of back-to-back calls, each
+    ``[L2 flush]; start; out = fn(*args); end`` with inputs rotated among K seeded sets and a new argument object per
+    call, one device-wide synchronize per block. Block lengths are random (about 10 ms of work each) and the last
+    call of every block is audited after its end event: a stream-ordered copy of its output goes to the checker,
+    which recomputes nothing it has seen and compares; the deferred-work check and the input digest run after the
+    sync. A candidate cannot tell which call is audited. Adaptive repetition until the relative standard error is
+    below a target or a time cap; re-randomised-activation audits after the loop. Headline: median.
+``flashinfer`` (flashinfer-bench 0.1.2 ``do_bench``)
+    3 trials on fresh inputs; per trial 10 warm-up and 50 timed iterations, each preceded by a 256 MB ``zero_()``
+    L2 flush and a clone of every argument (after the flush, outside the timed region), then
+    ``sync; start; fn; end`` with no sync after the end event; one sync per trial. Headline: arithmetic mean.
 """
 
 from __future__ import annotations
@@ -56,51 +57,61 @@ class TimingError(UserError, ValueError):
     """A timing method that does not exist or that the task does not support."""
 
 
-class Event(Protocol):
-    def record(self) -> None: ...
+class Event(Protocol): ...
 
-    def elapsed_time(self, end: Any) -> float: ...
+
+class Call(Protocol):
+    """One prepared call of the candidate on one input set: ``call()`` runs ``fn(*args)`` and returns its output."""
+
+    index: int
+
+    def __call__(self) -> Any: ...
 
 
 class TimingRunner(Protocol):
     """What a timing method needs from the worker. Every call is the candidate's, guarded by the worker."""
 
-    def inputs(self, index: int) -> list[Any]:
-        """Input set ``index`` (seed ``base + 13 * index``), generated on first use and cached by the runner."""
+    def call_on(self, index: int, *, fresh: bool = False, reuse_args: bool = True, clone: bool = False) -> Call:
+        """A call on input set ``index`` (seed ``base + 13 * index``). Its inputs are generated on first use and
+        cached, or generated anew and not cached (``fresh``), or cloned from the cached set (``clone``). The argument
+        object is the set's own, built once and reused by every call (``reuse_args``), or a new one."""
 
-    def fresh_inputs(self, index: int) -> list[Any]:
-        """Input set ``index`` generated anew (not cached): for methods that never reuse inputs."""
+    def prime(self, call: Call) -> None:
+        """Before a call: poison its destination buffers (tasks that pass outputs as arguments)."""
 
-    def clone(self, inputs: list[Any]) -> list[Any]: ...
+    def event(self) -> Event: ...
 
-    def call(self, inputs: list[Any]) -> Any:
-        """One call of the candidate, not synchronised."""
+    def record(self, event: Event) -> None: ...
 
-    def flush(self) -> None:
-        """Evict the L2 cache (a 256 MB write on the device)."""
+    def elapsed(self, start: Event, end: Event) -> float:
+        """Milliseconds between two recorded events (through the harness's own reference to ``elapsed_time``)."""
 
     def synchronize(self) -> None:
         """Device-wide synchronize."""
 
-    def event(self) -> Event: ...
+    def flush(self) -> None:
+        """Evict the L2 cache (a 256 MB write on the device)."""
 
     def wall(self) -> float:
         """Seconds on a monotonic clock (the harness's own reference, not the candidate's)."""
 
-    def want(self, index: int) -> bool:
-        """Whether the next output for input set ``index`` is to be kept for the checker (asked before the call)."""
+    def after(self, call: Call, output: Any) -> None:
+        """Right after a call returned, on the host only (no device work): harness guard and output form."""
 
-    def early(self, output: Any) -> Any:
-        """A stream-ordered copy of ``output`` taken right after the call (for the deferred-work check)."""
+    def audit(self, call: Call, output: Any) -> None:
+        """A timed call's output to the checker: staged in stream order, then synchronize, deferred-work check,
+        inputs unchanged, and the checker's verdict (raises when it fails)."""
 
-    def glance(self, output: Any) -> None:
-        """Right after a call, without a sync: the checks that need no device work (harness guard, output form)."""
+    def audit_fresh_values(self, call: Call) -> None:
+        """After a loop: re-randomise the activation inputs of ``call``'s set in place, call once more on the same
+        argument object, and audit that output."""
 
-    def after(self, index: int, inputs: list[Any], output: Any, early: Any, keep: bool) -> None:
-        """After the sync, for an audited call: integrity checks (deferred work when ``early`` is not None, inputs
-        unchanged) and, when ``keep``, the output kept for the checker."""
+    def want_audit(self, index: int) -> bool:
+        """Whether the output of the block that just ended is to be checked (a random sample, at least once per
+        input set)."""
 
 
+# -- methods --------------------------------------------------------------------------------------------------------
 @dataclass
 class MethodRun:
     samples_ms: list[float] = field(default_factory=list)
@@ -109,26 +120,114 @@ class MethodRun:
 class TimingMethod(ABC):
     name: str
     headline: str = "median"
-    """The statistic upstream reports ('median' or 'mean'); the task's score always uses the median."""
+    """The statistic upstream reports ('median' or 'mean'); the task's score uses it."""
     description: str = ""
+
+    def warm_up(self, runner: TimingRunner, *, flush_l2: bool) -> None:
+        """Once per evaluation, on the first benchmark config, before it is timed (upstream modes warm up there)."""
 
     @abstractmethod
     def run(self, runner: TimingRunner, *, flush_l2: bool) -> MethodRun: ...
 
-    def _timed(self, runner: TimingRunner, index: int, inputs: list[Any], *, sync_before: bool) -> float:
-        """One timed call: [sync] start, call, end, device sync; the integrity hooks outside the timed region."""
-        keep = runner.want(index)
-        start, end = runner.event(), runner.event()
-        if sync_before:
+
+class _GpuModeRepeats(TimingMethod):
+    """GPU MODE's repeat loop (``eval.py``): ``sync; start; out = fn(data); end; sync`` until ``gpumode_should_stop``.
+    The two upstream modes differ in each repeat's call, the check between repeats and the kernel-time cap."""
+
+    max_time_s: float  # the limits are fields of each mode
+    warmup_time_s: float
+    max_wall_s: float = 120.0
+    max_repeats: int = 100
+
+    def _repeat(
+        self,
+        runner: TimingRunner,
+        call_for: Callable[[int], Call],
+        *,
+        max_time_s: float,
+        audit_each: bool,
+        audit_last: bool,
+    ) -> MethodRun:
+        result = MethodRun()
+        started, i = runner.wall(), 0
+        while True:
+            call = call_for(i)
+            runner.prime(call)
             runner.synchronize()
-        start.record()
-        output = runner.call(inputs)
-        end.record()
-        early = runner.early(output) if keep else None
-        runner.synchronize()
-        runner.glance(output)
-        runner.after(index, inputs, output, early, keep)
-        return float(start.elapsed_time(end))
+            start, end = runner.event(), runner.event()
+            runner.record(start)
+            output = call()
+            runner.record(end)
+            runner.synchronize()
+            result.samples_ms.append(runner.elapsed(start, end))
+            runner.after(call, output)
+            i += 1
+            stop = gpumode_should_stop(
+                result.samples_ms, runner.wall() - started,
+                max_time_s=max_time_s, max_wall_s=self.max_wall_s, max_repeats=self.max_repeats,
+            )  # fmt: skip
+            if audit_each or (audit_last and stop):
+                runner.audit(call, output)
+            del output
+            if stop:
+                return result
+
+    def warm_up(self, runner: TimingRunner, *, flush_l2: bool) -> None:
+        call = runner.call_on(0, reuse_args=False)  # upstream generates the warm-up case's inputs separately
+        runner.prime(call)
+        output = call()
+        runner.after(call, output)
+        del output
+        self._repeat(runner, lambda _: call, max_time_s=self.warmup_time_s, audit_each=False, audit_last=False)
+
+    def _first_checked_call(self, runner: TimingRunner) -> Call:
+        call = runner.call_on(0)
+        runner.prime(call)
+        output = call()
+        runner.after(call, output)
+        runner.audit(call, output)  # upstream: one checked call before the timed loop
+        del output
+        return call
+
+
+@dataclass
+class GpuModeBenchmark(_GpuModeRepeats):
+    name: str = "gpumode-benchmark"
+    headline: str = "mean"
+    description: str = (
+        "GPU MODE benchmark mode: warm-up on the first config, then per config one checked call and repeats of "
+        "sync/start/custom_kernel(data)/end/sync on the same data object, no L2 flush, stop after >= 3 runs at "
+        "std_err/mean < 0.001, 10 s kernel time or 120 s wall, max 100 repeats, mean; audits after the loop"
+    )
+    max_time_s: float = 10.0
+    warmup_time_s: float = 0.1
+
+    def run(self, runner: TimingRunner, *, flush_l2: bool) -> MethodRun:
+        call = self._first_checked_call(runner)
+        result = self._repeat(runner, lambda _: call, max_time_s=self.max_time_s, audit_each=False, audit_last=True)
+        runner.audit_fresh_values(call)
+        return result
+
+
+@dataclass
+class GpuMode(_GpuModeRepeats):
+    name: str = "gpumode"
+    headline: str = "mean"
+    description: str = (
+        "GPU MODE leaderboard mode: warm-up on the first config, then per config one checked call and repeats on "
+        "fresh inputs (seed += 13) with sync/start/custom_kernel(data)/end/sync, every timed output rechecked between "
+        "repeats, no L2 flush, stop after >= 3 runs at std_err/mean < 0.001, 30 s kernel time or 120 s wall, max 100 "
+        "repeats, mean"
+    )
+    max_time_s: float = 30.0
+    warmup_time_s: float = 0.01
+
+    def run(self, runner: TimingRunner, *, flush_l2: bool) -> MethodRun:
+        self._first_checked_call(runner)
+        return self._repeat(
+            runner, lambda i: runner.call_on(i + 1, fresh=True), max_time_s=self.max_time_s, audit_each=True,
+            audit_last=True,
+        )  # fmt: skip
 
 
 @dataclass
@@ -137,8 +236,9 @@ class Robust(TimingMethod):
     headline: str = "median"
     description: str = (
         "device events around each call, calls back to back in blocks of random length (~10 ms) with one device-wide "
-        "sync per block and the block's last call audited, L2 flush before each call, inputs rotated among 4 seeded "
-        "sets, adaptive repetition to 1% relative SE or 2 s, median"
+        "sync per block and the block's last call audited, L2 flush before each call (when the task asks), inputs "
+        "rotated among 4 seeded sets with a new argument object per call, adaptive repetition to 1% relative SE or "
+        "2 s, median"
     )
     input_sets: int = 4
     warmup_s: float = 0.2
@@ -149,15 +249,18 @@ class Robust(TimingMethod):
     block_target_s: float = 0.01
     """Wall time aimed at per block: long enough that the sync between blocks leaves the GPU idle only briefly."""
     max_block: int = 64
+    fresh_value_audits: bool = True
     rng: random.Random = field(default_factory=random.SystemRandom)
 
     def run(self, runner: TimingRunner, *, flush_l2: bool) -> MethodRun:
-        sets = [runner.inputs(k) for k in range(self.input_sets)]
+        sets = self.input_sets
         started, calls = runner.wall(), 0
         while calls < 3 or (calls < 10_000 and runner.wall() - started < self.warmup_s):
+            call = runner.call_on(calls % sets, reuse_args=False)
             if flush_l2:
                 runner.flush()
-            runner.glance(runner.call(sets[calls % len(sets)]))
+            runner.prime(call)
+            runner.after(call, call())
             calls += 1
             if calls % 16 == 0:
                 runner.synchronize()  # bound the queue so the wall clock tracks the device
@@ -167,34 +270,39 @@ class Robust(TimingMethod):
         while True:
             length = self.block_length(per_call_s)
             block_started = runner.wall()
-            events, last_output = [], None
+            events = []
             for _ in range(length):
-                k = i % len(sets)
+                call = runner.call_on(i % sets, reuse_args=False)
                 i += 1
                 if flush_l2:
                     runner.flush()
+                runner.prime(call)
                 start, end = runner.event(), runner.event()
-                start.record()
-                last_output = runner.call(sets[k])
-                end.record()
-                runner.glance(last_output)
+                runner.record(start)
+                output = call()
+                runner.record(end)
+                runner.after(call, output)
                 events.append((start, end))
-            keep = runner.want(k)
-            early = runner.early(last_output)  # stream-ordered, outside the timed region
-            runner.synchronize()
-            runner.after(k, sets[k], last_output, early, keep)
-            del last_output
-            result.samples_ms.extend(float(s.elapsed_time(e)) for s, e in events)
+            if runner.want_audit(call.index):
+                runner.audit(call, output)  # staged in stream order after the end event, then synchronized
+            else:
+                runner.synchronize()
+            del output
+            result.samples_ms.extend(runner.elapsed(s, e) for s, e in events)
             per_call_s = (runner.wall() - block_started) / length
             if robust_should_stop(
                 result.samples_ms,
                 runner.wall() - started,
-                min_samples=max(self.min_samples, len(sets)),
+                min_samples=max(self.min_samples, sets),
                 target_rel_se=self.target_rel_se,
                 time_cap_s=self.time_cap_s,
                 max_samples=self.max_samples,
             ):
-                return result
+                break
+        if self.fresh_value_audits:
+            for index in range(sets):
+                runner.audit_fresh_values(runner.call_on(index))
+        return result
 
     def block_length(self, per_call_s: float | None) -> int:
         """Calls in the next block: ~``block_target_s`` of work, uniformly random in [n/2, 3n/2], 2 at least."""
@@ -204,77 +312,14 @@ class Robust(TimingMethod):
         return self.rng.randint(max(2, n // 2), max(2, n + n // 2))
 
 
-class _GpuModeRepeats(TimingMethod):
-    """GPU MODE's repeat loop (``eval.py``): sync/start/call/end/sync per repeat until ``gpumode_should_stop``; the
-    two upstream modes differ only in the inputs of each repeat and the kernel-time cap."""
-
-    max_time_s: float  # the three limits are fields of each mode
-    max_wall_s: float
-    max_repeats: int
-
-    def _repeat(self, runner: TimingRunner, inputs_for: Callable[[int], tuple[int, list[Any]]]) -> MethodRun:
-        """``inputs_for(repeat)`` gives (input-set index, inputs) of each repeat."""
-        result = MethodRun()
-        started, i = runner.wall(), 0
-        while True:
-            index, inputs = inputs_for(i)
-            result.samples_ms.append(self._timed(runner, index, inputs, sync_before=True))
-            i += 1
-            if gpumode_should_stop(
-                result.samples_ms,
-                runner.wall() - started,
-                max_time_s=self.max_time_s,
-                max_wall_s=self.max_wall_s,
-                max_repeats=self.max_repeats,
-            ):
-                return result
-
-
-@dataclass
-class GpuMode(_GpuModeRepeats):
-    name: str = "gpumode"
-    headline: str = "mean"
-    description: str = (
-        "GPU MODE leaderboard mode: fresh inputs each repeat (seed += 13), no L2 flush, sync/start/call/end/sync, "
-        "stop after >= 3 runs at std_err/mean < 0.001, 30 s kernel time or 120 s wall, max 100 repeats, mean"
-    )
-    max_time_s: float = 30.0
-    max_wall_s: float = 120.0
-    max_repeats: int = 100
-
-    def run(self, runner: TimingRunner, *, flush_l2: bool) -> MethodRun:
-        warm = runner.inputs(0)  # compile / autotune outside the timed loop (upstream warms up on the first case)
-        runner.call(warm)
-        runner.synchronize()
-        return self._repeat(runner, lambda i: (i, runner.fresh_inputs(i)))
-
-
-@dataclass
-class GpuModeBenchmark(_GpuModeRepeats):
-    name: str = "gpumode-benchmark"
-    headline: str = "mean"
-    description: str = (
-        "GPU MODE benchmark mode: the same inputs reused, no recheck of timed outputs, no L2 flush, "
-        "sync/start/call/end/sync, stop rule as gpumode with a 10 s kernel-time cap, mean"
-    )
-    max_time_s: float = 10.0
-    max_wall_s: float = 120.0
-    max_repeats: int = 100
-
-    def run(self, runner: TimingRunner, *, flush_l2: bool) -> MethodRun:
-        inputs = runner.inputs(0)
-        runner.call(inputs)  # upstream: one checked call before the timed loop (the output is checked below)
-        runner.synchronize()
-        return self._repeat(runner, lambda _: (0, inputs))
-
-
 @dataclass
 class FlashInfer(TimingMethod):
     name: str = "flashinfer"
     headline: str = "mean"
     description: str = (
         "flashinfer-bench 0.1.2: 3 trials with fresh inputs, 10 warm-up + 50 timed iterations each, 256 MB zero_() "
-        "L2 flush then a clone of every argument before each iteration, sync/start/call/end, arithmetic mean"
+        "L2 flush then a clone of every argument before each iteration, sync/start/call/end, one sync per trial, "
+        "arithmetic mean"
     )
     trials: int = 3
     warmup: int = 10
@@ -283,15 +328,28 @@ class FlashInfer(TimingMethod):
     def run(self, runner: TimingRunner, *, flush_l2: bool) -> MethodRun:
         result = MethodRun()
         for trial in range(self.trials):
-            inputs = runner.inputs(trial)
+            runner.call_on(trial)  # the trial's inputs, generated once
             for _ in range(self.warmup):
                 runner.flush()
-                runner.call(runner.clone(inputs))
-            runner.synchronize()
+                call = runner.call_on(trial, clone=True)
+                runner.prime(call)
+                runner.after(call, call())
+            events = []
             for _ in range(self.iterations):
                 runner.flush()
-                args = runner.clone(inputs)
-                result.samples_ms.append(self._timed(runner, trial, args, sync_before=True))
+                call = runner.call_on(trial, clone=True)
+                runner.prime(call)
+                runner.synchronize()
+                start, end = runner.event(), runner.event()
+                runner.record(start)
+                output = call()
+                runner.record(end)
+                runner.after(call, output)
+                events.append((start, end))
+            runner.audit(call, output)
+            del output
+            result.samples_ms.extend(runner.elapsed(s, e) for s, e in events)
+            runner.audit_fresh_values(runner.call_on(trial))
         return result
 
 

@@ -1,0 +1,202 @@
+"""The two kinds of process an evaluator session runs, seen from the parent: a long-lived trusted checker and
+single-use candidate workers started ahead of need. Both speak JSON lines (``ksearch.contracts.exchange``)."""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+from ksearch.contracts.exchange import CheckerCommand
+from ksearch.errors import KsearchError
+from ksearch.tools.evaluator.sandbox import has_exited, kill_group, private_dirs, read_tail, spawn
+
+CANDIDATE_FILE = "candidate.py"
+CHALLENGER_FILE = "challenger.py"
+
+
+class CheckerFailure(KsearchError):
+    """The trusted checker died, hung or answered nonsense: a harness failure, not the candidate's."""
+
+
+class LineReader:
+    """Lines from a pipe, read without blocking past a deadline."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        os.set_blocking(fd, False)
+        self.pending = b""
+        self.closed = False
+
+    def _fill(self, timeout: float) -> None:
+        """Read what arrives within ``timeout`` seconds into ``pending``; ``closed`` at end of file."""
+        if self.closed:
+            return
+        ready, _, _ = select.select([self.fd], [], [], max(0.0, timeout))
+        if not ready:
+            return
+        try:
+            chunk = os.read(self.fd, 1 << 16)
+        except BlockingIOError:
+            return
+        if chunk == b"":
+            self.closed = True
+        self.pending += chunk
+
+    def lines(self, timeout: float) -> list[str]:
+        """Every complete line available now or arriving within ``timeout`` seconds (possibly none)."""
+        if b"\n" not in self.pending:
+            self._fill(timeout)
+        *complete, self.pending = self.pending.split(b"\n")
+        return [line.decode(errors="replace") for line in complete if line.strip()]
+
+    def one(self, deadline: float) -> str | None:
+        """The next line before ``deadline`` (a monotonic time), or None on timeout or end of file."""
+        while True:
+            while b"\n" in self.pending:
+                line, self.pending = self.pending.split(b"\n", 1)
+                if line.strip():
+                    return line.decode(errors="replace")
+            left = deadline - time.monotonic()
+            if left <= 0 or self.closed:
+                return None
+            self._fill(min(left, 0.5))
+
+
+class CheckerProcess:
+    """The trusted checker of one device, kept for a session's evaluations."""
+
+    def __init__(self, device: str, folder: Path) -> None:
+        self.device = device
+        self.folder = folder
+        private_dirs(folder)
+        self._stderr = open(folder / "stderr.txt", "wb")  # noqa: SIM115 - closed in close()
+        self.process = spawn(
+            "ksearch.tools.evaluator.checker", ["--device", device], cwd=folder, device=device,
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr,
+        )  # fmt: skip
+        assert self.process.stdout is not None
+        self.reader = LineReader(self.process.stdout.fileno())
+        self.ready = False
+
+    def wait_ready(self, timeout: float) -> None:
+        if self.ready:
+            return
+        line = self.reader.one(time.monotonic() + timeout)
+        if line is None or json.loads(line).get("op") != "ready":
+            raise CheckerFailure(f"the checker did not start within {timeout:g} s: {self.stderr_tail()}")
+        self.ready = True
+
+    def ask(self, command: CheckerCommand, timeout: float) -> dict[str, Any]:
+        """Send one command and return its one answer; ``CheckerFailure`` when none comes within ``timeout``."""
+        self.wait_ready(timeout)
+        assert self.process.stdin is not None
+        try:
+            self.process.stdin.write((command.model_dump_json() + "\n").encode())
+            self.process.stdin.flush()
+        except (BrokenPipeError, OSError) as exc:
+            raise CheckerFailure(f"the checker is gone ({exc}): {self.stderr_tail()}") from None
+        line = self.reader.one(time.monotonic() + timeout)
+        if line is None:
+            raise CheckerFailure(f"the checker gave no answer to {command.op!r} within {timeout:g} s: {self.stderr_tail()}")
+        try:
+            return json.loads(line)
+        except json.JSONDecodeError:
+            raise CheckerFailure(f"the checker answered {line[:200]!r}") from None
+
+    def alive(self) -> bool:
+        return not has_exited(self.process)
+
+    def stderr_tail(self) -> str:
+        self._stderr.flush()
+        return read_tail(self.folder / "stderr.txt", 2000)
+
+    def close(self) -> None:
+        try:
+            if self.alive() and self.process.stdin is not None:
+                self.process.stdin.write(b'{"op": "shutdown"}\n')
+                self.process.stdin.flush()
+                self.process.wait(timeout=5)
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+        kill_group(self.process.pid)
+        try:
+            self.process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            pass
+        self._stderr.close()
+
+
+class WorkerProcess:
+    """A candidate worker started ahead of need in its own private directory; used for one candidate."""
+
+    def __init__(self, device: str, folder: Path) -> None:
+        self.device = device
+        self.work, self.io = folder / "work", folder / "io"
+        private_dirs(self.work)
+        self.io.mkdir(mode=0o700, parents=True, exist_ok=True)
+        msg_r, msg_w = os.pipe()
+        try:
+            with open(self.io / "stdout.txt", "wb") as out, open(self.io / "stderr.txt", "wb") as err:
+                self.process = spawn(
+                    "ksearch.tools.evaluator.worker", ["--device", device], cwd=self.work, device=device,
+                    stdin=subprocess.PIPE, stdout=out, stderr=err, pass_fds=(msg_w,),
+                    extra_env={"KSEARCH_MSG_FD": str(msg_w)},
+                )  # fmt: skip
+        finally:
+            os.close(msg_w)
+        self.messages = LineReader(msg_r)
+        self.started = time.monotonic()
+        self.ready_at: float | None = None
+        self.backlog: list[str] = []
+
+    @property
+    def result_path(self) -> Path:
+        return self.io / "result.json"
+
+    def wait_ready(self, deadline: float) -> bool:
+        """True once the worker has imported its libraries (False if it died or the deadline passed first)."""
+        while self.ready_at is None:
+            for line in self.messages.lines(min(0.2, max(0.0, deadline - time.monotonic()))):
+                if '"ready"' in line:
+                    self.ready_at = time.monotonic()
+                else:
+                    self.backlog.append(line)
+            if self.ready_at is None and (self.messages.closed or has_exited(self.process) or time.monotonic() > deadline):
+                return False
+        return True
+
+    def send(self, line: str) -> bool:
+        assert self.process.stdin is not None
+        try:
+            self.process.stdin.write((line.rstrip("\n") + "\n").encode())
+            self.process.stdin.flush()
+            return True
+        except (BrokenPipeError, OSError):
+            return False
+
+    def exited(self) -> bool:
+        return has_exited(self.process)
+
+    def kill(self) -> None:
+        kill_group(self.process.pid)
+        try:
+            self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            pass
+        try:
+            os.close(self.messages.fd)
+        except OSError:
+            pass
+        if self.process.stdin is not None:
+            try:
+                self.process.stdin.close()
+            except OSError:
+                pass
+
+    def output(self) -> tuple[str, str]:
+        return read_tail(self.io / "stdout.txt"), read_tail(self.io / "stderr.txt")

@@ -1,0 +1,235 @@
+"""An evaluator session: the processes that evaluate candidates on one device, kept between evaluations.
+
+A session owns a trusted checker (started once: torch, CUDA and the reference cache stay warm) and keeps one
+candidate worker started ahead of need, so an evaluation waits for neither interpreter start-up nor CUDA
+initialisation. Each evaluation uses a fresh worker (one candidate per process, in its own private directory and
+process group) and the session relays every message between that worker and the checker:
+
+    worker --phase/handoff--> session --command--> checker
+    worker <-----answer------ session <--answer--- checker
+
+The worker's time limits are enforced here from the session's own clock: the compile limit from the request until
+the worker starts running configs, then the run limit; at either, the worker's process group is killed. The
+verdict of correctness is the checker's record of what it checked, never the worker's report.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import shutil
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from ksearch.contracts.exchange import CheckerCommand, CheckResult, StagingHandle, WorkerRequest, WorkerResult
+from ksearch.tools.evaluator.processes import CheckerFailure, CheckerProcess, LineReader, WorkerProcess
+
+CHECKER_START_S = 180.0
+"""Time allowed for the checker to import torch and initialise the device."""
+
+
+class Outcome(BaseModel):
+    """What the session saw of one worker process."""
+
+    result: WorkerResult | None = None
+    timed_out: bool = False
+    phase: str = "start"
+    returncode: int | None = None
+    stdout: str = ""
+    stderr: str = ""
+    unreadable: str = ""
+    wall_s: float = 0.0
+    """From the request to the worker's exit."""
+    phase_seconds: dict[str, float] = {}
+    """Wall time the session saw in each of the worker's phases (load, run, timing) and waiting for it to start."""
+    checker_s: float = 0.0
+    """Time spent waiting for the checker's answers."""
+    harness_error: str = ""
+    """A failure of the harness (the checker), not of the candidate."""
+
+
+class EvaluatorSession:
+    """Evaluations on one device: a checker and a pre-started worker, reused until ``close``."""
+
+    def __init__(self, device: str, *, prestart: bool = True, salt: int | None = None) -> None:
+        self.device = device
+        self.prestart = prestart
+        self.salt = salt if salt is not None else secrets.randbits(62)
+        """Seeds of the correctness configs for the session (so the checker computes their references once)."""
+        self.root = Path(tempfile.mkdtemp(prefix="ksearch-eval-"))
+        self._workers_started = 0
+        self.checker: CheckerProcess | None = None
+        self.idle: WorkerProcess | None = None
+        self.staging: StagingHandle | None = None
+        self.evaluations = 0
+        self._start_checker()
+        if prestart:
+            self.idle = self._start_worker()
+
+    # -- processes -----------------------------------------------------------------------------------------------
+    def _start_checker(self) -> None:
+        if self.checker is not None:
+            self.checker.close()
+        self.checker = CheckerProcess(self.device, self.root / "check")
+
+    def _start_worker(self) -> WorkerProcess:
+        self._workers_started += 1
+        return WorkerProcess(self.device, self.root / f"w{self._workers_started}")
+
+    def take_worker(self) -> WorkerProcess:
+        """The pre-started worker (or a new one); a worker that died while idle is replaced."""
+        worker, self.idle = self.idle, None
+        if worker is None or worker.exited():
+            if worker is not None:
+                worker.kill()
+            worker = self._start_worker()
+        return worker
+
+    def retire(self, worker: WorkerProcess) -> None:
+        worker.kill()
+        folder = worker.work.parent
+        shutil.rmtree(folder, ignore_errors=True)
+        if self.prestart and self.idle is None:
+            self.idle = self._start_worker()
+
+    def ask_checker(self, command: CheckerCommand, timeout: float) -> dict[str, Any]:
+        assert self.checker is not None
+        if not self.checker.alive():
+            self._start_checker()
+        try:
+            return self.checker.ask(command, timeout)
+        except CheckerFailure:
+            self._start_checker()  # the next evaluation gets a fresh one
+            raise
+
+    def close(self) -> None:
+        if self.idle is not None:
+            self.idle.kill()
+            self.idle = None
+        if self.checker is not None:
+            self.checker.close()
+            self.checker = None
+        shutil.rmtree(self.root, ignore_errors=True)
+
+    def __enter__(self) -> EvaluatorSession:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- one worker, start to end --------------------------------------------------------------------------------
+    def run(
+        self,
+        worker: WorkerProcess,
+        request: WorkerRequest,
+        *,
+        compile_timeout_s: float,
+        run_timeout_s: float,
+        evaluation: str = "",
+    ) -> Outcome:
+        """Send ``request`` to ``worker`` and relay its handoffs to the checker until it exits or a limit passes."""
+        started = time.monotonic()
+        outcome = Outcome()
+        if not worker.wait_ready(started + compile_timeout_s):
+            outcome.phase_seconds["start"] = round(time.monotonic() - started, 3)
+            return self._finish(worker, outcome, timed_out=not worker.exited(), started=started)
+        outcome.phase_seconds["start"] = round(time.monotonic() - started, 3)
+        go = time.monotonic()
+        deadline = go + compile_timeout_s
+        phase_started = go
+        worker.send(request.model_dump_json())
+        backlog = list(worker.backlog)
+        worker.backlog.clear()
+        while True:
+            for line in backlog or worker.messages.lines(0.05):
+                message = _parse(line)
+                op = message.get("op")
+                if op == "phase":
+                    now = time.monotonic()
+                    outcome.phase_seconds[outcome.phase] = round(now - phase_started, 3)
+                    phase_started = now
+                    new = str(message.get("phase", outcome.phase))
+                    if new in ("run", "timing") and outcome.phase in ("start", "load"):
+                        deadline = now + run_timeout_s
+                    outcome.phase = new
+                elif op in ("handoff", "grow"):
+                    asked = time.monotonic()
+                    answer = self._relay(message, evaluation, max(1.0, deadline - asked), outcome)
+                    outcome.checker_s += time.monotonic() - asked
+                    if answer is None or not worker.send(json.dumps(answer)):
+                        break
+            backlog = []
+            if outcome.harness_error or worker.exited() or worker.messages.closed:
+                break
+            if time.monotonic() > deadline:
+                outcome.timed_out = True
+                break
+        outcome.phase_seconds[outcome.phase] = round(time.monotonic() - phase_started, 3)
+        return self._finish(worker, outcome, timed_out=outcome.timed_out, started=go)
+
+    def _relay(self, message: dict[str, Any], evaluation: str, timeout: float, outcome: Outcome) -> dict[str, Any] | None:
+        """One worker message to the checker and its answer back (None when the checker failed)."""
+        try:
+            if message.get("op") == "grow":
+                command = CheckerCommand(op="staging", evaluation=evaluation, min_bytes=int(message.get("min_bytes", 0)))
+            else:
+                from ksearch.contracts.exchange import Handoff
+
+                command = CheckerCommand(op="handoff", evaluation=evaluation, handoff=Handoff.model_validate(message))
+        except (ValidationError, ValueError) as exc:
+            return {"op": "reply", "ok": False, "message": f"malformed message from the worker: {exc}"[:300]}
+        try:
+            return self.ask_checker(command, timeout)
+        except CheckerFailure as exc:
+            outcome.harness_error = str(exc)
+            return None
+
+    def _finish(self, worker: WorkerProcess, outcome: Outcome, *, timed_out: bool, started: float) -> Outcome:
+        worker.kill()
+        outcome.timed_out = timed_out
+        outcome.returncode = worker.process.returncode
+        outcome.stdout, outcome.stderr = worker.output()
+        outcome.wall_s = time.monotonic() - started
+        if not timed_out and worker.result_path.exists():
+            try:
+                outcome.result = WorkerResult.model_validate_json(worker.result_path.read_text(encoding="utf-8"))
+            except (ValidationError, OSError, UnicodeDecodeError) as exc:
+                outcome.unreadable = f"{type(exc).__name__}: {exc}"[:500]
+        return outcome
+
+    # -- the checker's side of an evaluation ---------------------------------------------------------------------
+    def begin(self, evaluation: str, task: str, bench_salt: int, timeout: float) -> StagingHandle | None:
+        """Tell the checker an evaluation starts; the staging buffer the worker should use (None on a failure)."""
+        answer = self.ask_checker(
+            CheckerCommand(op="begin", evaluation=evaluation, task=task, device=self.device, salt=self.salt,
+                           bench_salt=bench_salt),  # fmt: skip
+            max(timeout, CHECKER_START_S),
+        )
+        staging = answer.get("staging")
+        if not answer.get("ok") or staging is None:
+            raise CheckerFailure(f"the checker could not begin the evaluation: {answer.get('message') or answer.get('error')}")
+        self.staging = StagingHandle.model_validate(staging)
+        return self.staging
+
+    def finish(self, evaluation: str, *, timed: bool, timeout: float) -> CheckResult:
+        answer = self.ask_checker(CheckerCommand(op="finish", evaluation=evaluation, timed=timed), timeout)
+        return CheckResult.model_validate(answer)
+
+    def next_evaluation_id(self) -> str:
+        self.evaluations += 1
+        return f"e{self.evaluations}"
+
+
+def _parse(line: str) -> dict[str, Any]:
+    try:
+        value = json.loads(line)
+    except json.JSONDecodeError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+__all__ = ["EvaluatorSession", "LineReader", "Outcome"]

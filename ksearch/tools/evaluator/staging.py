@@ -1,0 +1,176 @@
+"""The staging buffer: where the candidate's worker puts an output for the trusted checker, without leaving the GPU.
+
+The checker owns the buffer (it outlives every worker) and shares it with each worker: on a GPU through CUDA IPC, so
+an output goes from the candidate's memory to the checker's with one device-to-device copy; on the CPU, or where
+CUDA IPC is unavailable (some sandboxed runtimes), through a shared host-memory block. The worker copies an output in
+stream order right after the call (that copy doubles as the deferred-work check's early copy), synchronises, and
+tells the checker where it is; the checker reads it only while the worker waits for the answer, so no code of the
+candidate runs while it is read.
+
+Offsets are aligned so that any dtype can be viewed at them.
+"""
+
+from __future__ import annotations
+
+import base64
+import pickle
+from typing import Any
+
+from ksearch.contracts.exchange import StagingHandle
+
+ALIGN = 256
+MIN_BYTES = 64 << 20
+_OWNED_HERE: set[str] = set()
+"""Shared-memory blocks this process created (a writer in the same process, as in tests, must not untrack them)."""
+
+
+def aligned(nbytes: int) -> int:
+    return (nbytes + ALIGN - 1) // ALIGN * ALIGN
+
+
+def layout(sizes: list[int]) -> tuple[list[int], int]:
+    """Byte offsets of consecutive blocks of ``sizes`` bytes and the total bytes they need."""
+    offsets, total = [], 0
+    for size in sizes:
+        offsets.append(total)
+        total += aligned(size)
+    return offsets, total
+
+
+def dtype_of(name: str) -> Any:
+    """``'torch.float32'`` -> ``torch.float32`` (only real torch dtypes are accepted)."""
+    import torch
+
+    value = getattr(torch, name.removeprefix("torch."), None)
+    if not isinstance(value, torch.dtype):
+        raise ValueError(f"not a torch dtype: {name!r}")
+    return value
+
+
+class StagingOwner:
+    """The checker's side: allocates the buffer, grows it on demand, and hands out views of it."""
+
+    def __init__(self, device: str, *, prefer_ipc: bool = True) -> None:
+        self.device = device
+        self.use_ipc = prefer_ipc and device.startswith("cuda")
+        self.buffer: Any = None
+        self._shm: Any = None
+        self.handle: StagingHandle | None = None
+        self.generation = 0
+
+    def ensure(self, nbytes: int) -> StagingHandle:
+        """A handle to a buffer of at least ``nbytes`` (the current one when it is large enough)."""
+        if self.handle is not None and self.handle.nbytes >= nbytes:
+            return self.handle
+        size = max(aligned(nbytes), MIN_BYTES)
+        self.release()
+        self.generation += 1
+        if self.use_ipc:
+            try:
+                self.handle = self._allocate_ipc(size)
+                return self.handle
+            except Exception:  # noqa: BLE001 - no CUDA IPC here: fall back to shared host memory
+                self.use_ipc = False
+                self.release()
+        self.handle = self._allocate_shm(size)
+        return self.handle
+
+    def _allocate_ipc(self, size: int) -> StagingHandle:
+        import torch
+        from torch.multiprocessing.reductions import reduce_tensor
+
+        self.buffer = torch.empty(size, dtype=torch.uint8, device=self.device)
+        rebuild, args = reduce_tensor(self.buffer)
+        payload = base64.b64encode(pickle.dumps((rebuild, args))).decode()
+        return StagingHandle(kind="cuda_ipc", nbytes=size, generation=self.generation, ipc=payload)
+
+    def _allocate_shm(self, size: int) -> StagingHandle:
+        import torch
+        from multiprocessing import shared_memory
+
+        self._shm = shared_memory.SharedMemory(create=True, size=size)
+        _OWNED_HERE.add(self._shm.name)
+        self.buffer = torch.frombuffer(self._shm.buf, dtype=torch.uint8)
+        return StagingHandle(kind="shm", nbytes=size, generation=self.generation, shm_name=self._shm.name)
+
+    def tensor(self, offset: int, shape: list[int], dtype: str) -> Any:
+        """The staged tensor at ``offset`` (a view of the buffer; copied to the device when it lives in host memory)."""
+        import math
+
+        torch_dtype = dtype_of(dtype)
+        nbytes = math.prod(shape) * torch_dtype.itemsize
+        if offset < 0 or offset % ALIGN or offset + nbytes > self.buffer.numel():
+            raise ValueError(f"staged output [{offset}, {offset + nbytes}) lies outside the buffer")
+        view = self.buffer[offset : offset + nbytes].view(torch_dtype).view(shape)
+        if self.use_ipc or self.device == "cpu":
+            return view
+        return view.to(self.device)
+
+    def release(self) -> None:
+        self.buffer = None
+        if self._shm is not None:
+            name = self._shm.name
+            try:
+                self._shm.unlink()
+            except FileNotFoundError:
+                pass
+            try:
+                self._shm.close()
+            except BufferError:
+                pass  # a view is still alive somewhere; the memory goes with the process
+            _OWNED_HERE.discard(name)
+            self._shm = None
+
+
+class StagingWriter:
+    """The worker's side: opens the checker's buffer and copies outputs into it in stream order."""
+
+    def __init__(self, handle: StagingHandle) -> None:
+        self.handle = handle
+        self.buffer: Any = None
+        self._shm: Any = None
+        self.open(handle)
+
+    def open(self, handle: StagingHandle) -> None:
+        import torch
+
+        self.close()
+        self.handle = handle
+        if handle.kind == "cuda_ipc":
+            rebuild, args = pickle.loads(base64.b64decode(handle.ipc))  # from the trusted parent, not the candidate
+            self.buffer = rebuild(*args)
+        else:
+            from multiprocessing import resource_tracker, shared_memory
+
+            self._shm = shared_memory.SharedMemory(name=handle.shm_name)
+            if handle.shm_name not in _OWNED_HERE:
+                try:  # the checker owns the block: this process must not unlink it at exit
+                    resource_tracker.unregister(self._shm._name, "shared_memory")  # noqa: SLF001
+                except Exception:  # noqa: BLE001 - older Pythons track differently; unlinking is then the owner's
+                    pass
+            self.buffer = torch.frombuffer(self._shm.buf, dtype=torch.uint8)
+
+    def fits(self, nbytes: int) -> bool:
+        return nbytes <= self.handle.nbytes
+
+    def stage(self, tensors: list[Any]) -> list[int]:
+        """Copy ``tensors`` (any layout, any device) into the buffer, enqueued on the current stream; their offsets."""
+        offsets, _ = layout([t.numel() * t.element_size() for t in tensors])
+        for tensor, offset in zip(tensors, offsets, strict=True):
+            nbytes = tensor.numel() * tensor.element_size()
+            view = self.buffer[offset : offset + nbytes].view(tensor.dtype).view(tensor.shape)
+            view.copy_(tensor.detach(), non_blocking=self.handle.kind == "cuda_ipc")
+        return offsets
+
+    def view(self, offset: int, like: Any) -> Any:
+        nbytes = like.numel() * like.element_size()
+        return self.buffer[offset : offset + nbytes].view(like.dtype).view(like.shape)
+
+    def close(self) -> None:
+        self.buffer = None
+        if self._shm is not None:
+            try:
+                self._shm.close()
+            except BufferError:
+                pass
+            self._shm = None
