@@ -42,7 +42,8 @@ def _plan(n: int, c: int, h: int) -> Plan:
         with _PLANS_LOCK:
             plan = _PLANS.get(key)
             if plan is None:
-                plan = Plan(block_rows=32, block_k=max(16, min(64, triton.next_power_of_2(c))),
+                # five weight tiles per k-step: keep k small and the loop unpipelined to fit in shared memory
+                plan = Plan(block_rows=32, block_k=max(16, min(32, triton.next_power_of_2(c))),
                             block_h=max(16, triton.next_power_of_2(h)),
                             block_ij=max(16, min(64, triton.next_power_of_2(n))),
                             block_c=max(16, min(64, triton.next_power_of_2(c))))
@@ -164,7 +165,7 @@ def custom_kernel(data):
         x.contiguous(), weights["norm.weight"], weights["norm.bias"], weights["left_proj.weight"],
         weights["right_proj.weight"], weights["left_gate.weight"], weights["right_gate.weight"],
         weights["out_gate.weight"], mask.contiguous().float(), left, right, gate, M, C, H, 1e-5,
-        BR=p.block_rows, BK=p.block_k, BH=p.block_h, num_warps=8,
+        BR=p.block_rows, BK=p.block_k, BH=p.block_h, num_warps=8, num_stages=1,
     )
     out = torch.empty((B, N, N, H), device=dev, dtype=torch.float32)
     grid = (triton.cdiv(N, p.block_ij), triton.cdiv(N, p.block_ij), B * H)
