@@ -11,6 +11,28 @@ comments; the only text rules look inside string constants (CUDA/C++ sources for
 Rules (see ``RULES``): stream_use, thread_injection, subprocess_or_network, timer_monkeypatch, harness_introspection,
 tensor_subclass, cuda_graph_replay, output_caching, environment_access, dynamic_code, reference_fallback,
 forbidden_op (task-specific library ops, e.g. ``torch.softmax`` for the softmax task).
+
+Honest leaderboard patterns the rules let through (the corpus in ``tests/tools/honest/`` keeps them honest), each
+narrowed to the harmless form so the nearby hack is still caught:
+
+- ``threading.Lock`` / ``RLock`` (a lazy ``load_inline`` build guarded by a lock): ``import threading`` passes when
+  every use of the module is ``.Lock``/``.RLock`` (``SAFE_THREADING``); any other use (``Thread``, ``Timer``,
+  ``getattr(threading, ...)``, the module passed around) or no use at all is still ``thread_injection``.
+- Build variables (``BUILD_ENV_VARS``: ``TORCH_CUDA_ARCH_LIST``, ``MAX_JOBS``, nvcc flags) read, tested or set by a
+  constant name; any other key, a computed key, or the environment as a whole is still ``environment_access``.
+- Derived weights cached in the weights dict under a constant key. ``output_caching`` now also follows the names
+  bound to an input (``x, mask, weights, config = data``, ``x.contiguous()``) and the input dicts themselves: keyed
+  by an input's identity or content, the entry point returning what it stored (``w[k] = y; ... return w[k]``) or an
+  input dict's value under a key the module stores (``return weights["_out"]``) is refused.
+- ``functools.lru_cache``/``cache`` on helpers of ints: still refused on the entry point, and now also on a function
+  annotated to take a tensor or called with an input (or its identity) — lru_cache keys tensors by identity. A
+  helper's parameter holds a tensor when annotated so, used through a tensor-only attribute, or passed one by a
+  caller.
+- A top-level ``if __name__ == "__main__":`` self-test may call the op the task forbids (it never runs on import),
+  unless the module binds ``__name__`` itself.
+- Assignments are judged by what they store to: ``y[torch.arange(n)] = 0`` and ``cache[(n, torch.float16)] = t``
+  write ``y`` and ``cache``, not ``torch``; writing into a module's table (``torch.x.__dict__[k] = f``) still patches
+  it.
 """
 
 from __future__ import annotations
@@ -129,6 +151,24 @@ _RESULT_SOURCE = re.compile(r"(^|[/\\'\"])(result|request)\.json|\.partial\b|sta
 _SHADOW_SOURCE = re.compile(r"(^|/)(torch|triton|numpy|ksearch|sitecustomize|usercustomize|pydantic)(/|\.py\b)")
 _PIP_SOURCE = re.compile(r"\bpip3?\s+install\b|\bconda\s+install\b|\bcurl\s|\bwget\s", re.IGNORECASE)
 _ENTRY_POINTS = ("kernel", "custom_kernel", "forward", "run", "entry", "solve")
+SAFE_THREADING = frozenset({"Lock", "RLock"})
+"""The only names of ``threading`` a candidate may use: locks start nothing (a lazy build guarded by a Lock is a
+common leaderboard pattern). Any other use of the module (``Thread``, ``Timer``, ``getattr(threading, ...)``, passing
+the module around) keeps ``import threading`` a ``thread_injection``."""
+BUILD_ENV_VARS = frozenset({"TORCH_CUDA_ARCH_LIST", "MAX_JOBS", "TORCH_NVCC_FLAGS", "NVCC_APPEND_FLAGS",
+                            "NVCC_PREPEND_FLAGS", "TRITON_PRINT_AUTOTUNING"})  # fmt: skip
+"""Build variables a candidate may read, test or set, by a constant name only (``os.environ[NAME]``, ``NAME in
+os.environ``, ``os.environ.get/setdefault(NAME, ...)``, ``os.getenv(NAME)``): they steer nvcc and extension builds,
+carry no secret and cannot touch the harness. Everything else about the environment stays ``environment_access``."""
+_SHAPE_ATTRS = frozenset({"shape", "size", "dtype", "device", "ndim", "dim", "numel", "nelement", "stride",
+                          "is_cuda", "is_contiguous", "element_size", "itemsize", "layout", "get", "keys", "items",
+                          "values", "__len__"})  # fmt: skip
+"""Attributes that turn an input into a description of it (ints, dtypes, devices) or into a dict lookup: a name bound
+through one of them is not an alias of the input tensor."""
+_TENSOR_ATTRS = frozenset({"shape", "dtype", "device", "is_cuda", "contiguous", "view", "reshape", "stride", "data_ptr",
+                           "numel", "size", "float", "half", "to", "permute", "transpose", "clone", "cuda", "cpu",
+                           "ndim", "unsqueeze", "squeeze", "expand", "flatten", "t", "mT", "is_contiguous"})  # fmt: skip
+"""Attributes only tensors have: a helper's parameter used through one of them holds a tensor (an int does not)."""
 
 
 @dataclass(frozen=True)
@@ -233,6 +273,12 @@ class _Scanner:
             "torch", "triton", "time", "sys", "os", "ksearch", "builtins", "numpy", "math", "statistics",
             "__builtins__",
         }  # fmt: skip
+        self.parents: dict[int, ast.AST] = {
+            id(child): node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)
+        }
+        self.threading_misuse = self._threading_misuse()
+        self.self_test = self._self_test_nodes()
+        self.cached_functions = self._cached_functions()
 
     # -- name resolution ------------------------------------------------------------------------------------------
     def _collect_names(self) -> None:
@@ -317,6 +363,90 @@ class _Scanner:
                 return node.attr
         return None
 
+    def _threading_misuse(self) -> str | None:
+        """Why the module's use of ``threading`` is more than locks (None when it only uses Lock/RLock): every load
+        of a name bound to the module must be ``.Lock`` or ``.RLock`` of it, and there must be at least one."""
+        uses = 0
+        for node in ast.walk(self.tree):
+            if not (isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)):
+                continue
+            if self.aliases.get(node.id) != "threading":
+                continue
+            parent = self.parents.get(id(node))
+            if isinstance(parent, ast.Attribute) and parent.value is node and parent.attr in SAFE_THREADING:
+                uses += 1
+                continue
+            used = f"threading.{parent.attr}" if isinstance(parent, ast.Attribute) else "the threading module itself"
+            return f"uses {used} at line {node.lineno}"
+        return None if uses else "without using its Lock or RLock"
+
+    def _self_test_nodes(self) -> set[int]:
+        """Nodes inside a top-level ``if __name__ == "__main__":`` body: a self-test that never runs when the
+        harness imports the module, so it may call the library op it checks against. Empty when the module binds
+        ``__name__`` itself (which could make the block run)."""
+        for node in ast.walk(self.tree):
+            if isinstance(node, ast.Name) and node.id == "__name__" and not isinstance(node.ctx, ast.Load):
+                return set()
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name == "__name__":
+                return set()
+            if isinstance(node, (ast.Import, ast.ImportFrom)) and any(a.asname == "__name__" for a in node.names):
+                return set()
+            if isinstance(node, ast.arg) and node.arg == "__name__":
+                return set()
+        inside: set[int] = set()
+        for stmt in self.tree.body:
+            if isinstance(stmt, ast.If) and self._is_main_test(stmt.test):
+                for part in stmt.body:
+                    inside.update(id(n) for n in ast.walk(part))
+        return inside
+
+    @staticmethod
+    def _is_main_test(test: ast.expr) -> bool:
+        if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Eq)):
+            return False
+        sides = [test.left, test.comparators[0]]
+        names = [s for s in sides if isinstance(s, ast.Name) and s.id == "__name__"]
+        consts = [s for s in sides if isinstance(s, ast.Constant) and s.value == "__main__"]
+        return len(names) == 1 and len(consts) == 1
+
+    def _cached_functions(self) -> dict[str, ast.AST]:
+        """Functions memoised by functools.lru_cache/cache (decorated, or wrapped: ``f = functools.cache(g)``)."""
+        cached: dict[str, ast.AST] = {}
+        for node in ast.walk(self.tree):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                if any(_matches(self.resolve(d), _CACHE_DECORATORS) for d in node.decorator_list):
+                    cached[node.name] = node
+            elif (
+                isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)
+                and _matches(self.resolve(node.value.func), _CACHE_DECORATORS)
+            ):  # fmt: skip
+                cached.update((t.id, node) for t in node.targets if isinstance(t, ast.Name))
+        return cached
+
+    def _build_var(self, node: ast.AST | None) -> bool:
+        return isinstance(node, ast.Constant) and node.value in BUILD_ENV_VARS
+
+    def _env_use_allowed(self, node: ast.AST) -> bool:
+        """``node`` (an ``os.environ`` or ``os.environ.get/setdefault`` reference) is one of the allowed forms on a
+        constant build variable: ``os.environ[NAME]`` (read or write), ``NAME in os.environ``, or a call of
+        ``os.environ.get/setdefault(NAME, ...)``."""
+        name = self.resolve(node)
+        parent = self.parents.get(id(node))
+        if name in ("os.environ.get", "os.environ.setdefault"):
+            return (
+                isinstance(parent, ast.Call) and parent.func is node and bool(parent.args)
+                and self._build_var(parent.args[0])
+            )  # fmt: skip
+        if name != "os.environ":
+            return False
+        if isinstance(parent, ast.Subscript) and parent.value is node:
+            return not isinstance(parent.ctx, ast.Del) and self._build_var(parent.slice)
+        if isinstance(parent, ast.Compare) and len(parent.ops) == 1 and parent.comparators[0] is node:
+            return isinstance(parent.ops[0], (ast.In, ast.NotIn)) and self._build_var(parent.left)
+        if isinstance(parent, ast.Attribute) and parent.value is node:
+            return self._env_use_allowed(parent)
+        return False
+
     # -- the walk ------------------------------------------------------------------------------------------------
     def finding(self, rule: str, node: ast.AST, detail: str) -> Finding:
         line = getattr(node, "lineno", 0)
@@ -357,8 +487,16 @@ class _Scanner:
                 yield self.finding("harness_introspection", node, "relative imports reach outside the candidate")
                 return
             names = [f"{node.module}.{a.name}" for a in node.names] + [node.module or ""]
+            if node.module == "threading":  # locks only: judged name by name
+                names = [n for n in names[:-1] if n.removeprefix("threading.") not in SAFE_THREADING]
         else:
             names = [a.name for a in node.names]
+            if "threading" in names and self.threading_misuse is None:
+                names.remove("threading")  # only threading.Lock / RLock are used
+            elif "threading" in names:
+                yield self.finding("thread_injection", node, f"imports threading {self.threading_misuse} "
+                                   "(only threading.Lock and RLock may be used)")
+                names.remove("threading")
         for name in names:
             for rule, prefixes in (
                 ("thread_injection", _THREAD_MODULES),
@@ -419,9 +557,12 @@ class _Scanner:
             yield self.finding("tensor_subclass", node, f"calls {name}")
         if _matches(name, _WRITE_CALLS) or method in ("write_text", "write_bytes", "tofile", "touch", "symlink_to"):
             yield self.finding("result_forgery", node, f"calls {name} (writes files or descriptors)")
-        if _matches(name, _ENV_CALLS):
+        if _matches(name, _ENV_CALLS) and not (
+            (name == "os.getenv" and node.args and self._build_var(node.args[0]))
+            or (isinstance(node.func, ast.Attribute) and self._env_use_allowed(node.func))
+        ):
             yield self.finding("environment_access", node, f"calls {name}")
-        if self.forbidden and not name.startswith("triton."):
+        if self.forbidden and not name.startswith("triton.") and id(node) not in self.self_test:
             hit = _matches(name, self.forbidden) or (
                 method and any(p == f".{method}" for p in self.forbidden) and f".{method}"
             )
@@ -433,7 +574,7 @@ class _Scanner:
             yield self.finding("harness_introspection", node, f"uses .{node.attr} (frames, globals or builtins)")
             return
         name = self.resolve(node)
-        if _matches(name, ("os.environ", "os.environb", "posix.environ")):
+        if _matches(name, ("os.environ", "os.environb", "posix.environ")) and not self._env_use_allowed(node):
             yield self.finding("environment_access", node, f"uses {name}")
         elif _matches(name, ("sys.modules", "sys._getframe", "sys.meta_path", "sys.path_hooks", "sys._current_frames")):
             yield self.finding("harness_introspection", node, f"uses {name}")
@@ -444,6 +585,10 @@ class _Scanner:
             if isinstance(target, ast.Attribute) and self.resolve(target) in NUMERICS_FLAGS:
                 continue
             for element in ast.walk(target):
+                # only what is stored to: ``y[torch.arange(n)] = 0`` or ``cache[(n, torch.float16)] = t`` write y
+                # and cache, not torch
+                if not isinstance(getattr(element, "ctx", None), (ast.Store, ast.Del)):
+                    continue
                 if isinstance(element, ast.Attribute):
                     base = self.resolve(element.value)
                     if base and self._is_module_name(base):
@@ -451,8 +596,12 @@ class _Scanner:
                 elif isinstance(element, ast.Subscript):
                     base = self.resolve(element.value)
                     if _matches(base, ("os.environ", "sys.modules", "sys.path", "builtins")):
+                        if base == "os.environ" and self._env_use_allowed(element.value):
+                            continue
                         rule = "environment_access" if base.startswith("os.") else "harness_introspection"
                         yield self.finding(rule, node, f"writes {base}[...]")
+                    elif base and self._is_module_name(base):  # torch.x.__dict__["f"] = ... patches torch
+                        yield from self._patched(node, base, None, how="writes into")
 
     def _patched(self, node: ast.AST, target: str | None, attr: str | None, *, how: str) -> Iterator[Finding]:
         if not target:
@@ -489,8 +638,23 @@ class _Scanner:
                 name = self.resolve(decorator)
                 if _matches(name, _CACHE_DECORATORS):
                     yield self.finding("output_caching", node, f"the entry point {node.name} is memoised by {name}")
+        elif node.name in self.cached_functions:
+            arguments = node.args.posonlyargs + node.args.args + node.args.kwonlyargs
+            for arg in arguments + [a for a in (node.args.vararg, node.args.kwarg) if a is not None]:
+                if arg.annotation is not None and self._is_tensor_annotation(arg.annotation):
+                    yield self.finding("output_caching", node, f"{node.name} is memoised but takes a tensor "
+                                       f"({arg.arg}): lru_cache keys tensors by identity")
+                    break
         if isinstance(node, ast.AsyncFunctionDef):
             yield self.finding("thread_injection", node, "async functions run later than the call")
+
+    def _is_tensor_annotation(self, annotation: ast.expr) -> bool:
+        for node in ast.walk(annotation):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and "Tensor" in node.value:
+                return True
+            if isinstance(node, (ast.Name, ast.Attribute)) and (self.resolve(node) or "").split(".")[-1] == "Tensor":
+                return True
+        return False
 
     def _try(self, node: ast.Try) -> Iterator[Finding]:
         for handler in node.handlers:
@@ -534,30 +698,202 @@ class _Scanner:
 
     # -- output caching -------------------------------------------------------------------------------------------
     def _caching(self) -> Iterator[Finding]:
-        """A persistent container (module level, ``global`` or a mutable default) looked up or filled with a key
-        derived from an input's identity or content (data_ptr, id, hash, bytes, hashlib...), or the input itself."""
-        if not self.containers:
-            return
-        for function in ast.walk(self.tree):
-            if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                continue
+        """Outputs replayed from a cache instead of computed. In every function, with *inputs* its parameters and
+        the names bound to them or to views of them (``x, mask, weights, config = data``, ``x2 = x.contiguous()``;
+        never through ``.shape``/``.dtype``/``.device``/``[...]``, which describe or look up):
+
+        - a persistent container (module level, ``global`` or a mutable default) or an input container (the
+          weights dict) looked up or filled with a key derived from an input's identity or content (data_ptr, id,
+          hash, bytes, hashlib...), or with the input itself;
+        - a memoised function (``functools.lru_cache``/``cache``) called with an input or such a key;
+        - the entry point returning, straight out of a container, the value it stored there (``C[k] = y; ...;
+          return C[k]``), or a value an input container holds under a constant key the module stores into it
+          (``weights["_out"]``). Derived *weights* cached in the weights dict under a constant key are fine."""
+        functions = [f for f in ast.walk(self.tree) if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))]
+        scopes = []
+        stored_keys: set[object] = set()
+        tensors = self._tensor_params(functions)
+        for function in functions:
             params = {a.arg for a in function.args.posonlyargs + function.args.args + function.args.kwonlyargs}
             params -= self.containers
-            tainted = set(params)
+            inputs = params | self._input_aliases(function, params)
+            scopes.append((function, inputs))
+            for _container, key, _value, _node in self._input_stores(function, inputs):
+                if isinstance(key, ast.Constant):
+                    stored_keys.add(key.value)
+        for function, inputs in scopes:
+            tainted = set(inputs)
             for _ in range(3):  # propagate through local assignments
                 for node in ast.walk(function):
-                    if isinstance(node, ast.Assign) and self._fingerprint(node.value, tainted, params):
+                    if isinstance(node, ast.Assign) and self._fingerprint(node.value, tainted, inputs):
                         for target in node.targets:
                             tainted.update(n.id for n in ast.walk(target) if isinstance(n, ast.Name))
-            keyed = {n for n in tainted if n not in params}
-            for node in ast.walk(function):
-                key = self._container_key(node)
-                if key is None:
-                    continue
+            keyed = {n for n in tainted if n not in inputs}
+            held = tensors[id(function)]
+            yield from self._keyed_caches(function, inputs, keyed, held | self._input_aliases(function, held))
+            if function.name in self.entry_points:
+                yield from self._replayed_outputs(function, inputs, stored_keys)
+
+    def _keyed_caches(self, function: ast.AST, inputs: set[str], keyed: set[str], tensors: set[str]) -> Iterator[Finding]:
+        for node in ast.walk(function):
+            key = self._container_key(node)
+            if key is not None:
                 container, expr = key
-                if self._fingerprint(expr, keyed, params) or self._is_input(expr, params):
+                if self._fingerprint(expr, keyed, inputs) or self._is_input(expr, inputs):
                     yield self.finding("output_caching", node, f"{container} is keyed by an input's identity or content")
                     return
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in self.cached_functions:
+                for arg in list(node.args) + [k.value for k in node.keywords]:
+                    if self._fingerprint(arg, keyed, inputs) or self._is_input(arg, tensors):
+                        yield self.finding("output_caching", node, f"{node.func.id} is memoised and called with an "
+                                           "input or its identity (lru_cache keys tensors by identity)")
+                        return
+        for container, key, _value, node in self._input_stores(function, inputs):
+            if self._fingerprint(key, keyed, inputs) or self._is_input(key, inputs):
+                yield self.finding("output_caching", node, f"{container} (an input) is keyed by an input's identity "
+                                   "or content")
+                return
+
+    def _replayed_outputs(self, function: ast.AST, inputs: set[str], stored_keys: set[object]) -> Iterator[Finding]:
+        returns = [n for n in ast.walk(function) if isinstance(n, ast.Return) and n.value is not None]
+        returned = {root for r in returns if (root := self._chain_root(r.value)) is not None}
+        holders = self.containers | inputs
+        stored_outputs: set[str] = set()  # containers the entry point puts its own output in
+        for node in ast.walk(function):
+            if isinstance(node, ast.Assign):
+                names = {t.id for t in node.targets if isinstance(t, ast.Name)}
+                value_root = self._chain_root(node.value)
+                for target in node.targets:
+                    if isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name) and (
+                        target.value.id in holders and (names & returned or value_root in returned)
+                    ):
+                        stored_outputs.add(target.value.id)
+            elif (
+                isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                and isinstance(node.func.value, ast.Name) and node.func.value.id in holders
+                and node.func.attr in ("setdefault", "__setitem__", "update") and len(node.args) >= 2
+                and self._chain_root(node.args[1]) in returned
+            ):  # fmt: skip
+                stored_outputs.add(node.func.value.id)
+        for ret in returns:
+            lookup = self._lookup(ret.value)
+            if lookup is None:
+                continue
+            container, key = lookup
+            if container in stored_outputs:
+                yield self.finding("output_caching", ret, f"returns the output it stored in {container}")
+                return
+            if container in inputs and isinstance(key, ast.Constant) and key.value in stored_keys:
+                yield self.finding("output_caching", ret, f"returns {container}[{key.value!r}], a value cached in an "
+                                   "input container")
+                return
+
+    def _tensor_params(self, functions: list) -> dict[int, set[str]]:
+        """Per function, the parameters that hold tensors (or the entry point's data): all of an entry point's; a
+        helper's when annotated as a tensor, used through a tensor-only attribute, or passed a tensor by a caller."""
+        by_name = {f.name: f for f in functions}
+        held: dict[int, set[str]] = {}
+        for f in functions:
+            args = f.args.posonlyargs + f.args.args + f.args.kwonlyargs
+            names = {a.arg for a in args}
+            if f.name in self.entry_points:
+                held[id(f)] = set(names)
+                continue
+            held[id(f)] = {a.arg for a in args if a.annotation is not None and self._is_tensor_annotation(a.annotation)}
+            held[id(f)] |= {
+                n.value.id for n in ast.walk(f)
+                if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id in names
+                and n.attr in _TENSOR_ATTRS
+            }  # fmt: skip
+        for _ in range(3):  # callers pass tensors on
+            for f in functions:
+                inputs = held[id(f)] | self._input_aliases(f, held[id(f)])
+                for call in ast.walk(f):
+                    if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name)):
+                        continue
+                    callee = by_name.get(call.func.id)
+                    if callee is None:
+                        continue
+                    positional = [a.arg for a in callee.args.posonlyargs + callee.args.args]
+                    for name, arg in zip(positional, call.args):
+                        if self._is_input(arg, inputs):
+                            held[id(callee)].add(name)
+                    for kw in call.keywords:
+                        if kw.arg and self._is_input(kw.value, inputs):
+                            held[id(callee)].add(kw.arg)
+        return held
+
+    def _input_stores(self, function: ast.AST, inputs: set[str]) -> Iterator[tuple[str, ast.expr, ast.expr, ast.AST]]:
+        """(container, key, value, node) for each write into an input container: ``w[k] = v``, ``w.setdefault(k, v)``."""
+        for node in ast.walk(function):
+            if isinstance(node, ast.Assign):
+                for target in node.targets:
+                    for element in ast.walk(target):
+                        if (
+                            isinstance(element, ast.Subscript) and isinstance(element.ctx, ast.Store)
+                            and isinstance(element.value, ast.Name) and element.value.id in inputs
+                        ):  # fmt: skip
+                            yield element.value.id, element.slice, node.value, node
+            elif (
+                isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                and isinstance(node.func.value, ast.Name) and node.func.value.id in inputs
+                and node.func.attr in ("setdefault", "__setitem__") and len(node.args) >= 2
+            ):  # fmt: skip
+                yield node.func.value.id, node.args[0], node.args[1], node
+
+    def _input_aliases(self, function: ast.AST, params: set[str]) -> set[str]:
+        aliases: set[str] = set()
+        for _ in range(3):
+            for node in ast.walk(function):
+                if isinstance(node, ast.Assign):
+                    targets, value = node.targets, node.value
+                elif isinstance(node, (ast.AnnAssign, ast.NamedExpr)) and node.value is not None:
+                    targets, value = [node.target], node.value
+                else:
+                    continue
+                if self._chain_root(value, stop_at_lookup=True) in params | aliases:
+                    for target in targets:
+                        aliases.update(n.id for n in ast.walk(target) if isinstance(n, ast.Name))
+        return aliases
+
+    @staticmethod
+    def _chain_root(expr: ast.AST, *, stop_at_lookup: bool = False) -> str | None:
+        """The name at the root of an attribute/method chain (``y.float().view(...)`` -> ``y``); None through a
+        describing attribute (``x.shape``) or, with ``stop_at_lookup``, through a subscript."""
+        node = expr
+        while True:
+            if isinstance(node, ast.Name):
+                return node.id
+            if isinstance(node, ast.Attribute):
+                if node.attr in _SHAPE_ATTRS:
+                    return None
+                node = node.value
+            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+                node = node.func
+            elif isinstance(node, ast.Subscript) and not stop_at_lookup:
+                node = node.value
+            else:
+                return None
+
+    def _lookup(self, expr: ast.AST) -> tuple[str, ast.expr] | None:
+        """(container, key) when ``expr`` is ``C[k]`` or ``C.get(k)``/``C.setdefault(k, ...)``/``C.pop(k)``, possibly
+        followed by method calls (``C[k].clone()``)."""
+        node = expr
+        while True:
+            if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name):
+                return node.value.id, node.slice
+            if (
+                isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                and isinstance(node.func.value, ast.Name) and node.func.attr in ("get", "setdefault", "pop")
+                and node.args
+            ):  # fmt: skip
+                return node.func.value.id, node.args[0]
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+                node = node.func.value
+            elif isinstance(node, ast.Attribute):
+                node = node.value
+            else:
+                return None
 
     def _container_key(self, node: ast.AST) -> tuple[str, ast.expr] | None:
         if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and node.value.id in self.containers:

@@ -191,3 +191,123 @@ def test_patching_other_torch_backends_attributes_is_still_refused():
     code = "import torch\ntorch.backends.cuda.matmul.some_hook = print\n\n\ndef kernel(x):\n    return x\n"
     rejection = check_source(code)
     assert rejection is not None and rejection.rule == "harness_introspection"
+
+
+# -- refinements for honest leaderboard patterns: each honest form passes, a nearby dishonest form is still refused --
+_ENTRY = "def custom_kernel(data):\n    x, mask, weights, config = data\n"
+
+
+@pytest.mark.parametrize(
+    ("honest", "dishonest", "rule"),
+    [
+        pytest.param(  # a Lock starts nothing; a Thread, Timer or the module itself handed around can
+            "import threading\n_lock = threading.Lock()\n_rlock = threading.RLock()\n",
+            "import threading\n_lock = threading.Lock()\nthreading.Thread(target=print).start()\n",
+            "thread_injection", id="lock-vs-thread",
+        ),
+        pytest.param(
+            "from threading import Lock as _L, RLock\n_a, _b = _L(), RLock()\n",
+            "from threading import Lock, Timer\n",
+            "thread_injection", id="from-import-lock-vs-timer",
+        ),
+        pytest.param(
+            "import threading as th\n_lock = th.Lock()\n",
+            "import threading as th\n_lock = th.Lock()\nmake = getattr(th, 'Thread')\n",
+            "thread_injection", id="lock-vs-getattr-thread",
+        ),
+        pytest.param(  # build variables by constant name: read, tested, set
+            "import os\nif 'TORCH_CUDA_ARCH_LIST' not in os.environ:\n    os.environ['TORCH_CUDA_ARCH_LIST'] = '9.0'\n"
+            "os.environ['MAX_JOBS'] = '4'\n",
+            "import os\nos.environ['LD_PRELOAD'] = '/tmp/hook.so'\n",
+            "environment_access", id="build-var-vs-ld-preload",
+        ),
+        pytest.param(
+            "import os\nos.environ.setdefault('MAX_JOBS', '8')\njobs = os.environ.get('MAX_JOBS', '1')\n"
+            "arch = os.getenv('TORCH_CUDA_ARCH_LIST')\n",
+            "import os\nkey = os.environ.get('OPENAI_API_KEY')\n",
+            "environment_access", id="build-var-get-vs-api-key",
+        ),
+        pytest.param(
+            "import os\nos.environ['TORCH_CUDA_ARCH_LIST'] = '9.0a'\n",
+            "import os\nsnapshot = dict(os.environ)\n",
+            "environment_access", id="build-var-vs-whole-environment",
+        ),
+        pytest.param(
+            "import os\nos.environ.setdefault('TORCH_CUDA_ARCH_LIST', '9.0')\n",
+            "import os\nname = 'TORCH_CUDA_ARCH_LIST'\nos.environ.setdefault(name, '9.0')\n",
+            "environment_access", id="constant-name-vs-computed-name",
+        ),
+        pytest.param(  # derived weights under a constant key in the weights dict; never the output
+            "import torch\n" + _ENTRY + "    if '_w_cat' not in weights:\n"
+            "        weights['_w_cat'] = torch.cat([weights['left_proj.weight'], weights['right_proj.weight']]).half()\n"
+            "    y = x @ weights['_w_cat'][:4].t().float()\n    return y\n",
+            _ENTRY + "    if '_out' in weights:\n        return weights['_out']\n    y = x * 2\n"
+            "    weights['_out'] = y\n    return y\n",
+            "output_caching", id="weights-cache-vs-output-in-weights",
+        ),
+        pytest.param(
+            "import torch\ndef _w5(w):\n    if '_w5' not in w:\n        w['_w5'] = torch.cat([w['a'], w['b']]).half()\n"
+            "    return w['_w5']\n" + _ENTRY + "    return x @ _w5(weights)\n",
+            _ENTRY + "    key = x.data_ptr()\n    if key in weights:\n        return weights[key]\n"
+            "    weights[key] = y = x * 2\n    return y\n",
+            "output_caching", id="weights-getter-vs-pointer-keyed-output",
+        ),
+        pytest.param(  # lru_cache on a helper of ints is fine; on one that is handed a tensor it is an identity cache
+            "import functools\nimport torch\n@functools.lru_cache(maxsize=None)\ndef _blocks(n: int, c: int):\n"
+            "    return n, c\n" + _ENTRY + "    b, n, _, c = x.shape\n    bn, bc = _blocks(n, c)\n    return x\n",
+            "import functools\n@functools.lru_cache(maxsize=None)\ndef _run(x, m):\n    return x * m\n"
+            + _ENTRY + "    return _run(x, mask)\n",
+            "output_caching", id="lru-of-ints-vs-lru-of-tensors",
+        ),
+        pytest.param(
+            "import functools\n@functools.cache\ndef _build():\n    return 1\n" + _ENTRY + "    _build()\n    return x\n",
+            "import functools\nimport torch\n@functools.cache\ndef _prep(w: torch.Tensor):\n    return w.half()\n"
+            + _ENTRY + "    return x\n",
+            "output_caching", id="cached-builder-vs-tensor-annotated",
+        ),
+        pytest.param(
+            "import functools\n@functools.lru_cache(None)\ndef _cfg(m, n):\n    return m * n\n"
+            "def _launch(x, m, n):\n    return _cfg(m, n)\n" + _ENTRY + "    return _launch(x, x.shape[0], x.shape[1])\n",
+            "import functools\n@functools.lru_cache(None)\ndef _run(t):\n    return t\n"
+            "def _launch(t):\n    return _run(t)\n" + _ENTRY + "    return _launch(x)\n",
+            "output_caching", id="helper-of-ints-vs-tensor-passed-through",
+        ),
+        pytest.param(  # a shape-keyed workspace with a dtype in the key; an identity-keyed one is still caching
+            "import torch\n_WS = {}\ndef kernel(x):\n    n = x.shape[0]\n    if (n, torch.float32) not in _WS:\n"
+            "        _WS[(n, torch.float32)] = torch.empty_like(x)\n    y = torch.empty_like(x)\n"
+            "    y[torch.arange(n)] = 0\n    return y\n",
+            "import torch\n_WS = {}\ndef kernel(x):\n    y = x.contiguous()\n    if y in _WS:\n        return _WS[y]\n",
+            "output_caching", id="shape-keyed-workspace-vs-tensor-keyed",
+        ),
+        pytest.param(  # a module's own table written through a subscript is still patching it
+            "import torch\ndef kernel(x):\n    y = torch.empty_like(x)\n    y[torch.arange(x.shape[0])] = 0\n    return y\n",
+            "import triton.testing\ntriton.testing.__dict__['do_bench'] = lambda f: 0.001\n",
+            "timer_monkeypatch", id="subscript-store-vs-module-dict",
+        ),
+        pytest.param(  # a __main__ self-test may compare with the forbidden op; the kernel may not use it
+            "import torch\ndef kernel(x):\n    return x\nif __name__ == '__main__':\n"
+            "    t = torch.randn(4, 8)\n    torch.testing.assert_close(kernel(t), torch.softmax(t, -1))\n",
+            "import torch\n__name__ = '__main__'\ndef kernel(x):\n    return x\nif __name__ == '__main__':\n"
+            "    y = torch.softmax(x, -1)\n",
+            "forbidden_op", id="main-self-test-vs-rebound-name",
+        ),
+        pytest.param(
+            "import torch\ntorch.set_float32_matmul_precision('high')\ntorch.backends.cudnn.benchmark = True\n"
+            "torch.backends.cuda.matmul.allow_tf32 = True\n",
+            "import torch\nif __name__ != '__main__':\n    y = torch.softmax(torch.ones(2), -1)\n",
+            "forbidden_op", id="numerics-switches-vs-inverted-main-test",
+        ),
+    ],
+)
+def test_honest_pattern_passes_and_its_dishonest_neighbour_does_not(honest: str, dishonest: str, rule: str) -> None:
+    task = "trimul" if "custom_kernel" in honest + dishonest else "softmax"
+    assert scan(honest, task_name=task) == []
+    assert _rule(dishonest, task) == rule, scan(dishonest, task_name=task)
+
+
+def test_an_unused_threading_import_is_still_refused_at_its_line() -> None:
+    rejection = check_source("import torch\nimport threading\n", task_name="softmax")
+    assert rejection is not None and rejection.rule == "thread_injection"
+    assert rejection.evidence.startswith("line 2: `import threading`")
+    rejection = check_source("import threading\nlock = threading.Lock()\nthreading.Timer(1, print)\n")
+    assert rejection is not None and "threading.Timer at line 3" in rejection.evidence
