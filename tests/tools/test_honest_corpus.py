@@ -4,8 +4,7 @@ Each file in ``honest/`` is a correct kernel using patterns real submissions use
 lazy ``load_inline`` build, build variables, derived weights cached in the weights dict, ``lru_cache`` on shape
 helpers, TF32 switches, prints and logging, autotune, workspace caches, device queries, cuBLAS, hybrid PyTorch). Every
 static rule must let all of them through, and the real ``evaluate()`` must pass them: a false rejection of an honest
-kernel is as much a defect as a missed hack. ``CASES`` is the contract; its ``pending`` fields name the harness
-features whose absence makes a kernel fail today (``xfail(strict=True)``, so the test flips when the feature lands).
+kernel is as much a defect as a missed hack. ``CASES`` is the contract.
 """
 
 from __future__ import annotations
@@ -17,37 +16,31 @@ import pytest
 
 from ksearch.tasks.registry import resolve_task
 from ksearch.tools import integrity
-from ksearch.tools.candidate import Candidate
-from ksearch.tools.evaluation import Evaluation, Verdict
+from ksearch.contracts.candidate import Candidate
+from ksearch.contracts.evaluation import Evaluation, Verdict
 from ksearch.tools.evaluator import EvalRequest, evaluate
 
 HONEST = Path(__file__).resolve().parent / "honest"
-
-TASK_MODULE = "GPU MODE's `task` module (input_t, output_t) on the worker's import path"
-AUTOTUNE_ON_CPU = "@triton.autotune under TRITON_INTERPRET=1 on the CPU (Triton: '0 active drivers')"
-
 
 class Case(NamedTuple):
     task: str
     language: str
     cpu: bool
     """Runs under the Triton interpreter (no load_inline)."""
-    pending_cpu: str | None = None
-    pending_gpu: str | None = None
 
 
 CASES: dict[str, Case] = {
-    "softmax_autotune.py": Case("softmax", "triton", cpu=True, pending_cpu=AUTOTUNE_ON_CPU),
+    "softmax_autotune.py": Case("softmax", "triton", cpu=True),
     "softmax_debug_print.py": Case("softmax", "triton", cpu=True),
     "softmax_heuristics_workspace.py": Case("softmax", "triton", cpu=True),
     "softmax_persistent.py": Case("softmax", "triton", cpu=True),
-    "trimul_autotune.py": Case("trimul", "triton", cpu=True, pending_cpu=AUTOTUNE_ON_CPU),
-    "trimul_cublas_lock.py": Case("trimul", "cuda", cpu=False, pending_gpu=TASK_MODULE),
-    "trimul_cuda_cached_build.py": Case("trimul", "cuda", cpu=False, pending_gpu=TASK_MODULE),
+    "trimul_autotune.py": Case("trimul", "triton", cpu=True),
+    "trimul_cublas_lock.py": Case("trimul", "cuda", cpu=False),
+    "trimul_cuda_cached_build.py": Case("trimul", "cuda", cpu=False),
     "trimul_einsum_epilogue.py": Case("trimul", "triton", cpu=True),
     "trimul_lock_plans.py": Case("trimul", "triton", cpu=True),
     "trimul_persistent_contract.py": Case("trimul", "triton", cpu=True),
-    "trimul_template_hybrid.py": Case("trimul", "triton", cpu=True, pending_cpu=TASK_MODULE, pending_gpu=TASK_MODULE),
+    "trimul_template_hybrid.py": Case("trimul", "triton", cpu=True),
     "trimul_tf32_debug.py": Case("trimul", "triton", cpu=True),
     "trimul_weights_dict_cache.py": Case("trimul", "triton", cpu=True),
     "trimul_workspace_devprops.py": Case("trimul", "triton", cpu=True),
@@ -60,9 +53,6 @@ def _params(*, gpu: bool) -> list:
         if not gpu and not case.cpu:
             continue
         marks = [pytest.mark.gpu] if gpu else [pytest.mark.slow]
-        pending = case.pending_gpu if gpu else case.pending_cpu
-        if pending:
-            marks.append(pytest.mark.xfail(strict=True, reason=f"needs {pending}"))
         params.append(pytest.param(name, case, marks=marks, id=name.removesuffix(".py")))
     return params
 
