@@ -12,6 +12,15 @@ Measures, in one run and printed side by side:
 
 Usage (repo root, GPU machine): ``PYTHONPATH=$PWD python3 bench/evaluator.py`` [--repeats 5]. Writes
 ``$OUT/bench_evaluator.json`` when ``OUT`` is set. Exits at once with a message when there is no GPU.
+
+``--task trimul [KERNEL.py]`` measures the TriMul evaluator instead (issue 10), in one run:
+1. time to verdict beside GPU MODE's procedure on the same kernel: ``bench/upstream_trimul.py test`` then
+   ``benchmark`` (two processes, timed from outside, torch import included, as a user running upstream's eval.py
+   sees it) against ``ksearch eval trimul KERNEL --device cuda --json`` (one cold process: a user's first
+   evaluation) and against an evaluation in a live session (what every candidate of a search after the first waits:
+   the checker and a worker already started); the ratios ksearch / upstream (target at most 1/3);
+2. stability of ``robust``: ``--repeats`` evaluations of the kernel in one session (each a new candidate hash);
+   spread of the geomean and of each shape's median ((max - min) / median; targets 1 % and 3 %).
 """
 
 from __future__ import annotations
@@ -102,13 +111,105 @@ def _shape(config_name: str, task) -> tuple[int, int]:
     raise KeyError(config_name)
 
 
+def _timed_process(command: list[str]) -> tuple[float, str]:
+    import subprocess
+
+    started = time.perf_counter()
+    proc = subprocess.run(command, capture_output=True, text=True, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
+    wall = time.perf_counter() - started
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(command)} failed (rc {proc.returncode}):\n{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}")
+    return wall, proc.stdout
+
+
+def _geomean(values: list[float]) -> float:
+    import math
+
+    return math.exp(sum(math.log(v) for v in values) / len(values))
+
+
+def trimul_main(kernel: Path, repeats: int) -> int:
+    """Time to verdict against GPU MODE's procedure, and robust's stability, for one TriMul kernel."""
+    import torch
+    import triton
+
+    sys.path.insert(0, str(REPO))
+    from ksearch.contracts.candidate import Candidate
+    from ksearch.tools.evaluator import EvalRequest
+    from ksearch.tools.executors.local import LocalExecutor
+
+    code = kernel.read_text(encoding="utf-8")
+    report: dict = {"device": torch.cuda.get_device_name(0), "torch": torch.__version__, "triton": triton.__version__,
+                    "kernel": str(kernel.relative_to(REPO) if kernel.is_relative_to(REPO) else kernel)}  # fmt: skip
+    print(f"device {report['device']}, torch {report['torch']}, triton {report['triton']}, kernel {report['kernel']}")
+
+    # 1. time to verdict
+    upstream_test, _ = _timed_process([sys.executable, "bench/upstream_trimul.py", "test", str(kernel)])
+    upstream_bench, _ = _timed_process([sys.executable, "bench/upstream_trimul.py", "benchmark", str(kernel)])
+    upstream = upstream_test + upstream_bench
+    cli_wall, cli_out = _timed_process(
+        [sys.executable, "-m", "ksearch.cli", "eval", "trimul", str(kernel), "--device", "cuda", "--json"]
+    )
+    cli_result = json.loads(cli_out[cli_out.find("{"):])
+    with LocalExecutor() as executor:
+        def evaluate(method: str, tag: str):
+            candidate = Candidate(task="trimul", language="triton", code=f"{code}\n# {tag}\n")
+            started = time.perf_counter()
+            evaluation = executor.evaluate(EvalRequest(candidate=candidate, device="cuda", timing_method=method))
+            return evaluation, time.perf_counter() - started
+
+        first, first_s = evaluate("gpumode-benchmark", "session warm-up candidate")
+        time.sleep(2.0)  # the session starts its next worker ahead of need, as it does between a search's candidates
+        warm, warm_s = evaluate("gpumode-benchmark", "second candidate")
+        report["time_to_verdict_s"] = {
+            "upstream_test": round(upstream_test, 2), "upstream_benchmark": round(upstream_bench, 2),
+            "upstream_total": round(upstream, 2), "ksearch_eval_cli": round(cli_wall, 2),
+            "session_first": round(first_s, 2), "session_warm": round(warm_s, 2),
+            "ratio_cli": round(cli_wall / upstream, 3), "ratio_session_warm": round(warm_s / upstream, 3),
+            "stages_cli": cli_result.get("environment", {}).get("stage_seconds", ""),
+            "stages_warm": warm.environment.get("stage_seconds", ""),
+        }  # fmt: skip
+        t = report["time_to_verdict_s"]
+        print(f"time to verdict: upstream test {upstream_test:.1f} s + benchmark {upstream_bench:.1f} s = {upstream:.1f} s;"
+              f" ksearch eval (cold process) {cli_wall:.1f} s = {t['ratio_cli']:.2f}x ({cli_result.get('verdict')});"
+              f" in a live session {warm_s:.1f} s = {t['ratio_session_warm']:.2f}x ({warm.verdict.value};"
+              f" first in the session {first_s:.1f} s)")
+        print(f"  stages: cli {t['stages_cli']}; session {t['stages_warm']}", flush=True)
+
+        # 2. robust stability
+        runs = []
+        for i in range(repeats):
+            evaluation, seconds = evaluate("robust", f"robust repeat {i}")
+            if not evaluation.passed:
+                print(f"robust repeat {i} did not pass: {evaluation.summary()}\n{evaluation.log[-3000:]}")
+                return 1
+            runs.append([timing.median_ms for timing in evaluation.timings])
+            print(f"  robust {i}: geomean {_geomean(runs[-1]):.4f} ms in {seconds:.1f} s", flush=True)
+    geomeans = [_geomean(r) for r in runs]
+    spread_geo = (max(geomeans) - min(geomeans)) / statistics.median(geomeans)
+    per_shape = [(max(col) - min(col)) / statistics.median(col) for col in zip(*runs, strict=True)]
+    report["robust"] = {"medians_ms": runs, "geomeans_ms": geomeans, "geomean_spread": spread_geo,
+                        "shape_spreads": per_shape}  # fmt: skip
+    print(f"robust over {repeats} evaluations: geomean spread {spread_geo * 100:.2f} % (target 1 %), per shape "
+          + ", ".join(f"{s * 100:.2f}" for s in per_shape) + " % (target 3 %)")
+    out = os.environ.get("OUT")
+    if out:
+        Path(out).mkdir(parents=True, exist_ok=True)
+        (Path(out) / "bench_evaluator_trimul.json").write_text(json.dumps(report, indent=2), encoding="utf-8")
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--large-repeats", type=int, default=5, help="evaluations of the 16384x16384 config")
+    parser.add_argument("--task", choices=("softmax", "trimul"), default="softmax")
+    parser.add_argument("kernel", nargs="?", default=str(REPO / "examples" / "trimul_triton.py"))
     args = parser.parse_args()
     if _no_gpu():
         return 0
+    if args.task == "trimul":
+        return trimul_main(Path(args.kernel).resolve(), args.repeats)
     import torch
 
     sys.path.insert(0, str(REPO))

@@ -33,6 +33,9 @@ python3 -m pip download --quiet --only-binary=:all: --python-version "$py" --imp
 # Optional FlashInfer-Bench tasks: the package without its dependencies (it never imports flashinfer-python).
 python3 -m pip download --quiet --no-deps --only-binary=:all: --python-version "$py" --implementation cp \
     "${platforms[@]}" -d "$dest" flashinfer-bench==0.1.2 docstring-parser safetensors
+# The test extra, so the GPU tests (pytest -m gpu) run on the node too.
+python3 -m pip download --quiet --only-binary=:all: --python-version "$py" --implementation cp \
+    "${platforms[@]}" -d "$dest" "pytest>=8" "pytest-timeout>=2.3" "pytest-xdist>=3.6"
 # The resolver pulls torch-family wheels in as transitive pins of nothing here, but be safe: drop CUDA giants.
 rm -f "$dest"/torch-*.whl "$dest"/triton-*.whl "$dest"/numpy-*.whl "$dest"/nvidia_*.whl
 rm -f "$reqs"

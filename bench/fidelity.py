@@ -1,0 +1,147 @@
+"""Does ksearch read what GPU MODE's harness reads? TriMul kernels timed both ways, side by side in one run (issue 10).
+
+For each kernel, in alternating order (upstream, ksearch, upstream, ksearch, ... so clock or thermal drift hits
+both sides alike):
+
+- **upstream**: ``bench/upstream_trimul.py benchmark`` (and ``leaderboard`` for ``--method gpumode``), a bare loop
+  written from GPU MODE's published procedure with no ksearch code inside it, in its own process;
+- **ksearch**: ``ksearch eval trimul FILE --device cuda --timing-method gpumode-benchmark --json`` (or ``gpumode``),
+  the command a user runs.
+
+Printed: each shape's mean (ms) both ways and their ratio, the geometric means and their ratio, and the ranking of
+the kernels both ways. Bar (issue 10): every shape within 3 %, geomean within 2 %, the same ranking. Each side's
+numbers are the mean over ``--rounds`` runs of its per-shape means.
+
+    PYTHONPATH=$PWD python bench/fidelity.py [--rounds 2] [--method gpumode-benchmark] [KERNEL.py ...]
+
+Defaults to the repository's Triton and PyTorch TriMul kernels and examples/trimul_triton_fast.py. Writes
+``$OUT/fidelity.json`` when ``OUT`` is set. Exits at once, saying so, when there is no GPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+DEFAULT_KERNELS = ["examples/trimul_triton.py", "examples/trimul_submission.py", "examples/trimul_triton_fast.py"]
+UPSTREAM_MODE = {"gpumode-benchmark": "benchmark", "gpumode": "leaderboard"}
+SHAPE_BAR, GEOMEAN_BAR = 0.03, 0.02
+
+
+def _run_json(command: list[str]) -> tuple[dict, float]:
+    """Run a command that prints one JSON object last; return it and the wall time (process start included)."""
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    started = time.perf_counter()
+    proc = subprocess.run(command, capture_output=True, text=True, env=env, cwd=REPO)
+    wall = time.perf_counter() - started
+    lines = [line for line in proc.stdout.splitlines() if line.strip().startswith("{")]
+    if not lines:
+        start = proc.stdout.find("{")
+        if start < 0:
+            raise RuntimeError(f"{' '.join(command)} printed no JSON (rc {proc.returncode}):\n{proc.stderr[-3000:]}")
+        return json.loads(proc.stdout[start:]), wall
+    try:
+        return json.loads(lines[-1]), wall
+    except json.JSONDecodeError:
+        return json.loads(proc.stdout[proc.stdout.find("{"):]), wall
+
+
+def upstream_means(kernel: str, method: str) -> tuple[list[float], float]:
+    """Per-shape means in ms from the upstream-procedure runner, and its wall time."""
+    result, wall = _run_json([sys.executable, "bench/upstream_trimul.py", UPSTREAM_MODE[method], kernel])
+    if not result.get("passed"):
+        raise RuntimeError(f"upstream procedure failed {kernel}: {result.get('cases', [])[-1:]}")
+    return [case["mean"] / 1e6 for case in result["cases"]], wall
+
+
+def ksearch_means(kernel: str, method: str) -> tuple[list[float], float, dict]:
+    """Per-shape means in ms from ``ksearch eval``, its wall time and its stage times."""
+    command = [sys.executable, "-m", "ksearch.cli", "eval", "trimul", kernel, "--device", "cuda",
+               "--timing-method", method, "--json"]  # fmt: skip
+    result, wall = _run_json(command)
+    if result.get("verdict") != "passed":
+        raise RuntimeError(f"ksearch eval did not pass {kernel}: {result.get('verdict')} {result.get('log', '')[-2000:]}")
+    timings = result["timings"]
+    return [t["mean_ms"] for t in timings], wall, result.get("environment", {})
+
+
+def geomean(values: list[float]) -> float:
+    return math.exp(sum(math.log(v) for v in values) / len(values))
+
+
+def _mean_rows(rows: list[list[float]]) -> list[float]:
+    return [sum(column) / len(column) for column in zip(*rows, strict=True)]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("kernels", nargs="*", default=DEFAULT_KERNELS)
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--method", choices=sorted(UPSTREAM_MODE), default="gpumode-benchmark")
+    args = parser.parse_args()
+    try:
+        import torch
+    except ImportError:
+        print("bench/fidelity.py: torch is not installed; nothing to measure")
+        return 0
+    if not torch.cuda.is_available():
+        print("bench/fidelity.py: no CUDA GPU visible; this benchmark needs one (exiting)")
+        return 0
+    device = torch.cuda.get_device_name(0)
+    import triton
+
+    print(f"device {device}, torch {torch.__version__}, triton {triton.__version__}, method {args.method}", flush=True)
+    report: dict = {"device": device, "torch": torch.__version__, "triton": triton.__version__,
+                    "method": args.method, "rounds": args.rounds, "kernels": {}}  # fmt: skip
+    failures: list[str] = []
+    for kernel in args.kernels:
+        ups, ours, walls = [], [], {"upstream": [], "ksearch": []}
+        stages: list[dict] = []
+        for _ in range(args.rounds):
+            means, wall = upstream_means(kernel, args.method)
+            ups.append(means)
+            walls["upstream"].append(round(wall, 2))
+            means, wall, env = ksearch_means(kernel, args.method)
+            ours.append(means)
+            walls["ksearch"].append(round(wall, 2))
+            stages.append({"stage_seconds": env.get("stage_seconds", "")})
+        up, ks = _mean_rows(ups), _mean_rows(ours)
+        ratios = [k / u for k, u in zip(ks, up, strict=True)]
+        g_up, g_ks = geomean(up), geomean(ks)
+        entry = {"upstream_ms": up, "ksearch_ms": ks, "ratios": ratios, "geomean_upstream_ms": g_up,
+                 "geomean_ksearch_ms": g_ks, "geomean_ratio": g_ks / g_up, "walls_s": walls,
+                 "upstream_rounds": ups, "ksearch_rounds": ours, "stages": stages}  # fmt: skip
+        report["kernels"][kernel] = entry
+        print(f"\n{kernel}\n  shape  upstream ms  ksearch ms  ratio")
+        for i, (u, k, r) in enumerate(zip(up, ks, ratios, strict=True)):
+            flag = "" if abs(r - 1) <= SHAPE_BAR else "  <-- over 3 %"
+            print(f"  b{i}     {u:10.4f}  {k:10.4f}  {r:6.3f}{flag}")
+            if flag:
+                failures.append(f"{kernel} b{i}: ratio {r:.3f}")
+        flag = "" if abs(g_ks / g_up - 1) <= GEOMEAN_BAR else "  <-- over 2 %"
+        print(f"  geomean {g_up:8.4f}  {g_ks:10.4f}  {g_ks / g_up:6.3f}{flag}   walls upstream {walls['upstream']} "
+              f"ksearch {walls['ksearch']}", flush=True)
+        if flag:
+            failures.append(f"{kernel} geomean: ratio {g_ks / g_up:.3f}")
+    order_up = sorted(report["kernels"], key=lambda k: report["kernels"][k]["geomean_upstream_ms"])
+    order_ks = sorted(report["kernels"], key=lambda k: report["kernels"][k]["geomean_ksearch_ms"])
+    report["ranking_upstream"], report["ranking_ksearch"] = order_up, order_ks
+    print(f"\nranking upstream: {order_up}\nranking ksearch:  {order_ks}")
+    if order_up != order_ks:
+        failures.append("ranking differs")
+    report["failures"] = failures
+    print("PASS: within the bars" if not failures else f"FAIL: {failures}")
+    if os.environ.get("OUT"):
+        Path(os.environ["OUT"], "fidelity.json").write_text(json.dumps(report, indent=1))
+    return 0 if not failures else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
