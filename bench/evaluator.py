@@ -115,7 +115,7 @@ def _timed_process(command: list[str]) -> tuple[float, str]:
     import subprocess
 
     started = time.perf_counter()
-    proc = subprocess.run(command, capture_output=True, text=True, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
+    proc = subprocess.run(command, capture_output=True, text=True, cwd=REPO, env={**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p)})
     wall = time.perf_counter() - started
     if proc.returncode != 0:
         raise RuntimeError(f"{' '.join(command)} failed (rc {proc.returncode}):\n{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}")
@@ -135,8 +135,11 @@ def trimul_main(kernel: Path, repeats: int) -> int:
 
     sys.path.insert(0, str(REPO))
     from ksearch.contracts.candidate import Candidate
+    from ksearch.tasks.registry import resolve_task
     from ksearch.tools.evaluator import EvalRequest
     from ksearch.tools.executors.local import LocalExecutor
+
+    entry_point = resolve_task("trimul").entry_point
 
     code = kernel.read_text(encoding="utf-8")
     report: dict = {"device": torch.cuda.get_device_name(0), "torch": torch.__version__, "triton": triton.__version__,
@@ -153,7 +156,7 @@ def trimul_main(kernel: Path, repeats: int) -> int:
     cli_result = json.loads(cli_out[cli_out.find("{"):])
     with LocalExecutor() as executor:
         def evaluate(method: str, tag: str):
-            candidate = Candidate(task="trimul", language="triton", code=f"{code}\n# {tag}\n")
+            candidate = Candidate(task="trimul", language="triton", code=f"{code}\n# {tag}\n", entry_point=entry_point)
             started = time.perf_counter()
             evaluation = executor.evaluate(EvalRequest(candidate=candidate, device="cuda", timing_method=method))
             return evaluation, time.perf_counter() - started

@@ -1,7 +1,7 @@
 """Does ksearch read what GPU MODE's harness reads? TriMul kernels timed both ways, side by side in one run (issue 10).
 
-For each kernel, in alternating order (upstream, ksearch, upstream, ksearch, ... so clock or thermal drift hits
-both sides alike):
+For each kernel, in ABBA order (upstream then ksearch, then ksearch then upstream, ... so clock or thermal drift
+and the order itself hit both sides alike):
 
 - **upstream**: ``bench/upstream_trimul.py benchmark`` (and ``leaderboard`` for ``--method gpumode``), a bare loop
   written from GPU MODE's published procedure with no ksearch code inside it, in its own process;
@@ -37,7 +37,7 @@ SHAPE_BAR, GEOMEAN_BAR = 0.03, 0.02
 
 def _run_json(command: list[str]) -> tuple[dict, float]:
     """Run a command that prints one JSON object last; return it and the wall time (process start included)."""
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p)}
     started = time.perf_counter()
     proc = subprocess.run(command, capture_output=True, text=True, env=env, cwd=REPO)
     wall = time.perf_counter() - started
@@ -53,23 +53,24 @@ def _run_json(command: list[str]) -> tuple[dict, float]:
         return json.loads(proc.stdout[proc.stdout.find("{"):]), wall
 
 
-def upstream_means(kernel: str, method: str) -> tuple[list[float], float]:
-    """Per-shape means in ms from the upstream-procedure runner, and its wall time."""
+def upstream_means(kernel: str, method: str) -> tuple[list[float], float, list[float]]:
+    """Per-shape means in ms from the upstream-procedure runner, its wall time, and per-shape medians (diagnostic)."""
     result, wall = _run_json([sys.executable, "bench/upstream_trimul.py", UPSTREAM_MODE[method], kernel])
     if not result.get("passed"):
         raise RuntimeError(f"upstream procedure failed {kernel}: {result.get('cases', [])[-1:]}")
-    return [case["mean"] / 1e6 for case in result["cases"]], wall
+    cases = result["cases"]
+    return [case["mean"] / 1e6 for case in cases], wall, [case["median"] / 1e6 for case in cases]
 
 
-def ksearch_means(kernel: str, method: str) -> tuple[list[float], float, dict]:
-    """Per-shape means in ms from ``ksearch eval``, its wall time and its stage times."""
+def ksearch_means(kernel: str, method: str) -> tuple[list[float], float, dict, list[float]]:
+    """Per-shape means in ms from ``ksearch eval``, its wall time, its environment and per-shape medians."""
     command = [sys.executable, "-m", "ksearch.cli", "eval", "trimul", kernel, "--device", "cuda",
                "--timing-method", method, "--json"]  # fmt: skip
     result, wall = _run_json(command)
     if result.get("verdict") != "passed":
         raise RuntimeError(f"ksearch eval did not pass {kernel}: {result.get('verdict')} {result.get('log', '')[-2000:]}")
     timings = result["timings"]
-    return [t["mean_ms"] for t in timings], wall, result.get("environment", {})
+    return [t["mean_ms"] for t in timings], wall, result.get("environment", {}), [t["median_ms"] for t in timings]
 
 
 def geomean(values: list[float]) -> float:
@@ -103,26 +104,31 @@ def main() -> int:
     failures: list[str] = []
     for kernel in args.kernels:
         ups, ours, walls = [], [], {"upstream": [], "ksearch": []}
+        medians: dict[str, list[list[float]]] = {"upstream": [], "ksearch": []}
         stages: list[dict] = []
-        for _ in range(args.rounds):
-            means, wall = upstream_means(kernel, args.method)
-            ups.append(means)
-            walls["upstream"].append(round(wall, 2))
-            means, wall, env = ksearch_means(kernel, args.method)
-            ours.append(means)
-            walls["ksearch"].append(round(wall, 2))
-            stages.append({"stage_seconds": env.get("stage_seconds", "")})
+        for round_index in range(args.rounds):
+            for side in ("upstream", "ksearch") if round_index % 2 == 0 else ("ksearch", "upstream"):
+                if side == "upstream":
+                    means, wall, mids = upstream_means(kernel, args.method)
+                    ups.append(means)
+                else:
+                    means, wall, env, mids = ksearch_means(kernel, args.method)
+                    ours.append(means)
+                    stages.append({"stage_seconds": env.get("stage_seconds", "")})
+                walls[side].append(round(wall, 2))
+                medians[side].append(mids)
         up, ks = _mean_rows(ups), _mean_rows(ours)
         ratios = [k / u for k, u in zip(ks, up, strict=True)]
         g_up, g_ks = geomean(up), geomean(ks)
         entry = {"upstream_ms": up, "ksearch_ms": ks, "ratios": ratios, "geomean_upstream_ms": g_up,
                  "geomean_ksearch_ms": g_ks, "geomean_ratio": g_ks / g_up, "walls_s": walls,
-                 "upstream_rounds": ups, "ksearch_rounds": ours, "stages": stages}  # fmt: skip
+                 "upstream_rounds": ups, "ksearch_rounds": ours, "stages": stages, "medians_ms": medians}  # fmt: skip
         report["kernels"][kernel] = entry
-        print(f"\n{kernel}\n  shape  upstream ms  ksearch ms  ratio")
+        mid_up, mid_ks = _mean_rows(medians["upstream"]), _mean_rows(medians["ksearch"])
+        print(f"\n{kernel}\n  shape  upstream ms  ksearch ms  ratio   (medians: upstream  ksearch)")
         for i, (u, k, r) in enumerate(zip(up, ks, ratios, strict=True)):
             flag = "" if abs(r - 1) <= SHAPE_BAR else "  <-- over 3 %"
-            print(f"  b{i}     {u:10.4f}  {k:10.4f}  {r:6.3f}{flag}")
+            print(f"  b{i}     {u:10.4f}  {k:10.4f}  {r:6.3f}   {mid_up[i]:9.4f} {mid_ks[i]:9.4f}{flag}")
             if flag:
                 failures.append(f"{kernel} b{i}: ratio {r:.3f}")
         flag = "" if abs(g_ks / g_up - 1) <= GEOMEAN_BAR else "  <-- over 2 %"

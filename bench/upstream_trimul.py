@@ -172,8 +172,10 @@ def stats(durations: list[float]) -> dict:
     runs = len(durations)
     mean = sum(durations) / runs
     std = math.sqrt(sum((d - mean) ** 2 for d in durations) / (runs - 1)) if runs > 1 else 0.0
+    ordered = sorted(durations)
+    median = (ordered[(runs - 1) // 2] + ordered[runs // 2]) / 2
     return {"runs": runs, "mean": mean, "std": std, "err": std / math.sqrt(runs), "best": min(durations),
-            "worst": max(durations)}  # fmt: skip
+            "worst": max(durations), "median": median}  # fmt: skip
 
 
 def run_benchmark(path: str, case: tuple, recheck: bool, max_repeats: int, max_time_ns: float) -> dict | str:

@@ -1,13 +1,17 @@
 """The local executor: evaluations on this machine, one ``EvaluatorSession`` per device, made on first use.
 
 A session keeps its device's trusted checker (and its cache of reference outputs) and one worker started ahead of
-need, so consecutive evaluations on a GPU start at once. Which GPU an evaluation uses is the caller's lease
-(``GpuPool``); two evaluations are never given the same device at once, so a session serves one at a time.
+need, so consecutive evaluations on a GPU start at once. A session serves one evaluation at a time: which GPU an
+evaluation uses is the caller's lease (``GpuPool``), but the CPU interpreter is shared by every parallel cycle, so a
+busy device gets a second session rather than two evaluations interleaving on one checker.
 """
 
 from __future__ import annotations
 
+import contextlib
+import secrets
 import threading
+from collections.abc import Iterator
 
 from ksearch.contracts.evaluation import Comparison, Evaluation
 from ksearch.tools.evaluator.compare import compare
@@ -21,26 +25,40 @@ class LocalExecutor:
 
     def __init__(self, *, prestart: bool = True, salt: int | None = None) -> None:
         self.prestart = prestart
-        self.salt = salt
-        self._sessions: dict[str, EvaluatorSession] = {}
+        self.salt = salt if salt is not None else secrets.randbits(62)
+        """One salt for every session, so all candidates of a run are checked on the same test inputs."""
+        self._sessions: dict[str, list[EvaluatorSession]] = {}
+        self._busy: set[int] = set()
         self._lock = threading.Lock()
 
-    def session(self, device: str) -> EvaluatorSession:
+    @contextlib.contextmanager
+    def session(self, device: str) -> Iterator[EvaluatorSession]:
+        """A free session of ``device`` (made when all are busy), held for the duration of the block."""
         with self._lock:
-            found = self._sessions.get(device)
+            sessions = self._sessions.setdefault(device, [])
+            found = next((s for s in sessions if id(s) not in self._busy), None)
             if found is None:
-                found = self._sessions[device] = EvaluatorSession(device, prestart=self.prestart, salt=self.salt)
-            return found
+                found = EvaluatorSession(device, prestart=self.prestart, salt=self.salt)
+                sessions.append(found)
+            self._busy.add(id(found))
+        try:
+            yield found
+        finally:
+            with self._lock:
+                self._busy.discard(id(found))
 
     def evaluate(self, request: EvalRequest) -> Evaluation:
-        return evaluate(request, session=self.session(request.device))
+        with self.session(request.device) as session:
+            return evaluate(request, session=session)
 
     def compare(self, incumbent: EvalRequest, challenger: EvalRequest, *, rounds: int = 5) -> Comparison:
-        return compare(incumbent, challenger, rounds=rounds, session=self.session(incumbent.device))
+        with self.session(incumbent.device) as session:
+            return compare(incumbent, challenger, rounds=rounds, session=session)
 
     def close(self) -> None:
         with self._lock:
-            sessions, self._sessions = list(self._sessions.values()), {}
+            sessions = [s for group in self._sessions.values() for s in group]
+            self._sessions, self._busy = {}, set()
         for session in sessions:
             session.close()
 
