@@ -75,7 +75,7 @@ class FakeRunner:
         self.clones = 0
         self.calls: list[int] = []
         self.args_seen: list[object] = []
-        self.flushes = self.syncs = self.primed = self.after_calls = 0
+        self.flushes = self.syncs = self.primed = self.after_calls = self.glances = 0
         self.audited: list[int] = []
         self.syncs_at_audit: list[int] = []
         self.fresh_value_audits: list[int] = []
@@ -123,6 +123,11 @@ class FakeRunner:
         assert output == call.index
         self.after_calls += 1
         self.trace.append("after")
+
+    def glance(self, call: FakeCall, output: object) -> None:
+        assert output == call.index
+        self.glances += 1
+        self.trace.append("glance")
 
     def want_audit(self, index: int) -> bool:
         return True
@@ -221,6 +226,8 @@ def test_gpumode_benchmark_reuses_one_data_object_like_upstream() -> None:
     assert runner.audited == [1, len(runner.calls)]  # the checked first call and the last timed output
     assert runner.fresh_value_audits == [0] and runner.trace[-1] == "fresh_audit"
     assert runner.flushes == 0
+    # lean between repeats: full host checks on the checked call, the first and the last repeat; a type check between
+    assert runner.glances == len(run.samples_ms) - 2 and runner.after_calls == 1 + 2
 
 
 class NoisyRunner(FakeRunner):
