@@ -221,7 +221,8 @@ def test_the_demo_run_report_in_chromium(browser, demo_run, tmp_path):
     assert "correctness only, not timed" in opened.page.locator("#timing-note").inner_text()
     if os.environ.get("KSEARCH_UPDATE_DOCS_SCREENSHOT"):
         opened.page.evaluate("window.scrollTo(0, 0)")
-        opened.page.mouse.move(0, 0)  # no hover toolbar in the picture
+        opened.page.mouse.move(0, 0)  # no hover toolbar in the picture: let plotly's mode bar fade out first
+        opened.page.wait_for_timeout(1500)
         opened.page.screenshot(path=str(REPO / "docs" / "report.png"), clip={"x": 0, "y": 0, "width": 1300, "height": 1500})
     opened.close()
 
