@@ -53,3 +53,7 @@ class ReplayExhaustedError(BudgetExceededError):
     """A replay provider was asked for more replies than were recorded: the recording is the run's budget."""
 
     hint = "the replayed run made more calls than the recording holds; re-run with a real provider to go further"
+
+
+class MissingExtraError(UserError):
+    """An optional feature needs packages of an extra that is not installed (e.g. ``ksearch[report]``)."""

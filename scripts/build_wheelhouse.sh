@@ -33,6 +33,9 @@ python3 -m pip download --quiet --only-binary=:all: --python-version "$py" --imp
 # Optional FlashInfer-Bench tasks: the package without its dependencies (it never imports flashinfer-python).
 python3 -m pip download --quiet --no-deps --only-binary=:all: --python-version "$py" --implementation cp \
     "${platforms[@]}" -d "$dest" flashinfer-bench==0.1.2 docstring-parser safetensors
+# The report extra, so `ksearch report` and `ksearch serve` work on the node (plotly.js ships inside plotly's wheel).
+python3 -m pip download --quiet --only-binary=:all: --python-version "$py" --implementation cp \
+    "${platforms[@]}" -d "$dest" "jinja2>=3.1" "plotly>=5.24"
 # The test extra, so the GPU tests (pytest -m gpu) run on the node too.
 python3 -m pip download --quiet --only-binary=:all: --python-version "$py" --implementation cp \
     "${platforms[@]}" -d "$dest" "pytest>=8" "pytest-timeout>=2.3" "pytest-xdist>=3.6"

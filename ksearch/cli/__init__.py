@@ -10,8 +10,9 @@ import sys
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 
-from ksearch.cli import evaluation, inspect, search
+from ksearch.cli import evaluation, inspect, report, search
 from ksearch.cli._common import WorkspaceOpt, err
 from ksearch.errors import KsearchError
 from ksearch.flows.workspace import workspace_dir
@@ -22,7 +23,7 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_enable=False,
 )
-for _module in (search, inspect, evaluation):
+for _module in (search, inspect, evaluation, report):
     app.registered_commands.extend(_module.app.registered_commands)
 
 
@@ -44,9 +45,9 @@ def main() -> None:
     except KsearchError as exc:
         if os.environ.get("KSEARCH_DEBUG"):
             raise
-        err.print(f"[red]error:[/red] {exc}")
+        err.print(f"[red]error:[/red] {escape(str(exc))}")
         if exc.hint:
-            err.print(f"hint: {exc.hint}")
+            err.print(f"hint: {escape(exc.hint)}")  # hints hold brackets: pip install 'ksearch[report]'
         sys.exit(1)
     except KeyboardInterrupt:
         err.print("\ninterrupted; continue with: ksearch resume RUN (see `ksearch runs`)")

@@ -163,6 +163,13 @@ class Store:
             raise KeyError(f"no evaluation {evaluation_id}")
         return Evaluation.model_validate_json(rows[0]["report"])
 
+    def get_evaluation_key(self, evaluation_id: str) -> str:
+        """The evaluation key (harness, device model, software versions...) an evaluation was cached under."""
+        rows = self._query("select eval_key from evaluations where id = ?", [evaluation_id])
+        if not rows:
+            raise KeyError(f"no evaluation {evaluation_id}")
+        return rows[0]["eval_key"]
+
     # ---- attempts (one row per round) -------------------------------------------------------------------------
     def record_attempt(self, attempt: dict[str, Any]) -> None:
         """One round of a cycle: idempotent on (run_id, cycle_id, attempt)."""
@@ -185,6 +192,22 @@ class Store:
 
     def list_llm_calls(self, run_id: str) -> list[dict[str, Any]]:
         return self._query("select * from llm_calls where run_id = ? order by id", [run_id])
+
+    def list_llm_call_stats(self, run_id: str) -> list[dict[str, Any]]:
+        """Every call's role, tokens, cost, latency and time, without the (large) prompt and reply texts."""
+        return self._query(
+            "select id, call_key, role, model, input_tokens, output_tokens, cost_usd, latency_s, retries, error, "
+            "replayed, created_at from llm_calls where run_id = ? order by id",
+            [run_id],
+        )
+
+    def activity_marker(self, run_id: str) -> str:
+        """A short string that changes whenever the run writes anything (for live views that poll for changes)."""
+        parts = [str(r["updated_at"]) for r in self._query("select updated_at from runs where id = ?", [run_id])]
+        for table in ("attempts", "llm_calls", "wm_snapshots"):
+            row = self._query(f"select count(*) n, coalesce(max(id), 0) m from {table} where run_id = ?", [run_id])[0]
+            parts.append(f"{row['n']}.{row['m']}")
+        return "|".join(parts)
 
     def usage(self, run_id: str) -> dict[str, dict[str, float]]:
         """Token and cost totals per role, plus a 'total' row."""

@@ -105,3 +105,37 @@ def two_cycle_script(path: Path, *, sleep: float = 0.0) -> Path:
             ("plan:2:0", json.dumps({"ops": []})),
         ],
     )
+
+
+def trimul_variants(seed_code: str) -> dict[str, str]:
+    """Edits of ``examples/trimul_triton.py`` for a scripted TriMul search on the CPU: two correct ones, a wrong one
+    (the output LayerNorm's bias replaced by its weight) and one that does not parse."""
+    variants = {
+        "smaller_epilogue_block": seed_code.replace("epi_block_m = 32", "epi_block_m = 16"),
+        "wrong_bias": seed_code.replace(
+            'weights["to_out_norm.bias"].contiguous()', 'weights["to_out_norm.weight"].contiguous()'
+        ),
+        "syntax_error": seed_code.replace("epi_block_m = 32", "epi_block_m = (32"),
+    }
+    variants["fewer_warps"] = variants["smaller_epilogue_block"].replace("BLOCK_K=bk, num_warps=4", "BLOCK_K=bk, num_warps=2")
+    for name, code in variants.items():
+        assert code != seed_code, f"variant {name} changed nothing: examples/trimul_triton.py moved on"
+    return variants
+
+
+def trimul_seeded_script(path: Path, seed_code: str) -> Path:
+    """A 4-round TriMul search from the seed kernel: cycle c1 on `a` passes, then fails to compile, then is wrong
+    (window 2 ends it); the planner adds `a1` under the solved `a`, whose cycle c2 passes again."""
+    v = trimul_variants(seed_code)
+    return write_script(
+        path,
+        [
+            ("plan:0:0", init_plan([("a", 0.9), ("b", 0.5)])),
+            ("write:c1:1", fenced(v["smaller_epilogue_block"])),
+            ("write:c1:2", fenced(v["syntax_error"])),
+            ("write:c1:3", fenced(v["wrong_bias"])),
+            ("plan:1:0", followup_plan("a", "a1")),
+            ("write:c2:1", fenced(v["fewer_warps"])),
+            ("plan:2:0", json.dumps({"ops": []})),
+        ],
+    )

@@ -81,3 +81,18 @@ def test_run_lookup_by_prefix_and_clear_error(tmp_path):
     assert store.get_run("r1")["config"] == {"a": 1}
     with pytest.raises(RunNotFoundError):
         store.get_run("nope")
+
+
+def test_light_reads_for_reports_and_live_views(tmp_path):
+    store = _store(tmp_path)
+    cand = Candidate(task="softmax", language="triton", code="x = 1", entry_point="kernel")
+    store.ensure_candidate(cand)
+    eid = store.record_evaluation(cand.id, "key-1", Evaluation(verdict=Verdict.PASSED, device="cpu"))
+    assert store.get_evaluation_key(eid) == "key-1"
+    before = store.activity_marker("r1")
+    assert store.activity_marker("r1") == before
+    store.record_llm_call("r1", {"call_key": "plan:0:0", "role": "planner", "model": "m", "prompt": "p" * 10_000,
+                                 "reply": "r", "input_tokens": 3, "output_tokens": 4, "cost_usd": 0.0, "latency_s": 1.0})
+    [stats] = store.list_llm_call_stats("r1")
+    assert "prompt" not in stats and "reply" not in stats and stats["input_tokens"] == 3 and stats["role"] == "planner"
+    assert store.activity_marker("r1") != before

@@ -1,0 +1,49 @@
+"""Commands that show runs as web pages: ``report`` (one self-contained HTML file) and ``serve`` (a live view)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from ksearch.cli._common import out, workspace_of
+from ksearch.flows import report as report_flow
+from ksearch.flows import serve as serve_flow
+
+app = typer.Typer()
+
+
+@app.command()
+def report(
+    ctx: typer.Context,
+    run_ids: Annotated[list[str], typer.Argument(metavar="RUN...", help="One run id (its report) or several (a comparison); unique prefixes are enough.")],
+    output: Annotated[
+        Path | None,
+        typer.Option("--output", "-o", help="The HTML file to write (default: report-RUN.html, or compare-RUN-and-N-more.html for several runs)."),
+    ] = None,
+) -> None:
+    """Write one self-contained HTML file (opens offline) of a run: charts, world-model tree with diffs, per-shape
+    table, LLM usage and settings; several runs give a comparison."""
+    path = report_flow.write_report(run_ids, output, workspace_of(ctx))
+    size_mb = path.stat().st_size / 1e6
+    out.print(f"wrote {path} ({size_mb:.1f} MB, opens offline)")
+
+
+@app.command()
+def serve(
+    ctx: typer.Context,
+    port: Annotated[int, typer.Option("--port", "-p", help="Port to listen on (0 picks a free one).")] = serve_flow.DEFAULT_PORT,
+    host: Annotated[
+        str, typer.Option("--host", help="Address to bind; the default keeps the pages (kernels, prompts) on this machine.")
+    ] = serve_flow.DEFAULT_HOST,
+) -> None:
+    """Serve the workspace's runs as web pages that update while a run goes (Ctrl-C stops)."""
+    server = serve_flow.make_server(workspace_of(ctx), host=host, port=port)
+    out.print(f"serving {server.workspace} at [bold]{server.url}[/bold] (Ctrl-C to stop)")
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        out.print("stopped")
+    finally:
+        server.server_close()
