@@ -11,7 +11,7 @@ from typing import Annotated
 
 import typer
 
-from ksearch.cli import evaluation, inspect, search
+from ksearch.cli import evaluation, inspect, interactive, search
 from ksearch.cli._common import WorkspaceOpt, err
 from ksearch.errors import KsearchError
 from ksearch.flows.workspace import workspace_dir
@@ -22,7 +22,7 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_enable=False,
 )
-for _module in (search, inspect, evaluation):
+for _module in (search, inspect, evaluation, interactive):
     app.registered_commands.extend(_module.app.registered_commands)
 
 
