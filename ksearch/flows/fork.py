@@ -122,7 +122,9 @@ def create_fork(
     try:
         parent = RunConfig.model_validate(store.get_run(run_id)["config"])
         point = fork_point(store, parent.run_id, at_round)
-        config = _create(fork_config(parent, at_round, updates), store, None).config
+        ctx = _create(fork_config(parent, at_round, updates), store, None)
+        ctx.shutdown()  # nothing is evaluated here: the process that drives the fork evaluates
+        config = ctx.config
         _inherit(store, parent.run_id, config.run_id, point)
         state = point.state.model_copy(update={"done_reason": None})
         if updates.get("require_approval") is not None:

@@ -195,7 +195,9 @@ def create_run(config: RunConfig, *, workspace: Path | None = None) -> RunConfig
     """Create the run (checked, seed evaluated) without driving it: ``resume_run`` starts it, in any process."""
     store = open_store(workspace)
     try:
-        return _create(config, store, None).config
+        ctx = _create(config, store, None)
+        ctx.shutdown()  # the evaluator session a seed's evaluation started; the driving process makes its own
+        return ctx.config
     finally:
         store.close()
 
@@ -204,9 +206,13 @@ def _create(config: RunConfig, store: Store, on_event: EventSink | None) -> Sear
     # The evaluator's worker resolves the task again in a private directory: give it an absolute, canonical name.
     config = config.model_copy(update={"task": canonical_task_name(config.task)})
     ctx = build_context(config, store)  # fail fast on a bad task, model or device, before any row is written
-    if config.seed_from or config.seed_candidate_id:
-        ctx.config = config = register_seed(ctx)
-        seed_evaluation(ctx, on_event)  # a seed that does not pass stops here, before any run row is written
+    try:
+        if config.seed_from or config.seed_candidate_id:
+            ctx.config = config = register_seed(ctx)
+            seed_evaluation(ctx, on_event)  # a seed that does not pass stops here, before any run row is written
+    except BaseException:
+        ctx.shutdown()  # the evaluator processes the seed's evaluation started
+        raise
     store.create_run(
         {
             "id": config.run_id,
