@@ -11,6 +11,7 @@ graph or a kernel, so it stays responsive and its stdout carries nothing but the
 
 from __future__ import annotations
 
+import functools
 import os
 import subprocess
 import sys
@@ -18,11 +19,14 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
 
 from ksearch.agent.config import BudgetConfig, RunConfig
+from ksearch.errors import KsearchError
 from ksearch.flows import fork as fork_flow
 from ksearch.flows import inspect as inspect_flow
 from ksearch.flows import interactive as interactive_flow
@@ -109,24 +113,46 @@ def _tail(path: Path, limit: int = 3000) -> str:
         return ""
 
 
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def reported(fn: F) -> F:
+    """Turn our expected failures into the tool's error message (with the hint), which the agent reads; the SDK
+    hides any other exception's message as a crash."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except (KsearchError, KeyError, ValueError) as exc:
+            hint = getattr(exc, "hint", "")
+            raise ToolError(f"{exc}" + (f" (hint: {hint})" if hint else "")) from exc
+
+    return wrapper  # type: ignore[return-value]
+
+
 def build_server(workspace: Path | None = None) -> MCPServer:
     """The server with its tools, on ``workspace`` (``--workspace``, ``$KSEARCH_WORKSPACE`` or ``./.ksearch``)."""
     ws = workspace_dir(workspace).resolve()
     drivers = BackgroundDrivers(ws)
     server: MCPServer = MCPServer("ksearch", instructions=INSTRUCTIONS)
 
-    @server.tool()
+    def tool(fn: F) -> F:
+        server.tool()(reported(fn))
+        return fn
+
+    @tool
     def list_tasks() -> list[dict[str, Any]]:
         """The tasks a run can search (built in, and registered by installed packages)."""
         return [info.model_dump() for info in inspect_flow.list_tasks()]
 
-    @server.tool()
+    @tool
     def list_runs() -> list[dict[str, Any]]:
         """The workspace's runs, newest first, with status, rounds and best score."""
         keep = ("id", "task", "model", "device", "status", "rounds_used", "best_score", "done_reason", "parent_run_id")
         return [{k: r.get(k) for k in keep} for r in inspect_flow.list_runs(ws)]
 
-    @server.tool()
+    @tool
     def start_run(
         task: str,
         model: str = "interactive",
@@ -164,12 +190,12 @@ def build_server(workspace: Path | None = None) -> MCPServer:
         drivers.start(created.run_id)
         return drivers.wait(created.run_id, wait_s)
 
-    @server.tool()
+    @tool
     def pending(run_id: str) -> dict[str, Any]:
         """What a run waits for: each prompt's key, role, full text (system and user) and expected reply format."""
         return interactive_flow.pending(run_id, workspace=ws).as_json()
 
-    @server.tool()
+    @tool
     def respond(run_id: str, reply: str, key: str | None = None, wait_s: float = 60.0) -> dict[str, Any]:
         """Answer the run's pending prompt (key: which one, when several wait), then let the run go on to its next
         prompt or its end. The reply is recorded before anything else, so it is never lost."""
@@ -177,7 +203,7 @@ def build_server(workspace: Path | None = None) -> MCPServer:
         drivers.start(response.run_id)
         return {"answered": response.key, **drivers.wait(response.run_id, wait_s)}
 
-    @server.tool()
+    @tool
     def steer(
         run_id: str,
         act: str,
@@ -211,7 +237,7 @@ def build_server(workspace: Path | None = None) -> MCPServer:
             reply.update(drivers.wait(result.run_id, wait_s))
         return reply
 
-    @server.tool()
+    @tool
     def fork_run(
         run_id: str,
         at_round: int,
@@ -226,7 +252,7 @@ def build_server(workspace: Path | None = None) -> MCPServer:
         drivers.start(config.run_id)
         return drivers.wait(config.run_id, wait_s)
 
-    @server.tool()
+    @tool
     def show_run(run_id: str, with_code: bool = True) -> dict[str, Any]:
         """A run: its config and status, world-model tree, every round, LLM usage, steering acts and best kernel."""
         view = inspect_flow.run_view(run_id, ws).as_json()
@@ -234,7 +260,7 @@ def build_server(workspace: Path | None = None) -> MCPServer:
             view.pop("best_code", None)
         return view
 
-    @server.tool()
+    @tool
     def eval_file(
         task: str, path: str | None = None, code: str | None = None, device: str = "auto", timing_method: str | None = None
     ) -> dict[str, Any]:
