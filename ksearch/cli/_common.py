@@ -88,7 +88,7 @@ def print_waiting(outcome: RunOutcome) -> None:
         if prompt.kind == "approval":
             node = prompt.details.get("node_id")
             out.print(f"  approval of a new best (node {escape(str(node))}): ksearch steer {run_id} approve|reject"
-                      + (f" --node {node}" if several else ""))
+                      + (f" {node}" if several else ""))
         else:
             key = f" --key {prompt.key}" if several else ""
             out.print(f"  {prompt.role} prompt [cyan]{escape(prompt.key)}[/cyan]: read it with `ksearch pending {run_id}{key}`, "

@@ -64,7 +64,7 @@ def pending(
         if w.answered:
             out.print("[green]answered[/green]: the run takes the recorded answer when it is driven next (`ksearch resume`)")
         elif p.kind == "approval":
-            out.print(f"answer with: ksearch steer {view.run_id} approve|reject" + (f" --node {p.details['node_id']}" if several else ""))
+            out.print(f"answer with: ksearch steer {view.run_id} approve|reject" + (f" {p.details['node_id']}" if several else ""))
         else:
             out.print(f"answer with: ksearch respond {view.run_id}" + (f" --key {p.key}" if several else "") + " --file reply.md")
 

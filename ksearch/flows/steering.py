@@ -128,7 +128,7 @@ def _decide(
         )
     if len(waiting) > 1:
         nodes = ", ".join(str(w.prompt.details.get("node_id")) for w in waiting)
-        raise UserError(f"run {run_id} waits for approvals of nodes {nodes}", hint="name one with --node NODE")
+        raise UserError(f"run {run_id} waits for approvals of nodes {nodes}", hint=f"name one: ksearch steer {run_id} {act.value} NODE")
     details = waiting[0].prompt.details
     decision = {"candidate_id": details["candidate_id"], "node_id": details["node_id"], "step": int(details["step"])}
     parse_act(act.value, decision)

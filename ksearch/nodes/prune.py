@@ -20,7 +20,6 @@ log = structlog.get_logger(__name__)
 
 def prune(state: SearchState, runtime: Runtime[SearchContext]) -> dict:
     ctx = runtime.context
-    cfg = ctx.config
     wm = state.world_model
     best = state.best
     rounds = state.rounds_used
@@ -133,7 +132,8 @@ def approved_decision(
             found = find_decision(ctx.store, ctx.run_id, state.step, candidate_id)
             assert found is not None
     if found["status"] == PENDING:  # copied from the run this one replays
-        settle_act(ctx.store, found["id"], status=APPLIED, result=f"{found['act']}d", applied_round=state.rounds_used)
+        settle_act(ctx.store, found["id"], status=APPLIED, result=f"{found['act']}d", applied_round=state.rounds_used,
+                   applied_step=state.step)  # fmt: skip
     if found["act"] == Act.APPROVE.value:
         return decision.model_copy(update={"reason": f"{decision.reason}; approved by {found['author']}"})
     return Decision(promote=False, reason=f"rejected by {found['author']} ({decision.reason})")

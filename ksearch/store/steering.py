@@ -90,12 +90,16 @@ def claim_acts(store: Store, run_id: str, step: int, acts: set[str] | frozenset[
     return [_decode(r) for r in rows]
 
 
-def settle_act(store: Store, act_id: int, *, status: str, result: str, applied_round: int) -> None:
-    """Record what applying an act did (idempotent: a re-run writes the same outcome)."""
+def settle_act(
+    store: Store, act_id: int, *, status: str, result: str, applied_round: int, applied_step: int | None = None
+) -> None:
+    """Record what applying an act did (idempotent: a re-run writes the same outcome). ``applied_step`` is given for
+    acts that were not claimed first (a replayed approval, held until its step)."""
+    update: dict[str, Any] = {"status": status, "result": result, "applied_round": applied_round, "applied_at": time.time()}
+    if applied_step is not None:
+        update["applied_step"] = applied_step
     with store._write() as db:
-        db["steering"].update(
-            act_id, {"status": status, "result": result, "applied_round": applied_round, "applied_at": time.time()}
-        )
+        db["steering"].update(act_id, update)
 
 
 def find_decision(store: Store, run_id: str, step: int, candidate_id: str) -> dict[str, Any] | None:
