@@ -28,6 +28,10 @@ class RunNotFoundError(UserError):
     hint = "list runs with: ksearch runs"
 
 
+class RunBusyError(UserError):
+    """Another live process is driving the run."""
+
+
 class MissingApiKeyError(UserError):
     """The provider needs an API key that is not in the environment."""
 

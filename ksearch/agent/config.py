@@ -32,7 +32,8 @@ class RunConfig(BaseModel):
     task: str
     language: str = "triton"
     model: str
-    """``provider:model``, e.g. ``openai:gpt-5.2``, or ``replay:RUN`` / ``replay:path/to/replies.jsonl``."""
+    """``provider:model``, e.g. ``openai:gpt-5.2``, ``replay:RUN`` / ``replay:path/to/replies.jsonl``, or
+    ``interactive`` (a person answers every call: ``ksearch pending`` / ``ksearch respond``)."""
     base_url: str | None = None
     temperature: float | None = None
     device: str = "cpu"
@@ -63,3 +64,9 @@ class RunConfig(BaseModel):
     """``--seed-from FILE``: a solution to continue from. It is evaluated before planning and attached to the root."""
     seed_candidate_id: str | None = None
     """The seed's candidate id in the store (set by ``start_run`` from ``seed_from``; kept by replays)."""
+    require_approval: bool = False
+    """``--require-approval``: every new best waits for ``ksearch steer RUN approve|reject`` (steering can change it)."""
+    fork_of: str | None = None
+    """Set when this run continues another run's checkpoint (``ksearch fork``)."""
+    fork_round: int | None = None
+    """The round of ``fork_of`` this run continues from."""

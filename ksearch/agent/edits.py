@@ -43,6 +43,9 @@ SYSTEM_OWNED_FIELDS = frozenset(
         "cycles",
         "failed_cycles",
         "revived",
+        "pinned",
+        "pruned",
+        "by_person",
         "created_round",
         "computed_signals",
     }
@@ -278,7 +281,9 @@ def _patch_errors(where: str, node: Node, patch: NodePatch) -> list[str]:
         for name in ("decision", "choice", "action", "revive"):
             if getattr(patch, name) is not None:
                 errors.append(f"{where}.{name}: the root's {name} cannot be changed")
-    if patch.revive and node.status != NodeStatus.FAILED:
+    if patch.revive and node.pruned:
+        errors.append(f"{where}.revive: node '{node.id}' was pruned by a person; only a person can revive it")
+    elif patch.revive and node.status != NodeStatus.FAILED:
         errors.append(f"{where}.revive: node '{node.id}' is {node.status.value}; only failed nodes can be revived")
     if patch.action is not None and node.action is None and patch.action.title is None:
         errors.append(f"{where}.action: node '{node.id}' has no action yet; a new action needs a title")
@@ -364,6 +369,8 @@ def _apply_delete(s: _Session, i: int, op: DeleteNode) -> None:
         s.errors.append(f"{where}: node '{node.id}' has an attached solution and cannot be deleted")
     elif any(n.parent_id == node.id for n in s.nodes.values()):
         s.errors.append(f"{where}: node '{node.id}' has children; delete them first")
+    elif node.pinned or node.pruned or node.by_person:
+        s.errors.append(f"{where}: node '{node.id}' was added, pinned or pruned by a person and is kept")
     elif node.cycles > 0:
         # Its failure record is evidence: deleting it would let the same action be re-inserted as if untried.
         s.errors.append(f"{where}: node '{node.id}' has been tried ({node.cycles} cycles) and is kept as evidence")
@@ -391,10 +398,13 @@ def _evidence_errors(original: WorldModel, nodes: dict[str, Node]) -> list[str]:
         if after is None:
             continue
         revived = after.revived and before.status == NodeStatus.FAILED and after.status == NodeStatus.OPEN
-        same = (before.solution, before.cycles, before.failed_cycles) == (
+        same = (before.solution, before.cycles, before.failed_cycles, before.pinned, before.pruned, before.by_person) == (
             after.solution,
             after.cycles,
             after.failed_cycles,
+            after.pinned,
+            after.pruned,
+            after.by_person,
         )
         if not same or (before.status != after.status and not revived):
             errors.append(f"node '{node_id}': system-owned fields were changed by the script")

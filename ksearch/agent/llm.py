@@ -20,6 +20,7 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 from pydantic import BaseModel, Field, ValidationError
 
+from ksearch.agent.interactive import INTERACTIVE_MODEL, InteractiveChatModel, Prompt, ReplyFormat, ask
 from ksearch.agent.replay import ReplayChatModel
 from ksearch.errors import BudgetExceededError, KsearchError, ModelReplyError, ProviderError, UserError
 
@@ -129,6 +130,10 @@ class CallRecorder(Protocol):
 
     def record(self, call: RecordedCall) -> None: ...
 
+    def note_error(self, call_key: str, error: str) -> None:
+        """Set the error of a call recorded without one (a person's reply, validated when the graph reads it)."""
+        ...
+
 
 class MemoryRecorder:
     """A :class:`CallRecorder` in a dict, for tests and throw-away runs."""
@@ -144,6 +149,12 @@ class MemoryRecorder:
     def record(self, call: RecordedCall) -> None:
         with self._lock:
             self.calls[call.call_key] = call
+
+    def note_error(self, call_key: str, error: str) -> None:
+        with self._lock:
+            call = self.calls.get(call_key)
+            if call is not None and call.error is None:
+                call.error = error
 
     def usage(self) -> Usage:
         """Totals over everything recorded."""
@@ -364,12 +375,23 @@ class LLMClient:
 
     # -- plain text ----------------------------------------------------------------------------------------------
 
-    def complete(self, role: str, call_key: str, prompt: str, *, system: str | None = None) -> RecordedCall:
-        """The reply to ``prompt``; a call already recorded under ``call_key`` is returned without a request."""
+    def complete(
+        self,
+        role: str,
+        call_key: str,
+        prompt: str,
+        *,
+        system: str | None = None,
+        reply_format: ReplyFormat | None = None,
+    ) -> RecordedCall:
+        """The reply to ``prompt``; a call already recorded under ``call_key`` is returned without a request.
+
+        ``reply_format`` tells a person answering an interactive run what the caller will parse (plain text if None).
+        """
         found = self.recorder.find(call_key)
         if found is not None:
             return found
-        call = self._request(role, call_key, prompt, system=system, attempt=0)
+        call = self._request(role, call_key, prompt, system=system, attempt=0, reply_format=reply_format)
         self._record(call)
         return call
 
@@ -419,16 +441,20 @@ class LLMClient:
         """
         calls: list[RecordedCall] = []
         current_prompt = prompt
+        reply_format = json_reply_format(model_cls)
         for k in range(max_repairs + 1):
             key = call_key if k == 0 else f"{call_key}#repair{k}"
             call = self.recorder.find(key)
             if call is None:
-                call = self._request(role, key, current_prompt, system=system, attempt=k)
+                call = self._request(role, key, current_prompt, system=system, attempt=k, reply_format=reply_format)
                 parsed, errors = _parse_reply(call.reply, model_cls, validate)
                 call.error = "\n".join(errors) if errors else None
                 self._record(call)
             else:  # resumed: re-parse the stored reply, which gives the same verdict as before
                 parsed, errors = _parse_reply(call.reply, model_cls, validate)
+                if errors and call.error is None:  # a person's reply, recorded by `respond` before it was parsed
+                    call.error = "\n".join(errors)
+                    self.recorder.note_error(key, call.error)
             calls.append(call)
             if not errors:
                 return parsed, calls
@@ -457,9 +483,20 @@ class LLMClient:
         if reason is not None:
             raise BudgetExceededError(f"not calling the model: {reason}")
 
-    def _request(self, role: str, call_key: str, prompt: str, *, system: str | None, attempt: int) -> RecordedCall:
+    def _request(
+        self,
+        role: str,
+        call_key: str,
+        prompt: str,
+        *,
+        system: str | None,
+        attempt: int,
+        reply_format: ReplyFormat | None = None,
+    ) -> RecordedCall:
         """One logical request with retries on transient errors; the result is not yet recorded."""
         self._check_budget()
+        if isinstance(self.model, InteractiveChatModel):
+            return self._ask_person(role, call_key, prompt, system=system, attempt=attempt, reply_format=reply_format)
         messages: list[BaseMessage] = [SystemMessage(system)] if system else []
         messages.append(HumanMessage(prompt))
         replayed = isinstance(self.model, ReplayChatModel)
@@ -503,6 +540,43 @@ class LLMClient:
             f"{type(last_error).__name__}: {last_error}"
         ) from last_error
 
+    def _ask_person(
+        self,
+        role: str,
+        call_key: str,
+        prompt: str,
+        *,
+        system: str | None,
+        attempt: int,
+        reply_format: ReplyFormat | None,
+    ) -> RecordedCall:
+        """Pause the graph until someone answers (see ``ksearch.agent.interactive``).
+
+        Reached only when no reply is recorded under ``call_key``: ``ksearch respond`` records the reply before it
+        resumes, so this returns the resume value only for a client that resumes the graph with the answer itself.
+        A person's reply costs no model tokens: it is recorded with 0 tokens and no cost.
+        """
+        asked = Prompt(
+            key=call_key,
+            role=role,
+            attempt=attempt,
+            system=system,
+            prompt=prompt,
+            reply_format=reply_format or ReplyFormat(kind="text", description="plain text"),
+        )
+        started = time.time()
+        reply = ask(asked)
+        return RecordedCall(
+            call_key=call_key,
+            role=role,
+            model=INTERACTIVE_MODEL,
+            prompt=prompt,
+            reply=reply,
+            latency_s=time.time() - started,
+            attempt=attempt,
+            cost_usd=0.0,
+        )
+
     def _delay(self, retry: int, error: Exception | None) -> float:
         """Exponential back-off with jitter (so parallel branches spread out), at least Retry-After, capped."""
         delay = random.uniform(0.5, 1.0) * self.base_delay_s * 2 ** (retry - 1)
@@ -510,6 +584,16 @@ class LLMClient:
         if retry_after is not None:
             delay = max(delay, retry_after)
         return min(delay, self.max_delay_s)
+
+
+def json_reply_format(model_cls: type[BaseModel] | None) -> ReplyFormat:
+    """The reply format of a JSON call, with the object's JSON schema when it is typed."""
+    return ReplyFormat(
+        kind="json",
+        description="ONE JSON object and nothing else (no prose around it)"
+        + (f", matching the JSON schema of {model_cls.__name__}" if model_cls is not None else ""),
+        json_schema=model_cls.model_json_schema() if model_cls is not None else None,
+    )
 
 
 def _parse_reply(

@@ -58,6 +58,9 @@ def node_line(node: Node, depth: int) -> str:
         parts.append(f"solution {sol.candidate_id[-10:]}: {perf}{flag}")
     if node.failed_cycles:
         parts.append(f"failed cycles: {node.failed_cycles}")
+    marks = [m for m, on in (("added", node.by_person), ("pinned", node.pinned), ("pruned", node.pruned)) if on]
+    if marks:
+        parts.append(" and ".join(marks) + " by a person")
     return " | ".join(parts)
 
 
@@ -85,8 +88,9 @@ def frontier_view(wm: WorldModel, policy: SelectionPolicy) -> str:
     for row in rows:
         node = wm.nodes[row.node_id]
         deferred = " (deferred: above the difficulty gate)" if row.deferred else ""
+        pinned = " (pinned by a person: chosen first)" if row.pinned else ""
         title = node.action.title if node.action else ""
-        out.append(f"- {node.id} under {node.parent_id}: {title}{deferred}")
+        out.append(f"- {node.id} under {node.parent_id}: {title}{pinned}{deferred}")
     return "\n".join(out)
 
 

@@ -24,6 +24,9 @@ class StoreRecorder:
     def record(self, call: RecordedCall) -> None:
         self.store.record_llm_call(self.run_id, call.model_dump())
 
+    def note_error(self, call_key: str, error: str) -> None:
+        self.store.note_llm_call_error(self.run_id, call_key, error)
+
     def usage(self) -> Usage:
         per_role = self.store.usage(self.run_id)
         total = per_role.pop("total")

@@ -42,6 +42,7 @@ class FrontierEntry:
     rating: float
     deferred: bool
     revived: bool
+    pinned: bool = False
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -52,16 +53,18 @@ def _branch_cycles(wm: WorldModel) -> dict[str, int]:
     return {child.id: sum(wm.nodes[i].cycles for i in wm.subtree_ids(child.id)) for child in wm.children(wm.root.id)}
 
 
-def _sort_key(wm: WorldModel, node: Node, explored: dict[str, int]) -> tuple[float, int, int, float, str]:
-    """(score desc, branch cycles asc, difficulty asc, rating desc, id asc); frontier nodes always have an action."""
+def _sort_key(wm: WorldModel, node: Node, explored: dict[str, int]) -> tuple[bool, float, int, int, float, str]:
+    """(pinned first, score desc, branch cycles asc, difficulty asc, rating desc, id asc); frontier nodes always
+    have an action."""
     action = node.action
     assert action is not None
     branch = wm.top_branch_id(node.id)
-    return (-action.score, explored.get(branch, 0), action.difficulty, -node.rating, node.id)
+    return (not node.pinned, -action.score, explored.get(branch, 0), action.difficulty, -node.rating, node.id)
 
 
 def _is_deferred(node: Node, policy: SelectionPolicy) -> bool:
-    return node.action is not None and node.action.difficulty > policy.max_difficulty
+    """Above the difficulty gate; a person's pin overrides the gate."""
+    return node.action is not None and not node.pinned and node.action.difficulty > policy.max_difficulty
 
 
 def _ordered(wm: WorldModel, policy: SelectionPolicy, exclude: Iterable[str]) -> list[tuple[Node, bool]]:
@@ -87,6 +90,7 @@ def select_actions(
 
     Order is lexicographic, never a weighted sum, so every decision can be explained in one line:
 
+    0. actions a person pinned (``ksearch steer RUN pin NODE``) come first, and are never deferred.
     1. ``action.score`` descending: the planner's prior that the action pays off.
     2. cycles already spent in the node's top-level branch, ascending: breaks score ties toward under-explored
        branches, so equal bets are spread across the tree instead of deepening one line.
@@ -123,6 +127,7 @@ def frontier_report(wm: WorldModel, policy: SelectionPolicy = SelectionPolicy())
                 rating=node.rating,
                 deferred=deferred,
                 revived=node.revived,
+                pinned=node.pinned,
             )
         )
     return out

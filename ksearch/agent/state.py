@@ -66,6 +66,8 @@ class SearchState(BaseModel):
     """The cycles that ended since the last plan: what the planner must learn from."""
     best: BestRef | None = None
     done_reason: str | None = None
+    approval_required: bool = False
+    """A new best is promoted only after a person approves it (``--require-approval``, ``steer require-approval``)."""
 
 
 class CycleState(BaseModel):

@@ -92,6 +92,13 @@ class Node(BaseModel):
     failed_cycles: int = 0
     revived: bool = False
     """The planner deliberately re-opened this node after it failed."""
+    # --- steering (``ksearch steer``): set by people through code, never by the planner ---
+    pinned: bool = False
+    """A person asked for this action to be chosen first while it can run."""
+    pruned: bool = False
+    """A person closed this node: neither it nor anything under it is chosen until a person revives it."""
+    by_person: bool = False
+    """A person added this hypothesis; the planner may refine it but not delete it."""
 
     @property
     def is_action(self) -> bool:
@@ -152,11 +159,15 @@ class WorldModel(BaseModel):
     def has_base_solution(self, node_id: str) -> bool:
         return self.nodes[node_id].solution is not None
 
+    def is_pruned(self, node_id: str) -> bool:
+        """True when a person pruned this node or one of its ancestors."""
+        return any(n.pruned for n in self.path_to(node_id))
+
     def frontier(self, *, include_failed: bool = False) -> list[Node]:
-        """Open actions whose parent is the root or solved: the actions that can run now."""
+        """Open actions whose parent is the root or solved, outside pruned branches: the actions that can run now."""
         out = []
         for node in self.nodes.values():
-            if not node.is_action or node.id == ROOT_ID:
+            if not node.is_action or node.id == ROOT_ID or self.is_pruned(node.id):
                 continue
             if node.status == NodeStatus.SOLVED:
                 continue

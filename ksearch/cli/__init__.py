@@ -12,7 +12,7 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
-from ksearch.cli import evaluation, inspect, report, search
+from ksearch.cli import evaluation, inspect, interactive, report, search
 from ksearch.cli._common import WorkspaceOpt, err
 from ksearch.errors import KsearchError
 from ksearch.flows.workspace import workspace_dir
@@ -23,7 +23,7 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_enable=False,
 )
-for _module in (search, inspect, evaluation, report):
+for _module in (search, inspect, evaluation, report, interactive):
     app.registered_commands.extend(_module.app.registered_commands)
 
 

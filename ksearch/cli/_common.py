@@ -16,9 +16,6 @@ from ksearch.flows.run import RunOutcome
 out = Console()
 err = Console(stderr=True)
 
-out = Console()
-err = Console(stderr=True)
-
 WorkspaceOpt = Annotated[
     Path | None,
     typer.Option("--workspace", "-w", help="Workspace folder holding ksearch.db and logs [env: KSEARCH_WORKSPACE; default ./.ksearch]"),
@@ -75,6 +72,27 @@ class Progress:
             )
         elif event == "new_best":
             out.print(f"[bold green]new best[/bold green]: node {escape(data['node_id'])}, {escape(data['summary'])}")
+        elif event == "steered":
+            colour = "magenta" if data["ok"] else "yellow"
+            verdict = "" if data["ok"] else " (rejected)"
+            out.print(f"[{colour}]steering by {escape(data['author'])}{verdict}[/{colour}]: {escape(data['message'])}")
+
+
+def print_waiting(outcome: RunOutcome) -> None:
+    """A paused run: what it waits for and the commands that answer it (nothing runs until then)."""
+    run_id = outcome.run_id
+    out.print(f"\nrun [bold]{run_id}[/bold] is [yellow]waiting[/yellow] after {outcome.rounds_used} rounds; nothing runs until it is answered:")
+    several = len(outcome.pending) > 1
+    for w in outcome.pending:
+        prompt = w.prompt
+        if prompt.kind == "approval":
+            node = prompt.details.get("node_id")
+            out.print(f"  approval of a new best (node {escape(str(node))}): ksearch steer {run_id} approve|reject"
+                      + (f" {node}" if several else ""))
+        else:
+            key = f" --key {prompt.key}" if several else ""
+            out.print(f"  {prompt.role} prompt [cyan]{escape(prompt.key)}[/cyan]: read it with `ksearch pending {run_id}{key}`, "
+                      f"answer with `ksearch respond {run_id}{key} --file reply.md`")
 
 
 def first_line(text: str) -> str:
@@ -83,6 +101,9 @@ def first_line(text: str) -> str:
 
 
 def print_outcome(outcome: RunOutcome, ws: Path) -> None:
+    if outcome.status == "waiting":
+        print_waiting(outcome)
+        return
     out.print(f"\nrun [bold]{outcome.run_id}[/bold] {outcome.status}: {outcome.done_reason}; {outcome.rounds_used} rounds")
     if outcome.best is None:
         out.print("[yellow]no candidate passed[/yellow]")

@@ -51,8 +51,17 @@ def show(
         return
     status = run_row["status"] + (f" ({run_row['done_reason']})" if run_row.get("done_reason") else "")
     out.print(f"[bold]{run_row['id']}[/bold]: task {run_row['task']}, model {run_row['model']}, device {run_row['device']}, {status}")
+    config = run_row["config"]
+    if config.get("fork_of"):
+        out.print(f"forked from {config['fork_of']} at round {config.get('fork_round')}")
+    elif config.get("replay_of"):
+        out.print(f"replay of {config['replay_of']}")
     if run_row.get("error") and run_row["status"] != "finished":
         out.print(f"[red]last error: {escape(run_row['error'])}[/red]  (continue with: ksearch resume {run_row['id']})")
+    for w in view.pending:
+        state = "answered, taken when the run is driven next" if w.answered else "waiting"
+        out.print(f"[yellow]pending[/yellow] {w.prompt.kind} {escape(w.prompt.key)} ({w.prompt.role}): {state}"
+                  f"  (ksearch pending {run_row['id']})")
     if wm.kernel_summary:
         out.print(f"\n[bold]kernel summary[/bold]: {escape(wm.kernel_summary)}")
     out.print(render_tree(wm))
@@ -63,6 +72,11 @@ def show(
                       a["verdict"], score, (a["candidate_id"] or "-")[-12:])
     out.print(table)
     out.print(best_candidates_table(attempts))
+    if view.steering:
+        out.print(steering_table(view.steering))
+    people = sum(1 for c in view.llm_calls if c["model"] == "interactive")
+    if people:
+        out.print(f"{people} of the LLM calls were answered by a person or an agent (`respond`; counted as 0 tokens)")
     total = usage["total"]
     out.print(f"LLM usage: {int(total['calls'])} calls, {int(total['input_tokens'])} input + {int(total['output_tokens'])} output tokens"
               + (f", ${total['cost_usd']:.4f}" if total["cost_usd"] else ""))
@@ -88,6 +102,19 @@ def best_candidates_table(attempts: list[dict[str, Any]], limit: int = 5) -> Tab
     return table
 
 
+def steering_table(acts: list[dict[str, Any]]) -> Table:
+    """The act log: what people asked, when it took effect (step, round) and what it did."""
+    table = Table("#", "act", "arguments", "author", "status", "step", "round", "result", title="steering")
+    for a in acts:
+        args = ", ".join(f"{k}={v}" for k, v in a["args"].items() if v not in (None, "", False))
+        source = f" (copied from {a['copied_from']})" if a.get("copied_from") else ""
+        table.add_row(str(a["id"]), a["act"], escape(args), escape(a["author"] or ""), a["status"],
+                      "" if a["applied_step"] is None else str(a["applied_step"]),
+                      "" if a["applied_round"] is None else str(a["applied_round"]),
+                      escape((a["result"] or "") + source))  # fmt: skip
+    return table
+
+
 def render_tree(wm: WorldModel) -> Tree:
     def label(node_id: str) -> str:
         node = wm.nodes[node_id]
@@ -98,6 +125,9 @@ def render_tree(wm: WorldModel) -> Tree:
         if node.solution:
             perf = f"{node.solution.latency_ms:.4f} ms" if node.solution.latency_ms is not None else "correct, untimed"
             text += f" -> {perf}"
+        marks = [m for m, on in (("added by a person", node.by_person), ("pinned", node.pinned), ("pruned", node.pruned)) if on]
+        if marks:
+            text += f" [magenta]({', '.join(marks)})[/magenta]"
         return text
 
     tree = Tree(label(ROOT_ID))

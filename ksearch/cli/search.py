@@ -32,7 +32,7 @@ app = typer.Typer()
 def run(
     ctx: typer.Context,
     task: Annotated[str, typer.Argument(help="Task name; list them with `ksearch tasks`.")],
-    model: Annotated[str, typer.Option("--model", "-m", help="provider:model (e.g. openai:gpt-5.2), or replay:FILE|RUN")],
+    model: Annotated[str, typer.Option("--model", "-m", help="provider:model (e.g. openai:gpt-5.2), replay:FILE|RUN, or interactive (you answer each call: ksearch pending / respond)")],
     base_url: Annotated[str | None, typer.Option(help="OpenAI-compatible server URL (vLLM, SGLang, Ollama, gateways).")] = None,
     language: Annotated[str, typer.Option(help="Kernel language.")] = "triton",
     device: Annotated[str, typer.Option(help="auto (a GPU if torch sees one, else cpu), cuda / cuda:N, or cpu (Triton interpreter, correctness only).")] = "auto",
@@ -52,6 +52,7 @@ def run(
     kernelbench_root: KernelBenchRootOpt = None,
     baseline: BaselineOpt = "eager",
     seed_from: Annotated[Path | None, typer.Option("--seed-from", help="Continue from this solution file: it is evaluated first and the first cycles edit it.")] = None,
+    require_approval: Annotated[bool, typer.Option("--require-approval", help="Pause before each new best is promoted until `ksearch steer RUN approve|reject`.")] = False,
 ) -> None:
     """Search for a fast, correct kernel for TASK."""
     if device == "auto":
@@ -81,6 +82,7 @@ def run(
                 price_output_per_mtok=price_output,
             ),
             seed_from=str(seed_from) if seed_from is not None else None,
+            require_approval=require_approval,
         )
     except ValidationError as exc:
         fail_validation(exc)

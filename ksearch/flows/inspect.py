@@ -6,9 +6,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ksearch.agent.interactive import Waiting
 from ksearch.agent.world_model import WorldModel
 from ksearch.contracts.evaluation import Evaluation
+from ksearch.flows.interactive import read_pending
 from ksearch.flows.workspace import open_store
+from ksearch.store.steering import list_acts
 from ksearch.tasks.registry import TaskInfo, list_tasks, prepare_task
 
 __all__ = ["RunView", "canonical_task", "list_runs", "list_tasks", "run_view", "TaskInfo"]
@@ -24,6 +27,12 @@ class RunView:
     usage: dict[str, dict[str, float]]
     best_code: str | None = None
     best_evaluation: Evaluation | None = None
+    steering: list[dict[str, Any]] = field(default_factory=list)
+    """The run's steering acts, oldest first (``ksearch steer``)."""
+    pending: list[Waiting] = field(default_factory=list)
+    """What the run waits for, when it is paused."""
+    llm_calls: list[dict[str, Any]] = field(default_factory=list)
+    """Every LLM call (key, role, model, tokens; without prompt and reply text)."""
     extra: dict[str, Any] = field(default_factory=dict)
 
     def as_json(self) -> dict[str, Any]:
@@ -32,6 +41,10 @@ class RunView:
             "world_model": self.world_model.model_dump(mode="json"),
             "attempts": self.attempts,
             "usage": self.usage,
+            "llm_calls": self.llm_calls,
+            "steering": self.steering,
+            "pending": [{"key": w.prompt.key, "kind": w.prompt.kind, "role": w.prompt.role, "answered": w.answered}
+                        for w in self.pending],
             "best_evaluation": self.best_evaluation.model_dump(mode="json") if self.best_evaluation else None,
             "best_code": self.best_code,
         }
@@ -60,6 +73,9 @@ def run_view(run_id: str, workspace: Path | None = None) -> RunView:
             usage=store.usage(run["id"]),
             best_code=store.get_candidate(run["best_candidate_id"]).code if run["best_candidate_id"] else None,
             best_evaluation=store.get_evaluation(run["best_evaluation_id"]) if run["best_evaluation_id"] else None,
+            steering=list_acts(store, run["id"]),
+            pending=read_pending(store, run["id"]) if run["status"] != "finished" else [],
+            llm_calls=[{k: v for k, v in c.items() if k not in ("prompt", "reply")} for c in store.list_llm_calls(run["id"])],
         )
     finally:
         store.close()

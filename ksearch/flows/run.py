@@ -1,12 +1,20 @@
 """The ``run`` flow: start, resume and replay searches. The CLI and the MCP server call these; they print nothing.
 
 A run's thread id in the checkpointer is its run id. Resume re-opens the thread from its last checkpoint; replay
-starts a new run of the same config whose model serves the recorded replies of the old one.
+starts a new run of the same config whose model serves the recorded replies of the old one, and applies its
+steering acts at the same steps.
+
+Driving a run (``_drive``) goes on until the graph ends or pauses: a pause (a LangGraph interrupt) waits for a
+person's reply with ``--model interactive``, or for the approval of a new best. A paused run has status
+``waiting``; whenever it is driven again, every pause whose answer is already in the store is resumed with
+``Command(resume={interrupt id: answer})``. One process drives a run at a time (``runs.driver``).
 """
 
 from __future__ import annotations
 
+import os
 import secrets
+import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -15,24 +23,28 @@ from typing import Any
 
 import structlog
 from langchain_core.language_models import BaseChatModel
+from langgraph.types import Command
 
 from ksearch.agent.checkpoint import open_checkpointer
 from ksearch.agent.config import RunConfig
 from ksearch.agent.context import SearchContext
 from ksearch.agent.graph import build_search_graph
+from ksearch.agent.interactive import INTERACTIVE_MODEL, InteractiveChatModel, Waiting, resume_map, waiting_prompts
 from ksearch.agent.llm import Budget, LLMClient
 from ksearch.agent.providers import make_chat_model
 from ksearch.agent.recorder import StoreRecorder
 from ksearch.agent.replay import ReplayChatModel, ReplayEntry, load_replay_entries
 from ksearch.agent.state import BestRef, SearchState
 from ksearch.agent.world_model import ROOT_ID, SolutionRef, WorldModel, attach_seed
-from ksearch.errors import KsearchError, RunNotFoundError, UserError
+from ksearch.errors import KsearchError, RunBusyError, RunNotFoundError, UserError
 from ksearch.tasks.registry import canonical_task_name, resolve_task
 from ksearch.contracts.candidate import Candidate
 from ksearch.tools.executors import LocalExecutor
 from ksearch.tools.fingerprint import probe_device
 from ksearch.tools.gpu_pool import GpuPool
 from ksearch.store import Store
+from ksearch.store.drivers import claim_driver, release_driver
+from ksearch.store.steering import copy_acts
 from ksearch.flows.workspace import DB_NAME, DEFAULT_WORKSPACE, open_store, workspace_dir  # noqa: F401 - re-exported
 
 log = structlog.get_logger(__name__)
@@ -55,10 +67,13 @@ def new_run_id(task: str) -> str:
 class RunOutcome:
     run_id: str
     status: str
+    """``finished``, or ``waiting`` (paused for a reply or an approval: see ``pending``)."""
     done_reason: str | None
     rounds_used: int
     best: BestRef | None
     world_model: WorldModel
+    pending: list[Waiting] = field(default_factory=list)
+    """The pauses of a waiting run."""
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -67,7 +82,10 @@ EventSink = Callable[[str, dict[str, Any]], None]
 
 
 def build_model(config: RunConfig, store: Store) -> BaseChatModel:
-    """A LangChain chat model for the config; ``replay:`` takes a JSONL file or a recorded run id."""
+    """A LangChain chat model for the config; ``replay:`` takes a JSONL file or a recorded run id; ``interactive``
+    stands for a person (the LLM layer pauses the graph instead of calling it)."""
+    if config.model == INTERACTIVE_MODEL:
+        return InteractiveChatModel()
     if config.model.startswith("replay:"):
         source = config.model.removeprefix("replay:")
         if Path(source).is_file() or source.endswith((".jsonl", ".json")) or "/" in source:
@@ -161,31 +179,55 @@ def default_parallel(device: str, gpus: str = "all") -> int:
 
 
 def start_run(config: RunConfig, *, workspace: Path | None = None, on_event: EventSink | None = None) -> RunOutcome:
+    """Create the run and drive it until it ends or pauses."""
     store = open_store(workspace)
     ctx: SearchContext | None = None
     try:
-        # The evaluator's worker resolves the task again in a private directory: give it an absolute, canonical name.
-        config = config.model_copy(update={"task": canonical_task_name(config.task)})
-        ctx = build_context(config, store)  # fail fast on a bad task, model or device, before any row is written
-        if config.seed_from or config.seed_candidate_id:
-            ctx.config = config = register_seed(ctx)
-            seed_evaluation(ctx, on_event)  # a seed that does not pass stops here, before any run row is written
-        store.create_run(
-            {
-                "id": config.run_id,
-                "task": config.task,
-                "model": config.model,
-                "language": config.language,
-                "device": config.device,
-                "config": config.model_dump(mode="json"),
-                "parent_run_id": config.replay_of,
-            }
-        )
+        ctx = _create(config, store, on_event)
         return _drive(ctx, initial_state(ctx), on_event, workspace)
     finally:
         if ctx is not None:
             ctx.shutdown()
         store.close()
+
+
+def create_run(config: RunConfig, *, workspace: Path | None = None) -> RunConfig:
+    """Create the run (checked, seed evaluated) without driving it: ``resume_run`` starts it, in any process."""
+    store = open_store(workspace)
+    try:
+        ctx = _create(config, store, None)
+        ctx.shutdown()  # the evaluator session a seed's evaluation started; the driving process makes its own
+        return ctx.config
+    finally:
+        store.close()
+
+
+def _create(config: RunConfig, store: Store, on_event: EventSink | None) -> SearchContext:
+    # The evaluator's worker resolves the task again in a private directory: give it an absolute, canonical name.
+    config = config.model_copy(update={"task": canonical_task_name(config.task)})
+    ctx = build_context(config, store)  # fail fast on a bad task, model or device, before any row is written
+    try:
+        if config.seed_from or config.seed_candidate_id:
+            ctx.config = config = register_seed(ctx)
+            seed_evaluation(ctx, on_event)  # a seed that does not pass stops here, before any run row is written
+    except BaseException:
+        ctx.shutdown()  # the evaluator processes the seed's evaluation started
+        raise
+    store.create_run(
+        {
+            "id": config.run_id,
+            "task": config.task,
+            "model": config.model,
+            "language": config.language,
+            "device": config.device,
+            "config": config.model_dump(mode="json"),
+            "parent_run_id": config.replay_of or config.fork_of,
+            "fork_round": config.fork_round,
+        }
+    )
+    if config.replay_of:  # the replay applies the recorded run's steering acts at the steps where they took effect
+        copy_acts(store, config.replay_of, config.run_id)
+    return ctx
 
 
 def resume_run(run_id: str, *, workspace: Path | None = None, on_event: EventSink | None = None) -> RunOutcome:
@@ -269,7 +311,7 @@ def initial_state(ctx: SearchContext) -> SearchState:
     continue-from-solution: the first cycles edit it). Its evaluation is recorded as the run's attempts row 0."""
     config = ctx.config
     if not config.seed_candidate_id:
-        return SearchState()
+        return SearchState(approval_required=config.require_approval)
     evaluation_id, evaluation = seed_evaluation(ctx)
     ctx.store.record_attempt(
         {
@@ -303,26 +345,112 @@ def initial_state(ctx: SearchContext) -> SearchState:
     ctx.store.update_run(
         config.run_id, best_candidate_id=best.candidate_id, best_evaluation_id=evaluation_id, best_score=best.score
     )
-    return SearchState(world_model=attach_seed(WorldModel(), ref), best=best)
+    return SearchState(
+        world_model=attach_seed(WorldModel(), ref), best=best, approval_required=config.require_approval
+    )
 
 
-def _drive(ctx: SearchContext, initial: SearchState | None, on_event: EventSink | None, workspace: Path | None) -> RunOutcome:
-    """Run the graph to the end (or to an error, leaving the run resumable)."""
-    run_id = ctx.run_id
-    saver = open_checkpointer(ctx.store.path)
-    graph = build_search_graph(saver)
-    cfg = {
-        "configurable": {"thread_id": run_id},
+def driver_name() -> str:
+    """This process as a run's driver: ``host:pid``."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def driver_alive(driver: str) -> bool:
+    """Whether a recorded driver still runs. A process of another host cannot be checked from here and counts as
+    gone: a workspace is driven from one machine at a time (copying it to another machine is how it moves)."""
+    host, _, pid = driver.rpartition(":")
+    if host != socket.gethostname() or not pid.isdigit():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def graph_config(ctx: SearchContext) -> dict[str, Any]:
+    return {
+        "configurable": {"thread_id": ctx.run_id},
         "recursion_limit": RECURSION_LIMIT,
         "max_concurrency": max(4, ctx.config.parallel_cycles * 2),
     }
-    if initial is None and not graph.get_state(cfg).values:
-        initial = initial_state(ctx)  # killed before the first checkpoint: start the thread afresh
+
+
+def _drive(ctx: SearchContext, initial: SearchState | None, on_event: EventSink | None, workspace: Path | None) -> RunOutcome:
+    """Run the graph until it ends or pauses (or to an error, leaving the run resumable).
+
+    Resumes every pause whose answer is already recorded (a reply given while another process drove the run, or
+    before a crash), so ``resume`` and ``respond`` both simply drive the run."""
+    run_id = ctx.run_id
+    me = driver_name()
+    holder = claim_driver(ctx.store, run_id, me, driver_alive)
+    if holder is not None:
+        raise RunBusyError(
+            f"run {run_id} is being driven by process {holder}",
+            hint="wait until it pauses or ends (see `ksearch runs`); replies and steering acts given meanwhile are "
+            "recorded and taken at its next step",
+        )
+    saver = open_checkpointer(ctx.store.path)
+    graph = build_search_graph(saver)
+    cfg = graph_config(ctx)
     structlog.contextvars.bind_contextvars(run_id=run_id)
-    ctx.store.update_run(run_id, status="running", error=None)
+    try:
+        if initial is None and not graph.get_state(cfg).values:
+            initial = initial_state(ctx)  # killed before the first checkpoint: start the thread afresh
+        ctx.store.update_run(run_id, status="running", error=None)
+        payload: Any = initial if initial is not None else _resume_command(graph, cfg, ctx)
+        resumed: set[str] = set()
+        while True:
+            if isinstance(payload, Command):
+                ids = set(payload.resume)  # type: ignore[arg-type]
+                if ids & resumed:  # an answered pause came back: never loop on it
+                    raise KsearchError(f"run {run_id} paused again at an answered prompt ({sorted(ids & resumed)})")
+                resumed |= ids
+            _stream(graph, payload, cfg, ctx, on_event)
+            snapshot = graph.get_state(cfg)
+            if not snapshot.next:
+                break
+            payload = _resume_command(graph, cfg, ctx)
+            if payload is None:
+                waiting = _waiting(ctx, snapshot)
+                # An answer recorded while this process held the run was refused to its giver (RunBusyError): look
+                # once more after letting go, so that it is taken here or by whoever claims the run next.
+                release_driver(ctx.store, run_id, me)
+                payload = _resume_command(graph, cfg, ctx)
+                if payload is None or claim_driver(ctx.store, run_id, me, driver_alive) is not None:
+                    return waiting
+                ctx.store.update_run(run_id, status="running")
+    finally:
+        release_driver(ctx.store, run_id, me)
+        structlog.contextvars.unbind_contextvars("run_id")
+        saver.conn.close()
+    final = SearchState.model_validate(snapshot.values)
+    ctx.store.update_run(
+        run_id,
+        status="finished",
+        done_reason=final.done_reason,
+        rounds_used=final.rounds_used,
+        best_candidate_id=final.best.candidate_id if final.best else None,
+        best_evaluation_id=final.best.evaluation_id if final.best else None,
+        best_score=final.best.score if final.best else None,
+    )
+    return RunOutcome(
+        run_id=run_id,
+        status="finished",
+        done_reason=final.done_reason,
+        rounds_used=final.rounds_used,
+        best=final.best,
+        world_model=final.world_model,
+    )
+
+
+def _stream(graph: Any, payload: Any, cfg: dict[str, Any], ctx: SearchContext, on_event: EventSink | None) -> None:
+    run_id = ctx.run_id
     try:
         for _namespace, event in graph.stream(
-            initial, cfg, context=ctx, stream_mode="custom", subgraphs=True, durability="sync"
+            payload, cfg, context=ctx, stream_mode="custom", subgraphs=True, durability="sync"
         ):
             if on_event is not None and isinstance(event, dict) and "event" in event:
                 on_event(event["event"], event)
@@ -335,26 +463,32 @@ def _drive(ctx: SearchContext, initial: SearchState | None, on_event: EventSink 
     except Exception as exc:
         ctx.store.update_run(run_id, status="interrupted", error=f"{type(exc).__name__}: {exc}")
         raise
-    finally:
-        structlog.contextvars.unbind_contextvars("run_id")
-    final = SearchState.model_validate(graph.get_state(cfg).values)
-    ctx.store.update_run(
-        run_id,
-        status="finished",
-        done_reason=final.done_reason,
-        rounds_used=final.rounds_used,
-        best_candidate_id=final.best.candidate_id if final.best else None,
-        best_evaluation_id=final.best.evaluation_id if final.best else None,
-        best_score=final.best.score if final.best else None,
-    )
-    saver.conn.close()
+
+
+def _resume_command(graph: Any, cfg: dict[str, Any], ctx: SearchContext) -> Command | None:
+    """``Command(resume={interrupt id: answer})`` for the pauses already answered in the store; None when none is."""
+    answers = resume_map(waiting_prompts(graph.get_state(cfg), ctx.store, ctx.run_id), ctx.store, ctx.run_id)
+    return Command(resume=answers) if answers else None
+
+
+def _waiting(ctx: SearchContext, snapshot: Any) -> RunOutcome:
+    """The run paused and nothing recorded answers it: status ``waiting``, nothing runs until someone answers."""
+    pending = waiting_prompts(snapshot, ctx.store, ctx.run_id)
+    if not pending:
+        message = f"the graph stopped before {', '.join(snapshot.next)} without a pause to answer"
+        ctx.store.update_run(ctx.run_id, status="interrupted", error=message)
+        raise KsearchError(message, hint=f"try: ksearch resume {ctx.run_id}")
+    state = SearchState.model_validate(snapshot.values)
+    ctx.store.update_run(ctx.run_id, status="waiting")
+    log.info("run.waiting", run_id=ctx.run_id, keys=[w.prompt.key for w in pending])
     return RunOutcome(
-        run_id=run_id,
-        status="finished",
-        done_reason=final.done_reason,
-        rounds_used=final.rounds_used,
-        best=final.best,
-        world_model=final.world_model,
+        run_id=ctx.run_id,
+        status="waiting",
+        done_reason=None,
+        rounds_used=state.rounds_used,
+        best=state.best,
+        world_model=state.world_model,
+        pending=pending,
     )
 
 

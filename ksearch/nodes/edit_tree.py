@@ -18,7 +18,9 @@ from ksearch.agent.fallback import ensure_frontier
 from ksearch.agent.prompting import tree_view
 from ksearch.agent.selection import SelectionPolicy, select_actions
 from ksearch.agent.state import CycleState, SearchState
+from ksearch.agent.steering import TREE_ACTS, apply_act
 from ksearch.agent.world_model import WorldModel
+from ksearch.store.steering import APPLIED, REJECTED, claim_acts, settle_act
 
 log = structlog.get_logger(__name__)
 
@@ -52,12 +54,14 @@ def edit_tree(state: SearchState, runtime: Runtime[SearchContext]) -> Command[Li
     if errors:
         log.warning("edit_tree.gave_up_on_plan", run_id=ctx.run_id, errors=errors[:5])
 
+    wm, approval_required = apply_steering(state, wm, ctx, runtime)
     wm, inserted = ensure_frontier(wm, round_index=state.rounds_used)
     if inserted:
         log.info("edit_tree.fallback_action", run_id=ctx.run_id, node_id=inserted)
     ctx.store.record_snapshot(ctx.run_id, state.step, "edit_tree", wm.model_dump_json())
 
-    reset = {"world_model": wm, "edit_errors": [], "edit_attempt": 0, "plan_reply": None, "plan_error": None}
+    reset = {"world_model": wm, "edit_errors": [], "edit_attempt": 0, "plan_reply": None, "plan_error": None,
+             "approval_required": approval_required}  # fmt: skip
     remaining = cfg.max_rounds - state.rounds_used
     selected = select_actions(wm, cfg.parallel_cycles, SelectionPolicy(max_difficulty=cfg.max_difficulty))
     if remaining <= 0 or not selected:
@@ -71,6 +75,27 @@ def edit_tree(state: SearchState, runtime: Runtime[SearchContext]) -> Command[Li
         {"event": "selected", "nodes": [{"node_id": n, "title": wm.nodes[n].action.title} for n in selected]}  # type: ignore[union-attr]
     )
     return Command(goto=sends, update={**reset, "cycles_started": state.cycles_started + len(sends), "evidence": []})
+
+
+def apply_steering(
+    state: SearchState, wm: WorldModel, ctx: SearchContext, runtime: Runtime[SearchContext]
+) -> tuple[WorldModel, bool]:
+    """Apply the steering acts due at this step, in the order they were given (``ksearch steer``, from any process).
+
+    Claiming stamps each act with this step first, so a re-run of this node after a crash applies the same acts to
+    the same checkpointed tree; their outcomes are recorded again, identically."""
+    approval = state.approval_required
+    for row in claim_acts(ctx.store, ctx.run_id, state.step, TREE_ACTS):
+        outcome = apply_act(wm, approval, row["act"], row["args"], step=state.step, round_index=state.rounds_used)
+        wm, approval = outcome.world_model, outcome.approval_required
+        status = APPLIED if outcome.ok else REJECTED
+        settle_act(ctx.store, row["id"], status=status, result=outcome.message, applied_round=state.rounds_used)
+        log.info("edit_tree.steered", run_id=ctx.run_id, act=row["act"], args=row["args"], status=status,
+                 result=outcome.message)  # fmt: skip
+        runtime.stream_writer(
+            {"event": "steered", "act": row["act"], "author": row["author"], "ok": outcome.ok, "message": outcome.message}
+        )
+    return wm, approval
 
 
 def cycle_sends(wm: WorldModel, selected: list[str], state: SearchState, ctx: SearchContext, remaining: int) -> list[Send]:

@@ -6,17 +6,20 @@ import structlog
 from langgraph.runtime import Runtime
 
 from ksearch.agent.context import SearchContext
+from ksearch.agent.interactive import Prompt, ReplyFormat, approval_key, ask
 from ksearch.agent.promotion import Decision, comparison_record, decide
 from ksearch.agent.state import BestRef, SearchState
-from ksearch.agent.world_model import SolutionRef, attach_solution, mark_failed
+from ksearch.agent.steering import Act
+from ksearch.agent.world_model import SolutionRef, WorldModel, attach_solution, mark_failed
+from ksearch.contracts.evaluation import Evaluation
 from ksearch.store import ensure_comparison, find_comparison
+from ksearch.store.steering import APPLIED, PENDING, add_act, find_decision, settle_act
 
 log = structlog.get_logger(__name__)
 
 
 def prune(state: SearchState, runtime: Runtime[SearchContext]) -> dict:
     ctx = runtime.context
-    cfg = ctx.config
     wm = state.world_model
     best = state.best
     rounds = state.rounds_used
@@ -40,6 +43,8 @@ def prune(state: SearchState, runtime: Runtime[SearchContext]) -> dict:
         )
         wm = attach_solution(wm, result.node_id, ref)
         decision = promotion_decision(ctx, best, result.best_candidate_id, evaluation.score)
+        if decision.promote and state.approval_required:
+            decision = approved_decision(ctx, state, wm, best, result.node_id, result.best_candidate_id, evaluation, decision)
         log.info(
             "prune.promotion",
             run_id=ctx.run_id,
@@ -85,6 +90,53 @@ def prune(state: SearchState, runtime: Runtime[SearchContext]) -> dict:
         "step": state.step + 1,
         "done_reason": done,
     }
+
+
+def approved_decision(
+    ctx: SearchContext,
+    state: SearchState,
+    wm: WorldModel,
+    best: BestRef | None,
+    node_id: str,
+    candidate_id: str,
+    evaluation: Evaluation,
+    decision: Decision,
+) -> Decision:
+    """A promotion that steering requires a person to approve: the run pauses (an interrupt) until someone answers
+    with ``ksearch steer RUN approve|reject``. The answer is an act in the store, so a replay decides alike."""
+    key = approval_key(state.step, candidate_id)
+    found = find_decision(ctx.store, ctx.run_id, state.step, candidate_id)
+    if found is None:
+        node = wm.nodes[node_id]
+        title = node.action.title if node.action else node_id
+        incumbent = "none yet" if best is None else f"node {best.node_id}, candidate {best.candidate_id} ({best.score})"
+        prompt = Prompt(
+            kind="approval",
+            key=key,
+            role="person",
+            prompt=(
+                f"Promote a new best?\n\nNode {node_id}: {title}\nCandidate {candidate_id}: {evaluation.summary()}\n"
+                f"Current best: {incumbent}\nWhy it would be promoted: {decision.reason}\n\n"
+                "Answer with `ksearch steer RUN approve` or `ksearch steer RUN reject`."
+            ),
+            reply_format=ReplyFormat(kind="approval", description="approve or reject"),
+            details={"step": state.step, "node_id": node_id, "candidate_id": candidate_id, "reason": decision.reason},
+        )
+        answer = ask(prompt)  # pauses the run here; resumed by `ksearch steer RUN approve|reject`
+        found = find_decision(ctx.store, ctx.run_id, state.step, candidate_id)
+        if found is None:  # a client resumed the graph with the answer itself: record it as an act
+            act = Act.APPROVE if answer == Act.APPROVE.value else Act.REJECT
+            args = {"candidate_id": candidate_id, "node_id": node_id, "step": state.step}
+            add_act(ctx.store, ctx.run_id, act.value, args, "resume", status=APPLIED, applied_step=state.step,
+                    applied_round=state.rounds_used, result=f"{act.value}d")  # fmt: skip
+            found = find_decision(ctx.store, ctx.run_id, state.step, candidate_id)
+            assert found is not None
+    if found["status"] == PENDING:  # copied from the run this one replays
+        settle_act(ctx.store, found["id"], status=APPLIED, result=f"{found['act']}d", applied_round=state.rounds_used,
+                   applied_step=state.step)  # fmt: skip
+    if found["act"] == Act.APPROVE.value:
+        return decision.model_copy(update={"reason": f"{decision.reason}; approved by {found['author']}"})
+    return Decision(promote=False, reason=f"rejected by {found['author']} ({decision.reason})")
 
 
 def promotion_decision(ctx: SearchContext, best: BestRef | None, challenger_id: str, score: float | None) -> Decision:

@@ -7,6 +7,7 @@ from langgraph.runtime import Runtime
 
 from ksearch.agent.context import SearchContext
 from ksearch.agent.cycle_logic import PromptKind, choose_prompt
+from ksearch.agent.interactive import ReplyFormat
 from ksearch.agent.prompting import action_view, clip, render, template_text
 from ksearch.agent.state import CycleState
 from ksearch.agent.world_model import Node
@@ -15,6 +16,12 @@ from ksearch.contracts.candidate import Candidate
 from ksearch.tools.code_extract import extract_code
 
 log = structlog.get_logger(__name__)
+
+CODE_REPLY = ReplyFormat(
+    kind="code",
+    description="the complete Python module (imports, kernels, the task's entry point) in ONE ```python fenced block; "
+    "a bare module with no fences is taken whole",
+)
 
 SITUATION_TEMPLATE = {
     PromptKind.ACTION_ON_BASE: "situation_action_on_base",
@@ -68,7 +75,7 @@ def write_kernel(state: CycleState, runtime: Runtime[SearchContext]) -> dict:
 def _ask_for_code(ctx: SearchContext, call_key: str, prompt: str) -> tuple[str | None, str | None]:
     """The module in the coder's reply, with one repair round when the reply holds no usable code."""
     language = ctx.config.language
-    reply = ctx.llm.complete("coder", call_key, prompt).reply
+    reply = ctx.llm.complete("coder", call_key, prompt, reply_format=CODE_REPLY).reply
     try:
         return extract_code(reply, language), None
     except ModelReplyError as first_error:
@@ -76,7 +83,7 @@ def _ask_for_code(ctx: SearchContext, call_key: str, prompt: str) -> tuple[str |
             f"{prompt}\n\n# Your previous reply could not be used\n{first_error}\n\n"
             "Reply with the complete module in one ```python block."
         )
-        reply = ctx.llm.complete("coder", f"{call_key}#repair1", repair).reply
+        reply = ctx.llm.complete("coder", f"{call_key}#repair1", repair, reply_format=CODE_REPLY).reply
         try:
             return extract_code(reply, language), None
         except ModelReplyError as exc:

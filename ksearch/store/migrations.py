@@ -146,3 +146,31 @@ def migrate(db: sqlite_utils.Database) -> list[str]:
             db["_migrations"].insert({"name": fn.__name__, "applied_at": time.time()})
         applied.append(fn.__name__)
     return applied
+
+
+@migration
+def m003_interactive(db: sqlite_utils.Database) -> None:
+    """People and agents in the loop: the steering act log; on runs, the fork point and the process driving it."""
+    db["steering"].create(
+        {
+            "id": int,
+            "run_id": str,
+            "act": str,
+            "args": str,
+            "author": str,
+            "status": str,
+            "at_step": int,
+            "applied_step": int,
+            "applied_round": int,
+            "result": str,
+            "copied_from": str,
+            "created_at": float,
+            "applied_at": float,
+        },
+        pk="id",
+        foreign_keys=[("run_id", "runs", "id")],
+    )
+    db["steering"].create_index(["run_id", "status"])
+    db["runs"].add_column("fork_round", int)
+    db["runs"].add_column("driver", str)
+

@@ -190,6 +190,14 @@ class Store:
         with self._write() as db:
             db["llm_calls"].insert(row, ignore=True)
 
+    def note_llm_call_error(self, run_id: str, call_key: str, error: str) -> None:
+        """Set the error of a call recorded without one (a person's reply is validated when the graph reads it)."""
+        with self._write() as db:
+            db.execute(
+                "update llm_calls set error = ? where run_id = ? and call_key = ? and error is null",
+                [error, run_id, call_key],
+            )
+
     def list_llm_calls(self, run_id: str) -> list[dict[str, Any]]:
         return self._query("select * from llm_calls where run_id = ? order by id", [run_id])
 

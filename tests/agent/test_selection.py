@@ -56,6 +56,7 @@ def test_lexicographic_order_of_the_remaining_keys() -> None:
         "rating": 8.0,
         "deferred": False,
         "revived": False,
+        "pinned": False,
     }
 
 

@@ -1,0 +1,283 @@
+"""The MCP server (``ksearch mcp``): what a coding agent needs to run and steer searches, over stdio.
+
+Built on the official ``mcp`` Python SDK (``MCPServer``, formerly FastMCP; ``pip install 'ksearch[mcp]'``). Every
+tool calls the same flows as the CLI. Tools that move a run on (``start_run``, ``respond``, ``steer`` approvals,
+``fork_run``) record what they must, then drive the run in a background ``ksearch resume RUN`` process and wait for
+it at most ``wait_s`` seconds: with ``--model interactive`` the run pauses within seconds at its next prompt, which
+the tool returns; with a real model the run goes on in the background (its output in
+``WORKSPACE/logs/RUN.driver.log``) and the agent polls ``pending`` or ``show_run``. The server itself never runs a
+graph or a kernel, so it stays responsive and its stdout carries nothing but the protocol.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+
+from ksearch.agent.config import BudgetConfig, RunConfig
+from ksearch.errors import KsearchError
+from ksearch.flows import fork as fork_flow
+from ksearch.flows import inspect as inspect_flow
+from ksearch.flows import interactive as interactive_flow
+from ksearch.flows import run as run_flow
+from ksearch.flows import steering as steering_flow
+from ksearch.flows.evaluate import evaluate_file, resolve_device
+from ksearch.flows.workspace import workspace_dir
+
+INSTRUCTIONS = """ksearch searches for fast, correct GPU kernels with an LLM in the loop. With model "interactive" YOU are
+the LLM: start_run returns the first prompt; answer each with respond (a JSON edit script for planner prompts, a
+complete Python module for coder prompts, as each prompt's reply_format says) until the run finishes. steer pins,
+prunes, revives or adds hypotheses; show_run shows the tree and every round; eval_file checks a kernel on its own."""
+
+
+class BackgroundDrivers:
+    """One ``ksearch resume RUN`` process per run at a time; the caller waits for it to pause or end, or not."""
+
+    def __init__(self, workspace: Path) -> None:
+        self.workspace = workspace.resolve()
+        self._procs: dict[str, subprocess.Popen[bytes]] = {}
+        self._lock = threading.Lock()
+
+    def log_path(self, run_id: str) -> Path:
+        return self.workspace / "logs" / f"{run_id}.driver.log"
+
+    def start(self, run_id: str) -> None:
+        """Drive ``run_id`` in the background, unless this server already does (that process takes new answers)."""
+        with self._lock:
+            proc = self._procs.get(run_id)
+            if proc is not None and proc.poll() is None:
+                return
+            log = self.log_path(run_id)
+            log.parent.mkdir(parents=True, exist_ok=True)
+            with log.open("ab") as sink:
+                self._procs[run_id] = subprocess.Popen(
+                    [sys.executable, "-m", "ksearch.cli", "--workspace", str(self.workspace), "resume", run_id],
+                    stdin=subprocess.DEVNULL,
+                    stdout=sink,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,  # a run outlives the agent's session; it stops itself when it pauses
+                    env={**os.environ, "PYTHONUNBUFFERED": "1"},
+                )
+
+    def wait(self, run_id: str, wait_s: float) -> dict[str, Any]:
+        """Wait up to ``wait_s`` for the driver to stop (the run paused or ended); then report the run."""
+        deadline = time.monotonic() + max(0.0, wait_s)
+        while True:
+            proc = self._procs.get(run_id)
+            if proc is None or proc.poll() is not None:
+                view = interactive_flow.pending(run_id, workspace=self.workspace)
+                if any(w.answered for w in view.prompts) and time.monotonic() < deadline:
+                    self.start(run_id)  # an answer arrived as the driver let go: drive again
+                    continue
+                break
+            if time.monotonic() >= deadline:
+                break
+            time.sleep(0.2)
+        return self.report(run_id)
+
+    def report(self, run_id: str) -> dict[str, Any]:
+        row = inspect_flow.run_row(run_id, self.workspace)
+        proc = self._procs.get(run_id)
+        view = interactive_flow.pending(row["id"], workspace=self.workspace)
+        report: dict[str, Any] = {
+            "run_id": row["id"],
+            "status": row["status"],
+            "driving": proc is not None and proc.poll() is None,
+            "rounds_used": row["rounds_used"],
+            "done_reason": row["done_reason"],
+            "best_score": row["best_score"],
+            "best_candidate_id": row["best_candidate_id"],
+            "error": row["error"],
+            "pending": [w.model_dump(mode="json") for w in view.prompts if not w.answered],
+        }
+        if proc is not None and proc.poll() not in (None, 0):
+            report["driver_log_tail"] = _tail(self.log_path(row["id"]))
+        return report
+
+
+def _tail(path: Path, limit: int = 3000) -> str:
+    try:
+        return path.read_text(encoding="utf-8", errors="replace")[-limit:]
+    except OSError:
+        return ""
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def reported(fn: F) -> F:
+    """Turn our expected failures into the tool's error message (with the hint), which the agent reads; the SDK
+    hides any other exception's message as a crash."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except (KsearchError, KeyError, ValueError) as exc:
+            hint = getattr(exc, "hint", "")
+            raise ToolError(f"{exc}" + (f" (hint: {hint})" if hint else "")) from exc
+
+    return wrapper  # type: ignore[return-value]
+
+
+def build_server(workspace: Path | None = None) -> MCPServer:
+    """The server with its tools, on ``workspace`` (``--workspace``, ``$KSEARCH_WORKSPACE`` or ``./.ksearch``)."""
+    ws = workspace_dir(workspace).resolve()
+    drivers = BackgroundDrivers(ws)
+    server: MCPServer = MCPServer("ksearch", instructions=INSTRUCTIONS)
+
+    def tool(fn: F) -> F:
+        server.tool()(reported(fn))
+        return fn
+
+    @tool
+    def list_tasks() -> list[dict[str, Any]]:
+        """The tasks a run can search (built in, and registered by installed packages)."""
+        return [info.model_dump() for info in inspect_flow.list_tasks()]
+
+    @tool
+    def list_runs() -> list[dict[str, Any]]:
+        """The workspace's runs, newest first, with status, rounds and best score."""
+        keep = ("id", "task", "model", "device", "status", "rounds_used", "best_score", "done_reason", "parent_run_id")
+        return [{k: r.get(k) for k in keep} for r in inspect_flow.list_runs(ws)]
+
+    @tool
+    def start_run(
+        task: str,
+        model: str = "interactive",
+        device: str = "auto",
+        max_rounds: int = 10,
+        stagnation_window: int = 3,
+        parallel: int = 1,
+        language: str = "triton",
+        seed_from: str | None = None,
+        require_approval: bool = False,
+        base_url: str | None = None,
+        max_tokens: int | None = None,
+        run_id: str | None = None,
+        wait_s: float = 60.0,
+    ) -> dict[str, Any]:
+        """Start a search. model "interactive" makes you answer every LLM call (returns the first prompt); a
+        provider:model runs in the background (poll pending/show_run). device: auto, cuda, cuda:N or cpu."""
+        chosen = resolve_device(device)
+        canonical = inspect_flow.canonical_task(task, None, chosen)
+        config = RunConfig(
+            run_id=run_id or run_flow.new_run_id(Path(task).stem if task.endswith(".py") else task),
+            task=canonical,
+            language=language,
+            model=model,
+            base_url=base_url,
+            device=chosen,
+            max_rounds=max_rounds,
+            stagnation_window=stagnation_window,
+            parallel_cycles=parallel,
+            seed_from=str(Path(seed_from).resolve()) if seed_from else None,
+            require_approval=require_approval,
+            budget=BudgetConfig(max_total_tokens=max_tokens),
+        )
+        created = run_flow.create_run(config, workspace=ws)
+        drivers.start(created.run_id)
+        return drivers.wait(created.run_id, wait_s)
+
+    @tool
+    def pending(run_id: str) -> dict[str, Any]:
+        """What a run waits for: each prompt's key, role, full text (system and user) and expected reply format."""
+        return interactive_flow.pending(run_id, workspace=ws).as_json()
+
+    @tool
+    def respond(run_id: str, reply: str, key: str | None = None, wait_s: float = 60.0) -> dict[str, Any]:
+        """Answer the run's pending prompt (key: which one, when several wait), then let the run go on to its next
+        prompt or its end. The reply is recorded before anything else, so it is never lost."""
+        response = interactive_flow.respond(run_id, reply, key=key, workspace=ws, drive=False)
+        drivers.start(response.run_id)
+        return {"answered": response.key, **drivers.wait(response.run_id, wait_s)}
+
+    @tool
+    def steer(
+        run_id: str,
+        act: str,
+        node: str | None = None,
+        title: str | None = None,
+        description: str = "",
+        difficulty: int = 2,
+        score: float = 0.7,
+        expected_speedup: float | None = None,
+        rationale: str = "",
+        new_node_id: str | None = None,
+        pin: bool = False,
+        on: bool = True,
+        author: str = "mcp-agent",
+        wait_s: float = 60.0,
+    ) -> dict[str, Any]:
+        """Steer a run: pin|unpin|prune|revive (node), add (node = parent; title, ...), require-approval (on),
+        approve|reject (the promotion the run waits on; node picks one). Tree acts apply at the run's next step."""
+        if act == "add":
+            args: dict[str, Any] = {"parent_id": node, "title": title, "description": description,
+                                    "difficulty": difficulty, "score": score, "expected_speedup": expected_speedup,
+                                    "rationale": rationale, "node_id": new_node_id, "pin": pin}  # fmt: skip
+        elif act == "require-approval":
+            args = {"on": on}
+        else:
+            args = {"node_id": node} if node else {}
+        result = steering_flow.steer(run_id, act, args, author=author, workspace=ws, drive=False)
+        reply: dict[str, Any] = {"act_id": result.act_id, "act": result.act, "message": result.message}
+        if act in ("approve", "reject"):
+            drivers.start(result.run_id)
+            reply.update(drivers.wait(result.run_id, wait_s))
+        return reply
+
+    @tool
+    def fork_run(
+        run_id: str,
+        at_round: int,
+        model: str | None = None,
+        max_rounds: int | None = None,
+        device: str | None = None,
+        wait_s: float = 60.0,
+    ) -> dict[str, Any]:
+        """A new run continuing run_id from the end of round at_round, with another model or budget afterwards."""
+        updates = {"model": model, "max_rounds": max_rounds, "device": device}
+        config = fork_flow.create_fork(run_id, at_round, updates=updates, workspace=ws)
+        drivers.start(config.run_id)
+        return drivers.wait(config.run_id, wait_s)
+
+    @tool
+    def show_run(run_id: str, with_code: bool = True) -> dict[str, Any]:
+        """A run: its config and status, world-model tree, every round, LLM usage, steering acts and best kernel."""
+        view = inspect_flow.run_view(run_id, ws).as_json()
+        if not with_code:
+            view.pop("best_code", None)
+        return view
+
+    @tool
+    def eval_file(
+        task: str, path: str | None = None, code: str | None = None, device: str = "auto", timing_method: str | None = None
+    ) -> dict[str, Any]:
+        """Run the hardened evaluator on one kernel (a file path, or the module's code): verdict, per-config
+        results and timings with their spread. Untrusted code runs in a sandboxed process, never in the server."""
+        if (path is None) == (code is None):
+            raise ValueError("give exactly one of path and code")
+        with tempfile.TemporaryDirectory() as tmp:
+            file = Path(path) if path is not None else Path(tmp) / "kernel.py"
+            if code is not None:
+                file.write_text(code, encoding="utf-8")
+            evaluation = evaluate_file(task, file, device=device, timing_method=timing_method)
+        return {"summary": evaluation.summary(), **evaluation.model_dump(mode="json")}
+
+    return server
+
+
+def serve(workspace: Path | None = None) -> None:
+    """Serve over stdio until the client disconnects."""
+    build_server(workspace).run("stdio")

@@ -1,0 +1,92 @@
+"""scripts/interactive_drive.py on the CPU with the softmax task: the demo's replies, renamed by round and role, drive
+an interactive run in two calls of the script (it stops where the replies run out), through a repair, and the
+replay file it writes re-runs the same search."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ksearch.agent.config import RunConfig
+from ksearch.flows import run as runner
+
+pytestmark = pytest.mark.slow
+
+REPO = Path(__file__).resolve().parents[1]
+DEMO = REPO / "examples" / "softmax-demo.jsonl"
+SCRIPT = REPO / "scripts" / "interactive_drive.py"
+# The demo's call keys, named as a person writing replies round by round names them (one cycle of 4 rounds, a
+# new plan, a cycle of 2 rounds).
+NAMES = {
+    "plan:0:0": "r01-planner",
+    "write:c1:1": "r01-coder",
+    "write:c1:2": "r02-coder",
+    "write:c1:3": "r03-coder",
+    "write:c1:4": "r04-coder",
+    "plan:1:0": "r05-planner",
+    "write:c2:1": "r05-coder",
+    "write:c2:2": "write_c2_2",  # a file named by the call key answers too
+}
+
+
+def demo_replies() -> dict[str, str]:
+    lines = [line for line in DEMO.read_text().splitlines() if line.strip() and not line.startswith("//")]
+    return {entry["call_key"]: entry["reply"] for entry in map(json.loads, lines)}
+
+
+def drive(ws: Path, replies: Path, out: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    command = [sys.executable, str(SCRIPT), str(ws), str(replies), str(out), "--run-id", "hand", *extra]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=600, cwd=REPO,
+                          env={**os.environ, "PYTHONPATH": str(REPO)})  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done
+
+
+def test_replies_by_round_and_role_drive_a_run_until_they_run_out(tmp_path):
+    ws, replies, out = tmp_path / "ws", tmp_path / "replies", tmp_path / "out"
+    replies.mkdir()
+    demo = demo_replies()
+    for key in ("plan:0:0", "write:c1:1", "write:c1:2"):
+        (replies / f"{NAMES[key]}.md").write_text(demo[key])
+
+    first = drive(ws, replies, out, "--", "softmax", "--device", "cpu", "--max-rounds", "6", "--stagnation-window", "2")
+    summary = json.loads((out / "drive.json").read_text())
+    assert summary["status"] == "waiting" and summary["waiting_for"] == ["r03-coder"], first.stdout
+    assert [(r["round"], r["cycle"], r["verdict"]) for r in summary["trajectory"]] == [(1, "c1", "incorrect"), (2, "c1", "passed")]
+    assert sorted(p.name for p in (out / "prompts").iterdir()) == ["r01-coder.md", "r01-planner.md", "r02-coder.md", "r03-coder.md"]
+    planner = (out / "prompts" / "r01-planner.md").read_text()
+    assert "WORLD MODEL (planner)" in planner and '"ops"' in planner  # the prompt and the JSON schema of the reply
+    assert "write the reply as" in first.stdout and "r03-coder.md" in first.stdout
+
+    # The rest of the replies; the second plan's first reply is no edit script, so its repair prompt asks again.
+    for key in ("write:c1:3", "write:c1:4", "write:c2:1", "write:c2:2"):
+        (replies / f"{NAMES[key]}.md").write_text(demo[key])
+    (replies / "r05-planner.md").write_text("I would rather tile by two rows first.")
+    (replies / "r05-planner-repair1.md").write_text(demo["plan:1:0"])
+    drive(ws, replies, out, "--save-db", str(out / "ksearch.db"))
+    summary = json.loads((out / "drive.json").read_text())
+    assert summary["status"] == "finished" and summary["rounds_used"] == 6 and summary["waiting_for"] == []
+    assert [r["round"] for r in summary["trajectory"]] == [1, 2, 3, 4, 5, 6]
+    assert summary["best_candidate_id"] and all(r["action"] for r in summary["trajectory"])
+    assert "| 6 | c2 | 2 |" in (out / "trajectory.md").read_text()
+    assert "no JSON object" in (out / "prompts" / "r05-planner-repair1.md").read_text()
+
+    # The saved database is one consistent file holding the whole run.
+    with sqlite3.connect(out / "ksearch.db") as db:
+        assert db.execute("select status, rounds_used from runs where id = 'hand'").fetchone() == ("finished", 6)
+
+    # replies.jsonl is a replay file, labelled hand-written, that re-runs the same search.
+    lines = (out / "replies.jsonl").read_text().splitlines()
+    assert lines[0].startswith("// HAND-WRITTEN") and json.loads(lines[1])["note"].startswith("HAND-WRITTEN")
+    assert [json.loads(line)["call_key"] for line in lines[1:]][5:8] == ["plan:1:0", "plan:1:0#repair1", "write:c2:1"]
+    config = RunConfig(run_id="again", task="softmax", model=f"replay:{out / 'replies.jsonl'}", device="cpu",
+                       max_rounds=6, stagnation_window=2)  # fmt: skip
+    again = runner.start_run(config, workspace=ws)
+    assert again.status == "finished" and again.best is not None
+    assert again.best.candidate_id == summary["best_candidate_id"]
