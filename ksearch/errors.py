@@ -28,6 +28,12 @@ class RunNotFoundError(UserError):
     hint = "list runs with: ksearch runs"
 
 
+class SkillNotFoundError(UserError):
+    """No skill of that id (or snapshot) in the workspace."""
+
+    hint = "list skills with: ksearch skills list"
+
+
 class MissingApiKeyError(UserError):
     """The provider needs an API key that is not in the environment."""
 
