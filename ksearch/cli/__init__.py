@@ -11,7 +11,7 @@ from typing import Annotated
 
 import typer
 
-from ksearch.cli import evaluation, inspect, search
+from ksearch.cli import evaluation, inspect, search, skills
 from ksearch.cli._common import WorkspaceOpt, err
 from ksearch.errors import KsearchError
 from ksearch.flows.workspace import workspace_dir
@@ -24,6 +24,7 @@ app = typer.Typer(
 )
 for _module in (search, inspect, evaluation):
     app.registered_commands.extend(_module.app.registered_commands)
+app.add_typer(skills.app, name="skills")  # a group of commands: ksearch skills list|show|export|import|learn
 
 
 @app.callback()
