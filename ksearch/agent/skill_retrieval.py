@@ -115,7 +115,7 @@ def skills_block(
     if snapshot is None:
         return "(skills are off for this run)"
     chosen = retrieve(views, context, code, query, k)
-    where = f"task family {context.family}, language {context.language}, device {context.arch}"
+    where = f"task family {context.family}, language {context.language}, architecture {context.arch}"
     if not chosen:
         return f"(no skill of this run's library snapshot fits {where} and the current code)"
     lines = [

@@ -111,11 +111,12 @@ ROWS_DRAFT = {
 
 
 def learn_script(path: Path) -> Path:
-    """Simplifier and lifter replies for a walk over the expert: remove row batching (accepted), drop the max
-    subtraction (wrong: rejected), remove online softmax (accepted), done; then lift the two accepted steps."""
+    """Simplifier and lifter replies for a walk over the expert: remove row batching (accepted), drop the running
+    maximum (wrong: rejected), remove online softmax (accepted), done; then lift the two accepted steps."""
     entries = [
         ("simplify:1", simplify_reply("row_batching", "launch", "several rows per program", ONLINE_ONE_ROW)),
-        ("simplify:2", simplify_reply("numerical_stability", "softmax.row_loop", "the running maximum", NO_MAX_SUBTRACTION)),
+        ("simplify:2", simplify_reply("online_softmax", "softmax.row_loop", "the running maximum and its rescaling",
+                                      NO_MAX_SUBTRACTION)),
         ("simplify:3", simplify_reply("online_softmax", "softmax.row_loop", "the online max/sum loop", WHOLE_ROW)),
         ("simplify:4", DONE_REPLY),
         ("lift:3", json.dumps(ONLINE_DRAFT)),
