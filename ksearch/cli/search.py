@@ -52,6 +52,8 @@ def run(
     kernelbench_root: KernelBenchRootOpt = None,
     baseline: BaselineOpt = "eager",
     seed_from: Annotated[Path | None, typer.Option("--seed-from", help="Continue from this solution file: it is evaluated first and the first cycles edit it.")] = None,
+    skills: Annotated[bool, typer.Option("--skills/--no-skills", help="Show the planner fitting skills from a frozen snapshot of the library and record trials of the ones it applies.")] = True,
+    lift_skills: Annotated[bool, typer.Option("--lift-skills/--no-lift-skills", help="Lift a candidate skill from every significantly faster parent -> child edge (paired; GPU only).")] = True,
 ) -> None:
     """Search for a fast, correct kernel for TASK."""
     if device == "auto":
@@ -81,6 +83,8 @@ def run(
                 price_output_per_mtok=price_output,
             ),
             seed_from=str(seed_from) if seed_from is not None else None,
+            skills=skills,
+            lift_skills=lift_skills,
         )
     except ValidationError as exc:
         fail_validation(exc)

@@ -123,7 +123,8 @@ def learn_script(path: Path) -> Path:
         ("lift:1", json.dumps(ROWS_DRAFT)),
     ]
     with path.open("w") as f:
-        f.write("// SCRIPTED replies for a skills-learning test: written by hand, not a real model's output\n")
+        f.write("// SCRIPTED replies for `ksearch skills learn examples/softmax_expert.py --task softmax`, written by hand by\n"
+                "// the ksearch authors: NOT a real model's output (tests and the README demo use them)\n")
         for key, reply in entries:
             f.write(json.dumps({"call_key": key, "reply": reply}) + "\n")
     return path
