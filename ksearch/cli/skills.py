@@ -120,7 +120,7 @@ def learn(
     ctx: typer.Context,
     file: Annotated[Path, typer.Argument(help="The expert kernel: a complete module that passes `ksearch eval TASK FILE`.")],
     task: Annotated[str, typer.Option("--task", "-t", help="The task it solves (see `ksearch tasks`).")],
-    model: Annotated[str, typer.Option("--model", "-m", help="provider:model, or replay:FILE of scripted replies.")],
+    model: Annotated[str, typer.Option("--model", "-m", help="provider:model, replay:FILE of scripted replies, or replay:SESSION (an earlier learn session's replies, e.g. to re-time a CPU walk on a GPU).")],
     device: Annotated[str, typer.Option(help="auto, cuda / cuda:N, or cpu (correctness only: effects are not measured).")] = "auto",
     language: Annotated[str, typer.Option(help="Kernel language.")] = "triton",
     base_url: Annotated[str | None, typer.Option(help="OpenAI-compatible server URL.")] = None,

@@ -12,12 +12,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from langchain_core.language_models import BaseChatModel
 from pydantic import ValidationError
 
 from ksearch.agent.config import RunConfig
 from ksearch.agent.llm import LLMClient
 from ksearch.agent.promotion import comparison_record
 from ksearch.agent.recorder import StoreRecorder
+from ksearch.agent.replay import ReplayChatModel, ReplayEntry
 from ksearch.agent.skill_learning import LiftInput, lift_skill, measurement_text
 from ksearch.agent.skill_library import (
     library_views,
@@ -214,7 +216,7 @@ def learn_from_expert(
     config = RunConfig(run_id=session, task=resolved.name, model=model, base_url=base_url, device=device, language=language)
     store = open_store(workspace)
     try:
-        llm = LLMClient(build_model(config, store), StoreRecorder(store, session), model_name=model)
+        llm = LLMClient(learn_model(config, store), StoreRecorder(store, session), model_name=model)
         kernels = _Kernels(store, resolved.name, resolved.entry_point, language, device, info.eval_key(resolved.name),
                            compare_rounds)  # fmt: skip
         emit("expert", {"session": session, "context": context.model_dump()})
@@ -237,6 +239,19 @@ def learn_from_expert(
         store.close()
     return LearnReport(session=session, task=resolved.name, context=context, expert_candidate_id=expert_id,
                        expert=expert, walk=walk, skills=views, lift_errors=errors)  # fmt: skip
+
+
+def learn_model(config: RunConfig, store: Store) -> BaseChatModel:
+    """The run's model factory, plus ``replay:SESSION``: the recorded replies of an earlier learn session (for
+    example, a session walked on the CPU replayed on a GPU, where the steps are timed)."""
+    source = config.model.removeprefix("replay:")
+    if config.model.startswith("replay:") and not Path(source).exists():
+        calls = [c for c in store.list_llm_calls(source) if c["reply"] is not None]
+        if calls:
+            entries = [ReplayEntry(reply=c["reply"], call_key=c["call_key"], input_tokens=c["input_tokens"] or 0,
+                                   output_tokens=c["output_tokens"] or 0) for c in calls]  # fmt: skip
+            return ReplayChatModel(entries=entries, model_name=config.model)
+    return build_model(config, store)  # a replay:FILE that does not exist fails here, with the factory's message
 
 
 class _Kernels:

@@ -20,16 +20,16 @@ from tests.helpers.skill_scripts import EXPERT_FILE, ONLINE_ONE_ROW, learn_scrip
 pytestmark = pytest.mark.slow
 
 
-def learn(ws, script, session: str):
+def learn(ws, model: str, session: str):
     result = CliRunner().invoke(app, ["--workspace", str(ws), "skills", "learn", str(EXPERT_FILE), "--task", "softmax",
-                                      "--model", f"replay:{script}", "--device", "cpu", "--session", session, "--json"])  # fmt: skip
+                                      "--model", model, "--device", "cpu", "--session", session, "--json"])  # fmt: skip
     assert result.exit_code == 0, result.output
     return json.loads(result.stdout)
 
 
 def test_learn_from_an_expert_kernel_then_apply_a_skill_in_a_search(tmp_path):
     ws, script = tmp_path / "ws", learn_script(tmp_path / "learn.jsonl")
-    report = learn(ws, script, "learn-1")
+    report = learn(ws, f"replay:{script}", "learn-1")
 
     walk = report["walk"]
     assert walk["termination"] == "complete"
@@ -62,11 +62,17 @@ def test_learn_from_an_expert_kernel_then_apply_a_skill_in_a_search(tmp_path):
         store.close()
 
     # the same session again: every call and evaluation is found, nothing is paid for or run twice
-    again = learn(ws, script, "learn-1")
+    again = learn(ws, f"replay:{script}", "learn-1")
     assert [v["skill"]["skill_id"] for v in again["skills"]] == [v["skill"]["skill_id"] for v in report["skills"]]
+    # and a new session replaying this one's recorded replies (how a CPU walk is re-timed on a GPU)
+    replayed = learn(ws, "replay:learn-1", "learn-2")
+    assert [s["accepted"] for s in replayed["walk"]["steps"]] == [True, False, True]
+    assert {v["skill"]["skill_id"] for v in replayed["skills"]} == {v["skill"]["skill_id"] for v in report["skills"]}
     store = runner.open_store(ws)
     try:
         assert len(store.list_llm_calls("learn-1")) == 6 and store.db["evaluations"].count == evaluations
+        assert all(c["replayed"] for c in store.list_llm_calls("learn-2"))
+        assert {e.run_id for e in load_evidence(store, online.skill_id)} == {"learn-1", "learn-2"}
     finally:
         store.close()
 
