@@ -51,7 +51,8 @@ from ksearch.flows.run import build_model
 from ksearch.flows.workspace import open_store
 from ksearch.store import Store, ensure_comparison, find_comparison
 from ksearch.tasks.registry import prepare_task
-from ksearch.tools.evaluator import EvalRequest, compare, evaluate
+from ksearch.tools.evaluator import EvalRequest
+from ksearch.tools.executors.local import LocalExecutor
 from ksearch.tools.fingerprint import probe_device
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -215,10 +216,11 @@ def learn_from_expert(
     session = session or new_session_id(file)
     config = RunConfig(run_id=session, task=resolved.name, model=model, base_url=base_url, device=device, language=language)
     store = open_store(workspace)
+    executor = LocalExecutor()
     try:
         llm = LLMClient(learn_model(config, store), StoreRecorder(store, session), model_name=model)
-        kernels = _Kernels(store, resolved.name, resolved.entry_point, language, device, info.eval_key(resolved.name),
-                           compare_rounds)  # fmt: skip
+        kernels = _Kernels(store, executor, resolved.name, resolved.entry_point, language, device,
+                           info.eval_key(resolved.name), compare_rounds)  # fmt: skip
         emit("expert", {"session": session, "context": context.model_dump()})
         expert_id, expert = kernels.evaluate(expert_code)
         if not expert.passed:
@@ -236,6 +238,7 @@ def learn_from_expert(
         emit("walk_done", {"termination": walk.termination, "reason": walk.reason})
         views, errors = _lift_walk(store, llm, walk, context, session, resolved.name, resolved.spec(language), emit)
     finally:
+        executor.close()
         store.close()
     return LearnReport(session=session, task=resolved.name, context=context, expert_candidate_id=expert_id,
                        expert=expert, walk=walk, skills=views, lift_errors=errors)  # fmt: skip
@@ -257,9 +260,9 @@ def learn_model(config: RunConfig, store: Store) -> BaseChatModel:
 class _Kernels:
     """Code -> stored candidate -> cached evaluation, and cached paired comparisons, for one learning session."""
 
-    def __init__(self, store: Store, task: str, entry_point: str, language: str, device: str, eval_key: str,
-                 rounds: int) -> None:  # fmt: skip
-        self.store, self.task, self.entry_point, self.language = store, task, entry_point, language
+    def __init__(self, store: Store, executor: LocalExecutor, task: str, entry_point: str, language: str, device: str,
+                 eval_key: str, rounds: int) -> None:  # fmt: skip
+        self.store, self.executor, self.task, self.entry_point, self.language = store, executor, task, entry_point, language
         self.device, self.eval_key, self.rounds = device, eval_key, rounds
 
     def request(self, candidate: Candidate) -> EvalRequest:
@@ -271,7 +274,7 @@ class _Kernels:
         found = self.store.find_evaluation(cid, self.eval_key)
         if found is not None:
             return cid, found[1]
-        evaluation = evaluate(self.request(candidate))
+        evaluation = self.executor.evaluate(self.request(candidate))
         self.store.record_evaluation(cid, self.eval_key, evaluation)
         return cid, evaluation
 
@@ -280,7 +283,7 @@ class _Kernels:
             return None
         record = find_comparison(self.store, incumbent_id, challenger_id, self.eval_key)
         if record is None:
-            measured = compare(
+            measured = self.executor.compare(
                 self.request(self.store.get_candidate(incumbent_id)),
                 self.request(self.store.get_candidate(challenger_id)),
                 rounds=self.rounds,
