@@ -24,7 +24,8 @@ What it does, all through ksearch's own flows (the real walk, lifter, store, gra
 Results go to OUT: ``results.json`` (rewritten after each phase, so a run cut short keeps what it measured), the
 learn report, the planner and coder prompts that show the skill, the workspace (``OUT/ws``, inspect it with
 ``ksearch --workspace OUT/ws skills list`` or ``ksearch --workspace OUT/ws show search``). Running it again on the same
-OUT reuses every recorded reply and cached evaluation (a finished search is not run again).
+OUT reuses every recorded reply and cached evaluation (a finished search is not run again; an interrupted one is
+resumed), so a run cut off by a time limit can simply be started again; use a new OUT for another ``--walk``.
 """
 
 from __future__ import annotations
