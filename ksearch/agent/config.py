@@ -70,3 +70,15 @@ class RunConfig(BaseModel):
     """Set when this run continues another run's checkpoint (``ksearch fork``)."""
     fork_round: int | None = None
     """The round of ``fork_of`` this run continues from."""
+    skills: bool = True
+    """Use the skill library: freeze a snapshot of it at the start, show fitting skills to the planner, and record
+    each cycle of an action that applies a skill as evidence on that skill."""
+    lift_skills: bool = True
+    """Lift a candidate skill from every parent -> child edge that a paired re-measurement shows significantly
+    faster (on a GPU; nothing is timed on the CPU). One LLM call (role skill_lifter) per such edge."""
+    skills_in_prompt: int = Field(default=5, ge=0, le=20)
+    """How many retrieved skills the planner sees per planning step."""
+    skill_lift_min_speedup: float = Field(default=1.03, ge=1.0)
+    """An edge is lifted only when the lower end of the 95 % interval of its paired speedup reaches this."""
+    skill_snapshot: str | None = None
+    """The run's frozen skill library (set by ``start_run``; resume and replay use the same one)."""

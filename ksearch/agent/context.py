@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ksearch.agent.config import RunConfig
 from ksearch.agent.llm import LLMClient
+from ksearch.agent.skills import SkillContext, SkillView
 from ksearch.tasks.base import Task
 from ksearch.contracts.candidate import Candidate
 from ksearch.contracts.evaluation import Evaluation
@@ -33,6 +34,10 @@ class SearchContext:
     """GPUs leased one evaluation at a time (None on the CPU): profile and promotion time on a leased device."""
     compare: Callable[..., Any] | None = None
     """``compare(incumbent, challenger, *, rounds)``: the paired re-measurement promotion needs; None = single rule."""
+    skill_context: SkillContext | None = None
+    """The run's task family, language and architecture: the hard-filter key of skill retrieval."""
+    skills: list[SkillView] = field(default_factory=list)
+    """The run's frozen skill library (``config.skill_snapshot``), loaded once; never the live library."""
     close: Callable[[], None] | None = None
     """Stops the evaluator's processes (checkers, pre-started workers) when the run ends."""
 

@@ -27,6 +27,7 @@ from ksearch.agent.world_model import (
     NodeStatus,
     NonEmptyStr,
     Rating,
+    SkillId,
     UnitFloat,
     WorldModel,
 )
@@ -71,6 +72,7 @@ class ActionPatch(_Strict):
     score: UnitFloat | None = None
     expected_speedup: Annotated[float, Field(gt=0.0, le=1000.0)] | None = None
     rationale: str | None = None
+    skill_id: SkillId | None = None
 
 
 class NodePatch(_Strict):

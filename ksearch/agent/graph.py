@@ -1,6 +1,6 @@
 """Wiring only: the outer search graph and the cycle subgraph it fans out to with Send.
 
-    START -> setup -> plan -> edit_tree -+-> Send(cycle) x N -> prune -> plan ... -> END
+    START -> setup -> plan -> edit_tree -+-> Send(cycle) x N -> prune -> learn_skills -> plan ... -> END
                                ^   |     +-> plan (the script was invalid: repair)
                                +---+     +-> END (nothing left to run)
     cycle: write_kernel -> compile -> profile -> (write_kernel | finish_cycle)
@@ -20,6 +20,7 @@ from ksearch.agent.state import CycleOutput, CycleState, SearchState
 from ksearch.nodes.compile import compile_candidate
 from ksearch.nodes.edit_tree import edit_tree
 from ksearch.nodes.finish_cycle import finish_cycle
+from ksearch.nodes.learn_skills import learn_skills
 from ksearch.nodes.plan import plan
 from ksearch.nodes.profile import profile, route_after_profile
 from ksearch.nodes.prune import prune, route_after_prune
@@ -48,9 +49,11 @@ def build_search_graph(checkpointer: Checkpointer = None) -> CompiledStateGraph:
     g.add_node("edit_tree", edit_tree)
     g.add_node("cycle", build_cycle_graph())
     g.add_node("prune", prune)
+    g.add_node("learn_skills", learn_skills)
     g.add_edge(START, "setup")
     g.add_edge("setup", "plan")
     g.add_edge("plan", "edit_tree")
     g.add_edge("cycle", "prune")
-    g.add_conditional_edges("prune", route_after_prune, ["plan", END])
+    g.add_edge("prune", "learn_skills")
+    g.add_conditional_edges("learn_skills", route_after_prune, ["plan", END])
     return g.compile(checkpointer=checkpointer)

@@ -49,7 +49,7 @@ def node_line(node: Node, depth: int) -> str:
         parts.append(f"{node.decision or '?'} -> {node.choice or '?'}")
     if node.action:
         a = node.action
-        parts.append(f"{a.title} [d{a.difficulty}, s{a.score:.2f}]")
+        parts.append(f"{a.title} [d{a.difficulty}, s{a.score:.2f}]" + (f" applies {a.skill_id}" if a.skill_id else ""))
     parts.append(f"r{node.rating:.1f}, c{node.confidence:.2f}")
     if node.solution:
         sol = node.solution

@@ -21,6 +21,8 @@ class CycleResult(BaseModel):
     passed: bool
     stop_reason: str
     base_score: float | None = None
+    base_candidate_id: str | None = None
+    """The parent's code the cycle started from (None: from the spec)."""
     best_candidate_id: str | None = None
     best_evaluation_id: str | None = None
     best_score: float | None = None

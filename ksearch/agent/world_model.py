@@ -19,6 +19,7 @@ NonEmptyStr = Annotated[str, StringConstraints(min_length=1, max_length=400)]
 Rating = Annotated[float, Field(ge=0.0, le=10.0)]
 UnitFloat = Annotated[float, Field(ge=0.0, le=1.0)]
 Difficulty = Annotated[int, Field(ge=1, le=5)]
+SkillId = Annotated[str, StringConstraints(pattern=r"^sk-[0-9a-f]{12}$")]
 
 
 class Action(BaseModel):
@@ -38,6 +39,9 @@ class Action(BaseModel):
     """Predicted speedup over the parent's solution (1.0 = no change)."""
     rationale: str = ""
     """Why the planner believes in it (bottleneck addressed, evidence)."""
+    skill_id: SkillId | None = None
+    """The library skill this action applies (from the prompt's skills section), if any: the coder gets its recipe
+    and the cycle's outcome is recorded as evidence on the skill."""
 
 
 class NodeStatus(StrEnum):

@@ -12,7 +12,7 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
-from ksearch.cli import evaluation, inspect, interactive, report, search
+from ksearch.cli import evaluation, inspect, interactive, report, search, skills
 from ksearch.cli._common import WorkspaceOpt, err
 from ksearch.errors import KsearchError
 from ksearch.flows.workspace import workspace_dir
@@ -25,6 +25,7 @@ app = typer.Typer(
 )
 for _module in (search, inspect, evaluation, report, interactive):
     app.registered_commands.extend(_module.app.registered_commands)
+app.add_typer(skills.app, name="skills")  # a group of commands: ksearch skills list|show|export|import|learn
 
 
 @app.callback()

@@ -76,6 +76,14 @@ class Progress:
             colour = "magenta" if data["ok"] else "yellow"
             verdict = "" if data["ok"] else " (rejected)"
             out.print(f"[{colour}]steering by {escape(data['author'])}{verdict}[/{colour}]: {escape(data['message'])}")
+        elif event == "skill_lifted":
+            out.print(f"[magenta]skill lifted[/magenta] {data['skill_id']} from cycle {data['cycle_id']}: "
+                      f"{escape(data['intent'])}")  # fmt: skip
+        elif event == "skill_trial":
+            paired = f"x{data['speedup']:.3f}" if data.get("speedup") else "no paired measurement"
+            status = "verified" if data["verified"] else "not verified"
+            out.print(f"[magenta]skill trial[/magenta] {data['skill_id']} in cycle {data['cycle_id']}: "
+                      f"{data['verdict']}, {paired}, {status}{', held out' if data['held_out'] else ''}")  # fmt: skip
 
 
 def print_waiting(outcome: RunOutcome) -> None:

@@ -53,6 +53,8 @@ def run(
     baseline: BaselineOpt = "eager",
     seed_from: Annotated[Path | None, typer.Option("--seed-from", help="Continue from this solution file: it is evaluated first and the first cycles edit it.")] = None,
     require_approval: Annotated[bool, typer.Option("--require-approval", help="Pause before each new best is promoted until `ksearch steer RUN approve|reject`.")] = False,
+    skills: Annotated[bool, typer.Option("--skills/--no-skills", help="Show the planner fitting skills from a frozen snapshot of the library and record trials of the ones it applies.")] = True,
+    lift_skills: Annotated[bool, typer.Option("--lift-skills/--no-lift-skills", help="Lift a candidate skill from every significantly faster parent -> child edge (paired; GPU only).")] = True,
 ) -> None:
     """Search for a fast, correct kernel for TASK."""
     if device == "auto":
@@ -83,6 +85,8 @@ def run(
             ),
             seed_from=str(seed_from) if seed_from is not None else None,
             require_approval=require_approval,
+            skills=skills,
+            lift_skills=lift_skills,
         )
     except ValidationError as exc:
         fail_validation(exc)

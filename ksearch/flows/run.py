@@ -34,6 +34,8 @@ from ksearch.agent.llm import Budget, LLMClient
 from ksearch.agent.providers import make_chat_model
 from ksearch.agent.recorder import StoreRecorder
 from ksearch.agent.replay import ReplayChatModel, ReplayEntry, load_replay_entries
+from ksearch.agent.skill_library import freeze_snapshot, load_snapshot
+from ksearch.agent.skills import SkillContext, arch_from_capability, task_family
 from ksearch.agent.state import BestRef, SearchState
 from ksearch.agent.world_model import ROOT_ID, SolutionRef, WorldModel, attach_seed
 from ksearch.errors import KsearchError, RunBusyError, RunNotFoundError, UserError
@@ -156,6 +158,10 @@ def build_context(config: RunConfig, store: Store) -> SearchContext:
         gpu_pool=build_gpu_pool(config),
         compare=executor.compare if config.device != "cpu" else None,
         close=executor.close,
+        skill_context=SkillContext(
+            family=task_family(task.name), language=config.language, arch=arch_from_capability(info.capability)
+        ),
+        skills=load_snapshot(store, config.skill_snapshot) if config.skills and config.skill_snapshot else [],
     )
 
 
@@ -210,6 +216,8 @@ def _create(config: RunConfig, store: Store, on_event: EventSink | None) -> Sear
         if config.seed_from or config.seed_candidate_id:
             ctx.config = config = register_seed(ctx)
             seed_evaluation(ctx, on_event)  # a seed that does not pass stops here, before any run row is written
+        if config.skills and config.skill_snapshot is None:  # a replay or fork keeps the snapshot of its run
+            ctx.config = config = freeze_skills(ctx)
     except BaseException:
         ctx.shutdown()  # the evaluator processes the seed's evaluation started
         raise
@@ -261,8 +269,19 @@ def replay_config(run_id: str, *, workspace: Path | None = None, device: str | N
             "base_url": None,
             "device": device or old.device,
             "replay_of": old.run_id,
+            # the same frozen skills as the original; a run from before skills existed is replayed without them
+            "skills": old.skills and old.skill_snapshot is not None,
         }
     )
+
+
+def freeze_skills(ctx: SearchContext) -> RunConfig:
+    """Freeze the library skills that fit this run (task family, language, arch; not retired) into a snapshot the
+    run's config names, so that resume and replay see exactly these skills whatever the library learns meanwhile."""
+    assert ctx.skill_context is not None
+    snapshot, views = freeze_snapshot(ctx.store, ctx.skill_context)
+    ctx.skills = views
+    return ctx.config.model_copy(update={"skill_snapshot": snapshot})
 
 
 SEED_CYCLE_ID = "seed"

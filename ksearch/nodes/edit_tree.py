@@ -17,6 +17,7 @@ from ksearch.agent.edits import apply_edit_script
 from ksearch.agent.fallback import ensure_frontier
 from ksearch.agent.prompting import tree_view
 from ksearch.agent.selection import SelectionPolicy, select_actions
+from ksearch.agent.skill_use import check_bindings
 from ksearch.agent.state import CycleState, SearchState
 from ksearch.agent.steering import TREE_ACTS, apply_act
 from ksearch.agent.world_model import WorldModel
@@ -40,10 +41,9 @@ def edit_tree(state: SearchState, runtime: Runtime[SearchContext]) -> Command[Li
             max_new_nodes=cfg.max_new_nodes if wm.is_initialised else cfg.max_new_nodes_init,
             id_prefix=f"n{state.step}_",
         )
-        if outcome.ok:
+        errors = list(outcome.errors) or check_bindings(ctx, wm, outcome.world_model)
+        if not errors:
             wm = outcome.world_model
-        else:
-            errors = list(outcome.errors)
     else:
         errors = [state.plan_error or "the planner gave no edit script"]
 

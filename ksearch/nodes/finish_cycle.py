@@ -14,6 +14,7 @@ def finish_cycle(state: CycleState) -> dict:
         passed=p.passed_any,
         stop_reason=state.stop_reason or "ended",
         base_score=state.base_score,
+        base_candidate_id=state.base_candidate_id,
         best_candidate_id=p.best_candidate_id if p.passed_any else None,
         best_evaluation_id=p.best_evaluation_id if p.passed_any else None,
         best_score=p.best_score,

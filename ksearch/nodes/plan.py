@@ -13,6 +13,7 @@ from ksearch.agent.context import SearchContext
 from ksearch.agent.edits import EditScript, edit_script_json_schema, render_edit_errors
 from ksearch.agent.prompting import clip, edit_schema_text, frontier_view, render, tree_view
 from ksearch.agent.selection import SelectionPolicy
+from ksearch.agent.skill_use import planner_skills, trial_line
 from ksearch.agent.state import CycleResult, SearchState
 from ksearch.agent.world_model import WorldModel
 from ksearch.errors import BudgetExceededError, ModelReplyError
@@ -65,6 +66,7 @@ def planner_prompt(state: SearchState, ctx: SearchContext) -> str:
             device_description=ctx.device_description,
             max_new_nodes=cfg.max_new_nodes_init,
             edit_schema=schema,
+            skills=planner_skills(ctx, wm, state.best),
         )
     policy = SelectionPolicy(max_difficulty=cfg.max_difficulty)
     best = state.best
@@ -83,9 +85,10 @@ def planner_prompt(state: SearchState, ctx: SearchContext) -> str:
         tree_view=tree_view(wm),
         frontier_view=frontier_view(wm, policy),
         best_view=best_view,
-        evidence=evidence_view(state.evidence, state, ctx.store) or "(no cycle has ended since the last plan)",
+        evidence=evidence_view(state.evidence, state, ctx.store, ctx) or "(no cycle has ended since the last plan)",
         max_new_nodes=cfg.max_new_nodes,
         edit_schema=schema,
+        skills=planner_skills(ctx, wm, state.best),
     )
 
 
@@ -102,7 +105,9 @@ def seed_view(wm: WorldModel, store: Store) -> str:
     )
 
 
-def evidence_view(results: list[CycleResult], state: SearchState, store: Store) -> str:
+def evidence_view(
+    results: list[CycleResult], state: SearchState, store: Store, ctx: SearchContext | None = None
+) -> str:
     """One block per ended cycle: the action, the prediction, what was measured and the code it refers to."""
     blocks = []
     for r in results:
@@ -113,6 +118,8 @@ def evidence_view(results: list[CycleResult], state: SearchState, store: Store) 
         lines.append(f"Rounds: {r.rounds}; ended by: {r.stop_reason}")
         if predicted:
             lines.append(f"Predicted speedup over the parent: {predicted}x (base score: {r.base_score})")
+        if ctx is not None and node and node.action and node.action.skill_id:
+            lines.append(trial_line(ctx, node.action.skill_id, r.cycle_id))
         if r.passed and r.best_evaluation_id and r.best_candidate_id:
             ev = store.get_evaluation(r.best_evaluation_id)
             lines.append(f"Outcome: PASSED. Best of the cycle: {ev.summary()}")

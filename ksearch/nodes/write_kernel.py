@@ -9,6 +9,7 @@ from ksearch.agent.context import SearchContext
 from ksearch.agent.cycle_logic import PromptKind, choose_prompt
 from ksearch.agent.interactive import ReplyFormat
 from ksearch.agent.prompting import action_view, clip, render, template_text
+from ksearch.agent.skill_use import coder_skill
 from ksearch.agent.state import CycleState
 from ksearch.agent.world_model import Node
 from ksearch.errors import BudgetExceededError, ModelReplyError
@@ -49,7 +50,7 @@ def write_kernel(state: CycleState, runtime: Runtime[SearchContext]) -> dict:
         cycle_id=state.cycle_id,
         attempt=attempt,
         attempt_budget=state.attempt_budget,
-        action_view=action_view(Node(id=state.node_id, action=state.action)),
+        action_view=action_view(Node(id=state.node_id, action=state.action)) + coder_skill(ctx, state.action),
         situation=template_text(SITUATION_TEMPLATE[kind]).strip(),
         base_code=starting_code(state, ctx, attempt),
         feedback=feedback(state, ctx) if attempt > 1 else "(first attempt of this cycle)",

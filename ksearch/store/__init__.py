@@ -5,6 +5,16 @@ It knows nothing about the graph: the agent, the flows and the CLI use it.
 """
 
 from ksearch.store.migrations import MIGRATIONS, migrate, migration
+from ksearch.store import skills
 from ksearch.store.store import Store, ensure_comparison, find_comparison, open_connection
 
-__all__ = ["MIGRATIONS", "Store", "ensure_comparison", "find_comparison", "migrate", "migration", "open_connection"]
+__all__ = [
+    "MIGRATIONS",
+    "Store",
+    "ensure_comparison",
+    "find_comparison",
+    "migrate",
+    "migration",
+    "open_connection",
+    "skills",
+]

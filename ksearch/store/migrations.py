@@ -132,6 +132,41 @@ def m002_comparisons(db: sqlite_utils.Database) -> None:
     db["comparisons"].create_index(["incumbent_id", "challenger_id", "eval_key"], unique=True)
 
 
+@migration
+def m004_skills(db: sqlite_utils.Database) -> None:
+    """Verified optimisation skills (KLineage): the records, their evidence log, and the frozen library of each run.
+
+    A skill's status and effect estimate are derived from its evidence when read, so neither is a column.
+    """
+    db["skills"].create(
+        {"id": str, "source": str, "category": str, "intent": str, "record": str, "created_at": float}, pk="id"
+    )
+    db["skill_evidence"].create(
+        {
+            "id": int,
+            "skill_id": str,
+            "kind": str,
+            "run_id": str,
+            "cycle_id": str,
+            "node_id": str,
+            "task": str,
+            "arch": str,
+            "base_candidate_id": str,
+            "candidate_id": str,
+            "verdict": str,
+            "speedup": float,
+            "held_out": int,
+            "imported": int,
+            "record": str,
+            "created_at": float,
+        },
+        pk="id",
+        foreign_keys=[("skill_id", "skills", "id")],
+    )
+    db["skill_evidence"].create_index(["skill_id", "kind", "run_id", "cycle_id"], unique=True)
+    db["skill_snapshots"].create({"id": str, "skills": str, "created_at": float}, pk="id")
+
+
 def migrate(db: sqlite_utils.Database) -> list[str]:
     """Apply every migration not yet recorded; returns the names applied now."""
     if "_migrations" not in db.table_names():

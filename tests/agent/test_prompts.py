@@ -70,3 +70,30 @@ def test_views_show_status_evidence_and_selection_order():
 def test_edit_schema_is_compact_json():
     text = edit_schema_text(edit_script_json_schema())
     assert text.startswith("{") and "\n" not in text and '"ops"' in text
+
+
+def test_planner_templates_carry_a_skills_section():
+    for name in ("plan_init", "plan_update"):
+        assert "skills" in template_placeholders(name)
+        assert "skill_id" in render(name, **{k: f"<{k}>" for k in template_placeholders(name)})
+
+
+def test_skill_role_prompts_render_from_real_inputs():
+    from ksearch.agent.skill_learning import LiftInput, lift_prompt
+    from ksearch.agent.skill_walk import WalkServices, WalkStep, simplify_prompt
+    from ksearch.agent.skills import SkillContext
+    from tests.helpers.skill_scripts import ONLINE_ONE_ROW, WHOLE_ROW
+
+    context = SkillContext(family="softmax", language="triton", arch="sm90")
+    lift = lift_prompt(LiftInput(origin="a search edge", context=context, task_spec="SPEC", change="Action: stream",
+                                 before_code=WHOLE_ROW, after_code=ONLINE_ONE_ROW, measurement="x1.5 [1.4, 1.6]",
+                                 failures=["dropping the max: incorrect"]))  # fmt: skip
+    assert "Architecture: sm90" in lift and "x1.5 [1.4, 1.6]" in lift and "- dropping the max: incorrect" in lift
+    assert "-    x = x - tl.max(x, axis=0)" in lift and '"provides"' in lift  # the diff and the draft's schema
+    services = WalkServices(llm=None, evaluate=None, compare=None, task_spec="SPEC", language="triton",  # type: ignore[arg-type]
+                            device_description="an H100")  # fmt: skip
+    done = WalkStep(index=1, category="row_batching", locus="launch", removed="rows per program", before_candidate_id="a",
+                    after_candidate_id="b", verdict="passed", accepted=True, reason="ok")  # fmt: skip
+    text = simplify_prompt(services, ONLINE_ONE_ROW, 2, 16, [done], {"online_softmax": ["incorrect: overflow"]})
+    assert "proposal 2 of at most 16" in text and "- row_batching at launch: rows per program" in text
+    assert "- online_softmax: incorrect: overflow" in text and "Device: an H100" in text

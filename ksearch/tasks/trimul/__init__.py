@@ -26,7 +26,7 @@ from __future__ import annotations
 import contextlib
 import inspect
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from importlib import resources
 from string import Template
 from typing import Any
