@@ -65,3 +65,7 @@ class ReplayExhaustedError(BudgetExceededError):
 
 class MissingExtraError(UserError):
     """An optional feature needs packages of an extra that is not installed (e.g. ``ksearch[report]``)."""
+
+
+class WorkspaceError(KsearchError):
+    """The workspace (its database, log or lock files) cannot be read or written: not a database, read-only, full."""

@@ -9,12 +9,41 @@ from pathlib import Path
 import structlog
 
 
+class WorkspaceLogHandler(logging.FileHandler):
+    """The workspace log file. A failed write (a full disk) is reported once, in one line, and the log stops there:
+    the run goes on and reports the disk problem where it matters (its database), not as a logging traceback."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path, encoding="utf-8")
+        self.failed = False
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if not self.failed:
+            super().emit(record)
+
+    def handleError(self, record: logging.LogRecord) -> None:  # noqa: N802 - logging's name
+        exc = sys.exc_info()[1]
+        if self.failed:
+            return
+        self.failed = True
+        sys.stderr.write(f"warning: cannot write the log {self.baseFilename} ({exc}); logging to it stops here\n")
+
+
 def configure_logging(log_file: Path, *, verbose: bool = False) -> None:
-    """Every event goes to ``log_file`` as a JSON line; ``--verbose`` also echoes them to stderr."""
-    log_file.parent.mkdir(parents=True, exist_ok=True)
-    handlers: list[logging.Handler] = [logging.FileHandler(log_file, encoding="utf-8")]
+    """Every event goes to ``log_file`` as a JSON line; ``--verbose`` also echoes them to stderr.
+
+    A log that cannot be opened (a read-only workspace) is said in one line and skipped: commands that only read
+    the workspace still work, and those that write it fail on the database with their own clear error."""
+    handlers: list[logging.Handler] = []
+    try:
+        log_file.parent.mkdir(parents=True, exist_ok=True)
+        handlers.append(WorkspaceLogHandler(log_file))
+    except OSError as exc:
+        sys.stderr.write(f"warning: cannot write the log {log_file} ({exc.strerror or exc}); this command logs nothing\n")
     if verbose:
         handlers.append(logging.StreamHandler(sys.stderr))
+    if not handlers:
+        handlers.append(logging.NullHandler())
     logging.basicConfig(level=logging.INFO, format="%(message)s", handlers=handlers, force=True)
     for noisy in ("httpx", "httpcore", "openai", "langchain", "langgraph"):
         logging.getLogger(noisy).setLevel(logging.WARNING)

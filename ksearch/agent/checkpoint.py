@@ -9,6 +9,7 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.checkpoint.sqlite import SqliteSaver
 
 from ksearch.agent import cycle_logic, state, world_model
+from ksearch.store.store import BUSY_TIMEOUT_S, workspace_error
 
 # Pydantic classes that appear in checkpoints: registered so they load as themselves (not dicts) without warnings.
 STATE_CLASSES = [
@@ -28,9 +29,19 @@ STATE_CLASSES = [
 
 
 def open_checkpointer(db_path: Path) -> SqliteSaver:
-    """A saver on its own connection to the workspace file (WAL, so our store and the saver don't block each other)."""
-    conn = sqlite3.connect(str(db_path), check_same_thread=False, timeout=30.0)
-    conn.execute("PRAGMA journal_mode=WAL")
-    saver = SqliteSaver(conn, serde=JsonPlusSerializer(allowed_msgpack_modules=STATE_CLASSES))
-    saver.setup()
+    """A saver on its own connection to the workspace file (WAL, so our store and the saver don't block each other).
+
+    The connection waits up to the busy timeout for another process's write, as the store's does, so two runs in
+    one workspace take turns. A file that is not a database, or cannot be written, is a WorkspaceError."""
+    try:
+        conn = sqlite3.connect(str(db_path), check_same_thread=False, timeout=BUSY_TIMEOUT_S)
+    except sqlite3.Error as exc:
+        raise workspace_error(exc, Path(db_path)) from exc
+    try:
+        conn.execute("PRAGMA journal_mode=WAL")
+        saver = SqliteSaver(conn, serde=JsonPlusSerializer(allowed_msgpack_modules=STATE_CLASSES))
+        saver.setup()
+    except sqlite3.Error as exc:
+        conn.close()
+        raise workspace_error(exc, Path(db_path)) from exc
     return saver

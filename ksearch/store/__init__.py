@@ -6,7 +6,7 @@ It knows nothing about the graph: the agent, the flows and the CLI use it.
 
 from ksearch.store.migrations import MIGRATIONS, migrate, migration
 from ksearch.store import skills
-from ksearch.store.store import Store, ensure_comparison, find_comparison, open_connection
+from ksearch.store.store import Store, ensure_comparison, find_comparison, open_connection, workspace_error
 
 __all__ = [
     "MIGRATIONS",
@@ -17,4 +17,5 @@ __all__ = [
     "migration",
     "open_connection",
     "skills",
+    "workspace_error",
 ]

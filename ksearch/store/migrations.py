@@ -168,19 +168,38 @@ def m004_skills(db: sqlite_utils.Database) -> None:
 
 
 def migrate(db: sqlite_utils.Database) -> list[str]:
-    """Apply every migration not yet recorded; returns the names applied now."""
-    if "_migrations" not in db.table_names():
-        db["_migrations"].create({"name": str, "applied_at": float}, pk="name")
-    done = {row["name"] for row in db["_migrations"].rows}
-    applied = []
-    for fn in MIGRATIONS:
-        if fn.__name__ in done:
-            continue
-        with db.conn:
+    """Apply every migration not yet recorded; returns the names applied now.
+
+    All pending migrations run in one write transaction (``BEGIN IMMEDIATE``), re-checked once the write lock is
+    held: two processes opening a new workspace at once cannot both create the tables, and a crash in the middle
+    leaves the schema as it was. An up-to-date database is only read (so a read-only one can still be opened).
+    """
+    if not _pending(db):
+        return []
+    own_transaction = not db.conn.in_transaction
+    if own_transaction:
+        db.conn.execute("BEGIN IMMEDIATE")
+    try:
+        pending = _pending(db)  # another process may have migrated while this one waited for the lock
+        if "_migrations" not in db.table_names():
+            db["_migrations"].create({"name": str, "applied_at": float}, pk="name")
+        for fn in pending:
             fn(db)
             db["_migrations"].insert({"name": fn.__name__, "applied_at": time.time()})
-        applied.append(fn.__name__)
-    return applied
+    except BaseException:
+        if own_transaction and db.conn.in_transaction:
+            db.conn.execute("ROLLBACK")
+        raise
+    if own_transaction:
+        db.conn.execute("COMMIT")
+    return [fn.__name__ for fn in pending]
+
+
+def _pending(db: sqlite_utils.Database) -> list[Callable[[sqlite_utils.Database], None]]:
+    if "_migrations" not in db.table_names():
+        return list(MIGRATIONS)
+    done = {row["name"] for row in db["_migrations"].rows}
+    return [fn for fn in MIGRATIONS if fn.__name__ not in done]
 
 
 @migration

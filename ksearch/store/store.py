@@ -23,17 +23,59 @@ import sqlite_utils
 
 from ksearch.contracts.candidate import Candidate
 from ksearch.contracts.evaluation import Evaluation
-from ksearch.errors import RunNotFoundError
+from ksearch.errors import RunNotFoundError, WorkspaceError
 from ksearch.store.migrations import migrate
+
+BUSY_TIMEOUT_S = 30.0
+"""How long a write waits for another process's write (two runs in one workspace take turns)."""
+
+
+def workspace_error(exc: BaseException, path: Path) -> WorkspaceError:
+    """SQLite's (or the OS's) failure on the workspace database as one sentence naming the file and what to do.
+
+    Nothing here touches the file: a database that is not ours, or damaged, is left exactly as it was.
+    """
+    message = str(exc)
+    text = message.lower()
+    if "not a database" in text or "malformed" in text or "file is encrypted" in text:
+        return WorkspaceError(
+            f"{path} is not a usable ksearch workspace database (SQLite: {message}); it was left untouched",
+            hint=f"move it aside (mv {path} {path}.bad) to start a new workspace there, or pass --workspace DIR",
+        )
+    if "disk is full" in text or "no space" in text:
+        return WorkspaceError(
+            f"cannot write {path}: the disk is full (SQLite: {message}); nothing already stored is lost",
+            hint="free some space, or move the workspace to a larger disk and pass --workspace",
+        )
+    if "readonly" in text or "read-only" in text or "unable to open" in text or "permission" in text:
+        return WorkspaceError(
+            f"cannot open {path} for writing: the workspace is read-only or not writable by you ({message})",
+            hint="pass --workspace DIR (or set KSEARCH_WORKSPACE) to a folder you can write",
+        )
+    if "locked" in text or "busy" in text:
+        return WorkspaceError(
+            f"{path} stayed locked by another process for more than {BUSY_TIMEOUT_S:.0f} s ({message})",
+            hint="another ksearch (or a program holding the file open) is writing it; retry when it is done",
+        )
+    return WorkspaceError(f"the workspace database {path} failed: {message}")
 
 
 def open_connection(path: Path) -> sqlite3.Connection:
-    """A connection usable from LangGraph's worker threads, in WAL mode so readers never block the run."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    conn = sqlite3.connect(str(path), check_same_thread=False, timeout=30.0, isolation_level=None)
-    conn.execute("PRAGMA journal_mode=WAL")
-    conn.execute("PRAGMA synchronous=NORMAL")
-    conn.execute("PRAGMA busy_timeout=30000")
+    """A connection usable from LangGraph's worker threads, in WAL mode so readers never block the run.
+
+    Raises WorkspaceError (never a raw sqlite3 error) when the file is not a database or cannot be written."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        conn = sqlite3.connect(str(path), check_same_thread=False, timeout=BUSY_TIMEOUT_S, isolation_level=None)
+    except (OSError, sqlite3.Error) as exc:
+        raise workspace_error(exc, path) from exc
+    try:
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=NORMAL")
+        conn.execute(f"PRAGMA busy_timeout={int(BUSY_TIMEOUT_S * 1000)}")
+    except sqlite3.Error as exc:
+        conn.close()
+        raise workspace_error(exc, path) from exc
     return conn
 
 
@@ -45,26 +87,52 @@ class Store:
         self._conn = open_connection(self.path)
         self.db = sqlite_utils.Database(self._conn)
         self._lock = threading.RLock()
-        with self._lock:
-            migrate(self.db)
+        try:
+            with self._lock:
+                migrate(self.db)
+        except sqlite3.Error as exc:
+            self._conn.close()
+            raise workspace_error(exc, self.path) from exc
 
     def close(self) -> None:
         self._conn.close()
 
     @contextmanager
     def _write(self) -> Iterator[sqlite_utils.Database]:
+        """One transaction, taken with the write lock at once (BEGIN IMMEDIATE) so that two processes writing the
+        same workspace wait for each other (busy timeout) instead of failing on a stale read snapshot."""
         with self._lock:
-            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                self._conn.execute("BEGIN IMMEDIATE")
+            except sqlite3.Error as exc:
+                raise workspace_error(exc, self.path) from exc
             try:
                 yield self.db
-            except BaseException:
-                self._conn.execute("ROLLBACK")
+            except BaseException as exc:
+                self._rollback()
+                if isinstance(exc, sqlite3.Error):
+                    raise workspace_error(exc, self.path) from exc
                 raise
-            self._conn.execute("COMMIT")
+            try:
+                self._conn.execute("COMMIT")
+            except sqlite3.Error as exc:
+                self._rollback()
+                raise workspace_error(exc, self.path) from exc
+
+    def _rollback(self) -> None:
+        """Undo the open transaction, if SQLite has not already (it rolls back by itself on a full disk)."""
+        if self._conn.in_transaction:
+            try:
+                self._conn.execute("ROLLBACK")
+            except sqlite3.Error:
+                pass  # the original error is the one worth reporting
 
     def _query(self, sql: str, params: tuple | list = ()) -> list[dict[str, Any]]:
         with self._lock:
-            return list(self.db.query(sql, params))
+            try:
+                return list(self.db.query(sql, params))
+            except sqlite3.Error as exc:
+                raise workspace_error(exc, self.path) from exc
 
     # ---- runs ------------------------------------------------------------------------------------------------
     def create_run(self, run: dict[str, Any]) -> None:
@@ -76,16 +144,31 @@ class Store:
             db["runs"].insert(row, ignore=True)
 
     def get_run(self, run_id: str) -> dict[str, Any]:
+        """The run with this id, or the one run whose id starts with it (as git takes a unique prefix)."""
         rows = self._query("select * from runs where id = ?", [run_id])
-        if not rows:
-            rows = self._query("select * from runs where id like ? order by created_at desc", [run_id + "%"])
+        if not rows and run_id:
+            rows = self._query(
+                "select * from runs where substr(id, 1, length(?)) = ? order by created_at desc", [run_id, run_id]
+            )
             if len(rows) > 1:
-                raise RunNotFoundError(f"run id prefix {run_id!r} is ambiguous ({len(rows)} runs match)")
+                shown = ", ".join(r["id"] for r in rows[:5]) + (", ..." if len(rows) > 5 else "")
+                raise RunNotFoundError(f"run id prefix {run_id!r} is ambiguous: {len(rows)} runs match ({shown})")
         if not rows:
             raise RunNotFoundError(f"no run {run_id!r} in {self.path}")
         run = rows[0]
         run["config"] = json.loads(run["config"] or "{}")
         return run
+
+    def latest_run(self, *, unfinished: bool = False) -> dict[str, Any]:
+        """The most recently created run (``unfinished``: the latest one not finished); RunNotFoundError if none."""
+        where = "where status != 'finished'" if unfinished else ""
+        rows = self._query(f"select id from runs {where} order by created_at desc, rowid desc limit 1")
+        if not rows:
+            what = "unfinished run" if unfinished else "run"
+            raise RunNotFoundError(
+                f"no {what} in {self.path}", hint="start one with: ksearch run TASK --model PROVIDER:MODEL"
+            )
+        return self.get_run(rows[0]["id"])
 
     def list_runs(self) -> list[dict[str, Any]]:
         runs = self._query("select * from runs order by created_at desc")
