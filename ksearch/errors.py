@@ -69,3 +69,18 @@ class MissingExtraError(UserError):
 
 class WorkspaceError(KsearchError):
     """The workspace (its database, log or lock files) cannot be read or written: not a database, read-only, full."""
+
+
+class RunInterrupted(KsearchError):
+    """The run stopped because the user or the system asked it to (SIGINT, SIGTERM); it can be resumed."""
+
+    def __init__(self, message: str, *, signal_name: str = "SIGINT", hint: str = "") -> None:
+        super().__init__(message, hint=hint)
+        self.signal_name = signal_name
+
+    @property
+    def exit_code(self) -> int:
+        """The shell's convention: 128 + the signal number (130 for SIGINT, 143 for SIGTERM)."""
+        import signal
+
+        return 128 + int(getattr(signal, self.signal_name, signal.SIGINT))

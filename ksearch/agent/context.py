@@ -40,6 +40,8 @@ class SearchContext:
     """The run's frozen skill library (``config.skill_snapshot``), loaded once; never the live library."""
     close: Callable[[], None] | None = None
     """Stops the evaluator's processes (checkers, pre-started workers) when the run ends."""
+    stop_reason: str | None = None
+    """Set (to "SIGINT", "SIGTERM", ...) to stop the run at the next node boundary; the node in progress finishes."""
 
     def shutdown(self) -> None:
         if self.close is not None:

@@ -7,6 +7,7 @@
 
 The cycle is compiled WITHOUT ``checkpointer=True`` (that would make parallel branches share one checkpoint
 namespace and swap results after a resume) and with an output schema holding only the reducer key.
+Every node is wrapped by ``traced``: ``node.start`` / ``node.end`` log events and the stop check of Ctrl-C / SIGTERM.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Checkpointer
 
 from ksearch.agent.context import SearchContext
+from ksearch.agent.node_events import traced
 from ksearch.agent.state import CycleOutput, CycleState, SearchState
 from ksearch.nodes.compile import compile_candidate
 from ksearch.nodes.edit_tree import edit_tree
@@ -30,10 +32,10 @@ from ksearch.nodes.write_kernel import write_kernel
 
 def build_cycle_graph() -> CompiledStateGraph:
     g = StateGraph(CycleState, context_schema=SearchContext, output_schema=CycleOutput)
-    g.add_node("write_kernel", write_kernel)
-    g.add_node("compile", compile_candidate)
-    g.add_node("profile", profile)
-    g.add_node("finish_cycle", finish_cycle)
+    g.add_node("write_kernel", traced("write_kernel", write_kernel))
+    g.add_node("compile", traced("compile", compile_candidate))
+    g.add_node("profile", traced("profile", profile))
+    g.add_node("finish_cycle", traced("finish_cycle", finish_cycle))
     g.add_edge(START, "write_kernel")
     g.add_edge("write_kernel", "compile")
     g.add_edge("compile", "profile")
@@ -44,12 +46,12 @@ def build_cycle_graph() -> CompiledStateGraph:
 
 def build_search_graph(checkpointer: Checkpointer = None) -> CompiledStateGraph:
     g = StateGraph(SearchState, context_schema=SearchContext)
-    g.add_node("setup", setup)
-    g.add_node("plan", plan)
-    g.add_node("edit_tree", edit_tree)
+    g.add_node("setup", traced("setup", setup))
+    g.add_node("plan", traced("plan", plan))
+    g.add_node("edit_tree", traced("edit_tree", edit_tree))
     g.add_node("cycle", build_cycle_graph())
-    g.add_node("prune", prune)
-    g.add_node("learn_skills", learn_skills)
+    g.add_node("prune", traced("prune", prune))
+    g.add_node("learn_skills", traced("learn_skills", learn_skills))
     g.add_edge(START, "setup")
     g.add_edge("setup", "plan")
     g.add_edge("plan", "edit_tree")

@@ -5,8 +5,11 @@ Commands only parse flags, call one flow (``ksearch.flows``) and print; no searc
 
 from __future__ import annotations
 
+import logging
 import os
+import signal
 import sys
+from types import FrameType
 from typing import Annotated
 
 import typer
@@ -14,7 +17,8 @@ from rich.markup import escape
 
 from ksearch.cli import evaluation, inspect, interactive, report, search, skills
 from ksearch.cli._common import WorkspaceOpt, err
-from ksearch.errors import KsearchError
+from ksearch.errors import KsearchError, RunInterrupted
+from ksearch.flows import run as runner
 from ksearch.flows.workspace import workspace_dir
 from ksearch.logs import configure_logging
 
@@ -39,10 +43,63 @@ def _main(
     configure_logging(ws / "logs" / "ksearch.log", verbose=verbose)
 
 
+_signals_seen: list[str] = []
+"""SIGINT / SIGTERM received so far, in order."""
+
+
+def _on_stop_signal(signum: int, _frame: FrameType | None) -> None:
+    """Ctrl-C or SIGTERM. During a run the first one stops it at the next node boundary: the LLM call or evaluation
+    in progress finishes and is recorded, then the run ends as 'interrupted', resumable. A second one stops at
+    once: the runs are marked interrupted and the process exits (the step in progress is redone on resume).
+    Outside a run, the signal interrupts the command as Ctrl-C always does."""
+    name = signal.Signals(signum).name
+    first = not _signals_seen
+    _signals_seen.append(name)
+    if first:
+        asked = runner.request_stop(name)
+        if asked:
+            err.print(f"\n[yellow]{name}: stopping run {', '.join(asked)} once the step in progress is done (its "
+                      f"result is kept); {name} again stops at once[/yellow]")  # fmt: skip
+            return
+        raise KeyboardInterrupt
+    stopped = runner.mark_stopped_now(name)
+    if not stopped:
+        raise KeyboardInterrupt
+    err.print(f"\n[red]{name} again: stopped at once[/red]; run {', '.join(stopped)} is marked interrupted "
+              "(the step in progress is redone when it resumes)")  # fmt: skip
+    err.print(f"hint: continue with: ksearch resume {stopped[0]}")
+    _exit_now(128 + signum)
+
+
+def _exit_now(code: int) -> None:
+    """Exit without waiting for the graph's worker threads: the node they run cannot be cancelled, and the
+    interpreter would wait for it to end. What the run stored is committed; the log is flushed first."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    logging.shutdown()
+    os._exit(code)
+
+
 def main() -> None:
     """Entry point: expected failures print one line and a hint; tracebacks only with KSEARCH_DEBUG=1."""
+    signal.signal(signal.SIGINT, _on_stop_signal)
+    signal.signal(signal.SIGTERM, _on_stop_signal)
     try:
         app()
+    except SystemExit as exc:
+        if exc.code == 130 and _signals_seen:  # typer ends a KeyboardInterrupt with 130; SIGTERM's is 143
+            sys.exit(128 + signal.Signals[_signals_seen[0]].value)
+        raise
+    except RunInterrupted as exc:
+        if os.environ.get("KSEARCH_DEBUG"):
+            raise
+        err.print(f"[yellow]stopped:[/yellow] {escape(str(exc))}")
+        if exc.hint:
+            err.print(f"hint: {escape(exc.hint)}")
+        sys.exit(exc.exit_code)
     except KsearchError as exc:
         if os.environ.get("KSEARCH_DEBUG"):
             raise
@@ -50,9 +107,9 @@ def main() -> None:
         if exc.hint:
             err.print(f"hint: {escape(exc.hint)}")  # hints hold brackets: pip install 'ksearch[report]'
         sys.exit(1)
-    except KeyboardInterrupt:
-        err.print("\ninterrupted; continue with: ksearch resume RUN (see `ksearch runs`)")
-        sys.exit(130)
+    except KeyboardInterrupt:  # raised outside typer's own handling (it exits 130 by itself)
+        err.print("\ninterrupted; continue with: ksearch resume (the latest unfinished run; see `ksearch runs`)")
+        sys.exit(128 + signal.Signals[_signals_seen[0]].value if _signals_seen else 130)
 
 
 if __name__ == "__main__":

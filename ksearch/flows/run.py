@@ -15,6 +15,8 @@ from __future__ import annotations
 import os
 import secrets
 import socket
+import sqlite3
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -44,7 +46,7 @@ from ksearch.contracts.candidate import Candidate
 from ksearch.tools.executors import LocalExecutor
 from ksearch.tools.fingerprint import probe_device
 from ksearch.tools.gpu_pool import GpuPool
-from ksearch.store import Store
+from ksearch.store import Store, workspace_error
 from ksearch.store.drivers import claim_driver, release_driver
 from ksearch.store.steering import copy_acts
 from ksearch.flows.workspace import DB_NAME, DEFAULT_WORKSPACE, open_store, workspace_dir  # noqa: F401 - re-exported
@@ -389,6 +391,59 @@ def driver_alive(driver: str) -> bool:
     return True
 
 
+_DRIVING: dict[str, SearchContext] = {}
+"""The runs this process is driving now, by run id: what a stop request (Ctrl-C, SIGTERM) applies to."""
+_DRIVING_LOCK = threading.Lock()
+
+
+def request_stop(reason: str) -> list[str]:
+    """Ask every run this process drives to stop at its next node boundary: the node in progress (an LLM call, an
+    evaluation) finishes and is recorded, then ``RunInterrupted`` ends the run, resumable. Returns the run ids asked
+    (empty when no run is being driven). Safe to call from a signal handler."""
+    with _DRIVING_LOCK:
+        for ctx in _DRIVING.values():
+            ctx.stop_reason = ctx.stop_reason or reason
+        return list(_DRIVING)
+
+
+def mark_stopped_now(reason: str) -> list[str]:
+    """For a stop that cannot wait for the node in progress (a second Ctrl-C): record every driven run as
+    interrupted and given up, through a connection of its own (a node may be holding the run's), before the
+    process exits. The node in progress is redone on resume; everything it had recorded stays."""
+    with _DRIVING_LOCK:
+        driving = list(_DRIVING.values())
+    me = driver_name()
+    for ctx in driving:
+        try:
+            store = Store(ctx.store.path)
+            try:
+                store.update_run(ctx.run_id, status="interrupted", error=f"stopped at once by {reason}")
+                release_driver(store, ctx.run_id, me)
+            finally:
+                store.close()
+        except KsearchError as exc:
+            log.warning("run.status_not_recorded", run_id=ctx.run_id, error=str(exc))
+    return [ctx.run_id for ctx in driving]
+
+
+def _mark_interrupted(ctx: SearchContext, error: str) -> None:
+    """Record why the run stopped. On a full or read-only disk this write fails too and the run stays 'running'
+    (it resumes all the same): that failure is logged, never raised over the error that stopped the run."""
+    try:
+        ctx.store.update_run(ctx.run_id, status="interrupted", error=error)
+    except KsearchError as exc:
+        log.warning("run.status_not_recorded", run_id=ctx.run_id, error=str(exc))
+
+
+def _release(ctx: SearchContext, me: str) -> None:
+    """Give the run up; a failure (a full disk) is logged, never raised over the error that ended the drive. A dead
+    driver's name is reclaimed by the next one anyway."""
+    try:
+        release_driver(ctx.store, ctx.run_id, me)
+    except KsearchError as exc:
+        log.warning("run.driver_not_released", run_id=ctx.run_id, error=str(exc))
+
+
 def graph_config(ctx: SearchContext) -> dict[str, Any]:
     return {
         "configurable": {"thread_id": ctx.run_id},
@@ -415,6 +470,8 @@ def _drive(ctx: SearchContext, initial: SearchState | None, on_event: EventSink 
     graph = build_search_graph(saver)
     cfg = graph_config(ctx)
     structlog.contextvars.bind_contextvars(run_id=run_id)
+    with _DRIVING_LOCK:
+        _DRIVING[run_id] = ctx
     try:
         if initial is None and not graph.get_state(cfg).values:
             initial = initial_state(ctx)  # killed before the first checkpoint: start the thread afresh
@@ -442,7 +499,9 @@ def _drive(ctx: SearchContext, initial: SearchState | None, on_event: EventSink 
                     return waiting
                 ctx.store.update_run(run_id, status="running")
     finally:
-        release_driver(ctx.store, run_id, me)
+        with _DRIVING_LOCK:
+            _DRIVING.pop(run_id, None)
+        _release(ctx, me)
         structlog.contextvars.unbind_contextvars("run_id")
         saver.conn.close()
     final = SearchState.model_validate(snapshot.values)
@@ -474,13 +533,19 @@ def _stream(graph: Any, payload: Any, cfg: dict[str, Any], ctx: SearchContext, o
             if on_event is not None and isinstance(event, dict) and "event" in event:
                 on_event(event["event"], event)
     except KsearchError as exc:
-        ctx.store.update_run(run_id, status="interrupted", error=str(exc))
+        _mark_interrupted(ctx, str(exc))
+        exc.hint = exc.hint or f"once the cause is fixed, continue with: ksearch resume {run_id}"
         raise
     except KeyboardInterrupt:
-        ctx.store.update_run(run_id, status="interrupted", error="interrupted by the user")
+        _mark_interrupted(ctx, "interrupted by the user")
         raise
+    except sqlite3.Error as exc:  # LangGraph's checkpoint writes fail like the store's (a full or read-only disk)
+        error = workspace_error(exc, ctx.store.path)
+        _mark_interrupted(ctx, str(error))
+        error.hint = "; ".join(h for h in (error.hint, f"then continue with: ksearch resume {run_id}") if h)
+        raise error from exc
     except Exception as exc:
-        ctx.store.update_run(run_id, status="interrupted", error=f"{type(exc).__name__}: {exc}")
+        _mark_interrupted(ctx, f"{type(exc).__name__}: {exc}")
         raise
 
 

@@ -27,7 +27,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from ksearch.flows import metrics
-from ksearch.errors import KsearchError, UserError
+from ksearch.errors import KsearchError, RunInterrupted, UserError
 
 SWEEPS_DIR = "sweeps"
 EntryStatus = Literal["pending", "running", "finished", "error"]
@@ -200,7 +200,7 @@ def run_sweep(
             continue
         try:
             _run_problem(spec, entry, level, workspace, on_problem, event_sink)
-        except KeyboardInterrupt:
+        except (KeyboardInterrupt, RunInterrupted):  # Ctrl-C / SIGTERM stop the sweep, not just this problem
             entry.status, entry.error, entry.updated_at = "running", "interrupted by the user", time.time()
             save_manifest(path, manifest)
             raise
