@@ -21,7 +21,10 @@ WorkspaceOpt = Annotated[
     typer.Option("--workspace", "-w", help="Workspace folder holding ksearch.db and logs [env: KSEARCH_WORKSPACE; default ./.ksearch]"),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON instead of tables.")]
-RunIdArg = Annotated[str, typer.Argument(help="A run id (a unique prefix is enough); list them with `ksearch runs`.")]
+RunIdArg = Annotated[
+    str | None,
+    typer.Argument(help="A run id (a unique prefix is enough) [default: the latest run]; list them with `ksearch runs`."),
+]
 KernelBenchRootOpt = Annotated[
     Path | None,
     typer.Option("--kernelbench-root", help="KernelBench checkout for kernelbench:LEVEL/ID tasks [env: KERNELBENCH_ROOT]."),
@@ -32,6 +35,15 @@ BaselineOpt = Annotated[
 
 def workspace_of(ctx: typer.Context) -> Path:
     return ctx.obj["workspace"]
+
+
+def pick_run(ctx: typer.Context, run_id: str | None, *, unfinished: bool = False) -> str:
+    """The full id of RUN (a unique prefix is enough); without RUN, the latest run (``unfinished``: the latest one
+    not finished), said on stderr so that the user knows which run the command acts on."""
+    full_id = inspect_flow.resolve_run_id(run_id, workspace_of(ctx), unfinished=unfinished)
+    if run_id is None:
+        err.print(f"using the latest {'unfinished ' if unfinished else ''}run: {full_id}")
+    return full_id
 
 
 class Progress:

@@ -19,6 +19,7 @@ from ksearch.cli._common import (
     err,
     fail_validation,
     out,
+    pick_run,
     workspace_of,
 )
 from ksearch.flows.evaluate import default_device
@@ -105,7 +106,7 @@ def sweep_table(rep: Any) -> Table:
 @app.command("export")
 def export_cmd(
     ctx: typer.Context,
-    run_id: RunIdArg,
+    run_id: RunIdArg = None,
     format_name: Annotated[str, typer.Option("--format", "-f", help="module (the plain module, any task), gpumode (a GPU MODE submission.py) or flashinfer (a Solution JSON).")] = "module",
     output: Annotated[Path | None, typer.Option("--output", "-o", help="File to write (default: submission.py for gpumode, RUN.py for module); '-' prints it.")] = None,
     force: Annotated[bool, typer.Option("--force", help="Overwrite an existing output file.")] = False,
@@ -113,6 +114,7 @@ def export_cmd(
     """Write a run's best candidate in a format another system accepts."""
     from ksearch.flows.export import export_run_in
 
+    run_id = pick_run(ctx, run_id)
     exported = export_run_in(workspace_of(ctx), run_id, format_name, output, overwrite=force)
     for warning in exported.warnings:
         err.print(f"[yellow]warning:[/yellow] {escape(warning)}")

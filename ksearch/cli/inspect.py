@@ -7,12 +7,13 @@ from typing import Annotated, Any
 
 import typer
 from rich.markup import escape
+from rich.padding import Padding
 from rich.syntax import Syntax
 from rich.table import Table
 from rich.tree import Tree
 
 from ksearch.agent.world_model import ROOT_ID, WorldModel
-from ksearch.cli._common import JsonOpt, RunIdArg, out, workspace_of
+from ksearch.cli._common import JsonOpt, RunIdArg, out, pick_run, workspace_of
 from ksearch.flows import inspect as inspect_flow
 
 app = typer.Typer()
@@ -26,24 +27,62 @@ def runs(ctx: typer.Context, as_json: JsonOpt = False) -> None:
     if as_json:
         print(json.dumps(rows, indent=2, default=str))
         return
-    table = Table("run", "task", "model", "device", "status", "rounds", "best score", "tokens")
+    if not rows:
+        out.print(f"no runs in {workspace_of(ctx)}; start one with: ksearch run TASK --model PROVIDER:MODEL")
+        return
+    # Ids are what `show`, `resume`, `replay` and `export` take: their column never shrinks, wraps or truncates;
+    # the long free-text columns (task, model) give way first.
+    headers = ["run", "status", "rounds", "best", "tokens", "device", "task", "model"]
+    cells = []
     for r in rows:
         tokens = int(usage[r["id"]]["input_tokens"] + usage[r["id"]]["output_tokens"])
-        best = f"{r['best_score']:.6g}" if r["best_score"] is not None else ("passed (untimed)" if r["best_candidate_id"] else "-")
-        status = r["status"] + (f" ({r['done_reason']})" if r.get("done_reason") else "")
-        table.add_row(r["id"], r["task"], r["model"], r["device"], status, str(r["rounds_used"] or 0), best, str(tokens))
-    out.print(table)
+        best = f"{r['best_score']:.6g}" if r["best_score"] is not None else ("passed" if r["best_candidate_id"] else "-")
+        cells.append([r["id"], run_status(r), str(r["rounds_used"] or 0), best, str(tokens), r["device"], r["task"], r["model"]])
+    for line in fit_columns(headers, cells, out.width, shrinkable=("model", "task")):
+        out.print(line, soft_wrap=True, highlight=False, markup=False)
+    out.print("[dim]details: ksearch show RUN (a unique prefix of the id is enough; without RUN, the latest run)[/dim]")
+
+
+def fit_columns(headers: list[str], rows: list[list[str]], width: int, *, shrinkable: tuple[str, ...]) -> list[str]:
+    """Plain aligned columns in ``width``: only the ``shrinkable`` ones (free text, last) are cut with '...', then
+    dropped, when the line is too long; the others, the run id first, are always printed whole."""
+    widths = {h: max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)}
+    shown = list(headers)
+
+    def total() -> int:
+        return sum(widths[h] for h in shown) + 2 * (len(shown) - 1)
+
+    for name in shrinkable:  # shrink to a floor of 10 characters, then drop the column
+        if total() > width:
+            widths[name] = max(10, widths[name] - (total() - width))
+        if total() > width:
+            shown.remove(name)
+
+    def cell(text: str, h: str) -> str:
+        return (text if len(text) <= widths[h] else text[: widths[h] - 3] + "...").ljust(widths[h])
+
+    lines = ["  ".join(cell(h.upper(), h) for h in shown).rstrip()]
+    for r in rows:
+        lines.append("  ".join(cell(r[headers.index(h)], h) for h in shown).rstrip())
+    return lines
+
+
+def run_status(run: dict[str, Any]) -> str:
+    """The status word: a 'running' run that no process drives any more has crashed (or was killed)."""
+    if run["status"] == "running" and run.get("driven") is False:
+        return "crashed"
+    return run["status"]
 
 
 @app.command()
 def show(
     ctx: typer.Context,
-    run_id: RunIdArg,
+    run_id: RunIdArg = None,
     code: Annotated[bool, typer.Option("--code", help="Print the best kernel's source.")] = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Show a run: its world-model tree, its rounds and its best kernel."""
-    view = inspect_flow.run_view(run_id, workspace_of(ctx))
+    view = inspect_flow.run_view(pick_run(ctx, run_id), workspace_of(ctx))
     run_row, attempts, usage, wm = view.run, view.attempts, view.usage, view.world_model
     best_code, best_eval = view.best_code, view.best_evaluation
     if as_json:
@@ -58,6 +97,8 @@ def show(
         out.print(f"replay of {config['replay_of']}")
     if run_row.get("error") and run_row["status"] != "finished":
         out.print(f"[red]last error: {escape(run_row['error'])}[/red]  (continue with: ksearch resume {run_row['id']})")
+    elif run_row["status"] not in ("finished", "waiting"):
+        out.print(f"not finished; continue with: ksearch resume {run_row['id']}")
     for w in view.pending:
         state = "answered, taken when the run is driven next" if w.answered else "waiting"
         out.print(f"[yellow]pending[/yellow] {w.prompt.kind} {escape(w.prompt.key)} ({w.prompt.role}): {state}"
@@ -147,7 +188,13 @@ def tasks(as_json: JsonOpt = False) -> None:
     if as_json:
         print(json.dumps([i.model_dump() if hasattr(i, "model_dump") else vars(i) for i in infos], indent=2))
         return
-    table = Table("task", "title", "source")
-    for info in infos:
-        table.add_row(info.name, info.title, info.source)
-    out.print(table)
+    # One name per line, never wrapped or cut (they are what `ksearch run TASK` takes), its description below it.
+    named = [i for i in infos if "pattern" not in i.source]
+    patterns = [i for i in infos if "pattern" in i.source]
+    for heading, group in (("tasks", named), ("names that take a file, a checkout or a dataset", patterns)):
+        out.print(f"[bold]{heading}[/bold]")
+        for info in group:
+            out.print(f"  {escape(info.name)}", soft_wrap=True, highlight=False)
+            source = "" if info.source.startswith("built-in") else f" [dim](from {escape(info.source)})[/dim]"
+            missing = "" if info.available else f" [yellow](not installed: {escape(info.hint)})[/yellow]"
+            out.print(Padding(f"{escape(info.title)}{source}{missing}", (0, 0, 0, 6)), highlight=False)

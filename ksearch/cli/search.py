@@ -17,6 +17,7 @@ from ksearch.cli._common import (
     RunIdArg,
     fail_validation,
     out,
+    pick_run,
     print_outcome,
     workspace_of,
 )
@@ -49,6 +50,8 @@ def run(
     temperature: Annotated[float | None, typer.Option(help="Sampling temperature (provider default if unset).")] = None,
     run_id: Annotated[str | None, typer.Option(help="Name the run (default: TASK-DATE-TIME-XXXX).")] = None,
     run_timeout: Annotated[float, typer.Option(help="Seconds one candidate may run before it is killed.")] = 300.0,
+    llm_timeout: Annotated[float, typer.Option(help="Seconds one LLM request may take before it is abandoned and retried.")] = 600.0,
+    llm_max_attempts: Annotated[int, typer.Option(help="Tries per LLM request on rate limits, timeouts and server errors (with exponential back-off).")] = 5,
     kernelbench_root: KernelBenchRootOpt = None,
     baseline: BaselineOpt = "eager",
     seed_from: Annotated[Path | None, typer.Option("--seed-from", help="Continue from this solution file: it is evaluated first and the first cycles edit it.")] = None,
@@ -77,6 +80,8 @@ def run(
             gpus=gpus,
             max_difficulty=max_difficulty,
             run_timeout_s=run_timeout,
+            llm_timeout_s=llm_timeout,
+            llm_max_attempts=llm_max_attempts,
             budget=BudgetConfig(
                 max_total_tokens=max_tokens,
                 max_cost_usd=max_cost,
@@ -100,9 +105,9 @@ def run(
 
 
 @app.command()
-def resume(ctx: typer.Context, run_id: RunIdArg) -> None:
-    """Continue a run from its last checkpoint (after a crash, a kill or Ctrl-C)."""
-    run_row = inspect_flow.run_row(run_id, workspace_of(ctx))
+def resume(ctx: typer.Context, run_id: RunIdArg = None) -> None:
+    """Continue a run from its last checkpoint (after a crash, a kill or Ctrl-C); without RUN, the latest unfinished run."""
+    run_row = inspect_flow.run_row(pick_run(ctx, run_id, unfinished=True), workspace_of(ctx))
     max_rounds = run_row["config"].get("max_rounds", 0)
     out.print(f"resuming [bold]{run_row['id']}[/bold] ({run_row['rounds_used']} rounds done before)")
     with Progress(max_rounds) as progress:
@@ -114,11 +119,11 @@ def resume(ctx: typer.Context, run_id: RunIdArg) -> None:
 @app.command()
 def replay(
     ctx: typer.Context,
-    run_id: RunIdArg,
+    run_id: RunIdArg = None,
     device: Annotated[str | None, typer.Option(help="Re-evaluate on this device (default: the recorded one).")] = None,
 ) -> None:
     """Re-execute a past run with its recorded LLM replies, re-evaluating every kernel on this machine."""
-    config = runner.replay_config(run_id, workspace=workspace_of(ctx), device=device)
+    config = runner.replay_config(pick_run(ctx, run_id), workspace=workspace_of(ctx), device=device)
     out.print(f"replaying [bold]{config.replay_of}[/bold] as new run [bold]{config.run_id}[/bold] on {config.device}")
     with Progress(config.max_rounds) as progress:
         outcome = runner.start_run(config, workspace=workspace_of(ctx), on_event=progress)

@@ -10,11 +10,12 @@ from ksearch.agent.interactive import Waiting
 from ksearch.agent.world_model import WorldModel
 from ksearch.contracts.evaluation import Evaluation
 from ksearch.flows.interactive import read_pending
+from ksearch.flows.run import driver_alive
 from ksearch.flows.workspace import open_store
 from ksearch.store.steering import list_acts
 from ksearch.tasks.registry import TaskInfo, list_tasks, prepare_task
 
-__all__ = ["RunView", "canonical_task", "list_runs", "list_tasks", "run_view", "TaskInfo"]
+__all__ = ["RunView", "canonical_task", "list_runs", "list_tasks", "resolve_run_id", "run_view", "TaskInfo"]
 
 
 @dataclass
@@ -51,11 +52,27 @@ class RunView:
 
 
 def list_runs(workspace: Path | None = None) -> list[dict[str, Any]]:
-    """The workspace's runs, newest first, each with its LLM usage totals under ``usage``."""
+    """The workspace's runs, newest first, each with its LLM usage totals under ``usage``; a run whose status says
+    ``running`` also says under ``driven`` whether a process is driving it now (False: it crashed or was killed)."""
     store = open_store(workspace)
     try:
         rows = store.list_runs()
-        return [{**r, "usage": store.usage(r["id"])["total"]} for r in rows]
+        runs = [{**r, "usage": store.usage(r["id"])["total"]} for r in rows]
+    finally:
+        store.close()
+    for r in runs:
+        if r["status"] == "running":
+            r["driven"] = bool(r.get("driver")) and driver_alive(r["driver"])
+    return runs
+
+
+def resolve_run_id(run_id: str | None, workspace: Path | None = None, *, unfinished: bool = False) -> str:
+    """The full id of ``run_id`` (a unique prefix is enough), or, when it is None, of the latest run (``unfinished``:
+    the latest one not finished). RunNotFoundError when there is no such run."""
+    store = open_store(workspace)
+    try:
+        run = store.get_run(run_id) if run_id is not None else store.latest_run(unfinished=unfinished)
+        return run["id"]
     finally:
         store.close()
 

@@ -37,7 +37,7 @@ FLASHINFER_PREFIX = "flashinfer:"
 _PATTERNS: list[tuple[str, str]] = [
     ("kernelbench:LEVEL/ID", "KernelBench problem ID of level LEVEL (needs --kernelbench-root or KERNELBENCH_ROOT)"),
     ("kernelbench:FILE.py", "any problem file in KernelBench's format (Model, get_inputs, get_init_inputs)"),
-    ("flashinfer:DEFINITION[@DATASET]", "a FlashInfer-Bench definition (4 built in, synthetic workloads; or from a dataset)"),
+    ("flashinfer:DEFINITION@DATASET", "any FlashInfer-Bench definition of a flashinfer-trace dataset folder, with its workloads"),
     ("FILE.py", "your own operator file (reference, make_inputs, CONFIGS: see ksearch/tasks/userop/PROTOCOL.md)"),
 ]
 """Families of names, shown by ``ksearch tasks`` after the named tasks."""
@@ -50,6 +50,10 @@ class TaskInfo(BaseModel):
     title: str
     source: str
     """'built-in' or the name of the distribution that registered the task."""
+    available: bool = True
+    """False when the task needs a package that is not installed (``hint`` says which)."""
+    hint: str = ""
+    """What to do before the task can run, e.g. the pip command."""
 
 
 def resolve_task(name: str, *, kernelbench_root: str | Path | None = None) -> Task:
@@ -145,8 +149,33 @@ def list_tasks() -> list[TaskInfo]:
         except UserError as exc:
             title = f"(cannot load: {exc})"
         infos.append(TaskInfo(name=ep.name, title=title, source=_distribution(ep)))
+    infos.extend(_flashinfer_builtins())
     infos.extend(TaskInfo(name=n, title=t, source="built-in (pattern)") for n, t in _PATTERNS)
     return infos
+
+
+def _flashinfer_builtins() -> list[TaskInfo]:
+    """The FlashInfer-Bench definitions shipped with ksearch, by the names a user types; read from their JSON, so
+    they are listed (with the install line) even when flashinfer-bench itself is not installed."""
+    import json
+
+    from ksearch.tasks.flashinfer import definitions as defs
+
+    try:
+        defs.fib()
+        available, hint = True, ""
+    except UserError:
+        available, hint = False, f"needs flashinfer-bench: {defs.INSTALL_HINT}"
+    infos = []
+    for name in defs.BUILTIN_DEFINITIONS:
+        description = json.loads(defs.builtin_definition_json(name)).get("description", "")
+        title = "FlashInfer-Bench: " + _clip(description.split(":")[0].split(". ")[0], 70) + " (synthetic workloads)"
+        infos.append(TaskInfo(name=FLASHINFER_PREFIX + name, title=title, source="built-in", available=available, hint=hint))
+    return infos
+
+
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: text.rfind(" ", 0, limit)].rstrip(" ,(") + "..."
 
 
 def _plugin_entry_points() -> list[EntryPoint]:
