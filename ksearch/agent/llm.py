@@ -215,6 +215,13 @@ def is_transient(exc: BaseException) -> bool:
     return status is not None and (status in _TRANSIENT_STATUS or status >= 500)
 
 
+def is_malformed_response(exc: BaseException) -> bool:
+    """The server answered 2xx but the body is not a chat completion (cut off, not JSON): a proxy or server glitch,
+    retried like a transient error."""
+    status = _status_code(exc)
+    return status is not None and 200 <= status < 300
+
+
 def _retry_after_s(exc: BaseException) -> float | None:
     headers = getattr(getattr(exc, "response", None), "headers", None)
     if headers is None:
@@ -511,12 +518,17 @@ class LLMClient:
             except KsearchError:
                 raise
             except Exception as exc:
-                if not is_transient(exc):
-                    if _status_code(exc) is None and not (_ModelError and isinstance(exc, _ModelError)):
-                        raise  # not a provider failure: a bug that must show its traceback
-                    raise _permanent_error(exc, self.model_name) from exc
-                last_error = exc
-                continue
+                if is_transient(exc) or is_malformed_response(exc):
+                    last_error = exc
+                    continue
+                if _status_code(exc) is None and not (_ModelError and isinstance(exc, _ModelError)):
+                    if replayed:
+                        raise  # our own replay model failed: a bug that must show its traceback
+                    raise ProviderError(  # the integration could not make sense of what the server sent
+                        f"the response of {self.model_name} could not be read ({type(exc).__name__}: {exc})",
+                        hint="check that --base-url points at an OpenAI-compatible /v1 endpoint",
+                    ) from exc
+                raise _permanent_error(exc, self.model_name) from exc
             latency = time.monotonic() - started
             usage = getattr(message, "usage_metadata", None) or {}
             input_tokens = int(usage.get("input_tokens", 0) or 0)
