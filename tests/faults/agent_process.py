@@ -1,0 +1,214 @@
+"""The agent side of the fault suite: ``ksearch``'s real ``main()`` in a process of its own, plus the fault to inject.
+
+It runs in a child of a fork server that imported ksearch once (``harness.py``), so each agent process starts in a
+fraction of a second instead of re-importing torch and LangChain, and is a real process all the same: SIGKILL ends it
+at once, with no cleanup, exactly as ``kill -9`` ends ``ksearch``.
+
+Faults fire at deterministic points, observed from inside the process without any hook in ksearch itself:
+
+- a structlog event (``node.start`` / ``node.end`` of a node, ``profile.evaluate``...), seen by a processor this
+  module adds in front of ksearch's own logging set-up;
+- the return of a ``Store`` method called while a given node runs (``record_evaluation`` inside ``profile``...):
+  the store class is wrapped in this process only;
+- "an evaluation worker is running": after the event, a thread waits until this process has a child carrying its
+  pid in ``KSEARCH_PARENT_PID`` (the evaluator's sandboxed worker), then fires.
+
+The actions: ``kill`` (SIGKILL this process) or ``fill-disk:PATH`` (write a file at PATH until its file system is
+full, then go on: the next database write that needs space fails as on a real full disk).
+
+One thing is shared by all agent processes: the CPU device probe (``probe_device("cpu")``, which imports torch in a
+subprocess to read the versions that go into the evaluation key). The fork server takes it once; its answer cannot
+differ between processes of one machine, and taking it again would cost 4-10 s per agent start. Everything else,
+the evaluator's workers included, starts afresh in every process.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import signal
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import ksearch.cli  # noqa: F401 - imported in the fork server, before any agent process forks
+import ksearch.flows.run
+from ksearch.store.store import Store
+from ksearch.tools.fingerprint import DeviceInfo, probe_device
+
+_CPU_PROBE: DeviceInfo = probe_device("cpu")
+
+
+def _probe_device(device: str) -> DeviceInfo:
+    return _CPU_PROBE if device == "cpu" else probe_device(device)
+
+
+ksearch.flows.run.probe_device = _probe_device
+
+
+@dataclass(frozen=True)
+class Fault:
+    """One fault at one point of a run."""
+
+    event: str
+    """The structlog event that arms it (``node.start``, ``node.end``, ``profile.evaluate``...)."""
+    node: str | None = None
+    """Only events (or store calls) of this node."""
+    nth: int = 1
+    """The nth matching event (or store call) in this process."""
+    store_call: str | None = None
+    """Fire after this Store method returns inside ``node`` (the event then only tracks which node runs)."""
+    worker_running: bool = False
+    """Fire once an evaluation worker of this process is running (after the event)."""
+    action: str = "kill"
+    """``kill``, or ``fill-disk:PATH``."""
+
+    @property
+    def label(self) -> str:
+        if self.store_call:
+            return f"inside {self.node}, after Store.{self.store_call}"
+        if self.worker_running:
+            return f"inside {self.node or self.event}, while the evaluation worker runs"
+        where = {"node.start": "start of", "node.end": "end of"}.get(self.event, self.event)
+        return f"{where} {self.node}" + (f" (#{self.nth})" if self.nth > 1 else "")
+
+
+def agent_main(argv: list[str], cwd: str, output: str, env: dict[str, str], fault: Fault | None) -> None:
+    """``ksearch ARGV`` with stdout and stderr in ``output``; exits with ksearch's exit code."""
+    os.chdir(cwd)
+    os.environ.update(env)
+    fd = os.open(output, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.close(fd)
+    sys.stdout = open(1, "w", buffering=1, encoding="utf-8", closefd=False)  # noqa: SIM115
+    sys.stderr = open(2, "w", buffering=1, encoding="utf-8", closefd=False)  # noqa: SIM115
+    if fault is not None:
+        _arm(fault)
+    sys.argv = ["ksearch", *argv]
+    ksearch.cli.main()
+
+
+# ---- arming ----------------------------------------------------------------------------------------------------------
+class _State:
+    def __init__(self, fault: Fault) -> None:
+        self.fault = fault
+        self.current: dict[int, str] = {}
+        """The node each thread is running (cycles run in threads of their own)."""
+        self.seen = 0
+        self.fired = False
+        self.lock = threading.Lock()
+
+
+def _arm(fault: Fault) -> None:
+    state = _State(fault)
+    configure = ksearch.cli.configure_logging
+
+    def configure_then_watch(*args: Any, **kwargs: Any) -> None:
+        configure(*args, **kwargs)
+        import structlog
+
+        processors = structlog.get_config()["processors"]
+        structlog.configure(processors=[_watcher(state), *processors])
+
+    ksearch.cli.configure_logging = configure_then_watch
+    if fault.store_call:
+        _wrap_store(state)
+
+
+def _watcher(state: _State):  # noqa: ANN202 - a structlog processor
+    fault = state.fault
+
+    def watch(_logger: Any, _method: str, event_dict: dict[str, Any]) -> dict[str, Any]:
+        event, thread = event_dict.get("event"), threading.get_ident()
+        if event == "node.start":
+            state.current[thread] = event_dict.get("node")
+        node = event_dict.get("node") or state.current.get(thread)  # other events: the node this thread runs
+        if not fault.store_call and event == fault.event and fault.node in (None, node) and _due(state):
+            if fault.worker_running:
+                threading.Thread(target=_when_worker_runs, args=(fault,), daemon=True).start()
+            else:
+                _act(fault)
+        if event == "node.end":
+            state.current.pop(thread, None)
+        return event_dict
+
+    return watch
+
+
+def _wrap_store(state: _State) -> None:
+    fault = state.fault
+    original = getattr(Store, fault.store_call)
+
+    def wrapped(self: Store, *args: Any, **kwargs: Any) -> Any:
+        result = original(self, *args, **kwargs)
+        if state.current.get(threading.get_ident()) == fault.node and _due(state):
+            _act(fault)
+        return result
+
+    setattr(Store, fault.store_call, wrapped)
+
+
+def _due(state: _State) -> bool:
+    """Count one matching occurrence; True exactly once, at the nth."""
+    with state.lock:
+        state.seen += 1
+        due = state.seen == state.fault.nth and not state.fired
+        state.fired = state.fired or due
+        return due
+
+
+def _when_worker_runs(fault: Fault) -> None:
+    deadline = time.monotonic() + 120
+    while not _my_workers():
+        if time.monotonic() > deadline:
+            return
+        time.sleep(0.05)
+    time.sleep(0.3)  # well inside the worker's run: it imports torch and triton for seconds
+    _act(fault)
+
+
+def _my_workers() -> list[int]:
+    marker = f"KSEARCH_PARENT_PID={os.getpid()}".encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if marker in (entry / "environ").read_bytes().split(b"\0"):
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+    return found
+
+
+def _act(fault: Fault) -> None:
+    if fault.action == "kill":
+        os.kill(os.getpid(), signal.SIGKILL)
+    elif fault.action.startswith("fill-disk:"):
+        fill_disk(Path(fault.action.removeprefix("fill-disk:")))
+    else:
+        raise ValueError(f"unknown fault action {fault.action!r}")
+
+
+def fill_disk(path: Path) -> int:
+    """Write zeros to ``path`` until its file system has no space left; returns the bytes written."""
+    block = b"\0" * (64 * 1024)
+    written = 0
+    with open(path, "wb", buffering=0) as f:
+        while True:
+            try:
+                written += f.write(block)
+            except OSError as exc:
+                if exc.errno != errno.ENOSPC:
+                    raise
+                break
+        for size in (4096, 512, 1):  # the last few blocks too
+            while True:
+                try:
+                    written += f.write(b"\0" * size)
+                except OSError:
+                    break
+    return written
