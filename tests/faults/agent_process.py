@@ -11,10 +11,11 @@ Faults fire at deterministic points, observed from inside the process without an
 - the return of a ``Store`` method called while a given node runs (``record_evaluation`` inside ``profile``...):
   the store class is wrapped in this process only;
 - "an evaluation worker is running": after the event, a thread waits until this process has a child carrying its
-  pid in ``KSEARCH_PARENT_PID`` (the evaluator's sandboxed worker), then fires.
+  pid in ``KSEARCH_PARENT_PID`` that runs the evaluator's worker module (not its checker), then fires.
 
-The actions: ``kill`` (SIGKILL this process) or ``fill-disk:PATH`` (write a file at PATH until its file system is
-full, then go on: the next database write that needs space fails as on a real full disk).
+The actions: ``kill`` (SIGKILL this process), ``signal:SIGINT`` / ``signal:SIGTERM`` (as Ctrl-C or ``kill`` send
+them), or ``disk-full`` (from then on the workspace database cannot grow: the next write that needs space fails
+with SQLITE_FULL, as on a real full disk; see ``disk_full``).
 
 One thing is shared by all agent processes: the CPU device probe (``probe_device("cpu")``, which imports torch in a
 subprocess to read the versions that go into the evaluation key). The fork server takes it once; its answer cannot
@@ -24,8 +25,9 @@ the evaluator's workers included, starts afresh in every process.
 
 from __future__ import annotations
 
-import errno
+import ctypes
 import os
+import sqlite3
 import signal
 import sys
 import threading
@@ -64,7 +66,7 @@ class Fault:
     worker_running: bool = False
     """Fire once an evaluation worker of this process is running (after the event)."""
     action: str = "kill"
-    """``kill``, or ``fill-disk:PATH``."""
+    """``kill``, ``signal:NAME`` or ``disk-full``."""
 
     @property
     def label(self) -> str:
@@ -88,6 +90,8 @@ def agent_main(argv: list[str], cwd: str, output: str, env: dict[str, str], faul
     sys.stderr = open(2, "w", buffering=1, encoding="utf-8", closefd=False)  # noqa: SIM115
     if fault is not None:
         _arm(fault)
+    if env.get("KSEARCH_TEST_DROP_FILE_CAPS") == "1":
+        drop_file_capabilities()
     sys.argv = ["ksearch", *argv]
     ksearch.cli.main()
 
@@ -117,6 +121,8 @@ def _arm(fault: Fault) -> None:
     ksearch.cli.configure_logging = configure_then_watch
     if fault.store_call:
         _wrap_store(state)
+    if fault.action == "disk-full":
+        _track_connections()
 
 
 def _watcher(state: _State):  # noqa: ANN202 - a structlog processor
@@ -161,6 +167,10 @@ def _due(state: _State) -> bool:
         return due
 
 
+WORKER_MODULE = b"ksearch.tools.evaluator.worker"
+"""The evaluator's worker (``python -P -m ksearch.tools.evaluator.worker``); the checker is another module."""
+
+
 def _when_worker_runs(fault: Fault) -> None:
     deadline = time.monotonic() + 120
     while not _my_workers():
@@ -172,12 +182,15 @@ def _when_worker_runs(fault: Fault) -> None:
 
 
 def _my_workers() -> list[int]:
+    """Evaluation workers (not checkers) started by this process: they carry its pid in their environment."""
     marker = f"KSEARCH_PARENT_PID={os.getpid()}".encode()
     found = []
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
             try:
-                if marker in (entry / "environ").read_bytes().split(b"\0"):
+                if marker in (entry / "environ").read_bytes().split(b"\0") and WORKER_MODULE in (
+                    entry / "cmdline"
+                ).read_bytes().split(b"\0"):
                     found.append(int(entry.name))
             except OSError:
                 continue
@@ -187,28 +200,65 @@ def _my_workers() -> list[int]:
 def _act(fault: Fault) -> None:
     if fault.action == "kill":
         os.kill(os.getpid(), signal.SIGKILL)
-    elif fault.action.startswith("fill-disk:"):
-        fill_disk(Path(fault.action.removeprefix("fill-disk:")))
+    elif fault.action.startswith("signal:"):  # what Ctrl-C or `kill` does: the signal comes to the main thread
+        os.kill(os.getpid(), signal.Signals[fault.action.removeprefix("signal:")])
+    elif fault.action == "disk-full":
+        disk_full()
     else:
         raise ValueError(f"unknown fault action {fault.action!r}")
 
 
-def fill_disk(path: Path) -> int:
-    """Write zeros to ``path`` until its file system has no space left; returns the bytes written."""
-    block = b"\0" * (64 * 1024)
-    written = 0
-    with open(path, "wb", buffering=0) as f:
-        while True:
-            try:
-                written += f.write(block)
-            except OSError as exc:
-                if exc.errno != errno.ENOSPC:
-                    raise
-                break
-        for size in (4096, 512, 1):  # the last few blocks too
-            while True:
-                try:
-                    written += f.write(b"\0" * size)
-                except OSError:
-                    break
-    return written
+# ---- a full disk, simulated ------------------------------------------------------------------------------------------
+_CONNECTIONS: list[sqlite3.Connection] = []
+"""Every connection this process opened to a workspace database (the store's and LangGraph's)."""
+
+
+def _track_connections() -> None:
+    connect = sqlite3.connect
+
+    def tracked(database: Any, *args: Any, **kwargs: Any) -> sqlite3.Connection:
+        conn = connect(database, *args, **kwargs)
+        if str(database).endswith("ksearch.db"):
+            _CONNECTIONS.append(conn)
+        return conn
+
+    sqlite3.connect = tracked
+
+
+def disk_full() -> None:
+    """From now on the workspace database cannot grow by one page, on every connection of this process: SQLite's
+    ``max_page_count`` set to the current size. A write that needs space then fails with SQLITE_FULL ("database or
+    disk is full"), the very error a full disk gives, and SQLite rolls its transaction back as it does then."""
+    for conn in _CONNECTIONS:
+        try:
+            pages = conn.execute("PRAGMA page_count").fetchone()[0]
+            conn.execute(f"PRAGMA max_page_count = {pages}")
+        except sqlite3.ProgrammingError:
+            continue  # closed
+
+
+# ---- root obeys file modes -------------------------------------------------------------------------------------------
+_CAP_DAC_OVERRIDE, _CAP_DAC_READ_SEARCH = 1, 2
+
+
+def drop_file_capabilities() -> None:
+    """Root ignores file modes (CAP_DAC_OVERRIDE); without it a read-only workspace is read-only to root as well,
+    as it is to any user. A no-op for other users."""
+    if os.geteuid() != 0:
+        return
+    libc = ctypes.CDLL(None, use_errno=True)
+
+    class Header(ctypes.Structure):
+        _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+    class Data(ctypes.Structure):
+        _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
+
+    header, data = Header(0x20080522, 0), (Data * 2)()  # _LINUX_CAPABILITY_VERSION_3
+    if libc.capget(ctypes.byref(header), data) != 0:
+        raise OSError(ctypes.get_errno(), "capget")
+    mask = ~((1 << _CAP_DAC_OVERRIDE) | (1 << _CAP_DAC_READ_SEARCH)) & 0xFFFFFFFF
+    data[0].effective &= mask
+    data[0].permitted &= mask
+    if libc.capset(ctypes.byref(header), data) != 0:
+        raise OSError(ctypes.get_errno(), "capset")

@@ -194,3 +194,14 @@ def assert_one_line_error(output: str, *needles: str) -> None:
 
 
 SIGNAL_EXIT = {signal.SIGINT: 130, signal.SIGTERM: 143}
+
+
+def run_args(run_id: str, server: LoopbackLLM, *extra: str, rounds: int = 1) -> list[str]:
+    """``ksearch run`` of the softmax task on the CPU against the loopback server, ``rounds`` rounds."""
+    return ["run", "softmax", "--model", "openai:fault-test", "--base-url", server.base_url, "--device", "cpu",
+            "--max-rounds", str(rounds), "--run-id", run_id, *extra]  # fmt: skip
+
+
+def llm_rows(ws: Path, run_id: str) -> dict[str, dict[str, Any]]:
+    """The run's recorded LLM calls by call key (each key at most once: ``check_nothing_paid_twice`` checks it)."""
+    return {c["call_key"]: c for c in rows(ws, "select * from llm_calls where run_id = ?", (run_id,))}

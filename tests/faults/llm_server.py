@@ -67,6 +67,8 @@ class LoopbackLLM:
         self.requests: list[Request] = []
         self.kill_when: Callable[[Request], bool] | None = None
         """If set, SIGKILL ``agent_pid`` when a request for which it is true arrives (once), before answering."""
+        self.on_arrival: Callable[[Request], None] | None = None
+        """If set, called with every request as it arrives, before it is answered (to signal the agent then)."""
         self.agent_pid: int | None = None
         self._planner_bases: list[str] = []
         self._lock = threading.Lock()
@@ -108,6 +110,8 @@ class LoopbackLLM:
             while self.agent_pid is None and time.monotonic() < deadline:
                 time.sleep(0.01)
             os.kill(self.agent_pid, signal.SIGKILL)
+        if self.on_arrival is not None:
+            self.on_arrival(request)
         return request
 
 
