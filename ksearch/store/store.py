@@ -75,8 +75,37 @@ def open_connection(path: Path) -> sqlite3.Connection:
         conn.execute(f"PRAGMA busy_timeout={int(BUSY_TIMEOUT_S * 1000)}")
     except sqlite3.Error as exc:
         conn.close()
+        if _is_read_only(exc) and path.exists():
+            return _open_read_only(path)
         raise workspace_error(exc, path) from exc
     return conn
+
+
+def _is_read_only(exc: sqlite3.Error) -> bool:
+    return "readonly" in str(exc).lower()
+
+
+def _open_read_only(path: Path) -> sqlite3.Connection:
+    """A workspace we may read but not write (a shared results folder, a read-only mount): reading commands work,
+    and the first write fails as SQLite's "attempt to write a readonly database", which ``workspace_error`` words.
+    WAL needs its -shm file to read; where it cannot be created, the file is read as immutable (nobody can be
+    writing it: nobody can write it)."""
+    last: sqlite3.Error | None = None
+    for mode in ("mode=ro", "immutable=1"):
+        try:
+            conn = sqlite3.connect(f"{path.resolve().as_uri()}?{mode}", uri=True, check_same_thread=False,
+                                   timeout=BUSY_TIMEOUT_S, isolation_level=None)  # fmt: skip
+        except sqlite3.Error as exc:
+            last = exc
+            continue
+        try:
+            conn.execute("select count(*) from sqlite_master").fetchone()
+            return conn
+        except sqlite3.Error as exc:
+            conn.close()
+            last = exc
+    assert last is not None
+    raise workspace_error(last, path) from last
 
 
 class Store:
