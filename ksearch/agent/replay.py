@@ -134,9 +134,18 @@ def load_replay_entries(source: str) -> list[ReplayEntry]:
     """
     path = Path(source)
     try:
-        text = path.read_text(encoding="utf-8")
+        raw = path.read_bytes()
     except OSError as exc:
         raise UserError(f"cannot read replay file {source}: {exc.strerror or exc}") from exc
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        lineno = raw.count(b"\n", 0, exc.start) + 1
+        column = exc.start - (raw.rfind(b"\n", 0, exc.start) + 1) + 1
+        raise UserError(
+            f"{source}:{lineno}: not UTF-8 text (byte 0x{raw[exc.start]:02x} at column {column})",
+            hint='a replay file holds JSON lines in UTF-8, one {"reply": ..., "call_key": ...} per line',
+        ) from exc
     entries: list[ReplayEntry] = []
     for lineno, line in enumerate(text.splitlines(), start=1):
         stripped = line.strip()
