@@ -133,8 +133,16 @@ NOT_A_DATABASE = {
 }
 
 
-@pytest.mark.parametrize("content", NOT_A_DATABASE.values(), ids=NOT_A_DATABASE.keys())
-def test_a_database_that_is_not_one_is_a_clear_error_and_is_left_untouched(tmp_path, content):
+def _truncated_workspace_database(tmp_path: Path) -> bytes:
+    """A real workspace database with runs in it, cut to its first half (a copy interrupted, a disk error)."""
+    real = _workspace_with_runs(tmp_path / "real") / DB_NAME
+    data = real.read_bytes()
+    return data[: len(data) // 2]
+
+
+@pytest.mark.parametrize("kind", [*NOT_A_DATABASE, "truncated"])
+def test_a_database_that_is_not_one_is_a_clear_error_and_is_left_untouched(tmp_path, kind):
+    content = NOT_A_DATABASE[kind] if kind in NOT_A_DATABASE else _truncated_workspace_database(tmp_path)
     ws = tmp_path / "ws"
     ws.mkdir()
     db = ws / DB_NAME
