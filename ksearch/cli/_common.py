@@ -21,10 +21,13 @@ WorkspaceOpt = Annotated[
     typer.Option("--workspace", "-w", help="Workspace folder holding ksearch.db and logs [env: KSEARCH_WORKSPACE; default ./.ksearch]"),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON instead of tables.")]
-RunIdArg = Annotated[
+RunIdArg = Annotated[str, typer.Argument(help="A run id (a unique prefix is enough); list them with `ksearch runs`.")]
+LatestRunIdArg = Annotated[
     str | None,
     typer.Argument(help="A run id (a unique prefix is enough) [default: the latest run]; list them with `ksearch runs`."),
 ]
+"""RUN of the commands that default to the latest run (show, resume, replay, export); those that change a run
+(respond, steer, fork) take it explicitly."""
 KernelBenchRootOpt = Annotated[
     Path | None,
     typer.Option("--kernelbench-root", help="KernelBench checkout for kernelbench:LEVEL/ID tasks [env: KERNELBENCH_ROOT]."),

@@ -15,7 +15,7 @@ from ksearch.cli._common import (
     BaselineOpt,
     JsonOpt,
     KernelBenchRootOpt,
-    RunIdArg,
+    LatestRunIdArg,
     err,
     fail_validation,
     out,
@@ -106,7 +106,7 @@ def sweep_table(rep: Any) -> Table:
 @app.command("export")
 def export_cmd(
     ctx: typer.Context,
-    run_id: RunIdArg = None,
+    run_id: LatestRunIdArg = None,
     format_name: Annotated[str, typer.Option("--format", "-f", help="module (the plain module, any task), gpumode (a GPU MODE submission.py) or flashinfer (a Solution JSON).")] = "module",
     output: Annotated[Path | None, typer.Option("--output", "-o", help="File to write (default: submission.py for gpumode, RUN.py for module); '-' prints it.")] = None,
     force: Annotated[bool, typer.Option("--force", help="Overwrite an existing output file.")] = False,

@@ -13,7 +13,7 @@ from rich.table import Table
 from rich.tree import Tree
 
 from ksearch.agent.world_model import ROOT_ID, WorldModel
-from ksearch.cli._common import JsonOpt, RunIdArg, out, pick_run, workspace_of
+from ksearch.cli._common import JsonOpt, LatestRunIdArg, out, pick_run, workspace_of
 from ksearch.flows import inspect as inspect_flow
 
 app = typer.Typer()
@@ -77,7 +77,7 @@ def run_status(run: dict[str, Any]) -> str:
 @app.command()
 def show(
     ctx: typer.Context,
-    run_id: RunIdArg = None,
+    run_id: LatestRunIdArg = None,
     code: Annotated[bool, typer.Option("--code", help="Print the best kernel's source.")] = False,
     as_json: JsonOpt = False,
 ) -> None:

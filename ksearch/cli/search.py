@@ -14,7 +14,7 @@ from ksearch.cli._common import (
     BaselineOpt,
     KernelBenchRootOpt,
     Progress,
-    RunIdArg,
+    LatestRunIdArg,
     fail_validation,
     out,
     pick_run,
@@ -105,7 +105,7 @@ def run(
 
 
 @app.command()
-def resume(ctx: typer.Context, run_id: RunIdArg = None) -> None:
+def resume(ctx: typer.Context, run_id: LatestRunIdArg = None) -> None:
     """Continue a run from its last checkpoint (after a crash, a kill or Ctrl-C); without RUN, the latest unfinished run."""
     run_row = inspect_flow.run_row(pick_run(ctx, run_id, unfinished=True), workspace_of(ctx))
     max_rounds = run_row["config"].get("max_rounds", 0)
@@ -119,7 +119,7 @@ def resume(ctx: typer.Context, run_id: RunIdArg = None) -> None:
 @app.command()
 def replay(
     ctx: typer.Context,
-    run_id: RunIdArg = None,
+    run_id: LatestRunIdArg = None,
     device: Annotated[str | None, typer.Option(help="Re-evaluate on this device (default: the recorded one).")] = None,
 ) -> None:
     """Re-execute a past run with its recorded LLM replies, re-evaluating every kernel on this machine."""

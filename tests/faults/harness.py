@@ -205,3 +205,11 @@ def run_args(run_id: str, server: LoopbackLLM, *extra: str, rounds: int = 1) -> 
 def llm_rows(ws: Path, run_id: str) -> dict[str, dict[str, Any]]:
     """The run's recorded LLM calls by call key (each key at most once: ``check_nothing_paid_twice`` checks it)."""
     return {c["call_key"]: c for c in rows(ws, "select * from llm_calls where run_id = ?", (run_id,))}
+
+
+def is_driven(ws: Path, run_id: str) -> bool:
+    """Whether a live process is recorded as the run's driver (``runs.driver``, a dead one counts as none)."""
+    from ksearch.flows.run import driver_alive
+
+    driver = run_row(ws, run_id).get("driver")
+    return bool(driver) and driver_alive(driver)

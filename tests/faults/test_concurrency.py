@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from ksearch.flows.workspace import run_is_driven
 from tests.faults.harness import (
+    is_driven,
     assert_one_line_error,
     check_nothing_paid_twice,
     ksearch,
@@ -40,14 +40,14 @@ def test_two_runs_at_once_in_one_new_workspace_both_finish_and_record_everything
         assert server.count("plan:0") == 2 and server.count("write:c1:1") == 2  # one each
 
 
-def test_a_second_driver_of_a_running_run_is_refused_with_the_pid_and_pays_for_nothing(tmp_path):
+def test_a_second_driver_of_a_running_run_is_refused_with_its_driver_and_pays_for_nothing(tmp_path):
     ws = tmp_path / "ws"
     second: dict[str, object] = {}
 
     def resume_meanwhile(request) -> None:  # while the first driver waits for the planner's reply
         if request.key == "plan:0" and not second:
             second["result"] = ksearch(ws, "resume", "r", cwd=tmp_path, name="second")
-            second["driven"] = run_is_driven(ws, "r")
+            second["driven"] = is_driven(ws, "r")
 
     with loopback_llm(scripted({"plan:0": Reply(text=PLAN, delay_s=0.5)})) as server:
         server.on_arrival = resume_meanwhile
@@ -55,9 +55,9 @@ def test_a_second_driver_of_a_running_run_is_refused_with_the_pid_and_pays_for_n
         assert first_code == 0, first_output[-3000:]
         code, output = second["result"]
         assert code == 1, output[-3000:]
-        assert_one_line_error(output, "run r is being driven by another process (pid", "ksearch resume r")
+        assert_one_line_error(output, "run r is being driven by process", "wait until it pauses or ends")
         assert second["driven"] is True
         assert server.count("plan:0") == 1  # the refused driver asked nothing
         check_nothing_paid_twice(ws, "r", server)
     assert run_row(ws, "r")["status"] == "finished"
-    assert run_is_driven(ws, "r") is False
+    assert is_driven(ws, "r") is False

@@ -15,9 +15,9 @@ from dataclasses import dataclass
 
 import pytest
 
-from ksearch.flows.workspace import run_is_driven
 from tests.faults.agent_process import Fault
 from tests.faults.harness import (
+    is_driven,
     assert_no_orphans,
     check_nothing_paid_twice,
     ksearch,
@@ -72,6 +72,7 @@ KILL_POINTS = [
     _after("profile", "record_evaluation"), _end("profile"),
     _start("finish_cycle"), _end("finish_cycle"),
     _start("prune"), _after("prune", "record_snapshot"), _end("prune"),
+    _start("learn_skills"), _end("learn_skills"),
 ]  # fmt: skip
 
 
@@ -92,7 +93,7 @@ def test_sigkill_at_every_node_boundary_and_inside_every_node(tmp_path):
             assert_no_orphans(agent.pid)
             # As a crash leaves it: status still 'running', no process holds it, nothing recorded twice.
             assert run_row(ws, RUN_ID)["status"] == "running"
-            assert run_is_driven(ws, RUN_ID) is False
+            assert is_driven(ws, RUN_ID) is False
             check_nothing_paid_twice(ws, RUN_ID, server)
             outcomes.append(point.label)
             argv = ["resume", RUN_ID]
