@@ -211,7 +211,9 @@ def test_registered_and_prepares_gpu_mode_data(task: TrimulTask) -> None:
             return torch.zeros(1)
 
     fn = task.prepare(Module, config, "cpu")
-    fn(inputs)
+    args = task.call_args(inputs, config)
+    fn(*args)
+    assert seen["data"] is args[0]  # the harness's data object itself, as upstream passes it
     x, mask, weights, cfg = seen["data"]
     assert x is inputs[0] and mask is inputs[1]
     assert list(weights) == list(WEIGHT_KEYS) and weights["to_out.weight"] is inputs[-1]
