@@ -35,6 +35,7 @@ def checker() -> Checker:
 
 def _begin(checker: Checker, salt: int = SALT) -> StagingWriter:
     answer = checker.handle(CheckerCommand(op="begin", task="softmax", device="cpu", salt=salt, bench_salt=salt + 1))
+    assert answer.get("ok", True), answer
     writer = StagingWriter(checker.staging.handle)
     return writer
 

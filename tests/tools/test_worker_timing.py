@@ -5,7 +5,6 @@ runs with CUDA events.)"""
 from __future__ import annotations
 
 import time
-from pathlib import Path
 from typing import Any
 
 import pytest
