@@ -1,0 +1,80 @@
+"""The library the task forbids: calling the op the kernel must compute, or falling back to the reference.
+
+Rules: ``forbidden_op`` (a call the task forbids: ``TASK_FORBIDDEN_CALLS`` or the task's ``forbidden_calls``; calls
+that only allocate or describe, ``ALLOWED_TORCH_CALLS``, never count) and ``reference_fallback`` (computing with torch
+or a library method in an ``except`` handler, or a class that only inherits the reference model). A top-level
+``if __name__ == "__main__":`` self-test may call the forbidden op: it never runs when the harness imports the module.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+
+from ksearch.tools.integrity.base import Finding, ScannerBase
+from ksearch.tools.integrity.vocabulary import ALLOWED_TORCH_CALLS, LIBRARY_METHODS, matches
+
+
+class LibraryRules(ScannerBase):
+    self_test: set[int]
+    """Ids of the nodes inside the module's ``__main__`` self-test (set once by ``Scanner``)."""
+
+    def _self_test_nodes(self) -> set[int]:
+        """Nodes inside a top-level ``if __name__ == "__main__":`` body: a self-test that never runs when the
+        harness imports the module, so it may call the library op it checks against. Empty when the module binds
+        ``__name__`` itself (which could make the block run)."""
+        for node in ast.walk(self.tree):
+            if isinstance(node, ast.Name) and node.id == "__name__" and not isinstance(node.ctx, ast.Load):
+                return set()
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name == "__name__":
+                return set()
+            if isinstance(node, (ast.Import, ast.ImportFrom)) and any(a.asname == "__name__" for a in node.names):
+                return set()
+            if isinstance(node, ast.arg) and node.arg == "__name__":
+                return set()
+        inside: set[int] = set()
+        for stmt in self.tree.body:
+            if isinstance(stmt, ast.If) and self._is_main_test(stmt.test):
+                for part in stmt.body:
+                    inside.update(id(n) for n in ast.walk(part))
+        return inside
+
+    @staticmethod
+    def _is_main_test(test: ast.expr) -> bool:
+        if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Eq)):
+            return False
+        sides = [test.left, test.comparators[0]]
+        names = [s for s in sides if isinstance(s, ast.Name) and s.id == "__name__"]
+        consts = [s for s in sides if isinstance(s, ast.Constant) and s.value == "__main__"]
+        return len(names) == 1 and len(consts) == 1
+
+    def _forbidden_call(self, node: ast.Call, name: str | None, method: str | None) -> Iterator[Finding]:
+        if not name:
+            return
+        if self.forbidden and not name.startswith("triton.") and id(node) not in self.self_test:
+            hit = matches(name, self.forbidden) or (
+                method and any(p == f".{method}" for p in self.forbidden) and f".{method}"
+            )
+            if hit and name not in ALLOWED_TORCH_CALLS:
+                yield self.finding("forbidden_op", node, f"calls {name}")
+
+    def _try(self, node: ast.Try) -> Iterator[Finding]:
+        for handler in node.handlers:
+            for element in ast.walk(ast.Module(body=handler.body, type_ignores=[])):
+                if not isinstance(element, ast.Call):
+                    continue
+                name = self.resolve(element.func) or ""
+                method = element.func.attr if isinstance(element.func, ast.Attribute) else ""
+                library = (name.startswith("torch.") and name not in ALLOWED_TORCH_CALLS) or (
+                    matches(name, self.forbidden) if self.forbidden else False
+                )
+                if library or (method in LIBRARY_METHODS and not name.startswith(("triton.", "tl."))):
+                    yield self.finding("reference_fallback", element, f"the except handler computes with {name}")
+                    return
+
+    def _reference_class(self, node: ast.ClassDef) -> Iterator[Finding]:
+        body = [s for s in node.body if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))]
+        if node.bases and all(isinstance(s, ast.Pass) for s in body):
+            names = [self.resolve(b) or "" for b in node.bases]
+            if any(n.split(".")[-1] in ("Model", "Reference", "ReferenceModel") for n in names):
+                yield self.finding("reference_fallback", node, f"class {node.name} only inherits the reference")

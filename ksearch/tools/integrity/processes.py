@@ -1,0 +1,97 @@
+"""Threads, processes and harness introspection: work that outlives the timer, programs started, the harness poked.
+
+Rules: ``thread_injection`` (threads, processes, async code, signal handlers), ``subprocess_or_network`` (programs,
+package installs, sockets) and ``harness_introspection`` (frames, ``sys.modules``, ``gc``, ``globals()``, raw memory).
+Imports are judged here for every family (``IMPORT_RULES``), since an import is where most facilities come in.
+``import threading`` passes when every use of it is ``.Lock``/``.RLock`` (``SAFE_THREADING``).
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+
+from ksearch.tools.integrity.base import Finding, ScannerBase
+from ksearch.tools.integrity.vocabulary import (
+    FRAME_ATTRS,
+    IMPORT_RULES,
+    INTROSPECTION_CALLS,
+    PROCESS_CALLS,
+    SAFE_THREADING,
+    matches,
+)
+
+
+class ProcessRules(ScannerBase):
+    threading_misuse: str | None
+    """Why the module's use of ``threading`` is more than locks, or None (set once by ``Scanner``)."""
+
+    def _threading_misuse(self) -> str | None:
+        """Why the module's use of ``threading`` is more than locks (None when it only uses Lock/RLock): every load
+        of a name bound to the module must be ``.Lock`` or ``.RLock`` of it, and there must be at least one."""
+        uses = 0
+        for node in ast.walk(self.tree):
+            if not (isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)):
+                continue
+            if self.aliases.get(node.id) != "threading":
+                continue
+            parent = self.parents.get(id(node))
+            if isinstance(parent, ast.Attribute) and parent.value is node and parent.attr in SAFE_THREADING:
+                uses += 1
+                continue
+            used = f"threading.{parent.attr}" if isinstance(parent, ast.Attribute) else "the threading module itself"
+            return f"uses {used} at line {node.lineno}"
+        return None if uses else "without using its Lock or RLock"
+
+    def _import(self, node: ast.Import | ast.ImportFrom) -> Iterator[Finding]:
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                yield self.finding("harness_introspection", node, "relative imports reach outside the candidate")
+                return
+            names = [f"{node.module}.{a.name}" for a in node.names] + [node.module or ""]
+            if node.module == "threading":  # locks only: judged name by name
+                names = [n for n in names[:-1] if n.removeprefix("threading.") not in SAFE_THREADING]
+        else:
+            names = [a.name for a in node.names]
+            if "threading" in names and self.threading_misuse is None:
+                names.remove("threading")  # only threading.Lock / RLock are used
+            elif "threading" in names:
+                yield self.finding("thread_injection", node, f"imports threading {self.threading_misuse} "
+                                   "(only threading.Lock and RLock may be used)")
+                names.remove("threading")
+        for name in names:
+            for rule, prefixes in IMPORT_RULES:
+                hit = matches(name, prefixes)
+                if hit:
+                    yield self.finding(rule, node, f"imports {name.removesuffix('.')}")
+                    break
+
+    def _process_call(self, node: ast.Call, name: str | None) -> Iterator[Finding]:
+        introspects = self.is_builtin(node.func, frozenset({"vars", "globals", "locals"}))
+        if introspects and (introspects != "vars" or node.args):
+            if introspects != "vars" or self._is_module_ref(node.args[0]):
+                yield self.finding("harness_introspection", node, f"calls {introspects}()")
+        if not name:
+            return
+        if matches(name, PROCESS_CALLS, raw=True):
+            yield self.finding("subprocess_or_network", node, f"calls {name}")
+        if matches(name, INTROSPECTION_CALLS):
+            yield self.finding("harness_introspection", node, f"calls {name}")
+
+    def _introspection_attribute(self, node: ast.Attribute) -> Iterator[Finding]:
+        if node.attr in FRAME_ATTRS:
+            yield self.finding("harness_introspection", node, f"uses .{node.attr} (frames, globals or builtins)")
+            return
+        name = self.resolve(node)
+        if matches(name, ("sys.modules", "sys._getframe", "sys.meta_path", "sys.path_hooks", "sys._current_frames")):
+            yield self.finding("harness_introspection", node, f"uses {name}")
+
+    def _harness_name(self, node: ast.Name) -> Iterator[Finding]:
+        if node.id in ("__builtins__", "__loader__", "__spec__"):
+            yield self.finding("harness_introspection", node, f"uses {node.id}")
+
+    def _asynchronous(self, node: ast.AST) -> Iterator[Finding]:
+        if isinstance(node, ast.AsyncFunctionDef):
+            yield self.finding("thread_injection", node, "async functions run later than the call")
+        elif isinstance(node, (ast.Await, ast.AsyncFor, ast.AsyncWith)):
+            yield self.finding("thread_injection", node, "asynchronous code can run after the call returns")

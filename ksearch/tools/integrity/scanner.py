@@ -1,0 +1,67 @@
+"""The walk: ``Scanner`` combines the rule families and sends each node of the module to those that judge it.
+
+One pass over the tree in ``ast.walk`` order, then the output-caching data-flow pass. Each family (a mixin over
+``ScannerBase``) lives in its own module; this is the only place that says which family sees which kind of node.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+
+from ksearch.tools.integrity.base import Finding
+from ksearch.tools.integrity.caching import CachingRules
+from ksearch.tools.integrity.library import LibraryRules
+from ksearch.tools.integrity.processes import ProcessRules
+from ksearch.tools.integrity.sources import SourceRules
+from ksearch.tools.integrity.streams import StreamRules
+from ksearch.tools.integrity.writes import WriteRules
+
+
+class Scanner(ProcessRules, StreamRules, WriteRules, SourceRules, CachingRules, LibraryRules):
+    """Every finding in one parsed module, in walk order (``scan`` sorts them by rule priority)."""
+
+    def __init__(self, code: str, tree: ast.Module, *, forbidden: tuple[str, ...], entry_point: str | None) -> None:
+        super().__init__(code, tree, forbidden=forbidden, entry_point=entry_point)
+        self.threading_misuse = self._threading_misuse()
+        self.self_test = self._self_test_nodes()
+        self.cached_functions = self._cached_functions()
+
+    def run(self) -> Iterator[Finding]:
+        for node in ast.walk(self.tree):
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                yield from self._import(node)
+            elif isinstance(node, ast.Call):
+                yield from self._call(node)
+            elif isinstance(node, ast.Attribute):
+                yield from self._introspection_attribute(node)
+                yield from self._environment_attribute(node)
+            elif isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Delete)):
+                yield from self._assignment(node)
+            elif isinstance(node, ast.ClassDef):
+                yield from self._tensor_subclass(node)
+                yield from self._reference_class(node)
+            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                yield from self._dispatch_hook(node)
+                yield from self._memoised_function(node)
+                yield from self._asynchronous(node)
+            elif isinstance(node, (ast.With, ast.AsyncWith)):
+                yield from self._stream_context(node)
+            elif isinstance(node, ast.Try):
+                yield from self._try(node)
+            elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+                yield from self._string(node)
+            elif isinstance(node, ast.Name):
+                yield from self._harness_name(node)
+            elif isinstance(node, (ast.Await, ast.AsyncFor, ast.AsyncWith)):
+                yield from self._asynchronous(node)
+        yield from self._caching()
+
+    def _call(self, node: ast.Call) -> Iterator[Finding]:
+        # writes before processes: a call that patches through ``sys.modules.__setattr__`` reports the patch first
+        name = self.resolve(node.func)
+        method = node.func.attr if isinstance(node.func, ast.Attribute) else None
+        yield from self._write_call(node, name, method)
+        yield from self._process_call(node, name)
+        yield from self._stream_call(node, name, method)
+        yield from self._forbidden_call(node, name, method)

@@ -1,0 +1,41 @@
+"""Rules on string constants: CUDA/C++ sources for ``load_inline`` and the paths or commands a candidate names.
+
+The only text rules: everywhere else the rules match use (imports, calls, assignments), never words. Docstrings and
+bare string statements are prose and are skipped. A string can break ``stream_use`` (side streams or host threads in
+CUDA/C++), ``environment_access``, ``result_forgery`` (the harness's files and channels), ``harness_introspection``
+(files that shadow a module, process memory) or ``subprocess_or_network`` (package installs, downloads).
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+
+from ksearch.tools.integrity.base import Finding, ScannerBase
+from ksearch.tools.integrity.vocabulary import (
+    ENV_SOURCE,
+    PIP_SOURCE,
+    PROC_MEMORY_SOURCE,
+    RESULT_SOURCE,
+    SHADOW_SOURCE,
+    STREAM_SOURCE,
+)
+
+
+class SourceRules(ScannerBase):
+    def _string(self, node: ast.Constant) -> Iterator[Finding]:
+        text = node.value
+        if len(text) < 4 or id(node) in self.docstrings:
+            return
+        if STREAM_SOURCE.search(text):
+            yield self.finding("stream_use", node, "the CUDA/C++ source creates or waits on other streams or threads")
+        if ENV_SOURCE.search(text):
+            yield self.finding("environment_access", node, "the source reads the environment")
+        if RESULT_SOURCE.search(text):
+            yield self.finding("result_forgery", node, f"names a harness file or channel ({text[:60]!r})")
+        if SHADOW_SOURCE.search(text) and not text.lstrip().startswith(("#include", "//")):
+            yield self.finding("harness_introspection", node, f"names a file that shadows a module ({text[:60]!r})")
+        if PIP_SOURCE.search(text):
+            yield self.finding("subprocess_or_network", node, f"installs a package or names a URL ({text[:60]!r})")
+        if PROC_MEMORY_SOURCE.search(text):
+            yield self.finding("harness_introspection", node, "reads process memory or descriptors")

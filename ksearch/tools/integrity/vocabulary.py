@@ -1,0 +1,179 @@
+"""The words the integrity rules know: rule names, and the module, call, attribute and text patterns they match.
+
+Tables only (plus ``matches``, the one way a dotted name is compared with them), so a rule can be read and widened
+without touching the AST walk. Dotted names are full import paths (``torch.cuda.Event``), matched after the
+scanner has resolved import aliases.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+RULES: dict[str, str] = {
+    "stream_use": "work on a side CUDA stream escapes the timer (only the current stream is timed)",
+    "thread_injection": "threads, processes, async tasks or signal handlers can finish work after the timer stops",
+    "subprocess_or_network": "candidates may not start programs, install packages or use the network",
+    "timer_monkeypatch": "patching timers, events or synchronisation forges the measurement",
+    "harness_introspection": "reaching into the harness (modules, frames, the GC heap, raw memory) is not allowed",
+    "tensor_subclass": "tensor subclasses and dispatch hooks can defer the work until the output is checked",
+    "cuda_graph_replay": "CUDA graphs / reduce-overhead compilation replay recorded work instead of computing",
+    "output_caching": "outputs cached by input identity or content are replayed instead of computed",
+    "environment_access": "candidates have no business reading or changing the environment",
+    "dynamic_code": "exec/eval/dynamic imports hide what the code does from these checks",
+    "reference_fallback": "falling back to a library implementation when the kernel fails is not a kernel",
+    "forbidden_op": "the task forbids this library operation: the kernel must compute it itself",
+    "result_forgery": "writing to the harness's result files or status pipe forges the verdict",
+}
+"""Every rule name, in priority order, with the reason shown to the LLM."""
+
+ALLOWED_TORCH_CALLS = frozenset(
+    {"torch.empty", "torch.empty_like", "torch.empty_strided", "torch.zeros", "torch.zeros_like", "torch.ones",
+     "torch.ones_like", "torch.full", "torch.full_like", "torch.tensor", "torch.as_tensor", "torch.arange",
+     "torch.device", "torch.Size", "torch.finfo", "torch.iinfo", "torch.is_tensor", "torch.no_grad",
+     "torch.inference_mode", "torch.cuda.current_device", "torch.cuda.current_stream", "torch.cuda.default_stream",
+     "torch.cuda.get_device_properties", "torch.cuda.get_device_capability", "torch.cuda.is_available",
+     "torch.cuda.device", "torch.cuda.device_count", "torch.cuda.get_device_name", "torch.get_default_dtype"}
+)  # fmt: skip
+"""torch calls that allocate or describe, never compute: allowed even in an ``except`` handler."""
+
+TASK_FORBIDDEN_CALLS: dict[str, tuple[str, ...]] = {
+    "softmax": ("torch.softmax", "torch.log_softmax", "torch._softmax", "torch.special.softmax",
+                "torch.special.log_softmax", "torch.nn.functional", "torch.nn.Softmax", "torch.nn.LogSoftmax",
+                "torch.ops.aten", "torch._C._nn", "torch.sparse.softmax", ".softmax", ".log_softmax", "._softmax"),
+}  # fmt: skip
+"""Per task: dotted prefixes of calls the spec forbids (a leading dot means a method of that name on anything). A task
+may also declare ``forbidden_calls`` (same format) as a class attribute."""
+
+THREAD_MODULES = ("threading", "_thread", "multiprocessing", "concurrent", "asyncio", "signal", "sched",
+                  "torch.multiprocessing", "torch.distributed", "dummy_threading", "_posixsubprocess")  # fmt: skip
+PROCESS_MODULES = ("subprocess", "socket", "urllib", "requests", "http", "httpx", "aiohttp", "pip", "ensurepip",
+                   "ftplib", "smtplib", "telnetlib", "xmlrpc", "pty", "webbrowser", "socketserver", "urllib3",
+                   "paramiko", "pexpect", "sh", "plumbum", "ssl", "select", "selectors")  # fmt: skip
+PROCESS_CALLS = ("os.system", "os.popen", "os.exec", "os.spawn", "os.fork", "os.posix_spawn", "os.startfile",
+                 "os.kill", "os.setsid", "os.setpgid", "os.getppid", "torch.hub", "os.pipe")  # fmt: skip
+"""Raw prefixes: ``os.exec`` also matches ``os.execv``."""
+INTROSPECTION_MODULES = ("gc", "inspect", "ctypes", "cffi", "builtins", "__builtin__", "tracemalloc", "mmap",
+                         "ksearch", "resource", "_ctypes", "objgraph", "pympler",
+                         "torch._dynamo.eval_frame", "torch.utils._python_dispatch")  # fmt: skip
+INTROSPECTION_CALLS = ("sys.modules", "sys._getframe", "sys._current_frames", "sys.settrace", "sys.setprofile",
+                       "sys.meta_path", "sys.path_hooks", "sys.path_importer_cache", "sys.path", "sys.addaudithook",
+                       "threading.settrace", "torch._C._cuda")  # fmt: skip
+FRAME_ATTRS = frozenset(
+    {"f_back", "f_globals", "f_locals", "f_builtins", "f_code", "tb_frame", "tb_next", "gi_frame", "cr_frame",
+     "ag_frame", "__globals__", "__subclasses__", "__builtins__", "__closure__", "__code__", "__self__",
+     "__loader__", "__spec__", "_getframe"}
+)  # fmt: skip
+TIMER_TARGETS = ("torch.cuda.Event", "torch.cuda.synchronize", "torch.cuda.elapsed_time", "torch.cuda.Stream",
+                 "torch.cuda.current_stream", "torch.cuda.event", "torch.Event", "torch.cuda.streams",
+                 "torch.synchronize", "torch.cuda.graphs", "time", "triton.testing", "triton.runtime", "timeit",
+                 "torch.utils.benchmark", "torch.cuda.nvtx", "torch.profiler", "statistics", "math")  # fmt: skip
+TIMER_NAMES = frozenset({"elapsed_time", "synchronize", "record", "perf_counter", "perf_counter_ns", "time",
+                         "time_ns", "monotonic", "monotonic_ns", "do_bench", "do_bench_cudagraph", "query",
+                         "wait", "median", "fmean", "mean", "stdev", "process_time"})  # fmt: skip
+STREAM_CALLS = ("torch.cuda.Stream", "torch.cuda.stream", "torch.cuda.ExternalStream", "torch.Stream",
+                "torch.cuda.set_stream", "torch.cuda.streams", "torch.cuda.StreamContext", "torch.stream",
+                "torch.cpu.Stream", "torch.cuda._set_stream_by_id", "torch.cuda.get_stream_from_external")  # fmt: skip
+STREAM_METHODS = frozenset({"wait_stream", "record_stream"})
+STREAM_SOURCE = re.compile(
+    r"cudaStreamCreate|cudaStreamNonBlocking|cuStreamCreate|getStreamFromPool|getStreamFromExternal|"
+    r"cudaStreamBeginCapture|cudaGraphLaunch|cudaStreamWaitEvent|setCurrentCUDAStream|cudaLaunchHostFunc|"
+    r"std::thread|pthread_create|std::async"
+)
+GRAPH_CALLS = ("torch.cuda.graph", "torch.cuda.CUDAGraph", "torch.cuda.make_graphed_callables", "torch.cuda.graphs",
+               "torch.cuda.graph_pool_handle", "triton.testing.do_bench_cudagraph", "torch._inductor.cudagraph",
+               "torch.cuda._graph_pool_handle")  # fmt: skip
+SUBCLASS_CALLS = ("torch.Tensor._make_subclass", "torch.Tensor._make_wrapper_subclass", "torch._C._TensorBase",
+                  "torch.utils._python_dispatch", "torch._C._disabled_torch_function_impl", "torch.overrides",
+                  "torch._subclasses", "torch.utils._pytree")  # fmt: skip
+SUBCLASS_METHODS = frozenset({"_make_subclass", "_make_wrapper_subclass", "as_subclass"})
+SUBCLASS_DEFS = frozenset({"__torch_function__", "__torch_dispatch__"})
+TENSOR_BASES = ("torch.Tensor", "torch._C._TensorBase", "torch._C.TensorBase", "torch.nn.Parameter",
+                "torch.nn.parameter.Parameter", "torch.nn.parameter.Buffer")  # fmt: skip
+ENV_CALLS = ("os.environ", "os.environb", "os.getenv", "os.getenvb", "os.putenv", "os.unsetenv", "posix.environ",
+             "nt.environ", "os.confstr")  # fmt: skip
+WRITE_CALLS = ("os.write", "os.pwrite", "os.writev", "os.open", "os.dup2", "os.truncate", "os.ftruncate", "os.replace",
+               "os.rename", "os.remove", "os.unlink", "os.symlink", "os.link", "os.makedirs", "os.mkdir", "shutil",
+               "os.sendfile", "os.fdopen")  # fmt: skip
+ENV_SOURCE = re.compile(r"/proc/(self|\d+|thread-self)/environ|\bgetenv\s*\(|\benviron\b\s*\[")
+DYNAMIC_BUILTINS = frozenset({"exec", "eval", "compile", "__import__", "breakpoint"})
+DYNAMIC_MODULES = ("importlib", "runpy", "marshal", "pickle", "cPickle", "dill", "cloudpickle", "shelve", "code",
+                   "codeop", "imp", "zipimport", "pkgutil", "types.CodeType", "types.FunctionType", "pydoc")  # fmt: skip
+FINGERPRINT_CALLS = ("hashlib", "zlib.crc32", "zlib.adler32", "binascii.crc32", "xxhash", "pickle.dumps")
+FINGERPRINT_METHODS = frozenset({"data_ptr", "tobytes", "untyped_storage", "storage", "_cdata", "tolist", "item",
+                                 "numpy", "__hash__", "_version", "storage_offset", "hexdigest", "digest"})  # fmt: skip
+FINGERPRINT_BUILTINS = frozenset({"id", "hash", "bytes", "tuple", "frozenset"})
+CACHE_DECORATORS = ("functools.lru_cache", "functools.cache", "functools.cached_property", "cachetools",
+                    "joblib.Memory")  # fmt: skip
+CONTAINER_FACTORIES = ("dict", "list", "set", "collections.OrderedDict", "collections.defaultdict",
+                       "collections.deque", "weakref.WeakKeyDictionary", "weakref.WeakValueDictionary",
+                       "collections.ChainMap", "collections.Counter")  # fmt: skip
+LIBRARY_METHODS = frozenset(
+    {"softmax", "log_softmax", "matmul", "mm", "bmm", "addmm", "einsum", "conv1d", "conv2d", "conv3d", "exp",
+     "sum", "mean", "amax", "max", "layer_norm", "linear", "relu", "sigmoid", "tanh", "gelu", "silu", "norm",
+     "logsumexp", "baddbmm", "scaled_dot_product_attention", "forward", "reference", "softmax_reference"}
+)  # fmt: skip
+RESULT_SOURCE = re.compile(r"(^|[/\\'\"])(result|request)\.json|\.partial\b|status_fd|KSEARCH_|\.\./io\b|/io/")
+SHADOW_SOURCE = re.compile(r"(^|/)(torch|triton|numpy|ksearch|sitecustomize|usercustomize|pydantic)(/|\.py\b)")
+PIP_SOURCE = re.compile(r"\bpip3?\s+install\b|\bconda\s+install\b|\bcurl\s|\bwget\s", re.IGNORECASE)
+ENTRY_POINTS = ("kernel", "custom_kernel", "forward", "run", "entry", "solve")
+"""Entry-point names assumed when the task (and so its ``entry_point``) is unknown."""
+SAFE_THREADING = frozenset({"Lock", "RLock"})
+"""The only names of ``threading`` a candidate may use: locks start nothing (a lazy build guarded by a Lock is a
+common leaderboard pattern). Any other use of the module (``Thread``, ``Timer``, ``getattr(threading, ...)``, passing
+the module around) keeps ``import threading`` a ``thread_injection``."""
+BUILD_ENV_VARS = frozenset({"TORCH_CUDA_ARCH_LIST", "MAX_JOBS", "TORCH_NVCC_FLAGS", "NVCC_APPEND_FLAGS",
+                            "NVCC_PREPEND_FLAGS", "TRITON_PRINT_AUTOTUNING"})  # fmt: skip
+"""Build variables a candidate may read, test or set, by a constant name only (``os.environ[NAME]``, ``NAME in
+os.environ``, ``os.environ.get/setdefault(NAME, ...)``, ``os.getenv(NAME)``): they steer nvcc and extension builds,
+carry no secret and cannot touch the harness. Everything else about the environment stays ``environment_access``."""
+SHAPE_ATTRS = frozenset({"shape", "size", "dtype", "device", "ndim", "dim", "numel", "nelement", "stride",
+                         "is_cuda", "is_contiguous", "element_size", "itemsize", "layout", "get", "keys", "items",
+                         "values", "__len__"})  # fmt: skip
+"""Attributes that turn an input into a description of it (ints, dtypes, devices) or into a dict lookup: a name bound
+through one of them is not an alias of the input tensor."""
+TENSOR_ATTRS = frozenset({"shape", "dtype", "device", "is_cuda", "contiguous", "view", "reshape", "stride", "data_ptr",
+                          "numel", "size", "float", "half", "to", "permute", "transpose", "clone", "cuda", "cpu",
+                          "ndim", "unsqueeze", "squeeze", "expand", "flatten", "t", "mT", "is_contiguous"})  # fmt: skip
+"""Attributes only tensors have: a helper's parameter used through one of them holds a tensor (an int does not)."""
+IMPORT_RULES: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("thread_injection", THREAD_MODULES),
+    ("subprocess_or_network", PROCESS_MODULES),
+    ("harness_introspection", INTROSPECTION_MODULES),
+    ("dynamic_code", DYNAMIC_MODULES),
+    ("cuda_graph_replay", GRAPH_CALLS),
+    ("stream_use", STREAM_CALLS),
+    ("tensor_subclass", SUBCLASS_CALLS),
+    ("environment_access", ("os.environ", "os.getenv", "os.environb", "os.putenv", "posix")),
+    ("harness_introspection", ("sys.modules", "sys._getframe", "sys.settrace", "sys.meta_path")),
+    ("subprocess_or_network", ("os.system", "os.popen", "os.fork", "os.exec", "os.spawn", "os.kill")),
+)
+"""What importing a module (or a name from it) breaks, checked in this order; the first match is reported."""
+PROC_MEMORY_SOURCE = re.compile(r"/proc/(self|\d+)/(mem|maps|fd)|/dev/mem")
+NUMERICS_FLAGS = frozenset(
+    {
+        "torch.backends.cuda.matmul.allow_tf32",
+        "torch.backends.cudnn.allow_tf32",
+        "torch.backends.cudnn.benchmark",
+        "torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction",
+        "torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction",
+    }
+)
+"""Global numerics switches a kernel may set (several leaderboard entries enable TF32). They cannot sabotage the
+reference, which runs in the separate checker process, and a precision loss beyond tolerance fails correctness."""
+
+
+def matches(name: str | None, prefixes: Iterable[str], *, raw: bool = False) -> str | None:
+    """The first prefix that ``name`` equals or extends (dotted; any extension when ``raw``), or None. A prefix
+    starting with a dot matches a method of that name on anything."""
+    if not name:
+        return None
+    for prefix in prefixes:
+        if raw and name.startswith(prefix):
+            return prefix
+        if prefix.startswith("."):
+            if name.endswith(prefix) or f"{prefix}." in name:
+                return prefix
+        elif name == prefix or name.startswith(prefix + "."):
+            return prefix
+    return None
