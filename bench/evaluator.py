@@ -111,17 +111,6 @@ def _shape(config_name: str, task) -> tuple[int, int]:
     raise KeyError(config_name)
 
 
-def _timed_process(command: list[str]) -> tuple[float, str]:
-    import subprocess
-
-    started = time.perf_counter()
-    proc = subprocess.run(command, capture_output=True, text=True, cwd=REPO, env={**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p)})
-    wall = time.perf_counter() - started
-    if proc.returncode != 0:
-        raise RuntimeError(f"{' '.join(command)} failed (rc {proc.returncode}):\n{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}")
-    return wall, proc.stdout
-
-
 def _geomean(values: list[float]) -> float:
     import math
 
@@ -147,13 +136,21 @@ def trimul_main(kernel: Path, repeats: int) -> int:
     print(f"device {report['device']}, torch {report['torch']}, triton {report['triton']}, kernel {report['kernel']}")
 
     # 1. time to verdict
-    upstream_test, _ = _timed_process([sys.executable, "bench/upstream_trimul.py", "test", str(kernel)])
-    upstream_bench, _ = _timed_process([sys.executable, "bench/upstream_trimul.py", "benchmark", str(kernel)])
+    sys.path.insert(0, str(REPO / "bench"))
+    from fidelity import run_json
+
+    def timed(command: list[str]) -> tuple[float, dict]:
+        result, wall, returncode = run_json(command)
+        if returncode != 0:
+            raise RuntimeError(f"{' '.join(command)} failed (rc {returncode}): {json.dumps(result)[-2000:]}")
+        return wall, result
+
+    upstream_test, _ = timed([sys.executable, "bench/upstream_trimul.py", "test", str(kernel)])
+    upstream_bench, _ = timed([sys.executable, "bench/upstream_trimul.py", "benchmark", str(kernel)])
     upstream = upstream_test + upstream_bench
-    cli_wall, cli_out = _timed_process(
+    cli_wall, cli_result = timed(
         [sys.executable, "-m", "ksearch.cli", "eval", "trimul", str(kernel), "--device", "cuda", "--json"]
     )
-    cli_result = json.loads(cli_out[cli_out.find("{"):])
     with LocalExecutor() as executor:
         def evaluate(method: str, tag: str):
             candidate = Candidate(task="trimul", language="triton", code=f"{code}\n# {tag}\n", entry_point=entry_point)

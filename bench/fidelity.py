@@ -35,27 +35,26 @@ UPSTREAM_MODE = {"gpumode-benchmark": "benchmark", "gpumode": "leaderboard"}
 SHAPE_BAR, GEOMEAN_BAR = 0.03, 0.02
 
 
-def _run_json(command: list[str]) -> tuple[dict, float]:
-    """Run a command that prints one JSON object last; return it and the wall time (process start included)."""
+def run_json(command: list[str]) -> tuple[dict, float, int]:
+    """Run a command (repository root, repository first on PYTHONPATH) that prints one JSON object; return the
+    object, the wall time (process start included) and the exit status."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p)}
     started = time.perf_counter()
     proc = subprocess.run(command, capture_output=True, text=True, env=env, cwd=REPO)
     wall = time.perf_counter() - started
-    lines = [line for line in proc.stdout.splitlines() if line.strip().startswith("{")]
-    if not lines:
-        start = proc.stdout.find("{")
-        if start < 0:
-            raise RuntimeError(f"{' '.join(command)} printed no JSON (rc {proc.returncode}):\n{proc.stderr[-3000:]}")
-        return json.loads(proc.stdout[start:]), wall
+    start = proc.stdout.find("{")
     try:
-        return json.loads(lines[-1]), wall
+        if start < 0:
+            raise json.JSONDecodeError("no object", proc.stdout, 0)
+        result, _ = json.JSONDecoder().raw_decode(proc.stdout, start)
     except json.JSONDecodeError:
-        return json.loads(proc.stdout[proc.stdout.find("{"):]), wall
+        raise RuntimeError(f"{' '.join(command)} printed no JSON (rc {proc.returncode}):\n{proc.stderr[-3000:]}") from None
+    return result, wall, proc.returncode
 
 
 def upstream_means(kernel: str, method: str) -> tuple[list[float], float, list[float]]:
     """Per-shape means in ms from the upstream-procedure runner, its wall time, and per-shape medians (diagnostic)."""
-    result, wall = _run_json([sys.executable, "bench/upstream_trimul.py", UPSTREAM_MODE[method], kernel])
+    result, wall, _ = run_json([sys.executable, "bench/upstream_trimul.py", UPSTREAM_MODE[method], kernel])
     if not result.get("passed"):
         raise RuntimeError(f"upstream procedure failed {kernel}: {result.get('cases', [])[-1:]}")
     cases = result["cases"]
@@ -66,7 +65,7 @@ def ksearch_means(kernel: str, method: str) -> tuple[list[float], float, dict, l
     """Per-shape means in ms from ``ksearch eval``, its wall time, its environment and per-shape medians."""
     command = [sys.executable, "-m", "ksearch.cli", "eval", "trimul", kernel, "--device", "cuda",
                "--timing-method", method, "--json"]  # fmt: skip
-    result, wall = _run_json(command)
+    result, wall, _ = run_json(command)
     if result.get("verdict") != "passed":
         raise RuntimeError(f"ksearch eval did not pass {kernel}: {result.get('verdict')} {result.get('log', '')[-2000:]}")
     timings = result["timings"]

@@ -28,7 +28,7 @@ class LocalExecutor:
         self.salt = salt if salt is not None else secrets.randbits(62)
         """One salt for every session, so all candidates of a run are checked on the same test inputs."""
         self._sessions: dict[str, list[EvaluatorSession]] = {}
-        self._busy: set[int] = set()
+        self._busy: set[EvaluatorSession] = set()
         self._lock = threading.Lock()
 
     @contextlib.contextmanager
@@ -36,16 +36,16 @@ class LocalExecutor:
         """A free session of ``device`` (made when all are busy), held for the duration of the block."""
         with self._lock:
             sessions = self._sessions.setdefault(device, [])
-            found = next((s for s in sessions if id(s) not in self._busy), None)
+            found = next((s for s in sessions if s not in self._busy), None)
             if found is None:
                 found = EvaluatorSession(device, prestart=self.prestart, salt=self.salt)
                 sessions.append(found)
-            self._busy.add(id(found))
+            self._busy.add(found)
         try:
             yield found
         finally:
             with self._lock:
-                self._busy.discard(id(found))
+                self._busy.discard(found)
 
     def evaluate(self, request: EvalRequest) -> Evaluation:
         with self.session(request.device) as session:
