@@ -35,10 +35,11 @@ UPSTREAM_MODE = {"gpumode-benchmark": "benchmark", "gpumode": "leaderboard"}
 SHAPE_BAR, GEOMEAN_BAR = 0.03, 0.02
 
 
-def run_json(command: list[str]) -> tuple[dict, float, int]:
+def run_json(command: list[str], extra_env: dict[str, str] | None = None) -> tuple[dict, float, int]:
     """Run a command (repository root, repository first on PYTHONPATH) that prints one JSON object; return the
     object, the wall time (process start included) and the exit status."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p)}
+    env.update(extra_env or {})
     started = time.perf_counter()
     proc = subprocess.run(command, capture_output=True, text=True, env=env, cwd=REPO)
     wall = time.perf_counter() - started

@@ -52,9 +52,17 @@ class Timing(BaseModel):
     headline: str = "median"
     """The statistic the method's upstream reports ('median' or 'mean'); the task's score uses the median."""
 
+    @property
+    def headline_ms(self) -> float:
+        """The statistic the score uses for this config (the method's upstream statistic)."""
+        return self.mean_ms if self.headline == "mean" else self.median_ms
+
     def describe(self) -> str:
-        """One line for prompts and terminals: config, median, spread and sample count."""
-        return f"{self.config}: median {self.median_ms:.4f} ms, stdev {self.stdev_ms:.4f} ms, n={self.samples}"
+        """One line for prompts and terminals: config, the headline statistic (the one the score uses) first, the
+        other one, spread and sample count."""
+        other = f"median {self.median_ms:.4f}" if self.headline == "mean" else f"mean {self.mean_ms:.4f}"
+        return (f"{self.config}: {self.headline} {self.headline_ms:.4f} ms ({other}), stdev {self.stdev_ms:.4f} ms, "
+                f"n={self.samples}")  # fmt: skip
 
 
 class Rejection(BaseModel):

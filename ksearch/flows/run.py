@@ -131,7 +131,9 @@ def build_context(config: RunConfig, store: Store) -> SearchContext:
     if config.device != "cpu" and not info.is_gpu:
         raise UserError(
             f"--device {config.device} asked for a GPU, but none is visible to torch",
-            hint="use --device cpu to check kernels under the Triton interpreter (correctness only)",
+            hint="use --device cpu to check kernels under the Triton interpreter (correctness only); to answer a "
+            "paused GPU run on this machine, `ksearch respond RUN --no-drive` records the reply and `ksearch resume "
+            "RUN` on the GPU machine continues it",
         )
     recorder = StoreRecorder(store, config.run_id)
     executor = LocalExecutor()

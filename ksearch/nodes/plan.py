@@ -16,6 +16,7 @@ from ksearch.agent.selection import SelectionPolicy
 from ksearch.agent.skill_use import planner_skills, trial_line
 from ksearch.agent.state import CycleResult, SearchState
 from ksearch.agent.world_model import WorldModel
+from ksearch.contracts.evaluation import Timing
 from ksearch.errors import BudgetExceededError, ModelReplyError
 from ksearch.store import Store
 
@@ -105,6 +106,39 @@ def seed_view(wm: WorldModel, store: Store) -> str:
     )
 
 
+def attempt_lines(store: Store, run_id: str, cycle_id: str) -> list[str]:
+    """Each round of the cycle, in order: what every attempt measured, so the planner sees which change did what."""
+    rows = [a for a in store.list_attempts(run_id) if a.get("cycle_id") == cycle_id]
+    if len(rows) < 2:
+        return []
+    lines = ["Rounds of the cycle:"]
+    for a in rows:
+        score = a.get("score")
+        latency = f", {1.0 / score:.4f} ms" if score else ""
+        error = f" ({clip(str(a['error']), 160)})" if a.get("error") else ""
+        lines.append(f"  attempt {a['attempt']} (round {a['round_index']}, {a['prompt_kind']}): {a['verdict']}{latency}{error}")
+    return lines
+
+
+def base_timings(state: SearchState, result: CycleResult, store: Store) -> dict[str, Timing]:
+    """The per-config timings of the code the cycle started from (its parent's solution), by config name."""
+    node = state.world_model.nodes.get(result.node_id)
+    parent = state.world_model.nodes.get(node.parent_id) if node is not None and node.parent_id else None
+    solution = parent.solution if parent is not None else None
+    if solution is None or not solution.evaluation_id:
+        return {}
+    try:
+        return {t.config: t for t in store.get_evaluation(solution.evaluation_id).timings}
+    except KeyError:
+        return {}
+
+
+def versus_base(timing: Timing, base: Timing | None) -> str:
+    if base is None or timing.headline_ms <= 0:
+        return ""
+    return f"; base {base.headline_ms:.4f} ms, speedup x{base.headline_ms / timing.headline_ms:.2f}"
+
+
 def evidence_view(
     results: list[CycleResult], state: SearchState, store: Store, ctx: SearchContext | None = None
 ) -> str:
@@ -120,11 +154,14 @@ def evidence_view(
             lines.append(f"Predicted speedup over the parent: {predicted}x (base score: {r.base_score})")
         if ctx is not None and node and node.action and node.action.skill_id:
             lines.append(trial_line(ctx, node.action.skill_id, r.cycle_id))
+        if ctx is not None:
+            lines.extend(attempt_lines(store, ctx.run_id, r.cycle_id))
         if r.passed and r.best_evaluation_id and r.best_candidate_id:
             ev = store.get_evaluation(r.best_evaluation_id)
             lines.append(f"Outcome: PASSED. Best of the cycle: {ev.summary()}")
+            base = base_timings(state, r, store)
             for t in ev.timings:
-                lines.append(f"  {t.describe()}")
+                lines.append(f"  {t.describe()}{versus_base(t, base.get(t.config))}")
             code = store.get_candidate(r.best_candidate_id).code
             lines.append("Code of the cycle's best:\n```python\n" + clip(code, 6000) + "\n```")
         else:

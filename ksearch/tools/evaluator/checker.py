@@ -29,6 +29,7 @@ from typing import Any
 
 from ksearch.contracts.evaluation import Mismatch, Rejection, Verdict
 from ksearch.contracts.exchange import CheckerCommand, CheckResult, Handoff, HandoffReply
+from ksearch.tools.evaluator.profiling import Accumulating
 from ksearch.tools.evaluator.seeds import AUDIT_BASE, input_digest, input_set_index, salted_seed
 from ksearch.tools.evaluator.staging import StagingOwner
 
@@ -326,6 +327,7 @@ def checker_environment(device: str) -> dict[str, str]:
 def serve(device: str, commands: Any, answers: Any) -> None:
     """Answer commands until ``shutdown`` or end of input. A failing command is answered, not fatal."""
     checker = Checker(device)
+    profile = Accumulating("checker")
     answers.write('{"op": "ready"}\n')
     answers.flush()
     for line in commands:
@@ -335,7 +337,10 @@ def serve(device: str, commands: Any, answers: Any) -> None:
             command = CheckerCommand.model_validate_json(line)
             if command.op == "shutdown":
                 break
-            reply = checker.handle(command)
+            with profile.around():
+                reply = checker.handle(command)
+            if command.op == "finish":
+                profile.dump()
         except Exception:  # noqa: BLE001 - the parent turns this into a harness failure with the traceback
             reply = CheckResult(verdict=Verdict.CRASHED, error="checker failed:\n" + traceback.format_exc()[-3000:]).model_dump()
         answers.write(_json(reply) + "\n")

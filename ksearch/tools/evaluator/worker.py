@@ -62,6 +62,7 @@ from ksearch.tools.evaluator.guard import (
     poison,
     reject,
 )
+from ksearch.tools.evaluator.profiling import profiled
 from ksearch.tools.evaluator.sandbox import die_with_parent
 from ksearch.tools.evaluator.seeds import input_digest, salted_seed
 from ksearch.tools.evaluator.staging import StagingWriter
@@ -474,7 +475,8 @@ def _version(distribution: str) -> str:
 
 
 def warm_start(device: str) -> None:
-    """What a worker does before its request arrives: import the heavy libraries and create the CUDA context."""
+    """What a worker does before its request arrives: import the heavy libraries, create the CUDA context and pay
+    Triton's one-off compile start-up (``warmup``)."""
     import torch
 
     try:
@@ -485,6 +487,12 @@ def warm_start(device: str) -> None:
     if device.startswith("cuda") and torch.cuda.is_available():
         torch.cuda.set_device(torch.device(device).index or 0)
         torch.empty(1, device=device)
+        try:
+            from ksearch.tools.evaluator.warmup import warm_up_triton
+
+            warm_up_triton(device)
+        except Exception:  # noqa: BLE001 - a failed warm-up only costs the candidate the start-up time
+            pass
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -502,7 +510,8 @@ def main(argv: list[str] | None = None) -> int:
     if not line.strip():
         return 0  # the session closed without using this worker
     request = WorkerRequest.model_validate_json(line)
-    result = Worker(request, channel).run()
+    with profiled("worker"):
+        result = Worker(request, channel).run()
     write_result(Path(request.result_path), result)
     return 0
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import secrets
 import threading
+import time
 from collections.abc import Iterator
 
 from ksearch.contracts.evaluation import Comparison, Evaluation
@@ -54,6 +55,14 @@ class LocalExecutor:
     def compare(self, incumbent: EvalRequest, challenger: EvalRequest, *, rounds: int = 5) -> Comparison:
         with self.session(incumbent.device) as session:
             return compare(incumbent, challenger, rounds=rounds, session=session)
+
+    def wait_ready(self, device: str, timeout: float = 120.0) -> bool:
+        """Wait until the workers started ahead of need on ``device`` are ready (what the time of an LLM call gives
+        them in a search); False if one died or the timeout passed first."""
+        deadline = time.monotonic() + timeout
+        with self._lock:
+            idle = [s.idle for s in self._sessions.get(device, []) if s.idle is not None]
+        return all(worker.wait_ready(deadline) for worker in idle)
 
     def close(self) -> None:
         with self._lock:

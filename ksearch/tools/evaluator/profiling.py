@@ -1,0 +1,64 @@
+"""A developer's aid: ``KSEARCH_PROFILE=DIR`` makes every evaluator worker and checker write ``cProfile`` statistics
+into DIR (``worker-PID.pstats``; ``checker-PID-N.pstats`` after each evaluation it finished), to find where the time
+to a verdict goes (``python -m pstats FILE``). Off unless the variable is set; nothing else changes."""
+
+from __future__ import annotations
+
+import cProfile
+import contextlib
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+PROFILE_VARIABLE = "KSEARCH_PROFILE"
+
+
+def profile_dir() -> Path | None:
+    value = os.environ.get(PROFILE_VARIABLE, "")
+    return Path(value) if value else None
+
+
+@contextlib.contextmanager
+def profiled(name: str) -> Iterator[None]:
+    """Profile the block into ``DIR/NAME-PID.pstats`` when profiling is on."""
+    folder = profile_dir()
+    if folder is None:
+        yield
+        return
+    profiler = cProfile.Profile()
+    profiler.enable()
+    try:
+        yield
+    finally:
+        profiler.disable()
+        folder.mkdir(parents=True, exist_ok=True)
+        profiler.dump_stats(str(folder / f"{name}-{os.getpid()}.pstats"))
+
+
+class Accumulating:
+    """A profiler switched on around each command of a long-lived process and dumped on request."""
+
+    def __init__(self, name: str) -> None:
+        self.folder = profile_dir()
+        self.name = name
+        self.dumps = 0
+        self.profiler = cProfile.Profile() if self.folder is not None else None
+
+    @contextlib.contextmanager
+    def around(self) -> Iterator[None]:
+        if self.profiler is None:
+            yield
+            return
+        self.profiler.enable()
+        try:
+            yield
+        finally:
+            self.profiler.disable()
+
+    def dump(self) -> None:
+        if self.profiler is None or self.folder is None:
+            return
+        self.dumps += 1
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self.profiler.dump_stats(str(self.folder / f"{self.name}-{os.getpid()}-{self.dumps}.pstats"))
+        self.profiler = cProfile.Profile()

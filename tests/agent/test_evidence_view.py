@@ -1,0 +1,46 @@
+"""What the planner is shown about an ended cycle: every attempt's result and each shape against the base."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ksearch.contracts.evaluation import Timing
+from ksearch.nodes.plan import attempt_lines, versus_base
+from ksearch.store import Store
+
+
+def _timing(config: str, mean: float, median: float, headline: str = "mean") -> Timing:
+    return Timing(config=config, median_ms=median, mean_ms=mean, stdev_ms=0.01, samples=100,
+                  method="gpumode-benchmark", headline=headline)  # fmt: skip
+
+
+def test_describe_leads_with_the_statistic_the_score_uses() -> None:
+    line = _timing("b0", mean=0.45, median=0.44).describe()
+    assert line.startswith("b0: mean 0.4500 ms (median 0.4400)")
+    robust = _timing("b0", mean=0.45, median=0.44, headline="median").describe()
+    assert robust.startswith("b0: median 0.4400 ms (mean 0.4500)")
+
+
+def test_each_shape_is_compared_with_the_base() -> None:
+    now, base = _timing("b0", mean=0.5, median=0.5), _timing("b0", mean=0.4, median=0.4)
+    assert versus_base(now, base) == "; base 0.4000 ms, speedup x0.80"
+    assert versus_base(now, None) == ""
+
+
+def test_the_rounds_of_a_cycle_are_listed_in_order(tmp_path: Path) -> None:
+    store = Store(tmp_path / "ksearch.db")
+    for attempt, (verdict, score, error) in enumerate([("passed", 1 / 1.53, None), ("passed", 1 / 1.21, None),
+                                                       ("compile_error", None, "out of resource: shared memory")], 1):
+        store.record_attempt({"run_id": "r", "cycle_id": "c1", "attempt": attempt, "round_index": attempt,
+                              "node_id": "n", "prompt_kind": "improve", "candidate_id": f"c{attempt}",
+                              "evaluation_id": f"e{attempt}", "verdict": verdict, "score": score, "error": error})
+    store.record_attempt({"run_id": "r", "cycle_id": "c2", "attempt": 1, "round_index": 4, "node_id": "m",
+                          "prompt_kind": "improve", "candidate_id": "x", "evaluation_id": "y", "verdict": "passed",
+                          "score": 1.0, "error": None})  # fmt: skip
+    lines = attempt_lines(store, "r", "c1")
+    assert lines[0] == "Rounds of the cycle:"
+    assert "attempt 1 (round 1, improve): passed, 1.5300 ms" in lines[1]
+    assert "attempt 2 (round 2, improve): passed, 1.2100 ms" in lines[2]
+    assert "compile_error" in lines[3] and "shared memory" in lines[3]
+    assert len(lines) == 4
+    assert attempt_lines(store, "r", "c2") == []  # one round: the outcome line says it all

@@ -1,0 +1,37 @@
+"""``KSEARCH_PROFILE=DIR``: the evaluator's worker and checker write cProfile statistics there (a developer's aid for
+finding where the time to a verdict goes); the GPU warm-up of a pre-started worker compiles a kernel of its own."""
+
+from __future__ import annotations
+
+import pstats
+from pathlib import Path
+
+import pytest
+
+from ksearch.contracts.candidate import Candidate
+from ksearch.tools.evaluator import EvalRequest, evaluate
+
+DATA = Path(__file__).resolve().parents[1] / "tasks" / "data"
+
+
+def test_profile_dir_receives_worker_and_checker_statistics(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KSEARCH_PROFILE", str(tmp_path / "prof"))
+    code = (DATA / "softmax_triton_ok.py").read_text()
+    evaluation = evaluate(EvalRequest(candidate=Candidate(task="softmax", language="triton", code=code), device="cpu"))
+    assert evaluation.passed, evaluation.log
+    workers = list((tmp_path / "prof").glob("worker-*.pstats"))
+    checkers = list((tmp_path / "prof").glob("checker-*-1.pstats"))
+    assert len(workers) == 1 and len(checkers) == 1
+    functions = {name for _, _, name in pstats.Stats(str(workers[0])).stats}  # type: ignore[attr-defined]
+    assert "check_correctness" in functions
+
+
+@pytest.mark.gpu
+def test_triton_warm_up_compiles_and_runs_on_the_gpu() -> None:
+    import torch
+
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    from ksearch.tools.evaluator.warmup import warm_up_triton
+
+    warm_up_triton("cuda")  # raises if Triton's backend cannot compile or launch
