@@ -43,8 +43,8 @@ from ksearch.agent.world_model import ROOT_ID, SolutionRef, WorldModel, attach_s
 from ksearch.errors import KsearchError, RunBusyError, RunNotFoundError, UserError
 from ksearch.tasks.registry import canonical_task_name, resolve_task
 from ksearch.contracts.candidate import Candidate
-from ksearch.tools.executors import LocalExecutor
-from ksearch.tools.fingerprint import probe_device
+from ksearch.tools.executors import Executor, LocalExecutor
+from ksearch.tools.fingerprint import DeviceInfo, probe_device
 from ksearch.tools.gpu_pool import GpuPool
 from ksearch.store import Store, workspace_error
 from ksearch.store.drivers import claim_driver, release_driver
@@ -120,21 +120,35 @@ def build_model(config: RunConfig, store: Store) -> BaseChatModel:
     )
 
 
-def build_context(config: RunConfig, store: Store) -> SearchContext:
+def build_context(config: RunConfig, store: Store, *, executor: Executor | None = None) -> SearchContext:
+    """The run's services. ``executor``: evaluations go there (the caller keeps and closes it); by default the
+    config's executor is opened here and closed with the context."""
     task = resolve_task(config.task)
     if config.language not in task.languages:
         raise UserError(
             f"task {task.name} supports {', '.join(task.languages)}, not {config.language}",
             hint=f"use --language {task.languages[0]}",
         )
-    info = probe_device(config.device)
-    if config.device != "cpu" and not info.is_gpu:
-        raise UserError(
-            f"--device {config.device} asked for a GPU, but none is visible to torch",
-            hint="use --device cpu to check kernels under the Triton interpreter (correctness only)",
-        )
+    owned = executor is None
+    if executor is None:
+        executor = open_executor(config)
+    try:
+        info = executor.device_info(config.device)  # for dask, a worker's device: the agent needs no GPU
+        if config.device != "cpu" and not info.is_gpu:
+            raise UserError(
+                f"--device {config.device} asked for a GPU, but none is visible to torch",
+                hint="use --device cpu to check kernels under the Triton interpreter (correctness only)",
+            )
+        return _context(config, store, task, executor, info, close=executor.close if owned else None)
+    except BaseException:
+        if owned:
+            executor.close()
+        raise
+
+
+def _context(config: RunConfig, store: Store, task: Any, executor: Executor, info: DeviceInfo,
+             close: Callable[[], None] | None) -> SearchContext:  # fmt: skip
     recorder = StoreRecorder(store, config.run_id)
-    executor = LocalExecutor()
     b = config.budget
     llm = LLMClient(
         build_model(config, store),
@@ -159,7 +173,7 @@ def build_context(config: RunConfig, store: Store) -> SearchContext:
         device_description=info.describe(),
         gpu_pool=build_gpu_pool(config),
         compare=executor.compare if config.device != "cpu" else None,
-        close=executor.close,
+        close=close,
         skill_context=SkillContext(
             family=task_family(task.name), language=config.language, arch=arch_from_capability(info.capability)
         ),
@@ -167,17 +181,31 @@ def build_context(config: RunConfig, store: Store) -> SearchContext:
     )
 
 
+def open_executor(config: RunConfig) -> Executor:
+    """Where the run's evaluations go: this machine (``local``) or the Dask cluster at ``config.scheduler``."""
+    if config.executor == "dask":
+        from ksearch.tools.executors.dask import DaskExecutor
+
+        assert config.scheduler is not None  # RunConfig insists
+        return DaskExecutor(config.scheduler)
+    return LocalExecutor()
+
+
 def build_gpu_pool(config: RunConfig) -> GpuPool | None:
-    """None on the CPU; the one GPU of ``--device cuda:N``; else the ``--gpus`` spec, probed in a subprocess."""
-    if config.device == "cpu":
+    """None on the CPU and with the Dask executor (the cluster schedules its GPUs); the one GPU of
+    ``--device cuda:N``; else the ``--gpus`` spec, probed in a subprocess."""
+    if config.device == "cpu" or config.executor == "dask":
         return None
     if config.device.startswith("cuda:"):
         return GpuPool([config.device])
     return GpuPool.from_spec(config.gpus)
 
 
-def default_parallel(device: str, gpus: str = "all") -> int:
-    """``--parallel`` when not given: one cycle per GPU in the pool, 1 on the CPU or a single named GPU."""
+def default_parallel(device: str, gpus: str = "all", *, slots: dict[str, int] | None = None) -> int:
+    """``--parallel`` when not given: one cycle per GPU in the pool, 1 on the CPU or a single named GPU. With the
+    Dask executor (``slots``: the cluster's evaluation slots by device, ``cluster_slots``) one per slot."""
+    if slots is not None:
+        return max(1, min(64, slots.get("cpu" if device == "cpu" else "cuda", 0)))
     if device == "cpu" or device.startswith("cuda:"):
         return 1
     try:
