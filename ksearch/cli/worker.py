@@ -12,7 +12,7 @@ from ksearch.flows import worker as worker_flow
 
 app = typer.Typer()
 
-SchedulerOpt = Annotated[
+WorkerSchedulerOpt = Annotated[
     str,
     typer.Option("--scheduler", envvar="KSEARCH_SCHEDULER", help="The Dask scheduler's address, e.g. tcp://host:8786."),
 ]
@@ -20,7 +20,7 @@ SchedulerOpt = Annotated[
 
 @app.command()
 def worker(
-    scheduler: SchedulerOpt,
+    scheduler: WorkerSchedulerOpt,
     gpu: Annotated[int | None, typer.Option(help="Own GPU N (CUDA_VISIBLE_DEVICES=N, resource GPU=1); without it, CPU evaluations (resource INTERPRETER=1).")] = None,
     nthreads: Annotated[int, typer.Option(min=1, help="Threads of the Dask worker (evaluations stay one at a time).")] = 1,
     name: Annotated[str | None, typer.Option(help="Worker name in the cluster (default: HOST-gpuN, or HOST-cpu-PID).")] = None,

@@ -43,7 +43,7 @@ from ksearch.agent.world_model import ROOT_ID, SolutionRef, WorldModel, attach_s
 from ksearch.errors import KsearchError, RunBusyError, RunNotFoundError, UserError
 from ksearch.tasks.registry import canonical_task_name, resolve_task
 from ksearch.contracts.candidate import Candidate
-from ksearch.tools.executors import Executor, LocalExecutor
+from ksearch.tools.executors import DaskExecutor, Executor, LocalExecutor
 from ksearch.tools.fingerprint import DeviceInfo, probe_device
 from ksearch.tools.gpu_pool import GpuPool
 from ksearch.store import Store, workspace_error
@@ -135,8 +135,9 @@ def build_context(config: RunConfig, store: Store, *, executor: Executor | None 
     try:
         info = executor.device_info(config.device)  # for dask, a worker's device: the agent needs no GPU
         if config.device != "cpu" and not info.is_gpu:
+            where = f"on the GPU workers of the Dask cluster at {config.scheduler}" if config.executor == "dask" else ""
             raise UserError(
-                f"--device {config.device} asked for a GPU, but none is visible to torch",
+                f"--device {config.device} asked for a GPU, but none is visible to torch {where}".rstrip(),
                 hint="use --device cpu to check kernels under the Triton interpreter (correctness only)",
             )
         return _context(config, store, task, executor, info, close=executor.close if owned else None)
@@ -184,8 +185,6 @@ def _context(config: RunConfig, store: Store, task: Any, executor: Executor, inf
 def open_executor(config: RunConfig) -> Executor:
     """Where the run's evaluations go: this machine (``local``) or the Dask cluster at ``config.scheduler``."""
     if config.executor == "dask":
-        from ksearch.tools.executors.dask import DaskExecutor
-
         assert config.scheduler is not None  # RunConfig insists
         return DaskExecutor(config.scheduler)
     return LocalExecutor()
@@ -201,6 +200,31 @@ def build_gpu_pool(config: RunConfig) -> GpuPool | None:
     return GpuPool.from_spec(config.gpus)
 
 
+def cluster_slots(scheduler: str) -> dict[str, int]:
+    """The evaluation slots of the Dask cluster at ``scheduler`` now, by device (``{"cuda": 4, "cpu": 0}``)."""
+    from ksearch.tools.executors.dask import cluster_slots as slots_of
+
+    return slots_of(scheduler)
+
+
+def placement(
+    device: str, parallel: int | None, *, executor: str = "local", scheduler: str | None = None, gpus: str = "all"
+) -> tuple[str, int]:
+    """``--device`` (``auto`` resolved) and ``--parallel`` (default filled in) for a new run: from this machine's
+    GPUs, or with the Dask executor from the cluster's workers (the agent's machine needs no GPU then)."""
+    slots = None
+    if executor == "dask" and scheduler and (device == "auto" or parallel is None):
+        slots = cluster_slots(scheduler)
+        if device == "auto" and not any(slots.values()):
+            raise UserError(
+                f"no worker has joined the Dask cluster at {scheduler} yet, so --device auto cannot tell GPU from CPU",
+                hint=f"start workers first (ksearch worker --scheduler {scheduler} --gpu N), or pass --device cuda",
+            )
+    if device == "auto":
+        device = ("cuda" if slots.get("cuda") else "cpu") if slots is not None else default_device()
+    return device, parallel or default_parallel(device, gpus, slots=slots)
+
+
 def default_parallel(device: str, gpus: str = "all", *, slots: dict[str, int] | None = None) -> int:
     """``--parallel`` when not given: one cycle per GPU in the pool, 1 on the CPU or a single named GPU. With the
     Dask executor (``slots``: the cluster's evaluation slots by device, ``cluster_slots``) one per slot."""
@@ -214,12 +238,19 @@ def default_parallel(device: str, gpus: str = "all", *, slots: dict[str, int] | 
         return 1
 
 
-def start_run(config: RunConfig, *, workspace: Path | None = None, on_event: EventSink | None = None) -> RunOutcome:
-    """Create the run and drive it until it ends or pauses."""
+def start_run(
+    config: RunConfig,
+    *,
+    workspace: Path | None = None,
+    on_event: EventSink | None = None,
+    executor: Executor | None = None,
+) -> RunOutcome:
+    """Create the run and drive it until it ends or pauses. ``executor``: one the caller opened (and closes), to
+    share it between runs or to read its ``busy`` record; by default the config's own, closed at the end."""
     store = open_store(workspace)
     ctx: SearchContext | None = None
     try:
-        ctx = _create(config, store, on_event)
+        ctx = _create(config, store, on_event, executor)
         return _drive(ctx, initial_state(ctx), on_event, workspace)
     finally:
         if ctx is not None:
@@ -238,10 +269,12 @@ def create_run(config: RunConfig, *, workspace: Path | None = None) -> RunConfig
         store.close()
 
 
-def _create(config: RunConfig, store: Store, on_event: EventSink | None) -> SearchContext:
+def _create(
+    config: RunConfig, store: Store, on_event: EventSink | None, executor: Executor | None = None
+) -> SearchContext:
     # The evaluator's worker resolves the task again in a private directory: give it an absolute, canonical name.
     config = config.model_copy(update={"task": canonical_task_name(config.task)})
-    ctx = build_context(config, store)  # fail fast on a bad task, model or device, before any row is written
+    ctx = build_context(config, store, executor=executor)  # fail fast on a bad task, model or device, before any row
     try:
         if config.seed_from or config.seed_candidate_id:
             ctx.config = config = register_seed(ctx)
@@ -268,7 +301,11 @@ def _create(config: RunConfig, store: Store, on_event: EventSink | None) -> Sear
     return ctx
 
 
-def resume_run(run_id: str, *, workspace: Path | None = None, on_event: EventSink | None = None) -> RunOutcome:
+def resume_run(
+    run_id: str, *, workspace: Path | None = None, on_event: EventSink | None = None, scheduler: str | None = None
+) -> RunOutcome:
+    """Drive a run on from its last checkpoint. ``scheduler``: a run made with ``--executor dask`` goes on with the
+    Dask scheduler at this address (a restarted cluster); the run's stored config remembers it."""
     store = open_store(workspace)
     ctx: SearchContext | None = None
     try:
@@ -276,7 +313,16 @@ def resume_run(run_id: str, *, workspace: Path | None = None, on_event: EventSin
         config = RunConfig.model_validate(run["config"])
         if run["status"] == "finished":
             raise UserError(f"run {config.run_id} already finished", hint=f"see it with: ksearch show {config.run_id}")
+        if scheduler is not None and scheduler != config.scheduler:
+            if config.executor != "dask":
+                raise UserError(
+                    f"run {config.run_id} evaluates on this machine (--executor local); --scheduler is for runs "
+                    "made with --executor dask"
+                )
+            config = config.model_copy(update={"scheduler": scheduler})
         ctx = build_context(config, store)
+        if config.scheduler != run["config"].get("scheduler"):
+            store.update_run(config.run_id, config=config.model_dump(mode="json"))
         return _drive(ctx, None, on_event, workspace)
     finally:
         if ctx is not None:

@@ -1,0 +1,95 @@
+"""``--executor dask``, ``--scheduler`` and ``ksearch worker`` at the command line, and the optional extra."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+from typer.testing import CliRunner
+
+from ksearch.agent.config import RunConfig
+from ksearch.cli import app
+from ksearch.flows import run as runner
+
+cli = CliRunner()
+
+
+def _run(tmp_path, *extra: str):
+    return cli.invoke(app, ["--workspace", str(tmp_path), "run", "softmax", "--model", "replay:x.jsonl", *extra])
+
+
+def test_dask_executor_needs_a_scheduler(tmp_path):
+    result = _run(tmp_path, "--device", "cpu", "--executor", "dask")
+    assert result.exit_code == 2
+    assert "--executor dask needs --scheduler" in " ".join(result.output.split())
+
+
+def test_the_cluster_chooses_the_gpu(tmp_path):
+    result = _run(tmp_path, "--device", "cuda:1", "--parallel", "2", "--executor", "dask", "--scheduler", "tcp://127.0.0.1:1")
+    assert result.exit_code == 2
+    assert "use --device cuda" in " ".join(result.output.split())
+
+
+def test_a_scheduler_without_the_dask_executor_is_refused(tmp_path):
+    result = _run(tmp_path, "--device", "cpu", "--scheduler", "tcp://127.0.0.1:1")
+    assert result.exit_code == 2
+    assert "--scheduler is for --executor dask" in " ".join(result.output.split())
+
+
+def test_executor_and_scheduler_are_stored_with_the_run_and_old_configs_still_load():
+    config = RunConfig(run_id="r", task="softmax", model="replay:x", device="cuda", executor="dask",
+                       scheduler="tcp://localhost:8786")  # fmt: skip
+    again = RunConfig.model_validate(config.model_dump(mode="json"))
+    assert (again.executor, again.scheduler) == ("dask", "tcp://localhost:8786")
+    old = RunConfig.model_validate({"run_id": "o", "task": "softmax", "model": "replay:x", "device": "cuda"})
+    assert (old.executor, old.scheduler) == ("local", None)
+
+
+def test_parallel_defaults_to_the_clusters_slots_of_the_device_kind():
+    slots = {"cuda": 3, "cpu": 2}
+    assert runner.default_parallel("cuda", slots=slots) == 3
+    assert runner.default_parallel("cpu", slots=slots) == 2
+    assert runner.default_parallel("cuda", slots={"cuda": 0, "cpu": 2}) == 1
+
+
+def test_worker_help_names_its_options():
+    result = cli.invoke(app, ["worker", "--help"])
+    assert result.exit_code == 0
+    for option in ("--scheduler", "--gpu", "--nthreads", "--death-timeout"):
+        assert option in result.output
+
+
+def _without_distributed(*args: str, cwd) -> subprocess.CompletedProcess[str]:
+    """``ksearch ARGS`` in a process where ``import distributed`` fails, as without the dask extra."""
+    code = ("import sys; sys.modules['distributed'] = None; sys.argv = ['ksearch', *sys.argv[1:]]; "
+            "from ksearch.cli import main; main()")  # fmt: skip
+    return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=120, cwd=cwd,
+                          check=False)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["run", "softmax", "--model", "replay:x.jsonl", "--device", "cpu", "--executor", "dask", "--scheduler", "tcp://127.0.0.1:1"],
+        ["worker", "--scheduler", "tcp://127.0.0.1:1"],
+    ],
+)
+def test_without_the_dask_extra_the_error_says_what_to_install(tmp_path, args):
+    proc = _without_distributed("--workspace", str(tmp_path), *args, cwd=tmp_path)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    flat = " ".join(proc.stderr.split())
+    assert "needs Dask distributed, which is not installed" in flat
+    assert "pip install 'ksearch[dask]'" in flat
+    assert "Traceback" not in proc.stderr
+
+
+def test_a_gpu_worker_on_a_machine_without_that_gpu_is_refused(tmp_path):
+    pytest.importorskip("distributed")
+    proc = subprocess.run(
+        [sys.executable, "-m", "ksearch.cli", "--workspace", str(tmp_path), "worker", "--scheduler", "tcp://127.0.0.1:1",
+         "--gpu", "63"],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "--gpu 63: torch sees no such GPU" in " ".join(proc.stderr.split())
