@@ -21,7 +21,7 @@ WorkerSchedulerOpt = Annotated[
 @app.command()
 def worker(
     scheduler: WorkerSchedulerOpt,
-    gpu: Annotated[int | None, typer.Option(help="Own GPU N (CUDA_VISIBLE_DEVICES=N, resource GPU=1); without it, CPU evaluations (resource INTERPRETER=1).")] = None,
+    gpu: Annotated[int | None, typer.Option(help="Own GPU N, as torch numbers the GPUs visible here (the worker sees only it; resource GPU=1); without it, CPU evaluations (resource INTERPRETER=1).")] = None,
     nthreads: Annotated[int, typer.Option(min=1, help="Threads of the Dask worker (evaluations stay one at a time).")] = 1,
     name: Annotated[str | None, typer.Option(help="Worker name in the cluster (default: HOST-gpuN, or HOST-cpu-PID).")] = None,
     death_timeout: Annotated[float | None, typer.Option(help="Exit when the scheduler stays unreachable this many seconds (default: keep trying).")] = None,

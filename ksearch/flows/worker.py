@@ -40,7 +40,8 @@ class WorkerSpec:
     scheduler: str
     """The scheduler's address, ``tcp://host:8786``."""
     gpu: int | None = None
-    """The GPU index (as ``nvidia-smi`` numbers them) this worker owns; None: CPU evaluations only."""
+    """The GPU this worker owns, as torch numbers the GPUs this process sees (``cuda:N``; under Slurm, the N-th
+    of the job's ``CUDA_VISIBLE_DEVICES``); None: CPU evaluations only."""
     nthreads: int = 1
     """Threads of the Dask worker; evaluations are one at a time whatever this is (one unit of the resource)."""
     name: str | None = None
@@ -76,12 +77,26 @@ def scrub_secrets(environ: dict[str, str] | os._Environ[str]) -> list[str]:
     return removed
 
 
+def visible_device(gpu: int, visible: str | None) -> str:
+    """``CUDA_VISIBLE_DEVICES`` for the worker of ``--gpu N``: the N-th GPU this process sees, as torch numbers
+    them (under Slurm, or any ``CUDA_VISIBLE_DEVICES`` already set, the N-th of that list)."""
+    if gpu < 0:
+        raise UserError(f"--gpu {gpu}: a GPU index is 0 or more")
+    entries = [e.strip() for e in (visible or "").split(",") if e.strip()]
+    if visible is None or not visible.strip():
+        return str(gpu)
+    if gpu >= len(entries):
+        raise UserError(
+            f"--gpu {gpu}: this process sees {len(entries)} GPU(s) (CUDA_VISIBLE_DEVICES={visible})",
+            hint=f"use --gpu 0 to {len(entries) - 1}: indices count the GPUs visible here, as torch numbers them",
+        )
+    return entries[gpu]
+
+
 def prepare_process(spec: WorkerSpec) -> DeviceInfo:
     """This process's environment for the worker it starts: its GPU only, no secrets; then its device, checked."""
     if spec.gpu is not None:
-        if spec.gpu < 0:
-            raise UserError(f"--gpu {spec.gpu}: a GPU index is 0 or more")
-        os.environ["CUDA_VISIBLE_DEVICES"] = str(spec.gpu)
+        os.environ["CUDA_VISIBLE_DEVICES"] = visible_device(spec.gpu, os.environ.get("CUDA_VISIBLE_DEVICES"))
     scrub_secrets(os.environ)
     device = worker_device("cuda" if spec.gpu is not None else "cpu")
     info = probe_device(device)

@@ -93,3 +93,29 @@ def test_a_gpu_worker_on_a_machine_without_that_gpu_is_refused(tmp_path):
     )  # fmt: skip
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "--gpu 63: torch sees no such GPU" in " ".join(proc.stderr.split())
+
+
+@pytest.mark.parametrize(
+    ("gpu", "visible", "expected"),
+    [(0, None, "0"), (3, "", "3"), (1, "4,6", "6"), (0, "GPU-1a2b", "GPU-1a2b")],
+)
+def test_gpu_n_is_the_nth_gpu_this_process_sees(gpu, visible, expected):
+    from ksearch.flows.worker import visible_device
+
+    assert visible_device(gpu, visible) == expected
+
+
+def test_gpu_n_past_the_visible_gpus_is_refused():
+    from ksearch.errors import UserError
+    from ksearch.flows.worker import visible_device
+
+    with pytest.raises(UserError, match="sees 2 GPU"):
+        visible_device(2, "4,6")
+
+
+def test_a_worker_drops_secret_looking_variables_but_keeps_dasks_own():
+    from ksearch.flows.worker import scrub_secrets
+
+    env = {"OPENAI_API_KEY": "x", "HF_TOKEN": "y", "PATH": "/bin", "DASK_DISTRIBUTED__COMM__TLS__WORKER__KEY": "k.pem"}
+    assert sorted(scrub_secrets(env)) == ["HF_TOKEN", "OPENAI_API_KEY"]
+    assert env == {"PATH": "/bin", "DASK_DISTRIBUTED__COMM__TLS__WORKER__KEY": "k.pem"}

@@ -49,25 +49,31 @@ class Cluster:
 
 
 @contextmanager
-def dask_cluster(folder: Path, workers: int = 2, **scheduler_kwargs: Any) -> Iterator[Cluster]:
-    """A scheduler and ``workers`` ``ksearch worker`` processes (each under its nanny); all stopped at the end."""
+def dask_cluster(folder: Path, workers: int = 2, *, gpus: list[int] | None = None, **scheduler_kwargs: Any) -> Iterator[Cluster]:
+    """A scheduler and ``workers`` ``ksearch worker`` processes (each under its nanny), for the CPU interpreter, or
+    one per GPU index in ``gpus``; all stopped at the end. ``scheduler_kwargs`` go to Dask's scheduler."""
     from distributed import Client, LocalCluster
 
     local = LocalCluster(n_workers=0, processes=False, protocol="tcp", host="127.0.0.1", scheduler_port=0,
                          dashboard_address=":0", scheduler_kwargs=scheduler_kwargs)  # fmt: skip
     client = Client(local.scheduler_address, set_as_default=False)
     cluster = Cluster(address=local.scheduler_address, client=client)
-    env = {**os.environ, "PYTHONPATH": str(REPO), "TRITON_INTERPRET": "1", "OPENAI_API_KEY": FAKE_KEY}
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OPENAI_API_KEY": FAKE_KEY}
+    if gpus is None:
+        env["TRITON_INTERPRET"] = "1"
+    else:
+        env.pop("TRITON_INTERPRET", None)
+    devices = [["--gpu", str(g)] for g in gpus] if gpus is not None else [[] for _ in range(workers)]
     folder.mkdir(parents=True, exist_ok=True)
     try:
-        for i in range(workers):
+        for i, device in enumerate(devices):
             log = folder / f"worker-{i}.log"
             cluster.logs.append(log)
             with open(log, "wb") as out:
                 argv = [sys.executable, "-m", "ksearch.cli", "--workspace", str(folder / "ws"), "worker",
-                        "--scheduler", cluster.address, "--name", f"w{i}"]  # fmt: skip
+                        "--scheduler", cluster.address, "--name", f"w{i}", *device]  # fmt: skip
                 cluster.nannies.append(subprocess.Popen(argv, env=env, cwd=folder, stdout=out, stderr=subprocess.STDOUT))
-        cluster.wait_for_workers(workers)
+        cluster.wait_for_workers(len(devices))
         yield cluster
     finally:
         for nanny in cluster.nannies:

@@ -19,6 +19,7 @@ from ksearch.tools.executors.dask import DaskExecutor
 from ksearch.tools.fingerprint import probe_device
 from tests.helpers.dask_cluster import (
     FAKE_KEY,
+    REPO,
     dask_cluster,
     environ_of,
     sandbox_processes,
@@ -140,3 +141,28 @@ def _live(pids) -> set[int]:
         if state not in ("Z", "X"):
             alive.add(pid)
     return alive
+
+
+@pytest.mark.gpu
+def test_trimul_through_a_one_worker_gpu_cluster_gives_the_local_verdict(tmp_path):
+    """On a GPU: the same TriMul kernel through a one-worker Dask cluster (``ksearch worker --gpu 0``) and through
+    the local executor: the same verdict and evaluation key, both timed, and a paired comparison runs there too."""
+    code = (REPO / "examples" / "trimul_triton.py").read_text()
+
+    def trimul(text: str, device: str) -> EvalRequest:
+        candidate = Candidate(task="trimul", language="triton", code=text, entry_point="custom_kernel")
+        return EvalRequest(candidate=candidate, device=device)
+
+    with dask_cluster(tmp_path / "gpu", gpus=[0]) as gpu_cluster, DaskExecutor(gpu_cluster.address) as remote:
+        info = remote.device_info("cuda")
+        assert info.is_gpu and info.eval_key("trimul") == probe_device("cuda:0").eval_key("trimul")
+        there = remote.evaluate(trimul(code, "cuda"))
+        with LocalExecutor() as local:
+            here = local.evaluate(trimul(code, "cuda:0"))
+        assert there.verdict == here.verdict == Verdict.PASSED, (there.summary(), here.summary())
+        assert there.timed and here.timed and there.configs_passed == here.configs_passed
+        assert there.device == here.device  # the GPU's name
+        assert [t.config for t in there.timings] == [t.config for t in here.timings]
+        print(f"trimul: dask {there.latency_ms:.4f} ms, local {here.latency_ms:.4f} ms on {here.device}")
+        comparison = remote.compare(trimul(code, "cuda"), trimul(code + "\n# the same kernel\n", "cuda"), rounds=3)
+        assert comparison.rounds == 3 and 0.8 < comparison.speedup < 1.25

@@ -77,7 +77,8 @@ def connect(address: str, *, timeout_s: float = 30.0) -> Any:
     """A client of the scheduler at ``address``; ``UserError`` with what to check when it cannot be reached."""
     distributed = import_distributed()
     try:
-        return distributed.Client(address, timeout=timeout_s, set_as_default=False)
+        # direct_to_workers=False: results come through the scheduler, so one tunnelled port is all the agent needs
+        return distributed.Client(address, timeout=timeout_s, set_as_default=False, direct_to_workers=False)
     except (OSError, TimeoutError, ValueError) as exc:
         raise UserError(
             f"cannot reach the Dask scheduler at {address}: {exc}",
@@ -111,9 +112,14 @@ class DaskExecutor:
     def __init__(self, scheduler: str, *, salt: int | None = None, worker_wait_s: float = 300.0,
                  connect_timeout_s: float = 30.0) -> None:  # fmt: skip
         self._distributed = import_distributed()
-        from ksearch.tools.executors import dask_worker  # needs distributed
+        from ksearch.tools.executors.dask_worker import (
+            SessionsPlugin,
+            compare_task,
+            describe,
+            evaluate_task,
+        )
 
-        self._tasks = dask_worker
+        self._describe, self._evaluate_task, self._compare_task = describe, evaluate_task, compare_task
         self.scheduler = scheduler
         self.salt = salt if salt is not None else secrets.randbits(62)
         """One salt for every task of the executor, so every worker checks a run's candidates on the same inputs."""
@@ -122,13 +128,14 @@ class DaskExecutor:
         self.busy: list[Busy] = []
         self._started: dict[str, tuple[float, str]] = {}
         """Task key -> (monotonic time its latest attempt started, that worker's address), from the workers' events."""
-        self._attempts: dict[str, int] = {}
+        self._mine: set[str] = set()
+        """Keys of this executor's tasks in flight."""
         self._lock = threading.Lock()
-        self._slots_seen: tuple[float, dict[str, int]] = (0.0, {})
+        self._workers_seen: tuple[float, dict[str, dict[str, float]]] = (0.0, {})
         self.client = connect(scheduler, timeout_s=connect_timeout_s)
         try:
             self.client.subscribe_topic(EVENT_TOPIC, self._on_event)
-            self.client.register_plugin(dask_worker.SessionsPlugin(), name=dask_worker.SessionsPlugin.name)
+            self.client.register_plugin(SessionsPlugin(), name=SessionsPlugin.name)
         except BaseException:
             self.client.close()
             raise
@@ -139,7 +146,7 @@ class DaskExecutor:
         evaluations are cached per GPU model), after checking they run this harness version."""
         resource = resource_for(device)
         workers = self._wait_for_workers(resource, time.monotonic() + self.worker_wait_s)
-        answers: dict[str, dict[str, Any]] = self.client.run(self._tasks.describe, device, workers=workers)
+        answers: dict[str, dict[str, Any]] = self.client.run(self._describe, device, workers=workers)
         for address, answer in answers.items():
             if answer["harness"] != HARNESS_VERSION:
                 raise UserError(
@@ -158,7 +165,7 @@ class DaskExecutor:
         return next(iter(infos.values()))
 
     def evaluate(self, request: EvalRequest) -> Evaluation:
-        future = self._submit(self._tasks.evaluate_task, request, self.salt, device=request.device)
+        future = self._submit(self._evaluate_task, request, self.salt, device=request.device)
         try:
             result = self._wait(future, hard_limit_s(request), request.device)
         except self._distributed.KilledWorker as exc:
@@ -176,7 +183,7 @@ class DaskExecutor:
         return evaluation
 
     def compare(self, incumbent: EvalRequest, challenger: EvalRequest, *, rounds: int = 5) -> Comparison:
-        future = self._submit(self._tasks.compare_task, incumbent, challenger, rounds, self.salt, device=incumbent.device)
+        future = self._submit(self._compare_task, incumbent, challenger, rounds, self.salt, device=incumbent.device)
         try:
             comparison, where = self._wait(future, hard_limit_s(incumbent), incumbent.device)
         except (self._distributed.KilledWorker, _TaskTimeout) as exc:
@@ -199,6 +206,8 @@ class DaskExecutor:
     # -- tasks -------------------------------------------------------------------------------------------------------
     def _submit(self, function: Any, *args: Any, device: str) -> Any:
         key = f"{TASK_PREFIX}{function.__name__.removesuffix('_task')}-{uuid.uuid4().hex}"
+        with self._lock:
+            self._mine.add(key)
         return self.client.submit(
             function, *args, key=key, resources={resource_for(device): 1}, pure=False, retries=0
         )
@@ -226,6 +235,10 @@ class DaskExecutor:
                 if started is not None:
                     no_worker_since = None
                     if now - started[0] > limit_s:
+                        if started[1] not in self._workers(fresh=True):  # that attempt died with its worker: the
+                            with self._lock:  # task waits for another one, which will announce itself
+                                self._started.pop(key, None)
+                            continue
                         self._abandon(future, started[1])
                         raise _TaskTimeout(
                             f"no answer from Dask worker {started[1]} within {limit_s:.0f} s of starting the "
@@ -247,7 +260,7 @@ class DaskExecutor:
             future.release()
             with self._lock:
                 self._started.pop(key, None)
-                self._attempts.pop(key, None)
+                self._mine.discard(key)
 
     def _abandon(self, future: Any, worker: str) -> None:
         """Cancel a task that overran and restart its worker: the only way to stop a thread of a Dask worker, and
@@ -257,23 +270,27 @@ class DaskExecutor:
             self.client.restart_workers([worker], raise_for_error=False)
 
     def _on_event(self, event: Any) -> None:
-        """A worker started one of the cluster's tasks (any client's): note ours, for the hard limit."""
+        """A worker started a task (of any client of the cluster): note ours, for the hard limit."""
         _timestamp, message = event
         if not isinstance(message, dict):
             return
         key = str(message.get("key", ""))
         with self._lock:
-            if key.startswith(TASK_PREFIX):
+            if key in self._mine:
                 self._started[key] = (time.monotonic(), str(message.get("worker", "")))
-                self._attempts[key] = self._attempts.get(key, 0) + 1
 
     def _offered(self, resource: str) -> int:
-        """Units of ``resource`` the cluster's workers offer (asked of the scheduler at most every 5 s)."""
-        seen_at, slots = self._slots_seen
-        if time.monotonic() - seen_at > 5.0:
-            slots = _slots(self.client)
-            self._slots_seen = (time.monotonic(), slots)
-        return slots.get(resource, 0)
+        """Units of ``resource`` the cluster's workers offer now."""
+        return sum(int(resources.get(resource, 0)) for resources in self._workers().values())
+
+    def _workers(self, *, fresh: bool = False) -> dict[str, dict[str, float]]:
+        """The cluster's workers and the resources each offers (asked of the scheduler at most every 5 s)."""
+        seen_at, workers = self._workers_seen
+        if fresh or time.monotonic() - seen_at > 5.0:
+            info = self.client.scheduler_info(n_workers=-1).get("workers", {})
+            workers = {address: dict(w.get("resources") or {}) for address, w in info.items()}
+            self._workers_seen = (time.monotonic(), workers)
+        return workers
 
     def _wait_for_workers(self, resource: str, deadline: float) -> list[str]:
         while True:
