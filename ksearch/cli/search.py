@@ -40,7 +40,7 @@ def run(
     max_rounds: Annotated[int, typer.Option(help="Rounds budget: one round = one kernel written and evaluated.")] = 20,
     stagnation_window: Annotated[int, typer.Option(help="A cycle ends after this many rounds without improvement.")] = 5,
     max_attempts_per_cycle: Annotated[int | None, typer.Option(help="Cap on rounds per cycle.")] = None,
-    parallel: Annotated[int | None, typer.Option(help="Actions explored at once [default: one per GPU in --gpus; 1 on cpu].")] = None,
+    parallel: Annotated[int | None, typer.Option(help="Actions explored at once [default: one per GPU in --gpus, or with --executor dask one per evaluation slot of the cluster; 1 on cpu].")] = None,
     gpus: Annotated[str, typer.Option(help="GPUs to lease evaluations on: all, a count (2) or indices (0,1,3); ignored on cpu.")] = "all",
     executor: Annotated[str, typer.Option(help="Where evaluations run: local (this machine) or dask (the workers of a Dask cluster: --scheduler; this machine needs no GPU).")] = "local",
     scheduler: SchedulerOpt = None,

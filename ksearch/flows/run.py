@@ -12,6 +12,7 @@ person's reply with ``--model interactive``, or for the approval of a new best. 
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
 import socket
@@ -41,9 +42,11 @@ from ksearch.agent.skills import SkillContext, arch_from_capability, task_family
 from ksearch.agent.state import BestRef, SearchState
 from ksearch.agent.world_model import ROOT_ID, SolutionRef, WorldModel, attach_seed
 from ksearch.errors import KsearchError, RunBusyError, RunNotFoundError, UserError
+from ksearch.tasks.base import Task
 from ksearch.tasks.registry import canonical_task_name, resolve_task
 from ksearch.contracts.candidate import Candidate
 from ksearch.tools.executors import DaskExecutor, Executor, LocalExecutor
+from ksearch.tools.executors.dask import cluster_slots
 from ksearch.tools.fingerprint import DeviceInfo, probe_device
 from ksearch.tools.gpu_pool import GpuPool
 from ksearch.store import Store, workspace_error
@@ -147,7 +150,7 @@ def build_context(config: RunConfig, store: Store, *, executor: Executor | None 
         raise
 
 
-def _context(config: RunConfig, store: Store, task: Any, executor: Executor, info: DeviceInfo,
+def _context(config: RunConfig, store: Store, task: Task, executor: Executor, info: DeviceInfo,
              close: Callable[[], None] | None) -> SearchContext:  # fmt: skip
     recorder = StoreRecorder(store, config.run_id)
     b = config.budget
@@ -198,13 +201,6 @@ def build_gpu_pool(config: RunConfig) -> GpuPool | None:
     if config.device.startswith("cuda:"):
         return GpuPool([config.device])
     return GpuPool.from_spec(config.gpus)
-
-
-def cluster_slots(scheduler: str) -> dict[str, int]:
-    """The evaluation slots of the Dask cluster at ``scheduler`` now, by device (``{"cuda": 4, "cpu": 0}``)."""
-    from ksearch.tools.executors.dask import cluster_slots as slots_of
-
-    return slots_of(scheduler)
 
 
 def placement(
@@ -322,7 +318,7 @@ def resume_run(
             config = config.model_copy(update={"scheduler": scheduler})
         ctx = build_context(config, store)
         if config.scheduler != run["config"].get("scheduler"):
-            store.update_run(config.run_id, config=config.model_dump(mode="json"))
+            store.update_run(config.run_id, config=json.dumps(config.model_dump(mode="json"), sort_keys=True))
         return _drive(ctx, None, on_event, workspace)
     finally:
         if ctx is not None:

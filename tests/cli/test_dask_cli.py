@@ -119,3 +119,17 @@ def test_a_worker_drops_secret_looking_variables_but_keeps_dasks_own():
     env = {"OPENAI_API_KEY": "x", "HF_TOKEN": "y", "PATH": "/bin", "DASK_DISTRIBUTED__COMM__TLS__WORKER__KEY": "k.pem"}
     assert sorted(scrub_secrets(env)) == ["HF_TOKEN", "OPENAI_API_KEY"]
     assert env == {"PATH": "/bin", "DASK_DISTRIBUTED__COMM__TLS__WORKER__KEY": "k.pem"}
+
+
+def test_resume_with_a_scheduler_is_refused_for_a_local_run(tmp_path):
+    from ksearch.errors import UserError
+
+    config = RunConfig(run_id="loc", task="softmax", model="replay:x", device="cpu")
+    store = runner.open_store(tmp_path)
+    try:
+        store.create_run({"id": "loc", "task": "softmax", "model": "replay:x", "language": "triton", "device": "cpu",
+                          "config": config.model_dump(mode="json")})  # fmt: skip
+    finally:
+        store.close()
+    with pytest.raises(UserError, match="--scheduler is for runs made with --executor dask"):
+        runner.resume_run("loc", workspace=tmp_path, scheduler="tcp://127.0.0.1:1")
