@@ -36,6 +36,10 @@ python3 -m pip download --quiet --no-deps --only-binary=:all: --python-version "
 # The report extra, so `ksearch report` and `ksearch serve` work on the node (plotly.js ships inside plotly's wheel).
 python3 -m pip download --quiet --only-binary=:all: --python-version "$py" --implementation cp \
     "${platforms[@]}" -d "$dest" "jinja2>=3.1" "plotly>=5.24"
+# The dask extra, so the node can run `ksearch worker` (and the agent `--executor dask`): dask, distributed and their
+# pure-Python dependencies (plus psutil, msgpack and pyyaml wheels for the target interpreter).
+python3 -m pip download --quiet --only-binary=:all: --python-version "$py" --implementation cp \
+    "${platforms[@]}" -d "$dest" "dask[distributed]>=2024.8"
 # The test extra, so the GPU tests (pytest -m gpu) run on the node too.
 python3 -m pip download --quiet --only-binary=:all: --python-version "$py" --implementation cp \
     "${platforms[@]}" -d "$dest" "pytest>=8" "pytest-timeout>=2.3" "pytest-xdist>=3.6"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 
@@ -17,7 +19,7 @@ class BudgetConfig(BaseModel):
     price_output_per_mtok: float | None = Field(default=None, ge=0)
 
     @model_validator(mode="after")
-    def _cost_needs_prices(self) -> "BudgetConfig":
+    def _cost_needs_prices(self) -> BudgetConfig:
         if self.max_cost_usd is not None and (self.price_input_per_mtok is None or self.price_output_per_mtok is None):
             raise ValueError("a money limit (--max-cost) needs --price-input and --price-output (USD per 1M tokens)")
         return self
@@ -47,6 +49,12 @@ class RunConfig(BaseModel):
     gpus: str = "all"
     """``--gpus``: the GPUs evaluations lease from (``all``, a count ``2``, or indices ``0,1,3``); ignored on cpu and
     when ``device`` names one GPU (``cuda:N``)."""
+    executor: Literal["local", "dask"] = "local"
+    """Where evaluations run: ``local`` (this machine's GPUs, one lease per GPU) or ``dask`` (the workers of the
+    Dask cluster at ``scheduler``, one task per evaluation asking for one GPU; the agent needs no GPU then)."""
+    scheduler: str | None = None
+    """``--scheduler``: the Dask scheduler's address (``tcp://host:8786``); needed with ``executor='dask'``. Stored
+    with the run, so ``ksearch resume`` reconnects to it (``resume --scheduler`` points the run at a new one)."""
     promotion_rounds: int = Field(default=5, ge=2, le=50)
     """Rounds of the paired, interleaved re-measurement that must confirm a new best on a GPU."""
     max_difficulty: int = Field(default=4, ge=1, le=5)
@@ -82,3 +90,14 @@ class RunConfig(BaseModel):
     """An edge is lifted only when the lower end of the 95 % interval of its paired speedup reaches this."""
     skill_snapshot: str | None = None
     """The run's frozen skill library (set by ``start_run``; resume and replay use the same one)."""
+
+    @model_validator(mode="after")
+    def _executor_needs(self) -> RunConfig:
+        if self.executor == "dask":
+            if not self.scheduler:
+                raise ValueError("--executor dask needs --scheduler ADDR (the Dask scheduler, e.g. tcp://host:8786)")
+            if self.device.startswith("cuda:"):
+                raise ValueError("with --executor dask the cluster chooses the GPU: use --device cuda, not " + self.device)
+        elif self.scheduler:
+            raise ValueError("--scheduler is for --executor dask; the local executor uses this machine's devices")
+        return self

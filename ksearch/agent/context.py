@@ -31,7 +31,8 @@ class SearchContext:
     device_description: str
     """For prompts: the device the kernels run on (name, SMs, memory) or the CPU interpreter's caveat."""
     gpu_pool: GpuPool | None = None
-    """GPUs leased one evaluation at a time (None on the CPU): profile and promotion time on a leased device."""
+    """GPUs leased one evaluation at a time (None on the CPU, and with the Dask executor, whose scheduler gives each
+    evaluation a GPU of the cluster): profile and promotion time on a leased device."""
     compare: Callable[..., Any] | None = None
     """``compare(incumbent, challenger, *, rounds)``: the paired re-measurement promotion needs; None = single rule."""
     skill_context: SkillContext | None = None

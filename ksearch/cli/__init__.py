@@ -15,7 +15,7 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
-from ksearch.cli import evaluation, inspect, interactive, report, search, skills
+from ksearch.cli import evaluation, inspect, interactive, report, search, skills, worker
 from ksearch.cli._common import WorkspaceOpt, err
 from ksearch.errors import KsearchError, RunInterrupted
 from ksearch.flows import run as runner
@@ -27,7 +27,7 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_enable=False,
 )
-for _module in (search, inspect, evaluation, report, interactive):
+for _module in (search, inspect, evaluation, report, interactive, worker):
     app.registered_commands.extend(_module.app.registered_commands)
 app.add_typer(skills.app, name="skills")  # a group of commands: ksearch skills list|show|export|import|learn
 

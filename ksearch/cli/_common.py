@@ -35,6 +35,10 @@ KernelBenchRootOpt = Annotated[
 BaselineOpt = Annotated[
     str, typer.Option("--baseline", help="KernelBench speedups are over PyTorch 'eager' or 'compile' (torch.compile).")
 ]
+SchedulerOpt = Annotated[
+    str | None,
+    typer.Option("--scheduler", help="With --executor dask: the Dask scheduler's address, e.g. tcp://host:8786 (through an SSH tunnel: tcp://localhost:8786)."),
+]
 
 def workspace_of(ctx: typer.Context) -> Path:
     return ctx.obj["workspace"]

@@ -12,6 +12,7 @@ from rich.markup import escape
 from ksearch.agent.config import BudgetConfig, RunConfig
 from ksearch.cli._common import (
     BaselineOpt,
+    SchedulerOpt,
     KernelBenchRootOpt,
     Progress,
     LatestRunIdArg,
@@ -24,7 +25,6 @@ from ksearch.cli._common import (
 from ksearch.flows import inspect as inspect_flow
 from ksearch.flows import run as runner
 from ksearch.flows.baselines import kernelbench_speedup
-from ksearch.flows.evaluate import default_device
 
 app = typer.Typer()
 
@@ -40,8 +40,10 @@ def run(
     max_rounds: Annotated[int, typer.Option(help="Rounds budget: one round = one kernel written and evaluated.")] = 20,
     stagnation_window: Annotated[int, typer.Option(help="A cycle ends after this many rounds without improvement.")] = 5,
     max_attempts_per_cycle: Annotated[int | None, typer.Option(help="Cap on rounds per cycle.")] = None,
-    parallel: Annotated[int | None, typer.Option(help="Actions explored at once [default: one per GPU in --gpus; 1 on cpu].")] = None,
+    parallel: Annotated[int | None, typer.Option(help="Actions explored at once [default: one per GPU in --gpus, or with --executor dask one per evaluation slot of the cluster; 1 on cpu].")] = None,
     gpus: Annotated[str, typer.Option(help="GPUs to lease evaluations on: all, a count (2) or indices (0,1,3); ignored on cpu.")] = "all",
+    executor: Annotated[str, typer.Option(help="Where evaluations run: local (this machine) or dask (the workers of a Dask cluster: --scheduler; this machine needs no GPU).")] = "local",
+    scheduler: SchedulerOpt = None,
     max_difficulty: Annotated[int, typer.Option(help="Defer actions harder than this (1-5).")] = 4,
     max_tokens: Annotated[int | None, typer.Option(help="Stop when the run has used this many tokens.")] = None,
     max_cost: Annotated[float | None, typer.Option(help="Stop when the run has cost this many USD (needs prices).")] = None,
@@ -60,10 +62,10 @@ def run(
     lift_skills: Annotated[bool, typer.Option("--lift-skills/--no-lift-skills", help="Lift a candidate skill from every significantly faster parent -> child edge (paired; GPU only).")] = True,
 ) -> None:
     """Search for a fast, correct kernel for TASK."""
-    if device == "auto":
-        device = default_device()
+    device, parallel = runner.placement(device, parallel, executor=executor, scheduler=scheduler, gpus=gpus)
     task_name = task
-    task = inspect_flow.canonical_task(task, kernelbench_root, device)
+    # an operator file's reference is checked here; with dask on the CPU, since this machine may have no GPU
+    task = inspect_flow.canonical_task(task, kernelbench_root, device if executor == "local" else "cpu")
     try:
         config = RunConfig(
             run_id=run_id or runner.new_run_id(_short_task_name(task_name)),
@@ -76,8 +78,10 @@ def run(
             max_rounds=max_rounds,
             stagnation_window=stagnation_window,
             max_attempts_per_cycle=max_attempts_per_cycle,
-            parallel_cycles=parallel or runner.default_parallel(device, gpus),
+            parallel_cycles=parallel,
             gpus=gpus,
+            executor=executor,
+            scheduler=scheduler,
             max_difficulty=max_difficulty,
             run_timeout_s=run_timeout,
             llm_timeout_s=llm_timeout,
@@ -95,7 +99,9 @@ def run(
         )
     except ValidationError as exc:
         fail_validation(exc)
-    out.print(f"run [bold]{config.run_id}[/bold]: task {task}, model {model}, device {device}, {max_rounds} rounds")
+    where = f" on the Dask cluster at {escape(scheduler or '')}" if executor == "dask" else ""
+    out.print(f"run [bold]{config.run_id}[/bold]: task {task}, model {model}, device {device}{where}, {max_rounds} rounds, "
+              f"{config.parallel_cycles} cycle{'s' if config.parallel_cycles > 1 else ''} at once")  # fmt: skip
     if device == "cpu":
         out.print("[yellow]device cpu: kernels run under the Triton interpreter, checked for correctness only (not timed)[/yellow]")
     with Progress(config.max_rounds) as progress:
@@ -105,14 +111,18 @@ def run(
 
 
 @app.command()
-def resume(ctx: typer.Context, run_id: LatestRunIdArg = None) -> None:
+def resume(
+    ctx: typer.Context,
+    run_id: LatestRunIdArg = None,
+    scheduler: Annotated[str | None, typer.Option("--scheduler", help="For a run made with --executor dask: go on with the Dask scheduler at this address (the run remembers it).")] = None,
+) -> None:
     """Continue a run from its last checkpoint (after a crash, a kill or Ctrl-C); without RUN, the latest unfinished run."""
     run_row = inspect_flow.run_row(pick_run(ctx, run_id, unfinished=True), workspace_of(ctx))
     max_rounds = run_row["config"].get("max_rounds", 0)
     out.print(f"resuming [bold]{run_row['id']}[/bold] ({run_row['rounds_used']} rounds done before)")
     with Progress(max_rounds) as progress:
         progress.rounds = run_row["rounds_used"] or 0
-        outcome = runner.resume_run(run_row["id"], workspace=workspace_of(ctx), on_event=progress)
+        outcome = runner.resume_run(run_row["id"], workspace=workspace_of(ctx), on_event=progress, scheduler=scheduler)
     print_outcome(outcome, workspace_of(ctx))
 
 
@@ -141,6 +151,8 @@ def _short_task_name(task: str) -> str:
 def _print_kernelbench_speedup(outcome: runner.RunOutcome, config: RunConfig, mode: str, ws: Path) -> None:
     """For KernelBench tasks on a GPU: the best kernel's speedup over the (cached) PyTorch baseline."""
     if not config.task.startswith("kernelbench:") or outcome.best is None or config.device == "cpu":
+        return
+    if config.executor != "local":  # the baseline is measured on this machine's GPU, which a dask agent may lack
         return
     evaluation = inspect_flow.evaluation(outcome.best.evaluation_id, ws)
     out.print(f"measuring the PyTorch {mode} baseline (cached per problem and GPU)...")

@@ -12,6 +12,7 @@ person's reply with ``--model interactive``, or for the approval of a new best. 
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
 import socket
@@ -41,10 +42,12 @@ from ksearch.agent.skills import SkillContext, arch_from_capability, task_family
 from ksearch.agent.state import BestRef, SearchState
 from ksearch.agent.world_model import ROOT_ID, SolutionRef, WorldModel, attach_seed
 from ksearch.errors import KsearchError, RunBusyError, RunNotFoundError, UserError
+from ksearch.tasks.base import Task
 from ksearch.tasks.registry import canonical_task_name, resolve_task
 from ksearch.contracts.candidate import Candidate
-from ksearch.tools.executors import LocalExecutor
-from ksearch.tools.fingerprint import probe_device
+from ksearch.tools.executors import DaskExecutor, Executor, LocalExecutor
+from ksearch.tools.executors.dask import cluster_slots
+from ksearch.tools.fingerprint import DeviceInfo, probe_device
 from ksearch.tools.gpu_pool import GpuPool
 from ksearch.store import Store, workspace_error
 from ksearch.store.drivers import claim_driver, release_driver
@@ -120,23 +123,38 @@ def build_model(config: RunConfig, store: Store) -> BaseChatModel:
     )
 
 
-def build_context(config: RunConfig, store: Store) -> SearchContext:
+def build_context(config: RunConfig, store: Store, *, executor: Executor | None = None) -> SearchContext:
+    """The run's services. ``executor``: evaluations go there (the caller keeps and closes it); by default the
+    config's executor is opened here and closed with the context."""
     task = resolve_task(config.task)
     if config.language not in task.languages:
         raise UserError(
             f"task {task.name} supports {', '.join(task.languages)}, not {config.language}",
             hint=f"use --language {task.languages[0]}",
         )
-    info = probe_device(config.device)
-    if config.device != "cpu" and not info.is_gpu:
-        raise UserError(
-            f"--device {config.device} asked for a GPU, but none is visible to torch",
-            hint="use --device cpu to check kernels under the Triton interpreter (correctness only); to answer a "
-            "paused GPU run on this machine, `ksearch respond RUN --no-drive` records the reply and `ksearch resume "
-            "RUN` on the GPU machine continues it",
-        )
+    owned = executor is None
+    if executor is None:
+        executor = open_executor(config)
+    try:
+        info = executor.device_info(config.device)  # for dask, a worker's device: the agent needs no GPU
+        if config.device != "cpu" and not info.is_gpu:
+            where = f"on the GPU workers of the Dask cluster at {config.scheduler}" if config.executor == "dask" else ""
+            raise UserError(
+                f"--device {config.device} asked for a GPU, but none is visible to torch {where}".rstrip(),
+                hint="use --device cpu to check kernels under the Triton interpreter (correctness only); to answer a "
+                "paused GPU run on this machine, `ksearch respond RUN --no-drive` records the reply and `ksearch "
+                "resume RUN` on the GPU machine continues it",
+            )
+        return _context(config, store, task, executor, info, close=executor.close if owned else None)
+    except BaseException:
+        if owned:
+            executor.close()
+        raise
+
+
+def _context(config: RunConfig, store: Store, task: Task, executor: Executor, info: DeviceInfo,
+             close: Callable[[], None] | None) -> SearchContext:  # fmt: skip
     recorder = StoreRecorder(store, config.run_id)
-    executor = LocalExecutor()
     b = config.budget
     llm = LLMClient(
         build_model(config, store),
@@ -161,7 +179,7 @@ def build_context(config: RunConfig, store: Store) -> SearchContext:
         device_description=info.describe(),
         gpu_pool=build_gpu_pool(config),
         compare=executor.compare if config.device != "cpu" else None,
-        close=executor.close,
+        close=close,
         skill_context=SkillContext(
             family=task_family(task.name), language=config.language, arch=arch_from_capability(info.capability)
         ),
@@ -169,17 +187,47 @@ def build_context(config: RunConfig, store: Store) -> SearchContext:
     )
 
 
+def open_executor(config: RunConfig) -> Executor:
+    """Where the run's evaluations go: this machine (``local``) or the Dask cluster at ``config.scheduler``."""
+    if config.executor == "dask":
+        assert config.scheduler is not None  # RunConfig insists
+        return DaskExecutor(config.scheduler)
+    return LocalExecutor()
+
+
 def build_gpu_pool(config: RunConfig) -> GpuPool | None:
-    """None on the CPU; the one GPU of ``--device cuda:N``; else the ``--gpus`` spec, probed in a subprocess."""
-    if config.device == "cpu":
+    """None on the CPU and with the Dask executor (the cluster schedules its GPUs); the one GPU of
+    ``--device cuda:N``; else the ``--gpus`` spec, probed in a subprocess."""
+    if config.device == "cpu" or config.executor == "dask":
         return None
     if config.device.startswith("cuda:"):
         return GpuPool([config.device])
     return GpuPool.from_spec(config.gpus)
 
 
-def default_parallel(device: str, gpus: str = "all") -> int:
-    """``--parallel`` when not given: one cycle per GPU in the pool, 1 on the CPU or a single named GPU."""
+def placement(
+    device: str, parallel: int | None, *, executor: str = "local", scheduler: str | None = None, gpus: str = "all"
+) -> tuple[str, int]:
+    """``--device`` (``auto`` resolved) and ``--parallel`` (default filled in) for a new run: from this machine's
+    GPUs, or with the Dask executor from the cluster's workers (the agent's machine needs no GPU then)."""
+    slots = None
+    if executor == "dask" and scheduler and (device == "auto" or parallel is None):
+        slots = cluster_slots(scheduler)
+        if device == "auto" and not any(slots.values()):
+            raise UserError(
+                f"no worker has joined the Dask cluster at {scheduler} yet, so --device auto cannot tell GPU from CPU",
+                hint=f"start workers first (ksearch worker --scheduler {scheduler} --gpu N), or pass --device cuda",
+            )
+    if device == "auto":
+        device = ("cuda" if slots.get("cuda") else "cpu") if slots is not None else default_device()
+    return device, parallel or default_parallel(device, gpus, slots=slots)
+
+
+def default_parallel(device: str, gpus: str = "all", *, slots: dict[str, int] | None = None) -> int:
+    """``--parallel`` when not given: one cycle per GPU in the pool, 1 on the CPU or a single named GPU. With the
+    Dask executor (``slots``: the cluster's evaluation slots by device, ``cluster_slots``) one per slot."""
+    if slots is not None:
+        return max(1, min(64, slots.get("cpu" if device == "cpu" else "cuda", 0)))
     if device == "cpu" or device.startswith("cuda:"):
         return 1
     try:
@@ -188,12 +236,19 @@ def default_parallel(device: str, gpus: str = "all") -> int:
         return 1
 
 
-def start_run(config: RunConfig, *, workspace: Path | None = None, on_event: EventSink | None = None) -> RunOutcome:
-    """Create the run and drive it until it ends or pauses."""
+def start_run(
+    config: RunConfig,
+    *,
+    workspace: Path | None = None,
+    on_event: EventSink | None = None,
+    executor: Executor | None = None,
+) -> RunOutcome:
+    """Create the run and drive it until it ends or pauses. ``executor``: one the caller opened (and closes), to
+    share it between runs or to read its ``busy`` record; by default the config's own, closed at the end."""
     store = open_store(workspace)
     ctx: SearchContext | None = None
     try:
-        ctx = _create(config, store, on_event)
+        ctx = _create(config, store, on_event, executor)
         return _drive(ctx, initial_state(ctx), on_event, workspace)
     finally:
         if ctx is not None:
@@ -212,10 +267,12 @@ def create_run(config: RunConfig, *, workspace: Path | None = None) -> RunConfig
         store.close()
 
 
-def _create(config: RunConfig, store: Store, on_event: EventSink | None) -> SearchContext:
+def _create(
+    config: RunConfig, store: Store, on_event: EventSink | None, executor: Executor | None = None
+) -> SearchContext:
     # The evaluator's worker resolves the task again in a private directory: give it an absolute, canonical name.
     config = config.model_copy(update={"task": canonical_task_name(config.task)})
-    ctx = build_context(config, store)  # fail fast on a bad task, model or device, before any row is written
+    ctx = build_context(config, store, executor=executor)  # fail fast on a bad task, model or device, before any row
     try:
         if config.seed_from or config.seed_candidate_id:
             ctx.config = config = register_seed(ctx)
@@ -242,7 +299,11 @@ def _create(config: RunConfig, store: Store, on_event: EventSink | None) -> Sear
     return ctx
 
 
-def resume_run(run_id: str, *, workspace: Path | None = None, on_event: EventSink | None = None) -> RunOutcome:
+def resume_run(
+    run_id: str, *, workspace: Path | None = None, on_event: EventSink | None = None, scheduler: str | None = None
+) -> RunOutcome:
+    """Drive a run on from its last checkpoint. ``scheduler``: a run made with ``--executor dask`` goes on with the
+    Dask scheduler at this address (a restarted cluster); the run's stored config remembers it."""
     store = open_store(workspace)
     ctx: SearchContext | None = None
     try:
@@ -250,7 +311,16 @@ def resume_run(run_id: str, *, workspace: Path | None = None, on_event: EventSin
         config = RunConfig.model_validate(run["config"])
         if run["status"] == "finished":
             raise UserError(f"run {config.run_id} already finished", hint=f"see it with: ksearch show {config.run_id}")
+        if scheduler is not None and scheduler != config.scheduler:
+            if config.executor != "dask":
+                raise UserError(
+                    f"run {config.run_id} evaluates on this machine (--executor local); --scheduler is for runs "
+                    "made with --executor dask"
+                )
+            config = config.model_copy(update={"scheduler": scheduler})
         ctx = build_context(config, store)
+        if config.scheduler != run["config"].get("scheduler"):
+            store.update_run(config.run_id, config=json.dumps(config.model_dump(mode="json"), sort_keys=True))
         return _drive(ctx, None, on_event, workspace)
     finally:
         if ctx is not None:

@@ -188,10 +188,15 @@ class WorkerProcess:
             self.process.wait(timeout=10)
         except subprocess.TimeoutExpired:
             pass
-        try:
-            os.close(self.messages.fd)
-        except OSError:
-            pass
+        # Close the message pipe once: kill() runs twice per worker (at the end of its run, then when it is
+        # retired), and a second close could hit a descriptor another thread has opened meanwhile (a Dask worker's
+        # socket, say).
+        fd, self.messages.fd, self.messages.closed = self.messages.fd, -1, True
+        if fd >= 0:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
         if self.process.stdin is not None:
             try:
                 self.process.stdin.close()

@@ -13,12 +13,15 @@ import secrets
 import threading
 import time
 from collections.abc import Iterator
+from typing import Self
 
 from ksearch.contracts.evaluation import Comparison, Evaluation
 from ksearch.tools.evaluator.compare import compare
 from ksearch.tools.evaluator.evaluate import evaluate
 from ksearch.tools.evaluator.request import EvalRequest
 from ksearch.tools.evaluator.session import EvaluatorSession
+from ksearch.tools.executors.base import Busy
+from ksearch.tools.fingerprint import DeviceInfo, probe_device
 
 
 class LocalExecutor:
@@ -31,6 +34,10 @@ class LocalExecutor:
         self._sessions: dict[str, list[EvaluatorSession]] = {}
         self._busy: set[EvaluatorSession] = set()
         self._lock = threading.Lock()
+        self.busy: list[Busy] = []
+
+    def device_info(self, device: str) -> DeviceInfo:
+        return probe_device(device)
 
     @contextlib.contextmanager
     def session(self, device: str) -> Iterator[EvaluatorSession]:
@@ -49,11 +56,11 @@ class LocalExecutor:
                 self._busy.discard(found)
 
     def evaluate(self, request: EvalRequest) -> Evaluation:
-        with self.session(request.device) as session:
+        with self.session(request.device) as session, self._timed("evaluate", request.device):
             return evaluate(request, session=session)
 
     def compare(self, incumbent: EvalRequest, challenger: EvalRequest, *, rounds: int = 5) -> Comparison:
-        with self.session(incumbent.device) as session:
+        with self.session(incumbent.device) as session, self._timed("compare", incumbent.device):
             return compare(incumbent, challenger, rounds=rounds, session=session)
 
     def wait_ready(self, device: str, timeout: float = 120.0) -> bool:
@@ -64,6 +71,14 @@ class LocalExecutor:
             idle = [s.idle for s in self._sessions.get(device, []) if s.idle is not None]
         return all(worker.wait_ready(deadline) for worker in idle)
 
+    @contextlib.contextmanager
+    def _timed(self, kind: str, device: str) -> Iterator[None]:
+        started = time.time()
+        try:
+            yield
+        finally:
+            self.busy.append(Busy(kind, device, started, time.time()))
+
     def close(self) -> None:
         with self._lock:
             sessions = [s for group in self._sessions.values() for s in group]
@@ -71,7 +86,7 @@ class LocalExecutor:
         for session in sessions:
             session.close()
 
-    def __enter__(self) -> LocalExecutor:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
