@@ -96,16 +96,16 @@ def main() -> None:
     except RunInterrupted as exc:
         if os.environ.get("KSEARCH_DEBUG"):
             raise
-        err.print(f"[yellow]stopped:[/yellow] {escape(str(exc))}")
+        err.print(f"[yellow]stopped:[/yellow] {escape(str(exc))}", soft_wrap=True)
         if exc.hint:
-            err.print(f"hint: {escape(exc.hint)}")
+            err.print(f"hint: {escape(exc.hint)}", soft_wrap=True)
         sys.exit(exc.exit_code)
     except KsearchError as exc:
         if os.environ.get("KSEARCH_DEBUG"):
             raise
-        err.print(f"[red]error:[/red] {escape(str(exc))}")
+        err.print(f"[red]error:[/red] {escape(str(exc))}", soft_wrap=True)
         if exc.hint:
-            err.print(f"hint: {escape(exc.hint)}")  # hints hold brackets: pip install 'ksearch[report]'
+            err.print(f"hint: {escape(exc.hint)}", soft_wrap=True)  # hints hold brackets: pip install 'ksearch[report]'
         sys.exit(1)
     except KeyboardInterrupt:  # raised outside typer's own handling (it exits 130 by itself)
         err.print("\ninterrupted; continue with: ksearch resume (the latest unfinished run; see `ksearch runs`)")

@@ -188,7 +188,7 @@ def assert_no_orphans(pid: int, timeout: float = 15) -> None:
 def assert_one_line_error(output: str, *needles: str) -> None:
     """What a user sees for an expected failure: no traceback, the needles in the message."""
     assert "Traceback" not in output, output[-3000:]
-    flat = " ".join(output.split())
+    flat = " ".join(output.split())  # errors print unwrapped (soft_wrap); other lines may wrap
     for needle in needles:
         assert needle in flat, f"{needle!r} not in the output:\n{output[-3000:]}"
 
