@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from ksearch.flows import run as runner
+from tests.helpers.processes import started_by
 from tests.helpers.scripts import two_cycle_script
 
 pytestmark = pytest.mark.slow
@@ -33,18 +34,7 @@ def _events(log: Path, name: str) -> list[dict]:
 
 
 def _workers_of(parent_pid: int) -> list[int]:
-    """Live evaluation workers started by ``parent_pid`` (they carry its pid in their environment)."""
-    marker = f"KSEARCH_PARENT_PID={parent_pid}".encode()
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            if marker in (entry / "environ").read_bytes().split(b"\0"):
-                found.append(int(entry.name))
-        except OSError:
-            continue
-    return found
+    return started_by(parent_pid)
 
 
 def _assert_no_orphan_workers(parent_pid: int) -> None:

@@ -22,6 +22,7 @@ from typing import Any
 
 from tests.faults.agent_process import Fault, agent_main
 from tests.faults.llm_server import LoopbackLLM
+from tests.helpers.processes import started_by
 
 _FORK_SERVER = multiprocessing.get_context("forkserver")
 _FORK_SERVER.set_forkserver_preload(["tests.faults.agent_process"])
@@ -166,16 +167,7 @@ def check_nothing_paid_twice(ws: Path, run_id: str, server: LoopbackLLM | None =
 
 def workers_of(pid: int) -> list[int]:
     """Live evaluation workers started by agent ``pid`` (they carry its pid in their environment)."""
-    marker = f"KSEARCH_PARENT_PID={pid}".encode()
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                if marker in (entry / "environ").read_bytes().split(b"\0"):
-                    found.append(int(entry.name))
-            except OSError:
-                continue
-    return found
+    return started_by(pid)
 
 
 def assert_no_orphans(pid: int, timeout: float = 15) -> None:

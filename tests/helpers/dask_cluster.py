@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tests.helpers.processes import started_by
+
 REPO = Path(__file__).resolve().parents[2]
 FAKE_KEY = "sk-test-must-never-reach-a-sandbox"
 
@@ -99,13 +101,4 @@ def environ_of(pid: int) -> dict[str, str]:
 
 def sandbox_processes(parent_pid: int) -> list[int]:
     """The checker and candidate processes a Dask worker process started (they carry its pid in their environment)."""
-    marker = f"KSEARCH_PARENT_PID={parent_pid}".encode()
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                if marker in (entry / "environ").read_bytes().split(b"\0"):
-                    found.append(int(entry.name))
-            except OSError:
-                continue
-    return found
+    return started_by(parent_pid)
