@@ -50,7 +50,7 @@ class Timing(BaseModel):
     samples: int
     method: str = "robust"
     headline: str = "median"
-    """The statistic the method's upstream reports ('median' or 'mean'); the task's score uses the median."""
+    """The statistic the method's upstream reports ('median' or 'mean'); the task's score uses it."""
 
     @property
     def headline_ms(self) -> float:

@@ -30,7 +30,6 @@ from pydantic import BaseModel, ConfigDict, Field
 from ksearch.contracts.evaluation import Evaluation, Timing
 from ksearch.tasks.flashinfer.baseline import reference_candidate
 from ksearch.tasks.flashinfer.definitions import FlashInferError
-from ksearch.tasks.flashinfer.task import headline_ms
 from ksearch.tasks.kernelbench import KernelBenchTask
 from ksearch.tasks.kernelbench.baseline import BASELINE_MODES, BASELINE_VERSION, baseline_candidate
 from ksearch.tools.evaluator import EvalRequest, evaluate
@@ -135,14 +134,14 @@ def speedup(baseline: Baseline | float | None, evaluation: Evaluation | float | 
 
 # -- FlashInfer-Bench ---------------------------------------------------------------------------------------------
 def measure_flashinfer_baseline(task: Any, device: str = "cuda", timing_method: str | None = None) -> tuple[dict[str, float], Any]:
-    """({benchmark config name: reference ms (``headline_ms``)}, the Evaluation). Raises if the reference does not pass."""
+    """({benchmark config name: reference ms (``Timing.headline_ms``)}, the Evaluation). Raises if the reference does not pass."""
     evaluation = evaluate(
         EvalRequest(candidate=reference_candidate(task), device=device, timing=True, timing_method=timing_method,
                     run_timeout_s=600.0, harness_baseline=True)  # fmt: skip
     )
     if str(evaluation.verdict) != "passed" or not evaluation.timings:
         raise FlashInferError(f"the reference of {task.name} did not pass on {device}: {evaluation.log[:2000]}")
-    return {t.config: headline_ms(t) for t in evaluation.timings}, evaluation
+    return {t.config: t.headline_ms for t in evaluation.timings}, evaluation
 
 
 def write_flashinfer_baseline(path: str | Path, configs: dict[str, float], **meta: Any) -> Path:

@@ -176,14 +176,9 @@ class Task(ABC):
         flashinfer-bench procedures (so the aggregate is the leaderboard's), the median for ``robust``."""
         if not timings:
             raise ValueError("no timings to score")
-        logs = [math.log(max(headline_ms(t), MIN_LATENCY_MS)) for t in timings]
+        logs = [math.log(max(t.headline_ms, MIN_LATENCY_MS)) for t in timings]
         latency_ms = math.exp(sum(logs) / len(logs))
         return latency_ms, 1.0 / latency_ms
-
-
-def headline_ms(timing: Timing) -> float:
-    """The statistic a timing's method reports: its mean or its median."""
-    return timing.mean_ms if timing.headline == "mean" else timing.median_ms
 
 
 CHECK_CHUNK = 1 << 24

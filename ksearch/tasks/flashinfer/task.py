@@ -324,7 +324,7 @@ class FlashInferTask(Task):
         the default (geometric-mean latency, 1 / latency)."""
         latency_ms, default_score = super().score(timings)
         if self.baseline_ms and all(t.config in self.baseline_ms for t in timings):
-            speedups = [self.baseline_ms[t.config] / max(headline_ms(t), 1e-6) for t in timings]
+            speedups = [self.baseline_ms[t.config] / max(t.headline_ms, 1e-6) for t in timings]
             return latency_ms, sum(speedups) / len(speedups)
         return latency_ms, default_score
 
@@ -348,11 +348,6 @@ class FlashInferTask(Task):
             # the activations in and the output out.
             return 0.0, float(t * hidden * 3 + t * 256 * 4)
         return 0.0, 0.0
-
-
-def headline_ms(timing: Timing) -> float:
-    """The statistic the timing method's upstream reports: the mean for ``flashinfer`` (0.1.2 averages), else the median."""
-    return timing.mean_ms if getattr(timing, "headline", "median") == "mean" else timing.median_ms
 
 
 def load_baseline(path: str | Path) -> dict[str, float]:

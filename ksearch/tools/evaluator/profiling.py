@@ -1,5 +1,5 @@
 """A developer's aid: ``KSEARCH_PROFILE=DIR`` makes every evaluator worker and checker write ``cProfile`` statistics
-into DIR (``worker-PID.pstats``; ``checker-PID-N.pstats`` after each evaluation it finished), to find where the time
+into DIR (``worker-PID-1.pstats``; ``checker-PID-N.pstats`` after each evaluation it finished), to find where the time
 to a verdict goes (``python -m pstats FILE``). Off unless the variable is set; nothing else changes."""
 
 from __future__ import annotations
@@ -20,19 +20,13 @@ def profile_dir() -> Path | None:
 
 @contextlib.contextmanager
 def profiled(name: str) -> Iterator[None]:
-    """Profile the block into ``DIR/NAME-PID.pstats`` when profiling is on."""
-    folder = profile_dir()
-    if folder is None:
-        yield
-        return
-    profiler = cProfile.Profile()
-    profiler.enable()
+    """Profile the block into ``DIR/NAME-PID-1.pstats`` when profiling is on (a one-block ``Accumulating``)."""
+    profile = Accumulating(name)
     try:
-        yield
+        with profile.around():
+            yield
     finally:
-        profiler.disable()
-        folder.mkdir(parents=True, exist_ok=True)
-        profiler.dump_stats(str(folder / f"{name}-{os.getpid()}.pstats"))
+        profile.dump()
 
 
 class Accumulating:
