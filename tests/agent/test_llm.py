@@ -4,16 +4,17 @@ idempotency, budgets, JSON repair and replay. No real provider is ever contacted
 from __future__ import annotations
 
 import json
-import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
 import pytest
 from pydantic import BaseModel
+
+from tests.helpers.http import serving
 
 from ksearch.agent.llm import (
     Budget,
@@ -106,17 +107,9 @@ def server() -> Iterator[FakeOpenAI]:
         def log_message(self, format: str, *args: Any) -> None:
             pass
 
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    httpd.daemon_threads = True
-    fake.port = httpd.server_address[1]
-    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    try:
+    with serving(Handler) as port:
+        fake.port = port
         yield fake
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
-        thread.join(timeout=5)
 
 
 def client_for(model: Any, **kwargs: Any) -> LLMClient:

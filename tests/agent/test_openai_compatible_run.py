@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import pytest
 
 from ksearch.flows import run as runner
 from ksearch.agent.config import RunConfig
+from tests.helpers.http import serving
 from tests.helpers.scripts import WRONG_KERNEL, fenced, init_plan, row_kernel
 
 pytestmark = pytest.mark.slow
@@ -48,14 +48,8 @@ def scripted_server():
         def log_message(self, *args):
             pass
 
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{httpd.server_address[1]}/v1", seen
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
+    with serving(Handler) as port:
+        yield f"http://127.0.0.1:{port}/v1", seen
 
 
 def test_run_through_local_openai_compatible_server(tmp_path, scripted_server):

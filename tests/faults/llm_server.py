@@ -21,8 +21,10 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
+
+from tests.helpers.http import serving
 
 _CODER = re.compile(r"\(cycle (\w+), attempt (\d+) of at most")
 _CODER_REPAIR = "# Your previous reply could not be used"
@@ -148,16 +150,9 @@ def loopback_llm(respond: Responder) -> Iterator[LoopbackLLM]:
         def log_message(self, *args: Any) -> None:
             pass
 
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    httpd.daemon_threads = True
-    server.port = httpd.server_address[1]
-    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    try:
+    with serving(Handler) as port:
+        server.port = port
         yield server
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
 
 
 def _payload(request: Request, reply: Reply, body: dict[str, Any]) -> dict[str, Any]:
