@@ -7,7 +7,8 @@ parent relays every message between the worker and the checker, so each process 
 - parent -> worker: ``WorkerRequest`` (one line on the worker's stdin once the candidate file is in place);
 - worker -> parent: phase names on a status pipe; ``Handoff`` lines (an output is ready in the shared staging
   buffer) on its message pipe; at the end a ``WorkerResult`` file;
-- parent -> checker: ``CheckerCommand`` lines (begin an evaluation, a relayed ``Handoff``, finish, shut down);
+- parent -> checker: ``CheckerCommand`` lines (begin an evaluation, a relayed ``Handoff`` or settle, finish, shut
+  down);
 - checker -> parent: ``HandoffReply`` (relayed to the worker) and ``CheckResult`` lines on its stdout.
 
 Kept apart from the processes so each side imports the same definitions without importing the other: the worker
@@ -160,7 +161,8 @@ class CheckerCommand(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    op: Literal["begin", "handoff", "finish", "staging", "shutdown"]
+    op: Literal["begin", "handoff", "settle", "finish", "staging", "shutdown"]
+    """settle: the verdict on every output handed off so far (correctness outputs are judged after their answer)."""
     evaluation: str = ""
     task: str = ""
     device: str = ""

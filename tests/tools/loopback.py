@@ -27,8 +27,11 @@ class LoopbackChannel(Channel):
         data: dict[str, Any] = message.model_dump()
         if data.get("op") == "grow":
             answer = self.checker.handle(CheckerCommand(op="staging", min_bytes=data["min_bytes"]))
+        elif data.get("op") == "settle":
+            answer = self.checker.handle(CheckerCommand(op="settle"))
         else:
             handoff = Handoff.model_validate(data)
             self.handoffs.append(handoff)
             answer = self.checker.handle(CheckerCommand(op="handoff", handoff=handoff))
+        self.checker.judge_pending()  # as the checker's serve loop does after each answer
         return HandoffReply.model_validate(answer)

@@ -59,7 +59,9 @@ def _hand(checker: Checker, writer: StagingWriter, index: int, output: torch.Ten
                   digest=input_digest(_inputs(index)), shapes=[list(output.shape)], dtypes=[str(output.dtype)],
                   strides=[list(output.stride())], offsets=offsets, generation=writer.handle.generation)  # fmt: skip
     fields.update(change)
-    return checker.check(Handoff(**fields)).ok
+    received = checker.check(Handoff(**fields)).ok
+    checker.judge_pending()  # as the serve loop does once the answer is out
+    return received and checker.settle().ok
 
 
 def test_correct_outputs_pass_and_a_wrong_one_is_located(checker: Checker) -> None:
@@ -73,6 +75,39 @@ def test_correct_outputs_pass_and_a_wrong_one_is_located(checker: Checker) -> No
     check = checker.finish(timed=False)
     assert check.verdict == Verdict.INCORRECT and check.failed_check and check.configs_passed == 3
     assert check.mismatch.config == CONFIGS[3].name
+
+
+def test_a_correctness_output_is_judged_after_the_answer_on_the_checkers_own_copy(checker: Checker) -> None:
+    """The answer to a correctness handoff comes before the judgement (the worker runs its next config meanwhile), so
+    the checker copies the output out of the shared buffer first: what the worker writes there afterwards (a candidate
+    rewriting a staged output it has already handed off) changes nothing, and a failure reaches the next answer."""
+    writer = _begin(checker)
+    wrong = _right(0) * 1.01
+    offsets = writer.stage([wrong])
+    seed = salted_seed(CONFIGS[0].seed, SALT)
+    handoff = Handoff(kind="test", config_index=0, config=CONFIGS[0].name, prepare_seed=seed, input_seed=seed,
+                      digest=input_digest(_inputs(0)), shapes=[list(wrong.shape)], dtypes=[str(wrong.dtype)],
+                      strides=[list(wrong.stride())], offsets=offsets, generation=writer.handle.generation)  # fmt: skip
+    assert checker.check(handoff).ok  # received, not yet judged
+    writer.view(offsets[0], wrong).copy_(_right(0))  # the right answer written into the buffer after the answer
+    checker.judge_pending()
+    settled = checker.settle()
+    assert not settled.ok and CONFIGS[0].name in settled.message
+    assert not _hand(checker, writer, 1, _right(1))  # every later answer carries the failure
+    check = checker.finish(timed=False)
+    assert check.verdict == Verdict.INCORRECT and check.failed_check and check.mismatch.config == CONFIGS[0].name
+
+
+def test_a_pending_judgement_is_made_before_the_next_command(checker: Checker) -> None:
+    writer = _begin(checker)
+    for i in range(len(CONFIGS)):
+        offsets = writer.stage([_right(i)])
+        seed = salted_seed(CONFIGS[i].seed, SALT)
+        handoff = Handoff(kind="test", config_index=i, config=CONFIGS[i].name, prepare_seed=seed, input_seed=seed,
+                          digest=input_digest(_inputs(i)), shapes=[list(_right(i).shape)], dtypes=["torch.float32"],
+                          strides=[list(_right(i).stride())], offsets=offsets, generation=writer.handle.generation)  # fmt: skip
+        assert checker.handle(CheckerCommand(op="handoff", handoff=handoff))["ok"]  # no judge_pending in between
+    assert checker.handle(CheckerCommand(op="finish"))["verdict"] == Verdict.PASSED.value
 
 
 def test_references_are_computed_once_per_session_salt(checker: Checker) -> None:

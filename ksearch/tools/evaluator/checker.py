@@ -6,7 +6,9 @@ regenerates the inputs from the claimed seeds (which must be the evaluation's: t
 correctness configs and the evaluation's for timed ones), checks that their digest equals the one the worker
 reported, computes ``task.expected`` on those pristine inputs (kept in a byte-bounded cache, so a session computes
 each correctness reference once) and compares the staged output with ``task.check``. Outputs are read from the
-staging buffer, which this process owns (``staging``), while the worker waits for the answer.
+staging buffer, which this process owns (``staging``), while the worker waits for the answer; a correctness output is
+copied out of it before the answer and judged while the worker runs its next config (its failure is the answer to the
+worker's next message, and the worker settles before it starts timing).
 
 Channels: commands arrive on stdin (``CheckerCommand`` lines, from the parent only); answers leave on the original
 stdout, which the checker moves away from ``sys.stdout`` first so that library prints cannot corrupt it. The
@@ -24,6 +26,8 @@ import platform
 import sys
 import traceback
 from collections import OrderedDict
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -119,9 +123,13 @@ class Checker:
         self.tasks: dict[str, Any] = {}
         self.current: _Evaluation | None = None
         self.largest_output: dict[str, int] = {}
+        self.pipelined = os.environ.get("KSEARCH_CHECKER_PIPELINE", "1") != "0"
+        """Judge correctness outputs while the worker runs the next config (``check``); 0 turns it off."""
+        self.pending: tuple[_Evaluation, Handoff, Any, list[Any]] | None = None
 
     # -- commands ------------------------------------------------------------------------------------------------
     def handle(self, command: CheckerCommand) -> dict[str, Any]:
+        self.judge_pending()
         if command.op == "begin":
             return self.begin(command)
         if command.op == "staging":
@@ -137,6 +145,8 @@ class Checker:
         if command.op == "handoff":
             assert command.handoff is not None
             return self.check(command.handoff).model_dump()
+        if command.op == "settle":
+            return self.settle().model_dump()
         if command.op == "finish":
             return self.finish(command.timed).model_dump()
         raise ValueError(f"unknown command {command.op!r}")
@@ -152,20 +162,60 @@ class Checker:
         return HandoffReply(ok=True, staging=handle).model_dump()
 
     def check(self, handoff: Handoff) -> HandoffReply:
+        """Judge one handed-off output. A correctness output is only taken (copied into this process's memory) before
+        the answer, and judged right after it, while the worker runs the next config: the answer then means "received,
+        and every earlier output passed"; the worker learns of a failure at its next handoff or when it settles. Timed
+        and audited outputs are judged before the answer, so nothing of the checker's runs while the worker times."""
         state = self.current
         if state is None:
             return HandoffReply(ok=False, message="no evaluation in progress")
         if state.failure is not None:
             return HandoffReply(ok=False, message=state.failure.error)
-        try:
-            self._check(state, handoff)
-        except _Fail as failure:
-            state.failure = failure
-            return HandoffReply(ok=False, message=failure.error)
-        except Exception as exc:  # noqa: BLE001 - a reference that cannot be computed is a harness failure, reported
-            state.failure = _Fail(Verdict.CRASHED, f"checker failed on {handoff.config}: {type(exc).__name__}: {exc}")
+        deferred = handoff.kind == "test" and self.pipelined
+        with self._recording(state, handoff):
+            config, outputs = self._take(state, handoff, private=deferred)
+            if deferred:
+                self._sync()
+                self.pending = (state, handoff, config, outputs)
+            else:
+                self._judge(state, handoff, config, outputs)
+        if state.failure is not None:
             return HandoffReply(ok=False, message=state.failure.error)
         return HandoffReply(ok=True)
+
+    def judge_pending(self) -> None:
+        """Judge the correctness output taken at the last handoff, if any (its failure is recorded, not raised)."""
+        if self.pending is None:
+            return
+        state, handoff, config, outputs = self.pending
+        self.pending = None
+        with self._recording(state, handoff):
+            self._judge(state, handoff, config, outputs)
+
+    def settle(self) -> HandoffReply:
+        """The verdict on every output handed off so far (the worker asks before it starts timing)."""
+        state = self.current
+        if state is None:
+            return HandoffReply(ok=False, message="no evaluation in progress")
+        if state.failure is not None:
+            return HandoffReply(ok=False, message=state.failure.error)
+        return HandoffReply(ok=True)
+
+    @contextmanager
+    def _recording(self, state: _Evaluation, handoff: Handoff) -> Iterator[None]:
+        """Record a failed check as the evaluation's failure (a reference that cannot be computed is the harness's)."""
+        try:
+            yield
+        except _Fail as failure:
+            state.failure = failure
+        except Exception as exc:  # noqa: BLE001 - reported as a harness failure with the exception
+            state.failure = _Fail(Verdict.CRASHED, f"checker failed on {handoff.config}: {type(exc).__name__}: {exc}")
+
+    def _sync(self) -> None:
+        if self.device.startswith("cuda"):
+            import torch
+
+            torch.cuda.synchronize(self.device)
 
     def finish(self, timed: bool) -> CheckResult:
         state = self.current
@@ -208,9 +258,9 @@ class Checker:
         )  # fmt: skip
 
     # -- one output ----------------------------------------------------------------------------------------------
-    def _check(self, state: _Evaluation, h: Handoff) -> None:
-        import torch
-
+    def _take(self, state: _Evaluation, h: Handoff, *, private: bool) -> tuple[Any, list[Any]]:
+        """The config the record names and its staged outputs (views, or with ``private`` copies of them), after
+        checking that the record is one this evaluation can make."""
         task = state.task
         configs = task.test_configs(self.device) if h.kind == "test" else task.benchmark_configs(self.device)
         if not 0 <= h.config_index < len(configs) or configs[h.config_index].name != h.config:
@@ -231,6 +281,14 @@ class Checker:
         if not valid:
             raise _Fail(Verdict.REJECTED, f"{config.name}: an output was handed off for seeds the evaluation did not "
                         "use", rule="forged_record")  # fmt: skip
+        return config, self._staged(config.name, h, private=private)
+
+    def _judge(self, state: _Evaluation, h: Handoff, config: Any, outputs: list[Any]) -> None:
+        """Regenerate the inputs from the claimed seeds, compare their digest, and check the outputs against the
+        reference."""
+        import torch
+
+        task = state.task
         digest, expected = self._reference(task, config, h)
         if digest != h.digest:
             raise _Fail(
@@ -240,7 +298,6 @@ class Checker:
                 "were recorded or the task's input generator is not deterministic",
                 rule="input_digest",
             )
-        outputs = self._staged(config.name, h)
         expecteds = list(expected) if isinstance(expected, (tuple, list)) else [expected]
         prepare_config = config.model_copy(update={"seed": h.prepare_seed})
         self._check_layout(task, prepare_config, config.name, outputs, expecteds, expected, h)
@@ -286,14 +343,15 @@ class Checker:
         self.cache.put(key, digest, expected)
         return digest, expected
 
-    def _staged(self, name: str, h: Handoff) -> list[Any]:
+    def _staged(self, name: str, h: Handoff, *, private: bool = False) -> list[Any]:
         if h.generation != self.staging.generation:
             raise _Fail(Verdict.REJECTED, f"{name}: the output was staged in a buffer that is no longer the checker's",
                         rule="forged_record")  # fmt: skip
         if not (len(h.shapes) == len(h.dtypes) == len(h.offsets)) or not h.shapes:
             raise _Fail(Verdict.REJECTED, f"{name}: a malformed output record", rule="forged_record")
         try:
-            return [self.staging.tensor(o, s, d) for o, s, d in zip(h.offsets, h.shapes, h.dtypes, strict=True)]
+            return [self.staging.tensor(o, s, d, private=private)
+                    for o, s, d in zip(h.offsets, h.shapes, h.dtypes, strict=True)]  # fmt: skip
         except ValueError as exc:
             raise _Fail(Verdict.REJECTED, f"{name}: {exc}", rule="forged_record") from None
 
@@ -345,6 +403,8 @@ def serve(device: str, commands: Any, answers: Any) -> None:
             reply = CheckResult(verdict=Verdict.CRASHED, error="checker failed:\n" + traceback.format_exc()[-3000:]).model_dump()
         answers.write(_json(reply) + "\n")
         answers.flush()
+        with profile.around():
+            checker.judge_pending()  # while the worker runs its next config
     checker.staging.release()
 
 

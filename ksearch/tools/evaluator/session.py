@@ -156,7 +156,7 @@ class EvaluatorSession:
                     if new in ("run", "timing") and outcome.phase in ("start", "load"):
                         deadline = now + run_timeout_s
                     outcome.phase = new
-                elif op in ("handoff", "grow"):
+                elif op in ("handoff", "grow", "settle"):
                     asked = time.monotonic()
                     answer = self._relay(message, evaluation, max(1.0, deadline - asked), outcome)
                     outcome.checker_s += time.monotonic() - asked
@@ -176,6 +176,8 @@ class EvaluatorSession:
         try:
             if message.get("op") == "grow":
                 command = CheckerCommand(op="staging", evaluation=evaluation, min_bytes=int(message.get("min_bytes", 0)))
+            elif message.get("op") == "settle":
+                command = CheckerCommand(op="settle", evaluation=evaluation)
             else:
                 from ksearch.contracts.exchange import Handoff
 

@@ -4,8 +4,9 @@ The checker owns the buffer (it outlives every worker) and shares it with each w
 an output goes from the candidate's memory to the checker's with one device-to-device copy; on the CPU, or where
 CUDA IPC is unavailable (some sandboxed runtimes), through a shared host-memory block. The worker copies an output in
 stream order right after the call (that copy doubles as the deferred-work check's early copy), synchronises, and
-tells the checker where it is; the checker reads it only while the worker waits for the answer, so no code of the
-candidate runs while it is read.
+tells the checker where it is; the checker reads it only while the worker waits for the answer (or, for a correctness
+output it judges while the worker goes on, takes a private copy before answering), so no code of the candidate runs
+while the buffer is read.
 
 Offsets are aligned so that any dtype can be viewed at them.
 """
@@ -93,8 +94,9 @@ class StagingOwner:
         self.buffer = torch.frombuffer(self._shm.buf, dtype=torch.uint8)
         return StagingHandle(kind="shm", nbytes=size, generation=self.generation, shm_name=self._shm.name)
 
-    def tensor(self, offset: int, shape: list[int], dtype: str) -> Any:
-        """The staged tensor at ``offset`` (a view of the buffer; copied to the device when it lives in host memory)."""
+    def tensor(self, offset: int, shape: list[int], dtype: str, *, private: bool = False) -> Any:
+        """The staged tensor at ``offset``: a view of the buffer (copied to the device when it lives in host memory),
+        or with ``private`` always a copy in this process's own memory, which no worker can reach."""
         import math
 
         torch_dtype = dtype_of(dtype)
@@ -103,7 +105,7 @@ class StagingOwner:
             raise ValueError(f"staged output [{offset}, {offset + nbytes}) lies outside the buffer")
         view = self.buffer[offset : offset + nbytes].view(torch_dtype).view(shape)
         if self.use_ipc or self.device == "cpu":
-            return view
+            return view.clone() if private else view
         return view.to(self.device)
 
     def release(self) -> None:

@@ -10,7 +10,8 @@ One process does everything for one candidate, so nothing is imported, compiled 
 
 ``evaluate``
     every test config once, on inputs made from the salted seed; each output is copied in stream order into the
-    checker's staging buffer and handed off; the checker's answer comes back before the next config. Then, when the
+    checker's staging buffer and handed off; the checker copies it out before it answers and judges it while the
+    next config runs, and the worker settles (waits for every verdict) before timing. Then, when the
     request asks for timing, every benchmark config with a timing method of ``ksearch.tools.timing``: the raw
     samples are reported (the parent computes the statistics) and audited outputs go to the checker the same way.
 ``compare``
@@ -221,6 +222,7 @@ class Worker:
             salted = self.salted(config)
             self.check_config(self.prepare(module, salted), salted, index)
             self.configs_passed += 1
+        self.settle()
         self.mark("correctness")
 
     def check_config(self, fn: Callable[..., Any], config: TaskConfig, index: int = 0) -> None:
@@ -299,9 +301,17 @@ class Worker:
             offsets=offsets,
             generation=self.staging.handle.generation,
         )
-        reply = self.channel.ask(message)
-        if not reply.ok:
-            raise CandidateFailure(Verdict.INCORRECT, f"the checker rejected the output of {prepared.name}: {reply.message}")
+        self._answered(self.channel.ask(message))
+
+    def settle(self) -> None:
+        """Wait for the checker's verdict on every correctness output (it judges each while the next config runs)."""
+        if self.staging is not None:
+            self._answered(self.channel.ask(_Settle()))
+
+    @staticmethod
+    def _answered(reply: HandoffReply) -> None:
+        if not reply.ok:  # the message names the config whose output failed
+            raise CandidateFailure(Verdict.INCORRECT, f"the checker rejected an output: {reply.message}")
 
     def check_inputs_unchanged(self, config: TaskConfig, inputs: list[Any], snapshot: list[Any], buffers: list[Any] = ()) -> None:
         skip = {id(b) for b in buffers}
@@ -421,6 +431,10 @@ class Worker:
 class _Grow(BaseModel):
     op: str = "grow"
     min_bytes: int
+
+
+class _Settle(BaseModel):
+    op: str = "settle"
 
 
 def interpret_autotune_with_first_config() -> None:
