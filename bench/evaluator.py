@@ -117,7 +117,7 @@ def _geomean(values: list[float]) -> float:
     return math.exp(sum(math.log(v) for v in values) / len(values))
 
 
-def trimul_main(kernel: Path, repeats: int) -> int:
+def trimul_main(kernel: Path, repeats: int, *, speed: bool = True) -> int:
     """Time to verdict against GPU MODE's procedure, and robust's stability, for one TriMul kernel."""
     import torch
     import triton
@@ -135,27 +135,7 @@ def trimul_main(kernel: Path, repeats: int) -> int:
                     "kernel": str(kernel.relative_to(REPO) if kernel.is_relative_to(REPO) else kernel)}  # fmt: skip
     print(f"device {report['device']}, torch {report['torch']}, triton {report['triton']}, kernel {report['kernel']}")
 
-    # 1. time to verdict
-    sys.path.insert(0, str(REPO / "bench"))
-    from fidelity import run_json
-
-    def timed(command: list[str], env: dict[str, str] | None = None) -> tuple[float, dict]:
-        result, wall, returncode = run_json(command, env)
-        if returncode != 0:
-            raise RuntimeError(f"{' '.join(command)} failed (rc {returncode}): {json.dumps(result)[-2000:]}")
-        return wall, result
-
-    # Upstream as a user meets a NEW kernel: Triton's own start-up files already built on the machine (a trivial kernel
-    # compiled into a fresh cache first), the kernel's compile not cached for `test`, cached by then for `benchmark`.
-    upstream_cache = {"TRITON_CACHE_DIR": tempfile.mkdtemp(prefix="upstream-triton-")}
-    run_json([sys.executable, "-c", "import torch; from ksearch.tools.evaluator.warmup import warm_up_triton; "
-              "warm_up_triton('cuda'); print('{}')"], upstream_cache)  # fmt: skip
-    upstream_test, _ = timed([sys.executable, "bench/upstream_trimul.py", "test", str(kernel)], upstream_cache)
-    upstream_bench, _ = timed([sys.executable, "bench/upstream_trimul.py", "benchmark", str(kernel)], upstream_cache)
-    upstream = upstream_test + upstream_bench
-    cli_wall, cli_result = timed(
-        [sys.executable, "-m", "ksearch.cli", "eval", "trimul", str(kernel), "--device", "cuda", "--json"]
-    )
+    cold = _upstream_and_cold_eval(kernel) if speed else None  # before the session exists, so nothing else runs
     with LocalExecutor() as executor:
         def evaluate(method: str, tag: str):
             candidate = Candidate(task="trimul", language="triton", code=f"{code}\n# {tag}\n", entry_point=entry_point)
@@ -163,24 +143,11 @@ def trimul_main(kernel: Path, repeats: int) -> int:
             evaluation = executor.evaluate(EvalRequest(candidate=candidate, device="cuda", timing_method=method))
             return evaluation, time.perf_counter() - started
 
-        first, first_s = evaluate("gpumode-benchmark", "session warm-up candidate")
-        # The session starts its next worker ahead of need; in a search it has the LLM's next call to get ready.
-        executor.wait_ready("cuda")
-        warm, warm_s = evaluate("gpumode-benchmark", "second candidate")
-        report["time_to_verdict_s"] = {
-            "upstream_test": round(upstream_test, 2), "upstream_benchmark": round(upstream_bench, 2),
-            "upstream_total": round(upstream, 2), "ksearch_eval_cli": round(cli_wall, 2),
-            "session_first": round(first_s, 2), "session_warm": round(warm_s, 2),
-            "ratio_cli": round(cli_wall / upstream, 3), "ratio_session_warm": round(warm_s / upstream, 3),
-            "stages_cli": cli_result.get("environment", {}).get("stage_seconds", ""),
-            "stages_warm": warm.environment.get("stage_seconds", ""),
-        }  # fmt: skip
-        t = report["time_to_verdict_s"]
-        print(f"time to verdict: upstream test {upstream_test:.1f} s + benchmark {upstream_bench:.1f} s = {upstream:.1f} s;"
-              f" ksearch eval (cold process) {cli_wall:.1f} s = {t['ratio_cli']:.2f}x ({cli_result.get('verdict')});"
-              f" in a live session {warm_s:.1f} s = {t['ratio_session_warm']:.2f}x ({warm.verdict.value};"
-              f" first in the session {first_s:.1f} s)")
-        print(f"  stages: cli {t['stages_cli']}; session {t['stages_warm']}", flush=True)
+        if cold is not None:
+            _time_to_verdict(cold, report, evaluate, executor)
+        else:
+            evaluate("gpumode-benchmark", "session warm-up candidate")  # the session's first evaluation, not counted
+            executor.wait_ready("cuda")
 
         # 2. robust stability
         runs = []
@@ -212,17 +179,68 @@ def _write_report(report: dict) -> None:
         (Path(out) / "bench_evaluator_trimul.json").write_text(json.dumps(report, indent=2), encoding="utf-8")
 
 
+def _upstream_and_cold_eval(kernel: Path) -> tuple[float, float, float, dict]:
+    """Wall seconds of upstream's test and benchmark on the kernel and of ``ksearch eval`` in a cold process (with
+    its JSON result)."""
+    sys.path.insert(0, str(REPO / "bench"))
+    from fidelity import run_json
+
+    def timed(command: list[str], env: dict[str, str] | None = None) -> tuple[float, dict]:
+        result, wall, returncode = run_json(command, env)
+        if returncode != 0:
+            raise RuntimeError(f"{' '.join(command)} failed (rc {returncode}): {json.dumps(result)[-2000:]}")
+        return wall, result
+
+    # Upstream as a user meets a NEW kernel: Triton's own start-up files already built on the machine (a trivial kernel
+    # compiled into a fresh cache first), the kernel's compile not cached for `test`, cached by then for `benchmark`.
+    upstream_cache = {"TRITON_CACHE_DIR": tempfile.mkdtemp(prefix="upstream-triton-")}
+    run_json([sys.executable, "-c", "import torch; from ksearch.tools.evaluator.warmup import warm_up_triton; "
+              "warm_up_triton('cuda'); print('{}')"], upstream_cache)  # fmt: skip
+    upstream_test, _ = timed([sys.executable, "bench/upstream_trimul.py", "test", str(kernel)], upstream_cache)
+    upstream_bench, _ = timed([sys.executable, "bench/upstream_trimul.py", "benchmark", str(kernel)], upstream_cache)
+    cli_wall, cli_result = timed(
+        [sys.executable, "-m", "ksearch.cli", "eval", "trimul", str(kernel), "--device", "cuda", "--json"]
+    )
+    return upstream_test, upstream_bench, cli_wall, cli_result
+
+
+def _time_to_verdict(cold: tuple[float, float, float, dict], report: dict, evaluate, executor) -> None:
+    """Two evaluations in a live session (the first, and one with the session warm) beside the cold figures, into
+    ``report``."""
+    upstream_test, upstream_bench, cli_wall, cli_result = cold
+    upstream = upstream_test + upstream_bench
+    _, first_s = evaluate("gpumode-benchmark", "session warm-up candidate")
+    # The session starts its next worker ahead of need; in a search it has the LLM's next call to get ready.
+    executor.wait_ready("cuda")
+    warm, warm_s = evaluate("gpumode-benchmark", "second candidate")
+    report["time_to_verdict_s"] = {
+        "upstream_test": round(upstream_test, 2), "upstream_benchmark": round(upstream_bench, 2),
+        "upstream_total": round(upstream, 2), "ksearch_eval_cli": round(cli_wall, 2),
+        "session_first": round(first_s, 2), "session_warm": round(warm_s, 2),
+        "ratio_cli": round(cli_wall / upstream, 3), "ratio_session_warm": round(warm_s / upstream, 3),
+        "stages_cli": cli_result.get("environment", {}).get("stage_seconds", ""),
+        "stages_warm": warm.environment.get("stage_seconds", ""),
+    }  # fmt: skip
+    t = report["time_to_verdict_s"]
+    print(f"time to verdict: upstream test {upstream_test:.1f} s + benchmark {upstream_bench:.1f} s = {upstream:.1f} s;"
+          f" ksearch eval (cold process) {cli_wall:.1f} s = {t['ratio_cli']:.2f}x ({cli_result.get('verdict')});"
+          f" in a live session {warm_s:.1f} s = {t['ratio_session_warm']:.2f}x ({warm.verdict.value};"
+          f" first in the session {first_s:.1f} s)")
+    print(f"  stages: cli {t['stages_cli']}; session {t['stages_warm']}", flush=True)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--large-repeats", type=int, default=5, help="evaluations of the 16384x16384 config")
     parser.add_argument("--task", choices=("softmax", "trimul"), default="softmax")
     parser.add_argument("kernel", nargs="?", default=str(REPO / "examples" / "trimul_triton.py"))
+    parser.add_argument("--no-speed", action="store_true", help="trimul: only the robust stability part")
     args = parser.parse_args()
     if _no_gpu():
         return 0
     if args.task == "trimul":
-        return trimul_main(Path(args.kernel).resolve(), args.repeats)
+        return trimul_main(Path(args.kernel).resolve(), args.repeats, speed=not args.no_speed)
     import torch
 
     sys.path.insert(0, str(REPO))

@@ -14,7 +14,9 @@ real run does); the ``dask`` backend runs against a scheduler in this process an
 
 - candidates per hour: evaluations completed / wall time of the run (first plan to end) * 3600;
 - device busy fraction: the union of the intervals the device spent evaluating and comparing candidates, measured
-  where the work ran (``Executor.busy``), over the wall time.
+  where the work ran (``Executor.busy``), over the wall time; and the same union over the steady part of the run,
+  from the start of the first evaluation to the end of the last (the run's first plan and first kernel, two LLM
+  calls in which no candidate exists yet, are outside it; a short run is dominated by them).
 
 Usage (repository root):
 
@@ -162,7 +164,11 @@ def measure(args: argparse.Namespace, backend: str, parallel: int, executor: Exe
     wall = end - start
     evaluations = [b for b in executor.busy if b.kind == "evaluate" and b.started >= start - 1]
     compares = [b for b in executor.busy if b.kind == "compare" and b.started >= start - 1]
-    busy = busy_seconds([*evaluations, *compares], start, end)
+    work = [*evaluations, *compares]
+    busy = busy_seconds(work, start, end)
+    first = min((b.started for b in work), default=end)
+    last = max((b.ended for b in work), default=end)
+    steady = max(last - first, 1e-9)
     return {
         "backend": backend,
         "parallel": parallel,
@@ -172,6 +178,8 @@ def measure(args: argparse.Namespace, backend: str, parallel: int, executor: Exe
         "wall_s": round(wall, 1),
         "candidates_per_hour": round(len(evaluations) / wall * 3600, 1),
         "busy_fraction": round(busy / wall, 3),
+        "steady_s": round(steady, 1),
+        "steady_busy_fraction": round(busy_seconds(work, first, last) / steady, 3),
         "mean_evaluation_s": round(sum(b.ended - b.started for b in evaluations) / max(1, len(evaluations)), 2),
         "stopped": stopped,
     }
@@ -243,7 +251,8 @@ def _backend(backend: str, device: str, folder: Path) -> Iterator[str | None]:
 def _line(row: dict[str, Any]) -> str:
     stopped = f" (stopped: {row['stopped']})" if row["stopped"] else ""
     return (f"{row['backend']:>5} parallel {row['parallel']}: {row['evaluations']} candidates in {row['wall_s']:.0f} s = "
-            f"{row['candidates_per_hour']:.0f}/h, device busy {100 * row['busy_fraction']:.0f}%, "
+            f"{row['candidates_per_hour']:.0f}/h, device busy {100 * row['busy_fraction']:.0f}% "
+            f"({100 * row['steady_busy_fraction']:.0f}% from the first evaluation to the last), "
             f"{row['mean_evaluation_s']:.1f} s per evaluation{stopped}")  # fmt: skip
 
 

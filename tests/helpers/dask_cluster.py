@@ -60,7 +60,8 @@ def dask_cluster(folder: Path, workers: int = 2, *, gpus: list[int] | None = Non
                          dashboard_address=":0", scheduler_kwargs=scheduler_kwargs)  # fmt: skip
     client = Client(local.scheduler_address, set_as_default=False)
     cluster = Cluster(address=local.scheduler_address, client=client)
-    env = {**os.environ, "PYTHONPATH": str(REPO), "OPENAI_API_KEY": FAKE_KEY}
+    path = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p)  # keep a wheelhouse target
+    env = {**os.environ, "PYTHONPATH": path, "OPENAI_API_KEY": FAKE_KEY}
     if gpus is None:
         env["TRITON_INTERPRET"] = "1"
     else:

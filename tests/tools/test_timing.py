@@ -76,6 +76,7 @@ class FakeRunner:
         self.args_seen: list[object] = []
         self.flushes = self.syncs = self.primed = self.after_calls = self.glances = 0
         self.audited: list[int] = []
+        self.holds: list[float] = []
         self.syncs_at_audit: list[int] = []
         self.fresh_value_audits: list[int] = []
         self.trace: list[str] = []
@@ -114,6 +115,10 @@ class FakeRunner:
     def flush(self) -> None:
         self.flushes += 1
         self.trace.append("flush")
+
+    def hold(self, ms: float) -> None:
+        self.holds.append(ms)
+        self.trace.append("hold")
 
     def wall(self) -> float:
         return self.clock[0] / 1000.0
@@ -194,6 +199,24 @@ def test_robust_times_blocks_back_to_back_and_audits_the_last_call_of_each() -> 
     assert syncs and all(n == 0 for n in syncs)  # no sync inside a block: the audit synchronises it
     # ~10 ms of (fake, 1 ms) calls per block after the first, between n/2 and 3n/2
     assert all(5 <= length <= 15 for length in lengths[1:])
+
+
+def test_robust_enqueues_each_block_behind_a_hold_of_its_device_time() -> None:
+    """A spin kernel before every block (never inside a timed region) lasting about the block's device time, so a
+    host slower than the device does not stretch the events; capped, so host time well beyond it still shows."""
+    method = timing.Robust(rng=random.Random(3), min_samples=100, target_rel_se=0.0, time_cap_s=1.0)
+    runner = FakeRunner()
+    run = method.run(runner, flush_l2=False)
+    blocks = runner.trace[runner.trace.index("hold"):]
+    starts = [i for i, step in enumerate(blocks) if step == "hold"]
+    lengths = [blocks[a:b].count("call") for a, b in zip(starts, [*starts[1:], len(blocks)], strict=False)]
+    assert len(runner.holds) == len(lengths) > 3 and sum(lengths) == len(run.samples_ms)
+    for hold, length in zip(runner.holds[1:], lengths[1:-1], strict=False):
+        assert hold == pytest.approx(length * 1.0, rel=0.01)  # the fake calls take 1 ms of device time
+    assert all(region == ["call"] for region in runner.timed_regions())
+    capped = timing.Robust(rng=random.Random(3), min_samples=20, target_rel_se=0.0, hold_cap_ms=3.0)
+    capped.run(r := FakeRunner(), flush_l2=False)
+    assert max(r.holds) == 3.0
 
 
 def test_robust_block_length_tracks_the_call_time() -> None:

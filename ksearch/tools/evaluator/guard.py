@@ -65,7 +65,8 @@ def harness_references() -> dict[str, tuple[Any, str, Any]]:
         *((f"time.{n}", time, n) for n in ("perf_counter", "perf_counter_ns", "monotonic", "monotonic_ns", "time",
                                               "time_ns", "process_time", "sleep")),  # fmt: skip
         *((f"torch.cuda.{n}", torch.cuda, n) for n in ("synchronize", "Event", "Stream", "current_stream",
-                                                          "default_stream", "set_device", "is_available")),  # fmt: skip
+                                                          "default_stream", "set_device", "is_available",
+                                                          "_sleep")),  # fmt: skip
         *((f"torch.cuda.Event.{n}", torch.cuda.Event, n) for n in ("record", "elapsed_time", "synchronize", "query",
                                                                       "wait", "__init__", "__new__")),  # fmt: skip
         *((f"torch.{n}", torch, n) for n in ("save", "load", "equal", "isfinite", "isnan", "empty", "empty_like",

@@ -60,6 +60,7 @@ class WorkerTimingRunner:
         self._elapsed = refs.get("torch.cuda.Event.elapsed_time", (None, None, torch.cuda.Event.elapsed_time))[2]
         self._tensor = refs.get("torch.Tensor", (None, None, torch.Tensor))[2]
         self._wall = refs.get("time.perf_counter", (None, None, time.perf_counter))[2]
+        self._sleep = refs.get("torch.cuda._sleep", (None, None, torch.cuda._sleep))[2]
         self.sets: dict[int, tuple[list[Any], str, tuple[Any, ...]]] = {}
         self._flush: Any = None
         self._audits = 0
@@ -118,6 +119,11 @@ class WorkerTimingRunner:
         if self._flush is None:
             self._flush = torch.empty(self.worker.request.flush_bytes // 4, dtype=torch.int32, device=self.worker.device)
         self._flush.zero_()
+
+    def hold(self, ms: float) -> None:
+        if ms <= 0 or not self.worker.device.startswith("cuda"):
+            return
+        self._sleep(max(1, int(ms * self.worker.spin_cycles_per_ms(self._sleep))))
 
     def wall(self) -> float:
         return self._wall()

@@ -24,7 +24,11 @@ Methods:
 ``robust`` (ksearch's own)
     warm-up of back-to-back calls (0.2 s, so the GPU's clocks are up); then blocks of back-to-back calls, each
     ``[L2 flush]; start; out = fn(*args); end`` with inputs rotated among K seeded sets and a new argument object per
-    call, one device-wide synchronize per block. Block lengths are random (about 10 ms of work each) and the last
+    call, one device-wide synchronize per block. Each block is enqueued behind a spin kernel lasting about the block's
+    device time (``hold``), so the host stays ahead of the device and the events time the device's work rather than
+    the speed at which the host launches it: on a launch-bound shape (a call of many short kernels) that speed moved
+    the median by up to 50 % between evaluations. Host time per call beyond about twice the device time still shows
+    (the hold covers one block's device time, capped at ``hold_cap_ms``). Block lengths are random (about 10 ms of work each) and the last
     call of every block is audited after its end event: a stream-ordered copy of its output goes to the checker,
     which recomputes nothing it has seen and compares; the deferred-work check and the input digest run after the
     sync. A candidate cannot tell which call is audited. Adaptive repetition until the relative standard error is
@@ -38,6 +42,7 @@ Methods:
 from __future__ import annotations
 
 import random
+import statistics
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -91,6 +96,10 @@ class TimingRunner(Protocol):
 
     def flush(self) -> None:
         """Evict the L2 cache (a 256 MB write on the device)."""
+
+    def hold(self, ms: float) -> None:
+        """Keep the device busy for about ``ms`` milliseconds (a spin kernel; nothing on the CPU), so that the calls
+        enqueued behind it run back to back on the device however slowly the host issues them."""
 
     def wall(self) -> float:
         """Seconds on a monotonic clock (the harness's own reference, not the candidate's)."""
@@ -256,8 +265,10 @@ class Robust(TimingMethod):
     time_cap_s: float = 2.0
     max_samples: int = 5000
     block_target_s: float = 0.01
-    """Wall time aimed at per block: long enough that the sync between blocks leaves the GPU idle only briefly."""
+    """Device time aimed at per block: long enough that the sync between blocks leaves the GPU idle only briefly."""
     max_block: int = 64
+    hold_cap_ms: float = 50.0
+    """Longest spin kernel before a block (its length is the block's expected device time)."""
     fresh_value_audits: bool = True
     rng: random.Random = field(default_factory=random.SystemRandom)
 
@@ -275,10 +286,13 @@ class Robust(TimingMethod):
                 runner.synchronize()  # bound the queue so the wall clock tracks the device
         runner.synchronize()
         result = MethodRun()
-        started, i, per_call_s = runner.wall(), 0, None
+        per_call_s: float | None = (runner.wall() - started) / calls  # an upper bound on the device time per call
+        started, i = runner.wall(), 0
+        first_block = True
         while True:
-            length = self.block_length(per_call_s)
-            block_started = runner.wall()
+            length = self.block_length(None if first_block else per_call_s)
+            first_block = False
+            runner.hold(min(self.hold_cap_ms, length * (per_call_s or 0.0) * 1e3))
             events = []
             for _ in range(length):
                 call = runner.call_on(i % sets, reuse_args=False)
@@ -297,8 +311,9 @@ class Robust(TimingMethod):
             else:
                 runner.synchronize()
             del output
-            result.samples_ms.extend(runner.elapsed(s, e) for s, e in events)
-            per_call_s = (runner.wall() - block_started) / length
+            block = [runner.elapsed(s, e) for s, e in events]
+            result.samples_ms.extend(block)
+            per_call_s = statistics.median(block) / 1e3
             if robust_should_stop(
                 result.samples_ms,
                 runner.wall() - started,
@@ -314,7 +329,7 @@ class Robust(TimingMethod):
         return result
 
     def block_length(self, per_call_s: float | None) -> int:
-        """Calls in the next block: ~``block_target_s`` of work, uniformly random in [n/2, 3n/2], 2 at least."""
+        """Calls in the next block: ~``block_target_s`` of device work, uniformly random in [n/2, 3n/2], 2 at least."""
         if per_call_s is None:
             return 4
         n = max(2, min(self.max_block, round(self.block_target_s / max(per_call_s, 1e-7))))
