@@ -110,6 +110,25 @@ def test_a_pending_judgement_is_made_before_the_next_command(checker: Checker) -
     assert checker.handle(CheckerCommand(op="finish"))["verdict"] == Verdict.PASSED.value
 
 
+def test_an_out_of_memory_reference_is_retried_with_the_cache_dropped(checker: Checker, monkeypatch) -> None:
+    """The GPU is shared with the candidate (and maybe other sessions): a reference that runs out of memory is
+    computed again after the checker gives back what it holds, instead of crashing the evaluation."""
+    writer = _begin(checker)
+    assert _hand(checker, writer, 0, _right(0)) and checker.cache.entries
+    compute, failures = checker._compute_reference, []  # noqa: SLF001
+
+    def once_out_of_memory(*args: object) -> object:
+        if not failures:
+            failures.append(1)
+            raise torch.OutOfMemoryError("CUDA out of memory (simulated)")
+        return compute(*args)
+
+    monkeypatch.setattr(checker, "_compute_reference", once_out_of_memory)
+    assert _hand(checker, writer, 1, _right(1)) and failures == [1]
+    assert len(checker.cache.entries) == 1  # config 0's reference was dropped, config 1's kept
+    assert checker.finish(timed=False).verdict == Verdict.INCORRECT  # the other configs were never handed off
+
+
 def test_references_are_computed_once_per_session_salt(checker: Checker) -> None:
     for _ in range(3):
         writer = _begin(checker)

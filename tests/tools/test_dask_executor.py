@@ -153,12 +153,12 @@ def test_trimul_through_a_one_worker_gpu_cluster_gives_the_local_verdict(tmp_pat
         candidate = Candidate(task="trimul", language="triton", code=text, entry_point="custom_kernel")
         return EvalRequest(candidate=candidate, device=device)
 
+    with LocalExecutor() as local:  # first, and closed, so the two sessions never share the GPU's memory
+        here = local.evaluate(trimul(code, "cuda:0"))
     with dask_cluster(tmp_path / "gpu", gpus=[0]) as gpu_cluster, DaskExecutor(gpu_cluster.address) as remote:
         info = remote.device_info("cuda")
         assert info.is_gpu and info.eval_key("trimul") == probe_device("cuda:0").eval_key("trimul")
         there = remote.evaluate(trimul(code, "cuda"))
-        with LocalExecutor() as local:
-            here = local.evaluate(trimul(code, "cuda:0"))
         assert there.verdict == here.verdict == Verdict.PASSED, (there.summary(), here.summary())
         assert there.timed and here.timed and there.configs_passed == here.configs_passed
         assert there.device == here.device  # the GPU's name

@@ -26,10 +26,10 @@ import platform
 import sys
 import traceback
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from ksearch.contracts.evaluation import Mismatch, Rejection, Verdict
 from ksearch.contracts.exchange import CheckerCommand, CheckResult, Handoff, HandoffReply
@@ -40,6 +40,7 @@ from ksearch.tools.evaluator.staging import StagingOwner
 CACHE_FRACTION = 0.2
 """Share of the GPU's memory the reference cache may hold."""
 CPU_CACHE_BYTES = 1 << 30
+_T = TypeVar("_T")
 
 
 class _Fail(Exception):
@@ -89,6 +90,10 @@ class ReferenceCache:
             self.used -= old
         self.entries[key] = (digest, expected, size)
         self.used += size
+
+    def clear(self) -> None:
+        self.entries.clear()
+        self.used = 0
 
 
 @dataclass
@@ -220,6 +225,7 @@ class Checker:
     def finish(self, timed: bool) -> CheckResult:
         state = self.current
         self.current = None
+        self._release_memory()
         if state is None:
             return CheckResult(verdict=Verdict.CRASHED, error="the checker saw no evaluation begin")
         tests = state.task.test_configs(self.device)
@@ -281,7 +287,31 @@ class Checker:
         if not valid:
             raise _Fail(Verdict.REJECTED, f"{config.name}: an output was handed off for seeds the evaluation did not "
                         "use", rule="forged_record")  # fmt: skip
-        return config, self._staged(config.name, h, private=private)
+        return config, self._retrying_out_of_memory(lambda: self._staged(config.name, h, private=private))
+
+    def _retrying_out_of_memory(self, work: Callable[[], _T]) -> _T:
+        """``work()``, once more after an out-of-memory error with the reference cache dropped and the allocator's
+        free blocks given back (the GPU is shared with the candidate's worker, and with other sessions on a machine
+        running several searches)."""
+        import torch
+
+        try:
+            return work()
+        except torch.OutOfMemoryError:
+            self.cache.clear()
+            self._release_memory()
+            return work()
+
+    def _release_memory(self) -> None:
+        """Give the allocator's free blocks back to the device (cached references stay): between evaluations the
+        checker holds only what it keeps."""
+        if self.device.startswith("cuda"):
+            import gc
+
+            import torch
+
+            gc.collect()
+            torch.cuda.empty_cache()
 
     def _judge(self, state: _Evaluation, h: Handoff, config: Any, outputs: list[Any]) -> None:
         """Regenerate the inputs from the claimed seeds, compare their digest, and check the outputs against the
@@ -330,6 +360,11 @@ class Checker:
         found = self.cache.get(key)
         if found is not None:
             return found
+        return self._retrying_out_of_memory(lambda: self._compute_reference(task, config, h, key))
+
+    def _compute_reference(self, task: Any, config: Any, h: Handoff, key: tuple[Any, ...]) -> tuple[str, Any]:
+        import torch
+
         inputs = task.make_inputs(config.model_copy(update={"seed": h.input_seed}), self.device)
         if h.activation_seed is not None:
             fresh = task.make_inputs(config.model_copy(update={"seed": h.activation_seed}), self.device)
