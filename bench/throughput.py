@@ -161,6 +161,7 @@ def measure(args: argparse.Namespace, backend: str, parallel: int, executor: Exe
         if timer is not None:
             timer.cancel()
     end = time.time()
+    print(f"  {backend} p={parallel}: run ended ({time.monotonic() - began:.0f} s)", file=sys.stderr, flush=True)
     wall = end - start
     evaluations = [b for b in executor.busy if b.kind == "evaluate" and b.started >= start - 1]
     compares = [b for b in executor.busy if b.kind == "compare" and b.started >= start - 1]
@@ -222,6 +223,11 @@ def main() -> None:
                     row["device"] = info.gpu or "cpu-interpreter"
                     results.append(row)
                     print(_line(row), flush=True)
+                    _write(args, results)  # after every configuration: a command cut off keeps what it measured
+    print(json.dumps(_write(args, results), indent=2))
+
+
+def _write(args: argparse.Namespace, results: list[dict[str, Any]]) -> dict[str, Any]:
     report = {
         "bench": "throughput",
         "task": args.task,
@@ -232,11 +238,11 @@ def main() -> None:
         "host": socket.gethostname(),
         "results": results,
     }
-    print(json.dumps(report, indent=2))
     for path in [args.json, Path(os.environ["OUT"]) / "bench_throughput.json" if os.environ.get("OUT") else None]:
         if path is not None:
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(json.dumps(report, indent=2) + "\n")
+    return report
 
 
 @contextmanager
