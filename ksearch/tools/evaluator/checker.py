@@ -32,9 +32,19 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from ksearch.contracts.evaluation import Mismatch, Rejection, Verdict
-from ksearch.contracts.exchange import CheckerCommand, CheckResult, Handoff, HandoffReply
+from ksearch.contracts.exchange import (
+    CheckerCommand,
+    CheckResult,
+    Handoff,
+    HandoffReply,
+)
 from ksearch.tools.evaluator.profiling import Accumulating
-from ksearch.tools.evaluator.seeds import AUDIT_BASE, input_digest, input_set_index, salted_seed
+from ksearch.tools.evaluator.seeds import (
+    AUDIT_BASE,
+    input_digest,
+    input_set_index,
+    salted_seed,
+)
 from ksearch.tools.evaluator.staging import StagingOwner
 
 CACHE_FRACTION = 0.2
@@ -354,8 +364,6 @@ class Checker:
             state.bench_checked[h.config_index] = state.bench_checked.get(h.config_index, 0) + 1
 
     def _reference(self, task: Any, config: Any, h: Handoff) -> tuple[str, Any]:
-        import torch
-
         key = (task.name, h.kind == "test", config.name, h.prepare_seed, h.input_seed, h.activation_seed)
         found = self.cache.get(key)
         if found is not None:

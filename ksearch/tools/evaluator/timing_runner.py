@@ -121,9 +121,27 @@ class WorkerTimingRunner:
         self._flush.zero_()
 
     def hold(self, ms: float) -> None:
-        if ms <= 0 or not self.worker.device.startswith("cuda"):
+        if ms <= 0 or self._sleep is None or not self.worker.device.startswith("cuda"):
             return
-        self._sleep(max(1, int(ms * self.worker.spin_cycles_per_ms(self._sleep))))
+        try:
+            rate = self.worker.spin_cycles_per_ms or self._calibrate_spin()
+            self._sleep(max(1, int(ms * rate)))
+        except RuntimeError:  # no spin kernel in this build of torch: time without the hold
+            self._sleep = None
+
+    def _calibrate_spin(self) -> float:
+        """Cycles of the spin kernel per millisecond, measured with the harness's events (the second of two readings,
+        once the kernel itself is loaded)."""
+        cycles, elapsed = 1_000_000, 1.0
+        for _ in range(2):
+            start, end = self.event(), self.event()
+            self.record(start)
+            self._sleep(cycles)
+            self.record(end)
+            self.synchronize()
+            elapsed = self.elapsed(start, end)
+        self.worker.spin_cycles_per_ms = cycles / max(elapsed, 1e-3)
+        return self.worker.spin_cycles_per_ms
 
     def wall(self) -> float:
         return self._wall()

@@ -118,7 +118,8 @@ class Worker:
         self.staging: StagingWriter | None = None
         self.stages: dict[str, float] = {}
         self._stage_started = time.monotonic()
-        self._spin_rate: float | None = None
+        self.spin_cycles_per_ms: float | None = None
+        """Clock cycles of the spin kernel per millisecond on this device (measured by the first timing runner)."""
 
     # -- the template -------------------------------------------------------------------------------------------
     def run(self) -> WorkerResult:
@@ -378,22 +379,6 @@ class Worker:
             self.configs_passed += 1
 
     # -- helpers ------------------------------------------------------------------------------------------------
-    def spin_cycles_per_ms(self, sleep: Callable[[int], None]) -> float:
-        """Clock cycles of ``torch.cuda._sleep`` per millisecond on this device, measured once (after the warm-up,
-        with the clocks up)."""
-        if self._spin_rate is None:
-            import torch
-
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            cycles = 1_000_000
-            for _ in range(2):  # the second reading, once the spin kernel itself is warm
-                start.record()
-                sleep(cycles)
-                end.record()
-                end.synchronize()
-            self._spin_rate = cycles / max(start.elapsed_time(end), 1e-3)
-        return self._spin_rate
-
     def verify(self, where: str) -> None:
         if self.guard is not None:
             self.guard.verify(where)
