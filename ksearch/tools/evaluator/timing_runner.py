@@ -60,7 +60,7 @@ class WorkerTimingRunner:
         self._elapsed = refs.get("torch.cuda.Event.elapsed_time", (None, None, torch.cuda.Event.elapsed_time))[2]
         self._tensor = refs.get("torch.Tensor", (None, None, torch.Tensor))[2]
         self._wall = refs.get("time.perf_counter", (None, None, time.perf_counter))[2]
-        self._sleep = refs.get("torch.cuda._sleep", (None, None, torch.cuda._sleep))[2]
+        self._sleep = refs.get("torch.cuda._sleep", (None, None, getattr(torch.cuda, "_sleep", None)))[2]
         self.sets: dict[int, tuple[list[Any], str, tuple[Any, ...]]] = {}
         self._flush: Any = None
         self._audits = 0
