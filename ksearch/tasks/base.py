@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
@@ -195,9 +195,7 @@ def tolerance_mismatch(where: str, got: torch.Tensor, expected: torch.Tensor, at
     if not _count_outside(flat_got, flat_exp, atol, rtol, compute):
         return None
     bad_count, worst_excess, worst_flat, max_abs, max_rel = 0, -1.0, 0, 0.0, None
-    for start in range(0, flat_got.numel(), CHECK_CHUNK):
-        g = flat_got[start : start + CHECK_CHUNK].to(compute)
-        e = flat_exp[start : start + CHECK_CHUNK].to(compute)
+    for start, g, e in _chunks(flat_got, flat_exp, compute):
         diff = (g - e).abs()
         magnitude = e.abs()
         excess = diff - (atol + rtol * magnitude)
@@ -233,13 +231,17 @@ def _count_outside(flat_got: torch.Tensor, flat_exp: torch.Tensor, atol: float, 
     """How many elements are outside the tolerance: a few passes per chunk and ONE synchronisation at the end (the
     common case, a passing output, needs nothing more; the slower pass in ``tolerance_mismatch`` then finds where)."""
     count = torch.zeros((), dtype=torch.int64, device=flat_got.device)
-    for start in range(0, flat_got.numel(), CHECK_CHUNK):
-        g = flat_got[start : start + CHECK_CHUNK].to(compute)
-        e = flat_exp[start : start + CHECK_CHUNK].to(compute)
+    for _, g, e in _chunks(flat_got, flat_exp, compute):
         diff = torch.sub(g, e).abs_()
         limit = e.abs().mul_(rtol).add_(atol)
         count += torch.gt(diff, limit).sum()
     return int(count)
+
+
+def _chunks(flat_got: torch.Tensor, flat_exp: torch.Tensor, compute: torch.dtype) -> Iterator[tuple[int, torch.Tensor, torch.Tensor]]:
+    """(offset, got, expected) for each ``CHECK_CHUNK`` elements, in the ``compute`` dtype."""
+    for start in range(0, flat_got.numel(), CHECK_CHUNK):
+        yield start, flat_got[start : start + CHECK_CHUNK].to(compute), flat_exp[start : start + CHECK_CHUNK].to(compute)
 
 
 def _contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:

@@ -49,8 +49,8 @@ def _right(index: int) -> torch.Tensor:
     return torch.softmax(_inputs(index)[0], dim=-1)
 
 
-def _hand(checker: Checker, writer: StagingWriter, index: int, output: torch.Tensor, **change: object) -> bool:
-    """Stage ``output`` for test config ``index`` and ask the checker; True when it was judged correct."""
+def _handoff(checker: Checker, writer: StagingWriter, index: int, output: torch.Tensor, **change: object) -> Handoff:
+    """Stage ``output`` for test config ``index``: the worker's record of it (with ``change`` applied)."""
     if not writer.fits(output.numel() * 4 + 256):
         writer.open(checker.staging.ensure(output.numel() * 4 + 256))
     offsets = writer.stage([output])
@@ -59,7 +59,12 @@ def _hand(checker: Checker, writer: StagingWriter, index: int, output: torch.Ten
                   digest=input_digest(_inputs(index)), shapes=[list(output.shape)], dtypes=[str(output.dtype)],
                   strides=[list(output.stride())], offsets=offsets, generation=writer.handle.generation)  # fmt: skip
     fields.update(change)
-    received = checker.check(Handoff(**fields)).ok
+    return Handoff(**fields)
+
+
+def _hand(checker: Checker, writer: StagingWriter, index: int, output: torch.Tensor, **change: object) -> bool:
+    """Stage ``output`` for test config ``index`` and ask the checker; True when it was judged correct."""
+    received = checker.check(_handoff(checker, writer, index, output, **change)).ok
     checker.judge_pending()  # as the serve loop does once the answer is out
     return received and checker.settle().ok
 
@@ -83,13 +88,9 @@ def test_a_correctness_output_is_judged_after_the_answer_on_the_checkers_own_cop
     rewriting a staged output it has already handed off) changes nothing, and a failure reaches the next answer."""
     writer = _begin(checker)
     wrong = _right(0) * 1.01
-    offsets = writer.stage([wrong])
-    seed = salted_seed(CONFIGS[0].seed, SALT)
-    handoff = Handoff(kind="test", config_index=0, config=CONFIGS[0].name, prepare_seed=seed, input_seed=seed,
-                      digest=input_digest(_inputs(0)), shapes=[list(wrong.shape)], dtypes=[str(wrong.dtype)],
-                      strides=[list(wrong.stride())], offsets=offsets, generation=writer.handle.generation)  # fmt: skip
+    handoff = _handoff(checker, writer, 0, wrong)
     assert checker.check(handoff).ok  # received, not yet judged
-    writer.view(offsets[0], wrong).copy_(_right(0))  # the right answer written into the buffer after the answer
+    writer.view(handoff.offsets[0], wrong).copy_(_right(0))  # the right answer written into the buffer after the answer
     checker.judge_pending()
     settled = checker.settle()
     assert not settled.ok and CONFIGS[0].name in settled.message
@@ -101,11 +102,7 @@ def test_a_correctness_output_is_judged_after_the_answer_on_the_checkers_own_cop
 def test_a_pending_judgement_is_made_before_the_next_command(checker: Checker) -> None:
     writer = _begin(checker)
     for i in range(len(CONFIGS)):
-        offsets = writer.stage([_right(i)])
-        seed = salted_seed(CONFIGS[i].seed, SALT)
-        handoff = Handoff(kind="test", config_index=i, config=CONFIGS[i].name, prepare_seed=seed, input_seed=seed,
-                          digest=input_digest(_inputs(i)), shapes=[list(_right(i).shape)], dtypes=["torch.float32"],
-                          strides=[list(_right(i).stride())], offsets=offsets, generation=writer.handle.generation)  # fmt: skip
+        handoff = _handoff(checker, writer, i, _right(i))
         assert checker.handle(CheckerCommand(op="handoff", handoff=handoff))["ok"]  # no judge_pending in between
     assert checker.handle(CheckerCommand(op="finish"))["verdict"] == Verdict.PASSED.value
 

@@ -181,11 +181,10 @@ class Checker:
         the answer, and judged right after it, while the worker runs the next config: the answer then means "received,
         and every earlier output passed"; the worker learns of a failure at its next handoff or when it settles. Timed
         and audited outputs are judged before the answer, so nothing of the checker's runs while the worker times."""
+        refused = self.settle()
         state = self.current
-        if state is None:
-            return HandoffReply(ok=False, message="no evaluation in progress")
-        if state.failure is not None:
-            return HandoffReply(ok=False, message=state.failure.error)
+        if not refused.ok or state is None:
+            return refused
         deferred = handoff.kind == "test" and self.pipelined
         with self._recording(state, handoff):
             config, outputs = self._take(state, handoff, private=deferred)
@@ -194,9 +193,7 @@ class Checker:
                 self.pending = (state, handoff, config, outputs)
             else:
                 self._judge(state, handoff, config, outputs)
-        if state.failure is not None:
-            return HandoffReply(ok=False, message=state.failure.error)
-        return HandoffReply(ok=True)
+        return self.settle()
 
     def judge_pending(self) -> None:
         """Judge the correctness output taken at the last handoff, if any (its failure is recorded, not raised)."""

@@ -286,13 +286,11 @@ class Robust(TimingMethod):
                 runner.synchronize()  # bound the queue so the wall clock tracks the device
         runner.synchronize()
         result = MethodRun()
-        per_call_s: float | None = (runner.wall() - started) / calls  # an upper bound on the device time per call
+        per_call_s = (runner.wall() - started) / calls  # until a block is timed: an upper bound on the device time
         started, i = runner.wall(), 0
-        first_block = True
         while True:
-            length = self.block_length(None if first_block else per_call_s)
-            first_block = False
-            runner.hold(min(self.hold_cap_ms, length * (per_call_s or 0.0) * 1e3))
+            length = self.block_length(per_call_s if i else None)
+            runner.hold(min(self.hold_cap_ms, length * per_call_s * 1e3))
             events = []
             for _ in range(length):
                 call = runner.call_on(i % sets, reuse_args=False)
