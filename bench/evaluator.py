@@ -18,7 +18,8 @@ Usage (repo root, GPU machine): ``PYTHONPATH=$PWD python3 bench/evaluator.py`` [
    ``benchmark`` (two processes, timed from outside, torch import included, as a user running upstream's eval.py
    sees it) against ``ksearch eval trimul KERNEL --device cuda --json`` (one cold process: a user's first
    evaluation) and against an evaluation in a live session (what every candidate of a search after the first waits:
-   the checker and a worker already started); the ratios ksearch / upstream (target at most 1/3);
+   the checker and a worker already started), and the same with the compile scout switched off (``KSEARCH_SCOUT=0``);
+   the ratios ksearch / upstream (target at most 1/3);
 2. stability of ``robust``: ``--repeats`` evaluations (0: skip) of the kernel in one session (each a new candidate hash);
    spread of the geomean and of each shape's median ((max - min) / median; targets 1 % and 3 %).
 """
@@ -213,6 +214,14 @@ def _time_to_verdict(cold: tuple[float, float, float, dict], report: dict, evalu
     # The session starts its next worker ahead of need; in a search it has the LLM's next call to get ready.
     executor.wait_ready("cuda")
     warm, warm_s = evaluate("gpumode-benchmark", "second candidate")
+    # The same without the compile scout (what it saves), with the session as warm.
+    executor.wait_ready("cuda")
+    os.environ["KSEARCH_SCOUT"] = "0"
+    try:
+        unscouted, unscouted_s = evaluate("gpumode-benchmark", "third candidate, no compile scout")
+    finally:
+        os.environ.pop("KSEARCH_SCOUT", None)
+    executor.wait_ready("cuda")
     report["time_to_verdict_s"] = {
         "upstream_test": round(upstream_test, 2), "upstream_benchmark": round(upstream_bench, 2),
         "upstream_total": round(upstream, 2), "ksearch_eval_cli": round(cli_wall, 2),
@@ -220,13 +229,16 @@ def _time_to_verdict(cold: tuple[float, float, float, dict], report: dict, evalu
         "ratio_cli": round(cli_wall / upstream, 3), "ratio_session_warm": round(warm_s / upstream, 3),
         "stages_cli": cli_result.get("environment", {}).get("stage_seconds", ""),
         "stages_warm": warm.environment.get("stage_seconds", ""),
+        "session_warm_no_scout": round(unscouted_s, 2), "ratio_session_no_scout": round(unscouted_s / upstream, 3),
+        "stages_no_scout": unscouted.environment.get("stage_seconds", ""),
     }  # fmt: skip
     t = report["time_to_verdict_s"]
     print(f"time to verdict: upstream test {upstream_test:.1f} s + benchmark {upstream_bench:.1f} s = {upstream:.1f} s;"
           f" ksearch eval (cold process) {cli_wall:.1f} s = {t['ratio_cli']:.2f}x ({cli_result.get('verdict')});"
           f" in a live session {warm_s:.1f} s = {t['ratio_session_warm']:.2f}x ({warm.verdict.value};"
-          f" first in the session {first_s:.1f} s)")
-    print(f"  stages: cli {t['stages_cli']}; session {t['stages_warm']}", flush=True)
+          f" first in the session {first_s:.1f} s); without the compile scout {unscouted_s:.1f} s ="
+          f" {t['ratio_session_no_scout']:.2f}x")
+    print(f"  stages: cli {t['stages_cli']}; session {t['stages_warm']}; no scout {t['stages_no_scout']}", flush=True)
 
 
 def main() -> int:

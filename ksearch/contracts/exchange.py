@@ -53,9 +53,10 @@ class WorkerRequest(BaseModel):
     entry_point: str
     candidate_path: str
     result_path: str
-    mode: Literal["evaluate", "compare"] = "evaluate"
+    mode: Literal["evaluate", "compare", "scout"] = "evaluate"
     """evaluate: correctness on every test config, then (when ``timing``) timing with ``timing_method``; compare: two
-    candidates timed interleaved (``challenger_path``)."""
+    candidates timed interleaved (``challenger_path``); scout: the candidate's Triton kernels compiled ahead of the
+    evaluate worker into ``triton_cache_dir`` (public seeds, no staging, nothing judged)."""
     timing: bool = False
     timing_method: str = "robust"
     salt: int = 0
@@ -74,6 +75,9 @@ class WorkerRequest(BaseModel):
     flush_bytes: int = FLUSH_BYTES
     allow_threads: bool = False
     """Only for the harness's own baselines (torch.compile keeps worker threads): skip the thread rule."""
+    triton_cache_dir: str = ""
+    """Triton's cache for the candidate: shared by one evaluation's worker and its compile scout, by nobody else
+    (empty: the worker's private cache)."""
     support_dir: str = ""
     """A folder put first on the candidate's import path, holding the modules its task provides (e.g. GPU MODE's
     ``task`` module with ``input_t``/``output_t``)."""

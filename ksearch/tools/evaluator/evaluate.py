@@ -5,7 +5,9 @@ An evaluation, on an ``EvaluatorSession`` of the device (``session``):
 1. static integrity rules (``ksearch.tools.integrity``), before any process runs the code;
 2. one fresh candidate worker (``ksearch.tools.evaluator.worker``), started ahead of need, runs every test config,
    then, on a GPU, times every benchmark config with the requested method, in the same process (nothing is imported,
-   compiled or autotuned twice);
+   compiled or autotuned twice); for a Triton candidate on a GPU a second process of it, the compile scout
+   (``ksearch.tools.evaluator.scout``), builds its kernels in parallel into a Triton cache only the two share, and
+   is stopped before anything is timed;
 3. every output the worker hands off goes, through the session, to the trusted checker
    (``ksearch.tools.evaluator.checker``), which never imports the candidate, recomputes the reference from the same
    seeds and judges it while the worker waits; a failed check ends the evaluation;
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import shutil
 import time
 from pathlib import Path
 
@@ -35,6 +38,8 @@ from ksearch.tools.evaluator.request import EvalRequest
 from ksearch.tools.evaluator.session import EvaluatorSession, Outcome
 from ksearch.tools.evaluator.verdicts import assemble, parent_environment
 
+SCOUT_VARIABLE = "KSEARCH_SCOUT"
+"""Set to 0 to evaluate without compile scouts (``ksearch.tools.evaluator.scout``)."""
 STAGING_ERROR = "harness: staging"
 """How a worker reports that it could not open the checker's staging buffer (the session then falls back)."""
 
@@ -112,17 +117,24 @@ def _evaluate_once(session: EvaluatorSession, request: EvalRequest, task: Task, 
     setup_started = time.monotonic()
     bench_salt = request.seed_salt if request.seed_salt is not None else secrets.randbits(62)
     worker = session.take_worker()
+    scout = session.take_scout() if wants_scout(request) else None
+    shared_cache = session.root / f"{evaluation_id}-triton" if scout is not None else None
     try:
         (worker.work / CANDIDATE_FILE).write_text(request.candidate.code, encoding="utf-8")
+        if scout is not None and shared_cache is not None:
+            shared_cache.mkdir(mode=0o700, parents=True, exist_ok=True)
+            _ask_scout(scout, request, task, method, shared_cache)
         staging = session.begin(evaluation_id, request.task, bench_salt, request.compile_timeout_s)
         salt = session.salt if request.seed_salt is None else request.seed_salt
         worker_request = build_worker_request(
             request, worker.work, worker.result_path, task, method, salt=salt, bench_salt=bench_salt, staging=staging
         )
+        if shared_cache is not None:
+            worker_request.triton_cache_dir = str(shared_cache)
         setup_s = time.monotonic() - setup_started
         outcome = session.run(
             worker, worker_request, compile_timeout_s=request.compile_timeout_s, run_timeout_s=request.run_timeout_s,
-            evaluation=evaluation_id,
+            evaluation=evaluation_id, scout=scout,
         )  # fmt: skip
         outcome.phase_seconds = {"setup": round(setup_s, 3), **outcome.phase_seconds}
         timed = request.timing and outcome.result is not None and outcome.result.verdict == Verdict.PASSED
@@ -137,7 +149,29 @@ def _evaluate_once(session: EvaluatorSession, request: EvalRequest, task: Task, 
         evaluation = assemble(request, task, method, outcome, check, scrub)
         return _stamp(evaluation, outcome), outcome
     finally:
+        if scout is not None:
+            session.retire(scout, scout=True)
         session.retire(worker)
+        if shared_cache is not None:
+            shutil.rmtree(shared_cache, ignore_errors=True)
+
+
+def wants_scout(request: EvalRequest) -> bool:
+    """A compile scout pays where the candidate JIT-compiles Triton kernels on a GPU (``KSEARCH_SCOUT=0``: never)."""
+    return (
+        request.device.startswith("cuda")
+        and "triton" in request.candidate.code
+        and os.environ.get(SCOUT_VARIABLE, "1") != "0"
+    )
+
+
+def _ask_scout(scout: WorkerProcess, request: EvalRequest, task: Task, method: str, shared_cache: Path) -> None:
+    """The scout's request: the same candidate, public seeds (no salt), no staging, the shared Triton cache."""
+    (scout.work / CANDIDATE_FILE).write_text(request.candidate.code, encoding="utf-8")
+    scout_request = build_worker_request(request, scout.work, scout.result_path, task, method, salt=0, bench_salt=0)
+    scout_request.mode = "scout"
+    scout_request.triton_cache_dir = str(shared_cache)
+    scout.send(scout_request.model_dump_json())
 
 
 def _scrub(worker: WorkerProcess) -> tuple[str, ...]:
@@ -149,6 +183,8 @@ def _stamp(evaluation: Evaluation, outcome: Outcome) -> Evaluation:
     """Wall time of each stage, in the evaluation's environment (so slow stages are visible to users)."""
     seconds = dict(outcome.phase_seconds)
     seconds["check"] = round(outcome.checker_s, 3)
+    if outcome.scout_s is not None:
+        seconds["scout"] = outcome.scout_s
     text = " ".join(f"{k}={v:g}s" for k, v in seconds.items())
     return evaluation.model_copy(update={"environment": {**evaluation.environment, "stage_seconds": text}})
 

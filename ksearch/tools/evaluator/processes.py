@@ -153,6 +153,9 @@ class WorkerProcess:
         self.started = time.monotonic()
         self.ready_at: float | None = None
         self.backlog: list[str] = []
+        self.phase = "start"
+        """The last phase this worker announced, as far as ``latest_phase`` has read (for a scout, whose messages
+        nobody relays)."""
 
     @property
     def result_path(self) -> Path:
@@ -170,6 +173,18 @@ class WorkerProcess:
                 return False
         return True
 
+    def latest_phase(self) -> str:
+        """Read the messages waiting now (without blocking) and return the last phase announced."""
+        if not self.messages.closed:
+            for line in self.messages.lines(0.0):
+                try:
+                    message = json.loads(line)
+                except json.JSONDecodeError:
+                    continue
+                if isinstance(message, dict) and message.get("op") == "phase":
+                    self.phase = str(message.get("phase", self.phase))
+        return self.phase
+
     def send(self, line: str) -> bool:
         assert self.process.stdin is not None
         try:
@@ -181,6 +196,15 @@ class WorkerProcess:
 
     def exited(self) -> bool:
         return has_exited(self.process)
+
+    def wait_exit(self, timeout: float) -> bool:
+        """Whether the process exits within ``timeout`` seconds (it is not reaped: ``kill`` does that)."""
+        deadline = time.monotonic() + timeout
+        while not self.exited():
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.02)
+        return True
 
     def kill(self) -> None:
         kill_group(self.process.pid)

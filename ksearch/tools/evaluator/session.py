@@ -8,6 +8,12 @@ process group) and the session relays every message between that worker and the 
     worker --phase/handoff--> session --command--> checker
     worker <-----answer------ session <--answer--- checker
 
+A Triton candidate also gets a compile scout (``ksearch.tools.evaluator.scout``): a second worker process of the same
+candidate that builds its kernels in parallel into a Triton cache only the two share. The session sends it its
+request with the worker's, and stops it (a short grace to finish, then its process group is killed) when the worker
+settles its correctness outputs, before anything is timed. After the first scout, one is kept started ahead of need
+too.
+
 The worker's time limits are enforced here from the session's own clock: the compile limit from the request until
 the worker starts running configs, then the run limit; at either, the worker's process group is killed. The
 verdict of correctness is the checker's record of what it checked, never the worker's report.
@@ -30,6 +36,8 @@ from ksearch.tools.evaluator.processes import CheckerFailure, CheckerProcess, Li
 
 CHECKER_START_S = 180.0
 """Time allowed for the checker to import torch and initialise the device."""
+SCOUT_GRACE_S = 10.0
+"""How long a compile scout still running when the worker settles may go on (the worker waits) before it is killed."""
 
 
 class Outcome(BaseModel):
@@ -50,6 +58,8 @@ class Outcome(BaseModel):
     """Time spent waiting for the checker's answers."""
     harness_error: str = ""
     """A failure of the harness (the checker), not of the candidate."""
+    scout_s: float | None = None
+    """From the scout's request until it finished (None: no scout, or it was killed unfinished)."""
 
 
 class EvaluatorSession:
@@ -64,6 +74,8 @@ class EvaluatorSession:
         self._workers_started = 0
         self.checker: CheckerProcess | None = None
         self.idle: WorkerProcess | None = None
+        self.idle_scout: WorkerProcess | None = None
+        """Started after the first scout a session uses (sessions without Triton candidates never need one)."""
         self.staging: StagingHandle | None = None
         self.evaluations = 0
         self._start_checker()
@@ -89,11 +101,22 @@ class EvaluatorSession:
             worker = self._start_worker()
         return worker
 
-    def retire(self, worker: WorkerProcess) -> None:
+    def take_scout(self) -> WorkerProcess:
+        """The pre-started scout (or a new one): a worker process like any other, asked for ``mode="scout"``."""
+        scout, self.idle_scout = self.idle_scout, None
+        if scout is None or scout.exited():
+            if scout is not None:
+                scout.kill()
+            scout = self._start_worker()
+        return scout
+
+    def retire(self, worker: WorkerProcess, *, scout: bool = False) -> None:
         worker.kill()
         folder = worker.work.parent
         shutil.rmtree(folder, ignore_errors=True)
-        if self.prestart and self.idle is None:
+        if self.prestart and scout and self.idle_scout is None:
+            self.idle_scout = self._start_worker()
+        elif self.prestart and not scout and self.idle is None:
             self.idle = self._start_worker()
 
     def ask_checker(self, command: CheckerCommand, timeout: float) -> dict[str, Any]:
@@ -107,9 +130,10 @@ class EvaluatorSession:
             raise
 
     def close(self) -> None:
-        if self.idle is not None:
-            self.idle.kill()
-            self.idle = None
+        for idle in (self.idle, self.idle_scout):
+            if idle is not None:
+                idle.kill()
+        self.idle = self.idle_scout = None
         if self.checker is not None:
             self.checker.close()
             self.checker = None
@@ -130,8 +154,10 @@ class EvaluatorSession:
         compile_timeout_s: float,
         run_timeout_s: float,
         evaluation: str = "",
+        scout: WorkerProcess | None = None,
     ) -> Outcome:
-        """Send ``request`` to ``worker`` and relay its handoffs to the checker until it exits or a limit passes."""
+        """Send ``request`` to ``worker`` and relay its handoffs to the checker until it exits or a limit passes;
+        ``scout`` (already asked) is stopped when the worker settles or starts timing."""
         started = time.monotonic()
         outcome = Outcome()
         if not worker.wait_ready(started + compile_timeout_s):
@@ -155,8 +181,14 @@ class EvaluatorSession:
                     new = str(message.get("phase", outcome.phase))
                     if new in ("run", "timing") and outcome.phase in ("start", "load"):
                         deadline = now + run_timeout_s
+                    if new == "timing" and scout is not None:  # a worker without a checker never settles
+                        self.stop_scout(scout, outcome, grace_s=0.0)
+                        scout = None
                     outcome.phase = new
                 elif op in ("handoff", "grow", "settle"):
+                    if op == "settle" and scout is not None:
+                        self.stop_scout(scout, outcome, grace_s=SCOUT_GRACE_S)
+                        scout = None
                     asked = time.monotonic()
                     answer = self._relay(message, evaluation, max(1.0, deadline - asked), outcome)
                     outcome.checker_s += time.monotonic() - asked
@@ -170,6 +202,21 @@ class EvaluatorSession:
                 break
         outcome.phase_seconds[outcome.phase] = round(time.monotonic() - phase_started, 3)
         return self._finish(worker, outcome, timed_out=outcome.timed_out, started=go)
+
+    @staticmethod
+    def stop_scout(scout: WorkerProcess, outcome: Outcome, *, grace_s: float) -> None:
+        """Let the scout finish within ``grace_s`` (only one that has begun its calls: one still starting could not
+        help in time), then kill its process group, so that nothing of it runs while the worker times. A scout that
+        finished leaves its own stage times (import, calls, compile)."""
+        finished = scout.wait_exit(grace_s if scout.latest_phase() == "run" else 0.0)
+        scout.kill()
+        if not finished:
+            return
+        try:
+            report = WorkerResult.model_validate_json(scout.result_path.read_text(encoding="utf-8"))
+        except (ValidationError, OSError, UnicodeDecodeError):
+            return
+        outcome.scout_s = round(sum(report.stage_seconds.values()), 3)
 
     def _relay(self, message: dict[str, Any], evaluation: str, timeout: float, outcome: Outcome) -> dict[str, Any] | None:
         """One worker message to the checker and its answer back (None when the checker failed)."""

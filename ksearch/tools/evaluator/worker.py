@@ -16,6 +16,9 @@ One process does everything for one candidate, so nothing is imported, compiled 
     samples are reported (the parent computes the statistics) and audited outputs go to the checker the same way.
 ``compare``
     two candidates (incumbent and challenger) imported under different module names and timed interleaved.
+``scout``
+    the candidate's Triton kernels compiled ahead of the ``evaluate`` worker of the same evaluation, into the Triton
+    cache the two share (``ksearch.tools.evaluator.scout``); nothing is checked or timed.
 
 Around every call of the candidate (never between a timed call's events) the worker checks, with references to the
 harness's functions taken before the candidate was imported: no timer or harness function was replaced
@@ -123,6 +126,10 @@ class Worker:
 
     # -- the template -------------------------------------------------------------------------------------------
     def run(self) -> WorkerResult:
+        if self.request.triton_cache_dir:  # shared with this evaluation's compile scout, and with nobody else
+            os.environ["TRITON_CACHE_DIR"] = self.request.triton_cache_dir
+        if self.request.mode == "scout":
+            return self.scout()
         try:
             self.enter("load")
             self.prepare_device()
@@ -149,6 +156,30 @@ class Worker:
                 self.compare(module, other)
         except CandidateFailure as failure:
             return self.result(failure.verdict, error=failure.error, mismatch=failure.mismatch, rejection=failure.rejection)
+        return self.result(Verdict.PASSED)
+
+    def scout(self) -> WorkerResult:
+        """Compile-only calls of the candidate on every config's inputs, so its Triton kernels are built in parallel
+        into the cache the worker shares (``ksearch.tools.evaluator.scout``); the report is diagnostics only."""
+        from ksearch.tools.evaluator import scout
+
+        self.enter("load")
+        self.prepare_device()
+        self.install_support_modules()
+        configs = self.task.test_configs(self.device)
+        if self.request.timing:
+            configs = configs + self.task.benchmark_configs(self.device)
+        self.configs_total = len(configs)
+        try:
+            with scout.scouting(scout.compile_threads()):
+                module = self.load_candidate()
+                self.mark("import")
+                self.enter("run")
+                self.configs_passed, _ = scout.dry_pass(self.task, module, configs, self.device)
+                self.mark("calls")
+            self.mark("compile")
+        except CandidateFailure as failure:
+            return self.result(failure.verdict, error=failure.error)
         return self.result(Verdict.PASSED)
 
     # -- phases -------------------------------------------------------------------------------------------------
