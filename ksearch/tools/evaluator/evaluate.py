@@ -6,8 +6,9 @@ An evaluation, on an ``EvaluatorSession`` of the device (``session``):
 2. one fresh candidate worker (``ksearch.tools.evaluator.worker``), started ahead of need, runs every test config,
    then, on a GPU, times every benchmark config with the requested method, in the same process (nothing is imported,
    compiled or autotuned twice); for a Triton candidate on a GPU a second process of it, the compile scout
-   (``ksearch.tools.evaluator.scout``), builds its kernels in parallel into a Triton cache only the two share, and
-   is stopped before anything is timed;
+   (``ksearch.tools.evaluator.scout``), first makes compile-only calls (the worker starts once they are done and
+   the scout's GPU memory is given back), then builds the kernels in parallel into a Triton cache only the two
+   share while the worker runs, and is stopped before anything is timed;
 3. every output the worker hands off goes, through the session, to the trusted checker
    (``ksearch.tools.evaluator.checker``), which never imports the candidate, recomputes the reference from the same
    seeds and judges it while the worker waits; a failed check ends the evaluation;
@@ -35,6 +36,7 @@ from ksearch.tools import integrity
 from ksearch.tools import timing as timing_mod
 from ksearch.tools.evaluator.processes import CANDIDATE_FILE, CheckerFailure, WorkerProcess
 from ksearch.tools.evaluator.request import EvalRequest
+from ksearch.tools.evaluator import session as session_mod
 from ksearch.tools.evaluator.session import EvaluatorSession, Outcome
 from ksearch.tools.evaluator.verdicts import assemble, parent_environment
 
@@ -125,6 +127,8 @@ def _evaluate_once(session: EvaluatorSession, request: EvalRequest, task: Task, 
             shared_cache.mkdir(mode=0o700, parents=True, exist_ok=True)
             _ask_scout(scout, request, task, method, shared_cache)
         staging = session.begin(evaluation_id, request.task, bench_salt, request.compile_timeout_s)
+        if scout is not None and not scout.wait_phase("compile", time.monotonic() + session_mod.SCOUT_CALLS_S):
+            scout.kill()  # stuck in the candidate's code: the worker compiles for itself
         salt = session.salt if request.seed_salt is None else request.seed_salt
         worker_request = build_worker_request(
             request, worker.work, worker.result_path, task, method, salt=salt, bench_salt=bench_salt, staging=staging

@@ -173,10 +173,21 @@ class WorkerProcess:
                 return False
         return True
 
-    def latest_phase(self) -> str:
-        """Read the messages waiting now (without blocking) and return the last phase announced."""
+    def wait_phase(self, phase: str, deadline: float) -> bool:
+        """Whether the worker announces ``phase`` (or exits) before ``deadline``, a monotonic time."""
+        while self.latest_phase() != phase:
+            if self.exited() or self.messages.closed:
+                return True
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            self.latest_phase(wait=min(0.05, left))
+        return True
+
+    def latest_phase(self, wait: float = 0.0) -> str:
+        """Read the messages waiting now, or arriving within ``wait`` seconds, and return the last phase announced."""
         if not self.messages.closed:
-            for line in self.messages.lines(0.0):
+            for line in self.messages.lines(wait):
                 try:
                     message = json.loads(line)
                 except json.JSONDecodeError:

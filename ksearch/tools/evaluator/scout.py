@@ -13,6 +13,10 @@ reaches submits its specialisation to the pool; ``@triton.autotune`` submits eve
 them. The binaries land in a Triton cache shared by this evaluation's two processes only (the worker finds them
 there at its own first call, or compiles a specialisation itself if the scout has not built it yet).
 
+Order, so that the two never hold a config's tensors on the GPU at once: the session sends the worker its request
+only once the scout has made its calls and given its cached GPU memory back (phase ``compile``); the compiles, on
+the CPU, then overlap the worker's correctness pass.
+
 Why a separate process and not a dry pass in the worker: the garbage results could poison the candidate's own state
 (a cache keyed by shape filled from a skipped launch) or its CUDA context (an index read from an unwritten buffer),
 and nothing of the scout may reach the worker but compiled binaries. Trust: the scout runs the same untrusted

@@ -10,7 +10,9 @@ process group) and the session relays every message between that worker and the 
 
 A Triton candidate also gets a compile scout (``ksearch.tools.evaluator.scout``): a second worker process of the same
 candidate that builds its kernels in parallel into a Triton cache only the two share. The session sends it its
-request with the worker's, and stops it (a short grace to finish, then its process group is killed) when the worker
+request first and the worker's once the scout's calls are done (the scout's GPU memory is given back by then, so
+the two never hold a config's tensors at once; a scout that has not got there within ``SCOUT_CALLS_S`` is killed),
+and stops it (a short grace to finish, then its process group is killed) when the worker
 settles its correctness outputs, before anything is timed. After the first scout, one is kept started ahead of need
 too.
 
@@ -36,6 +38,8 @@ from ksearch.tools.evaluator.processes import CheckerFailure, CheckerProcess, Li
 
 CHECKER_START_S = 180.0
 """Time allowed for the checker to import torch and initialise the device."""
+SCOUT_CALLS_S = 30.0
+"""How long the worker's request waits for the scout's calls (a scout started cold needs its interpreter start-up)."""
 SCOUT_GRACE_S = 10.0
 """How long a compile scout still running when the worker settles may go on (the worker waits) before it is killed."""
 
@@ -205,10 +209,10 @@ class EvaluatorSession:
 
     @staticmethod
     def stop_scout(scout: WorkerProcess, outcome: Outcome, *, grace_s: float) -> None:
-        """Let the scout finish within ``grace_s`` (only one that has begun its calls: one still starting could not
+        """Let the scout finish within ``grace_s`` (only one that is compiling: one still starting or calling could not
         help in time), then kill its process group, so that nothing of it runs while the worker times. A scout that
         finished leaves its own stage times (import, calls, compile)."""
-        finished = scout.wait_exit(grace_s if scout.latest_phase() == "run" else 0.0)
+        finished = scout.wait_exit(grace_s if scout.latest_phase() == "compile" else 0.0)
         scout.kill()
         if not finished:
             return

@@ -177,6 +177,7 @@ class Worker:
                 self.enter("run")
                 self.configs_passed, _ = scout.dry_pass(self.task, module, configs, self.device)
                 self.mark("calls")
+                self.enter("compile")  # the session starts the worker's calls now: the scout's memory is given back
             self.mark("compile")
         except CandidateFailure as failure:
             return self.result(failure.verdict, error=failure.error)
