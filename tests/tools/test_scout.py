@@ -122,6 +122,8 @@ def test_scouts_are_for_triton_code_on_a_gpu(monkeypatch: pytest.MonkeyPatch) ->
     assert evaluate_mod.wants_scout(EvalRequest(candidate=triton_code, device="cuda"))
     assert not evaluate_mod.wants_scout(EvalRequest(candidate=torch_code, device="cuda"))
     assert not evaluate_mod.wants_scout(EvalRequest(candidate=triton_code, device="cpu"))
+    building = Candidate(task="softmax", language="triton", code=OK + "\nfrom torch.utils.cpp_extension import load_inline\n")
+    assert not evaluate_mod.wants_scout(EvalRequest(candidate=building, device="cuda"))
     monkeypatch.setenv("KSEARCH_SCOUT", "0")
     assert not evaluate_mod.wants_scout(EvalRequest(candidate=triton_code, device="cuda"))
 
@@ -133,3 +135,29 @@ def test_a_triton_kernel_on_cuda_is_scouted_and_passes() -> None:
         evaluation = evaluate(EvalRequest(candidate=candidate, device="cuda"), session=session)
     assert evaluation.verdict == Verdict.PASSED, evaluation.log
     assert "scout=" in evaluation.environment["stage_seconds"], evaluation.environment["stage_seconds"]
+
+
+def test_the_worker_waits_for_the_scouts_calls_and_not_longer(tmp_path: Path) -> None:
+    """``wait_phase``: true once the scout announces ``compile`` (its calls done, its GPU memory given back), false
+    at the deadline when it is still calling."""
+    import subprocess
+    import threading
+
+    from ksearch.tools.evaluator.processes import LineReader, WorkerProcess
+
+    read, write = os.pipe()
+    scout = WorkerProcess.__new__(WorkerProcess)
+    scout.messages, scout.phase = LineReader(read), "start"
+    scout.process = subprocess.Popen(["sleep", "30"])
+    try:
+        os.write(write, b'{"op": "ready"}\n{"op": "phase", "phase": "run"}\n')
+        started = time.monotonic()
+        assert not scout.wait_phase("compile", time.monotonic() + 0.3)
+        assert scout.phase == "run" and time.monotonic() - started < 5
+        threading.Timer(0.2, lambda: os.write(write, b'{"op": "phase", "phase": "compile"}\n')).start()
+        assert scout.wait_phase("compile", time.monotonic() + 10)
+    finally:
+        scout.process.kill()
+        scout.process.wait()
+        os.close(write)
+        os.close(read)

@@ -38,7 +38,7 @@ from ksearch.tools.evaluator.processes import CheckerFailure, CheckerProcess, Li
 
 CHECKER_START_S = 180.0
 """Time allowed for the checker to import torch and initialise the device."""
-SCOUT_CALLS_S = 30.0
+SCOUT_CALLS_S = 20.0
 """How long the worker's request waits for the scout's calls (a scout started cold needs its interpreter start-up)."""
 SCOUT_GRACE_S = 10.0
 """How long a compile scout still running when the worker settles may go on (the worker waits) before it is killed."""
