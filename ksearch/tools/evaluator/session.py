@@ -97,22 +97,22 @@ class EvaluatorSession:
         return WorkerProcess(self.device, self.root / f"w{self._workers_started}")
 
     def take_worker(self) -> WorkerProcess:
-        """The pre-started worker (or a new one); a worker that died while idle is replaced."""
+        """The pre-started worker (or a new one)."""
         worker, self.idle = self.idle, None
+        return self._alive_or_new(worker)
+
+    def take_scout(self) -> WorkerProcess:
+        """The pre-started scout (or a new one): a worker process like any other, asked for ``mode="scout"``."""
+        scout, self.idle_scout = self.idle_scout, None
+        return self._alive_or_new(scout)
+
+    def _alive_or_new(self, worker: WorkerProcess | None) -> WorkerProcess:
+        """``worker`` if it is still running; one that died while idle is replaced by a new one."""
         if worker is None or worker.exited():
             if worker is not None:
                 worker.kill()
             worker = self._start_worker()
         return worker
-
-    def take_scout(self) -> WorkerProcess:
-        """The pre-started scout (or a new one): a worker process like any other, asked for ``mode="scout"``."""
-        scout, self.idle_scout = self.idle_scout, None
-        if scout is None or scout.exited():
-            if scout is not None:
-                scout.kill()
-            scout = self._start_worker()
-        return scout
 
     def retire(self, worker: WorkerProcess, *, scout: bool = False) -> None:
         worker.kill()
