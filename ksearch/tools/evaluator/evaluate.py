@@ -36,8 +36,7 @@ from ksearch.tools import integrity
 from ksearch.tools import timing as timing_mod
 from ksearch.tools.evaluator.processes import CANDIDATE_FILE, CheckerFailure, WorkerProcess
 from ksearch.tools.evaluator.request import EvalRequest
-from ksearch.tools.evaluator import session as session_mod
-from ksearch.tools.evaluator.session import EvaluatorSession, Outcome
+from ksearch.tools.evaluator.session import SCOUT_CALLS_S, EvaluatorSession, Outcome
 from ksearch.tools.evaluator.verdicts import assemble, parent_environment
 
 SCOUT_VARIABLE = "KSEARCH_SCOUT"
@@ -128,7 +127,7 @@ def _evaluate_once(session: EvaluatorSession, request: EvalRequest, task: Task, 
             shared_cache.mkdir(mode=0o700, parents=True, exist_ok=True)
             _ask_scout(scout, request, task, method, shared_cache)
         staging = session.begin(evaluation_id, request.task, bench_salt, request.compile_timeout_s)
-        if scout is not None and not scout.wait_phase("compile", time.monotonic() + session_mod.SCOUT_CALLS_S):
+        if scout is not None and not scout.wait_phase("compile", time.monotonic() + SCOUT_CALLS_S):
             scout.kill()  # stuck in the candidate's code: the worker compiles for itself
         salt = session.salt if request.seed_salt is None else request.seed_salt
         worker_request = build_worker_request(

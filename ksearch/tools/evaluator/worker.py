@@ -68,6 +68,7 @@ from ksearch.tools.evaluator.guard import (
 )
 from ksearch.tools.evaluator.profiling import profiled
 from ksearch.tools.evaluator.sandbox import die_with_parent
+from ksearch.tools.evaluator.scout import compile_threads, dry_pass, scouting
 from ksearch.tools.evaluator.seeds import input_digest, salted_seed
 from ksearch.tools.evaluator.staging import StagingWriter
 from ksearch.tools.evaluator.timing_runner import WorkerTimingRunner
@@ -161,8 +162,6 @@ class Worker:
     def scout(self) -> WorkerResult:
         """Compile-only calls of the candidate on every config's inputs, so its Triton kernels are built in parallel
         into the cache the worker shares (``ksearch.tools.evaluator.scout``); the report is diagnostics only."""
-        from ksearch.tools.evaluator import scout
-
         self.enter("load")
         self.prepare_device()
         self.install_support_modules()
@@ -171,11 +170,11 @@ class Worker:
             configs = configs + self.task.benchmark_configs(self.device)
         self.configs_total = len(configs)
         try:
-            with scout.scouting(scout.compile_threads()):
+            with scouting(compile_threads()):
                 module = self.load_candidate()
                 self.mark("import")
                 self.enter("run")
-                self.configs_passed, _ = scout.dry_pass(self.task, module, configs, self.device)
+                self.configs_passed, _ = dry_pass(self.task, module, configs, self.device)
                 self.mark("calls")
                 self.enter("compile")  # the session starts the worker's calls now: the scout's memory is given back
             self.mark("compile")
