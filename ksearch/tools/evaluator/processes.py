@@ -23,6 +23,15 @@ class CheckerFailure(KsearchError):
     """The trusted checker died, hung or answered nonsense: a harness failure, not the candidate's."""
 
 
+def parse_message(line: str) -> dict[str, Any]:
+    """One JSON-object line from a worker; {} for anything else (a worker's messages are not trusted to be well formed)."""
+    try:
+        value = json.loads(line)
+    except json.JSONDecodeError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
 class LineReader:
     """Lines from a pipe, read without blocking past a deadline."""
 
@@ -188,11 +197,8 @@ class WorkerProcess:
         """Read the messages waiting now, or arriving within ``wait`` seconds, and return the last phase announced."""
         if not self.messages.closed:
             for line in self.messages.lines(wait):
-                try:
-                    message = json.loads(line)
-                except json.JSONDecodeError:
-                    continue
-                if isinstance(message, dict) and message.get("op") == "phase":
+                message = parse_message(line)
+                if message.get("op") == "phase":
                     self.phase = str(message.get("phase", self.phase))
         return self.phase
 

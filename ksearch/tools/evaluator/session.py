@@ -34,7 +34,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from ksearch.contracts.exchange import CheckerCommand, CheckResult, StagingHandle, WorkerRequest, WorkerResult
-from ksearch.tools.evaluator.processes import CheckerFailure, CheckerProcess, LineReader, WorkerProcess
+from ksearch.tools.evaluator.processes import CheckerFailure, CheckerProcess, LineReader, WorkerProcess, parse_message
 
 CHECKER_START_S = 180.0
 """Time allowed for the checker to import torch and initialise the device."""
@@ -176,7 +176,7 @@ class EvaluatorSession:
         worker.backlog.clear()
         while True:
             for line in backlog or worker.messages.lines(0.05):
-                message = _parse(line)
+                message = parse_message(line)
                 op = message.get("op")
                 if op == "phase":
                     now = time.monotonic()
@@ -275,14 +275,6 @@ class EvaluatorSession:
     def next_evaluation_id(self) -> str:
         self.evaluations += 1
         return f"e{self.evaluations}"
-
-
-def _parse(line: str) -> dict[str, Any]:
-    try:
-        value = json.loads(line)
-    except json.JSONDecodeError:
-        return {}
-    return value if isinstance(value, dict) else {}
 
 
 __all__ = ["EvaluatorSession", "LineReader", "Outcome"]
