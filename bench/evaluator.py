@@ -206,8 +206,8 @@ def _upstream_and_cold_eval(kernel: Path) -> tuple[float, float, float, dict]:
 
 
 def _time_to_verdict(cold: tuple[float, float, float, dict], report: dict, evaluate, executor) -> None:
-    """Two evaluations in a live session (the first, and one with the session warm) beside the cold figures, into
-    ``report``."""
+    """Three evaluations in a live session (the first, one with the session warm, and one as warm with the compile
+    scout off) beside the cold figures, into ``report``."""
     upstream_test, upstream_bench, cli_wall, cli_result = cold
     upstream = upstream_test + upstream_bench
     _, first_s = evaluate("gpumode-benchmark", "session warm-up candidate")
