@@ -118,7 +118,7 @@ def _geomean(values: list[float]) -> float:
     return math.exp(sum(math.log(v) for v in values) / len(values))
 
 
-def trimul_main(kernel: Path, repeats: int, *, speed: bool = True) -> int:
+def trimul_main(kernel: Path, repeats: int, *, speed: bool = True, official: str = "") -> int:
     """Time to verdict against GPU MODE's procedure, and robust's stability, for one TriMul kernel."""
     import torch
     import triton
@@ -136,7 +136,7 @@ def trimul_main(kernel: Path, repeats: int, *, speed: bool = True) -> int:
                     "kernel": str(kernel.relative_to(REPO) if kernel.is_relative_to(REPO) else kernel)}  # fmt: skip
     print(f"device {report['device']}, torch {report['torch']}, triton {report['triton']}, kernel {report['kernel']}")
 
-    cold = _upstream_and_cold_eval(kernel) if speed else None  # before the session exists, so nothing else runs
+    cold = _upstream_and_cold_eval(kernel, official) if speed else None  # before the session exists, so nothing else runs
     with LocalExecutor() as executor:
         def evaluate(method: str, tag: str):
             candidate = Candidate(task="trimul", language="triton", code=f"{code}\n# {tag}\n", entry_point=entry_point)
@@ -180,9 +180,9 @@ def _write_report(report: dict) -> None:
         (Path(out) / "bench_evaluator_trimul.json").write_text(json.dumps(report, indent=2), encoding="utf-8")
 
 
-def _upstream_and_cold_eval(kernel: Path) -> tuple[float, float, float, dict]:
-    """Wall seconds of upstream's test and benchmark on the kernel and of ``ksearch eval`` in a cold process (with
-    its JSON result)."""
+def _upstream_and_cold_eval(kernel: Path, official: str = "") -> tuple[float, float, float, dict]:
+    """Wall seconds of upstream's test and benchmark on the kernel (GPU MODE's own eval.py from ``official`` when
+    given) and of ``ksearch eval`` in a cold process (with its JSON result)."""
     sys.path.insert(0, str(REPO / "bench"))
     from fidelity import run_json
 
@@ -197,8 +197,10 @@ def _upstream_and_cold_eval(kernel: Path) -> tuple[float, float, float, dict]:
     upstream_cache = {"TRITON_CACHE_DIR": tempfile.mkdtemp(prefix="upstream-triton-")}
     run_json([sys.executable, "-c", "import torch; from ksearch.tools.evaluator.warmup import warm_up_triton; "
               "warm_up_triton('cuda'); print('{}')"], upstream_cache)  # fmt: skip
-    upstream_test, _ = timed([sys.executable, "bench/upstream_trimul.py", "test", str(kernel)], upstream_cache)
-    upstream_bench, _ = timed([sys.executable, "bench/upstream_trimul.py", "benchmark", str(kernel)], upstream_cache)
+    extra = ["--official", official] if official else []
+    upstream_test, _ = timed([sys.executable, "bench/upstream_trimul.py", "test", str(kernel), *extra], upstream_cache)
+    upstream_bench, _ = timed([sys.executable, "bench/upstream_trimul.py", "benchmark", str(kernel), *extra],
+                              upstream_cache)
     cli_wall, cli_result = timed(
         [sys.executable, "-m", "ksearch.cli", "eval", "trimul", str(kernel), "--device", "cuda", "--json"]
     )
@@ -248,11 +250,14 @@ def main() -> int:
     parser.add_argument("--task", choices=("softmax", "trimul"), default="softmax")
     parser.add_argument("kernel", nargs="?", default=str(REPO / "examples" / "trimul_triton.py"))
     parser.add_argument("--no-speed", action="store_true", help="trimul: only the robust stability part")
+    parser.add_argument("--official", default="", metavar="DIR",
+                        help="trimul: time upstream with GPU MODE's own eval.py from DIR (your copy of "
+                             "problems/bioml/trimul with utils.py and task.py) instead of bench/upstream_trimul.py")
     args = parser.parse_args()
     if _no_gpu():
         return 0
     if args.task == "trimul":
-        return trimul_main(Path(args.kernel).resolve(), args.repeats, speed=not args.no_speed)
+        return trimul_main(Path(args.kernel).resolve(), args.repeats, speed=not args.no_speed, official=args.official)
     import torch
 
     sys.path.insert(0, str(REPO))

@@ -4,7 +4,11 @@ This is the yardstick of ``bench/fidelity.py``: what the leaderboard's harness (
 ``problems/bioml/trimul/eval.py``) does, so that ksearch's numbers can be compared with it side by side in one run.
 It imports nothing of ksearch: inputs, reference and check are written here from the problem statement.
 
-    python bench/upstream_trimul.py test|benchmark|leaderboard SUBMISSION.py [--json OUT.json]
+    python bench/upstream_trimul.py test|benchmark|leaderboard SUBMISSION.py [--json OUT.json] [--official DIR]
+
+``--official DIR`` runs GPU MODE's own ``eval.py`` instead (DIR: your copy of ``problems/bioml/trimul`` from
+gpu-mode/reference-kernels, with the ``utils.py`` and ``task.py`` it imports; none of it ships with ksearch), through
+the ``POPCORN_FD`` protocol kernelbot uses, with the same cases.
 
 The procedure (GPU MODE's, as documented): the submission runs in ONE worker process started with multiprocessing's
 ``spawn`` and reused for every case of the mode.
@@ -216,13 +220,72 @@ def run_benchmark(path: str, case: tuple, recheck: bool, max_repeats: int, max_t
     return stats(durations)
 
 
+# -- GPU MODE's own eval.py, for users who have a checkout of it ---------------------------------------------------
+OFFICIAL_MODES = {"test": ("test",), "benchmark": ("benchmark", "private"), "leaderboard": ("leaderboard", "public")}
+"""Our mode -> the names upstream's eval.py has used for it (newer copies call benchmark mode ``private`` and the
+scored, rechecking mode ``public``)."""
+
+
+def case_line(case: tuple) -> str:
+    """One line of upstream's case file (``seqlen: 256; bs: 2; ...``). ``nomask`` is written as upstream writes it,
+    so its parser keeps it as the string it always was."""
+    seqlen, bs, dim, seed, nomask, distribution = case
+    return (f"seqlen: {seqlen}; bs: {bs}; dim: {dim}; hiddendim: {HIDDEN}; seed: {seed}; nomask: {nomask}; "
+            f"distribution: {distribution}")
+
+
+def run_official(eval_dir: str | Path, mode: str, submission: str | Path) -> dict:
+    """Run GPU MODE's own ``eval.py`` (from ``eval_dir``, a copy of ``problems/bioml/trimul`` with its ``utils.py``
+    and ``task.py``: nothing of it ships here) on ``submission`` over this file's cases, as kernelbot runs it: a copy of
+    the folder with the submission as ``submission.py``, ``POPCORN_FD`` naming the file its results go to. Returns the
+    same shape as ``main``'s JSON (per-case ``mean`` in ns; upstream reports no median)."""
+    import shutil
+    import subprocess
+
+    work = Path(tempfile.mkdtemp(prefix="gpumode-eval-"))
+    for source in Path(eval_dir).glob("*.py"):
+        shutil.copy(source, work / source.name)
+    shutil.copy(submission, work / "submission.py")
+    cases = TESTS if mode == "test" else BENCHMARKS
+    (work / "cases.txt").write_text("\n".join(case_line(c) for c in cases) + "\n", encoding="utf-8")
+    text = (work / "eval.py").read_text(encoding="utf-8")
+    names = OFFICIAL_MODES[mode]
+    name = next((n for n in names if f'"{n}"' in text or f"'{n}'" in text), names[-1])
+    started = time.perf_counter()
+    results = work / "popcorn.txt"
+    with open(results, "w", encoding="utf-8") as sink:
+        proc = subprocess.run([sys.executable, "eval.py", name, "cases.txt"], cwd=work, pass_fds=(sink.fileno(),),
+                              env={**os.environ, "POPCORN_FD": str(sink.fileno())}, capture_output=True, text=True)
+    wall = round(time.perf_counter() - started, 2)
+    values = dict(line.split(": ", 1) for line in results.read_text(encoding="utf-8").splitlines() if ": " in line)
+    result: dict = {"mode": mode, "official_mode": name, "submission": str(submission), "wall_s": wall,
+                    "passed": values.get("check") == "pass" and proc.returncode == 0, "cases": [],
+                    "stderr": proc.stderr[-2000:]}
+    for i, case in enumerate(cases):
+        if mode == "test":
+            result["cases"].append({"case": list(case), "passed": values.get(f"test.{i}.status") == "pass",
+                                    "message": values.get(f"test.{i}.error", "")})
+        elif f"benchmark.{i}.mean" in values:
+            stats_ = {k: float(values[f"benchmark.{i}.{k}"]) for k in ("mean", "std", "err", "best", "worst")}
+            result["cases"].append({"case": list(case), "passed": True, "runs": int(float(values[f"benchmark.{i}.runs"])), **stats_})
+    shutil.rmtree(work, ignore_errors=True)
+    return result
+
+
 # -- the driver -------------------------------------------------------------------------------------------------------
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("mode", choices=("test", "benchmark", "leaderboard"))
     parser.add_argument("submission")
     parser.add_argument("--json", default="")
+    parser.add_argument("--official", default="", metavar="DIR",
+                        help="run GPU MODE's own eval.py from DIR (a copy of problems/bioml/trimul with utils.py and "
+                             "task.py) instead of the loop written here")
     args = parser.parse_args()
+    if args.official:
+        result = run_official(args.official, args.mode, args.submission)
+        print(json.dumps(result))
+        return 0 if result["passed"] else 1
     path = str(Path(args.submission).resolve())
     started = time.perf_counter()
     result: dict = {"mode": args.mode, "submission": path, "passed": True, "cases": []}
