@@ -59,6 +59,9 @@ class Task(ABC):
     """Whether the ``robust`` method evicts the L2 cache (256 MB write) before each timed call."""
     output_is_tuple: bool = False
     """The entry point returns a tuple of tensors instead of one tensor."""
+    data_parameters: tuple[int, ...] = ()
+    """For an entry point taking one ``data`` tuple: the positions that hold parameters (weights, config) rather than
+    activations. What a kernel derives from them it may cache by their identity (the integrity rules allow it)."""
     allow_nonfinite: bool = False
     """Let NaN/inf outputs reach ``check`` (only for tasks whose reference legitimately produces them)."""
     roofline_compute_dtype: str = "bf16"

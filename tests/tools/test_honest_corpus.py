@@ -38,6 +38,7 @@ CASES: dict[str, Case] = {
     "trimul_cublas_lock.py": Case("trimul", "cuda", cpu=False),
     "trimul_cuda_cached_build.py": Case("trimul", "cuda", cpu=False),
     "trimul_einsum_epilogue.py": Case("trimul", "triton", cpu=True),
+    "trimul_gpumode_helpers.py": Case("trimul", "triton", cpu=True),
     "trimul_lock_plans.py": Case("trimul", "triton", cpu=True),
     "trimul_persistent_contract.py": Case("trimul", "triton", cpu=True),
     "trimul_template_hybrid.py": Case("trimul", "triton", cpu=True),

@@ -25,18 +25,18 @@ def _rule(code: str, task: str | None = "softmax") -> str | None:
         ("import torch\ndef kernel(x):\n    with torch.cuda.stream(s):\n        pass\n", "stream_use"),
         ("def kernel(x):\n    a.wait_stream(b)\n", "stream_use"),
         ('src = "cudaStream_t s; cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);"\n', "stream_use"),
-        ("import threading\n", "thread_injection"),
-        ("from concurrent.futures import ThreadPoolExecutor\n", "thread_injection"),
-        ("import multiprocessing as mp\n", "thread_injection"),
-        ("import asyncio\n", "thread_injection"),
-        ("import signal\n", "thread_injection"),
-        ("import subprocess\n", "subprocess_or_network"),
+        ("import threading\nthreading.Thread(target=print).start()\n", "thread_injection"),
+        ("from concurrent.futures import ThreadPoolExecutor\npool = ThreadPoolExecutor(2)\n", "thread_injection"),
+        ("import multiprocessing as mp\nmp.Process(target=print).start()\n", "thread_injection"),
+        ("import asyncio\nloop = asyncio.new_event_loop()\n", "thread_injection"),
+        ("import signal\nsignal.signal(signal.SIGALRM, print)\n", "thread_injection"),
+        ("import subprocess\nsubprocess.run(['ls'])\n", "subprocess_or_network"),
         ("import os\nos.system('ls')\n", "subprocess_or_network"),
         ("import os\nos.execv('/bin/sh', [])\n", "subprocess_or_network"),
         ("from os import popen\npopen('ls')\n", "subprocess_or_network"),
-        ("import socket\n", "subprocess_or_network"),
-        ("import requests\n", "subprocess_or_network"),
-        ("import http.client\n", "subprocess_or_network"),
+        ("import socket\ns = socket.socket()\n", "subprocess_or_network"),
+        ("import requests\nr = requests.get(URL)\n", "subprocess_or_network"),
+        ("import http.client\nc = http.client.HTTPConnection(HOST)\n", "subprocess_or_network"),
         ("import torch\ntorch.cuda.Event.elapsed_time = lambda a, b: 0.0\n", "timer_monkeypatch"),
         ("import torch\ntorch.cuda.synchronize = lambda *a: None\n", "timer_monkeypatch"),
         ("import time\ntime.perf_counter = lambda: 0\n", "timer_monkeypatch"),
@@ -45,10 +45,10 @@ def _rule(code: str, task: str | None = "softmax") -> str | None:
         ("import torch\nsetattr(torch.cuda.Event, 'elapsed_time', f)\n", "timer_monkeypatch"),
         ("import sys\nm = sys.modules['ksearch.tools.evaluator.worker']\n", "harness_introspection"),
         ("import sys\nf = sys._getframe(1)\n", "harness_introspection"),
-        ("import gc\n", "harness_introspection"),
-        ("import inspect\n", "harness_introspection"),
-        ("import ctypes\n", "harness_introspection"),
-        ("import builtins\n", "harness_introspection"),
+        ("import gc\nobjs = gc.get_objects()\n", "harness_introspection"),
+        ("import inspect\nf = inspect.currentframe()\n", "harness_introspection"),
+        ("import ctypes\np = ctypes.c_void_p(0)\n", "harness_introspection"),
+        ("import builtins\nb = builtins\n", "harness_introspection"),
         ("def kernel(x):\n    try:\n        1/0\n    except Exception as e:\n        g = e.__traceback__.tb_frame.f_back.f_globals\n", "harness_introspection"),
         ("import torch\ntorch.allclose = lambda *a, **k: True\n", "harness_introspection"),
         ("import torch\nclass T(torch.Tensor):\n    pass\n", "tensor_subclass"),
@@ -66,13 +66,13 @@ def _rule(code: str, task: str | None = "softmax") -> str | None:
         ("def kernel(x, _c={}):\n    return _c.get(x.data_ptr())\n", "output_caching"),
         ("import os\nk = os.environ['OPENAI_API_KEY']\n", "environment_access"),
         ("import os\nk = os.getenv('HOME')\n", "environment_access"),
-        ("from os import environ\n", "environment_access"),
+        ("from os import environ\nkey = environ\n", "environment_access"),
         ('src = "const char* k = getenv(\\"OPENAI_API_KEY\\");"\n', "environment_access"),
         ("exec('x = 1')\n", "dynamic_code"),
         ("eval('1+1')\n", "dynamic_code"),
         ("m = __import__('o' + 's')\n", "dynamic_code"),
-        ("import importlib\n", "dynamic_code"),
-        ("import pickle\n", "dynamic_code"),
+        ("import importlib\nm = importlib\n", "dynamic_code"),
+        ("import pickle\nm = pickle\n", "dynamic_code"),
         ("import torch\nf = getattr(torch, 'soft' + 'max')\n", "dynamic_code"),
         ("import torch\ndef kernel(x):\n    try:\n        return k(x)\n    except Exception:\n        return torch.einsum('ij->ij', x)\n", "reference_fallback"),
         ("def kernel(x):\n    try:\n        return k(x)\n    except RuntimeError:\n        return x.softmax(-1)\n", "reference_fallback"),
@@ -92,7 +92,7 @@ def test_each_rule_fires(code: str, rule: str) -> None:
 
 
 def test_rejection_names_the_line_and_reason() -> None:
-    rejection = check_source("import torch\n\n\nx = 1\nimport threading\n", task_name="softmax")
+    rejection = check_source("import torch\n\n\nx = 1\nimport threading\nt = threading.Timer(1, print)\n", task_name="softmax")
     assert rejection is not None and rejection.rule == "thread_injection"
     assert rejection.evidence.startswith("line 5: `import threading`")
 
@@ -207,7 +207,7 @@ _ENTRY = "def custom_kernel(data):\n    x, mask, weights, config = data\n"
         ),
         pytest.param(
             "from threading import Lock as _L, RLock\n_a, _b = _L(), RLock()\n",
-            "from threading import Lock, Timer\n",
+            "from threading import Lock, Timer\nt = Timer(1, print)\n",
             "thread_injection", id="from-import-lock-vs-timer",
         ),
         pytest.param(
@@ -279,6 +279,31 @@ _ENTRY = "def custom_kernel(data):\n    x, mask, weights, config = data\n"
             "import torch\n_WS = {}\ndef kernel(x):\n    y = x.contiguous()\n    if y in _WS:\n        return _WS[y]\n",
             "output_caching", id="shape-keyed-workspace-vs-tensor-keyed",
         ),
+        pytest.param(  # derived weights in a module table keyed by the weights' identity (a real leaderboard kernel);
+            # keyed by an activation's identity it is an output cache
+            "import torch\n_W = {}\ndef _fused(weights, dim):\n"
+            "    key = (weights['left_proj.weight'].data_ptr(), dim)\n    if key in _W:\n        return _W[key]\n"
+            "    _W[key] = torch.cat([weights['left_proj.weight'], weights['right_proj.weight']])\n    return _W[key]\n"
+            + _ENTRY + "    w = _fused(weights, config['dim'])\n    return x @ w.t()\n",
+            "import torch\n_W = {}\ndef _fused(t, dim):\n    key = (t.data_ptr(), dim)\n    if key in _W:\n"
+            "        return _W[key]\n    _W[key] = t * 2\n    return _W[key]\n"
+            + _ENTRY + "    return _fused(x, config['dim'])\n",
+            "output_caching", id="weight-identity-table-vs-activation-identity-table",
+        ),
+        pytest.param(  # the weights' identity in the entry point; the whole data tuple's identity is an activation's
+            "import torch\n_W = {}\n" + _ENTRY + "    k = id(weights)\n    if k not in _W:\n"
+            "        _W[k] = weights['to_out.weight'].t().contiguous()\n    return x @ _W[k]\n",
+            "import torch\n_W = {}\n" + _ENTRY + "    k = id(data)\n    if k not in _W:\n"
+            "        _W[k] = weights['to_out.weight'].t().contiguous()\n    return x @ _W[k]\n",
+            "output_caching", id="weights-dict-identity-vs-data-identity",
+        ),
+        pytest.param(  # an entry point returning what it stored is refused whatever the key
+            "import torch\n_W = {}\n" + _ENTRY + "    k = id(weights)\n    if k not in _W:\n"
+            "        _W[k] = weights['to_out.weight'].t().contiguous()\n    return x @ _W[k]\n",
+            "import torch\n_W = {}\n" + _ENTRY + "    k = id(weights)\n    if k in _W:\n        return _W[k]\n"
+            "    y = x * 2\n    _W[k] = y\n    return y\n",
+            "output_caching", id="weight-keyed-weights-vs-weight-keyed-output",
+        ),
         pytest.param(  # a module's own table written through a subscript is still patching it
             "import torch\ndef kernel(x):\n    y = torch.empty_like(x)\n    y[torch.arange(x.shape[0])] = 0\n    return y\n",
             "import triton.testing\ntriton.testing.__dict__['do_bench'] = lambda f: 0.001\n",
@@ -305,9 +330,44 @@ def test_honest_pattern_passes_and_its_dishonest_neighbour_does_not(honest: str,
     assert _rule(dishonest, task) == rule, scan(dishonest, task_name=task)
 
 
-def test_an_unused_threading_import_is_still_refused_at_its_line() -> None:
-    rejection = check_source("import torch\nimport threading\n", task_name="softmax")
+def test_a_misused_threading_import_is_refused_at_its_line() -> None:
+    rejection = check_source("import torch\nimport threading\nthreading.Thread(target=print).start()\n", task_name="softmax")
     assert rejection is not None and rejection.rule == "thread_injection"
     assert rejection.evidence.startswith("line 2: `import threading`")
     rejection = check_source("import threading\nlock = threading.Lock()\nthreading.Timer(1, print)\n")
     assert rejection is not None and "threading.Timer at line 3" in rejection.evidence
+
+
+@pytest.mark.parametrize(
+    "module",
+    ["requests", "subprocess", "socket", "threading", "multiprocessing", "gc", "inspect", "ctypes", "importlib",
+     "asyncio"],  # fmt: skip
+)
+def test_an_unused_import_starts_nothing_and_passes(module: str) -> None:
+    # a real leaderboard kernel (a top human TriMul entry) kept an unused `import requests`
+    assert scan(f"import torch\nimport {module}\ndef kernel(x):\n    return x\n", task_name="softmax") == []
+    assert scan(f"from {module} import something as _s\n", task_name="softmax") == []
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "import subprocess\nrun = subprocess.run\n",  # any use keeps it judged
+        "import subprocess as sp\ndef kernel(x):\n    return sp\n",
+        "import subprocess\nv = vars()\n",  # vars() reads any binding by string
+        "from subprocess import *\n",  # binds names nobody can list
+        "import subprocess\nif __name__ == '__main__':\n    pass\nelse:\n    subprocess.run(['ls'])\n",
+    ],
+)
+def test_an_import_used_in_any_way_is_still_judged(code: str) -> None:
+    assert _rule(code) == "subprocess_or_network", scan(code, task_name="softmax")
+
+
+def test_a_main_self_test_is_not_judged_unless_the_module_binds_its_name() -> None:
+    self_test = (
+        "import torch\ndef kernel(x):\n    return x\nif __name__ == '__main__':\n    import subprocess, time\n"
+        "    subprocess.run(['nvidia-smi'])\n    s = torch.cuda.Stream()\n    t0 = time.perf_counter()\n"
+    )
+    assert scan(self_test, task_name="softmax") == []
+    rules = {f.rule for f in scan("__name__ = '__main__'\n" + self_test, task_name="softmax")}
+    assert {"stream_use", "subprocess_or_network"} <= rules

@@ -32,6 +32,12 @@ narrowed to the harmless form so the nearby hack is still caught:
   bound to an input (``x, mask, weights, config = data``, ``x.contiguous()``) and the input dicts themselves: keyed
   by an input's identity or content, the entry point returning what it stored (``w[k] = y; ... return w[k]``) or an
   input dict's value under a key the module stores (``return weights["_out"]``) is refused.
+- Derived weights cached in a module-level table keyed by the weights' identity (``W[weights["w"].data_ptr()]``),
+  for tasks that say which positions of the entry point's ``data`` are parameters (``Task.data_parameters``; TriMul's
+  weights dict and config): a key built only from names bound to those positions (and values passed on from them) is
+  a weight cache. A key that touches an activation (``x``, the mask, ``data`` as a whole) is still refused, and an
+  entry point returning what it stored is still refused whatever its key. A table keyed by a weight but holding an
+  output is caught at run time: the activations are re-randomised in place after every timing loop.
 - ``functools.lru_cache``/``cache`` on helpers of ints: still refused on the entry point, and now also on a function
   annotated to take a tensor or called with an input (or its identity) — lru_cache keys tensors by identity. A
   helper's parameter holds a tensor when annotated so, used through a tensor-only attribute, or passed one by a
@@ -71,7 +77,9 @@ def scan(code: str, *, task_name: str | None = None) -> list[Finding]:
         tree = ast.parse(code)
     except (SyntaxError, ValueError):
         return []
-    scanner = Scanner(code, tree, forbidden=_forbidden_calls(task_name), entry_point=_entry_point(task_name))
+    task = _task(task_name)
+    scanner = Scanner(code, tree, forbidden=_forbidden_calls(task_name), entry_point=_entry_point(task_name),
+                      data_parameters=tuple(getattr(task, "data_parameters", ()) or ()))  # fmt: skip
     findings = list(dict.fromkeys(scanner.run()))
     order = list(RULES)
     return sorted(findings, key=lambda f: (order.index(f.rule), f.line))

@@ -29,11 +29,16 @@ class Finding:
 class ScannerBase:
     """One parsed module, read once; the rule families are mixins over it."""
 
-    def __init__(self, code: str, tree: ast.Module, *, forbidden: tuple[str, ...], entry_point: str | None) -> None:
+    def __init__(
+        self, code: str, tree: ast.Module, *, forbidden: tuple[str, ...], entry_point: str | None,
+        data_parameters: tuple[int, ...] = (),
+    ) -> None:  # fmt: skip
         self.lines = code.splitlines()
         self.tree = tree
         self.forbidden = forbidden
         self.entry_points = (entry_point,) if entry_point else ENTRY_POINTS
+        self.data_parameters = data_parameters
+        """Positions in the entry point's ``data`` tuple that hold parameters (weights, config), not activations."""
         self.aliases: dict[str, str] = {}
         self.defined: set[str] = set()
         self.containers: set[str] = set()

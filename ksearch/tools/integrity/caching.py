@@ -25,6 +25,7 @@ from ksearch.tools.integrity.vocabulary import (
 
 
 class CachingRules(ScannerBase):
+    self_test: set[int]
     cached_functions: dict[str, ast.AST]
     """Functions memoised by ``functools.lru_cache``/``cache``, by name (set once by ``Scanner``)."""
 
@@ -76,7 +77,10 @@ class CachingRules(ScannerBase):
         - the entry point returning, straight out of a container, the value it stored there (``C[k] = y; ...;
           return C[k]``), or a value an input container holds under a constant key the module stores into it
           (``weights["_out"]``). Derived *weights* cached in the weights dict under a constant key are fine."""
-        functions = [f for f in ast.walk(self.tree) if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))]
+        functions = [
+            f for f in ast.walk(self.tree)
+            if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef)) and id(f) not in self.self_test
+        ]  # fmt: skip
         scopes = []
         stored_keys: set[object] = set()
         tensors = self._tensor_params(functions)
@@ -88,24 +92,99 @@ class CachingRules(ScannerBase):
             for _container, key, _value, _node in self._input_stores(function, inputs):
                 if isinstance(key, ast.Constant):
                     stored_keys.add(key.value)
+        parameters = self._parameter_names(functions, {id(f): inputs for f, inputs in scopes})
         for function, inputs in scopes:
             tainted = set(inputs)
+            from_parameters = set(parameters[id(function)])
             for _ in range(3):  # propagate through local assignments
                 for node in ast.walk(function):
                     if isinstance(node, ast.Assign) and self._fingerprint(node.value, tainted, inputs):
-                        for target in node.targets:
-                            tainted.update(n.id for n in ast.walk(target) if isinstance(n, ast.Name))
+                        tainted.update(n.id for t in node.targets for n in ast.walk(t) if isinstance(n, ast.Name))
+                        if self._roots(node.value, tainted | inputs) <= from_parameters:
+                            from_parameters.update(name for t in node.targets for name in self._bound(t))
             keyed = {n for n in tainted if n not in inputs}
             held = tensors[id(function)]
-            yield from self._keyed_caches(function, inputs, keyed, held | self._input_aliases(function, held))
+            yield from self._keyed_caches(function, inputs, keyed, held | self._input_aliases(function, held),
+                                          from_parameters)  # fmt: skip
             if function.name in self.entry_points:
                 yield from self._replayed_outputs(function, inputs, stored_keys)
 
-    def _keyed_caches(self, function: ast.AST, inputs: set[str], keyed: set[str], tensors: set[str]) -> Iterator[Finding]:
+    def _parameter_names(self, functions: list, inputs_of: dict[int, set[str]]) -> dict[int, set[str]]:
+        """Per function, the names that hold parameters rather than activations: in the entry point, the names its
+        ``data`` unpacks to at the task's ``data_parameters`` positions (``x, mask, weights, config = data``), and
+        names assigned from those alone; in a helper, a parameter every caller passes such a name (or no input at
+        all) for. Empty when the task declares no parameter positions."""
+        names: dict[int, set[str]] = {id(f): set() for f in functions}
+        if not self.data_parameters:
+            return names
+        by_name = {f.name: f for f in functions}
+        for f in functions:
+            if f.name not in self.entry_points:
+                continue
+            args = [a.arg for a in f.args.posonlyargs + f.args.args]
+            if not args:
+                continue
+            data = args[0]
+            for node in ast.walk(f):
+                if not (isinstance(node, ast.Assign) and isinstance(node.value, ast.Name) and node.value.id == data):
+                    continue
+                for target in node.targets:
+                    if isinstance(target, (ast.Tuple, ast.List)) and not any(isinstance(e, ast.Starred) for e in target.elts):
+                        names[id(f)].update(
+                            e.id for i, e in enumerate(target.elts) if isinstance(e, ast.Name) and i in self.data_parameters
+                        )  # fmt: skip
+        for _ in range(3):  # names assigned from parameters alone; helpers called with them
+            for f in functions:
+                known, inputs = names[id(f)], inputs_of[id(f)]
+                for node in ast.walk(f):
+                    if isinstance(node, ast.Assign) and known and self._roots(node.value, inputs | known) <= known:
+                        if self._roots(node.value, inputs | known):
+                            known.update(name for t in node.targets for name in self._bound(t))
+            for callee in functions:
+                if callee.name in self.entry_points:
+                    continue
+                positional = [a.arg for a in callee.args.posonlyargs + callee.args.args]
+                verdicts: dict[str, bool] = {}
+                for f in functions:
+                    known, inputs = names[id(f)], inputs_of[id(f)]
+                    for call in ast.walk(f):
+                        if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id == callee.name):
+                            continue
+                        passed = dict(zip(positional, call.args)) | {k.arg: k.value for k in call.keywords if k.arg}
+                        for name in positional:
+                            arg = passed.get(name)
+                            ok = arg is None or self._roots(arg, inputs | known) <= known
+                            verdicts[name] = verdicts.get(name, True) and ok
+                if by_name.get(callee.name) is callee:
+                    names[id(callee)].update(n for n, ok in verdicts.items() if ok and n in inputs_of[id(callee)])
+        return names
+
+    @classmethod
+    def _bound(cls, target: ast.expr) -> set[str]:
+        """The names an assignment target binds (``a``, ``a, b``), not those it only reads (``table[key] = ...``)."""
+        if isinstance(target, ast.Name):
+            return {target.id}
+        if isinstance(target, (ast.Tuple, ast.List)):
+            return {name for element in target.elts for name in cls._bound(element)}
+        if isinstance(target, ast.Starred):
+            return cls._bound(target.value)
+        return set()
+
+    @staticmethod
+    def _roots(expr: ast.AST, watched: set[str]) -> set[str]:
+        """The watched names (inputs, keys, parameters) an expression reads."""
+        return {n.id for n in ast.walk(expr) if isinstance(n, ast.Name) and n.id in watched}
+
+    def _keyed_caches(
+        self, function: ast.AST, inputs: set[str], keyed: set[str], tensors: set[str], from_parameters: set[str]
+    ) -> Iterator[Finding]:
         for node in ast.walk(function):
             key = self._container_key(node)
             if key is not None:
                 container, expr = key
+                roots = self._roots(expr, inputs | keyed)
+                if roots and roots <= from_parameters:
+                    continue  # derived weights cached by the weights' identity (``data_parameters``)
                 if self._fingerprint(expr, keyed, inputs) or self._is_input(expr, inputs):
                     yield self.finding("output_caching", node, f"{container} is keyed by an input's identity or content")
                     return

@@ -2,8 +2,9 @@
 
 Rules: ``thread_injection`` (threads, processes, async code, signal handlers), ``subprocess_or_network`` (programs,
 package installs, sockets) and ``harness_introspection`` (frames, ``sys.modules``, ``gc``, ``globals()``, raw memory).
-Imports are judged here for every family (``IMPORT_RULES``), since an import is where most facilities come in.
-``import threading`` passes when every use of it is ``.Lock``/``.RLock`` (``SAFE_THREADING``).
+Imports are judged here for every family (``IMPORT_RULES``), since an import is where most facilities come in; an
+import whose name the module never uses is not judged (it starts nothing). ``import threading`` passes when every use
+of it is ``.Lock``/``.RLock`` (``SAFE_THREADING``).
 """
 
 from __future__ import annotations
@@ -25,12 +26,35 @@ from ksearch.tools.integrity.vocabulary import (
 class ProcessRules(ScannerBase):
     threading_misuse: str | None
     """Why the module's use of ``threading`` is more than locks, or None (set once by ``Scanner``)."""
+    used_names: set[str] | None
+    """Every name the module loads outside its ``__main__`` self-test, or None when it calls ``vars()`` (which reads
+    any binding by string, so every import counts as used) (set once by ``Scanner``)."""
+    self_test: set[int]
+
+    def _used_names(self) -> set[str] | None:
+        used: set[str] = set()
+        for node in ast.walk(self.tree):
+            if id(node) in self.self_test:
+                continue
+            if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Load, ast.Del)):
+                used.add(node.id)
+            elif isinstance(node, ast.Call) and self.is_builtin(node.func, frozenset({"vars"})) and not node.args:
+                return None
+        return used
+
+    def _unused(self, bound: str) -> bool:
+        """Whether an import's bound name is never used: importing a module runs only its own import-time code, so
+        an unused ``import requests`` (left over in a real leaderboard kernel) starts nothing. Any use, however
+        harmless, keeps the import judged; ``from m import *`` binds unknown names and is always judged."""
+        return self.used_names is not None and bound != "*" and bound not in self.used_names
 
     def _threading_misuse(self) -> str | None:
         """Why the module's use of ``threading`` is more than locks (None when it only uses Lock/RLock): every load
         of a name bound to the module must be ``.Lock`` or ``.RLock`` of it, and there must be at least one."""
         uses = 0
         for node in ast.walk(self.tree):
+            if id(node) in self.self_test:
+                continue
             if not (isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)):
                 continue
             if self.aliases.get(node.id) != "threading":
@@ -48,11 +72,14 @@ class ProcessRules(ScannerBase):
             if node.level:
                 yield self.finding("harness_introspection", node, "relative imports reach outside the candidate")
                 return
-            names = [f"{node.module}.{a.name}" for a in node.names] + [node.module or ""]
+            used = [a for a in node.names if not self._unused(a.asname or a.name)]
+            if not used:
+                return
+            names = [f"{node.module}.{a.name}" for a in used] + [node.module or ""]
             if node.module == "threading":  # locks only: judged name by name
                 names = [n for n in names[:-1] if n.removeprefix("threading.") not in SAFE_THREADING]
         else:
-            names = [a.name for a in node.names]
+            names = [a.name for a in node.names if not self._unused(a.asname or a.name.split(".")[0])]
             if "threading" in names and self.threading_misuse is None:
                 names.remove("threading")  # only threading.Lock / RLock are used
             elif "threading" in names:

@@ -2,6 +2,8 @@
 
 One pass over the tree in ``ast.walk`` order, then the output-caching data-flow pass. Each family (a mixin over
 ``ScannerBase``) lives in its own module; this is the only place that says which family sees which kind of node.
+Nodes inside a top-level ``if __name__ == "__main__":`` self-test are not judged: that block never runs when the
+harness imports the candidate (``LibraryRules._self_test_nodes`` finds none when the module binds ``__name__``).
 """
 
 from __future__ import annotations
@@ -21,14 +23,20 @@ from ksearch.tools.integrity.writes import WriteRules
 class Scanner(ProcessRules, StreamRules, WriteRules, SourceRules, CachingRules, LibraryRules):
     """Every finding in one parsed module, in walk order (``scan`` sorts them by rule priority)."""
 
-    def __init__(self, code: str, tree: ast.Module, *, forbidden: tuple[str, ...], entry_point: str | None) -> None:
-        super().__init__(code, tree, forbidden=forbidden, entry_point=entry_point)
-        self.threading_misuse = self._threading_misuse()
+    def __init__(
+        self, code: str, tree: ast.Module, *, forbidden: tuple[str, ...], entry_point: str | None,
+        data_parameters: tuple[int, ...] = (),
+    ) -> None:  # fmt: skip
+        super().__init__(code, tree, forbidden=forbidden, entry_point=entry_point, data_parameters=data_parameters)
         self.self_test = self._self_test_nodes()
+        self.used_names = self._used_names()
+        self.threading_misuse = self._threading_misuse()
         self.cached_functions = self._cached_functions()
 
     def run(self) -> Iterator[Finding]:
         for node in ast.walk(self.tree):
+            if id(node) in self.self_test:
+                continue  # a top-level ``if __name__ == "__main__":`` self-test never runs when the harness imports
             if isinstance(node, (ast.Import, ast.ImportFrom)):
                 yield from self._import(node)
             elif isinstance(node, ast.Call):
