@@ -237,8 +237,15 @@ def test_check_uses_the_upstream_rule(task: TrimulTask) -> None:
     nan = expected.clone()
     nan[0, 0, 0, 0] = float("nan")
     assert "non-finite" in task.check(config, nan, expected).message
-    assert task.check(config, expected.double(), expected) is not None  # must be float32
     assert task.check(config, expected[..., :-1], expected) is not None
+    # upstream compares values after type promotion: any floating dtype within tolerance passes, as any layout does
+    assert task.check(config, expected.double(), expected) is None
+    assert task.check(config, expected.half(), expected) is None
+    assert task.check(config, (expected + 1).half(), expected) is not None
+    channel_major = expected.permute(0, 3, 1, 2).contiguous().permute(0, 2, 3, 1)
+    assert not channel_major.is_contiguous() and task.output_strides(config, expected) is None
+    assert task.check(config, channel_major, expected) is None
+    assert task.check(config, expected.int(), expected) is not None  # not a floating result
 
 
 def test_spec_covers_math_interface_shapes_and_precision(task: TrimulTask) -> None:

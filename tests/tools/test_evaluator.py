@@ -290,6 +290,82 @@ def test_the_thread_rule_is_off_only_for_the_harness_own_baselines(tmp_path: Pat
         assert built.allow_threads is flag
 
 
+LIBRARY_POOL = """
+import concurrent.futures, threading
+_pools = []
+def start_pool():
+    pool = concurrent.futures.ThreadPoolExecutor(2)
+    _pools.append(pool)
+    pool.submit(lambda: None).result()
+    return pool
+def start_thread(stop):
+    t = threading.Thread(target=stop.wait, daemon=True)
+    t.start()
+    return t
+"""
+
+
+def _module_in(folder: Path, name: str):
+    import importlib.util
+
+    path = folder / f"{name}.py"
+    path.write_text(LIBRARY_POOL, encoding="utf-8")
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_threads_torch_starts_for_itself_are_allowed_and_the_candidates_are_not(tmp_path: Path) -> None:
+    """torch.compile keeps idle compile-pool threads (real leaderboard kernels use it for small shapes): a thread whose
+    starter, past the standard library's thread and executor machinery, is torch's or Triton's own code is the
+    library's. The same pool or thread started from the candidate's code is still thread injection."""
+    import threading
+
+    from ksearch.tools.evaluator.guard import ThreadOrigins
+    from ksearch.tools.evaluator.worker import CandidateFailure, Guard
+
+    library, candidate = tmp_path / "site" / "torch", tmp_path / "work"
+    library.mkdir(parents=True)
+    candidate.mkdir()
+    guard = Guard()
+    origins = ThreadOrigins.installed()
+    assert guard.threads is origins and Guard().threads is origins  # one wrapper per process
+    origins.trusted = (str(library.resolve()) + "/",)
+    torch_side, own_side = _module_in(library, "fake_inductor"), _module_in(candidate, "candidate_pool")
+    stop = threading.Event()
+    try:
+        torch_side.start_pool()
+        torch_side.start_thread(stop)
+        guard.verify("after a call that compiled with torch")
+        own_side.start_pool()
+        with pytest.raises(CandidateFailure) as failure:
+            guard.verify("after the candidate's own pool")
+        assert failure.value.rejection is not None and failure.value.rejection.rule == "thread_injection"
+    finally:
+        stop.set()
+        for module in (torch_side, own_side):
+            for pool in module._pools:
+                pool.shutdown(wait=True)
+        origins.trusted = tuple(ThreadOrigins._package_dirs())
+
+
+def test_replacing_the_thread_recorder_is_a_harness_patch() -> None:
+    import threading
+
+    from ksearch.tools.evaluator.worker import CandidateFailure, Guard
+
+    guard = Guard()
+    wrapper = threading.Thread.start
+    threading.Thread.start = guard.threads.original  # type: ignore[method-assign]
+    try:
+        with pytest.raises(CandidateFailure) as failure:
+            guard.verify("after the call")
+        assert failure.value.rejection is not None and failure.value.rejection.rule == "timer_monkeypatch"
+    finally:
+        threading.Thread.start = wrapper  # type: ignore[method-assign]
+
+
 @pytest.mark.parametrize(
     "patch",
     ["import time\ntime.perf_counter = lambda: 0.0\n", "torch.cuda.synchronize = lambda *a, **k: None\n"],

@@ -43,6 +43,7 @@ CASES: dict[str, Case] = {
     "trimul_persistent_contract.py": Case("trimul", "triton", cpu=True),
     "trimul_template_hybrid.py": Case("trimul", "triton", cpu=True),
     "trimul_tf32_debug.py": Case("trimul", "triton", cpu=True),
+    "trimul_torch_compile_small.py": Case("trimul", "triton", cpu=True),
     "trimul_weights_dict_cache.py": Case("trimul", "triton", cpu=True),
     "trimul_workspace_devprops.py": Case("trimul", "triton", cpu=True),
 }

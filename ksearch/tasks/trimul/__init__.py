@@ -36,6 +36,7 @@ from typing import Any
 
 import torch
 
+from ksearch.contracts.evaluation import Mismatch
 from ksearch.tasks.base import Task, TaskConfig, device_kind
 from ksearch.tasks.trimul import reference as _reference
 from ksearch.tasks.trimul.reference import WEIGHT_KEYS
@@ -270,6 +271,19 @@ class TrimulTask(Task):
 
     def expected(self, config: TaskConfig, inputs: list[Any]) -> Any:
         return self.reference(*inputs)
+
+    def check(self, config: TaskConfig, output: Any, expected: torch.Tensor) -> Mismatch | None:
+        """GPU MODE's rule: values within tolerance, whatever the output's floating dtype. Upstream subtracts the
+        reference from the output (type promotion), so a float16 or bfloat16 result that is close enough passes there
+        (leaderboard kernels return one from their small-shape paths), and so it does here."""
+        if type(output) is torch.Tensor and output.is_floating_point() and output.dtype != expected.dtype:
+            common = torch.promote_types(output.dtype, expected.dtype)
+            return super().check(config, output.to(common), expected.to(common))
+        return super().check(config, output, expected)
+
+    def output_strides(self, config: TaskConfig, expected: Any) -> Any:
+        """Any layout: upstream compares values, and a kernel may return a permuted view of its channel-major result."""
+        return None
 
     def call_args(self, inputs: list[Any], config: TaskConfig) -> tuple[Any, ...]:
         return (as_data(inputs, config),)

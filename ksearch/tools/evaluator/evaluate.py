@@ -42,6 +42,9 @@ from ksearch.tools.evaluator.verdicts import assemble, parent_environment
 SCOUT_VARIABLE = "KSEARCH_SCOUT"
 """Set to 0 to evaluate without compile scouts (``ksearch.tools.evaluator.scout``)."""
 EXTENSION_BUILDERS = ("load_inline", "cpp_extension")
+NO_SCOUT_MARKERS = (*EXTENSION_BUILDERS, "torch.compile")
+"""Code the compile scout cannot help: a C++/CUDA extension build (the scout would build a second copy the worker
+waits for) and ``torch.compile`` (Inductor's kernels do not go through the JIT launch the scout turns into compiles)."""
 STAGING_ERROR = "harness: staging"
 """How a worker reports that it could not open the checker's staging buffer (the session then falls back)."""
 
@@ -161,14 +164,13 @@ def _evaluate_once(session: EvaluatorSession, request: EvalRequest, task: Task, 
 
 
 def wants_scout(request: EvalRequest) -> bool:
-    """A compile scout pays where the candidate JIT-compiles Triton kernels on a GPU (``KSEARCH_SCOUT=0``: never).
-    Not where it also builds a C++/CUDA extension: the scout would spend its time on a second copy of that build,
-    which the worker would wait for."""
+    """A compile scout pays where the candidate JIT-compiles Triton kernels on a GPU (``KSEARCH_SCOUT=0``: never);
+    not for ``NO_SCOUT_MARKERS``."""
     code = request.candidate.code
     return (
         request.device.startswith("cuda")
         and "triton" in code
-        and not any(builder in code for builder in EXTENSION_BUILDERS)
+        and not any(marker in code for marker in NO_SCOUT_MARKERS)
         and os.environ.get(SCOUT_VARIABLE, "1") != "0"
     )
 
