@@ -31,6 +31,8 @@ def _rule(code: str, task: str | None = "softmax") -> str | None:
         ("import asyncio\nloop = asyncio.new_event_loop()\n", "thread_injection"),
         ("import signal\nsignal.signal(signal.SIGALRM, print)\n", "thread_injection"),
         ("import subprocess\nsubprocess.run(['ls'])\n", "subprocess_or_network"),
+        ("import torch\np = torch._inductor.async_compile.AsyncCompile.process_pool()\n", "thread_injection"),
+        ("from torch.utils.data import DataLoader\nd = DataLoader(x, num_workers=2)\n", "thread_injection"),
         ("import os\nos.system('ls')\n", "subprocess_or_network"),
         ("import os\nos.execv('/bin/sh', [])\n", "subprocess_or_network"),
         ("from os import popen\npopen('ls')\n", "subprocess_or_network"),

@@ -119,6 +119,9 @@ _STDLIB_THREAD_FILES = tuple(
 ) + (os.path.realpath(os.path.join(os.path.dirname(threading.__file__), "concurrent", "futures")) + os.sep,)
 """Frames skipped when looking for the code that started a thread: the standard library's thread and executor
 machinery itself (by path, so a candidate's own ``threading.py`` is not skipped)."""
+HELPER_PACKAGES = ("tqdm",)
+"""Libraries that start threads on behalf of whoever called them (tqdm's monitor thread, which torch.compile's
+autotuning progress bars start): their frames are skipped too, so the caller decides whose thread it is."""
 
 
 class ThreadOrigins:
@@ -131,6 +134,7 @@ class ThreadOrigins:
 
     def __init__(self) -> None:
         self.trusted = tuple(self._package_dirs())
+        self.machinery = _STDLIB_THREAD_FILES + tuple(self._package_dirs(HELPER_PACKAGES, imported=False))
         self.owned: set[int] = set()
         self.original = threading.Thread.start
         origins, original = self, self.original
@@ -145,16 +149,28 @@ class ThreadOrigins:
         self.wrapper = start
 
     @staticmethod
-    def _package_dirs() -> list[str]:
+    def _package_dirs(names: tuple[str, ...] = ("torch", "triton"), *, imported: bool = True) -> list[str]:
+        """The folders of these packages: of the modules already imported, or (``imported=False``) as the import
+        system would find them, without importing them."""
+        import importlib.util
+
         dirs = []
-        for name in ("torch", "triton"):
-            module = sys.modules.get(name)
-            if module is not None and getattr(module, "__file__", None):
-                dirs.append(os.path.dirname(os.path.realpath(module.__file__)) + os.sep)
+        for name in names:
+            if imported:
+                module = sys.modules.get(name)
+                origin = getattr(module, "__file__", None) if module is not None else None
+            else:
+                try:
+                    spec = importlib.util.find_spec(name)
+                except (ImportError, ValueError):
+                    spec = None
+                origin = spec.origin if spec is not None else None
+            if origin:
+                dirs.append(os.path.dirname(os.path.realpath(origin)) + os.sep)
         return dirs
 
     def started_by_library(self, frame: Any) -> bool:
-        while frame is not None and os.path.realpath(frame.f_code.co_filename).startswith(_STDLIB_THREAD_FILES):
+        while frame is not None and os.path.realpath(frame.f_code.co_filename).startswith(self.machinery):
             frame = frame.f_back
         if frame is None or not self.trusted:
             return False

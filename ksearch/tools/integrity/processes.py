@@ -19,6 +19,7 @@ from ksearch.tools.integrity.vocabulary import (
     INTROSPECTION_CALLS,
     PROCESS_CALLS,
     SAFE_THREADING,
+    TORCH_POOLS,
     matches,
 )
 
@@ -102,6 +103,8 @@ class ProcessRules(ScannerBase):
             return
         if matches(name, PROCESS_CALLS, raw=True):
             yield self.finding("subprocess_or_network", node, f"calls {name}")
+        if matches(name, TORCH_POOLS):
+            yield self.finding("thread_injection", node, f"calls {name}, which runs work in torch's own threads")
         if matches(name, INTROSPECTION_CALLS):
             yield self.finding("harness_introspection", node, f"calls {name}")
 

@@ -46,7 +46,12 @@ TASK_FORBIDDEN_CALLS: dict[str, tuple[str, ...]] = {
 may also declare ``forbidden_calls`` (same format) as a class attribute."""
 
 THREAD_MODULES = ("threading", "_thread", "multiprocessing", "concurrent", "asyncio", "signal", "sched",
-                  "torch.multiprocessing", "torch.distributed", "dummy_threading", "_posixsubprocess")  # fmt: skip
+                  "torch.multiprocessing", "torch.distributed", "dummy_threading", "_posixsubprocess",
+                  "torch._inductor.async_compile", "torch._inductor.compile_worker", "torch.utils.data")  # fmt: skip
+"""Also torch's own pools: the worker lets threads that torch starts for itself live (``torch.compile``), so a
+candidate may not hand its work to them."""
+TORCH_POOLS = ("torch._inductor.async_compile", "torch._inductor.compile_worker", "torch.utils.data")
+"""Reached through ``import torch`` alone (attribute chains), so they are matched at the call too."""
 PROCESS_MODULES = ("subprocess", "socket", "urllib", "requests", "http", "httpx", "aiohttp", "pip", "ensurepip",
                    "ftplib", "smtplib", "telnetlib", "xmlrpc", "pty", "webbrowser", "socketserver", "urllib3",
                    "paramiko", "pexpect", "sh", "plumbum", "ssl", "select", "selectors")  # fmt: skip
