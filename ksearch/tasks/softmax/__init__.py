@@ -9,6 +9,7 @@ from typing import Any
 
 import torch
 
+from ksearch.tasks import sampling
 from ksearch.tasks.base import Task, TaskConfig, device_kind
 from ksearch.tasks.softmax import reference as _reference
 
@@ -85,10 +86,10 @@ class SoftmaxTask(Task):
         return list(_CPU_BENCHMARKS if device_kind(device) == "cpu" else _CUDA_BENCHMARKS)
 
     def make_inputs(self, config: TaskConfig, device: str) -> list[Any]:
-        # Generated on the CPU so the values do not depend on the device, then moved.
+        # Generated on the CPU so the values do not depend on the device (nor on the CPU's capability), then moved.
         generator = torch.Generator(device="cpu").manual_seed(config.seed)
         m, n = int(config.params["M"]), int(config.params["N"])
-        x = torch.randn(m, n, generator=generator, dtype=torch.float32)
+        x = sampling.randn(m, n, generator=generator)
         if config.distribution == "large":
             x *= LARGE_SCALE
         elif config.distribution != "normal":

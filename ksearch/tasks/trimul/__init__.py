@@ -37,6 +37,7 @@ from typing import Any
 import torch
 
 from ksearch.contracts.evaluation import Mismatch
+from ksearch.tasks import sampling
 from ksearch.tasks.base import Task, TaskConfig, device_kind
 from ksearch.tasks.trimul import reference as _reference
 from ksearch.tasks.trimul.reference import WEIGHT_KEYS
@@ -237,16 +238,16 @@ class TrimulTask(Task):
         f32 = {"dtype": torch.float32, "device": dev, "generator": g}
 
         if config.distribution == "normal":
-            x = torch.randn(b, n, n, c, **f32)
-        else:  # Cauchy(0, 2) by inverse CDF, from the seeded generator
-            x = torch.rand(b, n, n, c, **f32).sub_(0.5).mul_(math.pi).tan_().mul_(2.0)
+            x = sampling.randn(b, n, n, c, **f32)
+        else:  # Cauchy(0, 2) from the seeded generator
+            x = sampling.cauchy(b, n, n, c, scale=2.0, generator=g, device=dev)
         if config.params["nomask"]:
             mask = torch.ones(b, n, n, dtype=torch.float32, device=dev)
         else:
             mask = torch.randint(0, 2, (b, n, n), generator=g, device=dev).to(torch.float32)
 
         def randn(*shape: int, scale: float = 1.0) -> torch.Tensor:
-            t = torch.randn(*shape, **f32)
+            t = sampling.randn(*shape, **f32)
             return t.mul_(scale) if scale != 1.0 else t
 
         proj = 1.0 / math.sqrt(h)

@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from ksearch.contracts.candidate import Candidate
 from ksearch.tools import timing as timing_mod
 
-HARNESS_VERSION = "ksearch-evaluator-4"
+HARNESS_VERSION = "ksearch-evaluator-5"
 """Part of the evaluation cache key: bump when a change could alter verdicts or timings."""
 _DEVICE = re.compile(r"^(cpu|cuda(:\d+)?)$")
 
@@ -33,6 +33,9 @@ class EvalRequest(BaseModel):
     """A method of ``ksearch.tools.timing`` the task supports; None for the task's default."""
     seed_salt: int | None = None
     """None (the default): a fresh secret salt per evaluation. Set only to reproduce one evaluation exactly."""
+    yardstick_rounds: int = Field(default=0, ge=0, le=20)
+    """A diagnostic: after timing, per benchmark config, this many rounds of a bare GPU MODE benchmark loop against
+    the timing method in the candidate's process (``Evaluation.yardstick``). Needs timing with ``gpumode-benchmark``."""
     harness_baseline: bool = False
     """The candidate is ksearch's own baseline (a task's reference, eager or ``torch.compile``d), not untrusted code:
     the thread rule is off, since torch.compile keeps compile-worker threads alive. Never set for LLM candidates."""
@@ -54,6 +57,8 @@ class EvalRequest(BaseModel):
             raise ValueError(
                 f"unknown timing method {self.timing_method!r}; known methods: {', '.join(timing_mod.method_names())}"
             )
+        if self.yardstick_rounds and not self.timing:
+            raise ValueError("the yardstick compares timings: it needs a timed evaluation (a GPU)")
         if not self.task:
             self.task = self.candidate.task
         elif self.task != self.candidate.task:
