@@ -15,11 +15,20 @@ from the per-process means (on a shared machine one process's reading of a launc
 for upstream's own loop too, so a few rounds cannot resolve 3 %: a shape over the bar whose interval holds 1 is marked
 so, and still counts as over) and upstream's own spread over its rounds.
 
+**Same process** (``--yardstick N``, default 3, ``gpumode-benchmark`` only): each ksearch process also runs
+``ksearch eval --yardstick N``: after its timing, per shape, N rounds alternating a bare loop of GPU MODE's benchmark
+procedure (``ksearch/tools/timing/yardstick.py``, no ksearch code inside it) and ksearch's own method, on the same
+callable and data object. On shared cloud hosts the speed at which the CPU launches kernels moves by tens of percent
+for seconds at a time, and a launch-bound shape's reading moves with it, for upstream's eval.py as for ksearch; in the
+same process that state reaches both sides alike, so this ratio (per shape, the geometric mean over processes with
+a 95 % interval) is what isolates a difference of procedure. Same bars.
+
 ``--official DIR`` times the upstream side with GPU MODE's own ``eval.py`` (your copy of ``problems/bioml/trimul``
 from gpu-mode/reference-kernels, with its ``utils.py`` and ``task.py``; nothing of it ships here) instead of the loop
 in ``bench/upstream_trimul.py``.
 
-    PYTHONPATH=$PWD python bench/fidelity.py [--rounds 4] [--method gpumode-benchmark] [--official DIR] [KERNEL.py ...]
+    PYTHONPATH=$PWD python bench/fidelity.py [--rounds 4] [--method gpumode-benchmark] [--yardstick 3] [--official DIR]
+                                             [KERNEL.py ...]
 
 Defaults to the repository's Triton and PyTorch TriMul kernels and examples/trimul_triton_fast.py. Writes
 ``$OUT/fidelity.json`` when ``OUT`` is set. Exits at once, saying so, when there is no GPU.
@@ -72,15 +81,28 @@ def upstream_means(kernel: str, method: str, official: str = "") -> tuple[list[f
     return [case["mean"] / 1e6 for case in cases], wall, [case.get("median", math.nan) / 1e6 for case in cases]
 
 
-def ksearch_means(kernel: str, method: str) -> tuple[list[float], float, dict, list[float]]:
-    """Per-shape means in ms from ``ksearch eval``, its wall time, its environment and per-shape medians."""
+def ksearch_means(kernel: str, method: str, yardstick: int = 0) -> tuple[list[float], float, dict, list[float], list[float]]:
+    """Per-shape means in ms from ``ksearch eval``, its wall time, its environment, per-shape medians and, with
+    ``yardstick`` rounds, per-shape ratios ksearch / bare loop measured in the kernel's own process."""
     command = [sys.executable, "-m", "ksearch.cli", "eval", "trimul", kernel, "--device", "cuda",
-               "--timing-method", method, "--json"]  # fmt: skip
+               "--timing-method", method, "--json"] + (["--yardstick", str(yardstick)] if yardstick else [])  # fmt: skip
     result, wall, _ = run_json(command)
     if result.get("verdict") != "passed":
         raise RuntimeError(f"ksearch eval did not pass {kernel}: {result.get('verdict')} {result.get('log', '')[-2000:]}")
     timings = result["timings"]
-    return [t["mean_ms"] for t in timings], wall, result.get("environment", {}), [t["median_ms"] for t in timings]
+    same_process = [statistics.fmean(y["ksearch_ms"]) / statistics.fmean(y["bare_ms"]) for y in result.get("yardstick", [])]
+    return ([t["mean_ms"] for t in timings], wall, result.get("environment", {}), [t["median_ms"] for t in timings],
+            same_process)  # fmt: skip
+
+
+def log_interval(values: list[float]) -> tuple[float, float, float]:
+    """Geometric mean of positive ``values`` (per-process ratios) and its 95 % interval (Student's t on the logs)."""
+    logs = [math.log(v) for v in values]
+    centre = statistics.fmean(logs)
+    if len(logs) < 2:
+        return math.exp(centre), math.nan, math.nan
+    half = _T975[min(len(logs) - 1, len(_T975)) - 1] * statistics.stdev(logs) / math.sqrt(len(logs))
+    return math.exp(centre), math.exp(centre - half), math.exp(centre + half)
 
 
 def _spreads(rows: list[list[float]]) -> list[float]:
@@ -117,11 +139,37 @@ def _mean_rows(rows: list[list[float]]) -> list[float]:
     return [sum(column) / len(column) for column in zip(*rows, strict=True)]
 
 
+def same_process_report(kernel: str, entry: dict, rows: list[list[float]]) -> list[str]:
+    """Print the same-process comparison (ksearch's loop / the bare upstream loop, per process, rounds alternating in
+    the kernel's own process) and return the shapes and geomean over the bars. The machine's state, which moves a
+    launch-bound shape's reading by tens of percent between processes for both procedures, cancels in this ratio."""
+    failures = []
+    shapes = [log_interval(list(column)) for column in zip(*rows, strict=True)]
+    per_process_geo = [geomean(row) for row in rows]
+    g, g_low, g_high = log_interval(per_process_geo)
+    entry["same_process"] = {"rows": rows, "ratios": [s[0] for s in shapes], "intervals_95": [s[1:] for s in shapes],
+                             "geomean_ratio": g, "geomean_interval_95": [g_low, g_high]}  # fmt: skip
+    print(f"  same process (ksearch eval --yardstick, {len(rows)} processes): ksearch / bare upstream loop")
+    for i, (ratio, low, high) in enumerate(shapes):
+        flag = "" if abs(ratio - 1) <= SHAPE_BAR else "  <-- over 3 %"
+        print(f"  b{i}     {ratio:6.3f}  [{low:5.3f}, {high:5.3f}]{flag}")
+        if flag:
+            failures.append(f"{kernel} b{i} (same process): ratio {ratio:.3f}")
+    flag = "" if abs(g - 1) <= GEOMEAN_BAR else "  <-- over 2 %"
+    print(f"  geomean {g:6.3f}  [{g_low:5.3f}, {g_high:5.3f}]{flag}", flush=True)
+    if flag:
+        failures.append(f"{kernel} geomean (same process): ratio {g:.3f}")
+    return failures
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("kernels", nargs="*", default=DEFAULT_KERNELS)
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--method", choices=sorted(UPSTREAM_MODE), default="gpumode-benchmark")
+    parser.add_argument("--yardstick", type=int, default=3, metavar="N",
+                        help="rounds of the same-process comparison in each ksearch process (ksearch eval --yardstick; "
+                             "gpumode-benchmark only; 0: off)")
     parser.add_argument("--official", default="", metavar="DIR",
                         help="time the upstream side with GPU MODE's own eval.py from DIR (your copy of "
                              "problems/bioml/trimul with utils.py and task.py) instead of bench/upstream_trimul.py's loop")
@@ -143,8 +191,10 @@ def main() -> int:
                     "method": args.method, "rounds": args.rounds, "kernels": {},
                     "upstream": "GPU MODE eval.py" if args.official else "bench/upstream_trimul.py"}  # fmt: skip
     failures: list[str] = []
+    yardstick = args.yardstick if args.method == "gpumode-benchmark" else 0
     for kernel in args.kernels:
         ups, ours, walls = [], [], {"upstream": [], "ksearch": []}
+        same_process: list[list[float]] = []
         medians: dict[str, list[list[float]]] = {"upstream": [], "ksearch": []}
         stages: list[dict] = []
         for round_index in range(args.rounds):
@@ -153,8 +203,10 @@ def main() -> int:
                     means, wall, mids = upstream_means(kernel, args.method, args.official)
                     ups.append(means)
                 else:
-                    means, wall, env, mids = ksearch_means(kernel, args.method)
+                    means, wall, env, mids, inside = ksearch_means(kernel, args.method, yardstick)
                     ours.append(means)
+                    if inside:
+                        same_process.append(inside)
                     stages.append({"stage_seconds": env.get("stage_seconds", "")})
                 walls[side].append(round(wall, 2))
                 medians[side].append(mids)
@@ -186,6 +238,8 @@ def main() -> int:
               f"ksearch {walls['ksearch']}", flush=True)
         if flag:
             failures.append(f"{kernel} geomean: ratio {g_ks / g_up:.3f}")
+        if same_process:
+            failures += same_process_report(kernel, entry, same_process)
     order_up = sorted(report["kernels"], key=lambda k: report["kernels"][k]["geomean_upstream_ms"])
     order_ks = sorted(report["kernels"], key=lambda k: report["kernels"][k]["geomean_ksearch_ms"])
     report["ranking_upstream"], report["ranking_ksearch"] = order_up, order_ks

@@ -33,6 +33,17 @@ def test_the_ratio_interval_holds_the_ratio_and_narrows_with_agreeing_processes(
     assert all(v != v for v in fidelity.ratio_interval([1.0], [1.0, 1.1]))  # one process: no interval (NaN)
 
 
+def test_the_same_process_report_flags_only_shapes_over_the_bar(capsys: pytest.CaptureFixture[str]) -> None:
+    centre, low, high = fidelity.log_interval([1.01, 0.99, 1.00, 1.02])
+    assert low < centre < high and abs(centre - 1.005) < 0.002
+    entry: dict = {}
+    rows = [[1.00, 1.06, 0.99], [1.01, 1.05, 1.00], [0.99, 1.07, 1.01]]  # shape b1 reads 6 % high in every process
+    failures = fidelity.same_process_report("k.py", entry, rows)
+    assert failures == ["k.py b1 (same process): ratio 1.060"]
+    assert entry["same_process"]["ratios"][1] == pytest.approx(1.06, abs=1e-3)
+    assert "b1      1.060" in capsys.readouterr().out
+
+
 def test_case_lines_are_upstreams_format() -> None:
     line = upstream.case_line(upstream.BENCHMARKS[0])
     assert line == "seqlen: 256; bs: 2; dim: 128; hiddendim: 128; seed: 9371; nomask: True; distribution: normal"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import statistics
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -134,6 +135,9 @@ def eval_cmd(
     ] = None,
     language: Annotated[str, typer.Option("--language", help="The kernel's language.")] = "triton",
     kernelbench_root: KernelBenchRootOpt = None,
+    yardstick: Annotated[int, typer.Option("--yardstick", min=0, max=20, help="Audit the timing: after it, per shape, "
+        "N rounds of a bare GPU MODE benchmark loop against gpumode-benchmark in the kernel's own process (their ratio "
+        "shows what ksearch's procedure changes; a diagnostic, never the score).")] = 0,
     as_json: JsonOpt = False,
 ) -> None:
     """Run the hardened evaluator on one kernel file: correctness, timing and the verdict with its evidence.
@@ -144,7 +148,7 @@ def eval_cmd(
 
     try:
         request = eval_request_for_file(task, file, device=device, timing_method=timing_method, language=language,
-                                        kernelbench_root=kernelbench_root)  # fmt: skip
+                                        kernelbench_root=kernelbench_root, yardstick_rounds=yardstick)  # fmt: skip
     except ValidationError as exc:
         fail_validation(exc)
     evaluation = evaluate(request)
@@ -156,6 +160,13 @@ def eval_cmd(
             for t in evaluation.timings:
                 table.add_row(t.config, f"{t.median_ms:.5f}", f"{t.mean_ms:.5f}", f"{t.stdev_ms:.5f}", str(t.samples),
                               f"{t.method} (reports {t.headline})")  # fmt: skip
+            out.print(table)
+        if evaluation.yardstick:
+            table = Table("config", "bare GPU MODE loop ms", "gpumode-benchmark ms", "ratio", "rounds",
+                          title="yardstick: the same process, rounds alternating")  # fmt: skip
+            for y in evaluation.yardstick:
+                bare, ours = statistics.fmean(y.bare_ms), statistics.fmean(y.ksearch_ms)
+                table.add_row(y.config, f"{bare:.5f}", f"{ours:.5f}", f"{y.ratio:.3f}", str(len(y.bare_ms)))
             out.print(table)
         colour = "green" if evaluation.passed else "red"
         out.print(f"[{colour}]{escape(evaluation.verdict.value)}[/{colour}]: {escape(evaluation.summary())}")

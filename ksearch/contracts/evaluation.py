@@ -72,6 +72,26 @@ class Rejection(BaseModel):
     evidence: str
 
 
+class YardstickReading(BaseModel):
+    """One benchmark config timed two ways in the candidate's own process, rounds alternating (``--yardstick``): a
+    bare GPU MODE benchmark loop (``ksearch.tools.timing.yardstick``) and ksearch's timing method. A diagnostic for
+    auditing the harness, never a score: the machine's state (a host that launches slower for a few seconds, say)
+    hits both sides alike, so their ratio isolates what ksearch's procedure itself changes."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    config: str
+    bare_ms: list[float]
+    """Mean of each round's bare loop."""
+    ksearch_ms: list[float]
+    """Mean of each round's run of the timing method (its headline statistic is the mean for GPU MODE methods)."""
+
+    @property
+    def ratio(self) -> float:
+        """ksearch / bare, from the means over rounds (1.0 reads alike)."""
+        return (sum(self.ksearch_ms) / len(self.ksearch_ms)) / (sum(self.bare_ms) / len(self.bare_ms))
+
+
 class Evaluation(BaseModel):
     """One evaluation of one candidate on one device with one harness version."""
 
@@ -95,6 +115,8 @@ class Evaluation(BaseModel):
     """Trimmed to what an LLM needs to fix the kernel."""
     duration_s: float = 0.0
     environment: dict[str, str] = Field(default_factory=dict)
+    yardstick: list[YardstickReading] = Field(default_factory=list)
+    """Only when asked for (``ksearch eval --yardstick N``): each timed config against a bare upstream loop."""
 
     @model_validator(mode="after")
     def _status_matches_fields(self) -> "Evaluation":

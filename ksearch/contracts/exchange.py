@@ -21,7 +21,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ksearch.contracts.evaluation import Mismatch, Rejection, Timing, Verdict
+from ksearch.contracts.evaluation import Mismatch, Rejection, Timing, Verdict, YardstickReading
 
 FLUSH_BYTES = 256 * 1024 * 1024
 """Bytes written to evict the L2 cache before a timed call (larger than any current GPU's L2)."""
@@ -81,6 +81,9 @@ class WorkerRequest(BaseModel):
     support_dir: str = ""
     """A folder put first on the candidate's import path, holding the modules its task provides (e.g. GPU MODE's
     ``task`` module with ``input_t``/``output_t``)."""
+    yardstick_rounds: int = 0
+    """After timing, per benchmark config, this many rounds of a bare GPU MODE loop against the timing method in this
+    process (a diagnostic: ``ksearch eval --yardstick``)."""
 
 
 class Handoff(BaseModel):
@@ -158,6 +161,7 @@ class WorkerResult(BaseModel):
     comparison: list[CompareSamples] = Field(default_factory=list)
     stage_seconds: dict[str, float] = Field(default_factory=dict)
     """Wall time of the worker's own stages (load, correctness, timing)."""
+    yardstick: list[YardstickReading] = Field(default_factory=list)
 
 
 class CheckerCommand(BaseModel):

@@ -44,6 +44,7 @@ def eval_request_for_file(
     timing_method: str | None = None,
     language: str = "triton",
     kernelbench_root: Path | None = None,
+    yardstick_rounds: int = 0,
 ) -> EvalRequest:
     """The evaluation request for a kernel file (a module, or a FlashInfer-Bench Solution JSON) on ``device``.
 
@@ -59,7 +60,7 @@ def eval_request_for_file(
         raise UserError(f"cannot read {file}: {exc}") from None
     code, language = solution_module(resolved, code, language)
     candidate = Candidate(task=resolved.name, language=language, code=code, entry_point=resolved.entry_point)
-    return EvalRequest(candidate=candidate, device=chosen, timing_method=timing_method)
+    return EvalRequest(candidate=candidate, device=chosen, timing_method=timing_method, yardstick_rounds=yardstick_rounds)
 
 
 def evaluate_file(task: str, file: Path, **options: Any) -> Evaluation:

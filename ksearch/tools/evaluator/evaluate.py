@@ -40,6 +40,8 @@ from ksearch.tools.evaluator.session import SCOUT_CALLS_S, EvaluatorSession, Out
 from ksearch.tools.evaluator.verdicts import assemble, parent_environment
 
 SCOUT_VARIABLE = "KSEARCH_SCOUT"
+YARDSTICK_METHOD = "gpumode-benchmark"
+"""The method the yardstick (a bare loop of GPU MODE's benchmark mode) is read against."""
 """Set to 0 to evaluate without compile scouts (``ksearch.tools.evaluator.scout``)."""
 EXTENSION_BUILDERS = ("load_inline", "cpp_extension")
 NO_SCOUT_MARKERS = (*EXTENSION_BUILDERS, "torch.compile")
@@ -61,6 +63,11 @@ def evaluate(request: EvalRequest, *, session: EvaluatorSession | None = None) -
     started = time.monotonic()
     task = resolve_task(request.task)
     method = timing_mod.resolve_method(task, request.timing_method)
+    if request.yardstick_rounds and method != YARDSTICK_METHOD:
+        raise timing_mod.TimingError(
+            f"the yardstick is GPU MODE's benchmark loop, so it is read against {YARDSTICK_METHOD!r}, not {method!r}: "
+            f"add --timing-method {YARDSTICK_METHOD}"
+        )
     early = static_verdict(request, task)
     if early is not None:
         return early
@@ -226,4 +233,5 @@ def build_worker_request(
         flush_l2=bool(getattr(task, "flush_l2", True)),
         allow_threads=request.harness_baseline,
         support_dir=str(work / "_support"),
+        yardstick_rounds=request.yardstick_rounds,
     )

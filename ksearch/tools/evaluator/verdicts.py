@@ -142,7 +142,8 @@ def timed_evaluation(
             break
     latency_ms, score = task.score(timings)
     return base.model_copy(
-        update={"timed": True, "timings": timings, "latency_ms": latency_ms, "score": score, "log": "\n".join(notes)}
+        update={"timed": True, "timings": timings, "latency_ms": latency_ms, "score": score, "log": "\n".join(notes),
+                "yardstick": outcome.result.yardstick}
     )
 
 

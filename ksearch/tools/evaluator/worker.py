@@ -50,7 +50,7 @@ from typing import Any, TextIO
 
 from pydantic import BaseModel
 
-from ksearch.contracts.evaluation import Mismatch, Rejection, Verdict
+from ksearch.contracts.evaluation import Mismatch, Rejection, Verdict, YardstickReading
 from ksearch.contracts.exchange import CompareSamples, ConfigSamples, Handoff, HandoffReply, WorkerRequest, WorkerResult
 from ksearch.tasks.base import Task, TaskConfig
 from ksearch.tasks.registry import resolve_task
@@ -117,6 +117,7 @@ class Worker:
         self.configs_passed = 0
         self.configs_total = 0
         self.samples: list[ConfigSamples] = []
+        self.yardstick_readings: list[YardstickReading] = []
         self.comparison: list[CompareSamples] = []
         self.guard: Guard | None = None
         self.staging: StagingWriter | None = None
@@ -387,6 +388,36 @@ class Worker:
             self.configs_passed += 1
             del runner
         self.mark("timing")
+        if self.request.yardstick_rounds > 0:
+            self.yardstick(module, method, configs)
+            self.mark("yardstick")
+
+    def yardstick(self, module: Any, method: timing_mod.TimingMethod, configs: list[TaskConfig]) -> None:
+        """After the timing (its verdict and samples are already final), per benchmark config: rounds alternating a
+        bare GPU MODE loop (``timing.yardstick``, no ksearch code inside) and ``method`` on the same callable and data
+        object, unaudited, in this process, so that the machine's state reaches both alike (``ksearch eval
+        --yardstick``)."""
+        from ksearch.tools.timing.yardstick import bare_benchmark
+
+        cuda = self.device.startswith("cuda")
+        for index, config in enumerate(configs):
+            salted = self.salted(config, self.request.bench_salt)
+            runner = WorkerTimingRunner(self, self.prepare(module, salted), salted, index, audited=False)
+            call = runner.call_on(0)  # the data object method.run times too (benchmark mode reuses it)
+            bare: list[float] = []
+            ours: list[float] = []
+            for round_index in range(self.request.yardstick_rounds):
+                for side in ("ab" if round_index % 2 == 0 else "ba"):
+                    if side == "a":
+                        try:
+                            samples = bare_benchmark(call.fn, call.args, cuda=cuda)
+                        except BaseException as exc:  # noqa: BLE001 - the candidate's failure, here only a diagnostic's
+                            raise CandidateFailure(Verdict.RUNTIME_ERROR, f"yardstick on config {config.name}:\n"
+                                                   f"{format_exception(exc)}") from None  # fmt: skip
+                        bare.append(statistics.fmean(samples))
+                    else:
+                        ours.append(statistics.fmean(method.run(runner, flush_l2=self.request.flush_l2).samples_ms))
+            self.yardstick_readings.append(YardstickReading(config=config.name, bare_ms=bare, ksearch_ms=ours))
 
     def compare(self, incumbent: Any, challenger: Any) -> None:
         """Per benchmark config: ``rounds`` rounds of short robust blocks, A B then B A alternately, same inputs."""
@@ -457,7 +488,7 @@ class Worker:
         return WorkerResult(
             verdict=verdict, phase=self.phase, configs_passed=self.configs_passed, configs_total=self.configs_total,
             mismatch=mismatch, rejection=rejection, error=error, environment=self.environment(), samples=self.samples,
-            comparison=self.comparison, stage_seconds=self.stages,
+            comparison=self.comparison, stage_seconds=self.stages, yardstick=self.yardstick_readings,
         )  # fmt: skip
 
 
