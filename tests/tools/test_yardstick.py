@@ -59,9 +59,19 @@ def test_the_bare_loop_times_the_same_argument_objects_until_upstreams_rule_stop
     assert set(seen) == {id(data[0])} and all(d > 0.4 for d in durations)
 
 
-def test_a_steady_call_stops_after_three_runs() -> None:
-    durations = yardstick.bare_benchmark(lambda: time.sleep(0.01), (), cuda=False)
+def test_a_steady_call_stops_after_three_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A call that takes exactly 10 ms every time (a fake clock: a real sleep jitters by more than upstream's 0.1 %
+    on a busy machine) has no spread, so the error rule stops the loop at the first point it may."""
+    clock = types.SimpleNamespace(now=0.0)
+
+    def tick() -> None:
+        clock.now += 0.01
+
+    fake = types.SimpleNamespace(perf_counter=lambda: clock.now, perf_counter_ns=lambda: int(clock.now * 1e9))
+    monkeypatch.setattr(yardstick, "time", fake)
+    durations = yardstick.bare_benchmark(tick, (), cuda=False)
     assert 3 <= len(durations) < yardstick.MAX_REPEATS
+    assert durations == pytest.approx([10.0] * len(durations))
 
 
 def test_the_worker_reads_each_benchmark_config_both_ways_in_alternating_rounds(monkeypatch: pytest.MonkeyPatch) -> None:
