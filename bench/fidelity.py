@@ -95,16 +95,6 @@ def ksearch_means(kernel: str, method: str, yardstick: int = 0) -> tuple[list[fl
             same_process)  # fmt: skip
 
 
-def log_interval(values: list[float]) -> tuple[float, float, float]:
-    """Geometric mean of positive ``values`` (per-process ratios) and its 95 % interval (Student's t on the logs)."""
-    logs = [math.log(v) for v in values]
-    centre = statistics.fmean(logs)
-    if len(logs) < 2:
-        return math.exp(centre), math.nan, math.nan
-    half = _T975[min(len(logs) - 1, len(_T975)) - 1] * statistics.stdev(logs) / math.sqrt(len(logs))
-    return math.exp(centre), math.exp(centre - half), math.exp(centre + half)
-
-
 def _spreads(rows: list[list[float]]) -> list[float]:
     """Per shape, (max - min) / mean over one side's rounds: how far two processes of the same procedure disagree on
     this machine, the floor below which a difference between the two sides cannot be resolved."""
@@ -113,6 +103,13 @@ def _spreads(rows: list[list[float]]) -> list[float]:
 
 _T975 = [12.71, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131]
 """Student's t, 97.5 % quantile, for 1..15 degrees of freedom (1.96 beyond)."""
+
+
+def _t975(df: float) -> float:
+    """Student's t 97.5 % quantile for ``df`` degrees of freedom (rounded down; 1 below 1, the normal's beyond 15)."""
+    if df < 1:
+        return _T975[0]
+    return _T975[int(df) - 1] if df <= len(_T975) else 1.96
 
 
 def ratio_interval(ours: list[float], theirs: list[float]) -> tuple[float, float]:
@@ -126,9 +123,18 @@ def ratio_interval(ours: list[float], theirs: list[float]) -> tuple[float, float
     if se == 0:
         return mo / mt, mo / mt
     df = (vo + vt) ** 2 / (vo * vo / (len(ours) - 1) + vt * vt / (len(theirs) - 1))
-    t = _T975[min(int(df), len(_T975)) - 1] if df >= 1 else _T975[0]
-    t = t if df <= len(_T975) else 1.96
+    t = _t975(df)
     return mo / mt * math.exp(-t * se), mo / mt * math.exp(t * se)
+
+
+def log_interval(values: list[float]) -> tuple[float, float, float]:
+    """Geometric mean of positive ``values`` (per-process ratios) and its 95 % interval (Student's t on the logs)."""
+    logs = [math.log(v) for v in values]
+    centre = statistics.fmean(logs)
+    if len(logs) < 2:
+        return math.exp(centre), math.nan, math.nan
+    half = _t975(len(logs) - 1) * statistics.stdev(logs) / math.sqrt(len(logs))
+    return math.exp(centre), math.exp(centre - half), math.exp(centre + half)
 
 
 def geomean(values: list[float]) -> float:

@@ -40,9 +40,9 @@ from ksearch.tools.evaluator.session import SCOUT_CALLS_S, EvaluatorSession, Out
 from ksearch.tools.evaluator.verdicts import assemble, parent_environment
 
 SCOUT_VARIABLE = "KSEARCH_SCOUT"
+"""Set to 0 to evaluate without compile scouts (``ksearch.tools.evaluator.scout``)."""
 YARDSTICK_METHOD = "gpumode-benchmark"
 """The method the yardstick (a bare loop of GPU MODE's benchmark mode) is read against."""
-"""Set to 0 to evaluate without compile scouts (``ksearch.tools.evaluator.scout``)."""
 EXTENSION_BUILDERS = ("load_inline", "cpp_extension")
 NO_SCOUT_MARKERS = (*EXTENSION_BUILDERS, "torch.compile")
 """Code the compile scout cannot help: a C++/CUDA extension build (the scout would build a second copy the worker
