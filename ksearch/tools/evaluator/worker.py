@@ -305,7 +305,10 @@ class Worker:
             return
         tensors = output if isinstance(output, tuple) else (output,)
         for position, (tensor, offset) in enumerate(zip(tensors, offsets, strict=True)):
-            changed = count_changed(tensor, self.staging.view(offset, tensor))
+            staged = self.staging.view(offset, tensor)
+            if staged.device != tensor.device:  # shared host memory (no CUDA IPC here): compare on the output's device
+                staged = staged.to(tensor.device)
+            changed = count_changed(tensor, staged)
             if changed:
                 raise reject(
                     "deferred_work",
