@@ -4,7 +4,8 @@
 #   scripts/gpu_checks.sh [STEP ...]      steps: cuda tests evaluator trimul kernelbench flashinfer (default: all)
 #
 # `tests` runs the gpu-marked tests 6 at a time when pytest-xdist is installed (about 5 minutes on an H200), then
-# the three timing-sensitive ones alone.
+# the three timing-sensitive ones and the whole TriMul evaluations alone (two TriMul evaluations at once need most of
+# an 80 GB GPU: checker, worker and scout each hold up to 20 GB on the largest tests).
 #
 # Logs and JSON go to $OUT (or /tmp/ksearch-gpu). On an offline node, put a wheelhouse built by
 # scripts/build_wheelhouse.sh in .whl/ first: it is installed into /tmp/site and put on PYTHONPATH.
@@ -25,7 +26,7 @@ python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', tr
 
 steps=("$@")
 [ ${#steps[@]} -eq 0 ] && steps=(cuda tests evaluator trimul kernelbench flashinfer)
-serial="compare_a_kernel_with_itself or real_compare_confirms or full_run_on_gpu"
+serial="compare_a_kernel_with_itself or real_compare_confirms or full_run_on_gpu or trimul"
 parallel=()
 python3 -c "import xdist" 2>/dev/null && parallel=(-n 6)
 status=0

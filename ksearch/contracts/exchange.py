@@ -198,4 +198,7 @@ class CheckResult(BaseModel):
     mismatch: Mismatch | None = None
     rejection: Rejection | None = None
     error: str = ""
+    harness_error: str = ""
+    """The checker could not judge an output (its device memory ran out): not the candidate's fault; the evaluator
+    retries the evaluation and stops with ``HarnessError`` if it fails again."""
     environment: dict[str, str] = Field(default_factory=dict)

@@ -126,6 +126,31 @@ def test_an_out_of_memory_reference_is_retried_with_the_cache_dropped(checker: C
     assert checker.finish(timed=False).verdict == Verdict.INCORRECT  # the other configs were never handed off
 
 
+def test_an_out_of_memory_that_persists_is_the_harnesss_failure_not_the_candidates(checker: Checker, monkeypatch) -> None:
+    """Another process holding the GPU can leave the checker without memory even after it drops its cache: that says
+    nothing about the candidate, so the result names a harness error (the evaluator retries) instead of a crash or a
+    failed check; any other exception in the checker stays a crash."""
+    writer = _begin(checker)
+
+    def out_of_memory(*args: object) -> object:
+        raise torch.OutOfMemoryError("CUDA out of memory (simulated)")
+
+    monkeypatch.setattr(checker, "_compute_reference", out_of_memory)
+    assert not _hand(checker, writer, 0, _right(0))
+    check = checker.finish(timed=False)
+    assert check.verdict == Verdict.CRASHED and not check.failed_check
+    assert "out of device memory" in check.harness_error and CONFIGS[0].name in check.harness_error
+
+    def broken(*args: object) -> object:
+        raise ValueError("a bug")
+
+    monkeypatch.setattr(checker, "_compute_reference", broken)
+    writer = _begin(checker)
+    assert not _hand(checker, writer, 0, _right(0))
+    check = checker.finish(timed=False)
+    assert check.verdict == Verdict.CRASHED and check.harness_error == "" and "ValueError" in check.error
+
+
 def test_references_are_computed_once_per_session_salt(checker: Checker) -> None:
     for _ in range(3):
         writer = _begin(checker)

@@ -397,6 +397,38 @@ def test_a_forged_worker_report_does_not_change_the_verdict() -> None:
     assert evaluation.configs_passed == 0
 
 
+def test_a_checker_out_of_memory_is_retried_and_a_second_one_stops_with_a_harness_error(monkeypatch) -> None:
+    """The checker's answer "out of device memory" is no verdict about the candidate: the evaluation runs again
+    (after a pause), and a second such answer raises HarnessError instead of recording a crash."""
+    from ksearch.contracts.exchange import CheckResult
+    from ksearch.tools.evaluator import HarnessError
+    import importlib
+
+    evaluate_mod = importlib.import_module("ksearch.tools.evaluator.evaluate")
+    from ksearch.tools.evaluator.session import EvaluatorSession
+
+    monkeypatch.setattr(evaluate_mod, "HARNESS_RETRY_PAUSE_S", 0.0)
+    real_finish, calls = EvaluatorSession.finish, []
+
+    def finish(self: EvaluatorSession, evaluation: str, *, timed: bool, timeout: float) -> CheckResult:
+        result = real_finish(self, evaluation, timed=timed, timeout=timeout)
+        calls.append(result.verdict)
+        if len(calls) == 1 or failing:
+            return CheckResult(verdict=Verdict.CRASHED, harness_error="checker ran out of device memory (simulated)")
+        return result
+
+    monkeypatch.setattr(EvaluatorSession, "finish", finish)
+    request = EvalRequest(candidate=Candidate(task="softmax", language="triton", code=OK))
+    with EvaluatorSession("cpu", prestart=False) as session:
+        failing = False
+        evaluation = evaluate(request, session=session)
+        assert evaluation.verdict == Verdict.PASSED, evaluation.log
+        assert calls == [Verdict.PASSED, Verdict.PASSED]
+        failing = True
+        with pytest.raises(HarnessError, match="out of device memory"):
+            evaluate(request, session=session)
+
+
 def test_an_unsupported_timing_method_is_a_clear_error() -> None:
     from ksearch.tools.timing import TimingError
 
@@ -422,6 +454,16 @@ def test_correct_kernel_is_timed_on_cuda() -> None:
         assert timing.method == "robust" and timing.headline == "median"
     assert evaluation.environment["timing_method"] == "robust"
     assert evaluation.device != "cuda" and evaluation.environment["device_name"] == evaluation.device
+
+
+@pytest.mark.gpu
+def test_shared_host_memory_staging_on_cuda(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where CUDA IPC is unavailable the checker shares a host-memory buffer: outputs staged there are compared with
+    the candidate's on its device (the deferred-work check) and judged as usual."""
+    monkeypatch.setenv("KSEARCH_STAGING", "shm")
+    evaluation = _run(OK, device="cuda", timing_method="gpumode-benchmark")
+    assert evaluation.verdict == Verdict.PASSED, evaluation.log
+    assert evaluation.timed and all(t.method == "gpumode-benchmark" for t in evaluation.timings)
 
 
 @pytest.mark.gpu

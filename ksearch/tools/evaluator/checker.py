@@ -54,10 +54,14 @@ _T = TypeVar("_T")
 
 
 class _Fail(Exception):
-    def __init__(self, verdict: Verdict, error: str, *, mismatch: Mismatch | None = None, rule: str = "") -> None:
+    def __init__(
+        self, verdict: Verdict, error: str, *, mismatch: Mismatch | None = None, rule: str = "", harness: bool = False
+    ) -> None:
         super().__init__(error)
         self.verdict, self.error, self.mismatch = verdict, error, mismatch
         self.rejection = Rejection(rule=rule, evidence=error) if rule else None
+        self.harness = harness
+        """The checker could not judge (its device memory ran out): no verdict about the candidate."""
 
 
 def _significant(shape: tuple[int, ...], strides: list[int]) -> list[tuple[int, int]]:
@@ -215,12 +219,19 @@ class Checker:
 
     @contextmanager
     def _recording(self, state: _Evaluation, handoff: Handoff) -> Iterator[None]:
-        """Record a failed check as the evaluation's failure (a reference that cannot be computed is the harness's)."""
+        """Record a failed check as the evaluation's failure. Running out of device memory (even after the retry with
+        the cache dropped: another process holds the GPU) is the harness's failure, which the evaluator retries; any
+        other exception stays a crash of the evaluation, so that no output a candidate crafts can stop a run."""
+        import torch
+
         try:
             yield
         except _Fail as failure:
             state.failure = failure
-        except Exception as exc:  # noqa: BLE001 - reported as a harness failure with the exception
+        except torch.OutOfMemoryError as exc:
+            state.failure = _Fail(Verdict.CRASHED, f"checker ran out of device memory on {handoff.config} (is another "
+                                  f"process using this GPU?): {str(exc)[:300]}", harness=True)  # fmt: skip
+        except Exception as exc:  # noqa: BLE001 - reported as a crash with the exception
             state.failure = _Fail(Verdict.CRASHED, f"checker failed on {handoff.config}: {type(exc).__name__}: {exc}")
 
     def _sync(self) -> None:
@@ -241,6 +252,8 @@ class Checker:
         if state.failure is not None:
             f = state.failure
             result = self._result(state, f.verdict, passed, len(tests), f.error, f.mismatch, f.rejection)
+            if f.harness:
+                return result.model_copy(update={"harness_error": f.error})
             return result.model_copy(update={"failed_check": True})
         for index, config in enumerate(tests):
             if index not in state.tests_passed:

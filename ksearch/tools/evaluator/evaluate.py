@@ -22,6 +22,7 @@ the graph or the agent.
 from __future__ import annotations
 
 import os
+import random
 import secrets
 import shutil
 import time
@@ -47,12 +48,15 @@ EXTENSION_BUILDERS = ("load_inline", "cpp_extension")
 NO_SCOUT_MARKERS = (*EXTENSION_BUILDERS, "torch.compile")
 """Code the compile scout cannot help: a C++/CUDA extension build (the scout would build a second copy the worker
 waits for) and ``torch.compile`` (Inductor's kernels do not go through the JIT launch the scout turns into compiles)."""
+HARNESS_RETRY_PAUSE_S = 5.0
+"""Pause before an evaluation is run again after a failure of the harness (the checker out of device memory)."""
 STAGING_ERROR = "harness: staging"
 """How a worker reports that it could not open the checker's staging buffer (the session then falls back)."""
 
 
 class HarnessError(KsearchError):
-    """The evaluator itself failed (its checker died or hung twice): no verdict about the candidate is possible."""
+    """The evaluator itself failed (its checker died, hung or ran out of device memory twice): no verdict about the
+    candidate is possible."""
 
     hint = "the run is resumable once the machine is healthy: ksearch resume RUN"
 
@@ -119,6 +123,8 @@ def _evaluate_with_retry(session: EvaluatorSession, request: EvalRequest, task: 
         if outcome.harness_error:
             if attempt:
                 raise HarnessError(f"the evaluator's checker failed twice: {outcome.harness_error}")
+            time.sleep(HARNESS_RETRY_PAUSE_S * random.uniform(1.0, 2.0))  # a GPU shared with another process:
+            # let its peak pass (jittered, so that two evaluations that collided do not retry in step)
             continue
         return evaluation
     raise HarnessError("the evaluator could not complete the evaluation")
@@ -159,6 +165,8 @@ def _evaluate_once(session: EvaluatorSession, request: EvalRequest, task: Task, 
             outcome.harness_error = outcome.harness_error or str(exc)
             check = CheckResult(verdict=Verdict.CRASHED, error=str(exc))
         outcome.checker_s += time.monotonic() - asked
+        if check.harness_error:
+            outcome.harness_error = outcome.harness_error or check.harness_error
         scrub = _scrub(worker)
         evaluation = assemble(request, task, method, outcome, check, scrub)
         return _stamp(evaluation, outcome), outcome
