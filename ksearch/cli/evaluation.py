@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import statistics
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -165,8 +164,8 @@ def eval_cmd(
             table = Table("config", "bare GPU MODE loop ms", "gpumode-benchmark ms", "ratio", "rounds",
                           title="yardstick: the same process, rounds alternating")  # fmt: skip
             for y in evaluation.yardstick:
-                bare, ours = statistics.fmean(y.bare_ms), statistics.fmean(y.ksearch_ms)
-                table.add_row(y.config, f"{bare:.5f}", f"{ours:.5f}", f"{y.ratio:.3f}", str(len(y.bare_ms)))
+                table.add_row(y.config, f"{y.bare_mean_ms:.5f}", f"{y.ksearch_mean_ms:.5f}", f"{y.ratio:.3f}",
+                              str(len(y.bare_ms)))  # fmt: skip
             out.print(table)
         colour = "green" if evaluation.passed else "red"
         out.print(f"[{colour}]{escape(evaluation.verdict.value)}[/{colour}]: {escape(evaluation.summary())}")

@@ -87,9 +87,17 @@ class YardstickReading(BaseModel):
     """Mean of each round's run of the timing method (its headline statistic is the mean for GPU MODE methods)."""
 
     @property
+    def bare_mean_ms(self) -> float:
+        return sum(self.bare_ms) / len(self.bare_ms)
+
+    @property
+    def ksearch_mean_ms(self) -> float:
+        return sum(self.ksearch_ms) / len(self.ksearch_ms)
+
+    @property
     def ratio(self) -> float:
         """ksearch / bare, from the means over rounds (1.0 reads alike)."""
-        return (sum(self.ksearch_ms) / len(self.ksearch_ms)) / (sum(self.bare_ms) / len(self.bare_ms))
+        return self.ksearch_mean_ms / self.bare_mean_ms
 
 
 class Evaluation(BaseModel):

@@ -105,6 +105,13 @@ def test_the_worker_reads_each_benchmark_config_both_ways_in_alternating_rounds(
 def test_the_reading_ratio_is_ksearch_over_bare() -> None:
     reading = YardstickReading(config="c", bare_ms=[1.0, 3.0], ksearch_ms=[2.2, 1.8])
     assert reading.ratio == pytest.approx(1.0)
+    assert reading.bare_mean_ms == pytest.approx(2.0) and reading.ksearch_mean_ms == pytest.approx(2.0)
+
+
+def test_rounds_alternate_in_abba_order() -> None:
+    from ksearch.tools.evaluator.worker import alternating
+
+    assert "".join(alternating(3)) == "abbaab" and list(alternating(0)) == []
 
 
 def test_asking_for_it_without_timing_says_what_it_needs() -> None:

@@ -123,8 +123,9 @@ def _evaluate_with_retry(session: EvaluatorSession, request: EvalRequest, task: 
         if outcome.harness_error:
             if attempt:
                 raise HarnessError(f"the evaluator's checker failed twice: {outcome.harness_error}")
-            time.sleep(HARNESS_RETRY_PAUSE_S * random.uniform(1.0, 2.0))  # a GPU shared with another process:
-            # let its peak pass (jittered, so that two evaluations that collided do not retry in step)
+            # A GPU shared with another process: let its peak pass (jittered, so two evaluations that collided do not
+            # retry in step).
+            time.sleep(HARNESS_RETRY_PAUSE_S * random.uniform(1.0, 2.0))
             continue
         return evaluation
     raise HarnessError("the evaluator could not complete the evaluation")

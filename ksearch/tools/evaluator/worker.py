@@ -43,7 +43,7 @@ import platform
 import statistics
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from importlib import metadata
 from pathlib import Path
 from typing import Any, TextIO
@@ -409,17 +409,16 @@ class Worker:
             call = runner.call_on(0)  # the data object method.run times too (benchmark mode reuses it)
             bare: list[float] = []
             ours: list[float] = []
-            for round_index in range(self.request.yardstick_rounds):
-                for side in ("ab" if round_index % 2 == 0 else "ba"):
-                    if side == "a":
-                        try:
-                            samples = bare_benchmark(call.fn, call.args, cuda=cuda)
-                        except BaseException as exc:  # noqa: BLE001 - the candidate's failure, here only a diagnostic's
-                            raise CandidateFailure(Verdict.RUNTIME_ERROR, f"yardstick on config {config.name}:\n"
-                                                   f"{format_exception(exc)}") from None  # fmt: skip
-                        bare.append(statistics.fmean(samples))
-                    else:
-                        ours.append(statistics.fmean(method.run(runner, flush_l2=self.request.flush_l2).samples_ms))
+            for side in alternating(self.request.yardstick_rounds):
+                if side == "a":
+                    try:
+                        samples = bare_benchmark(call.fn, call.args, cuda=cuda)
+                    except BaseException as exc:  # noqa: BLE001 - the candidate's failure, here only a diagnostic's
+                        raise CandidateFailure(Verdict.RUNTIME_ERROR, f"yardstick on config {config.name}:\n"
+                                               f"{format_exception(exc)}") from None  # fmt: skip
+                    bare.append(statistics.fmean(samples))
+                else:
+                    ours.append(statistics.fmean(method.run(runner, flush_l2=self.request.flush_l2).samples_ms))
             self.yardstick_readings.append(YardstickReading(config=config.name, bare_ms=bare, ksearch_ms=ours))
 
     def compare(self, incumbent: Any, challenger: Any) -> None:
@@ -436,10 +435,9 @@ class Worker:
             }
             runners["b"].share_inputs_with(runners["a"])  # identical inputs for both
             medians: dict[str, list[float]] = {"a": [], "b": []}
-            for round_index in range(self.request.rounds):
-                for side in ("ab" if round_index % 2 == 0 else "ba"):
-                    run = block.run(runners[side], flush_l2=self.request.flush_l2)
-                    medians[side].append(statistics.median(run.samples_ms))
+            for side in alternating(self.request.rounds):
+                run = block.run(runners[side], flush_l2=self.request.flush_l2)
+                medians[side].append(statistics.median(run.samples_ms))
             self.comparison.append(CompareSamples(config=config.name, incumbent_ms=medians["a"], challenger_ms=medians["b"]))
             self.configs_passed += 1
 
@@ -502,6 +500,13 @@ class _Grow(BaseModel):
 
 class _Settle(BaseModel):
     op: str = "settle"
+
+
+def alternating(rounds: int) -> Iterator[str]:
+    """The sides of ``rounds`` paired rounds in ABBA order ("a", "b", "b", "a", ...), so that a drift of the machine
+    reaches both sides alike."""
+    for round_index in range(rounds):
+        yield from "ab" if round_index % 2 == 0 else "ba"
 
 
 def interpret_autotune_with_first_config() -> None:
