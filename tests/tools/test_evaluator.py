@@ -454,6 +454,9 @@ def test_correct_kernel_is_timed_on_cuda() -> None:
         assert timing.method == "robust" and timing.headline == "median"
     assert evaluation.environment["timing_method"] == "robust"
     assert evaluation.device != "cuda" and evaluation.environment["device_name"] == evaluation.device
+    # each process's peak device memory is reported, so a user can tell what the GPU must have free
+    assert 0 < int(evaluation.environment["worker_peak_gpu_mib"]) < 80 * 1024
+    assert 0 < int(evaluation.environment["checker_peak_gpu_mib"]) < 80 * 1024
 
 
 @pytest.mark.gpu

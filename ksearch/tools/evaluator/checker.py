@@ -177,6 +177,10 @@ class Checker:
         if task is None:
             task = self.tasks[command.task] = resolve_task(command.task)
         self.current = _Evaluation(task=task, salt=command.salt, bench_salt=command.bench_salt)
+        if self.device.startswith("cuda"):
+            import torch
+
+            torch.cuda.reset_peak_memory_stats(self.device)
         handle = self.staging.ensure(self.largest_output.get(task.name, 0))
         return HandoffReply(ok=True, staging=handle).model_dump()
 
@@ -280,7 +284,8 @@ class Checker:
     ) -> CheckResult:
         return CheckResult(
             verdict=verdict, configs_passed=passed, configs_total=total, outputs_checked=state.outputs_checked,
-            mismatch=mismatch, rejection=rejection, error=error, environment=checker_environment(self.device),
+            mismatch=mismatch, rejection=rejection, error=error,
+            environment=checker_environment(self.device, peak=True),
         )  # fmt: skip
 
     # -- one output ----------------------------------------------------------------------------------------------
@@ -381,17 +386,16 @@ class Checker:
         return self._retrying_out_of_memory(lambda: self._compute_reference(task, config, h, key))
 
     def _compute_reference(self, task: Any, config: Any, h: Handoff, key: tuple[Any, ...]) -> tuple[str, Any]:
-        import torch
-
         inputs = task.make_inputs(config.model_copy(update={"seed": h.input_seed}), self.device)
         if h.activation_seed is not None:
             fresh = task.make_inputs(config.model_copy(update={"seed": h.activation_seed}), self.device)
             positions = task.activation_inputs(config)
             for position in range(len(inputs)) if positions is None else positions:
                 inputs[position] = fresh[position]
+            del fresh
         digest = input_digest(inputs)
         prepare_config = config.model_copy(update={"seed": h.prepare_seed})
-        expected = task.expected(prepare_config, [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs])
+        expected = task.expected(prepare_config, inputs)  # after the digest; nothing reads the inputs again
         del inputs
         self.cache.put(key, digest, expected)
         return digest, expected
@@ -423,7 +427,8 @@ class Checker:
                 raise _Fail(Verdict.INCORRECT, message, mismatch=Mismatch(config=name, message=message))
 
 
-def checker_environment(device: str) -> dict[str, str]:
+def checker_environment(device: str, *, peak: bool = False) -> dict[str, str]:
+    """Versions and device; with ``peak``, the most device memory the checker held since the evaluation began."""
     import torch
 
     env = {"python": platform.python_version(), "torch": torch.__version__, "device_name": "cpu"}
@@ -432,6 +437,8 @@ def checker_environment(device: str) -> dict[str, str]:
         major, minor = torch.cuda.get_device_capability(index)
         env.update(device_name=torch.cuda.get_device_name(index), compute_capability=f"{major}.{minor}",
                    cuda=str(torch.version.cuda))  # fmt: skip
+        if peak:
+            env["checker_peak_gpu_mib"] = str(torch.cuda.max_memory_reserved(index) >> 20)
     return env
 
 

@@ -480,7 +480,7 @@ class Worker:
             index = torch.device(self.device).index or 0
             major, minor = torch.cuda.get_device_capability(index)
             env.update(device_name=torch.cuda.get_device_name(index), compute_capability=f"{major}.{minor}",
-                       cuda=str(torch.version.cuda))  # fmt: skip
+                       cuda=str(torch.version.cuda), worker_peak_gpu_mib=peak_gpu_mib(index))  # fmt: skip
         return env
 
     def result(
@@ -535,6 +535,13 @@ def freeze_heap() -> None:
     that lands inside a timed call would be charged to the candidate."""
     gc.collect()
     gc.freeze()
+
+
+def peak_gpu_mib(index: int) -> str:
+    """The most device memory this process's allocator held (MiB): what the GPU must have free for the evaluation."""
+    import torch
+
+    return str(torch.cuda.max_memory_reserved(index) >> 20)
 
 
 def release_cached_memory(device: str) -> None:
