@@ -84,6 +84,9 @@ class WorkerRequest(BaseModel):
     yardstick_rounds: int = 0
     """After timing, per benchmark config, this many rounds of a bare GPU MODE loop against the timing method in this
     process (a diagnostic: ``ksearch eval --yardstick``)."""
+    low_memory: bool = False
+    """The GPU has little free memory: drop each correctness call's inputs and give the allocator's free blocks back
+    before handing its output off (the checker judges while this worker waits)."""
 
 
 class Handoff(BaseModel):
@@ -122,6 +125,8 @@ class HandoffReply(BaseModel):
     message: str = ""
     staging: StagingHandle | None = None
     """Set when the checker grew the staging buffer: the worker opens it and sends the handoff again."""
+    low_memory: bool = False
+    """begin: the checker runs this evaluation in low-memory mode."""
 
 
 class ConfigSamples(BaseModel):
@@ -183,6 +188,8 @@ class CheckerCommand(BaseModel):
     """staging: the buffer must hold at least this many bytes."""
     shm: bool = False
     """staging: use shared host memory from now on (the worker could not open a CUDA IPC buffer)."""
+    low_memory: bool = False
+    """begin: low-memory mode whatever the free memory (the checker also enters it by itself when little is free)."""
 
 
 class CheckResult(BaseModel):

@@ -13,6 +13,7 @@ import torch
 from ksearch.contracts.evaluation import Verdict
 from ksearch.contracts.exchange import CheckerCommand, Handoff, WorkerRequest
 from ksearch.tasks.softmax import SoftmaxTask
+from ksearch.tools.evaluator import checker as checker_mod
 from ksearch.tools.evaluator import worker as worker_mod
 from ksearch.tools.evaluator.checker import Checker
 from ksearch.tools.evaluator.guard import CandidateFailure, Guard
@@ -33,9 +34,11 @@ def checker() -> Checker:
     checker.staging.release()
 
 
-def _begin(checker: Checker, salt: int = SALT) -> StagingWriter:
-    answer = checker.handle(CheckerCommand(op="begin", task="softmax", device="cpu", salt=salt, bench_salt=salt + 1))
+def _begin(checker: Checker, salt: int = SALT, *, low_memory: bool = False) -> StagingWriter:
+    answer = checker.handle(CheckerCommand(op="begin", task="softmax", device="cpu", salt=salt, bench_salt=salt + 1,
+                                           low_memory=low_memory))  # fmt: skip
     assert answer.get("ok", True), answer
+    assert answer["low_memory"] == checker.low_memory
     writer = StagingWriter(checker.staging.handle)
     return writer
 
@@ -159,6 +162,35 @@ def test_references_are_computed_once_per_session_salt(checker: Checker) -> None
     assert checker.cache.hits == 2 * len(CONFIGS)
 
 
+def test_low_memory_mode_judges_before_answering_and_keeps_nothing(checker: Checker) -> None:
+    """Asked for (or on a GPU with little free memory), an evaluation's outputs are judged in the staging buffer before
+    the answer and no reference is kept: the checker never holds a config's tensors while the worker runs the next."""
+    writer = _begin(checker)
+    assert all(_hand(checker, writer, i, _right(i)) for i in range(len(CONFIGS))) and checker.cache.entries
+    assert checker.finish(timed=False).environment["memory_mode"] == "normal"
+    writer = _begin(checker, low_memory=True)
+    assert checker.low_memory and not checker.cache.entries  # the last evaluation's references are given back
+    wrong = _right(0) * 1.01
+    answer = checker.check(_handoff(checker, writer, 0, wrong))
+    assert not answer.ok and CONFIGS[0].name in answer.message  # judged before the answer: no pending judgement
+    assert checker.pending is None and not checker.cache.entries
+    check = checker.finish(timed=False)
+    assert check.verdict == Verdict.INCORRECT and check.environment["memory_mode"] == "low"
+    writer = _begin(checker, low_memory=True)
+    assert all(_hand(checker, writer, i, _right(i)) for i in range(len(CONFIGS)))
+    assert checker.finish(timed=False).verdict == Verdict.PASSED and not checker.cache.entries
+
+
+def test_little_free_device_memory_enters_low_memory_mode(checker: Checker, monkeypatch) -> None:
+    monkeypatch.setattr(checker, "_available_bytes", lambda: checker_mod.LOW_MEMORY_BELOW - 1)
+    writer = _begin(checker)
+    assert checker.low_memory
+    assert all(_hand(checker, writer, i, _right(i)) for i in range(len(CONFIGS))) and not checker.cache.entries
+    monkeypatch.setattr(checker, "_available_bytes", lambda: checker_mod.LOW_MEMORY_BELOW)
+    _begin(checker)
+    assert not checker.low_memory
+
+
 def test_missing_nan_strided_and_forged_outputs_fail(checker: Checker) -> None:
     writer = _begin(checker)
     for i in range(len(CONFIGS)):
@@ -264,3 +296,20 @@ def test_guard_detects_replaced_timers_and_leftover_threads(monkeypatch: pytest.
         stop.set()
         thread.join()
     guard.verify("thread finished")
+
+
+def test_a_new_thread_that_reuses_an_ended_threads_id_is_still_new(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Thread ids are reused once a thread ends: a thread counts as the library's or as already running only as the
+    same thread object, never by its id."""
+    guard = Guard()
+    library = threading.Thread(target=lambda: None, name="library")
+    guard.threads.owned.add(library)
+    ident = next(iter(guard.baseline_threads))
+    candidate = threading.Thread(target=lambda: None, name="candidate")
+    running = {**guard.baseline_threads, ident: candidate}
+    monkeypatch.setattr(guard, "_running", lambda: running)
+    with pytest.raises(CandidateFailure) as caught:
+        guard.verify("a reused id")
+    assert caught.value.rejection.rule == "thread_injection"
+    running[ident] = library  # the library's own thread object is allowed wherever its id came from
+    guard.verify("the library's thread")

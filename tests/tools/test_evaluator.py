@@ -421,12 +421,37 @@ def test_a_checker_out_of_memory_is_retried_and_a_second_one_stops_with_a_harnes
     request = EvalRequest(candidate=Candidate(task="softmax", language="triton", code=OK))
     with EvaluatorSession("cpu", prestart=False) as session:
         failing = False
+        assert not session.low_memory
         evaluation = evaluate(request, session=session)
         assert evaluation.verdict == Verdict.PASSED, evaluation.log
         assert calls == [Verdict.PASSED, Verdict.PASSED]
+        # the second run, and every later evaluation of the session, was in low-memory mode
+        assert session.low_memory and evaluation.environment["memory_mode"] == "low"
         failing = True
-        with pytest.raises(HarnessError, match="out of device memory"):
+        with pytest.raises(HarnessError, match="even in low-memory mode"):
             evaluate(request, session=session)
+
+
+def test_a_candidate_out_of_device_memory_is_judged_in_low_memory_mode(monkeypatch) -> None:
+    """A candidate that runs out of device memory beside the checker's pipelined references is run again in
+    low-memory mode, and that run's verdict stands: a kernel that fits the GPU on its own is not failed for the
+    harness's footprint, and one that never fits still fails."""
+    monkeypatch.delenv("KSEARCH_LOW_MEMORY", raising=False)
+    oom = _wrap('raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB (simulated)")')
+    from ksearch.tools.evaluator.session import EvaluatorSession
+
+    with EvaluatorSession("cpu", prestart=False) as session:
+        evaluation = evaluate(EvalRequest(candidate=Candidate(task="softmax", language="triton", code=oom)),
+                              session=session)  # fmt: skip
+        assert evaluation.verdict == Verdict.RUNTIME_ERROR and "CUDA out of memory" in evaluation.log
+        assert session.low_memory and evaluation.environment["memory_mode"] == "low"
+
+
+def test_low_memory_mode_can_be_asked_for(monkeypatch) -> None:
+    monkeypatch.setenv("KSEARCH_LOW_MEMORY", "1")
+    evaluation = _run(OK)
+    assert evaluation.verdict == Verdict.PASSED, evaluation.log
+    assert evaluation.environment["memory_mode"] == "low"
 
 
 def test_an_unsupported_timing_method_is_a_clear_error() -> None:

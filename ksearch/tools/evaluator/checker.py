@@ -10,6 +10,12 @@ staging buffer, which this process owns (``staging``), while the worker waits fo
 copied out of it before the answer and judged while the worker runs its next config (its failure is the answer to the
 worker's next message, and the worker settles before it starts timing).
 
+Memory: on a GPU with less than ``LOW_MEMORY_BELOW`` free for the evaluation (or when the parent asks), an
+evaluation runs in low-memory mode: every output is judged before the answer, in the staging buffer itself, nothing
+is cached and the allocator's blocks are given back after each judgment, while the worker drops its own before it
+hands off. The checker and the worker then never hold a large config's tensors at once, and an evaluation of
+TriMul's largest tests needs about what GPU MODE's single-process harness needs.
+
 Channels: commands arrive on stdin (``CheckerCommand`` lines, from the parent only); answers leave on the original
 stdout, which the checker moves away from ``sys.stdout`` first so that library prints cannot corrupt it. The
 candidate never holds either. The verdict of an evaluation is this process's record of what it checked: a config
@@ -49,6 +55,9 @@ from ksearch.tools.evaluator.staging import StagingOwner
 
 CACHE_FRACTION = 0.2
 """Share of the GPU's memory the reference cache may hold."""
+LOW_MEMORY_BELOW = 64 << 30
+"""Device memory free for an evaluation (what no other process holds) under which it runs in low-memory mode: a
+TriMul evaluation pipelined with its reference cache peaks at about 35 GB in the checker and 20-28 GB in the worker."""
 CPU_CACHE_BYTES = 1 << 30
 _T = TypeVar("_T")
 
@@ -145,6 +154,8 @@ class Checker:
         self.pipelined = os.environ.get("KSEARCH_CHECKER_PIPELINE", "1") != "0"
         """Judge correctness outputs while the worker runs the next config (``check``); 0 turns it off."""
         self.pending: tuple[_Evaluation, Handoff, Any, list[Any]] | None = None
+        self.low_memory = False
+        """This evaluation's mode (``begin``): judge before answering, cache nothing, give memory back after each."""
 
     # -- commands ------------------------------------------------------------------------------------------------
     def handle(self, command: CheckerCommand) -> dict[str, Any]:
@@ -177,12 +188,25 @@ class Checker:
         if task is None:
             task = self.tasks[command.task] = resolve_task(command.task)
         self.current = _Evaluation(task=task, salt=command.salt, bench_salt=command.bench_salt)
+        self.low_memory = command.low_memory or self._available_bytes() < LOW_MEMORY_BELOW
+        if self.low_memory:
+            self.cache.clear()
+            self._release_memory()
         if self.device.startswith("cuda"):
             import torch
 
             torch.cuda.reset_peak_memory_stats(self.device)
         handle = self.staging.ensure(self.largest_output.get(task.name, 0))
-        return HandoffReply(ok=True, staging=handle).model_dump()
+        return HandoffReply(ok=True, staging=handle, low_memory=self.low_memory).model_dump()
+
+    def _available_bytes(self) -> int:
+        """Device memory this evaluation may use: what is free plus what this checker holds (on the CPU: unbounded)."""
+        if not self.device.startswith("cuda"):
+            return 1 << 62
+        import torch
+
+        free, _ = torch.cuda.mem_get_info(self.device)
+        return free + torch.cuda.memory_reserved(self.device)
 
     def check(self, handoff: Handoff) -> HandoffReply:
         """Judge one handed-off output. A correctness output is only taken (copied into this process's memory) before
@@ -193,7 +217,7 @@ class Checker:
         state = self.current
         if not refused.ok or state is None:
             return refused
-        deferred = handoff.kind == "test" and self.pipelined
+        deferred = handoff.kind == "test" and self.pipelined and not self.low_memory
         with self._recording(state, handoff):
             config, outputs = self._take(state, handoff, private=deferred)
             if deferred:
@@ -201,6 +225,9 @@ class Checker:
                 self.pending = (state, handoff, config, outputs)
             else:
                 self._judge(state, handoff, config, outputs)
+                del outputs
+        if self.low_memory:
+            self._release_memory()
         return self.settle()
 
     def judge_pending(self) -> None:
@@ -285,7 +312,8 @@ class Checker:
         return CheckResult(
             verdict=verdict, configs_passed=passed, configs_total=total, outputs_checked=state.outputs_checked,
             mismatch=mismatch, rejection=rejection, error=error,
-            environment=checker_environment(self.device, peak=True),
+            environment={**checker_environment(self.device, peak=True),
+                         "memory_mode": "low" if self.low_memory else "normal"},
         )  # fmt: skip
 
     # -- one output ----------------------------------------------------------------------------------------------
@@ -397,7 +425,8 @@ class Checker:
         prepare_config = config.model_copy(update={"seed": h.prepare_seed})
         expected = task.expected(prepare_config, inputs)  # after the digest; nothing reads the inputs again
         del inputs
-        self.cache.put(key, digest, expected)
+        if not self.low_memory:
+            self.cache.put(key, digest, expected)
         return digest, expected
 
     def _staged(self, name: str, h: Handoff, *, private: bool = False) -> list[Any]:

@@ -52,6 +52,9 @@ HARNESS_RETRY_PAUSE_S = 5.0
 """Pause before an evaluation is run again after a failure of the harness (the checker out of device memory)."""
 STAGING_ERROR = "harness: staging"
 """How a worker reports that it could not open the checker's staging buffer (the session then falls back)."""
+OUT_OF_MEMORY_VERDICTS = (Verdict.RUNTIME_ERROR, Verdict.CRASHED)
+OUT_OF_MEMORY_MARKERS = ("OutOfMemoryError", "CUDA out of memory", "CUDA error: out of memory")
+"""How a candidate's own out-of-device-memory failure reads in the worker's error (torch's and the CUDA runtime's)."""
 
 
 class HarnessError(KsearchError):
@@ -107,7 +110,8 @@ def static_verdict(request: EvalRequest, task: Task) -> Evaluation | None:
 
 
 def _evaluate_with_retry(session: EvaluatorSession, request: EvalRequest, task: Task, method: str) -> Evaluation:
-    """One evaluation; again on a fresh checker after a harness failure, and on shared host memory when the worker
+    """One evaluation; again after a harness failure (in low-memory mode, kept for the session), after the
+    candidate ran out of device memory outside low-memory mode (in it), and on shared host memory when the worker
     cannot open the checker's GPU buffer. A second harness failure raises."""
     for attempt in range(2):
         try:
@@ -122,13 +126,36 @@ def _evaluate_with_retry(session: EvaluatorSession, request: EvalRequest, task: 
             continue
         if outcome.harness_error:
             if attempt:
-                raise HarnessError(f"the evaluator's checker failed twice: {outcome.harness_error}")
+                advice = _memory_advice(session)
+                raise HarnessError(f"the evaluator's checker failed twice: {outcome.harness_error}{advice}")
+            session.low_memory = True
             # A GPU shared with another process: let its peak pass (jittered, so two evaluations that collided do not
             # retry in step).
             time.sleep(HARNESS_RETRY_PAUSE_S * random.uniform(1.0, 2.0))
             continue
+        if attempt == 0 and not session.low_memory and _candidate_out_of_memory(outcome):
+            # The candidate ran out of device memory beside the checker's pipelined references: its verdict is the
+            # one it gets in low-memory mode, where the two never hold a large config's tensors at once.
+            session.low_memory = True
+            continue
         return evaluation
     raise HarnessError("the evaluator could not complete the evaluation")
+
+
+def _candidate_out_of_memory(outcome: Outcome) -> bool:
+    result = outcome.result
+    return result is not None and result.verdict in OUT_OF_MEMORY_VERDICTS and any(
+        marker in result.error for marker in OUT_OF_MEMORY_MARKERS
+    )
+
+
+def _memory_advice(session: EvaluatorSession) -> str:
+    return (
+        "; the evaluation needs more device memory than is free, even in low-memory mode: free the GPU of other "
+        "processes, or evaluate this task on a GPU with more memory"
+        if session.low_memory
+        else ""
+    )
 
 
 def _evaluate_once(session: EvaluatorSession, request: EvalRequest, task: Task, method: str) -> tuple[Evaluation, Outcome]:
@@ -152,6 +179,7 @@ def _evaluate_once(session: EvaluatorSession, request: EvalRequest, task: Task, 
         )
         if shared_cache is not None:
             worker_request.triton_cache_dir = str(shared_cache)
+        worker_request.low_memory = session.low_memory
         setup_s = time.monotonic() - setup_started
         outcome = session.run(
             worker, worker_request, compile_timeout_s=request.compile_timeout_s, run_timeout_s=request.run_timeout_s,

@@ -15,6 +15,7 @@ import sys
 import threading
 import time
 import traceback
+import weakref
 from typing import Any
 
 from ksearch.contracts.evaluation import Mismatch, Rejection, Verdict
@@ -135,14 +136,15 @@ class ThreadOrigins:
     def __init__(self) -> None:
         self.trusted = tuple(self._package_dirs())
         self.machinery = _STDLIB_THREAD_FILES + tuple(self._package_dirs(HELPER_PACKAGES, imported=False))
-        self.owned: set[int] = set()
+        self.owned: weakref.WeakSet[threading.Thread] = weakref.WeakSet()
+        """The library's threads, as objects: a thread id is reused once its thread ends, so an id proves nothing."""
         self.original = threading.Thread.start
         origins, original = self, self.original
 
         def start(thread: threading.Thread, *args: Any, **kwargs: Any) -> Any:
             result = original(thread, *args, **kwargs)
             if origins.started_by_library(sys._getframe(1)):
-                origins.owned.add(thread.ident or 0)
+                origins.owned.add(thread)
             return result
 
         threading.Thread.start = start  # type: ignore[method-assign]
@@ -186,6 +188,8 @@ class ThreadOrigins:
 
 
 _ORIGINS: ThreadOrigins | None = None
+_DUMMY_THREAD: type = getattr(threading, "_DummyThread", threading.Thread)
+"""What ``threading`` makes of a thread started outside it once that thread asks for its current thread."""
 
 
 class Guard:
@@ -204,7 +208,23 @@ class Guard:
         self.refs["threading.Thread.start"] = (threading.Thread, "start", self.threads.wrapper)
         self._watch.append((vars(threading.Thread), "start", self.threads.wrapper))
         self.current_frames = sys._current_frames
-        self.baseline_threads = set(self.current_frames())
+        self.baseline_threads = self._running()
+
+    def _running(self) -> dict[int, threading.Thread | None]:
+        """Each thread running Python code, by id, with its ``Thread`` object (None for one started outside
+        ``threading`` that has none)."""
+        objects = {thread.ident: thread for thread in threading.enumerate()}
+        return {ident: objects.get(ident) for ident in self.current_frames()}
+
+    def _expected(self, ident: int, thread: threading.Thread | None) -> bool:
+        """A thread of the library's, or the very thread that ran before the candidate was imported (not a new thread
+        that reuses the id of one that has ended since)."""
+        if thread is not None and thread in self.threads.owned:
+            return True
+        if ident not in self.baseline_threads:
+            return False
+        before = self.baseline_threads[ident]
+        return before is thread or (before is None and (thread is None or isinstance(thread, _DUMMY_THREAD)))
 
     def verify(self, where: str) -> None:
         if all(space.get(name, _MISSING) is obj for space, name, obj in self._watch) and all(
@@ -218,7 +238,7 @@ class Guard:
                 "timer_monkeypatch",
                 f"{where}: the candidate replaced harness or timer functions: {', '.join(sorted(replaced)[:8])}",
             )
-        new = set() if self.allow_threads else set(self.current_frames()) - self.baseline_threads - self.threads.owned
+        new = set() if self.allow_threads else {i for i, t in self._running().items() if not self._expected(i, t)}
         if new:
             names = [t.name for t in threading.enumerate() if t.ident in new] or [str(i) for i in sorted(new)]
             raise reject(

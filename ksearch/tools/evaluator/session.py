@@ -24,6 +24,7 @@ verdict of correctness is the checker's record of what it checked, never the wor
 from __future__ import annotations
 
 import json
+import os
 import secrets
 import shutil
 import tempfile
@@ -42,6 +43,8 @@ SCOUT_CALLS_S = 20.0
 """How long the worker's request waits for the scout's calls (a scout started cold needs its interpreter start-up)."""
 SCOUT_GRACE_S = 10.0
 """How long a compile scout still running when the worker settles may go on (the worker waits) before it is killed."""
+LOW_MEMORY_VARIABLE = "KSEARCH_LOW_MEMORY"
+"""Set to 1: every evaluation of the session in low-memory mode (else the checker enters it when little is free)."""
 
 
 class Outcome(BaseModel):
@@ -82,6 +85,8 @@ class EvaluatorSession:
         """Started after the first scout a session uses (sessions without Triton candidates never need one)."""
         self.staging: StagingHandle | None = None
         self.evaluations = 0
+        self.low_memory = os.environ.get(LOW_MEMORY_VARIABLE, "") == "1"
+        """Evaluations run in low-memory mode (``checker``): asked for, or entered once and kept for the session."""
         self._start_checker()
         if prestart:
             self.idle = self._start_worker()
@@ -259,12 +264,13 @@ class EvaluatorSession:
         """Tell the checker an evaluation starts; the staging buffer the worker should use (None on a failure)."""
         answer = self.ask_checker(
             CheckerCommand(op="begin", evaluation=evaluation, task=task, device=self.device, salt=self.salt,
-                           bench_salt=bench_salt),  # fmt: skip
+                           bench_salt=bench_salt, low_memory=self.low_memory),  # fmt: skip
             max(timeout, CHECKER_START_S),
         )
         staging = answer.get("staging")
         if not answer.get("ok") or staging is None:
             raise CheckerFailure(f"the checker could not begin the evaluation: {answer.get('message') or answer.get('error')}")
+        self.low_memory = self.low_memory or bool(answer.get("low_memory"))
         self.staging = StagingHandle.model_validate(staging)
         return self.staging
 

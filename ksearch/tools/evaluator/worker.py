@@ -281,6 +281,9 @@ class Worker:
         self.verify(f"config {config.name}")
         self.check_staged(config, output, staged)
         self.check_inputs_unchanged(config, inputs, snapshot, buffers)
+        del inputs, args, snapshot, buffers  # the output is staged: nothing else of this call is read again
+        if self.request.low_memory:
+            release_cached_memory(self.device)  # the checker judges while this process waits
         self.handoff("test", index, config, config.seed, None, digest, output, staged)
 
     # -- outputs for the checker ----------------------------------------------------------------------------------
@@ -476,6 +479,7 @@ class Worker:
         }
         if self.staging is not None:
             env["staging"] = self.staging.handle.kind
+            env["memory_mode"] = "low" if self.request.low_memory else "normal"
         if self.device.startswith("cuda") and torch.cuda.is_available():
             index = torch.device(self.device).index or 0
             major, minor = torch.cuda.get_device_capability(index)
