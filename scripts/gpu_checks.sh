@@ -4,8 +4,8 @@
 #   scripts/gpu_checks.sh [STEP ...]      steps: cuda tests evaluator trimul kernelbench flashinfer (default: all)
 #
 # `tests` runs the gpu-marked tests 6 at a time when pytest-xdist is installed (about 5 minutes on an H200), then
-# the three timing-sensitive ones and the whole TriMul evaluations alone (two TriMul evaluations at once need most of
-# an 80 GB GPU: checker, worker and scout each hold up to 20 GB on the largest tests).
+# the three timing-sensitive ones and the whole TriMul evaluations alone (a TriMul evaluation holds up to ~60 GB of
+# an 80 GB GPU; one started beside it finds little free and runs in the evaluator's slower low-memory mode).
 #
 # Logs and JSON go to $OUT (or /tmp/ksearch-gpu). On an offline node, put a wheelhouse built by
 # scripts/build_wheelhouse.sh in .whl/ first: it is installed into /tmp/site and put on PYTHONPATH.
