@@ -226,8 +226,10 @@ class Checker:
             else:
                 self._judge(state, handoff, config, outputs)
                 del outputs
-        if self.low_memory:
-            self._release_memory()
+        if self.low_memory and self.device.startswith("cuda"):
+            import torch
+
+            torch.cuda.empty_cache()  # no collection: per timed repeat in ``gpumode`` a full one would add up
         return self.settle()
 
     def judge_pending(self) -> None:
