@@ -226,10 +226,8 @@ class Checker:
             else:
                 self._judge(state, handoff, config, outputs)
                 del outputs
-        if self.low_memory and self.device.startswith("cuda"):
-            import torch
-
-            torch.cuda.empty_cache()  # no collection: per timed repeat in ``gpumode`` a full one would add up
+        if self.low_memory:
+            self._release_memory(collect=False)  # per timed repeat in ``gpumode`` a full collection would add up
         return self.settle()
 
     def judge_pending(self) -> None:
@@ -357,15 +355,16 @@ class Checker:
             self._release_memory()
             return work()
 
-    def _release_memory(self) -> None:
+    def _release_memory(self, *, collect: bool = True) -> None:
         """Give the allocator's free blocks back to the device (cached references stay): between evaluations the
-        checker holds only what it keeps."""
+        checker holds only what it keeps. ``collect``: first free what only reference cycles still hold."""
         if self.device.startswith("cuda"):
             import gc
 
             import torch
 
-            gc.collect()
+            if collect:
+                gc.collect()
             torch.cuda.empty_cache()
 
     def _judge(self, state: _Evaluation, h: Handoff, config: Any, outputs: list[Any]) -> None:
