@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 from ksearch.contracts.candidate import Candidate
 from ksearch.contracts.evaluation import Evaluation
 from ksearch.errors import UserError
-from ksearch.tasks.registry import prepare_task
-from ksearch.tools.evaluator import EvalRequest, evaluate  # noqa: F401 - evaluate is the flow's entry for a built request
+from ksearch.tools.evaluator import EvalRequest, EvaluatorSession, evaluate
+from ksearch.tools.evaluator.evaluate import scout_wanted
 from ksearch.tools.fingerprint import probe_device
+
+# The task registry (and with it torch) is imported where it is used: ``evaluate_file`` starts the evaluator's
+# processes before this process pays for torch.
 
 
 def default_device() -> str:
@@ -50,19 +54,36 @@ def eval_request_for_file(
 
     Task names are made canonical (absolute paths): the worker resolves the task again in its own private directory.
     Raises ``UserError`` for an unreadable file and pydantic's ``ValidationError`` for inconsistent options."""
+    from ksearch.tasks.registry import prepare_task
+
     chosen = resolve_device(device)
     resolved = prepare_task(task, kernelbench_root=kernelbench_root, device=chosen)
-    try:
-        code = Path(file).read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise UserError(f"{file} is not a UTF-8 text file: {exc}") from None
-    except OSError as exc:
-        raise UserError(f"cannot read {file}: {exc}") from None
-    code, language = solution_module(resolved, code, language)
+    code, language = solution_module(resolved, read_kernel(file), language)
     candidate = Candidate(task=resolved.name, language=language, code=code, entry_point=resolved.entry_point)
     return EvalRequest(candidate=candidate, device=chosen, timing_method=timing_method, yardstick_rounds=yardstick_rounds)
 
 
-def evaluate_file(task: str, file: Path, **options: Any) -> Evaluation:
-    """Evaluate one kernel file: see ``eval_request_for_file`` for the options."""
-    return evaluate(eval_request_for_file(task, file, **options))
+def read_kernel(file: Path) -> str:
+    try:
+        return Path(file).read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise UserError(f"{file} is not a UTF-8 text file: {exc}") from None
+    except OSError as exc:
+        raise UserError(f"cannot read {file}: {exc}") from None
+
+
+def evaluate_file(task: str, file: Path, *, device: str = "auto", **options: Any) -> Evaluation:
+    """Evaluate one kernel file: see ``eval_request_for_file`` for the options.
+
+    The evaluation's processes (checker, worker and, for a Triton kernel on a GPU, the compile scout) start first,
+    so that their interpreter and CUDA start-up overlaps this process's own imports (torch, the task): a cold
+    ``ksearch eval`` then waits for one start-up, not two in a row."""
+    if device == "auto":
+        with ThreadPoolExecutor(1) as pool:
+            probe = pool.submit(default_device)  # a subprocess: torch loads here meanwhile
+            import ksearch.tasks.registry  # noqa: F401
+
+            device = probe.result()
+    scout = scout_wanted(read_kernel(file), device)
+    with EvaluatorSession(device, prestart=False, worker_now=True, scout_now=scout) as session:
+        return evaluate(eval_request_for_file(task, file, device=device, **options), session=session)

@@ -9,7 +9,6 @@ import secrets
 from ksearch.contracts.evaluation import Comparison, ConfigComparison
 from ksearch.contracts.exchange import CompareSamples
 from ksearch.errors import KsearchError, UserError
-from ksearch.tasks.registry import resolve_task
 from ksearch.tools import timing as timing_mod
 from ksearch.tools.evaluator.evaluate import build_worker_request
 from ksearch.tools.evaluator.processes import CHALLENGER_FILE, CANDIDATE_FILE
@@ -43,6 +42,8 @@ def compare(
         raise UserError("compare() needs both candidates to use the same entry point")
     if rounds < 2:
         raise UserError("compare() needs at least 2 rounds for a confidence interval")
+    from ksearch.tasks.registry import resolve_task  # not at import: the evaluator package imports without torch
+
     task = resolve_task(incumbent.task)
     if session is None:
         with EvaluatorSession(incumbent.device, prestart=False) as own:

@@ -27,18 +27,20 @@ import secrets
 import shutil
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ksearch.contracts.evaluation import Evaluation, Verdict
 from ksearch.contracts.exchange import CheckerCommand, CheckResult, StagingHandle, WorkerRequest
 from ksearch.errors import KsearchError
-from ksearch.tasks.base import Task
-from ksearch.tasks.registry import resolve_task
 from ksearch.tools import integrity
 from ksearch.tools import timing as timing_mod
 from ksearch.tools.evaluator.processes import CANDIDATE_FILE, CheckerFailure, WorkerProcess
 from ksearch.tools.evaluator.request import EvalRequest
 from ksearch.tools.evaluator.session import SCOUT_CALLS_S, EvaluatorSession, Outcome
 from ksearch.tools.evaluator.verdicts import assemble, parent_environment
+
+if TYPE_CHECKING:
+    from ksearch.tasks.base import Task
 
 SCOUT_VARIABLE = "KSEARCH_SCOUT"
 """Set to 0 to evaluate without compile scouts (``ksearch.tools.evaluator.scout``)."""
@@ -67,6 +69,8 @@ class HarnessError(KsearchError):
 def evaluate(request: EvalRequest, *, session: EvaluatorSession | None = None) -> Evaluation:
     """Run the candidate sandboxed and return its typed verdict. Never raises for the candidate's faults; raises
     ``TimingError`` for a timing method the task does not support and ``HarnessError`` when the evaluator broke."""
+    from ksearch.tasks.registry import resolve_task  # here, so that importing the evaluator does not import torch
+
     started = time.monotonic()
     task = resolve_task(request.task)
     method = timing_mod.resolve_method(task, request.timing_method)
@@ -79,7 +83,9 @@ def evaluate(request: EvalRequest, *, session: EvaluatorSession | None = None) -
     if early is not None:
         return early
     if session is None:
-        with EvaluatorSession(request.device, prestart=False, salt=request.seed_salt) as own:
+        with EvaluatorSession(
+            request.device, prestart=False, salt=request.seed_salt, worker_now=True, scout_now=wants_scout(request)
+        ) as own:
             evaluation = _evaluate_with_retry(own, request, task, method)
     else:
         evaluation = _evaluate_with_retry(session, request, task, method)
@@ -208,11 +214,14 @@ def _evaluate_once(session: EvaluatorSession, request: EvalRequest, task: Task, 
 
 
 def wants_scout(request: EvalRequest) -> bool:
+    return scout_wanted(request.candidate.code, request.device)
+
+
+def scout_wanted(code: str, device: str) -> bool:
     """A compile scout pays where the candidate JIT-compiles Triton kernels on a GPU (``KSEARCH_SCOUT=0``: never);
     not for ``NO_SCOUT_MARKERS``."""
-    code = request.candidate.code
     return (
-        request.device.startswith("cuda")
+        device.startswith("cuda")
         and "triton" in code
         and not any(marker in code for marker in NO_SCOUT_MARKERS)
         and os.environ.get(SCOUT_VARIABLE, "1") != "0"

@@ -72,7 +72,19 @@ class Outcome(BaseModel):
 class EvaluatorSession:
     """Evaluations on one device: a checker and a pre-started worker, reused until ``close``."""
 
-    def __init__(self, device: str, *, prestart: bool = True, salt: int | None = None) -> None:
+    def __init__(
+        self,
+        device: str,
+        *,
+        prestart: bool = True,
+        salt: int | None = None,
+        worker_now: bool = False,
+        scout_now: bool = False,
+    ) -> None:
+        """``prestart``: a worker starts with the session and another after each evaluation, ahead of need; without
+        it, a worker starts when an evaluation takes one, or with the session (``worker_now``), and a compile scout
+        too (``scout_now``), for a caller about to evaluate a candidate that wants one: a cold ``ksearch eval`` then
+        starts every process of its evaluation at once, before its own imports."""
         self.device = device
         self.prestart = prestart
         self.salt = salt if salt is not None else secrets.randbits(62)
@@ -88,8 +100,10 @@ class EvaluatorSession:
         self.low_memory = os.environ.get(LOW_MEMORY_VARIABLE, "") == "1"
         """Evaluations run in low-memory mode (``checker``): asked for, or entered once and kept for the session."""
         self._start_checker()
-        if prestart:
+        if prestart or worker_now:
             self.idle = self._start_worker()
+        if scout_now:
+            self.idle_scout = self._start_worker()
 
     # -- processes -----------------------------------------------------------------------------------------------
     def _start_checker(self) -> None:

@@ -10,13 +10,16 @@ import math
 import platform
 import signal
 from importlib import metadata
+from typing import TYPE_CHECKING
 
 from ksearch.contracts.evaluation import Evaluation, Rejection, Timing, Verdict
 from ksearch.contracts.exchange import CheckResult, WorkerResult
-from ksearch.tasks.base import Task
 from ksearch.tools import timing as timing_mod
 from ksearch.tools.evaluator.request import HARNESS_VERSION, EvalRequest
 from ksearch.tools.evaluator.session import Outcome
+
+if TYPE_CHECKING:
+    from ksearch.tasks.base import Task
 
 LOG_LIMIT = 4000
 CANDIDATE_FILE = "candidate.py"
