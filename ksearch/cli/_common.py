@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 from pydantic import ValidationError
 from rich.console import Console
 from rich.markup import escape
 
-from ksearch.flows import inspect as inspect_flow
-from ksearch.flows.run import RunOutcome
+if TYPE_CHECKING:
+    from ksearch.flows.run import RunOutcome
 
 out = Console()
 err = Console(stderr=True)
@@ -47,6 +47,8 @@ def workspace_of(ctx: typer.Context) -> Path:
 def pick_run(ctx: typer.Context, run_id: str | None, *, unfinished: bool = False) -> str:
     """The full id of RUN (a unique prefix is enough); without RUN, the latest run (``unfinished``: the latest one
     not finished), said on stderr so that the user knows which run the command acts on."""
+    from ksearch.flows import inspect as inspect_flow
+
     full_id = inspect_flow.resolve_run_id(run_id, workspace_of(ctx), unfinished=unfinished)
     if run_id is None:
         err.print(f"using the latest {'unfinished ' if unfinished else ''}run: {full_id}")
@@ -128,6 +130,8 @@ def first_line(text: str) -> str:
 
 
 def print_outcome(outcome: RunOutcome, ws: Path) -> None:
+    from ksearch.flows import inspect as inspect_flow
+
     if outcome.status == "waiting":
         print_waiting(outcome)
         return

@@ -22,7 +22,6 @@ from ksearch.cli._common import (
     pick_run,
     workspace_of,
 )
-from ksearch.flows.evaluate import default_device
 
 app = typer.Typer()
 
@@ -44,6 +43,7 @@ def sweep(
     as_json: JsonOpt = False,
 ) -> None:
     """Search every problem of a KernelBench level (resumable) and report fast_p and the geomean speedup."""
+    from ksearch.flows.evaluate import default_device
     from ksearch.flows.sweep import SweepSpec, report_json, run_sweep
 
     if device == "auto":
@@ -142,15 +142,13 @@ def eval_cmd(
     """Run the hardened evaluator on one kernel file: correctness, timing and the verdict with its evidence.
 
     Exits 0 when the kernel passed, 1 otherwise."""
-    from ksearch.flows.evaluate import eval_request_for_file
-    from ksearch.flows.evaluate import evaluate
+    from ksearch.flows.evaluate import evaluate_file
 
     try:
-        request = eval_request_for_file(task, file, device=device, timing_method=timing_method, language=language,
-                                        kernelbench_root=kernelbench_root, yardstick_rounds=yardstick)  # fmt: skip
+        evaluation = evaluate_file(task, file, device=device, timing_method=timing_method, language=language,
+                                   kernelbench_root=kernelbench_root, yardstick_rounds=yardstick)  # fmt: skip
     except ValidationError as exc:
         fail_validation(exc)
-    evaluation = evaluate(request)
     if as_json:
         print(evaluation.model_dump_json(indent=2))
     else:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.markup import escape
@@ -12,9 +12,10 @@ from rich.syntax import Syntax
 from rich.table import Table
 from rich.tree import Tree
 
-from ksearch.agent.world_model import ROOT_ID, WorldModel
 from ksearch.cli._common import JsonOpt, LatestRunIdArg, out, pick_run, workspace_of
-from ksearch.flows import inspect as inspect_flow
+
+if TYPE_CHECKING:
+    from ksearch.agent.world_model import WorldModel
 
 app = typer.Typer()
 
@@ -22,6 +23,8 @@ app = typer.Typer()
 @app.command()
 def runs(ctx: typer.Context, as_json: JsonOpt = False) -> None:
     """List the runs in the workspace with their status and best result."""
+    from ksearch.flows import inspect as inspect_flow
+
     rows = inspect_flow.list_runs(workspace_of(ctx))
     usage = {r["id"]: r["usage"] for r in rows}
     if as_json:
@@ -82,6 +85,8 @@ def show(
     as_json: JsonOpt = False,
 ) -> None:
     """Show a run: its world-model tree, its rounds and its best kernel."""
+    from ksearch.flows import inspect as inspect_flow
+
     view = inspect_flow.run_view(pick_run(ctx, run_id), workspace_of(ctx))
     run_row, attempts, usage, wm = view.run, view.attempts, view.usage, view.world_model
     best_code, best_eval = view.best_code, view.best_evaluation
@@ -157,6 +162,8 @@ def steering_table(acts: list[dict[str, Any]]) -> Table:
 
 
 def render_tree(wm: WorldModel) -> Tree:
+    from ksearch.agent.world_model import ROOT_ID
+
     def label(node_id: str) -> str:
         node = wm.nodes[node_id]
         colour = {"solved": "green", "failed": "red", "open": "white"}[node.status.value]
@@ -184,6 +191,8 @@ def render_tree(wm: WorldModel) -> Tree:
 @app.command()
 def tasks(as_json: JsonOpt = False) -> None:
     """List the built-in tasks and those registered by installed packages."""
+    from ksearch.flows import inspect as inspect_flow
+
     infos = inspect_flow.list_tasks()
     if as_json:
         print(json.dumps([i.model_dump() if hasattr(i, "model_dump") else vars(i) for i in infos], indent=2))

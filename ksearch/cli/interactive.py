@@ -13,11 +13,6 @@ from rich.markup import escape
 
 from ksearch.cli._common import JsonOpt, Progress, RunIdArg, out, print_outcome, workspace_of
 from ksearch.errors import UserError
-from ksearch.flows import fork as fork_flow
-from ksearch.flows import inspect as inspect_flow
-from ksearch.flows import interactive as interactive_flow
-from ksearch.flows import run as run_flow
-from ksearch.flows import steering as steering_flow
 
 app = typer.Typer()
 
@@ -31,6 +26,8 @@ def pending(
     as_json: JsonOpt = False,
 ) -> None:
     """Show what a paused run waits for: each prompt's role, call key, full text and expected reply format."""
+    from ksearch.flows import interactive as interactive_flow
+
     ws = workspace_of(ctx)
     view = interactive_flow.pending(run_id or interactive_flow.latest_waiting_run(workspace=ws), workspace=ws)
     prompts = [w for w in view.prompts if key is None or w.prompt.key == key]
@@ -78,6 +75,9 @@ def respond(
     no_drive: Annotated[bool, typer.Option("--no-drive", help="Only record the reply; the next `ksearch resume` takes it.")] = False,
 ) -> None:
     """Answer a paused run's prompt, then drive the run to its next pause or its end (exit 0 when it waits again)."""
+    from ksearch.flows import inspect as inspect_flow
+    from ksearch.flows import interactive as interactive_flow
+
     reply = _read_reply(file)
     ws = workspace_of(ctx)
     run_row = inspect_flow.run_row(run_id, ws)
@@ -135,6 +135,9 @@ def steer(
     no_drive: Annotated[bool, typer.Option("--no-drive", help="approve/reject: only record; the next `ksearch resume` takes it.")] = False,
 ) -> None:
     """Steer a run: acts are recorded, applied at the run's next step (running, paused or stopped), and replayed."""
+    from ksearch.flows import inspect as inspect_flow
+    from ksearch.flows import steering as steering_flow
+
     args = _steer_args(act, node, title=title, description=description, difficulty=difficulty, score=score,
                        speedup=speedup, rationale=rationale, node_id=node_id, pin=pin, off=off)  # fmt: skip
     ws = workspace_of(ctx)
@@ -191,6 +194,10 @@ def fork(
     new_run_id: Annotated[str | None, typer.Option("--run-id", help="Name the fork (default: TASK-DATE-TIME-XXXX).")] = None,
 ) -> None:
     """Start a new run from RUN's state at the end of round --at, with another model or settings afterwards."""
+    from ksearch.flows import fork as fork_flow
+    from ksearch.flows import inspect as inspect_flow
+    from ksearch.flows import run as run_flow
+
     updates: dict[str, Any] = {
         "model": model, "base_url": base_url, "device": device, "max_rounds": max_rounds,
         "stagnation_window": stagnation_window, "parallel_cycles": parallel, "temperature": temperature,

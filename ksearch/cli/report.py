@@ -8,10 +8,13 @@ from typing import Annotated
 import typer
 
 from ksearch.cli._common import out, workspace_of
-from ksearch.flows import report as report_flow
-from ksearch.flows import serve as serve_flow
 
 app = typer.Typer()
+
+# ksearch.flows.serve's DEFAULT_HOST and DEFAULT_PORT, for the defaults of `serve`: written out here because
+# importing that flow is slow (tests/cli/test_cli_import.py checks that they agree).
+SERVE_DEFAULT_HOST = "127.0.0.1"
+SERVE_DEFAULT_PORT = 8765
 
 
 @app.command()
@@ -25,6 +28,8 @@ def report(
 ) -> None:
     """Write one self-contained HTML file (opens offline) of a run: charts, world-model tree with diffs, per-shape
     table, LLM usage and settings; several runs give a comparison."""
+    from ksearch.flows import report as report_flow
+
     path = report_flow.write_report(run_ids, output, workspace_of(ctx))
     size_mb = path.stat().st_size / 1e6
     out.print(f"wrote {path} ({size_mb:.1f} MB, opens offline)")
@@ -33,12 +38,16 @@ def report(
 @app.command()
 def serve(
     ctx: typer.Context,
-    port: Annotated[int, typer.Option("--port", "-p", help="Port to listen on (0 picks a free one).")] = serve_flow.DEFAULT_PORT,
+    port: Annotated[
+        int, typer.Option("--port", "-p", help="Port to listen on (0 picks a free one).")
+    ] = SERVE_DEFAULT_PORT,
     host: Annotated[
         str, typer.Option("--host", help="Address to bind; the default keeps the pages (kernels, prompts) on this machine.")
-    ] = serve_flow.DEFAULT_HOST,
+    ] = SERVE_DEFAULT_HOST,
 ) -> None:
     """Serve the workspace's runs as web pages that update while a run goes (Ctrl-C stops)."""
+    from ksearch.flows import serve as serve_flow
+
     server = serve_flow.make_server(workspace_of(ctx), host=host, port=port)
     out.print(f"serving {server.workspace} at [bold]{server.url}[/bold] (Ctrl-C to stop)")
     try:

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from pydantic import ValidationError
 from rich.markup import escape
 
-from ksearch.agent.config import BudgetConfig, RunConfig
 from ksearch.cli._common import (
     BaselineOpt,
     SchedulerOpt,
@@ -22,9 +21,10 @@ from ksearch.cli._common import (
     print_outcome,
     workspace_of,
 )
-from ksearch.flows import inspect as inspect_flow
-from ksearch.flows import run as runner
-from ksearch.flows.baselines import kernelbench_speedup
+
+if TYPE_CHECKING:
+    from ksearch.agent.config import RunConfig
+    from ksearch.flows.run import RunOutcome
 
 app = typer.Typer()
 
@@ -62,6 +62,10 @@ def run(
     lift_skills: Annotated[bool, typer.Option("--lift-skills/--no-lift-skills", help="Lift a candidate skill from every significantly faster parent -> child edge (paired; GPU only).")] = True,
 ) -> None:
     """Search for a fast, correct kernel for TASK."""
+    from ksearch.agent.config import BudgetConfig, RunConfig
+    from ksearch.flows import inspect as inspect_flow
+    from ksearch.flows import run as runner
+
     device, parallel = runner.placement(device, parallel, executor=executor, scheduler=scheduler, gpus=gpus)
     task_name = task
     # an operator file's reference is checked here; with dask on the CPU, since this machine may have no GPU
@@ -117,6 +121,9 @@ def resume(
     scheduler: Annotated[str | None, typer.Option("--scheduler", help="For a run made with --executor dask: go on with the Dask scheduler at this address (the run remembers it).")] = None,
 ) -> None:
     """Continue a run from its last checkpoint (after a crash, a kill or Ctrl-C); without RUN, the latest unfinished run."""
+    from ksearch.flows import inspect as inspect_flow
+    from ksearch.flows import run as runner
+
     run_row = inspect_flow.run_row(pick_run(ctx, run_id, unfinished=True), workspace_of(ctx))
     max_rounds = run_row["config"].get("max_rounds", 0)
     out.print(f"resuming [bold]{run_row['id']}[/bold] ({run_row['rounds_used']} rounds done before)")
@@ -133,6 +140,8 @@ def replay(
     device: Annotated[str | None, typer.Option(help="Re-evaluate on this device (default: the recorded one).")] = None,
 ) -> None:
     """Re-execute a past run with its recorded LLM replies, re-evaluating every kernel on this machine."""
+    from ksearch.flows import run as runner
+
     config = runner.replay_config(pick_run(ctx, run_id), workspace=workspace_of(ctx), device=device)
     out.print(f"replaying [bold]{config.replay_of}[/bold] as new run [bold]{config.run_id}[/bold] on {config.device}")
     with Progress(config.max_rounds) as progress:
@@ -148,8 +157,11 @@ def _short_task_name(task: str) -> str:
     return Path(task).stem if task.endswith(".py") else task
 
 
-def _print_kernelbench_speedup(outcome: runner.RunOutcome, config: RunConfig, mode: str, ws: Path) -> None:
+def _print_kernelbench_speedup(outcome: RunOutcome, config: RunConfig, mode: str, ws: Path) -> None:
     """For KernelBench tasks on a GPU: the best kernel's speedup over the (cached) PyTorch baseline."""
+    from ksearch.flows import inspect as inspect_flow
+    from ksearch.flows.baselines import kernelbench_speedup
+
     if not config.task.startswith("kernelbench:") or outcome.best is None or config.device == "cpu":
         return
     if config.executor != "local":  # the baseline is measured on this machine's GPU, which a dask agent may lack

@@ -11,12 +11,17 @@ from rich.markup import escape
 from rich.table import Table
 
 from ksearch.cli._common import JsonOpt, err, out, workspace_of
-from ksearch.flows import skills as skills_flow
 
 app = typer.Typer(help="Verified optimisation skills (KLineage): list, show, export, import, learn from an expert kernel.",
                   no_args_is_help=True)  # fmt: skip
 
 SkillIdArg = Annotated[str, typer.Argument(help="A skill id (a unique prefix is enough); list them with `ksearch skills list`.")]
+
+# ksearch.flows.skills' STATUSES, MAX_STEPS and MAX_REJECTIONS, for the help and the defaults: written out here
+# because importing that flow is slow (tests/cli/test_cli_import.py checks that they agree).
+STATUSES = ["candidate", "admitted", "retired"]
+MAX_STEPS = 16
+MAX_REJECTIONS = 4
 
 
 def _estimate(view: Any) -> str:
@@ -37,10 +42,12 @@ def list_(
     task: Annotated[str | None, typer.Option(help="Only skills in scope for this task's family.")] = None,
     language: Annotated[str | None, typer.Option(help="Only skills in scope for this language.")] = None,
     arch: Annotated[str | None, typer.Option(help="Only skills in scope for this architecture (sm90, sm100, cpu).")] = None,
-    status: Annotated[str | None, typer.Option(help=f"Only skills with this status ({', '.join(skills_flow.STATUSES)}).")] = None,
+    status: Annotated[str | None, typer.Option(help=f"Only skills with this status ({', '.join(STATUSES)}).")] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """The library: id, status, scope, trials and the effect estimate derived from the evidence now."""
+    from ksearch.flows import skills as skills_flow
+
     views = skills_flow.list_skills(workspace_of(ctx), task=task, language=language, arch=arch, status=status)
     if as_json:
         print(json.dumps([v.model_dump(mode="json") for v in views], indent=2))
@@ -60,6 +67,8 @@ def list_(
 @app.command()
 def show(ctx: typer.Context, skill_id: SkillIdArg, as_json: JsonOpt = False) -> None:
     """One skill: its record, derived status and estimate, and its whole evidence log."""
+    from ksearch.flows import skills as skills_flow
+
     view, evidence = skills_flow.show_skill(skill_id, workspace_of(ctx))
     if as_json:
         print(json.dumps({"view": view.model_dump(mode="json"), "evidence": [e.model_dump(mode="json") for e in evidence]},
@@ -101,6 +110,8 @@ def export(
     skill_ids: Annotated[list[str] | None, typer.Option("--id", help="Export only these skills (repeatable).")] = None,
 ) -> None:
     """Write skills with their evidence logs as a ksearch-skills JSON file others can import."""
+    from ksearch.flows import skills as skills_flow
+
     count = skills_flow.export_skills(file, workspace_of(ctx), skill_ids=skill_ids)
     out.print(f"wrote {count} skills to {file}")
 
@@ -108,6 +119,8 @@ def export(
 @app.command("import")
 def import_(ctx: typer.Context, file: Annotated[Path, typer.Argument(help="A ksearch-skills JSON file.")]) -> None:
     """Add the skills of a ksearch-skills file to this workspace (evidence marked imported; idempotent)."""
+    from ksearch.flows import skills as skills_flow
+
     report = skills_flow.import_skills(file, workspace_of(ctx))
     out.print(f"imported {len(report.new_skills)} new skills ({len(report.known_skills)} already known), "
               f"{report.evidence_added} evidence records")  # fmt: skip
@@ -124,13 +137,15 @@ def learn(
     device: Annotated[str, typer.Option(help="auto, cuda / cuda:N, or cpu (correctness only: effects are not measured).")] = "auto",
     language: Annotated[str, typer.Option(help="Kernel language.")] = "triton",
     base_url: Annotated[str | None, typer.Option(help="OpenAI-compatible server URL.")] = None,
-    max_steps: Annotated[int, typer.Option(help="Simplification proposals at most (KLineage: 16).")] = skills_flow.MAX_STEPS,
-    max_rejections: Annotated[int, typer.Option(help="Rejected proposals at most (KLineage: 4).")] = skills_flow.MAX_REJECTIONS,
+    max_steps: Annotated[int, typer.Option(help="Simplification proposals at most (KLineage: 16).")] = MAX_STEPS,
+    max_rejections: Annotated[int, typer.Option(help="Rejected proposals at most (KLineage: 4).")] = MAX_REJECTIONS,
     session: Annotated[str | None, typer.Option(help="Re-use a session id (after a crash: nothing paid for is repeated).")] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Learn skills from an expert kernel: walk it backward one validation-gated simplification at a time and lift
     each accepted step, reversed, into a candidate skill."""
+    from ksearch.flows import skills as skills_flow
+
     console = err if as_json else out
 
     def on_event(event: str, data: dict[str, Any]) -> None:

@@ -8,7 +8,6 @@ import typer
 from rich.markup import escape
 
 from ksearch.cli._common import out
-from ksearch.flows import worker as worker_flow
 
 app = typer.Typer()
 
@@ -27,6 +26,8 @@ def worker(
     death_timeout: Annotated[float | None, typer.Option(help="Exit when the scheduler stays unreachable this many seconds (default: keep trying).")] = None,
 ) -> None:
     """Serve evaluations to searches run with --executor dask --scheduler ADDR, until Ctrl-C or SIGTERM."""
+    from ksearch.flows import worker as worker_flow
+
     spec = worker_flow.WorkerSpec(scheduler=scheduler, gpu=gpu, nthreads=nthreads, name=name, death_timeout_s=death_timeout)
 
     def started(info: worker_flow.WorkerStarted) -> None:

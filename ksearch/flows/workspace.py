@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from ksearch.store import Store
+if TYPE_CHECKING:
+    from ksearch.store import Store
 
 DEFAULT_WORKSPACE = ".ksearch"
 DB_NAME = "ksearch.db"
@@ -19,4 +21,6 @@ def workspace_dir(explicit: Path | None = None) -> Path:
 
 
 def open_store(workspace: Path | None = None) -> Store:
+    from ksearch.store import Store  # here, not above: the CLI reads workspace_dir at every start
+
     return Store(workspace_dir(workspace) / DB_NAME)
