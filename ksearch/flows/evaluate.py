@@ -77,13 +77,28 @@ def evaluate_file(task: str, file: Path, *, device: str = "auto", **options: Any
 
     The evaluation's processes (checker, worker and, for a Triton kernel on a GPU, the compile scout) start first,
     so that their interpreter and CUDA start-up overlaps this process's own imports (torch, the task): a cold
-    ``ksearch eval`` then waits for one start-up, not two in a row."""
-    if device == "auto":
-        with ThreadPoolExecutor(1) as pool:
-            probe = pool.submit(default_device)  # a subprocess: torch loads here meanwhile
-            import ksearch.tasks.registry  # noqa: F401
+    ``ksearch eval`` then waits for one start-up, not two in a row. With ``device="auto"`` they start on the likely
+    device while the probe runs, and start again on the probed one where the guess was wrong."""
+    code = read_kernel(file)
+    guess = likely_device() if device == "auto" else device
+    session = EvaluatorSession(guess, prestart=False, worker_now=True, scout_now=scout_wanted(code, guess))
+    try:
+        if device == "auto":
+            # The probe (torch in a subprocess) decides; the session started on its likely answer meanwhile.
+            with ThreadPoolExecutor(1) as pool:
+                probe = pool.submit(default_device)
+                import ksearch.tasks.registry  # noqa: F401 - torch loads while the probe runs
 
-            device = probe.result()
-    scout = scout_wanted(read_kernel(file), device)
-    with EvaluatorSession(device, prestart=False, worker_now=True, scout_now=scout) as session:
+                device = probe.result()
+            if device != guess:
+                session.close()
+                session = EvaluatorSession(device, prestart=False, worker_now=True, scout_now=scout_wanted(code, device))
         return evaluate(eval_request_for_file(task, file, device=device, **options), session=session)
+    finally:
+        session.close()
+
+
+def likely_device() -> str:
+    """What ``default_device`` will most likely say, without importing torch: ``cuda`` where an NVIDIA or AMD GPU's
+    device file exists."""
+    return "cuda" if any(Path(f).exists() for f in ("/dev/nvidiactl", "/dev/kfd")) else "cpu"

@@ -19,31 +19,46 @@ real_spawn = processes.spawn
 
 
 def spy(module, *args, **kwargs):
-    spawned.append({"module": module, "torch_loaded": "torch" in sys.modules})
+    spawned.append({"module": module, "device": kwargs["device"], "torch_loaded": "torch" in sys.modules})
     return real_spawn(module, *args, **kwargs)
 
 
 processes.spawn = spy
-from ksearch.flows.evaluate import evaluate_file
+from ksearch.flows import evaluate as flow
 
-evaluation = evaluate_file("softmax", sys.argv[1], device="cpu")
+if sys.argv[2] != "-":
+    flow.likely_device = lambda: sys.argv[2]
+evaluation = flow.evaluate_file("softmax", sys.argv[1], device=sys.argv[3])
 print(json.dumps({"verdict": evaluation.verdict.value, "spawned": spawned}))
 """
 
 
-def _spawns(code: str) -> dict:
-    done = subprocess.run([sys.executable, "-c", code, str(DATA / "softmax_triton_ok.py")], capture_output=True,
-                          text=True, timeout=300, check=False)  # fmt: skip
+CHECKER, WORKER = "ksearch.tools.evaluator.checker", "ksearch.tools.evaluator.worker"
+
+
+def _spawns(device: str, guess: str = "-") -> dict:
+    done = subprocess.run([sys.executable, "-c", SPY, str(DATA / "softmax_triton_ok.py"), guess, device],
+                          capture_output=True, text=True, timeout=300, check=False)  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def test_the_checker_and_worker_start_before_the_parent_imports_torch() -> None:
-    report = _spawns(SPY)
+    for device in ("cpu", "auto"):  # auto: on the likely device, while the probe runs
+        report = _spawns(device)
+        assert report["verdict"] == "passed"
+        assert [(s["module"], s["device"]) for s in report["spawned"]] == [(CHECKER, "cpu"), (WORKER, "cpu")]
+        assert not any(s["torch_loaded"] for s in report["spawned"]), report
+
+
+def test_a_wrong_guess_of_the_device_starts_the_processes_again_on_the_probed_one() -> None:
+    """Where a GPU's device file exists but torch cannot use it (a CPU build of torch, say), the probe says cpu: the
+    processes started on cuda are stopped and the evaluation runs on the CPU."""
+    report = _spawns("auto", guess="cuda")
     assert report["verdict"] == "passed"
-    modules = [s["module"] for s in report["spawned"]]
-    assert modules == ["ksearch.tools.evaluator.checker", "ksearch.tools.evaluator.worker"]
-    assert not any(s["torch_loaded"] for s in report["spawned"]), report
+    assert [(s["module"], s["device"]) for s in report["spawned"]] == [
+        (CHECKER, "cuda"), (WORKER, "cuda"), (WORKER, "cuda"), (CHECKER, "cpu"), (WORKER, "cpu")
+    ]  # on cuda, the Triton kernel's compile scout too
 
 
 def test_the_evaluator_package_imports_without_torch() -> None:
