@@ -19,11 +19,14 @@ class LoopbackChannel(Channel):
         self.checker = checker
         self.handoffs: list[Handoff] = []
         self.phases: list[str] = []
+        self.spins: list[bool] = []
+        """Per message, whether the worker asked to wait for the answer without sleeping."""
 
     def phase(self, name: str) -> None:
         self.phases.append(name)
 
-    def ask(self, message: BaseModel) -> HandoffReply:
+    def ask(self, message: BaseModel, *, spin: bool = False) -> HandoffReply:
+        self.spins.append(spin)
         data: dict[str, Any] = message.model_dump()
         if data.get("op") == "grow":
             answer = self.checker.handle(CheckerCommand(op="staging", min_bytes=data["min_bytes"]))

@@ -146,3 +146,33 @@ def test_gpumode_checks_every_timed_output_on_fresh_inputs(checker: Checker) -> 
     seeds = [h.input_seed for h in channel.handoffs]
     assert seeds == [runner.config.seed + 13 * k for k in range(len(seeds))]  # seed += 13 every repeat
     assert "timed output" in checker.finish(timed=False).error
+
+
+def test_a_timing_handoff_waits_for_its_answer_without_sleeping() -> None:
+    """Upstream's benchmark process never sleeps between a shape's checked call and its timed loop; a worker that
+    slept while the checker judged would start the loop on a CPU back from idle (slower launches on cloud VMs)."""
+    import os
+    import resource
+    import subprocess
+
+    from ksearch.tools.evaluator.worker import spin_until_readable
+
+    read_end, write_end = os.pipe()
+    try:
+        # Another process answers (a thread of this one would make the spinning thread wait for the GIL).
+        writer = subprocess.Popen(["sh", "-c", "sleep 0.3; echo answer"], stdout=write_end)
+        started = time.monotonic()
+        before = resource.getrusage(resource.RUSAGE_THREAD).ru_nvcsw
+        spin_until_readable(read_end, limit_s=5.0)
+        slept = resource.getrusage(resource.RUSAGE_THREAD).ru_nvcsw - before
+        waited = time.monotonic() - started
+        writer.wait()
+        assert 0.1 < waited < 4.0
+        assert slept == 0  # a voluntary context switch is a sleep
+        assert os.read(read_end, 100) == b"answer\n"
+        started = time.monotonic()
+        spin_until_readable(read_end, limit_s=0.1)  # nothing comes: the caller's blocking read takes over
+        assert time.monotonic() - started < 1.0
+    finally:
+        os.close(read_end)
+        os.close(write_end)

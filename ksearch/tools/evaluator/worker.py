@@ -40,6 +40,7 @@ import gc
 import importlib.util
 import os
 import platform
+import select
 import statistics
 import sys
 import time
@@ -77,6 +78,24 @@ CANDIDATE_MODULE = "candidate"
 CHALLENGER_MODULE = "challenger"
 
 
+SPIN_WAIT_S = 1.0
+"""How long a handoff of the timing phase waits for the checker's answer without sleeping (then it blocks)."""
+
+
+def spin_until_readable(fd: int, limit_s: float) -> None:
+    """Poll ``fd`` without sleeping until it is readable, for at most ``limit_s`` seconds.
+
+    Upstream's benchmark process never sleeps between a shape's checked call and its timed loop (its check runs in
+    the same thread, and CUDA's synchronisations spin). A worker that blocked while the checker judged that call
+    would leave its CPU idle just before the loop, and on the cloud machines measured (bench/RESULTS.md, session 12)
+    a CPU back from idle launches slower for a while: the launch-bound shapes then read 10-20 % above upstream's.
+    The parent sends one answer per message, so nothing is buffered ahead of the line waited for; past ``limit_s``
+    (a slow judgment) the caller's blocking read takes over."""
+    deadline = time.monotonic() + limit_s
+    while not select.select([fd], [], [], 0)[0] and time.monotonic() < deadline:
+        pass
+
+
 class Channel:
     """The worker's side of the conversation with the parent: phases and handoffs out, answers in."""
 
@@ -97,8 +116,11 @@ class Channel:
         except OSError:
             pass  # the parent enforces limits from its own clock; a lost phase only costs precision
 
-    def ask(self, message: BaseModel) -> HandoffReply:
+    def ask(self, message: BaseModel, *, spin: bool = False) -> HandoffReply:
+        """Send ``message`` and read the answer; ``spin``: wait for it without sleeping (``spin_until_readable``)."""
         self.send(message.model_dump_json())
+        if spin and self.answers is not None:
+            spin_until_readable(self.answers.fileno(), SPIN_WAIT_S)
         line = self.answers.readline() if self.answers is not None else ""
         if not line:
             raise RuntimeError("the evaluator closed the channel (evaluation aborted)")
@@ -341,7 +363,7 @@ class Worker:
             offsets=offsets,
             generation=self.staging.handle.generation,
         )
-        self._answered(self.channel.ask(message))
+        self._answered(self.channel.ask(message, spin=self.phase == "timing" and self.device.startswith("cuda")))
 
     def settle(self) -> None:
         """Wait for the checker's verdict on every correctness output (it judges each while the next config runs)."""
