@@ -49,8 +49,10 @@ def eval_request_for_file(
     language: str = "triton",
     kernelbench_root: Path | None = None,
     yardstick_rounds: int = 0,
+    text: str | None = None,
 ) -> EvalRequest:
-    """The evaluation request for a kernel file (a module, or a FlashInfer-Bench Solution JSON) on ``device``.
+    """The evaluation request for a kernel file (a module, or a FlashInfer-Bench Solution JSON) on ``device``;
+    ``text``: the file's contents, where the caller has read them already.
 
     Task names are made canonical (absolute paths): the worker resolves the task again in its own private directory.
     Raises ``UserError`` for an unreadable file and pydantic's ``ValidationError`` for inconsistent options."""
@@ -58,7 +60,7 @@ def eval_request_for_file(
 
     chosen = resolve_device(device)
     resolved = prepare_task(task, kernelbench_root=kernelbench_root, device=chosen)
-    code, language = solution_module(resolved, read_kernel(file), language)
+    code, language = solution_module(resolved, read_kernel(file) if text is None else text, language)
     candidate = Candidate(task=resolved.name, language=language, code=code, entry_point=resolved.entry_point)
     return EvalRequest(candidate=candidate, device=chosen, timing_method=timing_method, yardstick_rounds=yardstick_rounds)
 
@@ -80,8 +82,12 @@ def evaluate_file(task: str, file: Path, *, device: str = "auto", **options: Any
     ``ksearch eval`` then waits for one start-up, not two in a row. With ``device="auto"`` they start on the likely
     device while the probe runs, and start again on the probed one where the guess was wrong."""
     code = read_kernel(file)
+
+    def start(on: str) -> EvaluatorSession:
+        return EvaluatorSession(on, prestart=False, worker_now=True, scout_now=scout_wanted(code, on))
+
     guess = likely_device() if device == "auto" else device
-    session = EvaluatorSession(guess, prestart=False, worker_now=True, scout_now=scout_wanted(code, guess))
+    session = start(guess)
     try:
         if device == "auto":
             # The probe (torch in a subprocess) decides; the session started on its likely answer meanwhile.
@@ -92,8 +98,8 @@ def evaluate_file(task: str, file: Path, *, device: str = "auto", **options: Any
                 device = probe.result()
             if device != guess:
                 session.close()
-                session = EvaluatorSession(device, prestart=False, worker_now=True, scout_now=scout_wanted(code, device))
-        return evaluate(eval_request_for_file(task, file, device=device, **options), session=session)
+                session = start(device)
+        return evaluate(eval_request_for_file(task, file, device=device, text=code, **options), session=session)
     finally:
         session.close()
 
