@@ -36,6 +36,46 @@ def test_gpumode_stop_rule_matches_upstream() -> None:
     assert timing.gpumode_should_stop([4000.0, 3000.0, 4000.0], 1.0, max_time_s=10.0)
 
 
+def _upstream_stops(durations_ms: list[float], wall_s: float, max_time_ns: float) -> bool:
+    """GPU MODE eval.py's decision after a repeat, as it computes it: durations in ns, ``calculate_stats``, then its test."""
+    durations = [d * 1e6 for d in durations_ms]
+    runs = len(durations)
+    if runs >= 100:
+        return True  # its ``for i in range(max_repeats)`` ends
+    if runs < 3:
+        return False  # it tests from the third run (``if i > 1``)
+    avg = sum(durations) / runs
+    std = math.sqrt(sum((x - avg) ** 2 for x in durations) / (runs - 1))
+    err = std / math.sqrt(runs)
+    return err / avg < 0.001 or avg * runs > max_time_ns or wall_s * 1e9 > 120e9
+
+
+def test_the_gpumode_stop_rule_decides_as_upstreams_arithmetic_does() -> None:
+    rng = random.Random(13)
+    for _ in range(3000):
+        n = rng.randint(1, 105)
+        spread = rng.choice([0.0, 1e-4, 5e-4, 2e-3, 0.02, 0.3])
+        scale = rng.choice([0.02, 0.3, 1.1, 40.0, 3000.0])
+        samples = [scale * (1 + spread * rng.gauss(0, 1) ** 2) for _ in range(n)]
+        wall = rng.choice([0.5, 119.0, 121.0])
+        assert timing.gpumode_should_stop(samples, wall, max_time_s=10.0) == _upstream_stops(samples, wall, 10e9)
+
+
+def test_the_gpumode_stop_rule_does_no_exact_fraction_arithmetic(monkeypatch: pytest.MonkeyPatch) -> None:
+    """It runs between every two timed repeats: ``statistics.stdev`` (exact fractions) cost ten times upstream's
+    arithmetic there and read +6 % on a launch-bound shape in the same process (bench/RESULTS.md, session 13)."""
+    import statistics
+
+    def refuse(*_: object) -> float:
+        raise AssertionError("the stop rule must not use the statistics module")
+
+    for name in ("stdev", "fmean", "mean", "variance", "pstdev"):
+        monkeypatch.setattr(statistics, name, refuse)
+    samples = [0.3 + 0.001 * i for i in range(50)]
+    assert timing.gpumode_should_stop(samples, 1.0, max_time_s=10.0) is False
+    assert timing.relative_standard_error(samples) > 0
+
+
 def test_summarize_and_relative_error() -> None:
     stats = timing.summarize([1.0, 2.0, 3.0, 10.0])
     assert stats == {"median_ms": 2.5, "mean_ms": 4.0, "stdev_ms": pytest.approx(4.0825, rel=1e-4), "samples": 4}

@@ -7,13 +7,17 @@ import statistics
 
 # -- pure statistics and stop rules -------------------------------------------------------------------------------
 def relative_standard_error(samples: list[float]) -> float:
-    """stdev / sqrt(n) / mean (sample stdev, n - 1), inf with fewer than 2 samples or a non-positive mean."""
-    if len(samples) < 2:
+    """stdev / sqrt(n) / mean (sample stdev, n - 1), inf with fewer than 2 samples or a non-positive mean. Plain float
+    arithmetic: ``statistics.stdev`` works in exact fractions and costs ten times as much, in loops that call this
+    between timed calls."""
+    runs = len(samples)
+    if runs < 2:
         return math.inf
-    mean = statistics.fmean(samples)
+    mean = math.fsum(samples) / runs
     if mean <= 0:
         return math.inf
-    return statistics.stdev(samples) / math.sqrt(len(samples)) / mean
+    variance = math.fsum((x - mean) ** 2 for x in samples) / (runs - 1)
+    return math.sqrt(variance / runs) / mean
 
 
 def robust_should_stop(
@@ -43,17 +47,22 @@ def gpumode_should_stop(
     target_rel_err: float = 0.001,
 ) -> bool:
     """GPU MODE's rule: at most ``max_repeats``; after >= 3 runs stop when std_err/mean < 0.001, or the summed kernel
-    time (mean * runs) exceeds ``max_time_s``, or the wall time exceeds ``max_wall_s``. Samples in ms."""
-    if len(samples) >= max_repeats:
+    time (mean * runs) exceeds ``max_time_s``, or the wall time exceeds ``max_wall_s``. Samples in ms.
+
+    Computed as upstream's ``calculate_stats`` computes it after every repeat (a sum, then a two-pass variance over the
+    list in floats), so that the host does between two timed calls what upstream's does: the same decisions, at the
+    same cost. ``statistics.stdev`` (exact fractions) took ten times as long, and that work between repeats read in
+    the timed calls of launch-bound shapes: TriMul's 0.3 ms shape +6 % in the same process, +12 % across processes
+    against upstream's loop, geomean +3.6 % (bench/RESULTS.md, session 13)."""
+    runs = len(samples)
+    if runs >= max_repeats:
         return True
-    if len(samples) < 3:
+    if runs < 3:
         return False
-    mean = statistics.fmean(samples)
-    return (
-        relative_standard_error(samples) < target_rel_err
-        or mean * len(samples) / 1000.0 > max_time_s
-        or wall_s > max_wall_s
-    )
+    mean = sum(samples) / runs
+    variance = sum(map(lambda x: (x - mean) ** 2, samples))  # noqa: C417 - upstream's form, kept for its cost
+    err = math.sqrt(variance / (runs - 1)) / math.sqrt(runs)
+    return (mean > 0 and err / mean < target_rel_err) or mean * runs / 1000.0 > max_time_s or wall_s > max_wall_s
 
 
 def summarize(samples: list[float]) -> dict[str, float | int]:
