@@ -23,9 +23,10 @@ The procedure (GPU MODE's, as documented): the submission runs in ONE worker pro
   keeps a clone, times the call and checks its output; summed-time cap 30 s.
 
 Scores are the mean of each case's durations (ns) and their geometric mean. The check is every element within
-atol 2e-2 + rtol 2e-2 * |reference| (NaN/inf must match), the reference in float32 with TF32 off. Unlike upstream,
-whose ``nomask`` flag reaches the generator as a string (so every official case is unmasked), masks here follow
-the boolean; the timed kernels do the same work either way.
+atol 2e-2 + rtol 2e-2 * |reference| (NaN/inf must match), the reference in float32 with TF32 off. As in upstream,
+every mask is all ones: ``eval.py`` reads ``nomask: False`` from its case file as the string "False", which is
+truthy, so no case it runs is masked (ksearch times its benchmarks on the same all-ones masks; its tests use real
+ones).
 """
 
 from __future__ import annotations
@@ -78,10 +79,8 @@ def generate_input(seqlen: int, bs: int, dim: int, seed: int, nomask: bool, dist
         x = torch.distributions.Cauchy(torch.tensor(0.0, device="cuda"), torch.tensor(2.0, device="cuda")).sample(shape)
     else:
         x = torch.randn(shape, device="cuda", dtype=torch.float32, generator=gen)
-    if nomask:
-        mask = torch.ones(bs, seqlen, seqlen, device="cuda")
-    else:
-        mask = torch.randint(0, 2, (bs, seqlen, seqlen), device="cuda", generator=gen).float()
+    del nomask  # eval.py passes it on as a non-empty string, always truthy: every mask is all ones (module docstring)
+    mask = torch.ones(bs, seqlen, seqlen, device="cuda")
     h = HIDDEN
 
     def randn(*size: int, scale: float = 1.0) -> torch.Tensor:
