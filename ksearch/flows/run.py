@@ -465,7 +465,9 @@ def driver_alive(driver: str) -> bool:
 
 _DRIVING: dict[str, SearchContext] = {}
 """The runs this process is driving now, by run id: what a stop request (Ctrl-C, SIGTERM) applies to."""
-_DRIVING_LOCK = threading.Lock()
+_DRIVING_LOCK = threading.RLock()
+"""Re-entrant: a stop request runs in a signal handler, on the main thread, possibly while that thread is inside a
+``with _DRIVING_LOCK`` block (registering or dropping a run); a plain lock would deadlock the process there."""
 
 
 def request_stop(reason: str) -> list[str]:
