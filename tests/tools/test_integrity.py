@@ -20,11 +20,9 @@ def _rule(code: str, task: str | None = "softmax") -> str | None:
 @pytest.mark.parametrize(
     ("code", "rule"),
     [
-        ("import torch\ns = torch.cuda.Stream()\n", "stream_use"),
-        ("from torch.cuda import Stream as S\ns = S()\n", "stream_use"),
-        ("import torch\ndef kernel(x):\n    with torch.cuda.stream(s):\n        pass\n", "stream_use"),
-        ("def kernel(x):\n    a.wait_stream(b)\n", "stream_use"),
-        ('src = "cudaStream_t s; cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);"\n', "stream_use"),
+        ('src = "std::thread t([]{ work(); }); t.detach();"\n', "thread_injection"),
+        ('src = "cudaLaunchHostFunc(stream, callback, nullptr);"\n', "thread_injection"),
+        ('src = "cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal);"\n', "cuda_graph_replay"),
         ("import threading\nthreading.Thread(target=print).start()\n", "thread_injection"),
         ("from concurrent.futures import ThreadPoolExecutor\npool = ThreadPoolExecutor(2)\n", "thread_injection"),
         ("import multiprocessing as mp\nmp.Process(target=print).start()\n", "thread_injection"),
@@ -372,4 +370,21 @@ def test_a_main_self_test_is_not_judged_unless_the_module_binds_its_name() -> No
     )
     assert scan(self_test, task_name="softmax") == []
     rules = {f.rule for f in scan("__name__ = '__main__'\n" + self_test, task_name="softmax")}
-    assert {"stream_use", "subprocess_or_network"} <= rules
+    assert {"subprocess_or_network"} <= rules
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "import torch\ns = torch.cuda.Stream()\n",
+        "from torch.cuda import Stream as S\ns = S()\n",
+        "import torch\ndef kernel(x):\n    s = torch.cuda.Stream()\n    s.wait_stream(torch.cuda.current_stream())\n"
+        "    with torch.cuda.stream(s):\n        y = x * 2\n    torch.cuda.current_stream().wait_stream(s)\n"
+        "    y.record_stream(torch.cuda.current_stream())\n    return y\n",
+        'src = "cudaStream_t s; cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking); cudaStreamWaitEvent(m, e, 0);"\n',
+    ],
+)
+def test_side_streams_pass_the_static_rules(code: str) -> None:
+    """Joined side streams are honest (issue 30): work left on one is caught at run time (``deferred_work``, the
+    parent's clock), not by refusing the word ``Stream``."""
+    assert _rule(code) is None

@@ -78,8 +78,10 @@ def scan(code: str, *, task_name: str | None = None) -> list[Finding]:
     except (SyntaxError, ValueError):
         return []
     task = _task(task_name)
+    support = frozenset(task.support_modules()) if task is not None else frozenset()
     scanner = Scanner(code, tree, forbidden=_forbidden_calls(task_name), entry_point=_entry_point(task_name),
-                      data_parameters=tuple(getattr(task, "data_parameters", ()) or ()))  # fmt: skip
+                      data_parameters=tuple(getattr(task, "data_parameters", ()) or ()),
+                      support_modules=support)  # fmt: skip
     findings = list(dict.fromkeys(scanner.run()))
     order = list(RULES)
     return sorted(findings, key=lambda f: (order.index(f.rule), f.line))

@@ -15,19 +15,21 @@ from ksearch.tools.integrity.base import Finding
 from ksearch.tools.integrity.caching import CachingRules
 from ksearch.tools.integrity.library import LibraryRules
 from ksearch.tools.integrity.processes import ProcessRules
+from ksearch.tools.integrity.reach import ReachRules
 from ksearch.tools.integrity.sources import SourceRules
 from ksearch.tools.integrity.streams import StreamRules
 from ksearch.tools.integrity.writes import WriteRules
 
 
-class Scanner(ProcessRules, StreamRules, WriteRules, SourceRules, CachingRules, LibraryRules):
+class Scanner(ProcessRules, StreamRules, WriteRules, SourceRules, CachingRules, LibraryRules, ReachRules):
     """Every finding in one parsed module, in walk order (``scan`` sorts them by rule priority)."""
 
     def __init__(
         self, code: str, tree: ast.Module, *, forbidden: tuple[str, ...], entry_point: str | None,
-        data_parameters: tuple[int, ...] = (),
+        data_parameters: tuple[int, ...] = (), support_modules: frozenset[str] = frozenset(),
     ) -> None:  # fmt: skip
         super().__init__(code, tree, forbidden=forbidden, entry_point=entry_point, data_parameters=data_parameters)
+        self.support_modules = support_modules
         self.self_test = self._self_test_nodes()
         self.used_names = self._used_names()
         self.threading_misuse = self._threading_misuse()
@@ -39,11 +41,13 @@ class Scanner(ProcessRules, StreamRules, WriteRules, SourceRules, CachingRules, 
                 continue  # a top-level ``if __name__ == "__main__":`` self-test never runs when the harness imports
             if isinstance(node, (ast.Import, ast.ImportFrom)):
                 yield from self._import(node)
+                yield from self._reach_import(node)
             elif isinstance(node, ast.Call):
                 yield from self._call(node)
             elif isinstance(node, ast.Attribute):
                 yield from self._introspection_attribute(node)
                 yield from self._environment_attribute(node)
+                yield from self._reach_attribute(node)
             elif isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Delete)):
                 yield from self._assignment(node)
             elif isinstance(node, ast.ClassDef):
@@ -53,14 +57,13 @@ class Scanner(ProcessRules, StreamRules, WriteRules, SourceRules, CachingRules, 
                 yield from self._dispatch_hook(node)
                 yield from self._memoised_function(node)
                 yield from self._asynchronous(node)
-            elif isinstance(node, (ast.With, ast.AsyncWith)):
-                yield from self._stream_context(node)
             elif isinstance(node, ast.Try):
                 yield from self._try(node)
             elif isinstance(node, ast.Constant) and isinstance(node.value, str):
                 yield from self._string(node)
             elif isinstance(node, ast.Name):
                 yield from self._harness_name(node)
+                yield from self._reach_name(node)
             elif isinstance(node, (ast.Await, ast.AsyncFor, ast.AsyncWith)):
                 yield from self._asynchronous(node)
         yield from self._caching()
@@ -73,3 +76,4 @@ class Scanner(ProcessRules, StreamRules, WriteRules, SourceRules, CachingRules, 
         yield from self._process_call(node, name)
         yield from self._stream_call(node, name, method)
         yield from self._forbidden_call(node, name, method)
+        yield from self._reach_call(node, name)

@@ -1,8 +1,8 @@
 """Rules on string constants: CUDA/C++ sources for ``load_inline`` and the paths or commands a candidate names.
 
 The only text rules: everywhere else the rules match use (imports, calls, assignments), never words. Docstrings and
-bare string statements are prose and are skipped. A string can break ``stream_use`` (side streams or host threads in
-CUDA/C++), ``environment_access``, ``result_forgery`` (the harness's files and channels), ``harness_introspection``
+bare string statements are prose and are skipped. A string can break ``thread_injection`` (host threads or host callbacks
+in CUDA/C++), ``cuda_graph_replay`` (graph capture), ``environment_access``, ``result_forgery`` (the harness's files and channels), ``harness_introspection``
 (files that shadow a module, process memory) or ``subprocess_or_network`` (package installs, downloads).
 """
 
@@ -18,7 +18,8 @@ from ksearch.tools.integrity.vocabulary import (
     PROC_MEMORY_SOURCE,
     RESULT_SOURCE,
     SHADOW_SOURCE,
-    STREAM_SOURCE,
+    GRAPH_SOURCE,
+    THREAD_SOURCE,
 )
 
 
@@ -27,8 +28,10 @@ class SourceRules(ScannerBase):
         text = node.value
         if len(text) < 4 or id(node) in self.docstrings:
             return
-        if STREAM_SOURCE.search(text):
-            yield self.finding("stream_use", node, "the CUDA/C++ source creates or waits on other streams or threads")
+        if THREAD_SOURCE.search(text):
+            yield self.finding("thread_injection", node, "the CUDA/C++ source starts host threads or host callbacks")
+        if GRAPH_SOURCE.search(text):
+            yield self.finding("cuda_graph_replay", node, "the CUDA/C++ source captures or launches CUDA graphs")
         if ENV_SOURCE.search(text):
             yield self.finding("environment_access", node, "the source reads the environment")
         if RESULT_SOURCE.search(text):

@@ -1,9 +1,12 @@
-"""Streams, CUDA graphs and tensor subclasses: work that escapes the timed stream or is not done when it claims.
+"""CUDA graphs and tensor subclasses: work that is replayed, or not done when the call claims it is.
 
-Rules: ``stream_use`` (side streams and stream contexts: only the current stream is timed), ``cuda_graph_replay``
-(CUDA graphs and ``torch.compile`` modes that replay recorded work) and ``tensor_subclass`` (subclasses and dispatch
-hooks that can defer the work until the output is checked). Side streams named in CUDA/C++ source are caught by
-``sources``.
+Rules: ``cuda_graph_replay`` (CUDA graphs and ``torch.compile`` modes that replay recorded work) and
+``tensor_subclass`` (subclasses and dispatch hooks that can defer the work until the output is checked).
+
+Side streams are not refused here: a kernel that joins its side streams to the current stream before it returns
+(``wait_stream``, ``record_stream``) is honest. Work left running on one when the call returns is caught at run time:
+the output changes after a device-wide synchronisation (``deferred_work``), and the parent's clock sees wall time
+that the reported events do not account for (``timing_forgery``).
 """
 
 from __future__ import annotations
@@ -14,8 +17,6 @@ from collections.abc import Iterator
 from ksearch.tools.integrity.base import Finding, ScannerBase
 from ksearch.tools.integrity.vocabulary import (
     GRAPH_CALLS,
-    STREAM_CALLS,
-    STREAM_METHODS,
     SUBCLASS_CALLS,
     SUBCLASS_DEFS,
     SUBCLASS_METHODS,
@@ -25,16 +26,9 @@ from ksearch.tools.integrity.vocabulary import (
 
 
 class StreamRules(ScannerBase):
-    def _stream_context(self, node: ast.With | ast.AsyncWith) -> Iterator[Finding]:
-        for item in node.items:
-            if matches(self.resolve(item.context_expr), STREAM_CALLS):
-                yield self.finding("stream_use", node, "runs work under a non-default stream context")
-
     def _stream_call(self, node: ast.Call, name: str | None, method: str | None) -> Iterator[Finding]:
         if not name:
             return
-        if matches(name, STREAM_CALLS) or method in STREAM_METHODS:
-            yield self.finding("stream_use", node, f"calls {name}")
         if matches(name, GRAPH_CALLS):
             yield self.finding("cuda_graph_replay", node, f"calls {name}")
         if name == "torch.compile" or name.endswith(".torch.compile"):

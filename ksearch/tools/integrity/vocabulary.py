@@ -11,7 +11,6 @@ import re
 from collections.abc import Iterable
 
 RULES: dict[str, str] = {
-    "stream_use": "work on a side CUDA stream escapes the timer (only the current stream is timed)",
     "thread_injection": "threads, processes, async tasks or signal handlers can finish work after the timer stops",
     "subprocess_or_network": "candidates may not start programs, install packages or use the network",
     "timer_monkeypatch": "patching timers, events or synchronisation forges the measurement",
@@ -24,6 +23,9 @@ RULES: dict[str, str] = {
     "reference_fallback": "falling back to a library implementation when the kernel fails is not a kernel",
     "forbidden_op": "the task forbids this library operation: the kernel must compute it itself",
     "result_forgery": "writing to the harness's result files or status pipe forges the verdict",
+    "interpreter_reach": "reaching the interpreter (sys, gc, frames, dunders, private module names, computed "
+    "attribute names) by any route is not allowed: a kernel uses torch, triton and the like through their public names",
+    "unlisted_import": "a kernel imports compute libraries only (torch, triton, numpy, math and the like)",
 }
 """Every rule name, in priority order, with the reason shown to the LLM."""
 
@@ -76,15 +78,11 @@ TIMER_TARGETS = ("torch.cuda.Event", "torch.cuda.synchronize", "torch.cuda.elaps
 TIMER_NAMES = frozenset({"elapsed_time", "synchronize", "record", "perf_counter", "perf_counter_ns", "time",
                          "time_ns", "monotonic", "monotonic_ns", "do_bench", "do_bench_cudagraph", "query",
                          "wait", "median", "fmean", "mean", "stdev", "process_time"})  # fmt: skip
-STREAM_CALLS = ("torch.cuda.Stream", "torch.cuda.stream", "torch.cuda.ExternalStream", "torch.Stream",
-                "torch.cuda.set_stream", "torch.cuda.streams", "torch.cuda.StreamContext", "torch.stream",
-                "torch.cpu.Stream", "torch.cuda._set_stream_by_id", "torch.cuda.get_stream_from_external")  # fmt: skip
-STREAM_METHODS = frozenset({"wait_stream", "record_stream"})
-STREAM_SOURCE = re.compile(
-    r"cudaStreamCreate|cudaStreamNonBlocking|cuStreamCreate|getStreamFromPool|getStreamFromExternal|"
-    r"cudaStreamBeginCapture|cudaGraphLaunch|cudaStreamWaitEvent|setCurrentCUDAStream|cudaLaunchHostFunc|"
-    r"std::thread|pthread_create|std::async"
-)
+THREAD_SOURCE = re.compile(r"cudaLaunchHostFunc|cudaStreamAddCallback|std::thread|pthread_create|std::async")
+"""Host threads and host callbacks in CUDA/C++ source: work that runs after the call returns. (Side streams are not
+refused in the source: a kernel may use them when it joins them to the current stream; work left running on one is
+caught at run time, by the deferred-work check and by the parent's clock.)"""
+GRAPH_SOURCE = re.compile(r"cudaStreamBeginCapture|cudaGraphLaunch|cudaGraphInstantiate")
 GRAPH_CALLS = ("torch.cuda.graph", "torch.cuda.CUDAGraph", "torch.cuda.make_graphed_callables", "torch.cuda.graphs",
                "torch.cuda.graph_pool_handle", "triton.testing.do_bench_cudagraph", "torch._inductor.cudagraph",
                "torch.cuda._graph_pool_handle")  # fmt: skip
@@ -147,7 +145,6 @@ IMPORT_RULES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("harness_introspection", INTROSPECTION_MODULES),
     ("dynamic_code", DYNAMIC_MODULES),
     ("cuda_graph_replay", GRAPH_CALLS),
-    ("stream_use", STREAM_CALLS),
     ("tensor_subclass", SUBCLASS_CALLS),
     ("environment_access", ("os.environ", "os.getenv", "os.environb", "os.putenv", "posix")),
     ("harness_introspection", ("sys.modules", "sys._getframe", "sys.settrace", "sys.meta_path")),
@@ -166,6 +163,12 @@ NUMERICS_FLAGS = frozenset(
 )
 """Global numerics switches a kernel may set (several leaderboard entries enable TF32). They cannot sabotage the
 reference, which runs in the separate checker process, and a precision loss beyond tolerance fails correctness."""
+COMPILER_SETTINGS = ("torch._inductor.config", "torch._dynamo.config")
+"""Compiler settings a kernel may assign at import (``torch._inductor.config.coordinate_descent_tuning = True`` is
+common in torch.compile leaderboard files): they change how Inductor builds the candidate's own code."""
+COMPILER_SETTINGS_DENIED = ("cudagraph", "graph_pool", "compile_threads", "worker", "cpp", "debug", "trace", "cache_dir")
+"""Settings among them that replay recorded work (CUDA graphs), start processes or threads, or write files."""
+
 
 
 def matches(name: str | None, prefixes: Iterable[str], *, raw: bool = False) -> str | None:

@@ -18,6 +18,8 @@ from ksearch.tools.integrity.vocabulary import (
     DYNAMIC_BUILTINS,
     ENV_CALLS,
     FRAME_ATTRS,
+    COMPILER_SETTINGS,
+    COMPILER_SETTINGS_DENIED,
     NUMERICS_FLAGS,
     TIMER_NAMES,
     TIMER_TARGETS,
@@ -87,7 +89,7 @@ class WriteRules(ScannerBase):
     def _assignment(self, node: ast.Assign | ast.AugAssign | ast.AnnAssign | ast.Delete) -> Iterator[Finding]:
         targets = node.targets if isinstance(node, (ast.Assign, ast.Delete)) else [node.target]
         for target in targets:
-            if isinstance(target, ast.Attribute) and self.resolve(target) in NUMERICS_FLAGS:
+            if isinstance(target, ast.Attribute) and _settable(self.resolve(target)):
                 continue
             for element in ast.walk(target):
                 # only what is stored to: ``y[torch.arange(n)] = 0`` or ``cache[(n, torch.float16)] = t`` write y
@@ -125,3 +127,13 @@ class WriteRules(ScannerBase):
             yield self.finding("result_forgery", node, f"opens file descriptor {path.value}")
         elif writes:
             yield self.finding("result_forgery", node, "writes a file (candidates may only compute)")
+
+
+def _settable(name: str | None) -> bool:
+    """A numerics switch (``NUMERICS_FLAGS``) or a compiler setting (``COMPILER_SETTINGS``) other than CUDA graphs and
+    compile workers: what honest leaderboard files set at import."""
+    if not name:
+        return False
+    if name in NUMERICS_FLAGS:
+        return True
+    return matches(name, COMPILER_SETTINGS) is not None and not any(word in name for word in COMPILER_SETTINGS_DENIED)
