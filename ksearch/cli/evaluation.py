@@ -130,7 +130,7 @@ def eval_cmd(
     file: Annotated[Path, typer.Argument(help="The kernel module to evaluate.", exists=True, dir_okay=False)],
     device: Annotated[str, typer.Option("--device", help="auto, cpu (Triton interpreter, correctness only), cuda or cuda:N.")] = "auto",
     timing_method: Annotated[
-        str | None, typer.Option("--timing-method", help="robust, gpumode, gpumode-benchmark or flashinfer [default: the task's].")
+        str | None, typer.Option("--timing-method", help="robust, gpumode, gpumode-benchmark, flashinfer, or confirm (GPU MODE's leaderboard procedure for any task: what a new best must pass) [default: the task's].")
     ] = None,
     language: Annotated[str, typer.Option("--language", help="The kernel's language.")] = "triton",
     kernelbench_root: KernelBenchRootOpt = None,

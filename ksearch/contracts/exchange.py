@@ -163,6 +163,8 @@ class WorkerResult(BaseModel):
     """The candidate's exception with its traceback, or a one-line reason."""
     environment: dict[str, str] = Field(default_factory=dict)
     samples: list[ConfigSamples] = Field(default_factory=list)
+    """The worker's own copy of its samples: diagnostics only. The score is computed from the samples the parent
+    received window by window while they were taken (``ksearch.tools.evaluator.ledger``)."""
     comparison: list[CompareSamples] = Field(default_factory=list)
     stage_seconds: dict[str, float] = Field(default_factory=dict)
     """Wall time of the worker's own stages (load, correctness, timing)."""
@@ -209,3 +211,5 @@ class CheckResult(BaseModel):
     """The checker could not judge an output (its device memory ran out): not the candidate's fault; the evaluator
     retries the evaluation and stops with ``HarnessError`` if it fails again."""
     environment: dict[str, str] = Field(default_factory=dict)
+    bench_input_bytes: dict[int, int] = Field(default_factory=dict)
+    """Per benchmark config index: the bytes of its inputs as the checker regenerated them."""

@@ -21,6 +21,11 @@ class LoopbackChannel(Channel):
         self.phases: list[str] = []
         self.spins: list[bool] = []
         """Per message, whether the worker asked to wait for the answer without sleeping."""
+        self.sent: list[str] = []
+        """Messages the worker sent without waiting for an answer (timed windows), in order."""
+
+    def send(self, payload: str) -> None:
+        self.sent.append(payload)
 
     def phase(self, name: str) -> None:
         self.phases.append(name)

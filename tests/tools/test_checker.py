@@ -298,18 +298,24 @@ def test_guard_detects_replaced_timers_and_leftover_threads(monkeypatch: pytest.
     guard.verify("thread finished")
 
 
-def test_a_new_thread_that_reuses_an_ended_threads_id_is_still_new(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_new_thread_that_reuses_an_ended_threads_id_is_still_new() -> None:
     """Thread ids are reused once a thread ends: a thread counts as the library's or as already running only as the
     same thread object, never by its id."""
-    guard = Guard()
+
+    class Seen(Guard):  # the guard is slotted and its class watched: a subclass stands in for what it sees running
+        running: dict | None = None
+
+        def _running(self) -> dict:
+            return Seen.running if Seen.running is not None else super()._running()
+
+    guard = Seen()
     library = threading.Thread(target=lambda: None, name="library")
     guard.threads.owned.add(library)
     ident = next(iter(guard.baseline_threads))
     candidate = threading.Thread(target=lambda: None, name="candidate")
-    running = {**guard.baseline_threads, ident: candidate}
-    monkeypatch.setattr(guard, "_running", lambda: running)
+    Seen.running = {**guard.baseline_threads, ident: candidate}
     with pytest.raises(CandidateFailure) as caught:
         guard.verify("a reused id")
     assert caught.value.rejection.rule == "thread_injection"
-    running[ident] = library  # the library's own thread object is allowed wherever its id came from
+    Seen.running[ident] = library  # the library's own thread object is allowed wherever its id came from
     guard.verify("the library's thread")

@@ -119,8 +119,15 @@ class FakeRunner:
         self.holds: list[float] = []
         self.syncs_at_audit: list[int] = []
         self.fresh_value_audits: list[int] = []
+        """Input sets re-randomised in place, in order (each followed by an audit of the next call on the set)."""
+        self.fresh_audited: list[int] = []
+        """Positions in ``calls`` (1-based) of the audited calls that ran on re-randomised inputs."""
+        self.windows: list[list[float]] = []
+        """Samples of each timed window, as sent to the parent."""
+        self.open = False
         self.trace: list[str] = []
         self._set_args: dict[int, object] = {}
+        self._pending_fresh: set[int] = set()
 
     def call_on(self, index: int, *, fresh: bool = False, reuse_args: bool = True, clone: bool = False) -> FakeCall:
         if fresh:
@@ -152,6 +159,20 @@ class FakeRunner:
         self.syncs += 1
         self.trace.append("sync")
 
+    def open_window(self) -> None:
+        assert not self.open, "a window opened inside another"
+        self.open = True
+        self.trace.append("go")
+
+    def close_window(self, events: list[tuple[FakeEvent, FakeEvent]]) -> list[float]:
+        assert self.open, "a window closed that was never opened"
+        self.synchronize()
+        samples = [self.elapsed(s, e) for s, e in events]
+        self.windows.append(samples)
+        self.open = False
+        self.trace.append("timed")
+        return samples
+
     def flush(self) -> None:
         self.flushes += 1
         self.trace.append("flush")
@@ -176,15 +197,28 @@ class FakeRunner:
     def want_audit(self, index: int) -> bool:
         return True
 
-    def audit(self, call: FakeCall, output: object) -> None:
+    def stage(self, call: FakeCall, output: object) -> object:
+        self.trace.append("stage")
+        return ("staged", len(self.calls))
+
+    def audit(self, call: FakeCall, output: object, staged: object = None) -> None:
         assert output == call.index
+        assert not self.open, "an audit (its handoff waits for the checker) inside a timed window"
         self.audited.append(len(self.calls))
         self.syncs_at_audit.append(self.syncs)
+        if call.index in self._pending_fresh:
+            self._pending_fresh.discard(call.index)
+            self.fresh_audited.append(len(self.calls))
         self.trace.append("audit")
 
-    def audit_fresh_values(self, call: FakeCall) -> None:
+    def fresh_values(self, call: FakeCall) -> object:
+        assert not self.open, "fresh values are generated outside any window"
+        return ("values", call.index)
+
+    def rerandomise(self, call: FakeCall, values: object) -> None:
         self.fresh_value_audits.append(call.index)
-        self.trace.append("fresh_audit")
+        self._pending_fresh.add(call.index)
+        self.trace.append("rerandomise")
 
     def timed_regions(self) -> list[list[str]]:
         """What happened between each start and end event."""
@@ -210,6 +244,40 @@ def test_nothing_but_the_call_lies_between_the_events_in_every_method() -> None:
         assert all(region == ["call"] for region in regions), name
 
 
+def test_every_sample_leaves_in_a_window_and_every_event_pair_is_inside_one() -> None:
+    """The samples a method returns are exactly those its windows sent to the parent, in order, and no start or
+    end event is recorded outside a window (the parent's clock must see every timed call)."""
+    for name in timing.method_names():
+        runner = FakeRunner()
+        run = timing.get_method(name).run(runner, flush_l2=True)
+        assert [x for w in runner.windows for x in w] == run.samples_ms, name
+        inside = False
+        for step in runner.trace:
+            inside = {"go": True, "timed": False}.get(step, inside)
+            assert step != "record" or inside, name
+            assert step not in ("audit", "rerandomise") or not inside or name == "robust", name
+
+
+def test_every_method_but_the_leaderboard_ones_audits_re_randomised_inputs_at_random_positions() -> None:
+    """At least two audits per loop run on activations re-randomised in place right before the audited call; their
+    positions change from run to run (SystemRandom), so a candidate cannot know them in advance."""
+    for name in ("gpumode-benchmark", "robust"):
+        positions = set()
+        for seed in range(8):
+            runner = FakeRunner()
+            method = timing.get_method(name)
+            method.rng = random.Random(seed)
+            method.run(runner, flush_l2=False)
+            assert len(runner.fresh_audited) >= 2, name
+            assert len(runner.fresh_value_audits) == len(runner.fresh_audited), name  # each re-randomisation checked
+            positions.add(tuple(runner.fresh_audited))
+        assert len(positions) > 1, name
+    for name in ("gpumode", "confirm"):  # fresh inputs every repeat: nothing to re-randomise
+        runner = FakeRunner()
+        timing.get_method(name).run(runner, flush_l2=False)
+        assert not runner.fresh_value_audits, name
+
+
 def test_robust_rotates_input_sets_and_flushes() -> None:
     runner = FakeRunner()
     run = timing.get_method("robust").run(runner, flush_l2=True)
@@ -220,7 +288,7 @@ def test_robust_rotates_input_sets_and_flushes() -> None:
     assert all(s == pytest.approx(1.0, abs=0.01) for s in run.samples_ms)
     assert runner.calls[warmup:] == [i % 4 for i in range(len(run.samples_ms))]  # rotation over the input sets
     assert len({id(a) for a in runner.args_seen}) == len(runner.args_seen)  # a new argument object per call
-    assert runner.fresh_value_audits == [0, 1, 2, 3]  # after the loop, every set once
+    assert len(runner.fresh_value_audits) >= 2  # in the loop, before the last call of random blocks
     assert timing.get_method("robust").run(r := FakeRunner(), flush_l2=False) and r.flushes == 0
 
 
@@ -236,7 +304,7 @@ def test_robust_times_blocks_back_to_back_and_audits_the_last_call_of_each() -> 
     assert blocks[-1] == len(run.samples_ms) and len(lengths) > 3
     assert all(length >= 2 for length in lengths) and len(set(lengths[1:])) > 1  # random lengths
     syncs = [b - a for a, b in zip(runner.syncs_at_audit, runner.syncs_at_audit[1:], strict=False)]
-    assert syncs and all(n == 0 for n in syncs)  # no sync inside a block: the audit synchronises it
+    assert syncs and all(n == 1 for n in syncs)  # no sync inside a block: one ends it (and its window)
     # ~10 ms of (fake, 1 ms) calls per block after the first, between n/2 and 3n/2
     assert all(5 <= length <= 15 for length in lengths[1:])
 
@@ -285,11 +353,13 @@ def test_gpumode_benchmark_reuses_one_data_object_like_upstream() -> None:
     assert set(runner.cached) == {0} and not runner.fresh and len(run.samples_ms) >= 3
     timed_args = runner.args_seen[1:]  # after the one checked call
     assert len({id(a) for a in runner.args_seen}) == 1 and len(timed_args) == len(run.samples_ms)
-    assert runner.audited == [1, len(runner.calls)]  # the checked first call and the last timed output
-    assert runner.fresh_value_audits == [0] and runner.trace[-1] == "fresh_audit"
+    assert runner.audited[0] == 1 and runner.audited[-1] == len(runner.calls)  # checked first call, last timed output
+    assert set(runner.audited[1:-1]) <= set(runner.fresh_audited) and len(runner.fresh_audited) >= 2
     assert runner.flushes == 0
-    # lean between repeats: full host checks on the checked call, the first and the last repeat; a type check between
-    assert runner.glances == len(run.samples_ms) - 2 and runner.after_calls == 1 + 2
+    # lean between repeats: full host checks on the checked call, the first and the last repeat and the audited ones;
+    # a type check between
+    full = len({1, len(runner.calls)} | set(runner.fresh_audited) | {2})
+    assert runner.glances == len(run.samples_ms) + 1 - full and runner.after_calls == full
 
 
 class NoisyRunner(FakeRunner):
@@ -313,6 +383,7 @@ def test_gpumode_warm_up_is_upstreams_first_case_with_a_small_budget() -> None:
         runner = NoisyRunner()
         timing.get_method(name).warm_up(runner, flush_l2=False)
         assert set(runner.cached) == {0} and not runner.audited and not runner.fresh_value_audits
+        assert not runner.windows  # warm-up samples are discarded: no window reaches the parent
         timed = len(runner.timed_regions())
         assert timed == pytest.approx(budget_ms / 1.5, abs=2)  # summed kernel time just past the budget
     steady = FakeRunner()
@@ -326,7 +397,8 @@ def test_flashinfer_is_3_trials_of_50_with_clones_and_flushes() -> None:
     assert len(run.samples_ms) == 150
     assert runner.clones == runner.flushes == 3 * (10 + 50)
     assert sorted(set(runner.cached)) == [0, 1, 2]
-    assert runner.fresh_value_audits == [0, 1, 2] and len(runner.audited) == 3
+    assert runner.fresh_value_audits == [0, 1, 2]  # one iteration per trial at a random position, re-randomised
+    assert len(runner.audited) in (5, 6) and len(runner.fresh_audited) == 3  # and the last iteration of each trial
 
 
 class _Task:
@@ -343,7 +415,7 @@ def test_method_selection() -> None:
     with pytest.raises(timing.TimingError, match="unknown timing method 'fastest'"):
         timing.resolve_method(_Task(), "fastest")
     assert timing.resolve_method(SoftmaxTask(), None) == "robust"
-    assert set(timing.method_names()) == {"robust", "gpumode", "gpumode-benchmark", "flashinfer"}
+    assert set(timing.method_names()) == {"robust", "gpumode", "gpumode-benchmark", "flashinfer", "confirm"}
     assert timing.HEADLINE["gpumode"] == "mean" and timing.HEADLINE["robust"] == "median"
 
 

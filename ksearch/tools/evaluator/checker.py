@@ -128,6 +128,8 @@ class _Evaluation:
     bench_salt: int
     tests_passed: set[int] = field(default_factory=set)
     bench_checked: dict[int, int] = field(default_factory=dict)
+    bench_input_bytes: dict[int, int] = field(default_factory=dict)
+    """Per benchmark config, the size of its inputs as regenerated here (the parent's clone allowance)."""
     outputs_checked: int = 0
     failure: _Fail | None = None
 
@@ -151,6 +153,8 @@ class Checker:
         self.tasks: dict[str, Any] = {}
         self.current: _Evaluation | None = None
         self.largest_output: dict[str, int] = {}
+        self.input_bytes: dict[tuple[str, str], int] = {}
+        """(task, benchmark config) -> bytes of its inputs (deterministic per config; kept across evaluations)."""
         self.pipelined = os.environ.get("KSEARCH_CHECKER_PIPELINE", "1") != "0"
         """Judge correctness outputs while the worker runs the next config (``check``); 0 turns it off."""
         self.pending: tuple[_Evaluation, Handoff, Any, list[Any]] | None = None
@@ -311,7 +315,7 @@ class Checker:
     ) -> CheckResult:
         return CheckResult(
             verdict=verdict, configs_passed=passed, configs_total=total, outputs_checked=state.outputs_checked,
-            mismatch=mismatch, rejection=rejection, error=error,
+            mismatch=mismatch, rejection=rejection, error=error, bench_input_bytes=dict(state.bench_input_bytes),
             environment={**checker_environment(self.device, peak=True),
                          "memory_mode": "low" if self.low_memory else "normal"},
         )  # fmt: skip
@@ -398,7 +402,7 @@ class Checker:
         mismatch = task.check(prepare_config, candidate, expected)
         state.outputs_checked += 1
         if mismatch is not None:
-            label = {"bench": "timed output", "audit": "output on re-randomised inputs after the timing loop"}
+            label = {"bench": "timed output", "audit": "timed output on re-randomised inputs"}
             if h.kind in label:
                 mismatch = mismatch.model_copy(update={"message": f"{label[h.kind]}: {mismatch.message}"})
             raise _Fail(Verdict.INCORRECT, mismatch.message, mismatch=mismatch)
@@ -406,6 +410,7 @@ class Checker:
             state.tests_passed.add(h.config_index)
         else:
             state.bench_checked[h.config_index] = state.bench_checked.get(h.config_index, 0) + 1
+            state.bench_input_bytes[h.config_index] = self.input_bytes.get((task.name, config.name), 0)
 
     def _reference(self, task: Any, config: Any, h: Handoff) -> tuple[str, Any]:
         key = (task.name, h.kind == "test", config.name, h.prepare_seed, h.input_seed, h.activation_seed)
@@ -416,6 +421,7 @@ class Checker:
 
     def _compute_reference(self, task: Any, config: Any, h: Handoff, key: tuple[Any, ...]) -> tuple[str, Any]:
         inputs = task.make_inputs(config.model_copy(update={"seed": h.input_seed}), self.device)
+        self.input_bytes[(task.name, config.name)] = _nbytes(inputs)
         if h.activation_seed is not None:
             fresh = task.make_inputs(config.model_copy(update={"seed": h.activation_seed}), self.device)
             positions = task.activation_inputs(config)

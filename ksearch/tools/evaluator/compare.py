@@ -13,7 +13,8 @@ from ksearch.tools import timing as timing_mod
 from ksearch.tools.evaluator.evaluate import build_worker_request
 from ksearch.tools.evaluator.processes import CHALLENGER_FILE, CANDIDATE_FILE
 from ksearch.tools.evaluator.request import EvalRequest
-from ksearch.tools.evaluator.session import EvaluatorSession
+from ksearch.tools.evaluator.ledger import Calibration, TimingLedger, alternating, judge
+from ksearch.tools.evaluator.session import EvaluatorSession, Outcome
 from ksearch.tools.evaluator.verdicts import failed_evaluation, worker_failed
 
 
@@ -52,8 +53,31 @@ def compare(
         outcome = _run_pair(session, incumbent, challenger, task, rounds)
     assert outcome.result is not None
     names = [c.name for c in task.benchmark_configs(incumbent.device)]
-    comparison = comparison_from_samples(outcome.result.comparison, names)
+    comparison = comparison_from_samples(samples_from_ledger(outcome, names, rounds, flush_l2=task.flush_l2), names)
     return comparison.model_copy(update={"device": outcome.result.environment.get("device_name", incumbent.device)})
+
+
+def samples_from_ledger(outcome: Outcome, names: list[str], rounds: int, *, flush_l2: bool) -> list[CompareSamples]:
+    """Per config, the median of each run's samples as the parent received them, assigned to a side by the run's
+    position in the ABBA order (never by what the worker says); ``ComparisonError`` when the windows cannot be true
+    of the parent's clock (``ledger.judge``)."""
+    ledger = outcome.ledger if outcome.ledger is not None else TimingLedger()
+    finding = judge(ledger, "compare", Calibration.model_validate(outcome.calibration), configs=names, flush_l2=flush_l2)
+    if finding is not None:
+        raise ComparisonError(f"compare() rejected the measurement ({finding.rule}): {finding.evidence}")
+    sides = list(alternating(rounds))
+    result = []
+    for index, name in enumerate(names):
+        runs: dict[int, list[float]] = {}
+        for window in ledger.by_config().get(index, []):
+            runs.setdefault(window.run, []).extend(window.samples_ms)
+        if sorted(runs) != list(range(len(sides))):
+            raise ComparisonError(f"compare(): config {name} has runs {sorted(runs)}, expected {len(sides)}")
+        medians = {"a": [], "b": []}
+        for run, side in enumerate(sides):
+            medians[side].append(statistics_median(runs[run]))
+        result.append(CompareSamples(config=name, incumbent_ms=medians["a"], challenger_ms=medians["b"]))
+    return result
 
 
 def _run_pair(session: EvaluatorSession, incumbent: EvalRequest, challenger: EvalRequest, task, rounds: int):  # noqa: ANN001, ANN202

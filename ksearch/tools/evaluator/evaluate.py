@@ -52,7 +52,9 @@ NO_SCOUT_MARKERS = (*EXTENSION_BUILDERS, "torch.compile")
 waits for) and ``torch.compile`` (Inductor's kernels do not go through the JIT launch the scout turns into compiles)."""
 HARNESS_RETRY_PAUSE_S = 5.0
 """Pause before an evaluation is run again after a failure of the harness (the checker out of device memory)."""
-STAGING_ERROR = "harness: staging"
+HARNESS_FAULT = "harness:"
+"""How a worker's error starts when the harness failed, not the candidate (``worker.HARNESS_FAULT``)."""
+STAGING_ERROR = HARNESS_FAULT + " staging"
 """How a worker reports that it could not open the checker's staging buffer (the session then falls back)."""
 OUT_OF_MEMORY_VERDICTS = (Verdict.RUNTIME_ERROR, Verdict.CRASHED)
 OUT_OF_MEMORY_MARKERS = ("OutOfMemoryError", "CUDA out of memory", "CUDA error: out of memory")
@@ -130,6 +132,10 @@ def _evaluate_with_retry(session: EvaluatorSession, request: EvalRequest, task: 
         if staging_failed and attempt == 0:
             session.ask_checker(CheckerCommand(op="staging", shm=True), 60.0)
             continue
+        if outcome.result is not None and outcome.result.error.startswith(HARNESS_FAULT) and not staging_failed:
+            # The harness could not do its part (a task whose declared inputs cannot be re-randomised, say): never
+            # the candidate's verdict.
+            outcome.harness_error = outcome.harness_error or outcome.result.error.removeprefix(HARNESS_FAULT).strip()
         if outcome.harness_error:
             if attempt:
                 advice = _memory_advice(session)

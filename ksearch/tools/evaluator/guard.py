@@ -16,6 +16,7 @@ import threading
 import time
 import traceback
 import weakref
+from types import MappingProxyType
 from typing import Any
 
 from ksearch.contracts.evaluation import Mismatch, Rejection, Verdict
@@ -193,20 +194,26 @@ _DUMMY_THREAD: type = getattr(threading, "_DummyThread", threading.Thread)
 
 
 class Guard:
-    """The before/after checks around every call of the candidate."""
+    """The before/after checks around every call of the candidate.
+
+    Its state cannot be edited in place: slotted (no instance attribute can shadow ``verify``), the reference table a
+    read-only mapping and the watch lists tuples. (In-process checks stay advisory: what decides a score is checked
+    from outside the process, ``ksearch.tools.evaluator.ledger``.)"""
+
+    __slots__ = ("allow_threads", "threads", "refs", "_watch", "_inherited", "current_frames", "baseline_threads")
 
     def __init__(self, *, allow_threads: bool = False) -> None:
         self.allow_threads = allow_threads
         self.threads = ThreadOrigins.installed()
-        self.refs = {
+        refs = {
             label: (owner, name, _class_attr(owner, name)) for label, (owner, name, _) in harness_references().items()
         }
+        refs["threading.Thread.start"] = (threading.Thread, "start", self.threads.wrapper)
+        self.refs = MappingProxyType(refs)
         # (namespace, name, object) triples: one dict lookup per reference keeps ``verify`` cheap enough to run after
         # every timed call (a candidate could only replace a class member or a module attribute through them).
-        self._watch = [(vars(owner), name, obj) for owner, name, obj in self.refs.values() if _stored_in(owner, name)]
-        self._inherited = [(owner, name, obj) for owner, name, obj in self.refs.values() if not _stored_in(owner, name)]
-        self.refs["threading.Thread.start"] = (threading.Thread, "start", self.threads.wrapper)
-        self._watch.append((vars(threading.Thread), "start", self.threads.wrapper))
+        self._watch = tuple((vars(owner), name, obj) for owner, name, obj in refs.values() if _stored_in(owner, name))
+        self._inherited = tuple((owner, name, obj) for owner, name, obj in refs.values() if not _stored_in(owner, name))
         self.current_frames = sys._current_frames
         self.baseline_threads = self._running()
 

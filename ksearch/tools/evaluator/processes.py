@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import os
 import select
+import socket
+import struct
 import subprocess
 import time
 from pathlib import Path
@@ -32,14 +34,38 @@ def parse_message(line: str) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-class LineReader:
-    """Lines from a pipe, read without blocking past a deadline."""
+SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)
+"""Linux: the kernel stamps each datagram with the time it was sent (``SCM_TIMESTAMPNS`` on receipt)."""
 
-    def __init__(self, fd: int) -> None:
+
+def message_channel() -> tuple[socket.socket, socket.socket]:
+    """(parent's end, worker's end) of a worker's message channel: a Unix seqpacket socket pair (one record per
+    message, end of file when the worker is gone) whose parent end asks the kernel to stamp every record with the
+    moment the worker sent it. Those stamps time the worker's timed windows (``ledger``): the candidate cannot set
+    them, and they do not depend on how late the parent gets round to reading."""
+    parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    try:
+        parent.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+    except OSError:
+        pass  # no kernel stamps here: the reader stamps records when it reads them
+    return parent, child
+
+
+class LineReader:
+    """Lines from a pipe (or a message socket, whose records carry the kernel's send times), read without blocking
+    past a deadline."""
+
+    def __init__(self, fd: int, sock: socket.socket | None = None) -> None:
         self.fd = fd
+        self.sock = sock
         os.set_blocking(fd, False)
         self.pending = b""
         self.closed = False
+        self.stamps: list[tuple[int, float]] = []
+        """(end offset in ``pending``, stamp) per record read: the send time of the lines it holds (seconds since
+        the epoch), from the kernel when it stamps records, else the time of the read."""
+        self.kernel_stamps = sock is not None
+        """Whether every record so far carried the kernel's stamp."""
 
     def _fill(self, timeout: float) -> None:
         """Read what arrives within ``timeout`` seconds into ``pending``; ``closed`` at end of file."""
@@ -48,20 +74,56 @@ class LineReader:
         ready, _, _ = select.select([self.fd], [], [], max(0.0, timeout))
         if not ready:
             return
+        stamp = None
         try:
-            chunk = os.read(self.fd, 1 << 16)
-        except BlockingIOError:
+            if self.sock is not None:
+                chunk, ancillary, _, _ = self.sock.recvmsg(1 << 20, socket.CMSG_SPACE(16))
+                for level, kind, data in ancillary:
+                    if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS and len(data) >= 16:
+                        seconds, nanoseconds = struct.unpack("qq", data[:16])
+                        stamp = seconds + nanoseconds * 1e-9
+            else:
+                chunk = os.read(self.fd, 1 << 16)
+        except (BlockingIOError, InterruptedError):
             return
+        except OSError:
+            chunk = b""
         if chunk == b"":
             self.closed = True
         self.pending += chunk
+        if self.sock is not None:  # a pipe's reader (the checker's answers) keeps no stamps
+            if stamp is None:
+                self.kernel_stamps = False
+                stamp = time.time()
+            self.stamps.append((len(self.pending), stamp))
 
     def lines(self, timeout: float) -> list[str]:
         """Every complete line available now or arriving within ``timeout`` seconds (possibly none)."""
+        return [line for _, line in self.stamped_lines(timeout)]
+
+    def stamped_lines(self, timeout: float) -> list[tuple[float, str]]:
+        """``lines``, each with the send time of the record it came in (``stamps``)."""
         if b"\n" not in self.pending:
             self._fill(timeout)
-        *complete, self.pending = self.pending.split(b"\n")
-        return [line.decode(errors="replace") for line in complete if line.strip()]
+        out: list[tuple[float, str]] = []
+        start = 0
+        while True:
+            end = self.pending.find(b"\n", start)
+            if end < 0:
+                break
+            line = self.pending[start:end]
+            if line.strip():
+                out.append((self._stamp_at(end), line.decode(errors="replace")))
+            start = end + 1
+        self.pending = self.pending[start:]
+        self.stamps = [(offset - start, stamp) for offset, stamp in self.stamps if offset - start > 0]
+        return out
+
+    def _stamp_at(self, offset: int) -> float:
+        for end, stamp in self.stamps:
+            if offset < end:
+                return stamp
+        return time.time()
 
     def one(self, deadline: float) -> str | None:
         """The next line before ``deadline`` (a monotonic time), or None on timeout or end of file."""
@@ -148,20 +210,23 @@ class WorkerProcess:
         self.work, self.io = folder / "work", folder / "io"
         private_dirs(self.work)
         self.io.mkdir(mode=0o700, parents=True, exist_ok=True)
-        msg_r, msg_w = os.pipe()
+        self.channel, child = message_channel()
         try:
             with open(self.io / "stdout.txt", "wb") as out, open(self.io / "stderr.txt", "wb") as err:
                 self.process = spawn(
                     "ksearch.tools.evaluator.worker", ["--device", device], cwd=self.work, device=device,
-                    stdin=subprocess.PIPE, stdout=out, stderr=err, pass_fds=(msg_w,),
-                    extra_env={"KSEARCH_MSG_FD": str(msg_w)},
+                    stdin=subprocess.PIPE, stdout=out, stderr=err, pass_fds=(child.fileno(),),
+                    extra_env={"KSEARCH_MSG_FD": str(child.fileno())},
                 )  # fmt: skip
         finally:
-            os.close(msg_w)
-        self.messages = LineReader(msg_r)
+            child.close()
+        self.messages = LineReader(self.channel.fileno(), self.channel)
         self.started = time.monotonic()
         self.ready_at: float | None = None
         self.backlog: list[str] = []
+        self.calibration: dict[str, float] = {}
+        """The harness's own costs in a timed window, measured by the worker before it read its request and sent with
+        its ``ready`` message (``ksearch.tools.evaluator.calibration``)."""
         self.phase = "start"
         """The last phase this worker announced, as far as ``latest_phase`` has read (for a scout, whose messages
         nobody relays)."""
@@ -174,8 +239,12 @@ class WorkerProcess:
         """True once the worker has imported its libraries (False if it died or the deadline passed first)."""
         while self.ready_at is None:
             for line in self.messages.lines(min(0.2, max(0.0, deadline - time.monotonic()))):
-                if '"ready"' in line:
+                message = parse_message(line) if self.ready_at is None else {}
+                if message.get("op") == "ready":
                     self.ready_at = time.monotonic()
+                    figures = message.get("calibration")
+                    if isinstance(figures, dict):
+                        self.calibration = {k: float(v) for k, v in figures.items() if isinstance(v, (int, float))}
                 else:
                     self.backlog.append(line)
             if self.ready_at is None and (self.messages.closed or has_exited(self.process) or time.monotonic() > deadline):
@@ -235,7 +304,7 @@ class WorkerProcess:
         fd, self.messages.fd, self.messages.closed = self.messages.fd, -1, True
         if fd >= 0:
             try:
-                os.close(fd)
+                self.channel.close()
             except OSError:
                 pass
         if self.process.stdin is not None:

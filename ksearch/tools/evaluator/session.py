@@ -32,9 +32,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError
 
-from ksearch.contracts.exchange import CheckerCommand, CheckResult, StagingHandle, WorkerRequest, WorkerResult
+from ksearch.contracts.exchange import CheckerCommand, CheckResult, Handoff, StagingHandle, WorkerRequest, WorkerResult
+from ksearch.tools.evaluator.ledger import TimingLedger
 from ksearch.tools.evaluator.processes import CheckerFailure, CheckerProcess, LineReader, WorkerProcess, parse_message
 
 CHECKER_START_S = 180.0
@@ -49,6 +50,8 @@ LOW_MEMORY_VARIABLE = "KSEARCH_LOW_MEMORY"
 
 class Outcome(BaseModel):
     """What the session saw of one worker process."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
 
     result: WorkerResult | None = None
     timed_out: bool = False
@@ -67,6 +70,10 @@ class Outcome(BaseModel):
     """A failure of the harness (the checker), not of the candidate."""
     scout_s: float | None = None
     """From the scout's request until it finished (None: no scout, or it was killed unfinished)."""
+    ledger: TimingLedger | None = None
+    """Every timed window of the worker's timing phase, stamped on the session's clock as its messages arrived."""
+    calibration: dict[str, float] = {}
+    """The worker's measurement of the harness's own costs, from its ``ready`` message (before its request)."""
 
 
 class EvaluatorSession:
@@ -182,11 +189,13 @@ class EvaluatorSession:
         """Send ``request`` to ``worker`` and relay its handoffs to the checker until it exits or a limit passes;
         ``scout`` (already asked) is stopped when the worker settles or starts timing."""
         started = time.monotonic()
-        outcome = Outcome()
+        outcome = Outcome(ledger=TimingLedger())
         if not worker.wait_ready(started + compile_timeout_s):
             outcome.phase_seconds["start"] = round(time.monotonic() - started, 3)
             return self._finish(worker, outcome, timed_out=not worker.exited(), started=started)
         outcome.phase_seconds["start"] = round(time.monotonic() - started, 3)
+        outcome.calibration = dict(worker.calibration)
+        ledger = outcome.ledger
         go = time.monotonic()
         deadline = go + compile_timeout_s
         phase_started = go
@@ -194,9 +203,17 @@ class EvaluatorSession:
         backlog = list(worker.backlog)
         worker.backlog.clear()
         while True:
-            for line in backlog or worker.messages.lines(0.05):
+            lines = [(time.time(), line) for line in backlog] or worker.messages.stamped_lines(0.05)
+            for stamp, line in lines:  # stamp: when the worker sent the line (the kernel's clock where it stamps)
                 message = parse_message(line)
                 op = message.get("op")
+                if op in ("go", "timed"):
+                    if outcome.phase == "timing":
+                        if op == "go":
+                            ledger.go(message.get("config"), message.get("run"), stamp)
+                        else:
+                            ledger.timed(message.get("config"), message.get("samples"), stamp)
+                    continue
                 if op == "phase":
                     now = time.monotonic()
                     outcome.phase_seconds[outcome.phase] = round(now - phase_started, 3)
@@ -212,6 +229,8 @@ class EvaluatorSession:
                     if op == "settle" and scout is not None:
                         self.stop_scout(scout, outcome, grace_s=SCOUT_GRACE_S)
                         scout = None
+                    if op == "handoff" and outcome.phase == "timing":
+                        _ledger_handoff(ledger, message)
                     asked = time.monotonic()
                     answer = self._relay(message, evaluation, max(1.0, deadline - asked), outcome)
                     outcome.checker_s += time.monotonic() - asked
@@ -224,6 +243,7 @@ class EvaluatorSession:
                 outcome.timed_out = True
                 break
         outcome.phase_seconds[outcome.phase] = round(time.monotonic() - phase_started, 3)
+        ledger.kernel_clock = worker.messages.kernel_stamps
         return self._finish(worker, outcome, timed_out=outcome.timed_out, started=go)
 
     @staticmethod
@@ -295,6 +315,30 @@ class EvaluatorSession:
     def next_evaluation_id(self) -> str:
         self.evaluations += 1
         return f"e{self.evaluations}"
+
+
+def _ledger_handoff(ledger: TimingLedger, message: dict[str, Any]) -> None:
+    """Attribute a timing-phase handoff to the window it audits (a malformed one is the checker's to refuse)."""
+    try:
+        handoff = Handoff.model_validate(message)
+    except (ValidationError, ValueError):
+        return
+    nbytes = 0
+    for shape, dtype in zip(handoff.shapes, handoff.dtypes):
+        count = 1
+        for size in shape:
+            count *= max(0, int(size))
+        nbytes += count * _itemsize(dtype)
+    ledger.handoff(handoff.kind, handoff.config_index, handoff.input_seed, handoff.activation_seed, nbytes)
+
+
+def _itemsize(dtype: str) -> int:
+    """Bytes per element of a torch dtype's name (``torch.float16`` -> 2), without importing torch."""
+    name = dtype.removeprefix("torch.")
+    for width in (128, 64, 32, 16, 8):
+        if str(width) in name:
+            return width // 8
+    return 1 if name == "bool" else 4
 
 
 __all__ = ["EvaluatorSession", "LineReader", "Outcome"]

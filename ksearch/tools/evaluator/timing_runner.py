@@ -5,13 +5,20 @@ taken from the cache, the task's argument object built) before the loop records 
 (harness guard, output form, staging for the checker, deferred work, input digest) runs after the end event. Event
 records, elapsed times and synchronisations go through references taken before the candidate was imported, so a
 candidate that patches them changes nothing here (and is rejected by the guard).
+
+Each timed window is announced to the parent as it happens (``open_window``: a ``go`` message; ``close_window``: a
+``timed`` message with the window's samples, right after the synchronisation that ends it), so the samples that
+become the score leave this process as they are taken and the parent can hold them against its own clock
+(``ksearch.tools.evaluator.ledger``). Audits on fresh values re-randomise the task's activation inputs in place,
+through ``.data`` (the tensors keep their identity and their version counter), so the candidate can tell such a call
+from any other only by reading the values.
 """
 
 from __future__ import annotations
 
 import random
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ksearch.contracts.evaluation import Verdict
 from ksearch.tasks.base import TaskConfig
@@ -25,6 +32,11 @@ from ksearch.tools.evaluator.guard import (
     reject,
 )
 from ksearch.tools.evaluator.seeds import AUDIT_BASE, MAX_INPUT_SETS, input_digest, input_set_seed
+
+
+class HarnessFault(Exception):
+    """The harness cannot do what it must (a task whose declared activation inputs cannot be re-randomised in
+    place): the evaluation stops with a harness error, never a verdict on the candidate."""
 
 if TYPE_CHECKING:
     from ksearch.tools.evaluator.worker import Worker
@@ -46,18 +58,58 @@ class _Call:
             raise CandidateFailure(verdict, f"on config {self.config.name}:\n{format_exception(exc)}") from None
 
 
+class HostEvent:
+    """A wall-clock stand-in for a CUDA event on the CPU, where nothing is timed except in tests."""
+
+    __slots__ = ("t",)
+
+    def __init__(self, enable_timing: bool = True) -> None:
+        self.t = 0.0
+
+    def record(self) -> None:
+        self.t = time.perf_counter()
+
+    def elapsed_time(self, end: HostEvent) -> float:
+        return (end.t - self.t) * 1e3
+
+
+class FreshValues(NamedTuple):
+    """New activation values for one input set: the seed they were drawn with, (position, tensor) pairs, and the
+    digest of the set once they are in place."""
+
+    seed: int
+    pairs: list[tuple[int, Any]]
+    digest: str
+
+
 class WorkerTimingRunner:
     """The timing primitives for one benchmark config of one candidate."""
 
-    def __init__(self, worker: Worker, fn: Any, config: TaskConfig, index: int, *, audited: bool = True) -> None:
+    __slots__ = ("worker", "fn", "config", "index", "audited", "windows", "run", "_event_cls", "_record", "_elapsed",
+                 "_tensor", "_wall", "_sleep", "sets", "_flush", "_audits", "activation", "_send")  # fmt: skip
+
+    def __init__(
+        self, worker: Worker, fn: Any, config: TaskConfig, index: int, *, audited: bool = True,
+        windows: bool | None = None, run: int = 0,
+    ) -> None:  # fmt: skip
+        """``audited``: outputs go to the checker; ``windows``: timed windows are announced to the parent (by default
+        when audited; compare mode announces without auditing, warm-ups and the yardstick do neither); ``run``: the
+        index of this method run within its config (compare mode alternates two candidates' runs)."""
         import torch
 
         self.worker, self.fn, self.config, self.index = worker, fn, config, index
         self.audited = audited
+        self.windows = audited if windows is None else windows
+        self.run = run
+        self.activation: dict[int, int] = {}
+        """Input set index -> the seed its activations were last re-randomised with (audits are judged on it)."""
+        self._send = worker.channel.send
         refs = worker.guard.refs if worker.guard else {}
         self._event_cls = refs.get("torch.cuda.Event", (None, None, torch.cuda.Event))[2]
         self._record = refs.get("torch.cuda.Event.record", (None, None, torch.cuda.Event.record))[2]
         self._elapsed = refs.get("torch.cuda.Event.elapsed_time", (None, None, torch.cuda.Event.elapsed_time))[2]
+        if not worker.device.startswith("cuda"):  # the CPU times only in tests (KSEARCH_CPU_TIMING): host clocks
+            self._event_cls, self._record, self._elapsed = HostEvent, HostEvent.record, HostEvent.elapsed_time
         self._tensor = refs.get("torch.Tensor", (None, None, torch.Tensor))[2]
         self._wall = refs.get("time.perf_counter", (None, None, time.perf_counter))[2]
         self._sleep = refs.get("torch.cuda._sleep", (None, None, getattr(torch.cuda, "_sleep", None)))[2]
@@ -68,6 +120,7 @@ class WorkerTimingRunner:
     def share_inputs_with(self, other: WorkerTimingRunner) -> None:
         """Use ``other``'s input sets (compare mode: both candidates see identical inputs)."""
         self.sets = other.sets
+        self.activation = other.activation
 
     # -- calls ----------------------------------------------------------------------------------------------------
     def _seed(self, index: int) -> int:
@@ -112,6 +165,17 @@ class WorkerTimingRunner:
             self.worker.synchronize()
         except BaseException as exc:  # noqa: BLE001 - an asynchronous device error of the candidate's kernel
             raise CandidateFailure(Verdict.RUNTIME_ERROR, f"on config {self.config.name}:\n{format_exception(exc)}") from None
+
+    def open_window(self) -> None:
+        if self.windows:
+            self._send('{"op": "go", "config": %d, "run": %d}' % (self.index, self.run))
+
+    def close_window(self, events: list[tuple[Any, Any]]) -> list[float]:
+        self.synchronize()
+        samples = [self.elapsed(start, end) for start, end in events]
+        if self.windows:
+            self._send('{"op": "timed", "config": %d, "samples": [%s]}' % (self.index, ", ".join(map(repr, samples))))
+        return samples
 
     def flush(self) -> None:
         import torch
@@ -163,44 +227,68 @@ class WorkerTimingRunner:
     def want_audit(self, index: int) -> bool:
         return True
 
-    def audit(self, call: _Call, output: Any) -> None:
-        self._audit(call, output, kind="bench", activation_seed=None)
-
-    def audit_fresh_values(self, call: _Call) -> None:
-        """Re-randomise the activation inputs of ``call``'s set in place and check one more call on them."""
+    def stage(self, call: _Call, output: Any) -> list[int] | None:
         if not self.audited:
-            return
-        task = self.worker.task
-        seed = input_set_seed(self.config.seed, AUDIT_BASE + random.randrange(MAX_INPUT_SETS - AUDIT_BASE))
-        fresh = task.make_inputs(self.config.model_copy(update={"seed": seed}), self.worker.device)
-        positions = task.activation_inputs(self.config)
-        for position in range(len(call.inputs)) if positions is None else positions:
-            target, source = call.inputs[position], fresh[position]
-            if hasattr(target, "copy_") and getattr(target, "shape", None) == getattr(source, "shape", None):
-                target.copy_(source)
-            else:
-                raise RuntimeError(f"input {position} of {task.name} cannot be re-randomised in place")
-        if call.index in self.sets:
-            inputs, _, args = self.sets[call.index]
-            self.sets[call.index] = (inputs, input_digest(inputs), args)
-        self.prime(call)
-        output = call()
-        self.after(call, output)
-        self._audit(call, output, kind="audit", activation_seed=seed)
+            return None
+        return self.worker.stage(self.config, output)
 
-    def _audit(self, call: _Call, output: Any, *, kind: str, activation_seed: int | None) -> None:
-        """Stage the output in stream order, synchronise, then the checks and the checker's verdict."""
+    def audit(self, call: _Call, output: Any, staged: Any = None) -> None:
+        """Stage the output in stream order (unless already staged), synchronise, then the checks and the checker's
+        verdict; the call's set is judged with the activations it was last re-randomised with."""
         worker = self.worker
         if not self.audited:
             self.synchronize()
             return
-        offsets = worker.stage(self.config, output)
+        offsets = staged if staged is not None else worker.stage(self.config, output)
         self.synchronize()
         worker.verify(f"timed call on config {self.config.name}")
         worker.check_staged(self.config, output, offsets)
         digest = input_digest(call.inputs)
-        expected = self.sets[call.index][1] if call.index in self.sets and kind != "audit" else None
+        expected = self.sets[call.index][1] if call.index in self.sets else None
         if expected is not None and digest != expected:
             raise reject("input_mutation", f"timed call on config {self.config.name}: the inputs were modified by the call")
+        activation_seed = self.activation.get(call.index)
+        kind = "audit" if activation_seed is not None else "bench"
         self._audits += 1
         worker.handoff(kind, self.index, self.config, call.seed, activation_seed, digest, output, offsets)
+
+    def fresh_values(self, call: _Call) -> FreshValues | None:
+        """A fresh activation seed, per declared activation position its new values, and the digest the set will
+        have (generated now, outside any window: the digest synchronises); None when the task declares no such
+        inputs or nothing is audited."""
+        if not self.audited:
+            return None
+        task = self.worker.task
+        positions = task.activation_inputs(self.config)
+        if positions is not None and not positions:
+            return None
+        seed = input_set_seed(self.config.seed, AUDIT_BASE + random.randrange(MAX_INPUT_SETS - AUDIT_BASE))
+        fresh = task.make_inputs(self.config.model_copy(update={"seed": seed}), self.worker.device)
+        targets = range(len(call.inputs)) if positions is None else positions
+        values = []
+        for position in targets:
+            target, source = call.inputs[position], fresh[position]
+            same = (
+                hasattr(target, "data") and hasattr(source, "shape") and getattr(target, "shape", None) == source.shape
+                and getattr(target, "dtype", None) == source.dtype
+            )  # fmt: skip
+            if not same:
+                raise HarnessFault(
+                    f"input {position} of {task.name} cannot be re-randomised in place (its shape or dtype changes "
+                    "with the seed): the task must declare only value inputs in Task.activation_inputs"
+                )
+            values.append((position, source))
+        after = list(call.inputs)
+        for position, source in values:
+            after[position] = source
+        return FreshValues(seed, values, input_digest(after))
+
+    def rerandomise(self, call: _Call, values: FreshValues) -> None:
+        """Copy the new values into the set's activations through ``.data`` (same tensors, same version counter),
+        in stream order with no synchronisation; later audits of the set are judged on them."""
+        for position, source in values.pairs:
+            call.inputs[position].data.copy_(source)
+        self.activation[call.index] = values.seed
+        if call.index in self.sets:
+            inputs, _, args = self.sets[call.index]
+            self.sets[call.index] = (inputs, values.digest, args)

@@ -1,7 +1,8 @@
 """Turning what the evaluation's processes reported into one typed ``Evaluation``, and trimming logs for the LLM.
 
-The parent computes the statistics, the physics floor and the score itself, from raw samples it sanity-checks
-against its own wall clock; correctness comes only from the trusted checker.
+The parent computes the statistics, the physics floor and the score itself, from the samples it received window by
+window while they were taken, held against its own clock (``ledger``); correctness comes only from the trusted
+checker.
 """
 
 from __future__ import annotations
@@ -13,8 +14,9 @@ from importlib import metadata
 from typing import TYPE_CHECKING
 
 from ksearch.contracts.evaluation import Evaluation, Rejection, Timing, Verdict
-from ksearch.contracts.exchange import CheckResult, WorkerResult
+from ksearch.contracts.exchange import CheckResult, ConfigSamples, WorkerResult
 from ksearch.tools import timing as timing_mod
+from ksearch.tools.evaluator.ledger import Calibration, TimingLedger, judge
 from ksearch.tools.evaluator.request import HARNESS_VERSION, EvalRequest
 from ksearch.tools.evaluator.session import Outcome
 
@@ -121,25 +123,28 @@ def timed_evaluation(
         verdict=Verdict.PASSED, device=device, configs_passed=check.configs_passed,
         configs_total=check.configs_total, environment=environment,
     )  # fmt: skip
-    timings, problem = timings_from_samples(task, method, outcome.result, outcome.wall_s, request.device)
+    configs = task.benchmark_configs(request.device)
+    ledger = outcome.ledger if outcome.ledger is not None else TimingLedger()
+    finding = judge(
+        ledger, method, Calibration.model_validate(outcome.calibration), configs=[c.name for c in configs],
+        flush_l2=bool(getattr(task, "flush_l2", True)), input_bytes=check.bench_input_bytes,
+        fresh_audits_possible=all(_re_randomisable(task, c) for c in configs),
+    )  # fmt: skip
+    if finding is not None:
+        return _rejected(base, finding.rule, finding.evidence, scrub)
+    samples = [ConfigSamples(config=c.name, method=method, samples_ms=ledger.samples(i)) for i, c in enumerate(configs)]
+    timings, problem = timings_from_samples(task, method, samples, outcome.wall_s, request.device)
     if problem:
         return base.model_copy(update={"verdict": Verdict.CRASHED, "log": trim_log(f"crashed: {problem}", "", scrub=scrub)})
-    configs = {c.name: c for c in task.benchmark_configs(request.device)}
+    by_name = {c.name: c for c in configs}
     notes: list[str] = []
     for timing in timings:
-        flops, bytes_moved = task.flops_and_bytes(configs[timing.config])
+        flops, bytes_moved = task.flops_and_bytes(by_name[timing.config])
         floor = timing_mod.physics_floor(
             timing.median_ms, flops, bytes_moved, device, getattr(task, "roofline_compute_dtype", "bf16")
         )
         if floor.violated:
-            evidence = f"config {timing.config}: {floor.evidence}"
-            return base.model_copy(
-                update={
-                    "verdict": Verdict.REJECTED,
-                    "rejection": Rejection(rule="physics_floor", evidence=evidence),
-                    "log": trim_log(f"rejected (physics_floor): {evidence}", "", scrub=scrub),
-                }
-            )
+            return _rejected(base, "physics_floor", f"config {timing.config}: {floor.evidence}", scrub)
         if floor.floor_ms is None:
             notes.append(floor.evidence)
             break
@@ -150,15 +155,30 @@ def timed_evaluation(
     )
 
 
-def timings_from_samples(
-    task: Task, method: str, result: WorkerResult, wall_s: float, device: str = "cuda"
-) -> tuple[list[Timing], str]:
-    """Per-config statistics computed here, from the raw samples; '' or the reason the samples are unusable.
+def _re_randomisable(task: Task, config: object) -> bool:
+    """Whether the task lets the timing loops re-randomise some inputs of ``config`` in place (None: all of them)."""
+    positions = task.activation_inputs(config)  # type: ignore[arg-type]
+    return positions is None or len(positions) > 0
 
-    The samples come from the candidate's process, so they are sanity-checked against what the parent measured:
-    every benchmark config once, finite positive numbers, and a total no longer than the pass's wall time."""
+
+def _rejected(base: Evaluation, rule: str, evidence: str, scrub: tuple[str, ...]) -> Evaluation:
+    return base.model_copy(
+        update={
+            "verdict": Verdict.REJECTED,
+            "rejection": Rejection(rule=rule, evidence=evidence),
+            "log": trim_log(f"rejected ({rule}): {evidence}", "", scrub=scrub),
+        }
+    )
+
+
+def timings_from_samples(
+    task: Task, method: str, samples: list[ConfigSamples], wall_s: float, device: str = "cuda"
+) -> tuple[list[Timing], str]:
+    """Per-config statistics computed here, from the samples the parent received; '' or the reason they are
+    unusable: every benchmark config once, finite positive numbers, and a total no longer than the pass's wall
+    time."""
     names = [c.name for c in task.benchmark_configs(device)]
-    by_name = {s.config: s for s in result.samples}
+    by_name = {s.config: s for s in samples}
     timings: list[Timing] = []
     total_ms = 0.0
     for name in names:

@@ -38,6 +38,7 @@ import argparse
 import faulthandler
 import gc
 import importlib.util
+import json
 import os
 import platform
 import select
@@ -56,6 +57,7 @@ from ksearch.contracts.exchange import CompareSamples, ConfigSamples, Handoff, H
 from ksearch.tasks.base import Task, TaskConfig
 from ksearch.tasks.registry import resolve_task
 from ksearch.tools import timing as timing_mod
+from ksearch.tools.evaluator.ledger import alternating
 from ksearch.tools.evaluator.guard import (
     CandidateFailure,
     Guard,
@@ -72,12 +74,14 @@ from ksearch.tools.evaluator.sandbox import die_with_parent
 from ksearch.tools.evaluator.scout import compile_threads, dry_pass, scouting
 from ksearch.tools.evaluator.seeds import input_digest, salted_seed
 from ksearch.tools.evaluator.staging import StagingWriter
-from ksearch.tools.evaluator.timing_runner import WorkerTimingRunner
+from ksearch.tools.evaluator.timing_runner import HarnessFault, WorkerTimingRunner
 
 CANDIDATE_MODULE = "candidate"
 CHALLENGER_MODULE = "challenger"
 
 
+HARNESS_FAULT = "harness:"
+"""How a worker's error starts when the harness, not the candidate, failed (the parent retries, then stops)."""
 SPIN_WAIT_S = 1.0
 """How long a handoff of the timing phase waits for the checker's answer without sleeping (then it blocks)."""
 
@@ -128,7 +132,14 @@ class Channel:
 
 
 class Worker:
-    """One candidate, one process: load, correctness, timing (or compare). Override a phase to harden it further."""
+    """One candidate, one process: load, correctness, timing (or compare). Override a phase to harden it further.
+
+    Slotted, like the guard and the timing runner: a candidate cannot shadow a method on the instance (a no-op
+    ``verify`` set on the worker object) since an instance has no dictionary to put it in."""
+
+    __slots__ = ("request", "channel", "task", "device", "phase", "configs_passed", "configs_total", "samples",
+                 "yardstick_readings", "comparison", "guard", "staging", "stages", "_stage_started",
+                 "spin_cycles_per_ms")  # fmt: skip
 
     def __init__(self, request: WorkerRequest, channel: Channel | None = None, task: Task | None = None) -> None:
         self.request = request
@@ -180,6 +191,8 @@ class Worker:
                 self.compare(module, other)
         except CandidateFailure as failure:
             return self.result(failure.verdict, error=failure.error, mismatch=failure.mismatch, rejection=failure.rejection)
+        except HarnessFault as fault:
+            return self.result(Verdict.CRASHED, error=f"{HARNESS_FAULT} {fault}")
         return self.result(Verdict.PASSED)
 
     def scout(self) -> WorkerResult:
@@ -417,6 +430,7 @@ class Worker:
             del runner
         self.mark("timing")
         if self.request.yardstick_rounds > 0:
+            self.enter("yardstick")  # its loops are diagnostics: the parent's ledger counts no window of them
             self.yardstick(module, method, configs)
             self.mark("yardstick")
 
@@ -455,12 +469,13 @@ class Worker:
         for index, config in enumerate(configs):
             salted = self.salted(config, self.request.bench_salt)
             runners = {
-                "a": WorkerTimingRunner(self, self.prepare(incumbent, salted), salted, index, audited=False),
-                "b": WorkerTimingRunner(self, self.prepare(challenger, salted), salted, index, audited=False),
+                "a": WorkerTimingRunner(self, self.prepare(incumbent, salted), salted, index, audited=False, windows=True),
+                "b": WorkerTimingRunner(self, self.prepare(challenger, salted), salted, index, audited=False, windows=True),
             }
             runners["b"].share_inputs_with(runners["a"])  # identical inputs for both
             medians: dict[str, list[float]] = {"a": [], "b": []}
-            for side in alternating(self.request.rounds):
+            for run_index, side in enumerate(alternating(self.request.rounds)):
+                runners[side].run = run_index  # the parent assigns each run's windows to a side by this order
                 run = block.run(runners[side], flush_l2=self.request.flush_l2)
                 medians[side].append(statistics.median(run.samples_ms))
             self.comparison.append(CompareSamples(config=config.name, incumbent_ms=medians["a"], challenger_ms=medians["b"]))
@@ -528,13 +543,6 @@ class _Settle(BaseModel):
     op: str = "settle"
 
 
-def alternating(rounds: int) -> Iterator[str]:
-    """The sides of ``rounds`` paired rounds in ABBA order ("a", "b", "b", "a", ...), so that a drift of the machine
-    reaches both sides alike."""
-    for round_index in range(rounds):
-        yield from "ab" if round_index % 2 == 0 else "ba"
-
-
 def interpret_autotune_with_first_config() -> None:
     """Under Triton's interpreter (the CPU), an ``@triton.autotune`` kernel runs its first config instead of
     benchmarking every config (which needs a GPU driver): the kernel is checked for correctness as written."""
@@ -593,9 +601,10 @@ def _version(distribution: str) -> str:
         return "unknown"
 
 
-def warm_start(device: str) -> None:
-    """What a worker does before its request arrives: import the heavy libraries, create the CUDA context and pay
-    Triton's one-off compile start-up (``warmup``)."""
+def warm_start(device: str) -> dict[str, float]:
+    """What a worker does before its request arrives: import the heavy libraries, create the CUDA context, pay
+    Triton's one-off compile start-up (``warmup``) and measure the harness's own costs in a timed window
+    (``calibration``), which the ``ready`` message carries to the parent before any candidate code can run here."""
     import torch
 
     try:
@@ -612,6 +621,15 @@ def warm_start(device: str) -> None:
             warm_up_triton(device)
         except Exception:  # noqa: BLE001 - a failed warm-up only costs the candidate the start-up time
             pass
+        try:
+            from ksearch.tools.evaluator.calibration import calibrate
+
+            figures = calibrate(device)
+            torch.cuda.empty_cache()
+            return figures
+        except Exception:  # noqa: BLE001 - the parent then uses conservative defaults
+            return {}
+    return {}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -623,8 +641,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     msg_fd = int(os.environ["KSEARCH_MSG_FD"]) if os.environ.get("KSEARCH_MSG_FD") else None
     channel = Channel(msg_fd, sys.stdin)
-    warm_start(args.device)
-    channel.send('{"op": "ready"}')
+    calibration = warm_start(args.device)
+    channel.send(json.dumps({"op": "ready", "calibration": calibration}))
     line = sys.stdin.readline()
     if not line.strip():
         return 0  # the session closed without using this worker

@@ -44,8 +44,9 @@ from __future__ import annotations
 import random
 import statistics
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any, Protocol
 
 from ksearch.contracts.exchange import FLUSH_BYTES  # noqa: F401 - re-exported by ksearch.tools.timing
@@ -94,6 +95,12 @@ class TimingRunner(Protocol):
     def synchronize(self) -> None:
         """Device-wide synchronize."""
 
+    def open_window(self) -> None:
+        """A timed window begins: the parent stamps it on its own clock (``ksearch.tools.evaluator.ledger``)."""
+
+    def close_window(self, events: list[tuple[Event, Event]]) -> list[float]:
+        """Device-wide synchronize, then the window's samples (ms per event pair), sent to the parent as they are."""
+
     def flush(self) -> None:
         """Evict the L2 cache (a 256 MB write on the device)."""
 
@@ -110,17 +117,53 @@ class TimingRunner(Protocol):
     def glance(self, call: Call, output: Any) -> None:
         """The cheapest host-only look at an output (its exact type); ``after`` when anything is unusual."""
 
-    def audit(self, call: Call, output: Any) -> None:
-        """A timed call's output to the checker: staged in stream order, then synchronize, deferred-work check,
-        inputs unchanged, and the checker's verdict (raises when it fails)."""
+    def stage(self, call: Call, output: Any) -> Any:
+        """A stream-ordered copy of a timed call's output for the checker, enqueued right after its end event (no
+        sync): what ``audit`` compares the output with after the synchronisation (deferred work)."""
 
-    def audit_fresh_values(self, call: Call) -> None:
-        """After a loop: re-randomise the activation inputs of ``call``'s set in place, call once more on the same
-        argument object, and audit that output."""
+    def audit(self, call: Call, output: Any, staged: Any = None) -> None:
+        """A timed call's output to the checker: staged in stream order (unless ``staged``), then synchronize,
+        deferred-work check, inputs unchanged, and the checker's verdict (raises when it fails). A call on an input
+        set whose activations were re-randomised is judged on those values."""
+
+    def fresh_values(self, call: Call) -> Any:
+        """New activation values for ``call``'s input set (generated now, applied by ``rerandomise``), or None when
+        the task declares no inputs that may be re-randomised in place."""
+
+    def rerandomise(self, call: Call, values: Any) -> None:
+        """Copy ``values`` into the activation inputs of ``call``'s set in place (stream-ordered, no sync), so the
+        next call on the set, through the same argument object, computes on values no call has seen."""
 
     def want_audit(self, index: int) -> bool:
         """Whether the output of the block that just ended is to be checked (a random sample, at least once per
         input set)."""
+
+
+@dataclass
+class FreshPlan:
+    """Where a loop re-randomises its inputs before a call and audits that call: one position among the first
+    ``first_within`` (so even the shortest loop has one), then each later one with probability ``rate``; the loop
+    does not stop before ``minimum`` such audits. Drawn from ``SystemRandom``: the candidate cannot predict them."""
+
+    minimum: int = 2
+    first_within: int = 3
+    rate: float = 0.125
+    rng: random.Random = field(default_factory=random.SystemRandom)
+    done: int = 0
+    _first: int | None = None
+
+    def wants(self, position: int) -> bool:
+        if self._first is None:
+            self._first = self.rng.randrange(self.first_within)
+        if position == self._first:
+            return True
+        if position < self._first:
+            return False
+        behind = self.done < self.minimum and position >= self.first_within
+        return self.rng.random() < (0.5 if behind else self.rate)
+
+    def satisfied(self) -> bool:
+        return self.done >= self.minimum
 
 
 # -- methods --------------------------------------------------------------------------------------------------------
@@ -159,32 +202,42 @@ class _GpuModeRepeats(TimingMethod):
         max_time_s: float,
         audit_each: bool,
         audit_last: bool,
+        fresh: FreshPlan | None = None,
+        measured: bool = True,
     ) -> MethodRun:
+        """``measured``: the windows go to the parent (False for the warm-up, whose samples upstream discards)."""
         result = MethodRun()
         started, i = runner.wall(), 0
         while True:
             call = call_for(i)
+            refreshed = fresh is not None and fresh.wants(i) and _rerandomised(runner, call, fresh)
             runner.prime(call)
             runner.synchronize()
             start, end = runner.event(), runner.event()
+            if measured:
+                runner.open_window()
             runner.record(start)
             output = call()
             runner.record(end)
-            runner.synchronize()
-            result.samples_ms.append(runner.elapsed(start, end))
+            if measured:
+                result.samples_ms.extend(runner.close_window([(start, end)]))
+            else:
+                runner.synchronize()
+                result.samples_ms.append(runner.elapsed(start, end))
             i += 1
             stop = gpumode_should_stop(
                 result.samples_ms, runner.wall() - started,
                 max_time_s=max_time_s, max_wall_s=self.max_wall_s, max_repeats=self.max_repeats,
-            )  # fmt: skip
+            ) and (fresh is None or fresh.satisfied() or i >= 4 * self.max_repeats)  # fmt: skip
             # Between repeats upstream does next to nothing; the full host checks (guard, output form) run on the
             # first and the last repeat and whenever the output is audited, a type check on the others. The timers
             # the loop uses are the harness's own references, so a replaced timer cannot change a sample.
-            if i == 1 or stop or audit_each:
+            audited = audit_each or (audit_last and stop) or refreshed
+            if i == 1 or stop or audited:
                 runner.after(call, output)
             else:
                 runner.glance(call, output)
-            if audit_each or (audit_last and stop):
+            if audited:
                 runner.audit(call, output)
             del output
             if stop:
@@ -196,7 +249,8 @@ class _GpuModeRepeats(TimingMethod):
         output = call()
         runner.after(call, output)
         del output
-        self._repeat(runner, lambda _: call, max_time_s=self.warmup_time_s, audit_each=False, audit_last=False)
+        self._repeat(runner, lambda _: call, max_time_s=self.warmup_time_s, audit_each=False, audit_last=False,
+                     measured=False)  # fmt: skip
 
     def _first_checked_call(self, runner: TimingRunner) -> Call:
         call = runner.call_on(0)
@@ -215,16 +269,17 @@ class GpuModeBenchmark(_GpuModeRepeats):
     description: str = (
         "GPU MODE benchmark mode: warm-up on the first config, then per config one checked call and repeats of "
         "sync/start/custom_kernel(data)/end/sync on the same data object, no L2 flush, stop after >= 3 runs at "
-        "std_err/mean < 0.001, 10 s kernel time or 120 s wall, max 100 repeats, mean; audits after the loop"
+        "std_err/mean < 0.001, 10 s kernel time or 120 s wall, max 100 repeats, mean; at least two repeats at random "
+        "positions run on activations re-randomised in place and are checked"
     )
     max_time_s: float = 10.0
     warmup_time_s: float = 0.1
+    rng: random.Random = field(default_factory=random.SystemRandom)
 
     def run(self, runner: TimingRunner, *, flush_l2: bool) -> MethodRun:
         call = self._first_checked_call(runner)
-        result = self._repeat(runner, lambda _: call, max_time_s=self.max_time_s, audit_each=False, audit_last=True)
-        runner.audit_fresh_values(call)
-        return result
+        return self._repeat(runner, lambda _: call, max_time_s=self.max_time_s, audit_each=False, audit_last=True,
+                            fresh=FreshPlan(rng=self.rng))  # fmt: skip
 
 
 @dataclass
@@ -256,7 +311,8 @@ class Robust(TimingMethod):
         "device events around each call, calls back to back in blocks of random length (~10 ms) with one device-wide "
         "sync per block and the block's last call audited, L2 flush before each call (when the task asks), inputs "
         "rotated among 4 seeded sets with a new argument object per call, adaptive repetition to 1% relative SE or "
-        "2 s, median"
+        "2 s, median; at least two blocks at random positions end with a call on activations re-randomised in place, "
+        "checked"
     )
     input_sets: int = 4
     warmup_s: float = 0.2
@@ -270,6 +326,8 @@ class Robust(TimingMethod):
     hold_cap_ms: float = 50.0
     """Longest spin kernel before a block (its length is the block's expected device time)."""
     fresh_value_audits: bool = True
+    """Re-randomise the activations before the last call of some blocks and check that call (off in ``compare``,
+    which checks nothing)."""
     rng: random.Random = field(default_factory=random.SystemRandom)
 
     def run(self, runner: TimingRunner, *, flush_l2: bool) -> MethodRun:
@@ -287,14 +345,20 @@ class Robust(TimingMethod):
         runner.synchronize()
         result = MethodRun()
         per_call_s = (runner.wall() - started) / calls  # until a block is timed: an upper bound on the device time
-        started, i = runner.wall(), 0
+        fresh = FreshPlan(rng=self.rng) if self.fresh_value_audits else None
+        started, i, block_index = runner.wall(), 0, 0
         while True:
             length = self.block_length(per_call_s if i else None)
+            last = runner.call_on((i + length - 1) % sets, reuse_args=False)
+            values = runner.fresh_values(last) if fresh is not None and fresh.wants(block_index) else None
+            runner.open_window()
             runner.hold(min(self.hold_cap_ms, length * per_call_s * 1e3))
             events = []
-            for _ in range(length):
-                call = runner.call_on(i % sets, reuse_args=False)
+            for k in range(length):
+                call = last if k == length - 1 else runner.call_on(i % sets, reuse_args=False)
                 i += 1
+                if values is not None and k == length - 1:
+                    runner.rerandomise(call, values)  # on the device between two calls: the last one sees them first
                 if flush_l2:
                     runner.flush()
                 runner.prime(call)
@@ -304,12 +368,15 @@ class Robust(TimingMethod):
                 runner.record(end)
                 runner.after(call, output)
                 events.append((start, end))
-            if runner.want_audit(call.index):
-                runner.audit(call, output)  # staged in stream order after the end event, then synchronized
-            else:
-                runner.synchronize()
+            audited = values is not None or runner.want_audit(call.index)
+            staged = runner.stage(call, output) if audited else None  # in stream order, right after the end event
+            block = runner.close_window(events)
+            if audited:
+                runner.audit(call, output, staged)
+            if values is not None and fresh is not None:
+                fresh.done += 1
             del output
-            block = [runner.elapsed(s, e) for s, e in events]
+            block_index += 1
             result.samples_ms.extend(block)
             per_call_s = statistics.median(block) / 1e3
             if robust_should_stop(
@@ -319,11 +386,8 @@ class Robust(TimingMethod):
                 target_rel_se=self.target_rel_se,
                 time_cap_s=self.time_cap_s,
                 max_samples=self.max_samples,
-            ):
+            ) and (fresh is None or fresh.satisfied() or block_index >= 1000):
                 break
-        if self.fresh_value_audits:
-            for index in range(sets):
-                runner.audit_fresh_values(runner.call_on(index))
         return result
 
     def block_length(self, per_call_s: float | None) -> int:
@@ -341,47 +405,103 @@ class FlashInfer(TimingMethod):
     description: str = (
         "flashinfer-bench 0.1.2: 3 trials with fresh inputs, 10 warm-up + 50 timed iterations each, 256 MB zero_() "
         "L2 flush then a clone of every argument before each iteration, sync/start/call/end, one sync per trial, "
-        "arithmetic mean"
+        "arithmetic mean; per trial the last iteration and one at a random position on re-randomised activations "
+        "are checked"
     )
     trials: int = 3
     warmup: int = 10
     iterations: int = 50
+    rng: random.Random = field(default_factory=random.SystemRandom)
+
+    @staticmethod
+    def _close(runner: TimingRunner, pending: tuple[Call, Any, tuple[Any, Any], bool]) -> list[float]:
+        """End an iteration's window (the synchronisation), then audit its output if it was chosen."""
+        call, output, events, audited = pending
+        samples = runner.close_window([events])
+        if audited:
+            runner.audit(call, output)
+        return samples
 
     def run(self, runner: TimingRunner, *, flush_l2: bool) -> MethodRun:
         result = MethodRun()
         for trial in range(self.trials):
-            runner.call_on(trial)  # the trial's inputs, generated once
+            inputs = runner.call_on(trial)  # the trial's inputs, generated once; every iteration clones them
             for _ in range(self.warmup):
                 runner.flush()
                 call = runner.call_on(trial, clone=True)
                 runner.prime(call)
                 runner.after(call, call())
-            events = []
-            for _ in range(self.iterations):
-                runner.flush()
+            fresh = FreshPlan(minimum=1, first_within=self.iterations, rate=0.0, rng=self.rng)
+            pending: tuple[Call, Any, tuple[Any, Any], bool] | None = None
+            for iteration in range(self.iterations + 1):
+                timed = iteration < self.iterations
+                fresh_here = timed and fresh.wants(iteration)
+                if timed:
+                    runner.flush()
+                if pending is not None and (fresh_here or not timed):
+                    # the previous window ends here (upstream's sync comes after this iteration's clone; fresh values
+                    # are generated, with a synchronisation of their own, outside any window)
+                    result.samples_ms.extend(self._close(runner, pending))
+                    pending = None
+                if not timed:
+                    break
+                values = runner.fresh_values(inputs) if fresh_here else None
+                if values is not None:
+                    runner.rerandomise(inputs, values)  # before the clone: this iteration's arguments are new
+                    fresh.done += 1
                 call = runner.call_on(trial, clone=True)
                 runner.prime(call)
-                runner.synchronize()
+                if pending is not None:  # upstream's sync before the start event ends the previous window
+                    result.samples_ms.extend(self._close(runner, pending))
+                    pending = None
+                else:
+                    runner.synchronize()
                 start, end = runner.event(), runner.event()
+                runner.open_window()
                 runner.record(start)
                 output = call()
                 runner.record(end)
                 runner.after(call, output)
-                events.append((start, end))
-            runner.audit(call, output)
-            del output
-            result.samples_ms.extend(runner.elapsed(s, e) for s, e in events)
-            runner.audit_fresh_values(runner.call_on(trial))
+                pending = (call, output, (start, end), values is not None or iteration == self.iterations - 1)
+                del output
         return result
 
 
-_REGISTRY: dict[str, Callable[[], TimingMethod]] = {
+def _rerandomised(runner: TimingRunner, call: Call, plan: FreshPlan) -> bool:
+    """Re-randomise ``call``'s activations now (outside any window) if the task allows it; whether it did."""
+    values = runner.fresh_values(call)
+    if values is None:
+        return False
+    runner.rerandomise(call, values)
+    plan.done += 1
+    return True
+
+
+@dataclass
+class Confirm(GpuMode):
+    """GPU MODE's leaderboard procedure for any task: the confirmation a new best must pass before it is promoted,
+    reported or exported. Every repeat runs on freshly generated inputs and every output is checked, so no output
+    can be replayed, and each repeat is synchronised on both sides, so the parent's clock bounds every sample
+    tightly (``ksearch.tools.evaluator.ledger``)."""
+
+    name: str = "confirm"
+    description: str = (
+        "confirmation of a new best (GPU MODE's leaderboard procedure, for every task): one checked call, then repeats "
+        "on fresh inputs with every output checked, sync/start/call/end/sync, GPU MODE's stop rule, mean"
+    )
+
+
+CONFIRM_METHOD = "confirm"
+"""Every task supports it, whatever its ``timing_methods``: it is how a new best is confirmed."""
+_REGISTRY: Mapping[str, Callable[[], TimingMethod]] = MappingProxyType({
     "robust": Robust,
     "gpumode": GpuMode,
     "gpumode-benchmark": GpuModeBenchmark,
     "flashinfer": FlashInfer,
-}
-HEADLINE = {name: factory().headline for name, factory in _REGISTRY.items()}
+    CONFIRM_METHOD: Confirm,
+})  # fmt: skip
+"""Read-only, so nothing in a worker's process can swap a method for another."""
+HEADLINE = MappingProxyType({name: factory().headline for name, factory in _REGISTRY.items()})
 
 
 def method_names() -> tuple[str, ...]:
@@ -397,7 +517,7 @@ def get_method(name: str) -> TimingMethod:
 
 def resolve_method(task: Any, requested: str | None) -> str:
     """The method name to use for ``task``: ``requested`` or the task's default, which the task must support."""
-    supported = tuple(getattr(task, "timing_methods", ("robust",)))
+    supported = (*getattr(task, "timing_methods", ("robust",)), CONFIRM_METHOD)
     name = requested if requested is not None else getattr(task, "default_timing_method", "robust")
     if name not in _REGISTRY:
         raise TimingError(f"unknown timing method {name!r}; known methods: {', '.join(_REGISTRY)}")

@@ -1,0 +1,92 @@
+"""The harness's own costs inside a timed window, measured by a worker before it has read its request.
+
+The parent holds every timed window against its own clock (``ksearch.tools.evaluator.ledger``): the wall time of a
+window may exceed the device time its samples claim only by what the harness itself does in it. Those costs are
+measured here, in ``warm_start``, before the worker reads its request, so no candidate code has run in the process
+yet and the figures reach the parent in the ``ready`` message, which the candidate cannot take back:
+
+- ``window_overhead_ms``: a synchronised one-call window (``go`` message, start event, a trivial kernel, end event,
+  synchronise, elapsed time, ``timed`` message) beyond its event time;
+- ``call_overhead_ms``: the harness's host work per call of a back-to-back block (two events, two records, a flush
+  launch, the guard's checks of every harness reference);
+- ``flush_ms``: one L2 flush (a 256 MB write);
+- ``copy_gbps``: a device-to-device copy (bytes read plus written).
+
+Each is the 90th percentile (or the median for device rates) of a few repetitions: a few milliseconds in all.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import time
+from typing import Any
+
+REPEATS = 24
+
+
+def calibrate(device: str) -> dict[str, float]:
+    """The figures of ``ledger.Calibration`` for ``device`` (empty on the CPU, which never times)."""
+    if not device.startswith("cuda"):
+        return {}
+    import torch
+
+    from ksearch.contracts.exchange import FLUSH_BYTES
+    from ksearch.tools.evaluator.guard import Guard
+
+    sink = os.open(os.devnull, os.O_WRONLY)
+    try:
+        tiny = torch.zeros(1, device=device)
+        flush = torch.empty(FLUSH_BYTES // 4, dtype=torch.int32, device=device)
+        guard = Guard()
+        window, calls, flushes, copies = [], [], [], []
+        for _ in range(REPEATS):
+            torch.cuda.synchronize(device)
+            started = time.perf_counter()
+            os.write(sink, b'{"op": "go", "config": 0, "run": 0}\n')
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            tiny.add_(1)
+            end.record()
+            torch.cuda.synchronize(device)
+            sample = start.elapsed_time(end)
+            os.write(sink, ('{"op": "timed", "config": 0, "samples": [%r]}\n' % sample).encode())
+            window.append((time.perf_counter() - started) * 1e3 - sample)
+        for _ in range(REPEATS):
+            started = time.perf_counter()
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            flush.zero_()
+            start.record()
+            tiny.add_(1)
+            end.record()
+            guard.verify("calibration")
+            calls.append((time.perf_counter() - started) * 1e3)
+        torch.cuda.synchronize(device)
+        for _ in range(5):
+            flushes.append(_device_ms(lambda: flush.zero_()))
+            copies.append(_device_ms(lambda: flush.clone()))
+        copy_ms = statistics.median(copies)
+        return {
+            "window_overhead_ms": _p90(window),
+            "call_overhead_ms": _p90(calls),
+            "flush_ms": statistics.median(flushes),
+            "copy_gbps": 2 * FLUSH_BYTES / (copy_ms * 1e6) if copy_ms > 0 else 1000.0,
+        }
+    finally:
+        os.close(sink)
+
+
+def _device_ms(work: Any) -> float:
+    import torch
+
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    work()
+    end.record()
+    end.synchronize()
+    return float(start.elapsed_time(end))
+
+
+def _p90(values: list[float]) -> float:
+    ordered = sorted(max(0.0, v) for v in values)
+    return ordered[min(len(ordered) - 1, int(0.9 * len(ordered)))]

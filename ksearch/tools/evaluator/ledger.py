@@ -1,0 +1,264 @@
+"""The timing ledger: what the parent saw of a worker's timed loops, on its own clock, and what it concludes.
+
+A timed loop runs in the candidate's process, so everything it reports could be forged there. The worker therefore
+announces each timed window as it happens: ``go`` right before the first start event of a repeat (or block, or
+iteration), and ``timed`` with the window's samples right after the synchronisation that ends it. Both travel on a
+Unix seqpacket socket whose receiving end asks the kernel to stamp every record with the moment it was sent
+(``processes.message_channel``): the candidate cannot set those stamps, and they do not depend on how late the
+parent reads. The parent relays every handoff to the checker in between, so it knows, from records the candidate
+cannot rewrite after the fact:
+
+- the samples of every window, as they were sent (the score is computed from these, never from the worker's final
+  report);
+- how much wall time each window took, which bounds the device time its samples may claim from both sides: no more
+  than the wall time, and no less than the wall time minus the harness's own work in the window (calibrated by the
+  worker before the candidate was imported: ``Calibration``);
+- which windows were followed by an audit of the checker, and which audits ran on freshly re-randomised inputs.
+
+``judge`` turns the ledger into the rules ``timing_forgery`` (the samples cannot be true of the wall time) and
+``audit_evasion`` (audits missing, or the audited calls alone doing the work). Pure logic: no processes, no clocks.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from pydantic import BaseModel, ConfigDict
+
+KERNEL_JITTER_S = 0.002
+"""Per config, with the kernel's send stamps: scheduling of the worker between an event and its message."""
+READ_JITTER_S = 0.025
+"""Per config, where the kernel does not stamp messages and the parent stamps them when it reads them (its loop,
+the GIL, the scheduler)."""
+RELATIVE_SLACK = 0.01
+"""Per config: wall time over the claimed device time allowed in proportion (event and clock granularity)."""
+MIN_CALL_OVERHEAD_MS = 0.02
+"""Floor of the harness's per-call allowance, whatever the calibration measured."""
+OVERHEAD_FACTOR = 3.0
+"""The calibrated per-call overhead is multiplied by this (each CPU of the cloud hosts flips between two speeds ~1.8x
+apart, so the loop may run slower than when it was calibrated)."""
+EVASION_RATIO = 1.5
+"""An audited call slower than this times the other calls' median (and than ``EVASION_MIN_RATIO`` at its fastest)
+means the kernel did its work only when it could see the inputs had changed."""
+EVASION_MIN_RATIO = 1.25
+EVASION_FLOOR_MS = 0.02
+HOLD_CAP_MS = 50.0
+"""The longest spin kernel ``robust`` puts before a block (``timing.Robust.hold_cap_ms``)."""
+
+
+class Calibration(BaseModel):
+    """The harness's own costs, measured by the worker before it read its request (no candidate code had run)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    window_overhead_ms: float = 0.05
+    """Wall time of a synchronised one-call window beyond its events (launch latency, sync wake-up, the message)."""
+    call_overhead_ms: float = 0.1
+    """Host time of the harness's own work per call of a back-to-back block (events, checks, flush launch)."""
+    flush_ms: float = 0.2
+    """Device time of one L2 flush (a 256 MB write)."""
+    copy_gbps: float = 1000.0
+    """Device-to-device copy rate (bytes read plus written per second / 1e9)."""
+
+
+@dataclass
+class Window:
+    """One timed window as the parent saw it."""
+
+    config: int
+    run: int
+    opened: float
+    closed: float | None = None
+    samples_ms: list[float] = field(default_factory=list)
+    audits: list[str] = field(default_factory=list)
+    """Kinds of the checker's handoffs that followed it ('bench', 'audit' for re-randomised inputs)."""
+    fresh: bool = False
+    """An audit after it introduced activation values no earlier call of the config had seen."""
+    staged_bytes: int = 0
+    """Bytes of the outputs staged for the audits that followed it (copied inside the window, in stream order)."""
+
+    @property
+    def wall_ms(self) -> float:
+        return 0.0 if self.closed is None else (self.closed - self.opened) * 1e3
+
+
+@dataclass
+class TimingLedger:
+    """Every window of one worker's timing phase, in order, with the audits that followed each."""
+
+    windows: list[Window] = field(default_factory=list)
+    malformed: list[str] = field(default_factory=list)
+    kernel_clock: bool = True
+    """Every stamp is the kernel's send time (else some are the parent's read times: a wider jitter allowance)."""
+    _seen_activations: set[tuple[int, int | None, int | None]] = field(default_factory=set)
+
+    def go(self, config: object, run: object, stamp: float) -> None:
+        if not isinstance(config, int) or not isinstance(run, int):
+            self.malformed.append("a window without a config or run index")
+            return
+        if self.windows and self.windows[-1].closed is None:
+            self.malformed.append(f"config {config}: a window opened before the previous one was closed")
+        self.windows.append(Window(config=config, run=run, opened=stamp))
+
+    def timed(self, config: object, samples: object, stamp: float) -> None:
+        last = self.windows[-1] if self.windows else None
+        if last is None or last.closed is not None or last.config != config:
+            self.malformed.append(f"config {config}: samples for a window that was never opened")
+            return
+        if not isinstance(samples, list) or not samples or not all(isinstance(x, (int, float)) for x in samples):
+            self.malformed.append(f"config {config}: a window closed without samples")
+            return
+        last.closed = stamp
+        last.samples_ms = [float(x) for x in samples]
+
+    def handoff(self, kind: str, config: int, input_seed: int | None, activation_seed: int | None, nbytes: int) -> None:
+        """A handoff relayed during timing: it audits the window just closed."""
+        last = self.windows[-1] if self.windows else None
+        if last is None or last.closed is None or last.config != config:
+            return  # the first checked call of a config comes before its first window
+        last.audits.append(kind)
+        last.staged_bytes += nbytes
+        key = (config, input_seed, activation_seed)
+        if activation_seed is not None and key not in self._seen_activations:
+            last.fresh = True
+        self._seen_activations.add(key)
+
+    def by_config(self) -> dict[int, list[Window]]:
+        grouped: dict[int, list[Window]] = {}
+        for window in self.windows:
+            if window.closed is not None:
+                grouped.setdefault(window.config, []).append(window)
+        return grouped
+
+    def samples(self, config: int) -> list[float]:
+        return [x for w in self.by_config().get(config, []) for x in w.samples_ms]
+
+
+@dataclass(frozen=True)
+class MethodShape:
+    """What a timing method puts in a window besides the candidate's calls, for the allowance."""
+
+    flush_per_call: bool = False
+    hold_per_window: bool = False
+    clone_per_call: bool = False
+    every_window_audited: bool = False
+    min_fresh_audits: int = 0
+
+
+METHOD_SHAPES: dict[str, MethodShape] = {
+    "gpumode-benchmark": MethodShape(min_fresh_audits=2),
+    "gpumode": MethodShape(every_window_audited=True),
+    "robust": MethodShape(flush_per_call=True, hold_per_window=True, min_fresh_audits=2),
+    "flashinfer": MethodShape(flush_per_call=True, clone_per_call=True, min_fresh_audits=2),
+    "compare": MethodShape(flush_per_call=True, hold_per_window=True),
+}
+
+
+@dataclass(frozen=True)
+class Finding:
+    rule: str
+    evidence: str
+
+
+def judge(
+    ledger: TimingLedger,
+    method: str,
+    calibration: Calibration,
+    *,
+    configs: list[str],
+    flush_l2: bool = True,
+    input_bytes: dict[int, int] | None = None,
+    fresh_audits_possible: bool = True,
+) -> Finding | None:
+    """The first rule the ledger breaks, or None. ``configs``: the benchmark configs' names, in order (every one must
+    have windows); ``input_bytes``: per config, the inputs' size as the checker regenerated them (for the clone
+    allowance of ``flashinfer``); ``fresh_audits_possible``: the task declares inputs that may be re-randomised."""
+    if ledger.malformed:
+        return Finding("timing_forgery", f"the timing messages were out of order: {ledger.malformed[0]}")
+    shape = METHOD_SHAPES.get(method, MethodShape())
+    grouped = ledger.by_config()
+    for index, name in enumerate(configs):
+        windows = grouped.get(index, [])
+        if not windows:
+            return Finding("timing_forgery", f"config {name}: no timed window reached the evaluator")
+        problem = _wall_problem(name, windows, shape, calibration, flush_l2, (input_bytes or {}).get(index, 0),
+                                ledger.kernel_clock)  # fmt: skip
+        if problem is not None:
+            return problem
+        problem = _audit_problem(name, windows, shape, fresh_audits_possible)
+        if problem is not None:
+            return problem
+    return None
+
+
+def allowance_ms(windows: list[Window], shape: MethodShape, calibration: Calibration, flush_l2: bool, input_bytes: int) -> float:
+    """Wall time the harness's own work may add to ``windows`` beyond the samples they claim."""
+    calls = sum(len(w.samples_ms) for w in windows)
+    per_window = max(MIN_CALL_OVERHEAD_MS, calibration.window_overhead_ms) * OVERHEAD_FACTOR
+    per_call = 0.0
+    if len(windows) < calls:  # back-to-back calls in a window: the harness's host work between them
+        per_call += max(MIN_CALL_OVERHEAD_MS, calibration.call_overhead_ms) * OVERHEAD_FACTOR
+    if shape.flush_per_call and flush_l2:
+        per_call += calibration.flush_ms * 1.5
+    if shape.clone_per_call:
+        per_call += 1.5 * 2 * input_bytes / (max(calibration.copy_gbps, 1.0) * 1e6)
+    staged = sum(w.staged_bytes for w in windows) * 1.5 * 2 / (max(calibration.copy_gbps, 1.0) * 1e6)
+    holds = 0.0
+    if shape.hold_per_window:
+        previous: list[float] | None = None
+        for window in windows:
+            holds += HOLD_CAP_MS if previous is None else min(HOLD_CAP_MS, len(window.samples_ms) * statistics.median(previous))
+            previous = window.samples_ms
+    return len(windows) * per_window + calls * per_call + staged + holds
+
+
+def _wall_problem(
+    name: str, windows: list[Window], shape: MethodShape, calibration: Calibration, flush_l2: bool, input_bytes: int,
+    kernel_clock: bool,
+) -> Finding | None:
+    wall = sum(w.wall_ms for w in windows)
+    claimed = sum(sum(w.samples_ms) for w in windows)
+    jitter = (KERNEL_JITTER_S if kernel_clock else READ_JITTER_S) * 1e3
+    calls = sum(len(w.samples_ms) for w in windows)
+    if claimed > wall * (1 + RELATIVE_SLACK) + jitter:
+        return Finding("timing_forgery", f"config {name}: {calls} timed calls report {claimed:.3f} ms of device time, "
+                       f"but their windows took {wall:.3f} ms on the evaluator's clock")  # fmt: skip
+    allowed = allowance_ms(windows, shape, calibration, flush_l2, input_bytes)
+    if wall > claimed * (1 + RELATIVE_SLACK) + allowed + jitter:
+        return Finding("timing_forgery", f"config {name}: {calls} timed calls report {claimed:.3f} ms of device time "
+                       f"in windows that took {wall:.3f} ms on the evaluator's clock; the harness's own work "
+                       f"accounts for at most {allowed + jitter:.3f} ms of the difference")  # fmt: skip
+    return None
+
+
+def _audit_problem(name: str, windows: list[Window], shape: MethodShape, fresh_possible: bool) -> Finding | None:
+    if shape.every_window_audited:
+        unchecked = sum(1 for w in windows if not w.audits)
+        if unchecked:
+            return Finding("audit_evasion", f"config {name}: {unchecked} of {len(windows)} timed calls were not "
+                           "handed to the checker (every timed output must be checked in this method)")  # fmt: skip
+    fresh = [w for w in windows if w.fresh]
+    needed = shape.min_fresh_audits if fresh_possible else 0
+    if len(fresh) < needed:
+        return Finding("audit_evasion", f"config {name}: {len(fresh)} audits on re-randomised inputs reached the "
+                       f"checker, {needed} are required")  # fmt: skip
+    if fresh:
+        audited = [w.samples_ms[-1] for w in fresh]
+        others = [x for w in windows for x in (w.samples_ms if not w.fresh else w.samples_ms[:-1])]
+        if len(others) >= 2:
+            typical = statistics.median(others)
+            if (statistics.median(audited) > EVASION_RATIO * typical + EVASION_FLOOR_MS
+                    and min(audited) > EVASION_MIN_RATIO * typical + EVASION_FLOOR_MS):  # fmt: skip
+                return Finding("audit_evasion", f"config {name}: the calls on re-randomised inputs took "
+                               f"{statistics.median(audited):.4f} ms (median of {len(audited)}), the other timed calls "
+                               f"{typical:.4f} ms: the kernel works only when it sees new values")  # fmt: skip
+    return None
+
+
+def alternating(rounds: int) -> Iterator[str]:
+    """The sides of ``rounds`` paired rounds in ABBA order ("a", "b", "b", "a", ...), so that a drift of the machine
+    reaches both sides alike (compare mode: the parent assigns each run to a side by this order)."""
+    for round_index in range(rounds):
+        yield from "ab" if round_index % 2 == 0 else "ba"

@@ -1,0 +1,131 @@
+"""The parent's ledger of timed windows (``ksearch.tools.evaluator.ledger``): what it accepts and what it refuses.
+
+Pure: windows are built by hand with the wall times and samples an honest or a forging worker would produce."""
+
+from __future__ import annotations
+
+import pytest
+
+from ksearch.tools.evaluator.ledger import Calibration, TimingLedger, alternating, allowance_ms, judge, METHOD_SHAPES
+
+CAL = Calibration(window_overhead_ms=0.03, call_overhead_ms=0.05, flush_ms=0.1, copy_gbps=2000.0)
+
+
+def _ledger(windows: list[tuple[int, float, list[float], list[str], int | None]]) -> TimingLedger:
+    """(config, wall ms, samples, audit kinds, activation seed of the audit) per window, back to back."""
+    ledger, now = TimingLedger(), 100.0
+    for config, wall_ms, samples, audits, activation in windows:
+        ledger.go(config, 0, now)
+        now += wall_ms / 1e3
+        ledger.timed(config, samples, now)
+        for kind in audits:
+            ledger.handoff(kind, config, 7, activation, 4096)
+        now += 0.001  # the harness between windows (not in any window)
+    return ledger
+
+
+def _repeats(config: int, n: int, sample: float, wall: float, fresh_at: tuple[int, ...] = (0, 2)) -> list:
+    rows = []
+    for i in range(n):
+        fresh = i in fresh_at
+        rows.append((config, wall, [sample], ["audit"] if fresh else [], 1000 + i if fresh else None))
+    return rows
+
+
+def test_honest_repeats_pass_and_their_samples_are_the_score() -> None:
+    ledger = _ledger(_repeats(0, 20, 2.0, 2.05) + _repeats(1, 20, 0.05, 0.09))
+    assert judge(ledger, "gpumode-benchmark", CAL, configs=["a", "b"]) is None
+    assert ledger.samples(0) == [2.0] * 20 and ledger.samples(1) == [0.05] * 20
+
+
+def test_samples_understating_the_wall_time_are_forged() -> None:
+    """The issue's six forgers reported 0.4x of the real time: the parent's windows took the real time."""
+    ledger = _ledger(_repeats(0, 20, 4.1, 10.25))
+    finding = judge(ledger, "gpumode-benchmark", CAL, configs=["a"])
+    assert finding is not None and finding.rule == "timing_forgery"
+    assert "82.000 ms" in finding.evidence and "205.000 ms" in finding.evidence
+
+
+def test_a_small_understatement_of_long_calls_is_caught_too() -> None:
+    ledger = _ledger(_repeats(0, 30, 9.0, 10.0))  # 10 % off on 10 ms calls
+    assert judge(ledger, "gpumode-benchmark", CAL, configs=["a"]).rule == "timing_forgery"
+
+
+def test_samples_claiming_more_than_the_wall_time_are_forged() -> None:
+    ledger = _ledger(_repeats(0, 10, 8.0, 2.0))
+    finding = judge(ledger, "gpumode-benchmark", CAL, configs=["a"])
+    assert finding is not None and finding.rule == "timing_forgery" and "took 20.000 ms" in finding.evidence
+
+
+def test_out_of_order_or_missing_windows_are_forged() -> None:
+    ledger = TimingLedger()
+    ledger.timed(0, [1.0], 1.0)  # never opened
+    assert judge(ledger, "gpumode", CAL, configs=["a"]).rule == "timing_forgery"
+    assert judge(_ledger(_repeats(0, 5, 1.0, 1.05)), "gpumode-benchmark", CAL, configs=["a", "b"]).rule == "timing_forgery"
+    nested = TimingLedger()
+    nested.go(0, 0, 1.0)
+    nested.go(0, 0, 1.1)
+    assert nested.malformed
+
+
+def test_robust_blocks_allow_the_hold_the_flushes_and_the_harness_between_calls() -> None:
+    """A block: a spin kernel of about the previous block's device time, then calls with a flush before each."""
+    rows = []
+    previous = None
+    for block in range(12):
+        samples = [0.5] * 10
+        hold = 50.0 if previous is None else 10 * 0.5
+        wall = hold + sum(samples) + 10 * (0.1 + 0.05)
+        fresh = block in (1, 5)
+        rows.append((0, wall, samples, ["audit" if fresh else "bench"], 50 + block if fresh else None))
+        previous = samples
+    assert judge(_ledger(rows), "robust", CAL, configs=["a"]) is None
+    forged = [(c, w, [x * 0.5 for x in s], a, f) for c, w, s, a, f in rows]
+    assert judge(_ledger(forged), "robust", CAL, configs=["a"]).rule == "timing_forgery"
+
+
+def test_launch_bound_honest_robust_calls_pass() -> None:
+    """A host slower than the device: the candidate's own launch time is inside its events; only the harness's work
+    between calls is outside them."""
+    rows = [(0, 50.0 + 64 * (0.3 + 0.05), [0.3] * 64, ["bench"], None)]
+    rows += [(0, 64 * 0.3 + 64 * (0.3 + 0.05), [0.3] * 64, ["audit"], 9 + k) for k in range(3)]
+    assert judge(_ledger(rows), "robust", CAL, configs=["a"], flush_l2=False) is None
+
+
+def test_every_timed_output_must_be_checked_in_the_leaderboard_methods() -> None:
+    rows = [(0, 1.05, [1.0], ["bench"], None)] * 5 + [(0, 1.05, [1.0], [], None)]
+    finding = judge(_ledger(rows), "gpumode", CAL, configs=["a"])
+    assert finding.rule == "audit_evasion" and "1 of 6" in finding.evidence
+
+
+def test_re_randomised_audits_are_required_where_the_task_allows_them() -> None:
+    rows = _repeats(0, 10, 1.0, 1.05, fresh_at=(3,))
+    assert judge(_ledger(rows), "gpumode-benchmark", CAL, configs=["a"]).rule == "audit_evasion"
+    assert judge(_ledger(rows), "gpumode-benchmark", CAL, configs=["a"], fresh_audits_possible=False) is None
+    again = _repeats(0, 10, 1.0, 1.05, fresh_at=(3,)) + [(0, 1.05, [1.0], ["audit"], 1003)]  # the same values again
+    assert judge(_ledger(again), "gpumode-benchmark", CAL, configs=["a"]).rule == "audit_evasion"
+
+
+def test_a_kernel_that_works_only_when_the_values_change_is_caught() -> None:
+    """It replays its last output unless a sample of the inputs changed: correct on every audit, fast otherwise."""
+    rows = []
+    for i in range(12):
+        fresh = i in (1, 6)
+        sample = 2.0 if fresh else 0.02
+        rows.append((0, sample + 0.04, [sample], ["audit"] if fresh else [], 70 + i if fresh else None))
+    finding = judge(_ledger(rows), "gpumode-benchmark", CAL, configs=["a"])
+    assert finding is not None and finding.rule == "audit_evasion" and "new values" in finding.evidence
+    noisy = [(0, s[0] + 0.04, [s[0] * (1.2 if f else 1.0)], a, f) for (_, _, s, a, f) in _repeats(0, 12, 1.0, 0, (1, 6))]
+    assert judge(_ledger(noisy), "gpumode-benchmark", CAL, configs=["a"]) is None  # 20 % slower: within noise
+
+
+def test_the_allowance_grows_with_what_the_method_puts_in_a_window() -> None:
+    windows = _ledger(_repeats(0, 10, 1.0, 1.0)).by_config()[0]
+    plain = allowance_ms(windows, METHOD_SHAPES["gpumode-benchmark"], CAL, True, 0)
+    clone = allowance_ms(windows, METHOD_SHAPES["flashinfer"], CAL, True, 10**9)
+    assert plain == pytest.approx(10 * 0.09 + 10 * 4096 * 3 / 2e9, rel=0.01)
+    assert clone > plain + 10 * 1.5  # a 1 GB clone per call at 2 TB/s: 1 ms, with its margin
+
+
+def test_runs_alternate_in_abba_order() -> None:
+    assert "".join(alternating(3)) == "abbaab"

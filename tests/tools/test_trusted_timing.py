@@ -1,0 +1,71 @@
+"""The score is checked from outside the candidate's process (issue 30): forgers that got past the static rules and
+the in-process guard, run through the real ``evaluate()`` with real worker and checker processes.
+
+The CPU never times in production; ``KSEARCH_CPU_TIMING=1`` lets it time with wall-clock events so that the whole
+path runs here: the worker announces each timed window on its message socket, the kernel stamps the records with
+their send times, and the parent's ledger holds the samples against those stamps. The candidates sleep 5 ms per call
+so a forgery is far above the harness's own overhead. The static rules are switched off for these files (they reach
+frames, ``gc`` and the worker's objects, which the rules refuse): this is the layer behind them."""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+
+import pytest
+
+from ksearch.contracts.candidate import Candidate
+from ksearch.contracts.evaluation import Evaluation, Verdict
+from ksearch.tools.evaluator import EvalRequest, evaluate
+
+evaluate_module = importlib.import_module("ksearch.tools.evaluator.evaluate")  # the package's name is the function
+
+FORGERS = Path(__file__).resolve().parent / "forgers"
+
+
+@pytest.fixture(autouse=True)
+def _cpu_timing_without_static_rules(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KSEARCH_CPU_TIMING", "1")
+    monkeypatch.setattr(evaluate_module.integrity, "check_source", lambda code, **kwargs: None)
+
+
+def _evaluate(name: str, method: str) -> Evaluation:
+    code = (FORGERS / name).read_text(encoding="utf-8")
+    candidate = Candidate(task="softmax", language="triton", code=code)
+    return evaluate(EvalRequest(candidate=candidate, device="cpu", timing=True, timing_method=method, run_timeout_s=240))
+
+
+@pytest.mark.parametrize("method", ["gpumode-benchmark", "confirm"])
+def test_an_honest_kernel_is_timed_at_its_speed(method: str) -> None:
+    evaluation = _evaluate("honest_slow.py", method)
+    assert evaluation.verdict == Verdict.PASSED, evaluation.log
+    assert evaluation.timed and all(t.mean_ms >= 5.0 for t in evaluation.timings)
+    assert evaluation.latency_ms < 500.0  # a loaded 2-core machine stretches the 5 ms calls
+
+
+@pytest.mark.parametrize(("name", "method"), [("forge_runner_slot.py", "gpumode-benchmark"),
+                                                ("forge_channel.py", "gpumode-benchmark"),
+                                                ("forge_channel.py", "confirm")])  # fmt: skip
+def test_samples_forged_inside_the_process_are_rejected_by_the_parents_clock(name: str, method: str) -> None:
+    evaluation = _evaluate(name, method)
+    assert evaluation.verdict == Verdict.REJECTED, f"{evaluation.summary()}\n{evaluation.log}"
+    assert evaluation.rejection is not None and evaluation.rejection.rule == "timing_forgery"
+    assert "evaluator's clock" in evaluation.rejection.evidence and evaluation.score is None
+
+
+def test_the_workers_report_never_becomes_the_score() -> None:
+    evaluation = _evaluate("forge_report_only.py", "gpumode-benchmark")
+    assert evaluation.verdict == Verdict.PASSED, evaluation.log
+    assert all(t.mean_ms >= 5.0 for t in evaluation.timings)  # the samples the parent received, not the report's
+
+
+def test_a_kernel_that_works_only_on_audited_calls_is_rejected() -> None:
+    evaluation = _evaluate("evade_audits.py", "gpumode-benchmark")
+    assert evaluation.verdict == Verdict.REJECTED, f"{evaluation.summary()}\n{evaluation.log}"
+    assert evaluation.rejection is not None and evaluation.rejection.rule == "audit_evasion"
+
+
+def test_a_no_op_verify_cannot_be_set_on_the_worker() -> None:
+    evaluation = _evaluate("shadow_verify.py", "gpumode-benchmark")
+    assert evaluation.verdict != Verdict.PASSED
+    assert "verify" in evaluation.log
