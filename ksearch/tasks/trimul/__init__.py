@@ -38,7 +38,7 @@ import torch
 
 from ksearch.contracts.evaluation import Mismatch
 from ksearch.tasks import sampling
-from ksearch.tasks.base import Task, TaskConfig, device_kind
+from ksearch.tasks.base import InputRole, Task, TaskConfig, device_kind
 from ksearch.tasks.trimul import reference as _reference
 from ksearch.tasks.trimul.reference import WEIGHT_KEYS
 
@@ -289,8 +289,9 @@ class TrimulTask(Task):
     def call_args(self, inputs: list[Any], config: TaskConfig) -> tuple[Any, ...]:
         return (as_data(inputs, config),)
 
-    def activation_inputs(self, config: TaskConfig) -> list[int] | None:
-        return [0, 1]  # x and the mask; the weights stay (a kernel may cache what it derives from them)
+    def input_roles(self, config: TaskConfig) -> tuple[InputRole, ...]:
+        """x and the mask are activations; the weights stay (a kernel may cache what it derives from them)."""
+        return (InputRole.ACTIVATION, InputRole.ACTIVATION, *(InputRole.PARAMETER for _ in WEIGHT_KEYS))
 
     def support_modules(self) -> dict[str, str]:
         return {"task": SUPPORT_MODULE, "utils": SUPPORT_MODULE}
