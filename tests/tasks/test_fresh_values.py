@@ -136,3 +136,45 @@ def test_the_probe_makes_no_real_tensors_when_the_code_runs_on_meta() -> None:
 
     assert probe_activation_inputs(make, TaskConfig(name="c", params={"n": 3}, seed=5)) == (0,)
     assert devices == ["meta", "meta"]
+
+
+@needs_fib
+def test_dataset_definitions_get_roles_by_kind_and_inputs_read_from_files_are_not_declared(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A fresh seed gives an input read from the dataset's file the same values, so re-randomising it would check
+    nothing: only the randomly made activations are declared."""
+    import json
+
+    from safetensors.torch import save_file
+
+    from ksearch.tasks.flashinfer import definitions as defs
+
+    assert defs.input_role("rmsnorm_h4096", "weight", "bfloat16", ["hidden_size"]) is InputRole.PARAMETER
+    assert defs.input_role("rmsnorm_h4096", "hidden_states", "bfloat16", ["batch", "hidden_size"]) is InputRole.ACTIVATION
+    assert defs.input_role("some_paged_op", "indptr", "int32", ["len_indptr"]) is InputRole.STRUCTURE
+    assert defs.input_role("rmsnorm_h4096", "eps", "float32", None) is InputRole.PARAMETER
+
+    name = defs.GQA_DECODE
+    (tmp_path / "definitions" / "gqa_paged").mkdir(parents=True)
+    (tmp_path / "definitions" / "gqa_paged" / f"{name}.json").write_text(defs.builtin_definition_json(name))
+    blob = tmp_path / "blob" / "w0.safetensors"
+    blob.parent.mkdir()
+    save_file({"q": torch.randn(2, 32, 128).to(torch.bfloat16), "kv_indptr": torch.tensor([0, 2, 5], dtype=torch.int32),
+               "kv_indices": torch.tensor([7, 1, 0, 3, 4], dtype=torch.int32)}, blob)  # fmt: skip
+    from_file = {"type": "safetensors", "path": "./blob/w0.safetensors"}
+    workload = {"definition": name, "solution": None, "evaluation": None,
+                "workload": {"uuid": "0123456789ab",
+                             "axes": {"batch_size": 2, "num_pages": 8, "len_indptr": 3, "num_kv_indices": 5},
+                             "inputs": {"q": {**from_file, "tensor_key": "q"}, "k_cache": {"type": "random"},
+                                        "v_cache": {"type": "random"},
+                                        "kv_indptr": {**from_file, "tensor_key": "kv_indptr"},
+                                        "kv_indices": {**from_file, "tensor_key": "kv_indices"},
+                                        "sm_scale": {"type": "scalar", "value": 0.0884}}}}  # fmt: skip
+    (tmp_path / "workloads" / "gqa_paged").mkdir(parents=True)
+    (tmp_path / "workloads" / "gqa_paged" / f"{name}.jsonl").write_text(json.dumps(workload) + "\n")
+    monkeypatch.setenv("FIB_DATASET_PATH", str(tmp_path))
+    task = resolve_task(f"flashinfer:{name}")
+    config = task.test_configs("cuda")[0]
+    assert task.activation_inputs(config) == (1, 2)  # k_cache and v_cache; q comes from the file
+    assert fresh_value_problems(task, config) == []
