@@ -193,7 +193,7 @@ class FlashInferTask(Task):
         return tuple(
             i for i, (role, name) in enumerate(zip(self.input_roles(config), self.definition.inputs, strict=True))
             if role is InputRole.ACTIVATION and name not in blobs
-        )  # fmt: skip
+        )
 
     def _reference_fn(self) -> Callable[..., Any]:
         fn = getattr(self, "_ref_cache", None)

@@ -192,8 +192,8 @@ class TrimulTask(Task):
     honest one (fp8 everywhere would not meet the tolerance, but fp8 for parts is not ruled out)."""
     data_parameters = (2, 3)
     """The weights dict and the config of ``data = (x, mask, weights, config)``: what a kernel derives from them it may
-    cache (the integrity rules let a table keyed by the weights' identity through; ``activation_inputs`` says what
-    the evaluator re-randomises)."""
+    cache (the integrity rules let a table keyed by the weights' identity through; ``input_roles`` says what the
+    evaluator re-randomises)."""
     gpumode_problem = "trimul"
     """Marks the GPU MODE solution interface: ``ksearch export --format gpumode`` accepts this task."""
 
