@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # Run the repository's GPU checks on a GPU machine: `gpu`-marked tests and the bench scripts.
 #
-#   scripts/gpu_checks.sh [STEP ...]      steps: cuda tests evaluator trimul kernelbench flashinfer (default: all)
+#   scripts/gpu_checks.sh [STEP ...]      steps: cuda smoke tests evaluator trimul kernelbench flashinfer (default: all)
 #
+# `smoke` evaluates each task family's shipped kernels with every timing method its task allows
+# (tests/test_gpu_smoke.py) and prints one line per (kernel, method), sorted; also in $OUT/gpu_smoke.txt. Run it
+# before resolving any issue that touches the evaluator or a task.
 # `tests` runs the gpu-marked tests 6 at a time when pytest-xdist is installed (about 5 minutes on an H200), then
 # the three timing-sensitive ones and the whole TriMul evaluations alone (a TriMul evaluation holds up to ~60 GB of
 # an 80 GB GPU; one started beside it finds little free and runs in the evaluator's slower low-memory mode).
@@ -25,18 +28,29 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | 
 python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)" | tee -a "$out/device.txt"
 
 steps=("$@")
-[ ${#steps[@]} -eq 0 ] && steps=(cuda tests evaluator trimul kernelbench flashinfer)
+[ ${#steps[@]} -eq 0 ] && steps=(cuda smoke tests evaluator trimul kernelbench flashinfer)
 serial="compare_a_kernel_with_itself or real_compare_confirms or full_run_on_gpu or trimul"
-parallel=()
-python3 -c "import xdist" 2>/dev/null && parallel=(-n 6)
+parallel=() smoke_parallel=()
+python3 -c "import xdist" 2>/dev/null && parallel=(-n 6) smoke_parallel=(-n 4)
 status=0
 for step in "${steps[@]}"; do
     echo "=== $step"
     case "$step" in
         cuda) timeout 300 python3 scripts/cuda_smoke.py 2>&1 | tee "$out/cuda_smoke.log" | tail -20 ;;
-        tests) { timeout 1200 python3 -m pytest -q -m gpu -p no:cacheprovider "${parallel[@]}" tests -k "not ($serial)" -rs \
-                 && timeout 600 python3 -m pytest -q -m gpu -p no:cacheprovider tests -k "$serial" -rs; } 2>&1 \
-                 | tee "$out/gpu_tests.log" | tail -25 ;;
+        smoke) log="$out/gpu_smoke.txt"
+               : > "$log"
+               # TriMul's cases alone, after the others (an evaluation of it holds up to ~60 GB).
+               { KSEARCH_SMOKE_LOG="$log" timeout 900 python3 -m pytest -q -m gpu -p no:cacheprovider \
+                     "${smoke_parallel[@]}" tests/test_gpu_smoke.py -k "not trimul" -rs \
+                 && KSEARCH_SMOKE_LOG="$log" timeout 600 python3 -m pytest -q -m gpu -p no:cacheprovider \
+                     tests/test_gpu_smoke.py -k trimul -rs; } 2>&1 | tee "$out/gpu_smoke.log" | tail -8
+               rc=${PIPESTATUS[0]}
+               sort "$log"
+               [ "$rc" -eq 0 ] ;;
+        tests) { timeout 1200 python3 -m pytest -q -m gpu -p no:cacheprovider "${parallel[@]}" tests -k "not ($serial)" \
+                     --ignore=tests/test_gpu_smoke.py -rs \
+                 && timeout 600 python3 -m pytest -q -m gpu -p no:cacheprovider tests -k "$serial" \
+                     --ignore=tests/test_gpu_smoke.py -rs; } 2>&1 | tee "$out/gpu_tests.log" | tail -25 ;;
         *) if [ -f "bench/$step.py" ]; then
                timeout 420 python3 "bench/$step.py" 2>&1 | tee "$out/bench_$step.log" | tail -40
            else

@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
+from enum import StrEnum
 from typing import Any
 
 import torch
@@ -34,6 +35,25 @@ class TaskConfig(BaseModel):
     params: dict[str, int | float | str | bool]
     seed: int
     distribution: str = "normal"
+
+
+class InputRole(StrEnum):
+    """What one input of ``make_inputs`` is, which decides whether a check may swap fresh values into it.
+
+    After a timing loop the evaluator copies fresh values into the activations of an input set that was already timed
+    and checks one more call, so an output replayed from an earlier call fails while what a kernel rightly keeps
+    between calls (derived weights, a plan built from the page table) stays valid."""
+
+    ACTIVATION = "activation"
+    """Changes from call to call in real use (x, a query, the KV cache of another layer): a tensor whose shape and
+    dtype do not depend on the seed, only its values, so fresh values can be copied into it in place."""
+    STRUCTURE = "structure"
+    """Where the data is or how much there is (indices, page tables, indptr, lengths): fixed for a batch, and a kernel
+    may plan from it (FlashInfer's plan/run split does). Its values depend on the seed and may change sizes the other
+    inputs are read with, so it is never swapped."""
+    PARAMETER = "parameter"
+    """Fixed for a model (weights, block scales, biases, scalars such as ``sm_scale``): a kernel may cache what it
+    derives from them. Never swapped; Python scalars cannot be written in place anyway."""
 
 
 def device_kind(device: str) -> str:
@@ -111,12 +131,26 @@ class Task(ABC):
         object built here, as the upstream harness does."""
         return tuple(inputs)
 
-    def activation_inputs(self, config: TaskConfig) -> list[int] | None:
-        """Positions in ``make_inputs``'s list of the inputs that change from call to call in real use (activations),
-        as opposed to parameters (weights). After a timing loop the evaluator re-randomises these in place and
-        checks one more call, so an output replayed from an earlier call is caught while caches a kernel keeps of
-        derived weights stay valid. None: every input is an activation."""
+    def input_roles(self, config: TaskConfig) -> tuple[InputRole, ...] | None:
+        """The role of each input of ``make_inputs(config, ...)``, in order (see ``InputRole``), or None: every input
+        is an activation. None suits a task whose inputs are all tensors whose shapes follow from the config alone
+        (softmax); a task with indices, page tables, lengths, weights or Python scalars among its inputs says so."""
         return None
+
+    def activation_inputs(self, config: TaskConfig) -> tuple[int, ...] | None:
+        """Positions in ``make_inputs``'s list that the evaluator may re-randomise in place: after a timing loop it
+        copies the values of ``make_inputs`` with a fresh seed into these positions of a timed input set (the other
+        positions keep theirs) and checks one more call; the checker rebuilds the same mixed set to compute the
+        expected output.
+
+        Every position returned must hold, for any two seeds, tensors of the same shape, dtype and device whose values
+        are valid together with the other positions' old values. None: every input qualifies (the default). An empty
+        tuple: none does, so the task offers no fresh-value call and the evaluator checks it without one. By default
+        the ACTIVATION positions of ``input_roles``."""
+        roles = self.input_roles(config)
+        if roles is None:
+            return None
+        return tuple(position for position, role in enumerate(roles) if role is InputRole.ACTIVATION)
 
     def support_modules(self) -> dict[str, str]:
         """Modules (name -> source) the candidate may import besides installed packages, e.g. the ``task`` module of

@@ -200,16 +200,31 @@ def test_destination_passing_solution_is_wrapped() -> None:
         candidate_code_from_solution(multi.model_dump_json(), definition)
 
 
-def _evaluate(code: str) -> object:
+def _evaluate(code: str, definition: str = defs.GQA_DECODE) -> object:
     from ksearch.contracts.candidate import Candidate
     from ksearch.tools.evaluator import EvalRequest, evaluate
 
-    task = f"flashinfer:{defs.GQA_DECODE}"
+    task = f"flashinfer:{definition}"
     return evaluate(EvalRequest(candidate=Candidate(task=task, language="triton", code=code, entry_point="run"), device="cpu"))
 
 
 def test_gqa_triton_solution_passes_under_the_interpreter() -> None:
     evaluation = _evaluate(solution_source(defs.GQA_DECODE))
+    assert evaluation.verdict == Verdict.PASSED, evaluation.log
+    assert evaluation.configs_passed == evaluation.configs_total == 3
+
+
+def test_moe_solution_computes_the_reference_bit_for_bit_and_passes_the_evaluator() -> None:
+    """The MoE definition had no solution, so its evaluation never ran on a GPU (issue 38): the shipped one is the
+    reference's arithmetic with grouped routes, so it must equal the reference exactly, and pass as a candidate."""
+    task = resolve_task(f"flashinfer:{defs.MOE}")
+    namespace: dict = {}
+    exec(compile(solution_source(defs.MOE), "moe_solution", "exec"), namespace)  # noqa: S102 - our own solution
+    for config in task.test_configs("cpu"):
+        inputs = task.make_inputs(config, "cpu")
+        (want,) = task.expected(config, inputs)
+        assert torch.equal(namespace["run"](*inputs), want), config.name
+    evaluation = _evaluate(solution_source(defs.MOE), defs.MOE)
     assert evaluation.verdict == Verdict.PASSED, evaluation.log
     assert evaluation.configs_passed == evaluation.configs_total == 3
 

@@ -11,6 +11,7 @@ from importlib import resources
 from typing import Any
 
 from ksearch.errors import UserError
+from ksearch.tasks.base import InputRole
 
 INSTALL_HINT = "pip install --no-deps flashinfer-bench==0.1.2 && pip install docstring-parser safetensors"
 
@@ -19,6 +20,36 @@ GQA_DECODE = "gqa_paged_decode_h32_kv4_d128_ps1"
 MLA_PREFILL = "mla_paged_prefill_causal_h16_ckv512_kpe64_ps1"
 MOE = "moe_fp8_block_scale_ds_routing_topk8_ng8_kg4_e32_h7168_i2048"
 BUILTIN_DEFINITIONS = (MLA_DECODE, GQA_DECODE, MLA_PREFILL, MOE)
+
+
+_A, _S, _P = InputRole.ACTIVATION, InputRole.STRUCTURE, InputRole.PARAMETER
+BUILTIN_INPUT_ROLES: dict[str, dict[str, InputRole]] = {
+    GQA_DECODE: {"q": _A, "k_cache": _A, "v_cache": _A, "kv_indptr": _S, "kv_indices": _S, "sm_scale": _P},
+    MLA_DECODE: {"q_nope": _A, "q_pe": _A, "ckv_cache": _A, "kpe_cache": _A, "kv_indptr": _S, "kv_indices": _S,
+                 "sm_scale": _P},
+    MLA_PREFILL: {"q_nope": _A, "q_pe": _A, "ckv_cache": _A, "kpe_cache": _A, "qo_indptr": _S, "kv_indptr": _S,
+                  "kv_indices": _S, "sm_scale": _P},
+    MOE: {"routing_logits": _A, "routing_bias": _P, "hidden_states": _A, "hidden_states_scale": _A,
+          "gemm1_weights": _P, "gemm1_weights_scale": _P, "gemm2_weights": _P, "gemm2_weights_scale": _P,
+          "local_expert_offset": _P, "routed_scaling_factor": _P},
+}  # fmt: skip
+"""Each built-in definition's inputs by role (``InputRole``): the queries and KV caches change from call to call
+(from layer to layer); the page tables and lengths are the batch's structure; the MoE weights, their block scales,
+the routing bias and every scalar are parameters. The MoE activations' block scales change with the activations."""
+
+
+def input_role(definition: str, name: str, dtype: str, shape: list[str] | None) -> InputRole:
+    """The role of one input: from ``BUILTIN_INPUT_ROLES`` for the built-in definitions, else by kind for a
+    dataset's definition: scalars are parameters, integer tensors structure, float tensors named like a weight or a
+    bias parameters, every other float tensor an activation."""
+    declared = BUILTIN_INPUT_ROLES.get(definition, {}).get(name)
+    if declared is not None:
+        return declared
+    if shape is None:
+        return _P
+    if not str(dtype).startswith(("float", "bfloat")):
+        return _S
+    return _P if "weight" in name or name.endswith("bias") else _A
 
 
 class FlashInferError(UserError):

@@ -39,7 +39,7 @@ from urllib.parse import parse_qsl, urlencode
 
 import torch
 
-from ksearch.tasks.base import Task, TaskConfig, device_kind
+from ksearch.tasks.base import InputRole, Task, TaskConfig, device_kind
 import ksearch.tasks.flashinfer.definitions as defs
 from ksearch.tasks.flashinfer.definitions import FlashInferError
 from ksearch.tasks.flashinfer.workloads import (
@@ -177,6 +177,23 @@ class FlashInferTask(Task):
     # -- inputs, reference ----------------------------------------------------------------------------------------
     def make_inputs(self, config: TaskConfig, device: str) -> list[Any]:
         return make_workload_inputs(self.definition, self._specs[config.name], config.seed, device)
+
+    def input_roles(self, config: TaskConfig) -> tuple[InputRole, ...]:
+        """Queries and KV caches (MoE: logits, activations and their scales) are activations; page tables and
+        lengths structure; weights, scales of weights and scalars parameters (``definitions.input_role``)."""
+        return tuple(
+            defs.input_role(self.definition.name, name, str(getattr(t.dtype, "value", t.dtype)), t.shape)
+            for name, t in self.definition.inputs.items()
+        )
+
+    def activation_inputs(self, config: TaskConfig) -> tuple[int, ...]:
+        """The activations, less those a dataset workload reads from a file: a fresh seed would give them the same
+        values, so swapping them in would check nothing new."""
+        blobs = self._specs[config.name].blobs
+        return tuple(
+            i for i, (role, name) in enumerate(zip(self.input_roles(config), self.definition.inputs, strict=True))
+            if role is InputRole.ACTIVATION and name not in blobs
+        )
 
     def _reference_fn(self) -> Callable[..., Any]:
         fn = getattr(self, "_ref_cache", None)

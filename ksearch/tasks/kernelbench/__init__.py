@@ -39,6 +39,7 @@ import torch
 from ksearch.errors import UserError
 from ksearch.tasks._loading import ProblemFormatError, import_file, to_device, tolerance_for
 from ksearch.tasks.base import Task, TaskConfig
+from ksearch.tasks.fresh_values import probed_activation_inputs
 from ksearch.contracts.evaluation import Mismatch
 
 PREFIX = "kernelbench:"
@@ -258,6 +259,11 @@ class KernelBenchTask(Task):
 
     def reference(self, *inputs: Any) -> Any:
         return self.expected(self.test_configs("cpu")[0], list(inputs))
+
+    def activation_inputs(self, config: TaskConfig) -> tuple[int, ...]:
+        """Every input tensor, when no input's shape, dtype or Python value depends on the seed (found by making
+        the inputs of two seeds, on the meta device where the code allows); none otherwise."""
+        return probed_activation_inputs(self, config)
 
     # -- checking -----------------------------------------------------------------------------------------------
     def check(self, config: TaskConfig, output: Any, expected: Any) -> Mismatch | None:

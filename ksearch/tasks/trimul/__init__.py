@@ -38,7 +38,7 @@ import torch
 
 from ksearch.contracts.evaluation import Mismatch
 from ksearch.tasks import sampling
-from ksearch.tasks.base import Task, TaskConfig, device_kind
+from ksearch.tasks.base import InputRole, Task, TaskConfig, device_kind
 from ksearch.tasks.trimul import reference as _reference
 from ksearch.tasks.trimul.reference import WEIGHT_KEYS
 
@@ -192,8 +192,8 @@ class TrimulTask(Task):
     honest one (fp8 everywhere would not meet the tolerance, but fp8 for parts is not ruled out)."""
     data_parameters = (2, 3)
     """The weights dict and the config of ``data = (x, mask, weights, config)``: what a kernel derives from them it may
-    cache (the integrity rules let a table keyed by the weights' identity through; ``activation_inputs`` says what
-    the evaluator re-randomises)."""
+    cache (the integrity rules let a table keyed by the weights' identity through; ``input_roles`` says what the
+    evaluator re-randomises)."""
     gpumode_problem = "trimul"
     """Marks the GPU MODE solution interface: ``ksearch export --format gpumode`` accepts this task."""
 
@@ -289,8 +289,9 @@ class TrimulTask(Task):
     def call_args(self, inputs: list[Any], config: TaskConfig) -> tuple[Any, ...]:
         return (as_data(inputs, config),)
 
-    def activation_inputs(self, config: TaskConfig) -> list[int] | None:
-        return [0, 1]  # x and the mask; the weights stay (a kernel may cache what it derives from them)
+    def input_roles(self, config: TaskConfig) -> tuple[InputRole, ...]:
+        """x and the mask are activations; the weights stay (a kernel may cache what it derives from them)."""
+        return (InputRole.ACTIVATION, InputRole.ACTIVATION, *(InputRole.PARAMETER for _ in WEIGHT_KEYS))
 
     def support_modules(self) -> dict[str, str]:
         return {"task": SUPPORT_MODULE, "utils": SUPPORT_MODULE}

@@ -44,6 +44,7 @@ import torch
 
 from ksearch.tasks._loading import ProblemFormatError, import_file, to_device, tolerance_for
 from ksearch.tasks.base import Task, TaskConfig, device_kind
+from ksearch.tasks.fresh_values import probed_activation_inputs
 from ksearch.contracts.evaluation import Mismatch
 
 DEFAULT_ENTRY_POINT = "kernel"
@@ -165,6 +166,11 @@ class UserOpTask(Task):
 
     def reference(self, *inputs: Any) -> Any:
         return self.module.reference(*inputs)
+
+    def activation_inputs(self, config: TaskConfig) -> tuple[int, ...]:
+        """Every input tensor, when no input's shape, dtype or Python value depends on the seed (found by making
+        the inputs of two seeds, on the meta device where the code allows); none otherwise."""
+        return probed_activation_inputs(self, config)
 
     def check(self, config: TaskConfig, output: Any, expected: Any) -> Mismatch | None:
         if isinstance(expected, torch.Tensor) and (self._atol is None or self._rtol is None):
