@@ -35,6 +35,8 @@ class SearchContext:
     evaluation a GPU of the cluster): profile and promotion time on a leased device."""
     compare: Callable[..., Any] | None = None
     """``compare(incumbent, challenger, *, rounds)``: the paired re-measurement promotion needs; None = single rule."""
+    confirm_bests: bool = False
+    """Confirm every timed candidate in leaderboard mode (``confirm``) before it becomes the best (on a GPU)."""
     skill_context: SkillContext | None = None
     """The run's task family, language and architecture: the hard-filter key of skill retrieval."""
     skills: list[SkillView] = field(default_factory=list)

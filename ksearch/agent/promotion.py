@@ -6,6 +6,11 @@ between two evaluations is often larger than the gain): when the challenger's ow
 re-measured together, paired and interleaved on one GPU (``ksearch.tools.evaluator.compare``), and the challenger is
 promoted only when that comparison says ``improved`` (its whole confidence interval is above 1). Without a way to
 compare (no ``compare`` available) the single-measurement rule applies, and the decision says so.
+
+Before any timed candidate becomes the best it is confirmed in leaderboard mode (``confirm``: every repeat on fresh
+inputs, every output checked, each repeat's samples held against the evaluator's clock): a candidate that fails that
+confirmation, or whose confirmed time is clearly slower than the incumbent's, is not promoted
+(``confirmation_decision``), whatever its own score or the paired comparison say.
 """
 
 from __future__ import annotations
@@ -36,6 +41,30 @@ class Decision(BaseModel):
     speedup: float | None = None
     ci_low: float | None = None
     ci_high: float | None = None
+    confirmed_latency_ms: float | None = None
+    """The challenger's latency in leaderboard mode (``confirm``), when it was confirmed."""
+
+
+CONFIRM_TOLERANCE = 1.10
+"""A challenger whose confirmed time is more than this times the incumbent's confirmed time is not promoted: the two
+leaderboard-mode times are separate evaluations (a few percent apart for the same kernel), so only a clear gap
+counts, and the paired comparison decides the rest."""
+
+
+def confirmation_decision(
+    *, passed: bool, summary: str, challenger_ms: float | None, incumbent_ms: float | None
+) -> Decision | None:
+    """A refusal when the challenger's leaderboard-mode confirmation failed or is clearly slower than the
+    incumbent's; None when promotion may go on (to the paired comparison, if one is needed)."""
+    if not passed:
+        return Decision(promote=False, reason=f"not confirmed in leaderboard mode: {summary}")
+    if challenger_ms is not None and incumbent_ms is not None and challenger_ms > incumbent_ms * CONFIRM_TOLERANCE:
+        return Decision(
+            promote=False, confirmed_latency_ms=challenger_ms,
+            reason=f"confirmed in leaderboard mode at {challenger_ms:.4g} ms, slower than the incumbent's "
+            f"{incumbent_ms:.4g} ms",
+        )  # fmt: skip
+    return None
 
 
 def decide(

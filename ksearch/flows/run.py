@@ -179,6 +179,7 @@ def _context(config: RunConfig, store: Store, task: Task, executor: Executor, in
         device_description=info.describe(),
         gpu_pool=build_gpu_pool(config),
         compare=executor.compare if config.device != "cpu" else None,
+        confirm_bests=config.device != "cpu",
         close=close,
         skill_context=SkillContext(
             family=task_family(task.name), language=config.language, arch=arch_from_capability(info.capability)

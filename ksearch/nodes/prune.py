@@ -7,13 +7,14 @@ from langgraph.runtime import Runtime
 
 from ksearch.agent.context import SearchContext
 from ksearch.agent.interactive import Prompt, ReplyFormat, approval_key, ask
-from ksearch.agent.promotion import Decision, comparison_record, decide
+from ksearch.agent.promotion import Decision, comparison_record, confirmation_decision, decide
 from ksearch.agent.state import BestRef, SearchState
 from ksearch.agent.steering import Act
 from ksearch.agent.world_model import SolutionRef, WorldModel, attach_solution, mark_failed
 from ksearch.contracts.evaluation import Evaluation
 from ksearch.store import ensure_comparison, find_comparison
 from ksearch.store.steering import APPLIED, PENDING, add_act, find_decision, settle_act
+from ksearch.tools.timing import CONFIRM_METHOD
 
 log = structlog.get_logger(__name__)
 
@@ -140,8 +141,10 @@ def approved_decision(
 
 
 def promotion_decision(ctx: SearchContext, best: BestRef | None, challenger_id: str, score: float | None) -> Decision:
-    """The promotion rule of ``ksearch.agent.promotion`` with its paired comparison measured (on a leased GPU) and
-    stored by (incumbent, challenger, evaluation key), so a prune re-run after a crash decides the same way."""
+    """The promotion rule of ``ksearch.agent.promotion`` with its leaderboard-mode confirmation and its paired
+    comparison measured (on a leased GPU) and stored (the confirmation as an evaluation under the key
+    ``confirm_key``, the comparison by incumbent, challenger and key), so a prune re-run after a crash decides the
+    same way."""
     kwargs = {
         "has_incumbent": best is not None,
         "incumbent_score": best.score if best else None,
@@ -149,6 +152,18 @@ def promotion_decision(ctx: SearchContext, best: BestRef | None, challenger_id: 
         "can_compare": ctx.compare is not None,
     }
     decision = decide(**kwargs)
+    confirmed_ms = None
+    if (decision.promote or decision.needs_comparison) and score is not None and ctx.confirm_bests:
+        confirmation = _confirmation(ctx, challenger_id)
+        incumbent = _confirmation(ctx, best.candidate_id) if best is not None and best.score is not None else None
+        confirmed_ms = confirmation.latency_ms
+        refusal = confirmation_decision(
+            passed=confirmation.verdict.value == "passed", summary=confirmation.summary(), challenger_ms=confirmed_ms,
+            incumbent_ms=incumbent.latency_ms if incumbent is not None and incumbent.verdict.value == "passed" else None,
+        )  # fmt: skip
+        if refusal is not None:
+            return refusal
+        decision = decision.model_copy(update={"confirmed_latency_ms": confirmed_ms})
     if not decision.needs_comparison or best is None:
         return decision
     record = find_comparison(ctx.store, best.candidate_id, challenger_id, ctx.eval_key)
@@ -159,7 +174,28 @@ def promotion_decision(ctx: SearchContext, best: BestRef | None, challenger_id: 
             log.warning("prune.compare_failed", run_id=ctx.run_id, challenger_id=challenger_id, error=str(exc)[:500])
             return Decision(promote=False, reason=f"paired comparison failed: {str(exc)[:200]}")
         ensure_comparison(ctx.store, best.candidate_id, challenger_id, ctx.eval_key, record)
-    return decide(**kwargs, comparison=record)
+    return decide(**kwargs, comparison=record).model_copy(update={"confirmed_latency_ms": confirmed_ms})
+
+
+def confirm_key(eval_key: str) -> str:
+    """The store key of a candidate's leaderboard-mode confirmation on this machine."""
+    return f"{eval_key}|{CONFIRM_METHOD}"
+
+
+def _confirmation(ctx: SearchContext, candidate_id: str) -> Evaluation:
+    """The candidate's leaderboard-mode evaluation (``confirm``), measured once on a leased GPU and stored."""
+    key = confirm_key(ctx.eval_key)
+    found = ctx.store.find_evaluation(candidate_id, key)
+    if found is not None:
+        return found[1]
+    candidate = ctx.store.get_candidate(candidate_id)
+    with ctx.device_lease() as device:
+        request = ctx.eval_request(candidate, device).model_copy(update={"timing_method": CONFIRM_METHOD})
+        evaluation = ctx.evaluate(request)
+    ctx.store.record_evaluation(candidate_id, key, evaluation)
+    log.info("prune.confirmation", run_id=ctx.run_id, candidate_id=candidate_id, verdict=evaluation.verdict.value,
+             latency_ms=evaluation.latency_ms)  # fmt: skip
+    return evaluation
 
 
 def _measure(ctx: SearchContext, incumbent_id: str, challenger_id: str):  # noqa: ANN202 - the evaluator's Comparison

@@ -138,3 +138,67 @@ def _code(code: str):
     from ksearch.contracts.candidate import Candidate
 
     return Candidate(task="softmax", language="triton", code=code)
+
+
+def _evaluation(verdict: str, latency_ms: float | None):
+    from ksearch.contracts.evaluation import Evaluation, Verdict
+
+    return Evaluation(verdict=Verdict(verdict), device="cuda", latency_ms=latency_ms,
+                      score=None if latency_ms is None else 1 / latency_ms, timed=latency_ms is not None)  # fmt: skip
+
+
+def test_a_new_best_is_confirmed_in_leaderboard_mode_once_and_the_confirmation_is_stored(tmp_path: Path) -> None:
+    """Issue 30: before a timed candidate becomes the best it is evaluated with the ``confirm`` method (fresh inputs
+    and a check on every repeat); the evaluation is stored, so a resumed prune does not measure it again."""
+    from ksearch.nodes.prune import confirm_key
+
+    asked = []
+
+    def evaluate(request):
+        asked.append((request.candidate.code, request.timing_method, request.device))
+        return _evaluation("passed", 1.0)
+
+    ctx = _ctx(tmp_path, None)
+    ctx.evaluate, ctx.confirm_bests = evaluate, True
+    challenger = _candidate(ctx.store, 2)
+    first = promotion_decision(ctx, None, challenger, 2.0)
+    assert first.promote and first.confirmed_latency_ms == 1.0
+    assert asked == [("def kernel(x):\n    return 2\n", "confirm", "cuda")]
+    assert ctx.store.find_evaluation(challenger, confirm_key("k")) is not None
+    assert promotion_decision(ctx, None, challenger, 2.0) == first and len(asked) == 1
+
+
+def test_a_candidate_that_fails_its_confirmation_is_not_promoted(tmp_path: Path) -> None:
+    ctx = _ctx(tmp_path, None)
+    ctx.evaluate, ctx.confirm_bests = (lambda request: _evaluation("incorrect", None)), True
+    decision = promotion_decision(ctx, None, _candidate(ctx.store, 2), 2.0)
+    assert not decision.promote and "not confirmed in leaderboard mode" in decision.reason
+
+
+def test_a_challenger_confirmed_clearly_slower_than_the_incumbent_is_not_promoted(tmp_path: Path) -> None:
+    """Its own score (and a paired comparison it might fool) say faster; the two leaderboard-mode times say it is
+    not: the comparison is never asked for."""
+    times = {"def kernel(x):\n    return 1\n": 1.0, "def kernel(x):\n    return 2\n": 1.2}
+    compared = []
+    ctx = _ctx(tmp_path, lambda *a, **k: compared.append(1))
+    ctx.evaluate, ctx.confirm_bests = (lambda request: _evaluation("passed", times[request.candidate.code])), True
+    incumbent, challenger = _candidate(ctx.store, 1), _candidate(ctx.store, 2)
+    best = BestRef(candidate_id=incumbent, evaluation_id="e1", node_id="n1", score=1.0)
+    decision = promotion_decision(ctx, best, challenger, 3.0)
+    assert not decision.promote and "slower than the incumbent's" in decision.reason and not compared
+    times["def kernel(x):\n    return 2\n"] = 1.05  # within the tolerance: the paired comparison decides
+    ctx2 = _ctx(tmp_path / "b", lambda i, c, *, rounds: _cmp(1.1, 1.02, 1.2))
+    ctx2.evaluate, ctx2.confirm_bests = ctx.evaluate, True
+    incumbent, challenger = _candidate(ctx2.store, 1), _candidate(ctx2.store, 2)
+    best = BestRef(candidate_id=incumbent, evaluation_id="e1", node_id="n1", score=1.0)
+    assert promotion_decision(ctx2, best, challenger, 3.0).promote
+
+
+def test_confirmation_decision_boundaries() -> None:
+    from ksearch.agent.promotion import CONFIRM_TOLERANCE, confirmation_decision
+
+    assert confirmation_decision(passed=True, summary="", challenger_ms=1.1, incumbent_ms=1.0) is None  # at the edge
+    assert confirmation_decision(passed=True, summary="", challenger_ms=1.1001, incumbent_ms=1.0) is not None
+    assert CONFIRM_TOLERANCE == 1.10
+    assert confirmation_decision(passed=True, summary="", challenger_ms=5.0, incumbent_ms=None) is None
+    assert confirmation_decision(passed=False, summary="incorrect", challenger_ms=None, incumbent_ms=1.0).promote is False

@@ -2,11 +2,14 @@
 use (``stats``), and the physics floor that rejects impossible times (``roofline``)."""
 
 from ksearch.tools.timing.methods import (
+    CONFIRM_METHOD,
     FLUSH_BYTES,
     HEADLINE,
     MAX_INPUT_SETS,
     SEED_STRIDE,
+    Confirm,
     FlashInfer,
+    FreshPlan,
     GpuMode,
     GpuModeBenchmark,
     MethodRun,
@@ -29,6 +32,9 @@ from ksearch.tools.timing.stats import (
 )
 
 __all__ = [
+    "CONFIRM_METHOD",
+    "Confirm",
+    "FreshPlan",
     "DEVICE_PEAKS",
     "FLOOR_FACTOR",
     "FLUSH_BYTES",
