@@ -6,6 +6,14 @@ method the timed region is exactly ``start.record(); out = fn(*args); end.record
 guard, output form, deferred work, input digest, the checker's recheck) run before the start event or after the end
 event, never between them. ``runner.call_on`` builds a call (inputs and the argument object) before the region.
 
+Every method announces its timed windows to the parent as they happen (``runner.open_window`` before the first
+start event of a repeat, block or iteration; ``runner.close_window`` after the synchronisation that ends it, with its
+samples): the parent holds them against the kernel's send-time stamps (``ksearch.tools.evaluator.ledger``) and takes
+the score from them, never from what the loop returns. Where a method reuses inputs across calls, it re-randomises the
+task's activation inputs in place before a call at random positions (``FreshPlan``: at least two per loop, one among
+the first three) and checks that call, so an output replayed from an earlier call is caught and a kernel that works
+only when it sees new values stands out (``audit_evasion``).
+
 Methods:
 
 ``gpumode-benchmark`` (upstream GPU MODE ``benchmark`` mode, what K-Search reported)
@@ -13,14 +21,15 @@ Methods:
     until 100 or 0.1 s of summed kernel time, durations discarded); then per config: build the argument object once,
     one call whose output the checker judges, then ``sync; start; out = fn(data); end; sync`` on that SAME object
     (so caches a kernel keeps in it, such as derived weights, persist as upstream), no L2 flush, at most 100 repeats,
-    stopping after >= 3 when std_err/mean < 0.001, or 10 s of summed kernel time, or 120 s of wall time. Headline:
-    mean. After the loop (not between repeats): the last timed output goes to the checker, the inputs must be
-    unchanged, and one more call on the same objects with the activations re-randomised in place must be correct
-    (an output replayed from an earlier call fails it).
+    stopping after >= 3 when std_err/mean < 0.001, or 10 s of summed kernel time, or 120 s of wall time (and not
+    before two repeats ran on re-randomised activations). Headline: mean. Checked: the re-randomised repeats and the
+    last one; inputs must be unchanged.
 ``gpumode`` (upstream GPU MODE ``leaderboard`` mode, the scored one)
     warm-up as above with a 10 ms budget; per config a first checked call, then every repeat on freshly generated
     inputs (``seed += 13``) and a new argument object, ``sync; start; fn; end; sync``, and the checker rechecks every
     timed output between repeats (upstream checks each one in the same place); 30 s cap. Headline: mean.
+``confirm`` (ksearch's confirmation of a new best)
+    ``gpumode``'s procedure, supported by every task: what a candidate must pass before it is promoted.
 ``robust`` (ksearch's own)
     warm-up of back-to-back calls (0.2 s, so the GPU's clocks are up); then blocks of back-to-back calls, each
     ``[L2 flush]; start; out = fn(*args); end`` with inputs rotated among K seeded sets and a new argument object per
@@ -28,15 +37,16 @@ Methods:
     device time (``hold``), so the host stays ahead of the device and the events time the device's work rather than
     the speed at which the host launches it: on a launch-bound shape (a call of many short kernels) that speed moved
     the median by up to 50 % between evaluations. Host time per call beyond about twice the device time still shows
-    (the hold covers one block's device time, capped at ``hold_cap_ms``). Block lengths are random (about 10 ms of work each) and the last
-    call of every block is audited after its end event: a stream-ordered copy of its output goes to the checker,
-    which recomputes nothing it has seen and compares; the deferred-work check and the input digest run after the
-    sync. A candidate cannot tell which call is audited. Adaptive repetition until the relative standard error is
-    below a target or a time cap; re-randomised-activation audits after the loop. Headline: median.
+    (the hold covers one block's device time, capped at ``hold_cap_ms``). Block lengths are random (about 10 ms of
+    work each) and the last call of a random sample of blocks is audited after its end event: a stream-ordered copy of
+    its output goes to the checker; in at least two blocks the activations of that last call's set are re-randomised
+    in place right before it (on the device, between two calls). A candidate cannot tell which call is audited.
+    Adaptive repetition until the relative standard error is below a target or a time cap. Headline: median.
 ``flashinfer`` (flashinfer-bench 0.1.2 ``do_bench``)
     3 trials on fresh inputs; per trial 10 warm-up and 50 timed iterations, each preceded by a 256 MB ``zero_()``
     L2 flush and a clone of every argument (after the flush, outside the timed region), then
-    ``sync; start; fn; end`` with no sync after the end event; one sync per trial. Headline: arithmetic mean.
+    ``sync; start; fn; end`` with no sync after the end event; one sync per trial. Headline: arithmetic mean. Per
+    trial one iteration at a random position runs on re-randomised activations, and it and the last are checked.
 """
 
 from __future__ import annotations
