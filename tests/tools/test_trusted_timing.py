@@ -23,20 +23,27 @@ evaluate_module = importlib.import_module("ksearch.tools.evaluator.evaluate")  #
 FORGERS = Path(__file__).resolve().parent / "forgers"
 
 
-@pytest.fixture(autouse=True)
-def _cpu_timing_without_static_rules(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.fixture(autouse=True, params=["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
+def device(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Each case on the CPU (wall-clock events) and, under ``-m gpu``, on a GPU with CUDA events."""
     monkeypatch.setenv("KSEARCH_CPU_TIMING", "1")
     monkeypatch.setattr(evaluate_module.integrity, "check_source", lambda code, **kwargs: None)
+    return request.param
 
 
-def _evaluate(name: str, method: str) -> Evaluation:
-    code = (FORGERS / name).read_text(encoding="utf-8")
-    candidate = Candidate(task="softmax", language="triton", code=code)
-    return evaluate(EvalRequest(candidate=candidate, device="cpu", timing=True, timing_method=method, run_timeout_s=240))
+@pytest.fixture
+def _evaluate(device: str):  # noqa: ANN202
+    def run(name: str, method: str) -> Evaluation:
+        code = (FORGERS / name).read_text(encoding="utf-8")
+        candidate = Candidate(task="softmax", language="triton", code=code)
+        return evaluate(EvalRequest(candidate=candidate, device=device, timing=True, timing_method=method,
+                                    run_timeout_s=240))  # fmt: skip
+
+    return run
 
 
 @pytest.mark.parametrize("method", ["gpumode-benchmark", "confirm"])
-def test_an_honest_kernel_is_timed_at_its_speed(method: str) -> None:
+def test_an_honest_kernel_is_timed_at_its_speed(method: str, _evaluate) -> None:  # noqa: ANN001
     evaluation = _evaluate("honest_slow.py", method)
     assert evaluation.verdict == Verdict.PASSED, evaluation.log
     assert evaluation.timed and all(t.mean_ms >= 5.0 for t in evaluation.timings)
@@ -46,26 +53,26 @@ def test_an_honest_kernel_is_timed_at_its_speed(method: str) -> None:
 @pytest.mark.parametrize(("name", "method"), [("forge_runner_slot.py", "gpumode-benchmark"),
                                                 ("forge_channel.py", "gpumode-benchmark"),
                                                 ("forge_channel.py", "confirm")])  # fmt: skip
-def test_samples_forged_inside_the_process_are_rejected_by_the_parents_clock(name: str, method: str) -> None:
+def test_samples_forged_inside_the_process_are_rejected_by_the_parents_clock(name: str, method: str, _evaluate) -> None:  # noqa: ANN001
     evaluation = _evaluate(name, method)
     assert evaluation.verdict == Verdict.REJECTED, f"{evaluation.summary()}\n{evaluation.log}"
     assert evaluation.rejection is not None and evaluation.rejection.rule == "timing_forgery"
     assert "evaluator's clock" in evaluation.rejection.evidence and evaluation.score is None
 
 
-def test_the_workers_report_never_becomes_the_score() -> None:
+def test_the_workers_report_never_becomes_the_score(_evaluate) -> None:  # noqa: ANN001
     evaluation = _evaluate("forge_report_only.py", "gpumode-benchmark")
     assert evaluation.verdict == Verdict.PASSED, evaluation.log
     assert all(t.mean_ms >= 5.0 for t in evaluation.timings)  # the samples the parent received, not the report's
 
 
-def test_a_kernel_that_works_only_on_audited_calls_is_rejected() -> None:
+def test_a_kernel_that_works_only_on_audited_calls_is_rejected(_evaluate) -> None:  # noqa: ANN001
     evaluation = _evaluate("evade_audits.py", "gpumode-benchmark")
     assert evaluation.verdict == Verdict.REJECTED, f"{evaluation.summary()}\n{evaluation.log}"
     assert evaluation.rejection is not None and evaluation.rejection.rule == "audit_evasion"
 
 
-def test_a_no_op_verify_cannot_be_set_on_the_worker() -> None:
+def test_a_no_op_verify_cannot_be_set_on_the_worker(_evaluate) -> None:  # noqa: ANN001
     evaluation = _evaluate("shadow_verify.py", "gpumode-benchmark")
     assert evaluation.verdict != Verdict.PASSED
     assert "verify" in evaluation.log
