@@ -1,0 +1,96 @@
+"""How a KernelBench output is judged: KernelBench's tolerance, made to scale with the output, and named failures.
+
+Tolerance. KernelBench compares with ``torch.allclose(out, ref, atol=tol, rtol=tol)`` (tol = 1e-4 for float32,
+1e-2 for float16/bfloat16). Its absolute term is a fixed floor, so an output whose values are all far below it
+(a softmax over 393216 columns, about 2.5e-6 each) passes whatever it holds: a constant 1/N passes. Here an element
+passes when ``|out - ref| <= tol * |ref| + tol * min(1, scale)``, ``scale`` being the root mean square of the
+reference output. For outputs of magnitude 1 or more this is KernelBench's own test; for smaller outputs the
+absolute floor shrinks with them, so the check is the same whatever the output's units, and an honest float32
+kernel (errors about 1e-6 of the output's scale) passes as before. Integer and boolean outputs compare exactly.
+
+Named failures (``Mismatch.check``), so a sweep can count what each check caught:
+
+- ``output_is_input``: the output equals one of the inputs (identity: ReLU returning its input);
+- ``insensitive_output``: the output equals the candidate's output on another config whose reference differs (the
+  result does not depend on the input);
+- ``input_distribution``: failed on one of the extra input distributions (``variants``), not on ``get_inputs()``;
+- ``scaled_tolerance``: within KernelBench's own ``allclose``, but not within the tolerance scaled to the output.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+
+from ksearch.contracts.evaluation import Mismatch
+from ksearch.tasks.base import tolerance_mismatch
+
+CHECK_CHUNK = 1 << 24
+SAMPLE = 4096
+"""Elements of an input or output remembered to recognise it again (evenly spaced over the tensor)."""
+SCALED_TOLERANCE = "scaled_tolerance"
+INPUT_DISTRIBUTION = "input_distribution"
+OUTPUT_IS_INPUT = "output_is_input"
+INSENSITIVE_OUTPUT = "insensitive_output"
+
+
+def output_scale(expected: torch.Tensor) -> float:
+    """Root mean square of the finite values of ``expected`` (0.0 when there are none), in chunks."""
+    flat = expected.detach().reshape(-1)
+    total, count = 0.0, 0
+    for start in range(0, flat.numel(), CHECK_CHUNK):
+        chunk = flat[start : start + CHECK_CHUNK].to(torch.float64)
+        finite = chunk[torch.isfinite(chunk)]
+        total += float(finite.square().sum())
+        count += finite.numel()
+    return math.sqrt(total / count) if count else 0.0
+
+
+def scaled_mismatch(where: str, got: torch.Tensor, expected: torch.Tensor, tol: float) -> Mismatch | None:
+    """``tolerance_mismatch`` with the absolute floor scaled to the output; the mismatch says when KernelBench's
+    plain ``allclose`` would have passed it (``check=scaled_tolerance``)."""
+    if not expected.is_floating_point() and not expected.is_complex():
+        return tolerance_mismatch(where, got, expected, 0.0, 0.0)
+    scale = output_scale(expected)
+    floor = max(tol * min(1.0, scale), 1e-30)
+    mismatch = tolerance_mismatch(where, got, expected, floor, tol)
+    if mismatch is None or floor >= tol:
+        return mismatch
+    if tolerance_mismatch(where, got, expected, tol, tol) is None:
+        note = (f" (KernelBench's absolute atol={tol:g} would pass it: the output's scale is {scale:.3g}, so the "
+                f"absolute tolerance here is {floor:.3g})")  # fmt: skip
+        return mismatch.model_copy(update={"message": mismatch.message + note, "check": SCALED_TOLERANCE})
+    return mismatch
+
+
+@dataclass(frozen=True)
+class Fingerprint:
+    """A tensor's shape, dtype and evenly spaced sample of its values: enough to recognise it again."""
+
+    shape: tuple[int, ...]
+    dtype: torch.dtype
+    sample: torch.Tensor
+
+    @classmethod
+    def of(cls, tensor: torch.Tensor) -> Fingerprint:
+        flat = tensor.detach().reshape(-1)
+        step = max(1, flat.numel() // SAMPLE)
+        return cls(tuple(tensor.shape), tensor.dtype, flat[::step][:SAMPLE].to("cpu", copy=True))
+
+    def same(self, other: Fingerprint) -> bool:
+        return (self.shape == other.shape and self.dtype == other.dtype
+                and torch.equal(self.sample, other.sample))  # fmt: skip
+
+
+def first_tensor(value: object) -> torch.Tensor | None:
+    if isinstance(value, torch.Tensor):
+        return value
+    if isinstance(value, (tuple, list)) and value and isinstance(value[0], torch.Tensor):
+        return value[0]
+    return None
+
+
+__all__ = ["INPUT_DISTRIBUTION", "INSENSITIVE_OUTPUT", "OUTPUT_IS_INPUT", "SCALED_TOLERANCE", "Fingerprint",
+           "first_tensor", "output_scale", "scaled_mismatch"]  # fmt: skip
