@@ -15,6 +15,8 @@ Named failures (``Mismatch.check``), so a sweep can count what each check caught
   result does not depend on the input);
 - ``input_distribution``: failed on one of the extra input distributions (``variants``), not on ``get_inputs()``;
 - ``scaled_tolerance``: within KernelBench's own ``allclose``, but not within the tolerance scaled to the output.
+
+``check_of`` reads which of these (or of the static rules, or ``output_aliases_input``) failed an evaluation.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ksearch.contracts.evaluation import Mismatch
+from ksearch.contracts.evaluation import Evaluation, Mismatch, Verdict
 from ksearch.tasks.base import tolerance_mismatch
 
 CHECK_CHUNK = 1 << 24
@@ -34,6 +36,23 @@ SCALED_TOLERANCE = "scaled_tolerance"
 INPUT_DISTRIBUTION = "input_distribution"
 OUTPUT_IS_INPUT = "output_is_input"
 INSENSITIVE_OUTPUT = "insensitive_output"
+OUTPUT_ALIASES_INPUT = "output_aliases_input"
+STATIC_RULES = ("reference_op", "no_custom_kernel", "reference_fallback")
+"""The integrity rules that keep KernelBench results computed by the candidate (``integrity.reference_ops``)."""
+CHECKS = (*STATIC_RULES, OUTPUT_ALIASES_INPUT, OUTPUT_IS_INPUT, INSENSITIVE_OUTPUT, INPUT_DISTRIBUTION,
+          SCALED_TOLERANCE)  # fmt: skip
+"""Every check issue 36 added to KernelBench tasks, in the order a sweep reports them."""
+
+
+def check_of(evaluation: Evaluation) -> str | None:
+    """The KernelBench check (``CHECKS``) that failed ``evaluation``, if one did."""
+    if evaluation.rejection is not None and evaluation.rejection.rule in STATIC_RULES:
+        return evaluation.rejection.rule
+    if evaluation.mismatch is not None and evaluation.mismatch.check in CHECKS:
+        return evaluation.mismatch.check
+    if evaluation.verdict == Verdict.RUNTIME_ERROR and f"{OUTPUT_ALIASES_INPUT}:" in evaluation.log:
+        return OUTPUT_ALIASES_INPUT
+    return None
 
 
 def output_scale(expected: torch.Tensor) -> float:
@@ -84,13 +103,5 @@ class Fingerprint:
                 and torch.equal(self.sample, other.sample))  # fmt: skip
 
 
-def first_tensor(value: object) -> torch.Tensor | None:
-    if isinstance(value, torch.Tensor):
-        return value
-    if isinstance(value, (tuple, list)) and value and isinstance(value[0], torch.Tensor):
-        return value[0]
-    return None
-
-
-__all__ = ["INPUT_DISTRIBUTION", "INSENSITIVE_OUTPUT", "OUTPUT_IS_INPUT", "SCALED_TOLERANCE", "Fingerprint",
-           "first_tensor", "output_scale", "scaled_mismatch"]  # fmt: skip
+__all__ = ["CHECKS", "INPUT_DISTRIBUTION", "INSENSITIVE_OUTPUT", "OUTPUT_ALIASES_INPUT", "OUTPUT_IS_INPUT",
+           "SCALED_TOLERANCE", "Fingerprint", "check_of", "output_scale", "scaled_mismatch"]  # fmt: skip
