@@ -164,3 +164,17 @@ def test_a_random_reference_is_named_unjudgeable_not_the_kernels_fault() -> None
     assert "nn.Dropout(p=0.2) in training mode" in str(info.value) and "self.eval()" in info.value.hint
     for name in ("level1/19_ReLU.py", "level2/1_Conv2D_ReLU_BiasAdd.py"):
         KernelBenchTask(CORPUS / "KernelBench" / name).validate("cpu")  # deterministic ones pass
+
+
+@pytest.mark.slow
+def test_a_real_size_problem_is_checked_on_the_cpu_at_reduced_sizes_not_crashed(tmp_path: Path) -> None:
+    """Issue 35 item 10: the problem's own Model as the kernel on level 1's ReLU (6.4 GB of inputs) was killed by
+    the out-of-memory killer ('crashed'); now the CPU checks it at reduced sizes and says so."""
+    from ksearch.flows.evaluate import evaluate_file
+
+    problem = CORPUS / "KernelBench" / "level1" / "19_ReLU.py"
+    kernel = tmp_path / "new.py"
+    kernel.write_text(problem.read_text() + "\n\nModelNew = Model\n")
+    evaluation = evaluate_file(f"kernelbench:{problem}?allow=reference_op,no_custom_kernel", kernel, device="cpu")
+    assert evaluation.verdict == Verdict.PASSED and evaluation.configs_passed == 10, evaluation.log
+    assert evaluation.log.startswith("note: checked on the CPU at reduced sizes: batch_size 4096 -> 1024, dim 393216")
