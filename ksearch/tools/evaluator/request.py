@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from ksearch.contracts.candidate import Candidate
 from ksearch.tools import timing as timing_mod
 
-HARNESS_VERSION = "ksearch-evaluator-7"
+HARNESS_VERSION = "ksearch-evaluator-8"
 """Part of the evaluation cache key: bump when a change could alter verdicts or timings."""
 _DEVICE = re.compile(r"^(cpu|cuda(:\d+)?)$")
 
