@@ -129,3 +129,38 @@ def test_sweep_command_prints_table_and_json(tmp_path: Path) -> None:
     assert again.exit_code == 0, again.output
     data = json.loads(again.stdout[again.stdout.index("{"):])
     assert data["summary"]["fast_p"]["0"] == 1.0 and data["problems"][0]["status"] == "finished"
+
+
+@pytest.mark.slow
+def test_sweep_counts_the_kernelbench_checks_and_lists_unjudgeable_problems_apart(tmp_path: Path) -> None:
+    import shutil
+
+    from typer.testing import CliRunner
+
+    from ksearch.cli import app
+
+    corpus = Path(__file__).resolve().parent / "tasks" / "kernelbench"
+    root = tmp_path / "checkout"
+    shutil.copytree(corpus / "KernelBench" / "level2", root / "KernelBench" / "level2")
+    code = (corpus / "honest" / "conv_relu_bias_torch_conv.py").read_text()  # keeps the convolution in PyTorch
+    write_script(tmp_path / "p1.jsonl", [("plan:0:0", init_plan([("a", 0.9)])), ("write:c1:1", fenced(code)),
+                                         ("plan:1:0", json.dumps({"ops": []}))])  # fmt: skip
+    spec = SweepSpec(suite="kernelbench:2", model=f"replay:{tmp_path}/p{{problem}}.jsonl", problems="1,66",
+                     max_rounds=1, device="cpu", kernelbench_root=str(root), stagnation_window=1)  # fmt: skip
+    events: list[tuple[str, int]] = []
+    rep = run_sweep(spec, workspace=tmp_path / "ws", on_problem=lambda e, entry: events.append((e, entry.problem_id)))
+    assert events == [("start", 1), ("done", 1), ("unjudgeable", 66)]
+    by_id = {p.problem_id: p for p in rep.problems}
+    assert by_id[1].checks == {"reference_op": 1} and not by_id[1].correct
+    assert by_id[66].status == "unjudgeable" and "Dropout" in (by_id[66].error or "") and "self.eval()" in by_id[66].error
+    assert rep.summary["checks"] == {"reference_op": 1} and rep.summary["unjudgeable"] == [66]
+    assert rep.summary["n"] == 2 and rep.summary["fast_p"]["0"] == 0.0  # KernelBench's denominator: every problem
+
+    args = ["--workspace", str(tmp_path / "ws2"), "sweep", "kernelbench:2?allow=reference_op", "--problems", "1",
+            "--model", f"replay:{tmp_path}/p{{problem}}.jsonl", "--max-rounds", "1", "--device", "cpu",
+            "--kernelbench-root", str(root), "--stagnation-window", "1"]  # fmt: skip
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    text = " ".join(result.output.split())  # the console wraps long lines
+    assert "1/1 correct" in text and "(uses reference_op, allowed)" in text
+    assert "rely on an allowed rule (their speedup is partly PyTorch's): reference_op 1" in text

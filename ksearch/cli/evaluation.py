@@ -64,6 +64,7 @@ def sweep(
             "start": "starting",
             "resume": "resuming",
             "error": f"[red]error[/red]: {escape(entry.error or '')}",
+            "unjudgeable": f"[yellow]unjudgeable, not searched[/yellow]: {escape(entry.error or '')}",
             "done": _sweep_result_text(entry),
         }[event]
         console.print(f"problem {entry.problem_id} ({escape(entry.title)}), run {entry.run_id}: {what}")
@@ -78,17 +79,32 @@ def sweep(
     geo = summary["geomean_speedup"]
     out.print(f"{summary['correct']}/{summary['n']} correct;  {fast};  geomean speedup (correct) = "
               + (f"{geo:.3f}x" if geo is not None else "- (untimed)"))
+    out.print(sweep_checks_text(summary))
     if device == "cpu":
         out.print("[yellow]device cpu: nothing is timed, so only fast_0 (correctness) is meaningful[/yellow]")
     out.print(f"manifest: {rep.manifest}")
 
 
+def sweep_checks_text(summary: dict[str, Any]) -> str:
+    """The KernelBench checks' part of a sweep's summary, in one line each."""
+    checks = ", ".join(f"{c} {n}" for c, n in summary.get("checks", {}).items()) or "none"
+    lines = [f"problems each KernelBench check failed a kernel of: {checks}"]
+    if summary.get("waived"):
+        rules = ", ".join(f"{r} {n}" for r, n in summary["waived"].items())
+        lines.append(f"correct kernels that rely on an allowed rule (their speedup is partly PyTorch's): {rules}")
+    if summary.get("unjudgeable"):
+        ids = ", ".join(str(i) for i in summary["unjudgeable"])
+        lines.append(f"unjudgeable problems (reference not deterministic; counted as not correct): {ids}")
+    return "\n".join(escape(line) for line in lines)
+
+
 def _sweep_result_text(entry: Any) -> str:
     if not entry.correct:
         return "[red]no correct kernel[/red]"
+    uses = f" [yellow](uses {', '.join(entry.waived)}, allowed)[/yellow]" if entry.waived else ""
     if entry.speedup is not None:
-        return f"[green]correct[/green], {entry.speedup:.3f}x ({entry.baseline_ms:.4f} -> {entry.latency_ms:.4f} ms)"
-    return "[green]correct[/green] (untimed)"
+        return f"[green]correct[/green], {entry.speedup:.3f}x ({entry.baseline_ms:.4f} -> {entry.latency_ms:.4f} ms)" + uses
+    return "[green]correct[/green] (untimed)" + uses
 
 
 def sweep_table(rep: Any) -> Table:
@@ -98,7 +114,8 @@ def sweep_table(rep: Any) -> Table:
             str(e.problem_id), e.title, e.status + (f" ({e.error[:60]})" if e.error else ""), "yes" if e.correct else "no",
             f"{e.latency_ms:.4f}" if e.latency_ms is not None else "-",
             f"{e.baseline_ms:.4f}" if e.baseline_ms is not None else "-",
-            f"{e.speedup:.3f}x" if e.speedup is not None else "-", e.run_id,
+            (f"{e.speedup:.3f}x" if e.speedup is not None else "-") + (f" ({'+'.join(e.waived)})" if e.waived else ""),
+            e.run_id,
         )  # fmt: skip
     return table
 

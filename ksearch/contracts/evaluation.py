@@ -36,6 +36,9 @@ class Mismatch(BaseModel):
     max_rel_error: float | None = None
     worst_index: list[int] = Field(default_factory=list)
     message: str = ""
+    check: str = ""
+    """The named check the output failed (a task's work check, e.g. KernelBench's ``output_is_input``), or empty
+    for a plain tolerance failure."""
 
 
 class Timing(BaseModel):

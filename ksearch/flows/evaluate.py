@@ -99,9 +99,22 @@ def evaluate_file(task: str, file: Path, *, device: str = "auto", **options: Any
             if device != guess:
                 session.close()
                 session = start(device)
-        return evaluate(eval_request_for_file(task, file, device=device, text=code, **options), session=session)
+        request = eval_request_for_file(task, file, device=device, text=code, **options)
+        return with_device_note(evaluate(request, session=session), request)
     finally:
         session.close()
+
+
+def with_device_note(evaluation: Evaluation, request: EvalRequest) -> Evaluation:
+    """The evaluation with what the task says about how this device checked it (a KernelBench problem checked at
+    reduced sizes on the CPU) as the first line of its log, so the user reads it beside the verdict."""
+    from ksearch.tasks.registry import resolve_task
+
+    note_for = getattr(resolve_task(request.task), "device_note", None)
+    note = note_for(request.device) if callable(note_for) else ""
+    if not note:
+        return evaluation
+    return evaluation.model_copy(update={"log": f"note: {note}\n{evaluation.log}".rstrip("\n")})
 
 
 def likely_device() -> str:

@@ -12,6 +12,13 @@ Run ids are deterministic (``<name>-p<id>``), so a crash between creating a run 
 ``--model`` may contain ``{problem}`` and ``{level}``, replaced per problem (e.g. per-problem replay files).
 Speedups (``ksearch.tasks.kernelbench.baseline``) need a GPU; on the CPU interpreter only fast_0 (correctness) means
 anything and speedups are reported as missing.
+
+The KernelBench checks of issue 36 are reported per problem and summed per check (``summary["checks"]``: how many
+problems each check failed at least one kernel of), so a sweep says what its fast_p owes to them. A problem whose
+reference is not deterministic is not searched: it is ``unjudgeable`` (``summary["unjudgeable"]``), listed apart,
+and counts as not correct, as in KernelBench's fast_p. With ``kernelbench:LEVEL?allow=reference_op`` (kernels may keep
+some of the reference's PyTorch ops) every problem's task allows it, and ``summary["waived"]`` says how many of the
+correct kernels relied on an allowed rule.
 """
 
 from __future__ import annotations
@@ -30,7 +37,7 @@ from ksearch.flows import metrics
 from ksearch.errors import KsearchError, RunInterrupted, UserError
 
 SWEEPS_DIR = "sweeps"
-EntryStatus = Literal["pending", "running", "finished", "error"]
+EntryStatus = Literal["pending", "running", "finished", "error", "unjudgeable"]
 _COMPARED = ("suite", "model", "device", "max_rounds", "baseline", "language")
 """Settings that must match for a sweep to be continued under the same name."""
 
@@ -41,7 +48,7 @@ class SweepSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     suite: str
-    """``kernelbench:<level>`` (e.g. ``kernelbench:1``)."""
+    """``kernelbench:<level>`` (e.g. ``kernelbench:1``), optionally with ``?allow=...`` for every problem's task."""
     model: str
     problems: str | None = None
     """Problem ids and ranges (``1-20,25``); None means every problem of the level."""
@@ -73,6 +80,10 @@ class ProblemEntry(BaseModel):
     done_reason: str | None = None
     error: str | None = None
     updated_at: float = 0.0
+    checks: dict[str, int] = Field(default_factory=dict)
+    """KernelBench check -> how many of this problem's evaluated kernels it failed."""
+    waived: list[str] = Field(default_factory=list)
+    """Allowed rules (``?allow=``) the best kernel broke: its speedup is partly PyTorch's own."""
 
 
 class SweepManifest(BaseModel):
@@ -113,14 +124,23 @@ def parse_suite(suite: str) -> int:
 
     if not suite.startswith(PREFIX):
         raise UserError(f"unknown sweep suite {suite!r}", hint="sweep a KernelBench level: ksearch sweep kernelbench:1")
-    return parse_level(suite.removeprefix(PREFIX))
+    return parse_level(suite.removeprefix(PREFIX).partition("?")[0])
+
+
+def suite_options(suite: str) -> str:
+    """The canonical ``?allow=...`` of a suite, carried into every problem's task name ('' for none)."""
+    from ksearch.tasks.kernelbench import options_suffix, parse_options
+
+    return options_suffix(parse_options(suite.removeprefix("kernelbench:"))[1])
 
 
 def sweep_name(spec: SweepSpec) -> str:
     if spec.name:
         return _slug(spec.name, 80)
     level = parse_suite(spec.suite)
-    return f"kb-l{level}-{_slug(spec.model.replace('{', '').replace('}', ''))}-{_slug(spec.device, 10)}-r{spec.max_rounds}"
+    allowed = suite_options(spec.suite).removeprefix("?allow=").replace(",", "+")
+    name = f"kb-l{level}-{_slug(spec.model.replace('{', '').replace('}', ''))}-{_slug(spec.device, 10)}-r{spec.max_rounds}"
+    return name + (f"-allow-{_slug(allowed, 40)}" if allowed else "")
 
 
 def manifest_path(workspace: Path, name: str) -> Path:
@@ -187,7 +207,7 @@ def run_sweep(
             manifest.entries[key] = ProblemEntry(
                 problem_id=problem_id,
                 title=describe_level_path(file),
-                task="kernelbench:" + str(file.resolve()),
+                task="kernelbench:" + str(file.resolve()) + suite_options(spec.suite),
                 run_id=f"{name}-p{problem_id}",
             )
     save_manifest(path, manifest)
@@ -199,6 +219,11 @@ def run_sweep(
                 on_problem("skip", entry)
             continue
         try:
+            if _unjudgeable(spec, entry):
+                save_manifest(path, manifest)
+                if on_problem:
+                    on_problem("unjudgeable", entry)
+                continue
             _run_problem(spec, entry, level, workspace, on_problem, event_sink)
         except (KeyboardInterrupt, RunInterrupted):  # Ctrl-C / SIGTERM stop the sweep, not just this problem
             entry.status, entry.error, entry.updated_at = "running", "interrupted by the user", time.time()
@@ -210,6 +235,19 @@ def run_sweep(
                 on_problem("error", entry)
         save_manifest(path, manifest)
     return report(manifest, path, selected=list(selected))
+
+
+def _unjudgeable(spec: SweepSpec, entry: ProblemEntry) -> bool:
+    """Whether the problem cannot be judged as written (its reference is random); if so the entry says why."""
+    from ksearch.tasks.kernelbench import KernelBenchTask, UnjudgeableProblem
+
+    try:
+        KernelBenchTask.from_name(entry.task).validate(spec.device)
+    except UnjudgeableProblem as exc:
+        entry.status, entry.correct, entry.updated_at = "unjudgeable", False, time.time()
+        entry.error = f"{exc} (fix: {exc.hint})"
+        return True
+    return False
 
 
 def _check_same_settings(old: SweepSpec, new: SweepSpec, name: str) -> None:
@@ -277,21 +315,28 @@ def _collect(spec: SweepSpec, entry: ProblemEntry, workspace: Path) -> None:
     """Fill the entry's result from the store, and the speedup from the (cached) baseline when it is timed."""
     from ksearch.flows import run as runner
     from ksearch.tasks.kernelbench import KernelBenchTask
+    from ksearch.tasks.kernelbench.judging import check_of
     from ksearch.flows.baselines import measure_baseline, speedup
+    from ksearch.tools.integrity import reference_ops
 
+    task = KernelBenchTask.from_name(entry.task)
     store = runner.open_store(workspace)
     try:
         run = store.get_run(entry.run_id)
         evaluation = store.get_evaluation(run["best_evaluation_id"]) if run["best_evaluation_id"] else None
+        best_code = store.get_candidate(run["best_candidate_id"]).code if run["best_candidate_id"] else ""
+        ids = dict.fromkeys(a["evaluation_id"] for a in store.list_attempts(entry.run_id) if a["evaluation_id"])
+        checks = [check_of(store.get_evaluation(i)) for i in ids]
     finally:
         store.close()
+    entry.checks = {c: checks.count(c) for c in dict.fromkeys(checks) if c is not None}
+    entry.waived = reference_ops.waived(best_code, task) if best_code else []
     entry.done_reason = run.get("done_reason")
     entry.best_candidate_id = run["best_candidate_id"]
     entry.correct = evaluation is not None and evaluation.passed
     entry.latency_ms = evaluation.latency_ms if evaluation is not None and evaluation.timed else None
     entry.baseline_ms = entry.speedup = None
     if entry.correct and entry.latency_ms is not None and spec.device != "cpu":
-        task = KernelBenchTask(entry.task.removeprefix("kernelbench:"))
         base = measure_baseline(task, device=spec.device, mode=spec.baseline, workspace=workspace,
                                 run_timeout_s=max(spec.run_timeout_s, 600.0))  # fmt: skip
         entry.baseline_ms = base.latency_ms
@@ -308,8 +353,25 @@ def report(manifest: SweepManifest, path: Path, *, selected: list[int] | None = 
         manifest=str(path),
         spec=manifest.spec,
         problems=rows,
-        summary=metrics.summary(rows),
+        summary={**metrics.summary(rows), **checks_summary(rows)},
     )
+
+
+def checks_summary(rows: list[ProblemEntry]) -> dict[str, Any]:
+    """{"checks": {check: problems it failed a kernel of}, "unjudgeable": [problem ids], "waived": {rule: correct
+    problems whose kernel relied on it}}, checks in ``CHECKS`` order."""
+    from ksearch.tasks.kernelbench.judging import CHECKS
+
+    touched = {c: sum(1 for r in rows if r.checks.get(c)) for c in CHECKS}
+    waived: dict[str, int] = {}
+    for row in rows:
+        for rule in row.waived if row.correct else []:
+            waived[rule] = waived.get(rule, 0) + 1
+    return {
+        "checks": {c: n for c, n in touched.items() if n},
+        "unjudgeable": [r.problem_id for r in rows if r.status == "unjudgeable"],
+        "waived": waived,
+    }
 
 
 def _one_line(exc: BaseException) -> str:

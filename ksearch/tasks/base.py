@@ -181,7 +181,14 @@ class Task(ABC):
 
     def check(self, config: TaskConfig, output: Any, expected: torch.Tensor) -> Mismatch | None:
         """None when ``output`` matches ``expected`` within atol + rtol * |expected|; else where it is worst."""
-        where = config.name
+        form = self.form_mismatch(config.name, output, expected)
+        if form is not None or output.numel() == 0:
+            return form
+        return tolerance_mismatch(config.name, output.detach(), expected.detach(), self.atol, self.rtol)
+
+    def form_mismatch(self, where: str, output: Any, expected: torch.Tensor) -> Mismatch | None:
+        """What is wrong with the output before its values are compared: not a plain tensor, another shape, dtype
+        or device, or non-finite values; None when its form is right."""
         if type(output) is not torch.Tensor:
             return Mismatch(config=where, message=f"{where}: expected a torch.Tensor, got {type(output).__qualname__}")
         if output.shape != expected.shape:
@@ -204,7 +211,7 @@ class Task(ABC):
                 message=f"{where}: {count} non-finite output values (nan/inf), first at {first}: "
                 f"{got[tuple(first)].item()}",
             )
-        return tolerance_mismatch(where, got, expected.detach(), self.atol, self.rtol)
+        return None
 
     def score(self, timings: list[Timing]) -> tuple[float, float]:
         """(aggregate latency in ms = geometric mean of the per-config headline statistic, score = 1 / latency).

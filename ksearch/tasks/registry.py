@@ -37,6 +37,7 @@ FLASHINFER_PREFIX = "flashinfer:"
 _PATTERNS: list[tuple[str, str]] = [
     ("kernelbench:LEVEL/ID", "KernelBench problem ID of level LEVEL (needs --kernelbench-root or KERNELBENCH_ROOT)"),
     ("kernelbench:FILE.py", "any problem file in KernelBench's format (Model, get_inputs, get_init_inputs)"),
+    ("kernelbench:...?allow=reference_op", "a KernelBench problem whose kernels may call PyTorch ops (partial replacement)"),
     ("flashinfer:DEFINITION@DATASET", "any FlashInfer-Bench definition of a flashinfer-trace dataset folder, with its workloads"),
     ("FILE.py", "your own operator file (reference, make_inputs, CONFIGS: see ksearch/tasks/userop/PROTOCOL.md)"),
 ]
@@ -78,9 +79,9 @@ def resolve_task(name: str, *, kernelbench_root: str | Path | None = None) -> Ta
 
         return FlashInferTask(name)
     if name.startswith(KERNELBENCH_PREFIX):
-        from ksearch.tasks.kernelbench import KernelBenchTask, find_problem
+        from ksearch.tasks.kernelbench import KernelBenchTask
 
-        return KernelBenchTask(find_problem(name.removeprefix(KERNELBENCH_PREFIX), kernelbench_root))
+        return KernelBenchTask.from_name(name, kernelbench_root)
     if _looks_like_path(name):
         return _file_task(Path(name).expanduser())
     known = ", ".join(sorted(_known_names())) or "(none)"

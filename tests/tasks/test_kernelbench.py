@@ -42,7 +42,7 @@ def test_problems_load_and_reference_is_deterministic(spec: str) -> None:
     assert task.name.startswith("kernelbench:/") and task.name.endswith(".py")
     assert task.entry_point == "ModelNew" and "class Model" in task.reference_source()
     configs = task.test_configs("cpu")
-    assert len(configs) == 5 and [c.seed for c in configs] == trial_seeds()
+    assert len(configs) == 10 and [c.seed for c in configs[:5]] == trial_seeds()  # then the input variants
     state = torch.random.get_rng_state()
     inputs = task.make_inputs(configs[0], "cpu")
     out1 = task.expected(configs[0], [x.clone() for x in inputs])
@@ -123,7 +123,7 @@ def test_tolerance_is_per_dtype() -> None:
 def test_correct_triton_solution_passes_under_the_interpreter(spec: str, solution: str) -> None:
     evaluation = evaluate_file(spec, solution)
     assert evaluation.verdict == Verdict.PASSED, evaluation.log
-    assert evaluation.configs_passed == evaluation.configs_total == 5
+    assert evaluation.configs_passed == evaluation.configs_total == 10
 
 
 @pytest.mark.slow
@@ -138,8 +138,10 @@ def test_eager_baseline_is_the_reference_packaged_as_a_candidate() -> None:
     task = task_of("2/1")
     candidate = baseline_candidate(task, "eager")
     assert candidate.entry_point == "ModelNew" and candidate.task == task.name
-    evaluation = evaluate(EvalRequest(candidate=candidate, device="cpu"))
+    evaluation = evaluate(EvalRequest(candidate=candidate, device="cpu", harness_baseline=True))
     assert evaluation.verdict == Verdict.PASSED, evaluation.log
+    as_candidate = evaluate(EvalRequest(candidate=candidate, device="cpu"))  # from an LLM, the same code is refused
+    assert as_candidate.rejection is not None and as_candidate.rejection.rule == "reference_op"
     assert "torch.compile" in baseline_candidate(task, "compile").code
 
 

@@ -16,30 +16,56 @@ because the evaluator's worker runs in a private directory with a scrubbed envir
 
 Correctness follows KernelBench: 5 trials whose seeds derive from seed 42 exactly as KernelBench derives them; per
 trial the global RNG is seeded before ``get_init_inputs()``, before building ``Model``/``ModelNew`` (so their
-weights match) and before ``get_inputs()``; outputs compare with ``torch.allclose``-style tolerances per dtype
-(fp32 1e-4, fp16/bf16 1e-2, atol = rtol). The reference runs in a different process from the candidate, so both
+weights match) and before ``get_inputs()``; outputs compare with KernelBench's tolerances per dtype (fp32 1e-4,
+fp16/bf16 1e-2), the absolute one scaled to the output (``judging``). The reference runs in a different process from the candidate, so both
 sides are built deterministically: ``prepare`` builds ``ModelNew`` and ``expected`` builds ``Model`` under
 ``torch.manual_seed(config.seed)`` inside ``torch.random.fork_rng`` (the caller's RNG state is untouched).
 Speedups over PyTorch eager (or ``torch.compile``) come from ``ksearch.tasks.kernelbench.baseline``.
+
+Beyond KernelBench (issue 36), each part in its own module:
+
+- ``variants``: correctness also runs on the same shapes and dtypes with other value distributions (signed, large,
+  small, positive, sparse), so a kernel that is right only on ``torch.rand`` inputs fails;
+- ``judging``: the absolute tolerance scales with the output's magnitude, and failures of a work check are named
+  (``output_is_input``, ``insensitive_output``, ``input_distribution``, ``scaled_tolerance``);
+- ``ModelNew`` returning its input (or a view of it) fails at once (``output_aliases_input``); the static rules of
+  ``ksearch.tools.integrity.reference_ops`` reject a candidate that calls the PyTorch ops the reference computes
+  with (``reference_op``), launches no Triton kernel (``no_custom_kernel``) or falls back to PyTorch in an
+  ``except`` (``reference_fallback``). ``kernelbench:...?allow=reference_op,no_custom_kernel`` lets the first two
+  through (KernelBench's "replace some operators" setting); sweeps then say which kernels used them;
+- ``validate`` refuses a problem whose reference is not deterministic (``UnjudgeableProblem``: dropout in training
+  mode) before any kernel is judged against it;
+- ``sizes``: on the CPU, problems sized for a GPU are checked with their size constants reduced, and say so.
 """
 
 from __future__ import annotations
 
-import copy
 import inspect
 import os
 import re
+from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from urllib.parse import parse_qsl
+
 import torch
 
 from ksearch.errors import UserError
 from ksearch.tasks._loading import ProblemFormatError, import_file, to_device, tolerance_for
-from ksearch.tasks.base import Task, TaskConfig
+from ksearch.tasks.base import Task, TaskConfig, device_kind
 from ksearch.tasks.fresh_values import probed_activation_inputs
+from ksearch.tasks.kernelbench.judging import (
+    INPUT_DISTRIBUTION,
+    INSENSITIVE_OUTPUT,
+    OUTPUT_IS_INPUT,
+    Fingerprint,
+    scaled_mismatch,
+)
+from ksearch.tasks.kernelbench.sizes import CpuTooLarge, Reduction, load_source, reduce_for_cpu
+from ksearch.tasks.kernelbench.variants import VARIANT_SEED_BASE, VARIANTS, redraw
 from ksearch.contracts.evaluation import Mismatch
 
 PREFIX = "kernelbench:"
@@ -49,6 +75,11 @@ SEED_NUM = 42
 """KernelBench's default ``seed_num``: trial seeds are drawn from a generator seeded with it."""
 BENCHMARK_SEED = 2025
 ENTRY_POINT = "ModelNew"
+GET_INPUTS = "get_inputs"
+"""The ``distribution`` of configs whose inputs are ``get_inputs()``'s own (KernelBench's trials, the timed one)."""
+ALLOWABLE_RULES = ("reference_op", "no_custom_kernel")
+"""Integrity rules a task name may allow (``?allow=``); falling back to PyTorch in an ``except`` never is."""
+REMEMBERED_INPUTS = 64
 
 
 class KernelBenchError(UserError):
@@ -142,9 +173,26 @@ def parse_level(text: str) -> int:
     return int(match.group(1))
 
 
+def parse_options(spec: str) -> tuple[str, tuple[str, ...]]:
+    """'1/19?allow=reference_op' -> ('1/19', ('reference_op',)): the problem and the rules it allows."""
+    spec, _, query = spec.strip().partition("?")
+    options = dict(parse_qsl(query, keep_blank_values=True))
+    unknown = sorted(set(options) - {"allow"})
+    if unknown:
+        raise KernelBenchError(f"unknown KernelBench task option(s) {', '.join(unknown)}",
+                               hint="the only option is ?allow=" + ",".join(ALLOWABLE_RULES))  # fmt: skip
+    allow = tuple(sorted({r.strip() for r in options.get("allow", "").split(",") if r.strip()}))
+    return spec, allow
+
+
+def options_suffix(allow: frozenset[str] | tuple[str, ...]) -> str:
+    """The canonical '?allow=...' part of a task name ('' when nothing is allowed)."""
+    return f"?allow={','.join(sorted(allow))}" if allow else ""
+
+
 def find_problem(spec: str, root: str | Path | None = None) -> Path:
-    """The problem file that ``spec`` (``<level>/<id>`` or a path to a .py file) names."""
-    spec = spec.strip()
+    """The problem file that ``spec`` (``<level>/<id>`` or a path to a .py file, options ignored) names."""
+    spec = spec.strip().partition("?")[0]
     if spec.endswith(".py"):
         path = Path(spec).expanduser()
         if not path.is_file():
@@ -166,8 +214,9 @@ def find_problem(spec: str, root: str | Path | None = None) -> Path:
 
 
 def canonical_name(spec: str, root: str | Path | None = None) -> str:
-    """``kernelbench:/absolute/path.py`` for any accepted spelling (with or without the prefix)."""
-    return PREFIX + str(find_problem(spec.removeprefix(PREFIX), root))
+    """``kernelbench:/absolute/path.py[?allow=...]`` for any accepted spelling (with or without the prefix)."""
+    problem, allow = parse_options(spec.removeprefix(PREFIX))
+    return PREFIX + str(find_problem(problem, root)) + options_suffix(allow)
 
 
 # -- loading a problem file -----------------------------------------------------------------------------------------
@@ -201,6 +250,14 @@ def describe_level_path(path: Path) -> str:
     return f"{parent}/{path.stem}" if parent.startswith("level") else path.name
 
 
+class UnjudgeableProblem(UserError):
+    """A problem whose reference gives different outputs for the same inputs: no kernel can be judged against it."""
+
+
+class OutputAliasesInput(RuntimeError):
+    """Raised in the candidate's process when ``ModelNew`` returns (a view of) one of its inputs."""
+
+
 class KernelBenchTask(Task):
     """One KernelBench problem. The candidate defines ``ModelNew``; the reference is the problem's ``Model``."""
 
@@ -208,35 +265,86 @@ class KernelBenchTask(Task):
     languages = ("triton",)
     atol = 1e-4
     rtol = 1e-4
+    allow_nonfinite = True
+    """Non-finite outputs reach ``check``: a variant on which the reference is not finite is not judged; anywhere
+    else a non-finite output still fails (``Task.form_mismatch``)."""
+    reference_class = "Model"
+    """The class whose ops a candidate may not call (``ksearch.tools.integrity.reference_ops``)."""
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, *, allow: tuple[str, ...] | frozenset[str] = ()) -> None:
         self.path = Path(path).resolve()
         self.problem = load_problem(self.path)
-        self.name = PREFIX + str(self.path)
+        unknown = sorted(set(allow) - set(ALLOWABLE_RULES))
+        if unknown:
+            raise KernelBenchError(
+                f"cannot allow {', '.join(unknown)}: only {', '.join(ALLOWABLE_RULES)} can be allowed",
+                hint="e.g. kernelbench:1/19?allow=reference_op (a try/except fallback to PyTorch is never allowed)",
+            )
+        self.allowed_rules: frozenset[str] = frozenset(allow)
+        """Integrity rules of ``ALLOWABLE_RULES`` this task lets through (``?allow=``)."""
+        self.name = PREFIX + str(self.path) + options_suffix(self.allowed_rules)
         self.title = f"KernelBench {describe_level_path(self.path)}"
         self.source = self.path.read_text(encoding="utf-8")
+        self._reduction: Reduction | None = None
+        self._cpu_problem: ModuleType | None = None
+        self._input_prints: OrderedDict[tuple[str, int], list[Fingerprint]] = OrderedDict()
+        self._output_prints: list[tuple[str, Fingerprint, Fingerprint]] = []
+
+    @classmethod
+    def from_name(cls, name: str, root: str | Path | None = None) -> KernelBenchTask:
+        """The task a ``kernelbench:...`` name (with or without ``?allow=``) names."""
+        spec, allow = parse_options(name.removeprefix(PREFIX))
+        return cls(find_problem(spec, root), allow=allow)
+
+    # -- the problem as each device checks it -------------------------------------------------------------------
+    def problem_for(self, device: str) -> ModuleType:
+        """The problem module: as written on a GPU; on the CPU with its sizes reduced to fit (``sizes``)."""
+        if device_kind(device) != "cpu":
+            return self.problem
+        if self._cpu_problem is None:
+            reduction = self.cpu_reduction()
+            self._cpu_problem = load_source(reduction.source, self.path) if reduction.changes else self.problem
+        return self._cpu_problem
+
+    def cpu_reduction(self) -> Reduction:
+        """How the CPU checks this problem (raises ``CpuTooLarge`` when no reduction fits)."""
+        if self._reduction is None:
+            self._reduction = reduce_for_cpu(self.source, self.path)
+        return self._reduction
+
+    def device_note(self, device: str) -> str:
+        """What a user should know about how ``device`` checks this problem ('' when nothing)."""
+        return self.cpu_reduction().describe() if device_kind(device) == "cpu" else ""
 
     # -- configs and inputs -------------------------------------------------------------------------------------
     def test_configs(self, device: str) -> list[TaskConfig]:
-        return [TaskConfig(name=f"trial{i}", params={}, seed=seed) for i, seed in enumerate(trial_seeds())]
+        """KernelBench's 5 seeded trials on ``get_inputs()``, then one input set per distribution of ``variants``."""
+        trials = [TaskConfig(name=f"trial{i}", params={}, seed=seed, distribution=GET_INPUTS)
+                  for i, seed in enumerate(trial_seeds())]  # fmt: skip
+        extra = [TaskConfig(name=name, params={}, seed=VARIANT_SEED_BASE + i, distribution=name)
+                 for i, name in enumerate(VARIANTS)]  # fmt: skip
+        return trials + extra
 
     def benchmark_configs(self, device: str) -> list[TaskConfig]:
-        return [TaskConfig(name="benchmark", params={}, seed=BENCHMARK_SEED)]
+        return [TaskConfig(name="benchmark", params={}, seed=BENCHMARK_SEED, distribution=GET_INPUTS)]
 
     def make_inputs(self, config: TaskConfig, device: str) -> list[Any]:
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(config.seed)
-            inputs = self.problem.get_inputs()
-        return list(to_device(list(inputs), device))
+            inputs = list(self.problem_for(device).get_inputs())
+        inputs = list(to_device(inputs, device))
+        if config.distribution in VARIANTS:
+            inputs = redraw(inputs, config.distribution, config.seed, device)
+        return inputs
 
-    def init_inputs(self, config: TaskConfig) -> list[Any]:
+    def init_inputs(self, config: TaskConfig, device: str = "cuda") -> list[Any]:
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(config.seed)
-            return list(self.problem.get_init_inputs())
+            return list(self.problem_for(device).get_init_inputs())
 
     def build(self, cls: type, config: TaskConfig, device: str) -> torch.nn.Module:
         """``cls(*get_init_inputs())`` with the global RNG seeded by the config's seed, moved to ``device``."""
-        init = self.init_inputs(config)
+        init = self.init_inputs(config, device)
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(config.seed)
             model = cls(*init)
@@ -247,13 +355,21 @@ class KernelBenchTask(Task):
 
         def run(*inputs: Any) -> Any:
             with torch.no_grad():
-                return model(*inputs)
+                output = model(*inputs)
+            aliased = _aliased_input(output, inputs)
+            if aliased is not None:
+                raise OutputAliasesInput(
+                    f"output_aliases_input: ModelNew returned memory of its input {aliased} (the input itself or a "
+                    "view of it); compute the result into a new tensor"
+                )
+            return output
 
         return run
 
     def expected(self, config: TaskConfig, inputs: list[Any]) -> Any:
         device = _device_of(inputs)
-        model = self.build(self.problem.Model, config, device)
+        self._remember_inputs(config, inputs)
+        model = self.build(self.problem_for(device).Model, config, device)
         with torch.no_grad():
             return model(*inputs)
 
@@ -267,7 +383,8 @@ class KernelBenchTask(Task):
 
     # -- checking -----------------------------------------------------------------------------------------------
     def check(self, config: TaskConfig, output: Any, expected: Any) -> Mismatch | None:
-        """Per-dtype tolerance (KernelBench's); tuple/list outputs are compared element by element."""
+        """KernelBench's per-dtype tolerance, scaled to the output (``judging``); tuple/list outputs element by
+        element; a variant on which the reference is not finite is not judged; failures of a work check named."""
         if isinstance(expected, (tuple, list)):
             if not isinstance(output, (tuple, list)) or len(output) != len(expected):
                 got = f"{type(output).__qualname__} of {len(output)}" if isinstance(output, (tuple, list)) else type(output).__qualname__
@@ -281,15 +398,107 @@ class KernelBenchTask(Task):
             if output == expected:
                 return None
             return Mismatch(config=config.name, message=f"{config.name}: got {output!r}, expected {expected!r}")
-        tol = tolerance_for(expected.dtype)
-        checker = copy.copy(self)
-        checker.atol = checker.rtol = tol
-        return Task.check(checker, config, output, expected)
+        if (expected.is_floating_point() or expected.is_complex()) and not bool(torch.isfinite(expected).all()):
+            if config.distribution in VARIANTS:
+                return None  # the op does not allow this distribution (variants' docstring)
+            return Mismatch(config=config.name, message=f"{config.name}: the reference's output is not finite on "
+                            "get_inputs(), so no finite output matches it (as in KernelBench's allclose)")  # fmt: skip
+        mismatch = self.form_mismatch(config.name, output, expected)
+        if mismatch is None and output.numel():
+            mismatch = scaled_mismatch(config.name, output.detach(), expected.detach(), tolerance_for(expected.dtype))
+        printed = Fingerprint.of(output) if isinstance(output, torch.Tensor) and output.numel() else None
+        named = self._name_failure(config, printed, expected, mismatch) if mismatch is not None else None
+        if printed is not None:
+            self._remember_output(config, printed, Fingerprint.of(expected))
+        return named
+
+    def _remember_inputs(self, config: TaskConfig, inputs: list[Any]) -> None:
+        """Fingerprints of the inputs the reference saw (the checker judges against them next): bounded."""
+        self._input_prints[(config.name, config.seed)] = [
+            Fingerprint.of(x) for x in inputs if isinstance(x, torch.Tensor) and x.numel()
+        ]
+        while len(self._input_prints) > REMEMBERED_INPUTS:
+            self._input_prints.popitem(last=False)
+
+    def _remember_output(self, config: TaskConfig, output: Fingerprint, expected: Fingerprint) -> None:
+        if config.name == self.test_configs("cpu")[0].name:  # a new evaluation starts with the first test config
+            self._output_prints.clear()
+        self._output_prints.append((config.name, output, expected))
+
+    def _name_failure(self, config: TaskConfig, output: Fingerprint | None, expected: torch.Tensor,
+                      mismatch: Mismatch) -> Mismatch:  # fmt: skip
+        """The mismatch with the work check it shows failed, where one applies (``judging``'s docstring)."""
+        check, detail = mismatch.check, ""
+        if output is not None:
+            inputs = self._input_prints.get((config.name, config.seed), [])
+            same_input = next((i for i, fp in enumerate(inputs) if fp.same(output)), None)
+            wanted = Fingerprint.of(expected)
+            earlier = next((name for name, out, exp in self._output_prints
+                            if name != config.name and out.same(output) and not exp.same(wanted)), None)  # fmt: skip
+            if same_input is not None:
+                check, detail = OUTPUT_IS_INPUT, f"the output equals input {same_input}: no work was done on it"
+            elif earlier is not None:
+                check, detail = INSENSITIVE_OUTPUT, (f"the output equals the output on {earlier}, whose reference "
+                                                     "differs: it does not depend on the inputs")  # fmt: skip
+        if not check and config.distribution in VARIANTS:
+            check = INPUT_DISTRIBUTION
+            detail = (f"inputs drawn from {VARIANTS[config.distribution]} instead of get_inputs(): the kernel must "
+                      "compute the op for any values of the inputs' shapes and dtypes")  # fmt: skip
+        if not check:
+            return mismatch
+        message = mismatch.message + (f" [{check}: {detail}]" if detail else "")
+        return mismatch.model_copy(update={"check": check, "message": message})
+
+    # -- before any evaluation ----------------------------------------------------------------------------------
+    def validate(self, device: str = "cpu") -> None:
+        """Refuse at once what no evaluation could judge: on the CPU a problem too large to reduce (``CpuTooLarge``),
+        and anywhere a reference that is not deterministic (``UnjudgeableProblem``). The determinism probe runs
+        the reference twice on the CPU at reduced sizes (skipped on a GPU run when the problem does not reduce)."""
+        try:
+            measured = self.cpu_reduction().bytes_before is not None
+            self.problem_for("cpu")
+        except CpuTooLarge:
+            if device_kind(device) == "cpu":
+                raise
+            return
+        if not measured and device_kind(device) != "cpu":
+            return  # sizes unknown: running the reference on the CPU could take the machine's memory
+        config = self.test_configs("cpu")[0]
+        inputs = self.make_inputs(config, "cpu")
+        first = self.expected(config, [_clone(x) for x in inputs])
+        second = self.expected(config, [_clone(x) for x in inputs])
+        difference = self.check(config, second, first)
+        if difference is None:
+            return
+        dropout = _training_dropout(self.build(self.problem_for("cpu").Model, config, "cpu"))
+        cause = f" ({dropout} in training mode)" if dropout else " (random ops in forward, or dropout in training mode)"
+        raise UnjudgeableProblem(
+            f"{self.title} cannot be judged as written: its Model gives different outputs for the same inputs and "
+            f"weights{cause}, so no kernel can match it ({difference.message})",
+            hint="make the reference deterministic: call self.eval() (or build Dropout with p=0) in Model.__init__, "
+            "or seed its random ops",
+        )
 
     # -- prompts ------------------------------------------------------------------------------------------------
     def spec(self, language: str) -> str:
         if language not in self.languages:
             raise ValueError(f"task {self.name!r} has no spec for language {language!r}; it supports {self.languages}")
+        variants = "; ".join(f"{name}: {what}" for name, what in VARIANTS.items())
+        if self.allowed_rules:
+            torch_ops = ("This run allows calling PyTorch ops (" + ", ".join(sorted(self.allowed_rules)) + "): "
+                         "you may keep some of the reference's operations in PyTorch and write kernels for the rest.")  # fmt: skip
+        else:
+            torch_ops = ("Do not call the PyTorch operations the reference computes with (its torch / "
+                         "torch.nn.functional calls, tensor methods and nn layers), nor high-level PyTorch compute ops "
+                         "(matmul, convolutions, pooling, activations, softmax, norms, losses, clamp): compute them in "
+                         "your own @triton.jit kernels, and launch at least one. Allocating, reshaping and moving "
+                         "tensors (torch.empty, .view, .contiguous) is fine; keep nn layers only to hold weights "
+                         "(self.conv.weight), never call them.")  # fmt: skip
+        try:
+            cpu = self.cpu_reduction().describe()
+        except CpuTooLarge:
+            cpu = "too large for the CPU: evaluated on a GPU only"
+        sizes = f"\nOn the CPU (Triton interpreter) this problem is {cpu.removeprefix('checked on the CPU ')}." if cpu else ""
         return f"""Task: {self.title} (KernelBench format).
 
 Write a Python module defining `class ModelNew(nn.Module)` that computes exactly what `Model` below computes, with
@@ -297,11 +506,15 @@ the same constructor arguments (`ModelNew(*get_init_inputs())`) and the same for
 (`ModelNew(...)(*get_inputs())`), using custom {language.capitalize()} kernels (`@triton.jit`) for the computation.
 Keep the parameters the reference creates (same names, shapes and creation order) so that, with the same seed,
 `ModelNew` gets the same weights as `Model`: the harness seeds the RNG before building each of them.
+{torch_ops} A try/except that falls back to PyTorch is rejected.
 
-Correctness: {NUM_CORRECT_TRIALS} trials with different seeds; outputs must match the reference within
-atol = rtol = 1e-4 for float32 outputs and 1e-2 for float16/bfloat16 outputs (no TF32 or lower-precision shortcuts
-for float32). The inputs come from `get_inputs()` moved to the GPU; they must not be modified.
-Timing: the forward call on `get_inputs()` at the sizes below; the score is the speedup over PyTorch eager.
+Correctness: {NUM_CORRECT_TRIALS} trials with different seeds on `get_inputs()`, then the same shapes and dtypes
+with other values in every floating-point activation ({variants}); integer, boolean and two-valued inputs are kept.
+The kernel must compute the op for any such values, and return a new tensor (never an input or a view of one).
+Outputs must match the reference within rtol = 1e-4 for float32 outputs and 1e-2 for float16/bfloat16 outputs,
+with an absolute tolerance of the same size times the output's scale (its root mean square, at most 1); no TF32 or
+lower-precision shortcuts for float32. The inputs must not be modified.
+Timing: the forward call on `get_inputs()` at the sizes below; the score is the speedup over PyTorch eager.{sizes}
 
 Reference (the problem file):
 ```python
@@ -327,9 +540,40 @@ def _device_of(inputs: list[Any]) -> str:
     return "cpu"
 
 
+def _aliased_input(output: Any, inputs: tuple[Any, ...]) -> int | None:
+    """The position of an input whose memory the output (or one of a tuple of outputs) uses, else None."""
+    storages = {x.untyped_storage().data_ptr(): i for i, x in enumerate(inputs)
+                if isinstance(x, torch.Tensor) and x.numel()}  # fmt: skip
+    for tensor in output if isinstance(output, (tuple, list)) else (output,):
+        if isinstance(tensor, torch.Tensor) and tensor.numel():
+            position = storages.get(tensor.untyped_storage().data_ptr())
+            if position is not None:
+                return position
+    return None
+
+
+def _clone(value: Any) -> Any:
+    return value.clone() if isinstance(value, torch.Tensor) else value
+
+
+def _training_dropout(model: Any) -> str:
+    """'nn.Dropout(p=0.5)' when the model holds a dropout layer in training mode with p > 0, else ''."""
+    if not isinstance(model, torch.nn.Module):
+        return ""
+    for module in model.modules():
+        if isinstance(module, torch.nn.modules.dropout._DropoutNd) and module.training and module.p > 0:
+            return f"nn.{type(module).__name__}(p={module.p:g})"
+    return ""
+
+
 __all__ = [
+    "ALLOWABLE_RULES",
+    "CpuTooLarge",
     "KernelBenchError",
     "KernelBenchTask",
+    "OutputAliasesInput",
+    "UnjudgeableProblem",
+    "parse_options",
     "canonical_name",
     "find_problem",
     "kernelbench_root",

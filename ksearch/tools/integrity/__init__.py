@@ -18,6 +18,7 @@ Modules, one job each:
 - ``sources``: string constants (CUDA/C++ sources, paths, commands);
 - ``caching``: outputs cached by an input's identity or content;
 - ``library``: the library op the task forbids, and falling back to the reference;
+- ``reference_ops``: KernelBench candidates that call the reference's PyTorch ops or launch no kernel of their own;
 - ``scanner``: ``Scanner``, the walk that sends each node to the families that judge it.
 
 Honest leaderboard patterns the rules let through (the corpus in ``tests/tools/honest/`` keeps them honest), each
@@ -54,15 +55,17 @@ from __future__ import annotations
 import ast
 
 from ksearch.contracts.evaluation import Rejection
+from ksearch.tools.integrity import reference_ops
 from ksearch.tools.integrity.base import Finding
 from ksearch.tools.integrity.scanner import Scanner
 from ksearch.tools.integrity.vocabulary import ALLOWED_TORCH_CALLS, RULES, TASK_FORBIDDEN_CALLS
 
 
-def check_source(code: str, *, task_name: str | None = None) -> Rejection | None:
+def check_source(code: str, *, task_name: str | None = None, allow: frozenset[str] = frozenset()) -> Rejection | None:
     """The highest-priority broken rule as a Rejection, or None when the source looks honest (or does not parse:
-    the syntax error is the worker's compile error to report)."""
-    findings = scan(code, task_name=task_name)
+    the syntax error is the worker's compile error to report). ``allow``: rules of ``reference_ops`` not to apply
+    (the harness's own baselines are the reference)."""
+    findings = scan(code, task_name=task_name, allow=allow)
     if not findings:
         return None
     first = findings[0]
@@ -71,7 +74,7 @@ def check_source(code: str, *, task_name: str | None = None) -> Rejection | None
     return Rejection(rule=first.rule, evidence=(first.evidence() + more)[:1000])
 
 
-def scan(code: str, *, task_name: str | None = None) -> list[Finding]:
+def scan(code: str, *, task_name: str | None = None, allow: frozenset[str] = frozenset()) -> list[Finding]:
     """Every finding, ordered by rule priority then line. Empty for unparsable code."""
     try:
         tree = ast.parse(code)
@@ -82,7 +85,7 @@ def scan(code: str, *, task_name: str | None = None) -> list[Finding]:
     scanner = Scanner(code, tree, forbidden=_forbidden_calls(task_name), entry_point=_entry_point(task_name),
                       data_parameters=tuple(getattr(task, "data_parameters", ()) or ()),
                       support_modules=support)  # fmt: skip
-    findings = list(dict.fromkeys(scanner.run()))
+    findings = list(dict.fromkeys([*scanner.run(), *reference_ops.findings(code, tree, task, allow=allow)]))
     order = list(RULES)
     return sorted(findings, key=lambda f: (order.index(f.rule), f.line))
 

@@ -21,6 +21,8 @@ RULES: dict[str, str] = {
     "environment_access": "candidates have no business reading or changing the environment",
     "dynamic_code": "exec/eval/dynamic imports hide what the code does from these checks",
     "reference_fallback": "falling back to a library implementation when the kernel fails is not a kernel",
+    "reference_op": "calling the PyTorch op the reference computes with makes PyTorch do the work (reference_ops)",
+    "no_custom_kernel": "a KernelBench solution must launch a custom kernel of its own (reference_ops)",
     "forbidden_op": "the task forbids this library operation: the kernel must compute it itself",
     "result_forgery": "writing to the harness's result files or status pipe forges the verdict",
     "interpreter_reach": "reaching the interpreter (sys, gc, frames, dunders, private module names, computed "
