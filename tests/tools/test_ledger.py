@@ -129,3 +129,22 @@ def test_the_allowance_grows_with_what_the_method_puts_in_a_window() -> None:
 
 def test_runs_alternate_in_abba_order() -> None:
     assert "".join(alternating(3)) == "abbaab"
+
+
+def test_an_honest_window_stretched_by_the_scheduler_is_not_a_forgery() -> None:
+    """The worker descheduled for 10 ms inside one window of twenty: left out as the tenth with the largest excess;
+    the same 10 ms in every window is not."""
+    rows = _repeats(0, 20, 1.0, 1.05)
+    rows[7] = (0, 11.05, [1.0], [], None)
+    assert judge(_ledger(rows), "gpumode-benchmark", CAL, configs=["a"]) is None
+    every = [(c, 11.05, s, a, f) for c, _, s, a, f in _repeats(0, 20, 1.0, 0)]
+    assert judge(_ledger(every), "gpumode-benchmark", CAL, configs=["a"]).rule == "timing_forgery"
+
+
+def test_the_parents_read_times_widen_the_scheduling_allowance() -> None:
+    rows = _repeats(0, 5, 1.0, 1.05)
+    rows[3] = (0, 11.05, [1.0], [], None)  # too few windows to leave one out
+    kernel = _ledger(rows)
+    assert judge(kernel, "gpumode-benchmark", CAL, configs=["a"]).rule == "timing_forgery"
+    kernel.kernel_clock = False  # stamps taken when the parent read them: 25 ms of scheduling allowed
+    assert judge(kernel, "gpumode-benchmark", CAL, configs=["a"]) is None

@@ -193,25 +193,44 @@ def judge(
     return None
 
 
-def allowance_ms(windows: list[Window], shape: MethodShape, calibration: Calibration, flush_l2: bool, input_bytes: int) -> float:
-    """Wall time the harness's own work may add to ``windows`` beyond the samples they claim."""
-    calls = sum(len(w.samples_ms) for w in windows)
+def window_allowances(
+    windows: list[Window], shape: MethodShape, calibration: Calibration, flush_l2: bool, input_bytes: int
+) -> list[float]:
+    """Per window, the wall time (ms) the harness's own work may add beyond the samples it claims: the window's
+    overhead, per call the harness's host work between back-to-back calls, the L2 flush and the argument clone where
+    the method does them, the outputs staged for the checker, the spin kernel before a robust block (about the
+    previous block's device time), and the in-window copy of re-randomised activations in a robust block."""
     per_window = max(MIN_CALL_OVERHEAD_MS, calibration.window_overhead_ms) * OVERHEAD_FACTOR
+    copy_ms_per_byte = 1.5 * 2 / (max(calibration.copy_gbps, 1.0) * 1e6)
     per_call = 0.0
-    if len(windows) < calls:  # back-to-back calls in a window: the harness's host work between them
+    if any(len(w.samples_ms) > 1 for w in windows):  # back-to-back calls in a window: the harness between them
         per_call += max(MIN_CALL_OVERHEAD_MS, calibration.call_overhead_ms) * OVERHEAD_FACTOR
     if shape.flush_per_call and flush_l2:
         per_call += calibration.flush_ms * 1.5
     if shape.clone_per_call:
-        per_call += 1.5 * 2 * input_bytes / (max(calibration.copy_gbps, 1.0) * 1e6)
-    staged = sum(w.staged_bytes for w in windows) * 1.5 * 2 / (max(calibration.copy_gbps, 1.0) * 1e6)
-    holds = 0.0
-    if shape.hold_per_window:
-        previous: list[float] | None = None
-        for window in windows:
-            holds += HOLD_CAP_MS if previous is None else min(HOLD_CAP_MS, len(window.samples_ms) * statistics.median(previous))
+        per_call += input_bytes * copy_ms_per_byte
+    allowances = []
+    previous: list[float] | None = None
+    for window in windows:
+        allowed = per_window + len(window.samples_ms) * per_call + window.staged_bytes * copy_ms_per_byte
+        if shape.hold_per_window:
+            calls = len(window.samples_ms)
+            allowed += HOLD_CAP_MS if previous is None else min(HOLD_CAP_MS, calls * statistics.median(previous))
+            if window.fresh:
+                allowed += input_bytes * copy_ms_per_byte
             previous = window.samples_ms
-    return len(windows) * per_window + calls * per_call + staged + holds
+        allowances.append(allowed)
+    return allowances
+
+
+def allowance_ms(windows: list[Window], shape: MethodShape, calibration: Calibration, flush_l2: bool, input_bytes: int) -> float:
+    """Wall time the harness's own work may add to ``windows`` beyond the samples they claim, in all."""
+    return sum(window_allowances(windows, shape, calibration, flush_l2, input_bytes))
+
+
+TRIMMED = 0.1
+"""From 10 windows on, the tenth of them with the largest unexplained wall time is left out: the worker can be
+descheduled for a few milliseconds inside an honest window on a busy host; a forgery shows in every window."""
 
 
 def _wall_problem(
@@ -225,11 +244,18 @@ def _wall_problem(
     if claimed > wall * (1 + RELATIVE_SLACK) + jitter:
         return Finding("timing_forgery", f"config {name}: {calls} timed calls report {claimed:.3f} ms of device time, "
                        f"but their windows took {wall:.3f} ms on the evaluator's clock")  # fmt: skip
-    allowed = allowance_ms(windows, shape, calibration, flush_l2, input_bytes)
-    if wall > claimed * (1 + RELATIVE_SLACK) + allowed + jitter:
+    allowances = window_allowances(windows, shape, calibration, flush_l2, input_bytes)
+    excess = sorted(
+        max(0.0, w.wall_ms - sum(w.samples_ms) * (1 + RELATIVE_SLACK) - allowed) for w, allowed in zip(windows, allowances)
+    )
+    if len(excess) >= 10:
+        excess = excess[: len(excess) - int(len(excess) * TRIMMED)]
+    unexplained = sum(excess)
+    if unexplained > jitter:
         return Finding("timing_forgery", f"config {name}: {calls} timed calls report {claimed:.3f} ms of device time "
-                       f"in windows that took {wall:.3f} ms on the evaluator's clock; the harness's own work "
-                       f"accounts for at most {allowed + jitter:.3f} ms of the difference")  # fmt: skip
+                       f"in windows that took {wall:.3f} ms on the evaluator's clock; {unexplained:.3f} ms of it is "
+                       f"beyond what the harness's own work accounts for ({sum(allowances):.3f} ms) and "
+                       f"{jitter:.0f} ms of scheduling")  # fmt: skip
     return None
 
 
