@@ -211,8 +211,11 @@ def window_allowances(
         per_call += input_bytes * copy_ms_per_byte
     allowances = []
     previous: list[float] | None = None
+    run = None
     for window in windows:
         allowed = per_window + len(window.samples_ms) * per_call + window.staged_bytes * copy_ms_per_byte
+        if window.run != run:  # a new method run (compare mode): its first hold comes from its own warm-up
+            previous, run = None, window.run
         if shape.hold_per_window:
             calls = len(window.samples_ms)
             allowed += HOLD_CAP_MS if previous is None else min(HOLD_CAP_MS, calls * statistics.median(previous))
