@@ -166,7 +166,7 @@ def test_compare_assigns_each_run_to_a_side_by_its_place_in_the_abba_order() -> 
     outcome = Outcome(ledger=ledger, calibration=CAL.model_dump())
     [config] = samples_from_ledger(outcome, ["a"], 3, flush_l2=False)
     assert config.incumbent_ms == [2.0, 2.0, 2.0] and config.challenger_ms == [1.0, 1.0, 1.0]
-    ledger.windows[-1].samples_ms = [0.1] * 4  # a run that claims more than its window could hold is refused
+    ledger.windows[-1].samples_ms = [10.0] * 4  # a run that claims more than its window could hold is refused
     ledger.windows[-1].opened = ledger.windows[-1].closed - 0.0001
     with pytest.raises(Exception, match="timing_forgery"):
         samples_from_ledger(outcome, ["a"], 3, flush_l2=False)
