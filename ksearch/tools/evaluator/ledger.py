@@ -29,6 +29,8 @@ from pydantic import BaseModel, ConfigDict
 
 KERNEL_JITTER_S = 0.002
 """Per config, with the kernel's send stamps: scheduling of the worker between an event and its message."""
+WINDOW_JITTER_MS = 0.5
+"""With the kernel's stamps, how far one window's samples may exceed its wall time (event and stamp granularity)."""
 READ_JITTER_S = 0.025
 """Per config, where the kernel does not stamp messages and the parent stamps them when it reads them (its loop,
 the GIL, the scheduler)."""
@@ -247,6 +249,11 @@ def _wall_problem(
     if claimed > wall * (1 + RELATIVE_SLACK) + jitter:
         return Finding("timing_forgery", f"config {name}: {calls} timed calls report {claimed:.3f} ms of device time, "
                        f"but their windows took {wall:.3f} ms on the evaluator's clock")  # fmt: skip
+    if kernel_clock:  # each window's events lie inside it, and the kernel's stamps time it to microseconds
+        for window in windows:
+            if sum(window.samples_ms) > window.wall_ms * (1 + RELATIVE_SLACK) + WINDOW_JITTER_MS:
+                return Finding("timing_forgery", f"config {name}: a window reports {sum(window.samples_ms):.3f} ms of "
+                               f"device time but took {window.wall_ms:.3f} ms on the evaluator's clock")  # fmt: skip
     allowances = window_allowances(windows, shape, calibration, flush_l2, input_bytes)
     excess = sorted(
         max(0.0, w.wall_ms - sum(w.samples_ms) * (1 + RELATIVE_SLACK) - allowed) for w, allowed in zip(windows, allowances)
