@@ -32,6 +32,10 @@ class RunConfig(BaseModel):
 
     run_id: str
     task: str
+    task_digest: str | None = None
+    """The task's definition when the run was created (``Task.definition_digest``: for an operator file or a
+    KernelBench problem, the file's contents). Resume and fork refuse a task that changed since: its new verdicts
+    would mix with the run's old ones. None for runs made before it was recorded."""
     language: str = "triton"
     model: str
     """``provider:model``, e.g. ``openai:gpt-5.2``, ``replay:RUN`` / ``replay:path/to/replies.jsonl``, or

@@ -52,6 +52,7 @@ from ksearch.tools.gpu_pool import GpuPool
 from ksearch.store import Store, workspace_error
 from ksearch.store.drivers import claim_driver, release_driver
 from ksearch.store.steering import copy_acts
+from ksearch.flows.task_guard import ensure_task_unchanged, stamp_task
 from ksearch.flows.workspace import DB_NAME, DEFAULT_WORKSPACE, open_store, workspace_dir  # noqa: F401 - re-exported
 
 log = structlog.get_logger(__name__)
@@ -127,6 +128,7 @@ def build_context(config: RunConfig, store: Store, *, executor: Executor | None 
     """The run's services. ``executor``: evaluations go there (the caller keeps and closes it); by default the
     config's executor is opened here and closed with the context."""
     task = resolve_task(config.task)
+    ensure_task_unchanged(config, task)  # a resumed or forked run never mixes verdicts of an edited task file
     if config.language not in task.languages:
         raise UserError(
             f"task {task.name} supports {', '.join(task.languages)}, not {config.language}",
@@ -273,6 +275,7 @@ def _create(
     # The evaluator's worker resolves the task again in a private directory: give it an absolute, canonical name.
     config = config.model_copy(update={"task": canonical_task_name(config.task)})
     ctx = build_context(config, store, executor=executor)  # fail fast on a bad task, model or device, before any row
+    ctx.config = config = stamp_task(config, ctx.task)
     try:
         if config.seed_from or config.seed_candidate_id:
             ctx.config = config = register_seed(ctx)
@@ -319,7 +322,8 @@ def resume_run(
                 )
             config = config.model_copy(update={"scheduler": scheduler})
         ctx = build_context(config, store)
-        if config.scheduler != run["config"].get("scheduler"):
+        ctx.config = config = stamp_task(config, ctx.task)  # a run made before digests were recorded gets one now
+        if config.model_dump(mode="json") != run["config"]:
             store.update_run(config.run_id, config=json.dumps(config.model_dump(mode="json"), sort_keys=True))
         return _drive(ctx, None, on_event, workspace)
     finally:
@@ -343,6 +347,7 @@ def replay_config(run_id: str, *, workspace: Path | None = None, device: str | N
             "base_url": None,
             "device": device or old.device,
             "replay_of": old.run_id,
+            "task_digest": None,  # a new run, evaluated afresh: it records the task as it is now
             # the same frozen skills as the original; a run from before skills existed is replayed without them
             "skills": old.skills and old.skill_snapshot is not None,
         }
