@@ -58,9 +58,12 @@ def pick_run(ctx: typer.Context, run_id: str | None, *, unfinished: bool = False
 class Progress:
     """Turns graph events into one line per round and a status line, so long runs show where they are."""
 
-    def __init__(self, max_rounds: int) -> None:
+    def __init__(self, max_rounds: int, *, rounds: int = 0, announce_resume: bool = False) -> None:
         self.max_rounds = max_rounds
-        self.rounds = 0
+        self.rounds = rounds
+        """The number of the last round shown (rounds recorded before this command, at first)."""
+        self.announce_resume = announce_resume
+        """Print "resuming RUN" once the run really goes on (after every check that could refuse it)."""
         self.status = out.status("starting", spinner="dots")
 
     def __enter__(self) -> "Progress":
@@ -71,7 +74,11 @@ class Progress:
         self.status.__exit__(*exc)
 
     def __call__(self, event: str, data: dict[str, Any]) -> None:
-        if event == "plan":
+        if event == "resumed":
+            self.rounds = data["rounds_used"]
+            if self.announce_resume:
+                out.print(f"resuming [bold]{data['run_id']}[/bold] ({self.rounds} rounds done before)")
+        elif event == "plan":
             self.status.update("planning: asking the LLM to update the world model")
         elif event == "plan_rejected":
             out.print(f"[yellow]planner's edit script rejected ({len(data['errors'])} errors); asking it to repair[/yellow]")
@@ -84,7 +91,7 @@ class Progress:
                 f"({data['prompt_kind']}): writing and evaluating a kernel"
             )
         elif event == "round":
-            self.rounds += 1
+            self.rounds = data["round_number"]  # the round's number in the store: right after a resume too
             colour = "green" if data["verdict"] == "passed" else "red"
             stop = f" [dim](cycle ends: {data['stop_reason']})[/dim]" if data.get("stop_reason") else ""
             out.print(

@@ -35,12 +35,14 @@ def runs(ctx: typer.Context, as_json: JsonOpt = False) -> None:
         return
     # Ids are what `show`, `resume`, `replay` and `export` take: their column never shrinks, wraps or truncates;
     # the long free-text columns (task, model) give way first.
-    headers = ["run", "status", "rounds", "best", "tokens", "device", "task", "model"]
+    # PASSED counts rounds as they are stored; BEST is the run's best, promoted when the cycle that found it ends.
+    headers = ["run", "status", "rounds", "passed", "best", "tokens", "device", "task", "model"]
     cells = []
     for r in rows:
         tokens = int(usage[r["id"]]["input_tokens"] + usage[r["id"]]["output_tokens"])
         best = f"{r['best_score']:.6g}" if r["best_score"] is not None else ("passed" if r["best_candidate_id"] else "-")
-        cells.append([r["id"], run_status(r), str(r["rounds_used"] or 0), best, str(tokens), r["device"], r["task"], r["model"]])
+        cells.append([r["id"], run_status(r), str(r["rounds_used"] or 0), str(r.get("rounds_passed") or 0), best,
+                      str(tokens), r["device"], r["task"], r["model"]])  # fmt: skip
     for line in fit_columns(headers, cells, out.width, shrinkable=("model", "task")):
         out.print(line, soft_wrap=True, highlight=False, markup=False)
     out.print("[dim]details: ksearch show RUN (a unique prefix of the id is enough; without RUN, the latest run)[/dim]")

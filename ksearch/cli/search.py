@@ -126,9 +126,7 @@ def resume(
 
     run_row = inspect_flow.run_row(pick_run(ctx, run_id, unfinished=True), workspace_of(ctx))
     max_rounds = run_row["config"].get("max_rounds", 0)
-    out.print(f"resuming [bold]{run_row['id']}[/bold] ({run_row['rounds_used']} rounds done before)")
-    with Progress(max_rounds) as progress:
-        progress.rounds = run_row["rounds_used"] or 0
+    with Progress(max_rounds, announce_resume=True) as progress:
         outcome = runner.resume_run(run_row["id"], workspace=workspace_of(ctx), on_event=progress, scheduler=scheduler)
     print_outcome(outcome, workspace_of(ctx))
 

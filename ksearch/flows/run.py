@@ -552,6 +552,8 @@ def _drive(ctx: SearchContext, initial: SearchState | None, on_event: EventSink 
     with _DRIVING_LOCK:
         _DRIVING[run_id] = ctx
     try:
+        if initial is None and on_event is not None:  # every check passed: the run really goes on now
+            on_event("resumed", {"run_id": run_id, "rounds_used": ctx.store.rounds_recorded(run_id)[0]})
         if initial is None and not graph.get_state(cfg).values:
             initial = initial_state(ctx)  # killed before the first checkpoint: start the thread afresh
         ctx.store.update_run(run_id, status="running", error=None)
@@ -643,12 +645,13 @@ def _waiting(ctx: SearchContext, snapshot: Any) -> RunOutcome:
         raise KsearchError(message, hint=f"try: ksearch resume {ctx.run_id}")
     state = SearchState.model_validate(snapshot.values)
     ctx.store.update_run(ctx.run_id, status="waiting")
+    rounds, _passed = ctx.store.rounds_recorded(ctx.run_id)  # the state counts a cycle's rounds when it ends
     log.info("run.waiting", run_id=ctx.run_id, keys=[w.prompt.key for w in pending])
     return RunOutcome(
         run_id=ctx.run_id,
         status="waiting",
         done_reason=None,
-        rounds_used=state.rounds_used,
+        rounds_used=max(rounds, state.rounds_used),
         best=state.best,
         world_model=state.world_model,
         pending=pending,

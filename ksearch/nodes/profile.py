@@ -46,7 +46,7 @@ def profile(state: CycleState, runtime: Runtime[SearchContext]) -> dict:
         base_score=state.base_score,
     )
     round_index = state.round_offset + state.attempt
-    ctx.store.record_attempt(
+    round_number = ctx.store.record_attempt(
         {
             "run_id": ctx.run_id,
             "cycle_id": state.cycle_id,
@@ -78,6 +78,7 @@ def profile(state: CycleState, runtime: Runtime[SearchContext]) -> dict:
             "node_id": state.node_id,
             "attempt": state.attempt,
             "round_index": round_index,
+            "round_number": round_number,  # the store's count: what the screen shows, whatever resumed or ran in parallel
             "verdict": evaluation.verdict.value if evaluation else "no_code",
             "summary": evaluation.summary() if evaluation else (error or ""),
             "cycle_best_score": progress.best_score,
