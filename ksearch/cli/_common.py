@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TextIO
 
 import typer
 from pydantic import ValidationError
@@ -13,8 +14,20 @@ from rich.markup import escape
 if TYPE_CHECKING:
     from ksearch.flows.run import RunOutcome
 
-out = Console()
-err = Console(stderr=True)
+PIPE_WIDTH = 100_000
+"""Console width when the stream is no terminal: wide enough that no line is wrapped and no table cell is cut."""
+
+
+def console_for(stream: TextIO, *, stderr: bool = False) -> Console:
+    """A console for stdout or stderr: sized to the terminal when ``stream`` is one; else plain, unwrapped text (a
+    pipe, a file, a log: no colour, lines as long as they are, tables as wide as their cells)."""
+    if stream.isatty():
+        return Console(stderr=stderr)
+    return Console(stderr=stderr, soft_wrap=True, width=PIPE_WIDTH)
+
+
+out = console_for(sys.stdout)
+err = console_for(sys.stderr, stderr=True)
 
 WorkspaceOpt = Annotated[
     Path | None,
