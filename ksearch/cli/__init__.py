@@ -25,6 +25,9 @@ app = typer.Typer(
     help="LLM-in-the-loop GPU kernel search with a world model of optimisation hypotheses.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
+    # Click's plain help: every flag whole (help text moves to the next line when a flag is long) in any width;
+    # Rich's help panels cut long flags in 80 columns and read "[default: ...]" in help texts as markup.
+    rich_markup_mode=None,
 )
 for _module in (search, inspect, evaluation, report, interactive, worker):
     app.registered_commands.extend(_module.app.registered_commands)
