@@ -5,6 +5,7 @@ Commands only parse flags, call one flow (``ksearch.flows``) and print; no searc
 
 from __future__ import annotations
 
+import importlib.metadata
 import logging
 import os
 import signal
@@ -16,8 +17,8 @@ import typer
 from rich.markup import escape
 
 from ksearch.cli import evaluation, inspect, interactive, report, search, skills, worker
-from ksearch.cli._common import WorkspaceOpt, err
-from ksearch.errors import KsearchError, RunInterrupted
+from ksearch.cli._common import WorkspaceOpt, err, out
+from ksearch.errors import KsearchError, RunInterrupted, UserError
 from ksearch.flows.workspace import workspace_dir
 from ksearch.logs import configure_logging
 
@@ -34,13 +35,29 @@ for _module in (search, inspect, evaluation, report, interactive, worker):
 app.add_typer(skills.app, name="skills")  # a group of commands: ksearch skills list|show|export|import|learn
 
 
+def _print_version(asked: bool) -> None:
+    if asked:
+        try:
+            version = importlib.metadata.version("ksearch")  # the installed distribution's, as pip shows it
+        except importlib.metadata.PackageNotFoundError:
+            version = "(not installed: run from a source tree)"
+        out.print(f"ksearch {version}", highlight=False)
+        raise typer.Exit()
+
+
 @app.callback()
 def _main(
     ctx: typer.Context,
     workspace: WorkspaceOpt = None,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Echo log events to stderr.")] = False,
+    version: Annotated[bool, typer.Option("--version", callback=_print_version, is_eager=True, help="Print ksearch's version and exit.")] = False,
 ) -> None:
     ws = workspace_dir(workspace)
+    if ws.exists() and not ws.is_dir():  # before anything (the log first) tries to write inside it
+        raise UserError(
+            f"the workspace {ws} is a file, not a folder",
+            hint="pass --workspace DIR (or set KSEARCH_WORKSPACE) to a folder, new or holding a ksearch.db",
+        )
     ctx.obj = {"workspace": ws}
     configure_logging(ws / "logs" / "ksearch.log", verbose=verbose)
 

@@ -71,8 +71,10 @@ def pick_run(ctx: typer.Context, run_id: str | None, *, unfinished: bool = False
 class Progress:
     """Turns graph events into one line per round and a status line, so long runs show where they are."""
 
-    def __init__(self, max_rounds: int, *, rounds: int = 0, announce_resume: bool = False) -> None:
+    def __init__(self, max_rounds: int, *, rounds: int = 0, announce_resume: bool = False, banner: list[str] | None = None) -> None:
         self.max_rounds = max_rounds
+        self.banner = banner or []
+        """Lines printed when a new run starts: after its task, model and device were checked, never before."""
         self.rounds = rounds
         """The number of the last round shown (rounds recorded before this command, at first)."""
         self.announce_resume = announce_resume
@@ -87,7 +89,10 @@ class Progress:
         self.status.__exit__(*exc)
 
     def __call__(self, event: str, data: dict[str, Any]) -> None:
-        if event == "resumed":
+        if event == "starting":
+            for line in self.banner:
+                out.print(line)
+        elif event == "resumed":
             self.rounds = data["rounds_used"]
             if self.announce_resume:
                 out.print(f"resuming [bold]{data['run_id']}[/bold] ({self.rounds} rounds done before)")
@@ -167,8 +172,10 @@ def print_outcome(outcome: RunOutcome, ws: Path) -> None:
 
 
 def fail_validation(exc: ValidationError) -> NoReturn:
+    """Invalid options, each named by the flag the user typed (not the config field behind it); exit status 2."""
+    from ksearch.agent.config import option_errors
+
     err.print("[red]invalid options:[/red]")
-    for e in exc.errors():
-        field = ".".join(str(p) for p in e["loc"]) or "options"
-        err.print(f"  - {field}: {e['msg']}")
+    for line in option_errors(exc.errors()):
+        err.print(f"  - {escape(line)}", soft_wrap=True)
     raise typer.Exit(2)

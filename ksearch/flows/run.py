@@ -29,7 +29,7 @@ from langchain_core.language_models import BaseChatModel
 from langgraph.types import Command
 
 from ksearch.agent.checkpoint import open_checkpointer
-from ksearch.agent.config import RunConfig
+from ksearch.agent.config import RunConfig, device_problem
 from ksearch.agent.context import SearchContext
 from ksearch.agent.graph import build_search_graph
 from ksearch.agent.interactive import INTERACTIVE_MODEL, InteractiveChatModel, Waiting, resume_map, waiting_prompts
@@ -212,6 +212,11 @@ def placement(
 ) -> tuple[str, int]:
     """``--device`` (``auto`` resolved) and ``--parallel`` (default filled in) for a new run: from this machine's
     GPUs, or with the Dask executor from the cluster's workers (the agent's machine needs no GPU then)."""
+    problem = device_problem(device) if device != "auto" else None
+    if problem:  # before anything probes or validates on it (an operator file's reference runs on it)
+        raise UserError(problem)
+    if parallel is not None and parallel < 1:
+        raise UserError(f"--parallel {parallel}: at least one action must be explored at a time", hint="use --parallel 1 or more")
     slots = None
     if executor == "dask" and scheduler and (device == "auto" or parallel is None):
         slots = cluster_slots(scheduler)
@@ -222,7 +227,7 @@ def placement(
             )
     if device == "auto":
         device = ("cuda" if slots.get("cuda") else "cpu") if slots is not None else default_device()
-    return device, parallel or default_parallel(device, gpus, slots=slots)
+    return device, parallel if parallel is not None else default_parallel(device, gpus, slots=slots)
 
 
 def default_parallel(device: str, gpus: str = "all", *, slots: dict[str, int] | None = None) -> int:
@@ -276,6 +281,8 @@ def _create(
     config = config.model_copy(update={"task": canonical_task_name(config.task)})
     ctx = build_context(config, store, executor=executor)  # fail fast on a bad task, model or device, before any row
     ctx.config = config = stamp_task(config, ctx.task)
+    if on_event is not None:  # the task, model and device are good: the run starts now
+        on_event("starting", {"run_id": config.run_id})
     try:
         if config.seed_from or config.seed_candidate_id:
             ctx.config = config = register_seed(ctx)
