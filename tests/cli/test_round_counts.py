@@ -11,6 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from ksearch.cli import app
+from ksearch.flows.report_model import gather_run_report
 from ksearch.flows.workspace import DB_NAME
 from ksearch.store import Store
 
@@ -49,6 +50,12 @@ def test_rounds_answered_mid_cycle_are_numbered_and_counted_as_the_store_holds_t
     assert "is waiting after 2 rounds" in flat(answered.output)
     listed = runner.invoke(app, ["-w", ws, "runs"])
     assert re.search(r"^live\s+waiting\s+2\s+1\s+-\s", listed.output, re.MULTILINE), listed.output
+    store = Store(Path(ws) / DB_NAME)
+    try:  # the report's header counts what it plots
+        report = gather_run_report(store, "live")
+        assert report.rounds_used == len([p for p in report.points if not p.is_seed]) == 2
+    finally:
+        store.close()
 
 
 def test_resume_of_a_finished_run_refuses_without_saying_resuming(tmp_path):
