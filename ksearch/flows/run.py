@@ -52,7 +52,7 @@ from ksearch.tools.gpu_pool import GpuPool
 from ksearch.store import Store, workspace_error
 from ksearch.store.drivers import claim_driver, release_driver
 from ksearch.store.steering import copy_acts
-from ksearch.flows.task_guard import ensure_task_unchanged, stamp_task
+from ksearch.agent.task_guard import ensure_task_file_unchanged, ensure_task_unchanged, stamp_task
 from ksearch.flows.workspace import DB_NAME, DEFAULT_WORKSPACE, open_store, workspace_dir  # noqa: F401 - re-exported
 
 log = structlog.get_logger(__name__)
@@ -399,6 +399,7 @@ def seed_evaluation(ctx: SearchContext, on_event: EventSink | None = None) -> tu
     found = ctx.store.find_evaluation(candidate_id, ctx.eval_key)
     if found is None:
         evaluation = ctx.evaluate_candidate(ctx.store.get_candidate(candidate_id))  # on a leased GPU, like every candidate
+        ensure_task_file_unchanged(config)
         found = ctx.store.record_evaluation(candidate_id, ctx.eval_key, evaluation), evaluation
     evaluation_id, evaluation = found
     if not evaluation.passed:

@@ -12,6 +12,7 @@ from langgraph.runtime import Runtime
 from ksearch.agent.context import SearchContext
 from ksearch.agent.cycle_logic import cycle_should_stop, record_round
 from ksearch.agent.state import CycleState
+from ksearch.agent.task_guard import ensure_task_file_unchanged
 from ksearch.contracts.evaluation import Evaluation, Verdict
 from ksearch.tools import integrity
 
@@ -33,6 +34,7 @@ def profile(state: CycleState, runtime: Runtime[SearchContext]) -> dict:
             log.info("profile.cached", run_id=ctx.run_id, cycle_id=state.cycle_id, candidate_id=state.candidate_id)
         else:
             evaluation = run_evaluation(state, ctx)
+            ensure_task_file_unchanged(cfg)  # the verdict was decided by the file the run's key names
             evaluation_id = ctx.store.record_evaluation(state.candidate_id, ctx.eval_key, evaluation)
         error = None if evaluation.passed else evaluation.summary()
 

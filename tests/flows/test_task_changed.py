@@ -11,12 +11,14 @@ import pytest
 import torch
 
 from ksearch.agent.config import RunConfig
+from ksearch.contracts.evaluation import Evaluation, Verdict
 from ksearch.errors import UserError
 from ksearch.flows import run as runner
 from ksearch.flows.fork import fork_run
-from ksearch.flows.task_guard import TaskChangedError
+from ksearch.agent.task_guard import TaskChangedError
 from ksearch.tasks.registry import resolve_task
 from ksearch.tools.fingerprint import DeviceInfo
+from tests.helpers.scripts import fenced, init_plan, write_script
 
 OPERATOR = """
     import torch
@@ -133,3 +135,42 @@ def test_a_seed_checked_against_the_old_file_is_checked_again_against_the_new_on
     write(op, OPERATOR)
     outcome = runner.resume_run("before", workspace=ws)
     assert outcome.status == "finished" and outcome.best is not None
+
+
+class EditingExecutor:
+    """Evaluates nothing: edits the task file while "evaluating" (a user saving it mid-run) and says passed."""
+
+    def __init__(self, op: Path) -> None:
+        self.op, self.busy, self.requests = op, [], 0
+
+    def device_info(self, device: str) -> DeviceInfo:
+        return CPU
+
+    def evaluate(self, request):
+        self.requests += 1
+        write(self.op, OPERATOR.replace("x * 2", "x * 4"))
+        return Evaluation(verdict=Verdict.PASSED, device="cpu", configs_passed=3, configs_total=3)
+
+    def compare(self, incumbent, challenger, *, rounds: int = 5):
+        raise AssertionError("nothing is timed on the CPU")
+
+    def close(self) -> None:
+        pass
+
+
+def test_a_verdict_decided_by_a_file_edited_during_the_run_is_not_recorded(tmp_path):
+    op = write(tmp_path / "op.py", OPERATOR)
+    script = write_script(tmp_path / "s.jsonl", [("plan:0:0", init_plan([("a", 0.9)])),
+                                                 ("write:c1:1", fenced("def kernel(x):\n    return x * 2\n"))])  # fmt: skip
+    ws = tmp_path / "ws"
+    executor = EditingExecutor(op)
+    config = RunConfig(run_id="edited", task=str(op), model=f"replay:{script}", device="cpu", max_rounds=1, skills=False)
+    with pytest.raises(TaskChangedError, match="changed since run edited started"):
+        runner.start_run(config, workspace=ws, executor=executor)
+    assert executor.requests == 1
+    store = runner.open_store(ws)
+    try:
+        assert store.db["evaluations"].count == 0  # the old file's key never holds the new file's verdict
+        assert store.get_run("edited")["status"] == "interrupted"
+    finally:
+        store.close()

@@ -1,8 +1,9 @@
 """A run is bound to its task's definition: every verdict it holds was decided by that definition.
 
 An operator file or a KernelBench problem is a path whose contents can change between two commands. A new run
-records the definition's digest; resuming or forking the run later checks it, so that verdicts of the old file and
-of the new one never mix in one run (the evaluation cache keys hold the digest too, so no old verdict is reused).
+records the definition's digest; resuming or forking the run later checks it, and so does every evaluation of a
+task file before its verdict is recorded, so that verdicts of the old file and of the new one never mix in one run
+(the evaluation cache keys hold the digest too, so no old verdict is reused for the new file).
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 from ksearch.agent.config import RunConfig
 from ksearch.errors import UserError
 from ksearch.tasks.base import Task
+from ksearch.tasks.registry import resolve_task
 
 
 class TaskChangedError(UserError):
@@ -38,3 +40,13 @@ def ensure_task_unchanged(config: RunConfig, task: Task) -> None:
         "so it cannot go on with the new one",
         hint=f"{undo}, or start a new run on the changed task: ksearch run {config.task} ...",
     )
+
+
+def ensure_task_file_unchanged(config: RunConfig) -> None:
+    """``ensure_task_unchanged`` against the task file as it is now, for a task given as a file (an operator file, a
+    KernelBench problem). Checked after each evaluation, before its verdict is recorded: the evaluator's processes
+    read the file themselves, so an edit during the run would decide a verdict that the run would then store
+    under the old definition's key."""
+    if config.task_digest is None or not config.task.endswith(".py"):
+        return
+    ensure_task_unchanged(config, resolve_task(config.task))
