@@ -71,12 +71,12 @@ def pick_run(ctx: typer.Context, run_id: str | None, *, unfinished: bool = False
 class Progress:
     """Turns graph events into one line per round and a status line, so long runs show where they are."""
 
-    def __init__(self, max_rounds: int, *, rounds: int = 0, announce_resume: bool = False, banner: list[str] | None = None) -> None:
+    def __init__(self, max_rounds: int, *, announce_resume: bool = False, banner: list[str] | None = None) -> None:
         self.max_rounds = max_rounds
         self.banner = banner or []
         """Lines printed when a new run starts: after its task, model and device were checked, never before."""
-        self.rounds = rounds
-        """The number of the last round shown (rounds recorded before this command, at first)."""
+        self.rounds = 0
+        """The store's number of the last round shown (on resume, of the last round recorded before)."""
         self.announce_resume = announce_resume
         """Print "resuming RUN" once the run really goes on (after every check that could refuse it)."""
         self.status = out.status("starting", spinner="dots")

@@ -40,6 +40,7 @@ from ksearch.agent.replay import ReplayChatModel, ReplayEntry, load_replay_entri
 from ksearch.agent.skill_library import freeze_snapshot, load_snapshot
 from ksearch.agent.skills import SkillContext, arch_from_capability, task_family
 from ksearch.agent.state import BestRef, SearchState
+from ksearch.agent.task_guard import ensure_task_file_unchanged, ensure_task_unchanged, stamp_task
 from ksearch.agent.world_model import ROOT_ID, SolutionRef, WorldModel, attach_seed
 from ksearch.errors import KsearchError, RunBusyError, RunNotFoundError, UserError
 from ksearch.tasks.base import Task
@@ -52,7 +53,6 @@ from ksearch.tools.gpu_pool import GpuPool
 from ksearch.store import Store, workspace_error
 from ksearch.store.drivers import claim_driver, release_driver
 from ksearch.store.steering import copy_acts
-from ksearch.agent.task_guard import ensure_task_file_unchanged, ensure_task_unchanged, stamp_task
 from ksearch.flows.workspace import DB_NAME, DEFAULT_WORKSPACE, open_store, workspace_dir  # noqa: F401 - re-exported
 
 log = structlog.get_logger(__name__)
