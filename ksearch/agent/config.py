@@ -2,9 +2,50 @@
 
 from __future__ import annotations
 
+import re
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+_DEVICE = re.compile(r"cpu|cuda(:\d+)?")
+
+
+def device_problem(device: str) -> str | None:
+    """Why ``device`` names no device a run or an evaluation can use (None when it names one)."""
+    if _DEVICE.fullmatch(device):
+        return None
+    return f"unknown device {device!r}: use cpu (the Triton interpreter), cuda, cuda:N or auto"
+
+
+OPTION_FLAGS = {
+    "parallel_cycles": "--parallel",
+    "run_timeout_s": "--run-timeout",
+    "llm_timeout_s": "--llm-timeout",
+    "max_total_tokens": "--max-tokens",
+    "max_cost_usd": "--max-cost",
+    "price_input_per_mtok": "--price-input",
+    "price_output_per_mtok": "--price-output",
+}
+"""Config fields (of ``RunConfig`` and the ``BudgetConfig`` in it) whose flag is not their name in dashes."""
+
+
+def option_flag(loc: tuple[str | int, ...]) -> str | None:
+    """The flag a validation error's location stands for (``max_rounds`` -> ``--max-rounds``); None for an error
+    about the options together (a model validator's, whose message names its flags)."""
+    if not loc:
+        return None
+    field = str(loc[-1])
+    return OPTION_FLAGS.get(field, "--" + field.replace("_", "-"))
+
+
+def option_errors(errors: list[dict]) -> list[str]:
+    """Pydantic's errors as lines that name the flags the user typed: ``--max-rounds: must be >= 1``."""
+    lines = []
+    for e in errors:
+        message = str(e["msg"]).removeprefix("Value error, ")
+        flag = option_flag(tuple(e["loc"]))
+        lines.append(f"{flag}: {message}" if flag else message)
+    return lines
 
 
 class BudgetConfig(BaseModel):
@@ -32,6 +73,10 @@ class RunConfig(BaseModel):
 
     run_id: str
     task: str
+    task_digest: str | None = None
+    """The task's definition when the run was created (``Task.definition_digest``: for an operator file or a
+    KernelBench problem, the file's contents). Resume and fork refuse a task that changed since: its new verdicts
+    would mix with the run's old ones. None for runs made before it was recorded."""
     language: str = "triton"
     model: str
     """``provider:model``, e.g. ``openai:gpt-5.2``, ``replay:RUN`` / ``replay:path/to/replies.jsonl``, or
@@ -90,6 +135,14 @@ class RunConfig(BaseModel):
     """An edge is lifted only when the lower end of the 95 % interval of its paired speedup reaches this."""
     skill_snapshot: str | None = None
     """The run's frozen skill library (set by ``start_run``; resume and replay use the same one)."""
+
+    @field_validator("device")
+    @classmethod
+    def _known_device(cls, device: str) -> str:
+        problem = device_problem(device)
+        if problem:
+            raise ValueError(problem)
+        return device
 
     @model_validator(mode="after")
     def _executor_needs(self) -> RunConfig:

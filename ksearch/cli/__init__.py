@@ -5,6 +5,7 @@ Commands only parse flags, call one flow (``ksearch.flows``) and print; no searc
 
 from __future__ import annotations
 
+import importlib.metadata
 import logging
 import os
 import signal
@@ -16,8 +17,8 @@ import typer
 from rich.markup import escape
 
 from ksearch.cli import evaluation, inspect, interactive, report, search, skills, worker
-from ksearch.cli._common import WorkspaceOpt, err
-from ksearch.errors import KsearchError, RunInterrupted
+from ksearch.cli._common import WorkspaceOpt, err, out
+from ksearch.errors import KsearchError, RunInterrupted, UserError
 from ksearch.flows.workspace import workspace_dir
 from ksearch.logs import configure_logging
 
@@ -25,10 +26,23 @@ app = typer.Typer(
     help="LLM-in-the-loop GPU kernel search with a world model of optimisation hypotheses.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
+    # Click's plain help: every flag whole (help text moves to the next line when a flag is long) in any width;
+    # Rich's help panels cut long flags in 80 columns and read "[default: ...]" in help texts as markup.
+    rich_markup_mode=None,
 )
 for _module in (search, inspect, evaluation, report, interactive, worker):
     app.registered_commands.extend(_module.app.registered_commands)
 app.add_typer(skills.app, name="skills")  # a group of commands: ksearch skills list|show|export|import|learn
+
+
+def _print_version(asked: bool) -> None:
+    if asked:
+        try:
+            version = importlib.metadata.version("ksearch")  # the installed distribution's, as pip shows it
+        except importlib.metadata.PackageNotFoundError:
+            version = "(not installed: run from a source tree)"
+        out.print(f"ksearch {version}", highlight=False)
+        raise typer.Exit()
 
 
 @app.callback()
@@ -36,8 +50,14 @@ def _main(
     ctx: typer.Context,
     workspace: WorkspaceOpt = None,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Echo log events to stderr.")] = False,
+    version: Annotated[bool, typer.Option("--version", callback=_print_version, is_eager=True, help="Print ksearch's version and exit.")] = False,
 ) -> None:
     ws = workspace_dir(workspace)
+    if ws.exists() and not ws.is_dir():  # before anything (the log first) tries to write inside it
+        raise UserError(
+            f"the workspace {ws} is a file, not a folder",
+            hint="pass --workspace DIR (or set KSEARCH_WORKSPACE) to a folder, new or holding a ksearch.db",
+        )
     ctx.obj = {"workspace": ws}
     configure_logging(ws / "logs" / "ksearch.log", verbose=verbose)
 

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TextIO
 
 import typer
 from pydantic import ValidationError
@@ -13,8 +14,20 @@ from rich.markup import escape
 if TYPE_CHECKING:
     from ksearch.flows.run import RunOutcome
 
-out = Console()
-err = Console(stderr=True)
+PIPE_WIDTH = 100_000
+"""Console width when the stream is no terminal: wide enough that no line is wrapped and no table cell is cut."""
+
+
+def console_for(stream: TextIO, *, stderr: bool = False) -> Console:
+    """A console for stdout or stderr: sized to the terminal when ``stream`` is one; else plain, unwrapped text (a
+    pipe, a file, a log: no colour, lines as long as they are, tables as wide as their cells)."""
+    if stream.isatty():
+        return Console(stderr=stderr)
+    return Console(stderr=stderr, soft_wrap=True, width=PIPE_WIDTH)
+
+
+out = console_for(sys.stdout)
+err = console_for(sys.stderr, stderr=True)
 
 WorkspaceOpt = Annotated[
     Path | None,
@@ -58,9 +71,14 @@ def pick_run(ctx: typer.Context, run_id: str | None, *, unfinished: bool = False
 class Progress:
     """Turns graph events into one line per round and a status line, so long runs show where they are."""
 
-    def __init__(self, max_rounds: int) -> None:
+    def __init__(self, max_rounds: int, *, announce_resume: bool = False, banner: list[str] | None = None) -> None:
         self.max_rounds = max_rounds
+        self.banner = banner or []
+        """Lines printed when a new run starts: after its task, model and device were checked, never before."""
         self.rounds = 0
+        """The store's number of the last round shown (on resume, of the last round recorded before)."""
+        self.announce_resume = announce_resume
+        """Print "resuming RUN" once the run really goes on (after every check that could refuse it)."""
         self.status = out.status("starting", spinner="dots")
 
     def __enter__(self) -> "Progress":
@@ -71,7 +89,14 @@ class Progress:
         self.status.__exit__(*exc)
 
     def __call__(self, event: str, data: dict[str, Any]) -> None:
-        if event == "plan":
+        if event == "starting":
+            for line in self.banner:
+                out.print(line)
+        elif event == "resumed":
+            self.rounds = data["rounds_used"]
+            if self.announce_resume:
+                out.print(f"resuming [bold]{data['run_id']}[/bold] ({self.rounds} rounds done before)")
+        elif event == "plan":
             self.status.update("planning: asking the LLM to update the world model")
         elif event == "plan_rejected":
             out.print(f"[yellow]planner's edit script rejected ({len(data['errors'])} errors); asking it to repair[/yellow]")
@@ -84,7 +109,7 @@ class Progress:
                 f"({data['prompt_kind']}): writing and evaluating a kernel"
             )
         elif event == "round":
-            self.rounds += 1
+            self.rounds = data["round_number"]  # the round's number in the store: right after a resume too
             colour = "green" if data["verdict"] == "passed" else "red"
             stop = f" [dim](cycle ends: {data['stop_reason']})[/dim]" if data.get("stop_reason") else ""
             out.print(
@@ -147,8 +172,10 @@ def print_outcome(outcome: RunOutcome, ws: Path) -> None:
 
 
 def fail_validation(exc: ValidationError) -> NoReturn:
+    """Invalid options, each named by the flag the user typed (not the config field behind it); exit status 2."""
+    from ksearch.agent.config import option_errors
+
     err.print("[red]invalid options:[/red]")
-    for e in exc.errors():
-        field = ".".join(str(p) for p in e["loc"]) or "options"
-        err.print(f"  - {field}: {e['msg']}")
+    for line in option_errors(exc.errors()):
+        err.print(f"  - {escape(line)}", soft_wrap=True)
     raise typer.Exit(2)

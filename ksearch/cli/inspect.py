@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -13,6 +14,7 @@ from rich.table import Table
 from rich.tree import Tree
 
 from ksearch.cli._common import JsonOpt, LatestRunIdArg, out, pick_run, workspace_of
+from ksearch.errors import UserError
 
 if TYPE_CHECKING:
     from ksearch.agent.world_model import WorldModel
@@ -35,12 +37,14 @@ def runs(ctx: typer.Context, as_json: JsonOpt = False) -> None:
         return
     # Ids are what `show`, `resume`, `replay` and `export` take: their column never shrinks, wraps or truncates;
     # the long free-text columns (task, model) give way first.
-    headers = ["run", "status", "rounds", "best", "tokens", "device", "task", "model"]
+    # PASSED counts rounds as they are stored; BEST is the run's best, promoted when the cycle that found it ends.
+    headers = ["run", "status", "rounds", "passed", "best", "tokens", "device", "task", "model"]
     cells = []
     for r in rows:
         tokens = int(usage[r["id"]]["input_tokens"] + usage[r["id"]]["output_tokens"])
         best = f"{r['best_score']:.6g}" if r["best_score"] is not None else ("passed" if r["best_candidate_id"] else "-")
-        cells.append([r["id"], run_status(r), str(r["rounds_used"] or 0), best, str(tokens), r["device"], r["task"], r["model"]])
+        cells.append([r["id"], run_status(r), str(r["rounds_used"] or 0), str(r.get("rounds_passed") or 0), best,
+                      str(tokens), r["device"], r["task"], r["model"]])  # fmt: skip
     for line in fit_columns(headers, cells, out.width, shrinkable=("model", "task")):
         out.print(line, soft_wrap=True, highlight=False, markup=False)
     out.print("[dim]details: ksearch show RUN (a unique prefix of the id is enough; without RUN, the latest run)[/dim]")
@@ -81,7 +85,7 @@ def run_status(run: dict[str, Any]) -> str:
 def show(
     ctx: typer.Context,
     run_id: LatestRunIdArg = None,
-    code: Annotated[bool, typer.Option("--code", help="Print the best kernel's source.")] = False,
+    code: Annotated[bool, typer.Option("--code", help="Print the best kernel's source alone (ksearch show --code > kernel.py).")] = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Show a run: its world-model tree, its rounds and its best kernel."""
@@ -92,6 +96,9 @@ def show(
     best_code, best_eval = view.best_code, view.best_evaluation
     if as_json:
         print(json.dumps(view.as_json(), indent=2, default=str))
+        return
+    if code:
+        print_code(run_row["id"], best_code)
         return
     status = run_row["status"] + (f" ({run_row['done_reason']})" if run_row.get("done_reason") else "")
     out.print(f"[bold]{run_row['id']}[/bold]: task {run_row['task']}, model {run_row['model']}, device {run_row['device']}, {status}")
@@ -130,8 +137,16 @@ def show(
         out.print(f"[bold green]best[/bold green]: {escape(best_eval.summary())}")
         for t in best_eval.timings:
             out.print(f"  {t.describe()}")
-    if code and best_code:
-        out.print(Syntax(best_code, "python", line_numbers=True))
+
+
+def print_code(run_id: str, code: str | None) -> None:
+    """The best kernel's source and nothing else: highlighted on a terminal, as it is in a pipe or a file."""
+    if code is None:
+        raise UserError(f"run {run_id} has no best kernel yet", hint=f"see its rounds with: ksearch show {run_id}")
+    if out.is_terminal:
+        out.print(Syntax(code, "python", word_wrap=True))
+    else:
+        sys.stdout.write(code if code.endswith("\n") else code + "\n")
 
 
 def best_candidates_table(attempts: list[dict[str, Any]], limit: int = 5) -> Table:
@@ -206,4 +221,4 @@ def tasks(as_json: JsonOpt = False) -> None:
             out.print(f"  {escape(info.name)}", soft_wrap=True, highlight=False)
             source = "" if info.source.startswith("built-in") else f" [dim](from {escape(info.source)})[/dim]"
             missing = "" if info.available else f" [yellow](not installed: {escape(info.hint)})[/yellow]"
-            out.print(Padding(f"{escape(info.title)}{source}{missing}", (0, 0, 0, 6)), highlight=False)
+            out.print(Padding(f"{escape(info.title)}{source}{missing}", (0, 0, 0, 6), expand=False), highlight=False)

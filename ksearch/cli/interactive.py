@@ -82,7 +82,6 @@ def respond(
     ws = workspace_of(ctx)
     run_row = inspect_flow.run_row(run_id, ws)
     with Progress(run_row["config"].get("max_rounds", 0)) as progress:
-        progress.rounds = run_row["rounds_used"] or 0
         response = interactive_flow.respond(run_row["id"], reply, key=key, workspace=ws, on_event=progress,
                                             drive=not no_drive)  # fmt: skip
     out.print(f"recorded the reply to [cyan]{escape(response.key)}[/cyan]")
@@ -143,7 +142,6 @@ def steer(
     ws = workspace_of(ctx)
     run_row = inspect_flow.run_row(run_id, ws)
     with Progress(run_row["config"].get("max_rounds", 0)) as progress:
-        progress.rounds = run_row["rounds_used"] or 0
         result = steering_flow.steer(run_row["id"], act.value, args, author=author, workspace=ws, on_event=progress,
                                      drive=not no_drive)  # fmt: skip
     out.print(f"act #{result.act_id} ({result.act}) on run [bold]{result.run_id}[/bold]: {escape(result.message)}")
@@ -211,7 +209,6 @@ def fork(
     out.print(f"forked [bold]{parent['id']}[/bold] at round {at} as new run [bold]{config.run_id}[/bold] "
               f"(model {config.model}, device {config.device}, {config.max_rounds} rounds)")  # fmt: skip
     with Progress(config.max_rounds) as progress:
-        progress.rounds = inspect_flow.run_row(config.run_id, ws)["rounds_used"] or 0  # a step cut at --at re-runs
         outcome = run_flow.resume_run(config.run_id, workspace=ws, on_event=progress)
     print_outcome(outcome, ws)
 

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from ksearch.cli._common import out, workspace_of
+from ksearch.cli._common import out, pick_run, workspace_of
 
 app = typer.Typer()
 
@@ -20,7 +20,7 @@ SERVE_DEFAULT_PORT = 8765
 @app.command()
 def report(
     ctx: typer.Context,
-    run_ids: Annotated[list[str], typer.Argument(metavar="RUN...", help="One run id (its report) or several (a comparison); unique prefixes are enough.")],
+    run_ids: Annotated[list[str] | None, typer.Argument(metavar="[RUN]...", help="One run id (its report) or several (a comparison); unique prefixes are enough [default: the latest run].")] = None,
     output: Annotated[
         Path | None,
         typer.Option("--output", "-o", help="The HTML file to write (default: report-RUN.html, or compare-RUN-and-N-more.html for several runs)."),
@@ -30,7 +30,7 @@ def report(
     table, LLM usage and settings; several runs give a comparison."""
     from ksearch.flows import report as report_flow
 
-    path = report_flow.write_report(run_ids, output, workspace_of(ctx))
+    path = report_flow.write_report(run_ids or [pick_run(ctx, None)], output, workspace_of(ctx))
     size_mb = path.stat().st_size / 1e6
     out.print(f"wrote {path} ({size_mb:.1f} MB, opens offline)")
 

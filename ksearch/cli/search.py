@@ -62,7 +62,7 @@ def run(
     lift_skills: Annotated[bool, typer.Option("--lift-skills/--no-lift-skills", help="Lift a candidate skill from every significantly faster parent -> child edge (paired; GPU only).")] = True,
 ) -> None:
     """Search for a fast, correct kernel for TASK."""
-    from ksearch.agent.config import BudgetConfig, RunConfig
+    from ksearch.agent.config import RunConfig
     from ksearch.flows import inspect as inspect_flow
     from ksearch.flows import run as runner
 
@@ -90,12 +90,12 @@ def run(
             run_timeout_s=run_timeout,
             llm_timeout_s=llm_timeout,
             llm_max_attempts=llm_max_attempts,
-            budget=BudgetConfig(
-                max_total_tokens=max_tokens,
-                max_cost_usd=max_cost,
-                price_input_per_mtok=price_input,
-                price_output_per_mtok=price_output,
-            ),
+            budget={  # a BudgetConfig, validated with the rest so that every bad flag is named at once
+                "max_total_tokens": max_tokens,
+                "max_cost_usd": max_cost,
+                "price_input_per_mtok": price_input,
+                "price_output_per_mtok": price_output,
+            },
             seed_from=str(seed_from) if seed_from is not None else None,
             require_approval=require_approval,
             skills=skills,
@@ -104,11 +104,11 @@ def run(
     except ValidationError as exc:
         fail_validation(exc)
     where = f" on the Dask cluster at {escape(scheduler or '')}" if executor == "dask" else ""
-    out.print(f"run [bold]{config.run_id}[/bold]: task {task}, model {model}, device {device}{where}, {max_rounds} rounds, "
-              f"{config.parallel_cycles} cycle{'s' if config.parallel_cycles > 1 else ''} at once")  # fmt: skip
+    banner = [f"run [bold]{config.run_id}[/bold]: task {escape(task)}, model {escape(model)}, device {device}{where}, "
+              f"{max_rounds} rounds, {config.parallel_cycles} cycle{'s' if config.parallel_cycles > 1 else ''} at once"]  # fmt: skip
     if device == "cpu":
-        out.print("[yellow]device cpu: kernels run under the Triton interpreter, checked for correctness only (not timed)[/yellow]")
-    with Progress(config.max_rounds) as progress:
+        banner.append("[yellow]device cpu: kernels run under the Triton interpreter, checked for correctness only (not timed)[/yellow]")
+    with Progress(config.max_rounds, banner=banner) as progress:
         outcome = runner.start_run(config, workspace=workspace_of(ctx), on_event=progress)
     print_outcome(outcome, workspace_of(ctx))
     _print_kernelbench_speedup(outcome, config, baseline, workspace_of(ctx))
@@ -126,9 +126,7 @@ def resume(
 
     run_row = inspect_flow.run_row(pick_run(ctx, run_id, unfinished=True), workspace_of(ctx))
     max_rounds = run_row["config"].get("max_rounds", 0)
-    out.print(f"resuming [bold]{run_row['id']}[/bold] ({run_row['rounds_used']} rounds done before)")
-    with Progress(max_rounds) as progress:
-        progress.rounds = run_row["rounds_used"] or 0
+    with Progress(max_rounds, announce_resume=True) as progress:
         outcome = runner.resume_run(run_row["id"], workspace=workspace_of(ctx), on_event=progress, scheduler=scheduler)
     print_outcome(outcome, workspace_of(ctx))
 

@@ -13,7 +13,7 @@ from rich.table import Table
 from ksearch.cli._common import JsonOpt, err, out, workspace_of
 
 app = typer.Typer(help="Verified optimisation skills (KLineage): list, show, export, import, learn from an expert kernel.",
-                  no_args_is_help=True)  # fmt: skip
+                  no_args_is_help=True, rich_markup_mode=None)  # fmt: skip (plain help, as the main app's)
 
 SkillIdArg = Annotated[str, typer.Argument(help="A skill id (a unique prefix is enough); list them with `ksearch skills list`.")]
 

@@ -6,6 +6,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from ksearch.agent.config import device_problem
 from ksearch.contracts.candidate import Candidate
 from ksearch.contracts.evaluation import Evaluation
 from ksearch.errors import UserError
@@ -23,8 +24,14 @@ def default_device() -> str:
 
 
 def resolve_device(device: str) -> str:
-    """``auto`` becomes ``cuda`` or ``cpu``; anything else is returned as given (the request validates it)."""
-    return default_device() if device == "auto" else device
+    """``auto`` becomes ``cuda`` or ``cpu``; a device ksearch does not know is a UserError; anything else is
+    returned as given."""
+    if device == "auto":
+        return default_device()
+    problem = device_problem(device)
+    if problem:
+        raise UserError(problem)
+    return device
 
 
 def solution_module(task: Any, text: str, language: str) -> tuple[str, str]:
@@ -82,6 +89,8 @@ def evaluate_file(task: str, file: Path, *, device: str = "auto", **options: Any
     ``ksearch eval`` then waits for one start-up, not two in a row. With ``device="auto"`` they start on the likely
     device while the probe runs, and start again on the probed one where the guess was wrong."""
     code = read_kernel(file)
+    if device != "auto":
+        resolve_device(device)  # an unknown device is refused before any process starts on it
 
     def start(on: str) -> EvaluatorSession:
         return EvaluatorSession(on, prestart=False, worker_now=True, scout_now=scout_wanted(code, on))

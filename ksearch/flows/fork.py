@@ -24,7 +24,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from ksearch.agent.checkpoint import open_checkpointer
-from ksearch.agent.config import RunConfig
+from ksearch.agent.config import RunConfig, option_errors
 from ksearch.agent.graph import build_search_graph
 from ksearch.agent.state import SearchState
 from ksearch.agent.steering import TREE_ACTS
@@ -96,7 +96,7 @@ def fork_config(parent: RunConfig, at_round: int, updates: dict[str, Any]) -> Ru
     try:
         return RunConfig.model_validate(data)
     except ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+        problems = "; ".join(option_errors(exc.errors()))
         raise UserError(f"invalid fork options: {problems}") from None
 
 

@@ -29,7 +29,7 @@ from langchain_core.language_models import BaseChatModel
 from langgraph.types import Command
 
 from ksearch.agent.checkpoint import open_checkpointer
-from ksearch.agent.config import RunConfig
+from ksearch.agent.config import RunConfig, device_problem
 from ksearch.agent.context import SearchContext
 from ksearch.agent.graph import build_search_graph
 from ksearch.agent.interactive import INTERACTIVE_MODEL, InteractiveChatModel, Waiting, resume_map, waiting_prompts
@@ -40,6 +40,7 @@ from ksearch.agent.replay import ReplayChatModel, ReplayEntry, load_replay_entri
 from ksearch.agent.skill_library import freeze_snapshot, load_snapshot
 from ksearch.agent.skills import SkillContext, arch_from_capability, task_family
 from ksearch.agent.state import BestRef, SearchState
+from ksearch.agent.task_guard import ensure_task_file_unchanged, ensure_task_unchanged, stamp_task
 from ksearch.agent.world_model import ROOT_ID, SolutionRef, WorldModel, attach_seed
 from ksearch.errors import KsearchError, RunBusyError, RunNotFoundError, UserError
 from ksearch.tasks.base import Task
@@ -127,6 +128,7 @@ def build_context(config: RunConfig, store: Store, *, executor: Executor | None 
     """The run's services. ``executor``: evaluations go there (the caller keeps and closes it); by default the
     config's executor is opened here and closed with the context."""
     task = resolve_task(config.task)
+    ensure_task_unchanged(config, task)  # a resumed or forked run never mixes verdicts of an edited task file
     if config.language not in task.languages:
         raise UserError(
             f"task {task.name} supports {', '.join(task.languages)}, not {config.language}",
@@ -211,6 +213,11 @@ def placement(
 ) -> tuple[str, int]:
     """``--device`` (``auto`` resolved) and ``--parallel`` (default filled in) for a new run: from this machine's
     GPUs, or with the Dask executor from the cluster's workers (the agent's machine needs no GPU then)."""
+    problem = device_problem(device) if device != "auto" else None
+    if problem:  # before anything probes or validates on it (an operator file's reference runs on it)
+        raise UserError(problem)
+    if parallel is not None and parallel < 1:
+        raise UserError(f"--parallel {parallel}: at least one action must be explored at a time", hint="use --parallel 1 or more")
     slots = None
     if executor == "dask" and scheduler and (device == "auto" or parallel is None):
         slots = cluster_slots(scheduler)
@@ -221,7 +228,7 @@ def placement(
             )
     if device == "auto":
         device = ("cuda" if slots.get("cuda") else "cpu") if slots is not None else default_device()
-    return device, parallel or default_parallel(device, gpus, slots=slots)
+    return device, parallel if parallel is not None else default_parallel(device, gpus, slots=slots)
 
 
 def default_parallel(device: str, gpus: str = "all", *, slots: dict[str, int] | None = None) -> int:
@@ -274,6 +281,9 @@ def _create(
     # The evaluator's worker resolves the task again in a private directory: give it an absolute, canonical name.
     config = config.model_copy(update={"task": canonical_task_name(config.task)})
     ctx = build_context(config, store, executor=executor)  # fail fast on a bad task, model or device, before any row
+    ctx.config = config = stamp_task(config, ctx.task)
+    if on_event is not None:  # the task, model and device are good: the run starts now
+        on_event("starting", {"run_id": config.run_id})
     try:
         if config.seed_from or config.seed_candidate_id:
             ctx.config = config = register_seed(ctx)
@@ -320,7 +330,8 @@ def resume_run(
                 )
             config = config.model_copy(update={"scheduler": scheduler})
         ctx = build_context(config, store)
-        if config.scheduler != run["config"].get("scheduler"):
+        ctx.config = config = stamp_task(config, ctx.task)  # a run made before digests were recorded gets one now
+        if config.model_dump(mode="json") != run["config"]:
             store.update_run(config.run_id, config=json.dumps(config.model_dump(mode="json"), sort_keys=True))
         return _drive(ctx, None, on_event, workspace)
     finally:
@@ -344,6 +355,7 @@ def replay_config(run_id: str, *, workspace: Path | None = None, device: str | N
             "base_url": None,
             "device": device or old.device,
             "replay_of": old.run_id,
+            "task_digest": None,  # a new run, evaluated afresh: it records the task as it is now
             # the same frozen skills as the original; a run from before skills existed is replayed without them
             "skills": old.skills and old.skill_snapshot is not None,
         }
@@ -388,6 +400,7 @@ def seed_evaluation(ctx: SearchContext, on_event: EventSink | None = None) -> tu
     found = ctx.store.find_evaluation(candidate_id, ctx.eval_key)
     if found is None:
         evaluation = ctx.evaluate_candidate(ctx.store.get_candidate(candidate_id))  # on a leased GPU, like every candidate
+        ensure_task_file_unchanged(config)
         found = ctx.store.record_evaluation(candidate_id, ctx.eval_key, evaluation), evaluation
     evaluation_id, evaluation = found
     if not evaluation.passed:
@@ -548,6 +561,8 @@ def _drive(ctx: SearchContext, initial: SearchState | None, on_event: EventSink 
     with _DRIVING_LOCK:
         _DRIVING[run_id] = ctx
     try:
+        if initial is None and on_event is not None:  # every check passed: the run really goes on now
+            on_event("resumed", {"run_id": run_id, "rounds_used": ctx.store.rounds_recorded(run_id)[0]})
         if initial is None and not graph.get_state(cfg).values:
             initial = initial_state(ctx)  # killed before the first checkpoint: start the thread afresh
         ctx.store.update_run(run_id, status="running", error=None)
@@ -639,12 +654,13 @@ def _waiting(ctx: SearchContext, snapshot: Any) -> RunOutcome:
         raise KsearchError(message, hint=f"try: ksearch resume {ctx.run_id}")
     state = SearchState.model_validate(snapshot.values)
     ctx.store.update_run(ctx.run_id, status="waiting")
+    rounds, _passed = ctx.store.rounds_recorded(ctx.run_id)  # the state counts a cycle's rounds when it ends
     log.info("run.waiting", run_id=ctx.run_id, keys=[w.prompt.key for w in pending])
     return RunOutcome(
         run_id=ctx.run_id,
         status="waiting",
         done_reason=None,
-        rounds_used=state.rounds_used,
+        rounds_used=max(rounds, state.rounds_used),
         best=state.best,
         world_model=state.world_model,
         pending=pending,

@@ -16,6 +16,7 @@ from langchain_core.language_models import BaseChatModel
 from pydantic import ValidationError
 
 from ksearch.agent.config import RunConfig
+from ksearch.agent.interactive import INTERACTIVE_MODEL
 from ksearch.agent.llm import LLMClient
 from ksearch.agent.promotion import comparison_record
 from ksearch.agent.recorder import StoreRecorder
@@ -131,6 +132,11 @@ def import_skills(path: Path, workspace: Path | None = None) -> ImportReport:
         text = Path(path).read_text(encoding="utf-8")
     except OSError as exc:
         raise UserError(f"cannot read {path}: {exc}") from exc
+    except UnicodeDecodeError as exc:
+        raise UserError(
+            f"{path} is not a ksearch-skills file: it is not UTF-8 text ({exc.reason} at byte {exc.start})",
+            hint="write one with `ksearch skills export FILE`",
+        ) from exc
     try:
         payload = SkillExport.model_validate_json(text)
     except ValidationError as exc:
@@ -201,6 +207,12 @@ def learn_from_expert(
     emit = on_event or (lambda _event, _data: None)
     if max_steps < 1 or max_rejections < 1:
         raise UserError("--max-steps and --max-rejections must be at least 1")
+    if model == INTERACTIVE_MODEL:  # the walk is no graph run: it has no checkpoint to pause at and resume from
+        raise UserError(
+            "skills learn cannot take --model interactive: the backward walk cannot pause for your replies",
+            hint="use a provider model (openai:..., --base-url for a local server) or replay:FILE of scripted "
+            'replies (one {"reply": ..., "call_key": ...} per line)',
+        )
     try:
         expert_code = Path(file).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:

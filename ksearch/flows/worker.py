@@ -17,6 +17,7 @@ import os
 import re
 import signal
 import socket
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -108,10 +109,41 @@ def prepare_process(spec: WorkerSpec) -> DeviceInfo:
     return info
 
 
+SCHEDULER_HINT = "check the address, and that the scheduler runs (dask scheduler --port 8786) and this machine reaches its port"
+
+
+def ensure_scheduler_reachable(address: str, wait_s: float = 0.0) -> None:
+    """UserError at once when nothing answers at a TCP (or TLS) scheduler address: Dask's nanny would retry for its
+    connect timeout (30 s) and then end in a traceback. ``wait_s``: keep trying this long first (the scheduler may
+    be starting). Other transports are left to Dask."""
+    from distributed.comm import parse_address
+    from distributed.comm.addressing import parse_host_port
+
+    try:
+        scheme, location = parse_address(address)
+        host, port = parse_host_port(location, 8786)
+    except ValueError as exc:
+        raise UserError(f"--scheduler {address} is not a Dask address: {exc}", hint="e.g. tcp://host:8786") from exc
+    if scheme not in ("tcp", "tls"):
+        return
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            socket.create_connection((host, port), timeout=10).close()
+            return
+        except OSError as exc:
+            if time.monotonic() >= deadline:
+                raise UserError(
+                    f"cannot reach the Dask scheduler at {address}: {exc.strerror or exc}", hint=SCHEDULER_HINT
+                ) from exc
+            time.sleep(1.0)
+
+
 def serve_worker(spec: WorkerSpec, on_started: Callable[[WorkerStarted], None] | None = None) -> None:
     """Run the worker until SIGINT/SIGTERM or until its nanny ends (the scheduler gone past ``death_timeout_s``)."""
     distributed = import_distributed()
-    info = prepare_process(spec)
+    info = prepare_process(spec)  # this machine's own mistakes (a GPU it lacks) first
+    ensure_scheduler_reachable(spec.scheduler, wait_s=spec.death_timeout_s or 0.0)
     name = worker_name(spec)
 
     async def main() -> None:
@@ -126,10 +158,10 @@ def serve_worker(spec: WorkerSpec, on_started: Callable[[WorkerStarted], None] |
             )  # fmt: skip
             try:
                 await nanny  # joins the scheduler (retrying until death_timeout_s, if any)
-            except (OSError, TimeoutError) as exc:
+            except (OSError, TimeoutError, RuntimeError) as exc:  # RuntimeError: "Nanny failed to start", from the cause
+                cause = exc.__cause__ if isinstance(exc, RuntimeError) and exc.__cause__ is not None else exc
                 raise UserError(
-                    f"the worker could not join the Dask scheduler at {spec.scheduler}: {exc}",
-                    hint="check the address, and that the scheduler runs and this machine reaches its port",
+                    f"the worker could not join the Dask scheduler at {spec.scheduler}: {cause}", hint=SCHEDULER_HINT
                 ) from exc
             try:
                 if on_started is not None:

@@ -12,6 +12,7 @@ from langgraph.runtime import Runtime
 from ksearch.agent.context import SearchContext
 from ksearch.agent.cycle_logic import cycle_should_stop, record_round
 from ksearch.agent.state import CycleState
+from ksearch.agent.task_guard import ensure_task_file_unchanged
 from ksearch.contracts.evaluation import Evaluation, Verdict
 from ksearch.tools import integrity
 
@@ -33,6 +34,7 @@ def profile(state: CycleState, runtime: Runtime[SearchContext]) -> dict:
             log.info("profile.cached", run_id=ctx.run_id, cycle_id=state.cycle_id, candidate_id=state.candidate_id)
         else:
             evaluation = run_evaluation(state, ctx)
+            ensure_task_file_unchanged(cfg)  # the verdict was decided by the file the run's key names
             evaluation_id = ctx.store.record_evaluation(state.candidate_id, ctx.eval_key, evaluation)
         error = None if evaluation.passed else evaluation.summary()
 
@@ -46,7 +48,7 @@ def profile(state: CycleState, runtime: Runtime[SearchContext]) -> dict:
         base_score=state.base_score,
     )
     round_index = state.round_offset + state.attempt
-    ctx.store.record_attempt(
+    round_number = ctx.store.record_attempt(
         {
             "run_id": ctx.run_id,
             "cycle_id": state.cycle_id,
@@ -78,6 +80,7 @@ def profile(state: CycleState, runtime: Runtime[SearchContext]) -> dict:
             "node_id": state.node_id,
             "attempt": state.attempt,
             "round_index": round_index,
+            "round_number": round_number,  # the store's count: what the screen shows, whatever resumed or ran in parallel
             "verdict": evaluation.verdict.value if evaluation else "no_code",
             "summary": evaluation.summary() if evaluation else (error or ""),
             "cycle_best_score": progress.best_score,

@@ -200,7 +200,12 @@ class Store:
         return self.get_run(rows[0]["id"])
 
     def list_runs(self) -> list[dict[str, Any]]:
-        runs = self._query("select * from runs order by created_at desc")
+        """Every run, newest first, with ``rounds_passed``: how many of its rounds passed (its cycles may not have
+        ended yet, so none of them need be the run's best)."""
+        runs = self._query(
+            "select runs.*, (select count(*) from attempts a where a.run_id = runs.id and a.round_index > 0 "
+            "and a.verdict = 'passed') as rounds_passed from runs order by created_at desc"
+        )
         for run in runs:
             run["config"] = json.loads(run["config"] or "{}")
         return runs
@@ -283,10 +288,34 @@ class Store:
         return rows[0]["eval_key"]
 
     # ---- attempts (one row per round) -------------------------------------------------------------------------
-    def record_attempt(self, attempt: dict[str, Any]) -> None:
-        """One round of a cycle: idempotent on (run_id, cycle_id, attempt)."""
+    def record_attempt(self, attempt: dict[str, Any]) -> int:
+        """One round of a cycle: idempotent on (run_id, cycle_id, attempt). Returns the round's number in its run,
+        in the order rounds were recorded (1 for the first; 0 for a row that is no round, the seed's, whose
+        ``round_index`` is 0). The run's ``rounds_used`` follows at once, so every reader (``runs``, ``show``,
+        reports, a resume) counts a round as soon as it is stored, not when its cycle ends."""
         with self._write() as db:
             db["attempts"].insert({"created_at": time.time(), **attempt}, ignore=True)
+            if attempt["round_index"] <= 0:
+                return 0
+            run_id = attempt["run_id"]
+            number, total = db.execute(
+                "select sum(id <= (select id from attempts where run_id = ? and cycle_id = ? and attempt = ?)), "
+                "count(*) from attempts where run_id = ? and round_index > 0",
+                [run_id, attempt["cycle_id"], attempt["attempt"], run_id],
+            ).fetchone()
+            db.execute(
+                "update runs set rounds_used = max(coalesce(rounds_used, 0), ?), updated_at = ? where id = ?",
+                [total, time.time(), run_id],
+            )
+        return int(number)
+
+    def rounds_recorded(self, run_id: str) -> tuple[int, int]:
+        """(rounds recorded, rounds that passed) of a run, the seed's evaluation not counted."""
+        row = self._query(
+            "select count(*) n, coalesce(sum(verdict = 'passed'), 0) passed from attempts where run_id = ? and round_index > 0",
+            [run_id],
+        )[0]
+        return int(row["n"]), int(row["passed"])
 
     def list_attempts(self, run_id: str) -> list[dict[str, Any]]:
         return self._query("select * from attempts where run_id = ? order by round_index, id", [run_id])

@@ -16,7 +16,7 @@ from typing import Any
 
 from ksearch.errors import UserError
 
-_CACHE: dict[tuple[str, int, int], ModuleType] = {}
+_CACHE: dict[tuple[str, str], ModuleType] = {}
 
 
 class ProblemFormatError(UserError):
@@ -24,13 +24,14 @@ class ProblemFormatError(UserError):
 
 
 def import_file(path: Path, *, prefix: str) -> ModuleType:
-    """Import ``path`` as a fresh module (cached while the file is unchanged); errors name the file."""
+    """Import ``path`` as a fresh module (cached while the file's contents are unchanged: by their hash, since an
+    edit within one tick of the file system's clock keeps the time stamp); errors name the file."""
     path = path.resolve()
     try:
-        stat = path.stat()
+        content = path.read_bytes()
     except OSError as exc:
         raise UserError(f"cannot read {path}: {exc.strerror or exc}") from exc
-    key = (str(path), stat.st_mtime_ns, stat.st_size)
+    key = (str(path), hashlib.sha256(content).hexdigest())
     if key in _CACHE:
         return _CACHE[key]
     digest = hashlib.sha256(str(path).encode()).hexdigest()[:12]

@@ -11,6 +11,9 @@ built from one input set. The timed call is exactly ``fn(*args)``: for GPU MODE 
 
 from __future__ import annotations
 
+import hashlib
+import inspect
+import json
 import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
@@ -157,6 +160,24 @@ class Task(ABC):
         GPU MODE's submission template (``from task import input_t, output_t``)."""
         return {}
 
+    def definition_digest(self) -> str:
+        """A hash of what decides a verdict besides the configurations (the evaluation key hashes those itself): the
+        reference as the task states it (for an operator file or a KernelBench problem, the whole file: inputs,
+        reference, tolerances), the code of the task's own module (input generator, check), the tolerance, the entry
+        point and the support modules. Part of the evaluation cache key, so an edited task never reuses a verdict
+        of the old one, and stored with each run, so a run whose task changed is not resumed onto new verdicts."""
+        payload = json.dumps(
+            {
+                "reference": self.reference_source(),
+                "module": _source_of(type(self)),
+                "tolerance": [self.atol, self.rtol],
+                "entry_point": self.entry_point,
+                "support": self.support_modules(),
+            },
+            sort_keys=True,
+        )
+        return hashlib.sha256(payload.encode()).hexdigest()
+
     def expected(self, config: TaskConfig, inputs: list[Any]) -> Any:
         """The reference output for ``inputs`` (a pristine clone). Override when the reference needs the config."""
         return self.reference(*inputs)
@@ -294,6 +315,16 @@ def _contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
         strides.append(step)
         step *= max(size, 1)
     return tuple(reversed(strides))
+
+
+def _source_of(cls: type) -> str:
+    """The text of the file defining ``cls`` ('' where there is none, e.g. a class made at run time)."""
+    try:
+        path = inspect.getsourcefile(cls)
+        with open(path or "", encoding="utf-8") as file:
+            return file.read()
+    except (OSError, TypeError):
+        return ""
 
 
 def _index(parts: Any) -> list[int]:

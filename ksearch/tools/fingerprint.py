@@ -10,6 +10,7 @@ import json
 import subprocess
 import sys
 from functools import cache
+from typing import NamedTuple
 
 from pydantic import BaseModel
 
@@ -64,18 +65,28 @@ class DeviceInfo(BaseModel):
         )
 
     def eval_key(self, task: str, timing_method: str | None = None) -> str:
-        """Evaluations are reused only for the same task, test and benchmark configs, timing method, device model,
-        harness and software versions (the code's hash is the other half of the key, in the store)."""
+        """Evaluations are reused only for the same task definition (its file's contents, not just its name), test
+        and benchmark configs, timing method, device model, harness and software versions (the code's hash is the
+        other half of the key, in the store)."""
         where = self.gpu or "cpu-interpreter"
-        configs, method = task_signature(task, "cuda" if self.is_gpu else "cpu", timing_method)
+        signature = task_signature(task, "cuda" if self.is_gpu else "cpu", timing_method)
         return (
             f"{task}|{where}|harness={HARNESS_VERSION}|torch={self.torch}|triton={self.triton}"
-            f"|configs={configs}|timing={method}"
+            f"|definition={signature.definition}|configs={signature.configs}|timing={signature.method}"
         )
 
 
-def task_signature(task: str, device: str, timing_method: str | None = None) -> tuple[str, str]:
-    """(hash of the task's test and benchmark configs on ``device``, the timing method or 'untimed' on the CPU)."""
+class TaskSignature(NamedTuple):
+    definition: str
+    """Hash of the task's definition (``Task.definition_digest``): reference, input generator, tolerances."""
+    configs: str
+    """Hash of the test and benchmark configs on the device."""
+    method: str
+    """The timing method, or 'untimed' on the CPU."""
+
+
+def task_signature(task: str, device: str, timing_method: str | None = None) -> TaskSignature:
+    """What of the task decides a verdict on ``device``, as short hashes (see ``TaskSignature``)."""
     from ksearch.tasks.registry import resolve_task
     from ksearch.tools.timing import resolve_method
 
@@ -88,7 +99,11 @@ def task_signature(task: str, device: str, timing_method: str | None = None) -> 
         sort_keys=True,
     )
     method = resolve_method(resolved, timing_method) if device != "cpu" else "untimed"
-    return hashlib.sha256(payload.encode()).hexdigest()[:16], method
+    return TaskSignature(
+        definition=resolved.definition_digest()[:16],
+        configs=hashlib.sha256(payload.encode()).hexdigest()[:16],
+        method=method,
+    )
 
 
 @cache

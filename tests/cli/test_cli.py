@@ -68,7 +68,9 @@ def test_run_show_runs_and_demo_output(tmp_path):
 
     listed = runner.invoke(app, ["--workspace", ws, "runs"])
     assert "cli-run" in listed.output and "finished" in listed.output
-    shown = runner.invoke(app, ["--workspace", ws, "show", "cli-run", "--code"])
+    shown = runner.invoke(app, ["--workspace", ws, "show", "cli-run"])
     assert shown.exit_code == 0
     assert "a1" in shown.output and "solved" in shown.output
-    assert "def kernel" in shown.output
+    code = runner.invoke(app, ["--workspace", ws, "show", "cli-run", "--code"])
+    assert code.exit_code == 0
+    assert code.output.startswith("import") and "def kernel" in code.output and "solved" not in code.output

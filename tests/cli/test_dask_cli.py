@@ -133,3 +133,20 @@ def test_resume_with_a_scheduler_is_refused_for_a_local_run(tmp_path):
         store.close()
     with pytest.raises(UserError, match="--scheduler is for runs made with --executor dask"):
         runner.resume_run("loc", workspace=tmp_path, scheduler="tcp://127.0.0.1:1")
+
+
+def test_a_worker_with_no_scheduler_listening_says_so_at_once(tmp_path):
+    import socket
+    import time
+
+    pytest.importorskip("distributed")
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    started = time.monotonic()
+    proc = subprocess.run([sys.executable, "-m", "ksearch.cli", "--workspace", str(tmp_path), "worker", "--scheduler",
+                           f"tcp://127.0.0.1:{port}"], capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert proc.returncode == 1, proc.stderr
+    assert f"cannot reach the Dask scheduler at tcp://127.0.0.1:{port}" in proc.stderr
+    assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 2  # the error and its hint
+    assert time.monotonic() - started < 20  # the nanny alone retried for 30 s first

@@ -95,6 +95,23 @@ def test_bad_files_and_unknown_ids_are_one_line_errors(tmp_path):
     assert "Traceback" not in proc.stderr
 
 
+def test_a_file_that_is_not_utf8_text_is_a_one_line_error(tmp_path):
+    latin1 = tmp_path / "skills.json"
+    latin1.write_bytes('{"format": "ksearch-skills", "note": "caf\u00e9"}'.encode("latin-1"))
+    result = cli(tmp_path, "import", str(latin1))
+    assert isinstance(result.exception, UserError)
+    assert "is not a ksearch-skills file: it is not UTF-8 text" in str(result.exception)
+
+
+def test_learning_refuses_the_interactive_model_in_one_line_before_any_work(tmp_path):
+    expert = tmp_path / "expert.py"
+    expert.write_text("def kernel(x):\n    return x\n")
+    result = cli(tmp_path, "learn", str(expert), "--task", "softmax", "--model", "interactive", "--device", "cpu")
+    assert isinstance(result.exception, UserError)
+    assert "cannot take --model interactive" in str(result.exception) and "replay:FILE" in result.exception.hint
+    assert "session" not in result.output  # refused before the expert was evaluated
+
+
 def test_the_readme_demo_replies_are_the_tested_script(tmp_path):
     demo = Path(__file__).resolve().parents[2] / "examples" / "softmax-skills-demo.jsonl"
     assert learn_script(tmp_path / "s.jsonl").read_text() == demo.read_text()
