@@ -2,7 +2,8 @@
 
 Each file in ``honest/`` is a correct kernel using patterns real submissions use (template header, a Lock around a
 lazy ``load_inline`` build, build variables, derived weights cached in the weights dict, ``lru_cache`` on shape
-helpers, TF32 switches, prints and logging, autotune, workspace caches, device queries, cuBLAS, hybrid PyTorch). Every
+helpers, TF32 switches, prints and logging, autotune, workspace caches, device queries, cuBLAS, hybrid PyTorch, a
+``torch.library`` custom op, two joined CUDA streams, ``torch.compile``, pattern matching on shapes). Every
 static rule must let all of them through, and the real ``evaluate()`` must pass them: a false rejection of an honest
 kernel is as much a defect as a missed hack. ``CASES`` is the contract.
 """
@@ -26,7 +27,8 @@ class Case(NamedTuple):
     task: str
     language: str
     cpu: bool
-    """Runs under the Triton interpreter (no load_inline)."""
+    """Runs on the CPU (Triton interpreter); False for GPU-only code (load_inline, CUDA streams), whose docstring
+    says "GPU only"."""
 
 
 CASES: dict[str, Case] = {
@@ -46,6 +48,12 @@ CASES: dict[str, Case] = {
     "trimul_torch_compile_small.py": Case("trimul", "triton", cpu=True),
     "trimul_weights_dict_cache.py": Case("trimul", "triton", cpu=True),
     "trimul_workspace_devprops.py": Case("trimul", "triton", cpu=True),
+    # issue 30's red team: legitimate code the trust defences must not refuse
+    "softmax_custom_op_triton.py": Case("softmax", "triton", cpu=True),
+    "softmax_joined_streams.py": Case("softmax", "triton", cpu=False),
+    "softmax_match_shapes.py": Case("softmax", "triton", cpu=True),
+    "softmax_torch_compile.py": Case("softmax", "triton", cpu=True),
+    "trimul_fused_id_cache.py": Case("trimul", "triton", cpu=True),
 }
 
 
@@ -68,13 +76,13 @@ def _evaluate(name: str, case: Case, device: str) -> Evaluation:
 def test_the_table_covers_the_corpus() -> None:
     files = {p.name for p in HONEST.glob("*.py")}
     assert files == set(CASES), f"unlisted: {sorted(files - set(CASES))}; missing: {sorted(set(CASES) - files)}"
-    assert len(files) >= 14
+    assert len(files) >= 21
     manifest = (HONEST / "README.md").read_text(encoding="utf-8")
     for name, case in CASES.items():
         docstring = (HONEST / name).read_text(encoding="utf-8").lstrip()
         assert docstring.startswith('"""') and "CPU interpreter:" in docstring.split('"""')[1], name
         assert name.startswith(case.task) and f"`{name}`" in manifest, name
-        assert case.cpu == ("load_inline" not in docstring), name
+        assert case.cpu == ("GPU only" not in docstring), name
 
 
 @pytest.mark.parametrize(("name", "case"), [pytest.param(n, c, id=n.removesuffix(".py")) for n, c in CASES.items()])

@@ -1,0 +1,112 @@
+"""Forgeries the red team of issue 30 got past the parent's ledger, rebuilt as the parent sees them: pure, with the
+send stamps and samples that the exploit files in ``exploits/`` produce (``reach_*``, ``state_*``, ``audit_*``).
+
+Each case is a ledger an honest worker cannot produce; ``judge`` must refuse it. Those it accepts today are
+xfail(strict=True) with what the ledger lacks, so the fix flips them."""
+
+from __future__ import annotations
+
+import pytest
+
+from ksearch.tools.evaluator.ledger import Calibration, TimingLedger, judge
+
+CAL = Calibration(window_overhead_ms=0.03, call_overhead_ms=0.05, flush_ms=0.1, copy_gbps=2000.0)
+CALL_MS = 5.0
+"""What each call of the forgers really costs."""
+
+
+class Timeline:
+    """Send stamps on the parent's clock (seconds), advanced by hand."""
+
+    def __init__(self) -> None:
+        self.ledger = TimingLedger()
+        self.now = 100.0
+
+    def wait(self, ms: float) -> None:
+        self.now += ms / 1e3
+
+    def window(self, config: int, wall_ms: float, samples: list[float], audit: str | None = None,
+               activation: int | None = None) -> None:  # fmt: skip
+        self.ledger.go(config, 0, self.now)
+        self.wait(wall_ms)
+        self.ledger.timed(config, samples, self.now)
+        if audit is not None:
+            self.ledger.handoff(audit, config, 7, activation, 4096)
+        self.wait(0.05)  # the harness between two windows
+
+
+def _fresh(i: int, at: tuple[int, ...] = (1, 9, 20)) -> tuple[str | None, int | None]:
+    return ("audit", 1000 + i) if i in at else (None, None)
+
+
+@pytest.mark.xfail(strict=True, reason="needs the time between windows accounted: a held-back go moves the call there")
+def test_a_go_held_back_to_its_timed_message_is_forged() -> None:
+    """reach_match_hold_go.py: the go and the timed message leave in one record (one stamp), the 5 ms call happens
+    before it, between windows; each window claims 2 microseconds."""
+    line = Timeline()
+    for i in range(30):
+        line.wait(CALL_MS)
+        line.window(0, 0.0, [0.002], *_fresh(i))
+    finding = judge(line.ledger, "gpumode-benchmark", CAL, configs=["a"])
+    assert finding is not None and finding.rule == "timing_forgery"
+
+
+@pytest.mark.xfail(strict=True, reason="needs windows bounded by the method's loop (count, samples per window, one "
+                   "window per socket record)")  # fmt: skip
+def test_fake_windows_beside_the_real_ones_are_forged() -> None:
+    """reach_vars_inject_windows.py / reach_concat_frames_fd.py: every real window is followed, in the same record,
+    by 40 empty windows claiming half a microsecond each; the median of the samples is the fake one."""
+    line = Timeline()
+    for i in range(30):
+        line.window(0, CALL_MS, [CALL_MS], *_fresh(i))
+        for _ in range(40):
+            line.window(0, 0.0, [0.0005])
+    finding = judge(line.ledger, "gpumode-benchmark", CAL, configs=["a"])
+    assert finding is not None and finding.rule == "timing_forgery"
+
+
+@pytest.mark.xfail(strict=True, reason="needs each window held against its own wall time (not only per-config sums), "
+                   "and robust's median taken over what a window's wall time bounds (per-window means)")  # fmt: skip
+def test_time_moved_between_windows_is_forged() -> None:
+    """state_runner_slot_redistribute.py, made to survive robust's holds: blocks of ten 1 ms calls behind a 10 ms
+    spin kernel; of every three windows the first claims the three windows' calls (its median then pays the next
+    hold), the other two claim 1 microsecond per call, so two thirds of the samples, and the median, are forged."""
+    line = Timeline()
+    real_wall = 10.0 + 10 * 1.0 + 10 * 0.15  # hold, calls, the harness between calls
+    for block in range(30):
+        samples = [3 * 1.0 - 0.002] * 10 if block % 3 == 0 else [0.001] * 10
+        fresh = block in (4, 17)
+        line.window(0, real_wall, samples, "audit" if fresh else "bench", 300 + block if fresh else None)
+    assert judge(line.ledger, "robust", CAL, configs=["a"]) is not None
+
+
+@pytest.mark.xfail(strict=True, reason="needs audit_evasion to compare the checked calls with the statistic the score "
+                   "uses (the mean, for gpumode-benchmark and flashinfer)")  # fmt: skip
+def test_padded_replays_that_keep_the_median_are_audit_evasion() -> None:
+    """audit_probe_pad_benchmark.py: the calls on fresh values compute (5 ms); of the others, 60 % are replays padded
+    to 0.9 of a call and 40 % return at once, so their median is 4.5 ms and their mean 2.7 ms."""
+    line = Timeline()
+    for i in range(60):
+        audit, activation = _fresh(i, at=(1, 13, 30, 47))
+        sample = CALL_MS if audit else (0.9 * CALL_MS if i % 10 < 6 else 0.02)
+        line.window(0, sample + 0.02, [sample], audit, activation)
+    finding = judge(line.ledger, "gpumode-benchmark", CAL, configs=["a"])
+    assert finding is not None and finding.rule == "audit_evasion"
+
+
+@pytest.mark.xfail(strict=True, reason="needs a ledger shape for confirm (every timed output checked, as gpumode)")
+def test_a_confirmation_whose_repeats_were_not_checked_is_audit_evasion() -> None:
+    """state_confirm_unchecked.py: confirm's repeats announced and timed, none handed to the checker."""
+    line = Timeline()
+    for _ in range(30):
+        line.window(0, 0.05, [0.02])
+    finding = judge(line.ledger, "confirm", CAL, configs=["a"])
+    assert finding is not None and finding.rule == "audit_evasion"
+
+
+def test_the_same_unchecked_repeats_are_caught_in_gpumode() -> None:
+    line = Timeline()
+    for _ in range(30):
+        line.window(0, 0.05, [0.02])
+    finding = judge(line.ledger, "gpumode", CAL, configs=["a"])
+    assert finding is not None and finding.rule == "audit_evasion"
