@@ -24,6 +24,7 @@ import sqlite_utils
 from ksearch.contracts.candidate import Candidate
 from ksearch.contracts.evaluation import Evaluation
 from ksearch.errors import RunNotFoundError, WorkspaceError
+from ksearch.redaction import redact_json
 from ksearch.store.migrations import migrate
 
 BUSY_TIMEOUT_S = 30.0
@@ -262,7 +263,7 @@ class Store:
                     "score": evaluation.score,
                     "latency_ms": evaluation.latency_ms,
                     "device": evaluation.device,
-                    "report": evaluation.model_dump_json(),
+                    "report": redact_json(evaluation.model_dump_json()),  # what a kernel printed is untrusted
                     "created_at": time.time(),
                 },
                 ignore=True,

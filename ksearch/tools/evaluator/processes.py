@@ -17,6 +17,9 @@ from ksearch.tools.evaluator.sandbox import has_exited, kill_group, private_dirs
 
 CANDIDATE_FILE = "candidate.py"
 CHALLENGER_FILE = "challenger.py"
+SHARED_DIR = "shared"
+"""Beside the workers' folders of a session: what two processes of one evaluation share (the compile scout's Triton
+cache). Candidates may write beneath their own folder and this one only."""
 
 
 class CheckerFailure(KsearchError):
@@ -148,13 +151,15 @@ class WorkerProcess:
         self.work, self.io = folder / "work", folder / "io"
         private_dirs(self.work)
         self.io.mkdir(mode=0o700, parents=True, exist_ok=True)
+        shared = folder.parent / SHARED_DIR
+        shared.mkdir(mode=0o700, exist_ok=True)
         msg_r, msg_w = os.pipe()
         try:
             with open(self.io / "stdout.txt", "wb") as out, open(self.io / "stderr.txt", "wb") as err:
                 self.process = spawn(
                     "ksearch.tools.evaluator.worker", ["--device", device], cwd=self.work, device=device,
                     stdin=subprocess.PIPE, stdout=out, stderr=err, pass_fds=(msg_w,),
-                    extra_env={"KSEARCH_MSG_FD": str(msg_w)},
+                    extra_env={"KSEARCH_MSG_FD": str(msg_w)}, contain=True, writable=(folder, shared),
                 )  # fmt: skip
         finally:
             os.close(msg_w)
