@@ -19,7 +19,7 @@ __all__ = ["run_report", "comparison_report", "render_pages", "default_output", 
 
 def run_report(run_id: str, workspace: Path | None = None) -> RunReport:
     """The report model of one run (a unique id prefix is enough)."""
-    store = open_store(workspace)
+    store = open_store(workspace, read_only=True)
     try:
         return gather_run_report(store, run_id)
     finally:
@@ -27,7 +27,7 @@ def run_report(run_id: str, workspace: Path | None = None) -> RunReport:
 
 
 def comparison_report(run_ids: list[str], workspace: Path | None = None) -> ComparisonReport:
-    store = open_store(workspace)
+    store = open_store(workspace, read_only=True)
     try:
         return gather_comparison(store, run_ids)
     finally:

@@ -70,7 +70,7 @@ def serve_in_thread(server: ReportServer) -> threading.Thread:
 
 def version(workspace: Path, run_ids: list[str]) -> str:
     """Changes whenever one of the runs (or, with no runs named, the list of runs) changes in the store."""
-    store = open_store(workspace)
+    store = open_store(workspace, read_only=True)
     try:
         if run_ids:
             parts = [store.activity_marker(store.get_run(r)["id"]) for r in run_ids]
@@ -86,7 +86,7 @@ def _version_url(run_ids: list[str]) -> str:
 
 
 def run_page(workspace: Path, run_id: str) -> str:
-    store = open_store(workspace)
+    store = open_store(workspace, read_only=True)
     try:
         report = gather_run_report(store, run_id)
     finally:
@@ -99,7 +99,7 @@ def run_page(workspace: Path, run_id: str) -> str:
 def compare_page(workspace: Path, run_ids: list[str]) -> str:
     if len(run_ids) < 2:
         raise UserError("pick at least two runs to compare")
-    store = open_store(workspace)
+    store = open_store(workspace, read_only=True)
     try:
         comparison = gather_comparison(store, run_ids)
     finally:
@@ -111,7 +111,7 @@ def compare_page(workspace: Path, run_ids: list[str]) -> str:
 
 
 def index_page(workspace: Path) -> str:
-    store = open_store(workspace)
+    store = open_store(workspace, read_only=True)
     try:
         runs = store.list_runs()
     finally:

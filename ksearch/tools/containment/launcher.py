@@ -7,8 +7,8 @@ It applies the layers the parent chose (``policy``), in this order, then ``exec`
             inside it.
 ``pidns``   with it, new PID and mount namespaces and a fresh ``/proc``: no other process of the machine is visible,
             not even by ``/proc/*/cmdline``, and a process the candidate starts in a new session still dies with the
-            worker (the namespace ends with its first process). The launcher stays as the namespace's parent and exits
-            as its child did.
+            worker (the namespace ends with its first process, a reaper whose child is the worker). The launcher
+            stays outside as the namespace's parent and exits as the worker did.
 ``caps``    every capability dropped from the bounding set (root keeps uid 0 but has no capability after ``exec``:
             no ``CAP_SYS_PTRACE``, no ``CAP_DAC_OVERRIDE``), and no_new_privs (no setuid program gives them back).
 ``landlock`` reads everywhere except the hidden paths, writes only beneath the given folders and ``/dev``, no TCP
@@ -190,36 +190,76 @@ def apply(spec: dict, *, probe: bool) -> tuple[list[str], dict[str, str]]:
 
 
 def _fork_into_namespace() -> None:
-    """Fork the namespace's first process; this (outer) process waits for it and exits as it did."""
-    keep_r, keep_w = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        os.close(keep_w)
+    """Fork the namespace's first process, which forks the worker and reaps; returns in the worker (pid 2: a pid 1
+    would ignore the signals it raises itself, so a candidate's segfault would not end it). This (outer) process
+    waits and exits as the worker did."""
+    status_r, status_w = os.pipe()
+    alive_r, alive_w = os.pipe()
+    first = os.fork()
+    if first == 0:
+        os.close(status_r)
+        os.close(alive_w)
         _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-        os.set_blocking(keep_r, False)
-        try:
-            if os.read(keep_r, 1) == b"":  # end of file: the launcher died before the request took effect
-                os._exit(1)
-        except BlockingIOError:
-            pass
-        os.environ["KSEARCH_PARENT_PID"] = "0"  # the launcher lies outside this namespace: getppid() reads 0
-        return
-    os.close(keep_r)
-    null = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(null, 0)  # the worker's stdin belongs to the worker alone
-    os.closerange(3, keep_w)
-    os.closerange(keep_w + 1, 1 << 16)
+        if _closed(alive_r):  # the launcher died before the request took effect
+            os._exit(1)
+        worker = os.fork()
+        if worker == 0:
+            os.close(status_w)
+            os.close(alive_r)
+            _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+            os.environ["KSEARCH_PARENT_PID"] = "1"  # its parent, the namespace's first process
+            return
+        _close_all_but({1, 2, status_w})
+        while True:
+            try:
+                pid, status = os.wait()
+            except ChildProcessError:
+                os._exit(FAILED)
+            except InterruptedError:
+                continue
+            if pid == worker:
+                os.write(status_w, status.to_bytes(4, "little"))
+                os._exit(0)  # the namespace, and whatever the candidate left in it, ends here
+    os.close(status_w)
+    os.close(alive_r)
+    _close_all_but({1, 2, status_r, alive_w})
     while True:
         try:
-            _, status = os.waitpid(pid, 0)
+            os.waitpid(first, 0)
             break
         except InterruptedError:
             continue
+    data = os.read(status_r, 4)
+    if len(data) != 4:
+        os._exit(FAILED)
+    status = int.from_bytes(data, "little")
     if os.WIFSIGNALED(status):
         sig = os.WTERMSIG(status)
         signal.signal(sig, signal.SIG_DFL)
         os.kill(os.getpid(), sig)
     os._exit(os.WEXITSTATUS(status) if os.WIFEXITED(status) else FAILED)
+
+
+def _closed(fd: int) -> bool:
+    os.set_blocking(fd, False)
+    try:
+        return os.read(fd, 1) == b""
+    except BlockingIOError:
+        return False
+
+
+def _close_all_but(keep: set[int]) -> None:
+    """Close every descriptor but ``keep`` (stdin becomes /dev/null: the worker's pipes belong to the worker alone)."""
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    keep = keep | {0}
+    for name in os.listdir("/proc/self/fd"):
+        fd = int(name)
+        if fd not in keep:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
 
 
 def main(argv: list[str]) -> int:
