@@ -52,8 +52,9 @@ class BackgroundDrivers:
     def log_path(self, run_id: str) -> Path:
         return self.workspace / "logs" / f"{run_id}.driver.log"
 
-    def start(self, run_id: str) -> None:
-        """Drive ``run_id`` in the background, unless this server already does (that process takes new answers)."""
+    def start(self, run_id: str, *, base_url: str | None = None) -> None:
+        """Drive ``run_id`` in the background, unless this server already does (that process takes new answers);
+        ``base_url``: the LLM server this call named (a stored one that is not loopback is not used unasked)."""
         with self._lock:
             proc = self._procs.get(run_id)
             if proc is not None and proc.poll() is None:
@@ -62,7 +63,8 @@ class BackgroundDrivers:
             log.parent.mkdir(parents=True, exist_ok=True)
             with log.open("ab") as sink:
                 self._procs[run_id] = subprocess.Popen(
-                    [sys.executable, "-m", "ksearch.cli", "--workspace", str(self.workspace), "resume", run_id],
+                    [sys.executable, "-m", "ksearch.cli", "--workspace", str(self.workspace), "resume", run_id,
+                     *(["--base-url", base_url] if base_url else [])],
                     stdin=subprocess.DEVNULL,
                     stdout=sink,
                     stderr=subprocess.STDOUT,
@@ -187,7 +189,7 @@ def build_server(workspace: Path | None = None) -> MCPServer:
             budget=BudgetConfig(max_total_tokens=max_tokens),
         )
         created = run_flow.create_run(config, workspace=ws)
-        drivers.start(created.run_id)
+        drivers.start(created.run_id, base_url=base_url)
         return drivers.wait(created.run_id, wait_s)
 
     @tool

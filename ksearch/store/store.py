@@ -132,6 +132,20 @@ def _open_read_only(path: Path) -> sqlite3.Connection:
     raise workspace_error(last, path) from last
 
 
+def _decode_config(run: dict[str, Any]) -> dict[str, Any]:
+    """A run row's stored config; a value that is not a JSON object (an edited or damaged row) reads as ``{}`` and
+    sets ``config_error`` on the row, so one bad row never breaks a listing (``stored_config`` refuses it in one line)."""
+    try:
+        value = json.loads(run.get("config") or "{}")
+    except (TypeError, ValueError) as exc:
+        run["config_error"] = f"not JSON: {exc}"
+        return {}
+    if not isinstance(value, dict):
+        run["config_error"] = "not a JSON object"
+        return {}
+    return value
+
+
 class Store:
     """Typed access to our tables. Thread-safe: parallel cycles share one instance.
 
@@ -229,7 +243,7 @@ class Store:
         if not rows:
             raise RunNotFoundError(f"no run {run_id!r} in {self.path}")
         run = rows[0]
-        run["config"] = json.loads(run["config"] or "{}")
+        run["config"] = _decode_config(run)
         return run
 
     def latest_run(self, *, unfinished: bool = False) -> dict[str, Any]:
@@ -246,7 +260,7 @@ class Store:
     def list_runs(self) -> list[dict[str, Any]]:
         runs = self._query("select * from runs order by created_at desc")
         for run in runs:
-            run["config"] = json.loads(run["config"] or "{}")
+            run["config"] = _decode_config(run)
         return runs
 
     def update_run(self, run_id: str, **fields: Any) -> None:
