@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from ksearch.contracts.identifiers import check_run_id
 
 
 class BudgetConfig(BaseModel):
@@ -29,6 +31,11 @@ class RunConfig(BaseModel):
     """What a run was asked to do. Stored as JSON in the runs table so resume and replay rebuild the same run."""
 
     model_config = ConfigDict(extra="forbid")
+
+    @field_validator("run_id")
+    @classmethod
+    def _safe_run_id(cls, value: str) -> str:
+        return check_run_id(value)
 
     run_id: str
     task: str

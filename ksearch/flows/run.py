@@ -68,7 +68,7 @@ def default_device() -> str:
 
 
 def new_run_id(task: str) -> str:
-    safe = "".join(c if c.isalnum() else "-" for c in task)[:24]
+    safe = "".join(c if c.isascii() and c.isalnum() else "-" for c in task)[:24].strip("-") or "run"
     return f"{safe}-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(2)}"
 
 

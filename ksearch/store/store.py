@@ -23,7 +23,8 @@ import sqlite_utils
 
 from ksearch.contracts.candidate import Candidate
 from ksearch.contracts.evaluation import Evaluation
-from ksearch.errors import RunNotFoundError, WorkspaceError
+from ksearch.contracts.identifiers import check_run_id
+from ksearch.errors import RunNotFoundError, UserError, WorkspaceError
 from ksearch.redaction import redact_json
 from ksearch.store.migrations import migrate, pending
 
@@ -223,6 +224,10 @@ class Store:
 
     # ---- runs ------------------------------------------------------------------------------------------------
     def create_run(self, run: dict[str, Any]) -> None:
+        try:
+            check_run_id(str(run.get("id", "")))
+        except ValueError as exc:
+            raise UserError(str(exc)) from None
         now = time.time()
         row = {"status": "created", "rounds_used": 0, "created_at": now, "updated_at": now, **run}
         if isinstance(row.get("config"), dict):
