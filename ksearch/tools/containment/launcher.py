@@ -235,7 +235,8 @@ def _fork_into_namespace() -> None:
     status = int.from_bytes(data, "little")
     if os.WIFSIGNALED(status):
         sig = os.WTERMSIG(status)
-        signal.signal(sig, signal.SIG_DFL)
+        if sig not in (signal.SIGKILL, signal.SIGSTOP):  # those two cannot be caught, nor set to their default
+            signal.signal(sig, signal.SIG_DFL)
         os.kill(os.getpid(), sig)
     os._exit(os.WEXITSTATUS(status) if os.WIFEXITED(status) else FAILED)
 
@@ -249,17 +250,19 @@ def _closed(fd: int) -> bool:
 
 
 def _close_all_but(keep: set[int]) -> None:
-    """Close every descriptor but ``keep`` (stdin becomes /dev/null: the worker's pipes belong to the worker alone)."""
+    """Close every descriptor but ``keep`` and the message pipe (stdin becomes /dev/null: the worker reads its requests
+    alone). The message pipe stays open here until this process exits, after the worker: the parent takes its end of
+    file for the worker's exit, and must find the exit status (mirrored by the launcher) by then. (No listing of
+    ``/proc/self/fd``: the namespace's own /proc may already be mounted over it.)"""
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)
-    keep = keep | {0}
-    for name in os.listdir("/proc/self/fd"):
-        fd = int(name)
-        if fd not in keep:
-            try:
-                os.close(fd)
-            except OSError:
-                pass
+    message = os.environ.get("KSEARCH_MSG_FD", "")
+    keep = keep | {0} | ({int(message)} if message.isdigit() else set())
+    low = 3
+    for fd in sorted(k for k in keep if k >= 3):
+        os.closerange(low, fd)
+        low = fd + 1
+    os.closerange(low, 1 << 20)
 
 
 def main(argv: list[str]) -> int:
