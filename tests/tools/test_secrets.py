@@ -34,9 +34,9 @@ def _env(sandbox: str) -> dict[str, str]:
     return env
 
 
-def _eval(exploit: Path, sandbox: str) -> dict:
+def _eval(exploit: Path, sandbox: str, device: str = "cpu") -> dict:
     done = subprocess.run(
-        [sys.executable, "-m", "ksearch.cli", "eval", "softmax", str(exploit), "--device", "cpu", "--json"],
+        [sys.executable, "-m", "ksearch.cli", "eval", "softmax", str(exploit), "--device", device, "--json"],
         cwd=REPO, env=_env(sandbox), capture_output=True, text=True, timeout=300, check=False,
     )  # fmt: skip
     assert SECRET not in done.stdout + done.stderr
@@ -64,6 +64,19 @@ def test_exploit_gets_no_key_with_the_default_containment(name: str) -> None:
         assert "opened=0" in loot, loot
     active = evaluation["environment"]["sandbox"].split(",")
     assert set(_available()) <= set(active) and "nondumpable" in active
+
+
+@linux_only
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", ["secret_ancestor_environ.py", "secret_parent_fds.py", "secret_proc_cmdline.py"])
+def test_exploit_gets_no_key_on_a_gpu(name: str) -> None:
+    """On a GPU the PID namespace is off (CUDA IPC): the other layers must hold, and CUDA IPC must still work (the
+    staging buffer stays on the device). Other processes' command lines are visible there; none holds the key."""
+    evaluation = _eval(EXPLOITS / name, "auto", "cuda")
+    assert "found=0" in _loot(evaluation)
+    environment = evaluation["environment"]
+    assert "pidns" not in environment["sandbox"] and "nondumpable" in environment["sandbox"]
+    assert set(policy.probe(gpu=True)[0]) <= set(environment["sandbox"].split(","))
 
 
 @linux_only
@@ -141,9 +154,10 @@ def test_a_run_keeps_the_key_out_of_the_store_and_the_next_prompt(tmp_path: Path
 
 def test_readable_roots_allow_everything_but_the_hidden_paths() -> None:
     tree = {"/": ["home", "usr", "tmp"], "/home": ["me", "you"], "/home/me": [".ssh", "proj", "link"]}
-    roots = readable_roots(["/home/me/.ssh"], listdir=lambda p: tree[p], is_link=lambda p: p.endswith("link"))
+    roots, listed = readable_roots(["/home/me/.ssh"], listdir=lambda p: tree[p], is_link=lambda p: p.endswith("link"))
     assert roots == ["/home/me/proj", "/home/you", "/tmp", "/usr"]
-    assert readable_roots([]) == ["/"]
+    assert listed == ["/", "/home", "/home/me"]
+    assert readable_roots([]) == (["/"], [])
 
 
 def test_unknown_layers_are_one_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -53,12 +53,17 @@ def readable_roots(
     hidden: list[str],
     listdir: Callable[[str], list[str]] = os.listdir,
     is_link: Callable[[str], bool] = os.path.islink,
-) -> list[str]:
-    """The hierarchies to allow reading so that everything is readable except ``hidden`` (absolute, resolved paths).
+) -> tuple[list[str], list[str]]:
+    """(hierarchies to allow reading whole, folders to allow listing only) so that everything is readable except
+    the files beneath ``hidden`` (absolute, resolved paths).
 
-    Landlock only allows, so "all but X" is every sibling of every ancestor of X. Symbolic links are left out: a
-    link is followed to its target, which is judged where it lies. A folder that cannot be listed is allowed whole."""
+    Landlock only allows, so "all but X" is every sibling of every ancestor of X, read whole. The ancestors
+    themselves may be listed (with everything beneath them, hidden folders included: names only, no contents), since
+    Python's import system lists every folder on ``sys.path`` and the workspace often lies inside the project.
+    Symbolic links are left out: a link is followed to its target, which is judged where it lies. A folder that
+    cannot be listed is allowed whole."""
     hidden_set = {os.path.normpath(h) for h in hidden if h}
+    listed: list[str] = []
 
     def beneath(path: str, root: str) -> bool:
         return path.startswith(root.rstrip("/") + "/")
@@ -72,6 +77,7 @@ def readable_roots(
             names = sorted(listdir(path))
         except OSError:
             return [path]
+        listed.append(path)
         found: list[str] = []
         for name in names:
             child = os.path.join(path, name)
@@ -79,7 +85,7 @@ def readable_roots(
                 found.extend(visit(child))
         return found
 
-    return visit("/")
+    return visit("/"), listed
 
 
 def die_with(parent_pid: int) -> None:
@@ -145,8 +151,11 @@ def apply_landlock(hidden: list[str], writable: list[str]) -> int:
         raise LayerError("Landlock is not available in this kernel")
     try:
         ruleset = landlock.Ruleset(abi)
-        for root in readable_roots(hidden):
+        whole, listed = readable_roots(hidden)
+        for root in whole:
             ruleset.allow(root, landlock.READ)
+        for folder in listed:
+            ruleset.allow(folder, landlock.READ_DIR)
         for folder in writable:
             if os.path.exists(folder):
                 ruleset.allow(folder, landlock.READ | landlock.write_rights(abi))

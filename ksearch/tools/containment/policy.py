@@ -144,10 +144,15 @@ def protect_parent() -> bool:
     return _parent_protected
 
 
+TASK_DATA_VARIABLES = ("FIB_DATASET_PATH", "KERNELBENCH_ROOT", "CUDA_HOME", "CUDA_PATH")
+"""Folders tasks and toolchains read from, wherever the user keeps them (never hidden)."""
+
+
 def needed_paths() -> list[str]:
-    """What a worker must keep reading: the Python installation and ksearch itself."""
+    """What a worker must keep reading: the Python installation, ksearch itself, task data and the CUDA toolkit."""
     paths = {sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(os.path.realpath(sys.executable)),
              str(Path(ksearch.__file__).resolve().parent)}  # fmt: skip
+    paths |= {os.environ[v] for v in TASK_DATA_VARIABLES if os.environ.get(v)}
     return [os.path.realpath(p) for p in paths if p]
 
 
