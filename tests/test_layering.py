@@ -20,12 +20,13 @@ ALLOWED: dict[str, set[str]] = {
     "contracts": set(),
     "errors": set(),
     "logs": set(),
+    "redaction": set(),
     "tasks": {"contracts", "errors"},
-    "tools": {"contracts", "errors", "tasks", "ksearch"},
-    "store": {"contracts", "errors"},
+    "tools": {"contracts", "errors", "tasks", "ksearch", "redaction"},
+    "store": {"contracts", "errors", "redaction"},
     "nodes": {"contracts", "errors", "tasks", "tools", "store", "agent"},
-    "agent": {"contracts", "errors", "tasks", "tools", "store", "nodes"},
-    "flows": {"contracts", "errors", "tasks", "tools", "store", "agent", "ksearch"},
+    "agent": {"contracts", "errors", "tasks", "tools", "store", "nodes", "redaction"},
+    "flows": {"contracts", "errors", "tasks", "tools", "store", "agent", "ksearch", "redaction"},
     "cli": {"contracts", "errors", "logs", "flows", "agent"},
 }
 CLI_AGENT_DATA = {"ksearch.agent.config", "ksearch.agent.world_model"}

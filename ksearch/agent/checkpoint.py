@@ -28,6 +28,13 @@ STATE_CLASSES = [
 ]
 
 
+def reading_checkpointer(conn: sqlite3.Connection) -> SqliteSaver:
+    """A saver that only reads, on a read-only store's connection (no set-up: that would write the file)."""
+    saver = SqliteSaver(conn, serde=JsonPlusSerializer(allowed_msgpack_modules=STATE_CLASSES))
+    saver.is_setup = True
+    return saver
+
+
 def open_checkpointer(db_path: Path) -> SqliteSaver:
     """A saver on its own connection to the workspace file (WAL, so our store and the saver don't block each other).
 

@@ -7,6 +7,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from ksearch.contracts.identifiers import check_run_id
 _DEVICE = re.compile(r"cpu|cuda(:\d+)?")
 
 
@@ -70,6 +71,11 @@ class RunConfig(BaseModel):
     """What a run was asked to do. Stored as JSON in the runs table so resume and replay rebuild the same run."""
 
     model_config = ConfigDict(extra="forbid")
+
+    @field_validator("run_id")
+    @classmethod
+    def _safe_run_id(cls, value: str) -> str:
+        return check_run_id(value)
 
     run_id: str
     task: str

@@ -25,12 +25,13 @@ def report(
         Path | None,
         typer.Option("--output", "-o", help="The HTML file to write (default: report-RUN.html, or compare-RUN-and-N-more.html for several runs)."),
     ] = None,
+    force: Annotated[bool, typer.Option("--force", help="Overwrite the output file if it exists.")] = False,
 ) -> None:
     """Write one self-contained HTML file (opens offline) of a run: charts, world-model tree with diffs, per-shape
     table, LLM usage and settings; several runs give a comparison."""
     from ksearch.flows import report as report_flow
 
-    path = report_flow.write_report(run_ids or [pick_run(ctx, None)], output, workspace_of(ctx))
+    path = report_flow.write_report(run_ids or [pick_run(ctx, None)], output, workspace_of(ctx), force=force)
     size_mb = path.stat().st_size / 1e6
     out.print(f"wrote {path} ({size_mb:.1f} MB, opens offline)")
 

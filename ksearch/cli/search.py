@@ -119,6 +119,8 @@ def resume(
     ctx: typer.Context,
     run_id: LatestRunIdArg = None,
     scheduler: Annotated[str | None, typer.Option("--scheduler", help="For a run made with --executor dask: go on with the Dask scheduler at this address (the run remembers it).")] = None,
+    base_url: Annotated[str | None, typer.Option("--base-url", help="The OpenAI-compatible server to use (a server stored in the workspace that is not loopback is used only when named here).")] = None,
+    trust_task: Annotated[bool, typer.Option("--trust-task", help="Import the run's task file although it lies inside the workspace folder (a received workspace could ship code there).")] = False,
 ) -> None:
     """Continue a run from its last checkpoint (after a crash, a kill or Ctrl-C); without RUN, the latest unfinished run."""
     from ksearch.flows import inspect as inspect_flow
@@ -127,7 +129,8 @@ def resume(
     run_row = inspect_flow.run_row(pick_run(ctx, run_id, unfinished=True), workspace_of(ctx))
     max_rounds = run_row["config"].get("max_rounds", 0)
     with Progress(max_rounds, announce_resume=True) as progress:
-        outcome = runner.resume_run(run_row["id"], workspace=workspace_of(ctx), on_event=progress, scheduler=scheduler)
+        outcome = runner.resume_run(run_row["id"], workspace=workspace_of(ctx), on_event=progress, scheduler=scheduler,
+                                    base_url=base_url, trust_task=trust_task)  # fmt: skip
     print_outcome(outcome, workspace_of(ctx))
 
 
@@ -136,11 +139,12 @@ def replay(
     ctx: typer.Context,
     run_id: LatestRunIdArg = None,
     device: Annotated[str | None, typer.Option(help="Re-evaluate on this device (default: the recorded one).")] = None,
+    trust_task: Annotated[bool, typer.Option("--trust-task", help="Import the run's task file although it lies inside the workspace folder.")] = False,
 ) -> None:
     """Re-execute a past run with its recorded LLM replies, re-evaluating every kernel on this machine."""
     from ksearch.flows import run as runner
 
-    config = runner.replay_config(pick_run(ctx, run_id), workspace=workspace_of(ctx), device=device)
+    config = runner.replay_config(pick_run(ctx, run_id), workspace=workspace_of(ctx), device=device, trust_task=trust_task)
     out.print(f"replaying [bold]{config.replay_of}[/bold] as new run [bold]{config.run_id}[/bold] on {config.device}")
     with Progress(config.max_rounds) as progress:
         outcome = runner.start_run(config, workspace=workspace_of(ctx), on_event=progress)

@@ -200,7 +200,7 @@ def export_run_in(
     """``export_run`` on the store of ``workspace`` (opened and closed here)."""
     from ksearch.flows.workspace import open_store
 
-    store = open_store(workspace)
+    store = open_store(workspace, read_only=True)
     try:
         return export_run(store, run_id, format_name, output, overwrite=overwrite)
     finally:

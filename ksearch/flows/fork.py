@@ -29,7 +29,8 @@ from ksearch.agent.graph import build_search_graph
 from ksearch.agent.state import SearchState
 from ksearch.agent.steering import TREE_ACTS
 from ksearch.errors import UserError
-from ksearch.flows.run import SEED_CYCLE_ID, EventSink, RunOutcome, _create, new_run_id, resume_run
+from ksearch.flows import trust
+from ksearch.flows.run import SEED_CYCLE_ID, EventSink, RunOutcome, _create, new_run_id, resume_run, stored_config
 from ksearch.flows.workspace import open_store
 from ksearch.store import Store
 from ksearch.store.steering import copy_acts
@@ -110,7 +111,7 @@ def fork_run(
 ) -> RunOutcome:
     """Create the fork of ``run_id`` at ``at_round`` and drive it until it pauses or ends."""
     config = create_fork(run_id, at_round, updates=updates, workspace=workspace)
-    return resume_run(config.run_id, workspace=workspace, on_event=on_event)
+    return resume_run(config.run_id, workspace=workspace, on_event=on_event, base_url=(updates or {}).get("base_url"))
 
 
 def create_fork(
@@ -120,9 +121,12 @@ def create_fork(
     updates = updates or {}
     store = open_store(workspace)
     try:
-        parent = RunConfig.model_validate(store.get_run(run_id)["config"])
+        parent = stored_config(store.get_run(run_id))
         point = fork_point(store, parent.run_id, at_round)
-        ctx = _create(fork_config(parent, at_round, updates), store, None)
+        config = fork_config(parent, at_round, updates)
+        trust.accept_endpoints(config, command=f"ksearch fork {parent.run_id} --at {at_round}",
+                               base_url=updates.get("base_url"), scheduler=updates.get("scheduler"))  # fmt: skip
+        ctx = _create(config, store, None)
         ctx.shutdown()  # nothing is evaluated here: the process that drives the fork evaluates
         config = ctx.config
         _inherit(store, parent.run_id, config.run_id, point)

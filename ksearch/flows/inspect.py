@@ -54,7 +54,7 @@ class RunView:
 def list_runs(workspace: Path | None = None) -> list[dict[str, Any]]:
     """The workspace's runs, newest first, each with its LLM usage totals under ``usage``; a run whose status says
     ``running`` also says under ``driven`` whether a process is driving it now (False: it crashed or was killed)."""
-    store = open_store(workspace)
+    store = open_store(workspace, read_only=True)
     try:
         rows = store.list_runs()
         runs = [{**r, "usage": store.usage(r["id"])["total"]} for r in rows]
@@ -69,7 +69,7 @@ def list_runs(workspace: Path | None = None) -> list[dict[str, Any]]:
 def resolve_run_id(run_id: str | None, workspace: Path | None = None, *, unfinished: bool = False) -> str:
     """The full id of ``run_id`` (a unique prefix is enough), or, when it is None, of the latest run (``unfinished``:
     the latest one not finished). RunNotFoundError when there is no such run."""
-    store = open_store(workspace)
+    store = open_store(workspace, read_only=True)
     try:
         run = store.get_run(run_id) if run_id is not None else store.latest_run(unfinished=unfinished)
         return run["id"]
@@ -79,7 +79,7 @@ def resolve_run_id(run_id: str | None, workspace: Path | None = None, *, unfinis
 
 def run_view(run_id: str, workspace: Path | None = None) -> RunView:
     """One run (a unique id prefix is enough): its row, latest world model, rounds, usage and best kernel."""
-    store = open_store(workspace)
+    store = open_store(workspace, read_only=True)
     try:
         run = store.get_run(run_id)
         snapshots = store.list_snapshots(run["id"])
@@ -99,7 +99,7 @@ def run_view(run_id: str, workspace: Path | None = None) -> RunView:
 
 
 def run_row(run_id: str, workspace: Path | None = None) -> dict[str, Any]:
-    store = open_store(workspace)
+    store = open_store(workspace, read_only=True)
     try:
         return store.get_run(run_id)
     finally:
@@ -107,7 +107,7 @@ def run_row(run_id: str, workspace: Path | None = None) -> dict[str, Any]:
 
 
 def evaluation(evaluation_id: str, workspace: Path | None = None) -> Evaluation:
-    store = open_store(workspace)
+    store = open_store(workspace, read_only=True)
     try:
         return store.get_evaluation(evaluation_id)
     finally:

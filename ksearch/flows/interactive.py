@@ -7,12 +7,14 @@ records the reply as the LLM call's row first, then drives the run: once it retu
 
 from __future__ import annotations
 
+import sqlite3
+
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ksearch.agent.checkpoint import open_checkpointer
+from ksearch.agent.checkpoint import open_checkpointer, reading_checkpointer
 from ksearch.agent.graph import build_search_graph
 from ksearch.agent.interactive import INTERACTIVE_MODEL, Waiting, waiting_prompts
 from ksearch.agent.llm import RecordedCall
@@ -48,17 +50,22 @@ class Response:
 
 def read_pending(store: Store, run_id: str) -> list[Waiting]:
     """The pauses of ``run_id`` from its latest checkpoint (answered ones included, marked)."""
-    saver = open_checkpointer(store.path)
+    saver = reading_checkpointer(store.connection) if store.read_only else open_checkpointer(store.path)
     try:
         snapshot = build_search_graph(saver).get_state({"configurable": {"thread_id": run_id}})
         return waiting_prompts(snapshot, store, run_id)
+    except sqlite3.OperationalError:
+        if store.read_only:
+            return []  # a workspace without checkpoints (nothing ever ran in it): nothing waits
+        raise
     finally:
-        saver.conn.close()
+        if not store.read_only:
+            saver.conn.close()
 
 
 def pending(run_id: str, *, workspace: Path | None = None) -> PendingView:
     """What the run waits for; a unique prefix of the run id is enough."""
-    store = open_store(workspace)
+    store = open_store(workspace, read_only=True)
     try:
         run = store.get_run(run_id)
         return PendingView(run_id=run["id"], status=run["status"], prompts=read_pending(store, run["id"]))
@@ -68,7 +75,7 @@ def pending(run_id: str, *, workspace: Path | None = None) -> PendingView:
 
 def latest_waiting_run(*, workspace: Path | None = None) -> str:
     """The most recent run with status ``waiting`` (for ``ksearch pending`` without a run id)."""
-    store = open_store(workspace)
+    store = open_store(workspace, read_only=True)
     try:
         for run in store.list_runs():
             if run["status"] == "waiting":

@@ -26,6 +26,7 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
 from ksearch.agent.config import BudgetConfig, RunConfig
+from ksearch.contracts.identifiers import file_stem
 from ksearch.errors import KsearchError
 from ksearch.flows import fork as fork_flow
 from ksearch.flows import inspect as inspect_flow
@@ -50,10 +51,11 @@ class BackgroundDrivers:
         self._lock = threading.Lock()
 
     def log_path(self, run_id: str) -> Path:
-        return self.workspace / "logs" / f"{run_id}.driver.log"
+        return self.workspace / "logs" / f"{file_stem(run_id)}.driver.log"
 
-    def start(self, run_id: str) -> None:
-        """Drive ``run_id`` in the background, unless this server already does (that process takes new answers)."""
+    def start(self, run_id: str, *, base_url: str | None = None) -> None:
+        """Drive ``run_id`` in the background, unless this server already does (that process takes new answers);
+        ``base_url``: the LLM server this call named (a stored one that is not loopback is not used unasked)."""
         with self._lock:
             proc = self._procs.get(run_id)
             if proc is not None and proc.poll() is None:
@@ -62,7 +64,8 @@ class BackgroundDrivers:
             log.parent.mkdir(parents=True, exist_ok=True)
             with log.open("ab") as sink:
                 self._procs[run_id] = subprocess.Popen(
-                    [sys.executable, "-m", "ksearch.cli", "--workspace", str(self.workspace), "resume", run_id],
+                    [sys.executable, "-m", "ksearch.cli", "--workspace", str(self.workspace), "resume", run_id,
+                     *(["--base-url", base_url] if base_url else [])],
                     stdin=subprocess.DEVNULL,
                     stdout=sink,
                     stderr=subprocess.STDOUT,
@@ -131,6 +134,39 @@ def reported(fn: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
+ROOTS_VARIABLE = "KSEARCH_MCP_ROOTS"
+"""More folders (``:``-separated) from which the server may read kernel and task files, besides its working
+directory."""
+
+
+def allowed_roots() -> list[Path]:
+    """Where the server reads files an agent names: its working directory, and ``KSEARCH_MCP_ROOTS``."""
+    extra = [Path(p) for p in os.environ.get(ROOTS_VARIABLE, "").split(os.pathsep) if p]
+    return [Path.cwd().resolve(), *(p.resolve() for p in extra)]
+
+
+def confined_file(name: str, what: str, workspace: Path) -> Path:
+    """``name`` resolved, when it lies under an allowed root and outside the workspace; ValueError otherwise. A
+    task file is imported into this server's process, so it must come from a folder the user chose, never from
+    anywhere an agent points (nor from the workspace, which may have come from someone else)."""
+    path = Path(name).expanduser()
+    path = (path if path.is_absolute() else Path.cwd() / path).resolve()
+    if path.is_relative_to(workspace) or not any(path.is_relative_to(root) for root in allowed_roots()):
+        roots = ", ".join(str(r) for r in allowed_roots())
+        raise ValueError(f"{what} {name!r} is outside the folders this server reads ({roots}); "
+                         f"start `ksearch mcp` in the project folder, or add the folder to {ROOTS_VARIABLE}")  # fmt: skip
+    return path
+
+
+def confined_task(task: str, workspace: Path) -> str:
+    """A task name whose file, if it names one (``op.py``, ``kernelbench:path.py``), is confined like a kernel file."""
+    prefix = "kernelbench:" if task.startswith("kernelbench:") else ""
+    name = task.removeprefix(prefix)
+    if name.endswith(".py") or ("/" in name and not name.replace("/", "").isdigit()):
+        return prefix + str(confined_file(name, "task file", workspace))
+    return task
+
+
 def build_server(workspace: Path | None = None) -> MCPServer:
     """The server with its tools, on ``workspace`` (``--workspace``, ``$KSEARCH_WORKSPACE`` or ``./.ksearch``)."""
     ws = workspace_dir(workspace).resolve()
@@ -171,6 +207,8 @@ def build_server(workspace: Path | None = None) -> MCPServer:
         """Start a search. model "interactive" makes you answer every LLM call (returns the first prompt); a
         provider:model runs in the background (poll pending/show_run). device: auto, cuda, cuda:N or cpu."""
         chosen = resolve_device(device)
+        task = confined_task(task, ws)
+        seed_from = str(confined_file(seed_from, "seed file", ws)) if seed_from else None
         canonical = inspect_flow.canonical_task(task, None, chosen)
         config = RunConfig(
             run_id=run_id or run_flow.new_run_id(Path(task).stem if task.endswith(".py") else task),
@@ -187,7 +225,7 @@ def build_server(workspace: Path | None = None) -> MCPServer:
             budget=BudgetConfig(max_total_tokens=max_tokens),
         )
         created = run_flow.create_run(config, workspace=ws)
-        drivers.start(created.run_id)
+        drivers.start(created.run_id, base_url=base_url)
         return drivers.wait(created.run_id, wait_s)
 
     @tool
@@ -268,8 +306,9 @@ def build_server(workspace: Path | None = None) -> MCPServer:
         results and timings with their spread. Untrusted code runs in a sandboxed process, never in the server."""
         if (path is None) == (code is None):
             raise ValueError("give exactly one of path and code")
+        task = confined_task(task, ws)
         with tempfile.TemporaryDirectory() as tmp:
-            file = Path(path) if path is not None else Path(tmp) / "kernel.py"
+            file = confined_file(path, "kernel file", ws) if path is not None else Path(tmp) / "kernel.py"
             if code is not None:
                 file.write_text(code, encoding="utf-8")
             evaluation = evaluate_file(task, file, device=device, timing_method=timing_method)

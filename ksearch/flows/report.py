@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ksearch.contracts.identifiers import file_stem
 from ksearch.errors import UserError
 from ksearch.flows import report_render
 from ksearch.flows.report_model import ComparisonReport, RunReport, gather_comparison, gather_run_report
@@ -19,7 +20,7 @@ __all__ = ["run_report", "comparison_report", "render_pages", "default_output", 
 
 def run_report(run_id: str, workspace: Path | None = None) -> RunReport:
     """The report model of one run (a unique id prefix is enough)."""
-    store = open_store(workspace)
+    store = open_store(workspace, read_only=True)
     try:
         return gather_run_report(store, run_id)
     finally:
@@ -27,7 +28,7 @@ def run_report(run_id: str, workspace: Path | None = None) -> RunReport:
 
 
 def comparison_report(run_ids: list[str], workspace: Path | None = None) -> ComparisonReport:
-    store = open_store(workspace)
+    store = open_store(workspace, read_only=True)
     try:
         return gather_comparison(store, run_ids)
     finally:
@@ -50,18 +51,24 @@ def render_pages(
 
 
 def default_output(run_ids: list[str]) -> Path:
-    """``report-RUN.html``, or ``compare-RUN-and-N-more.html`` for several runs (in the current directory)."""
+    """``report-RUN.html``, or ``compare-RUN-and-N-more.html`` for several runs (in the current directory), with the
+    id made file-name safe (a stored id may come from someone else's workspace)."""
     if len(run_ids) == 1:
-        return Path(f"report-{run_ids[0]}.html")
-    return Path(f"compare-{run_ids[0]}-and-{len(run_ids) - 1}-more.html")
+        return Path(f"report-{file_stem(run_ids[0])}.html")
+    return Path(f"compare-{file_stem(run_ids[0])}-and-{len(run_ids) - 1}-more.html")
 
 
-def write_report(run_ids: list[str], output: Path | None = None, workspace: Path | None = None) -> Path:
-    """Write the report (or comparison) of ``run_ids`` to ``output`` (default: ``default_output``); returns the path."""
+def write_report(
+    run_ids: list[str], output: Path | None = None, workspace: Path | None = None, *, force: bool = False
+) -> Path:
+    """Write the report (or comparison) of ``run_ids`` to ``output`` (default: ``default_output``); returns the path.
+    An existing file is overwritten only with ``force``."""
     html, full_ids = render_pages(run_ids, workspace)
     path = Path(output) if output is not None else default_output(full_ids)
     if path.is_dir():
         path = path / default_output(full_ids)
+    if path.exists() and not force:
+        raise UserError(f"{path} exists", hint="pass --force to overwrite it, or -o another file")
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(html, encoding="utf-8")
     return path

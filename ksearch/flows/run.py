@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import structlog
+from pydantic import ValidationError
 from langchain_core.language_models import BaseChatModel
 from langgraph.types import Command
 
@@ -53,6 +54,7 @@ from ksearch.tools.gpu_pool import GpuPool
 from ksearch.store import Store, workspace_error
 from ksearch.store.drivers import claim_driver, release_driver
 from ksearch.store.steering import copy_acts
+from ksearch.flows import trust
 from ksearch.flows.workspace import DB_NAME, DEFAULT_WORKSPACE, open_store, workspace_dir  # noqa: F401 - re-exported
 
 log = structlog.get_logger(__name__)
@@ -67,7 +69,7 @@ def default_device() -> str:
 
 
 def new_run_id(task: str) -> str:
-    safe = "".join(c if c.isalnum() else "-" for c in task)[:24]
+    safe = "".join(c if c.isascii() and c.isalnum() else "-" for c in task)[:24].strip("-") or "run"
     return f"{safe}-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(2)}"
 
 
@@ -311,24 +313,33 @@ def _create(
 
 
 def resume_run(
-    run_id: str, *, workspace: Path | None = None, on_event: EventSink | None = None, scheduler: str | None = None
+    run_id: str,
+    *,
+    workspace: Path | None = None,
+    on_event: EventSink | None = None,
+    scheduler: str | None = None,
+    base_url: str | None = None,
+    trust_task: bool = False,
 ) -> RunOutcome:
     """Drive a run on from its last checkpoint. ``scheduler``: a run made with ``--executor dask`` goes on with the
-    Dask scheduler at this address (a restarted cluster); the run's stored config remembers it."""
+    Dask scheduler at this address (a restarted cluster); the run's stored config remembers it. A stored LLM server
+    or scheduler that is not loopback, and a task file inside the workspace, are used only when confirmed
+    (``base_url``, ``scheduler``, ``trust_task``: ``ksearch.flows.trust``)."""
     store = open_store(workspace)
     ctx: SearchContext | None = None
     try:
         run = store.get_run(run_id)
-        config = RunConfig.model_validate(run["config"])
+        config = stored_config(run)
         if run["status"] == "finished":
             raise UserError(f"run {config.run_id} already finished", hint=f"see it with: ksearch show {config.run_id}")
-        if scheduler is not None and scheduler != config.scheduler:
-            if config.executor != "dask":
-                raise UserError(
-                    f"run {config.run_id} evaluates on this machine (--executor local); --scheduler is for runs "
-                    "made with --executor dask"
-                )
-            config = config.model_copy(update={"scheduler": scheduler})
+        if scheduler is not None and scheduler != config.scheduler and config.executor != "dask":
+            raise UserError(
+                f"run {config.run_id} evaluates on this machine (--executor local); --scheduler is for runs "
+                "made with --executor dask"
+            )
+        command = f"ksearch resume {config.run_id}"
+        config = trust.accept_endpoints(config, command=command, base_url=base_url, scheduler=scheduler)
+        trust.check_task_file(config, workspace_dir(workspace), trusted=trust_task, command=command)
         ctx = build_context(config, store)
         ctx.config = config = stamp_task(config, ctx.task)  # a run made before digests were recorded gets one now
         if config.model_dump(mode="json") != run["config"]:
@@ -340,14 +351,24 @@ def resume_run(
         store.close()
 
 
-def replay_config(run_id: str, *, workspace: Path | None = None, device: str | None = None) -> RunConfig:
-    """The config of a new run that re-executes ``run_id`` with its recorded replies, on this machine."""
-    store = open_store(workspace)
+def replay_config(
+    run_id: str, *, workspace: Path | None = None, device: str | None = None, trust_task: bool = False
+) -> RunConfig:
+    """The config of a new run that re-executes ``run_id`` with its recorded replies, on this machine (a task file
+    inside the workspace only with ``trust_task``)."""
+    store = open_store(workspace, read_only=True)
     try:
         run = store.get_run(run_id)
     finally:
         store.close()
-    old = RunConfig.model_validate(run["config"])
+    old = stored_config(run)
+    trust.check_task_file(old, workspace_dir(workspace), trusted=trust_task, command=f"ksearch replay {old.run_id}")
+    if old.executor == "dask" and old.scheduler and not trust.is_loopback(old.scheduler):
+        raise UserError(
+            f"run {old.run_id} evaluated on the Dask scheduler {old.scheduler}, a setting stored in the workspace: a "
+            "replay evaluates on this machine only",
+            hint="replay it here with --device cpu or cuda, or start a new run with --executor dask --scheduler ADDR",
+        )
     return old.model_copy(
         update={
             "run_id": new_run_id(old.task),
@@ -360,6 +381,22 @@ def replay_config(run_id: str, *, workspace: Path | None = None, device: str | N
             "skills": old.skills and old.skill_snapshot is not None,
         }
     )
+
+
+def stored_config(run: dict) -> RunConfig:
+    """A run's stored config, validated: a row that does not parse is one line naming the run, never a traceback."""
+    raw = run.get("config")
+    if run.get("config_error"):
+        raise UserError(f"run {run.get('id')!r} has an invalid stored config ({run['config_error']})",
+                        hint="the workspace row was edited or damaged; start a new run, or fork another run")  # fmt: skip
+    try:
+        return RunConfig.model_validate(raw if isinstance(raw, dict) else {})
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()[:3])
+        raise UserError(
+            f"run {run.get('id')!r} has an invalid stored config ({problems})",
+            hint="the workspace row was edited or damaged; start a new run, or fork another run",
+        ) from None
 
 
 def freeze_skills(ctx: SearchContext) -> RunConfig:

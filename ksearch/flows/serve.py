@@ -6,11 +6,16 @@ Every page is rendered from the store on each request, so it shows a run as it g
 
 Routes: ``/`` (the runs, with a comparison form), ``/runs/RUN``, ``/compare?run=A&run=B``, ``/api/version?run=A``
 (no ``run``: the list of runs), ``/static/plotly.min.js``.
+
+Only GET, and only for a ``Host`` that names this server: ``localhost``, the bound host, or an IP address. A web
+page cannot read these pages through DNS rebinding (its requests carry its own domain name as ``Host``). Each
+request does bounded work: at most ``MAX_RUNS_PER_REQUEST`` distinct runs.
 """
 
 from __future__ import annotations
 
 import hashlib
+import ipaddress
 import json
 import threading
 from http import HTTPStatus
@@ -30,6 +35,31 @@ log = structlog.get_logger(__name__)
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8765
 PLOTLY_PATH = "/static/plotly.min.js"
+MAX_RUNS_PER_REQUEST = 12
+"""A comparison or a version check names at most this many distinct runs (repeats count once)."""
+
+
+def host_allowed(host_header: str | None, bound_host: str) -> bool:
+    """Whether a request's ``Host`` names this server: ``localhost``, the address it is bound to, or an IP literal
+    (a DNS-rebinding page sends its own domain name)."""
+    if not host_header:
+        return False
+    host = urlsplit(f"//{host_header}").hostname or ""
+    if host in ("localhost", bound_host.lower()) or host.endswith(".localhost"):
+        return True
+    try:
+        ipaddress.ip_address(host)
+        return True
+    except ValueError:
+        return False
+
+
+def run_ids_of(query: dict[str, list[str]]) -> list[str]:
+    """The distinct ``run`` parameters of a request, in order; UserError past ``MAX_RUNS_PER_REQUEST``."""
+    ids = list(dict.fromkeys(query.get("run", [])))
+    if len(ids) > MAX_RUNS_PER_REQUEST:
+        raise UserError(f"a request names at most {MAX_RUNS_PER_REQUEST} runs, not {len(ids)}")
+    return ids
 
 
 class ReportServer(ThreadingHTTPServer):
@@ -70,7 +100,7 @@ def serve_in_thread(server: ReportServer) -> threading.Thread:
 
 def version(workspace: Path, run_ids: list[str]) -> str:
     """Changes whenever one of the runs (or, with no runs named, the list of runs) changes in the store."""
-    store = open_store(workspace)
+    store = open_store(workspace, read_only=True)
     try:
         if run_ids:
             parts = [store.activity_marker(store.get_run(r)["id"]) for r in run_ids]
@@ -86,7 +116,7 @@ def _version_url(run_ids: list[str]) -> str:
 
 
 def run_page(workspace: Path, run_id: str) -> str:
-    store = open_store(workspace)
+    store = open_store(workspace, read_only=True)
     try:
         report = gather_run_report(store, run_id)
     finally:
@@ -99,7 +129,7 @@ def run_page(workspace: Path, run_id: str) -> str:
 def compare_page(workspace: Path, run_ids: list[str]) -> str:
     if len(run_ids) < 2:
         raise UserError("pick at least two runs to compare")
-    store = open_store(workspace)
+    store = open_store(workspace, read_only=True)
     try:
         comparison = gather_comparison(store, run_ids)
     finally:
@@ -111,7 +141,7 @@ def compare_page(workspace: Path, run_ids: list[str]) -> str:
 
 
 def index_page(workspace: Path) -> str:
-    store = open_store(workspace)
+    store = open_store(workspace, read_only=True)
     try:
         runs = store.list_runs()
     finally:
@@ -126,17 +156,23 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:  # noqa: N802 - the standard library's name
         url = urlsplit(self.path)
-        query = parse_qs(url.query)
         ws = self.server.workspace
+        if not host_allowed(self.headers.get("Host"), str(self.server.server_address[0])):
+            self._error(HTTPStatus.BAD_REQUEST, "this server answers only requests for localhost or its address")
+            return
         try:
+            try:
+                query = parse_qs(url.query, max_num_fields=4 * MAX_RUNS_PER_REQUEST)
+            except ValueError:
+                raise UserError(f"a request names at most {MAX_RUNS_PER_REQUEST} runs") from None
             if url.path == "/":
                 self._send(HTTPStatus.OK, index_page(ws))
             elif url.path.startswith("/runs/") and len(url.path) > len("/runs/"):
                 self._send(HTTPStatus.OK, run_page(ws, unquote(url.path[len("/runs/"):])))
             elif url.path == "/compare":
-                self._send(HTTPStatus.OK, compare_page(ws, query.get("run", [])))
+                self._send(HTTPStatus.OK, compare_page(ws, run_ids_of(query)))
             elif url.path == "/api/version":
-                body = json.dumps({"version": version(ws, query.get("run", []))})
+                body = json.dumps({"version": version(ws, run_ids_of(query))})
                 self._send(HTTPStatus.OK, body, "application/json", cache="no-store")
             elif url.path == PLOTLY_PATH:
                 self._send(HTTPStatus.OK, report_render.plotly_js(), "text/javascript", cache="max-age=86400")

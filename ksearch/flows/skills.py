@@ -70,7 +70,7 @@ def list_skills(
 ) -> list[SkillView]:
     """The library with status and estimates derived now; optionally only the skills in scope for a task family,
     language and arch (each filter alone matches as the run's hard filter would), and of one status."""
-    store = open_store(workspace)
+    store = open_store(workspace, read_only=True)
     try:
         views = library_views(store)
     finally:
@@ -94,7 +94,7 @@ def _partial_scope(view: SkillView, task: str | None, language: str | None, arch
 
 def show_skill(skill_id: str, workspace: Path | None = None) -> tuple[SkillView, list[Evidence]]:
     """One skill (a unique id prefix is enough) with its derived view and its whole evidence log."""
-    store = open_store(workspace)
+    store = open_store(workspace, read_only=True)
     try:
         view = skill_view(store, skill_id)
         return view, load_evidence(store, view.skill_id)
@@ -104,7 +104,7 @@ def show_skill(skill_id: str, workspace: Path | None = None) -> tuple[SkillView,
 
 def export_skills(path: Path, workspace: Path | None = None, *, skill_ids: list[str] | None = None) -> int:
     """Write the library (or the given skills) with their evidence logs as a ``ksearch-skills`` JSON file."""
-    store = open_store(workspace)
+    store = open_store(workspace, read_only=True)
     try:
         ids = [load_skill(store, s).skill_id for s in skill_ids] if skill_ids else [v.skill_id for v in library_views(store)]
         records = [SkillRecord(skill=load_skill(store, sid), evidence=load_evidence(store, sid)) for sid in ids]

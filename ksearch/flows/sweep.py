@@ -288,7 +288,7 @@ def _run_problem(
     elif existing is not None:
         if on_problem:
             on_problem("resume", entry)
-        runner.resume_run(entry.run_id, workspace=workspace, on_event=sink)
+        runner.resume_run(entry.run_id, workspace=workspace, on_event=sink, base_url=spec.base_url)
     else:
         if on_problem:
             on_problem("start", entry)

@@ -20,7 +20,12 @@ def workspace_dir(explicit: Path | None = None) -> Path:
     return Path(os.environ.get("KSEARCH_WORKSPACE", DEFAULT_WORKSPACE))
 
 
-def open_store(workspace: Path | None = None) -> Store:
+def open_store(workspace: Path | None = None, *, read_only: bool = False) -> Store:
+    """The workspace's store; ``read_only`` for commands that only look (the file is never written, not even to
+    upgrade its schema). The workspace is hidden from every kernel this process evaluates from now on."""
     from ksearch.store import Store  # here, not above: the CLI reads workspace_dir at every start
+    from ksearch.tools.containment.policy import hide
 
-    return Store(workspace_dir(workspace) / DB_NAME)
+    folder = workspace_dir(workspace)
+    hide(folder)
+    return Store(folder / DB_NAME, read_only=read_only)

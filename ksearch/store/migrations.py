@@ -12,10 +12,12 @@ from collections.abc import Callable
 import sqlite_utils
 
 MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = []
+"""In the order they apply: by number (``m003`` before ``m004`` whatever the order of the definitions)."""
 
 
 def migration(fn: Callable[[sqlite_utils.Database], None]) -> Callable[[sqlite_utils.Database], None]:
     MIGRATIONS.append(fn)
+    MIGRATIONS.sort(key=lambda f: f.__name__)
     return fn
 
 
@@ -133,6 +135,33 @@ def m002_comparisons(db: sqlite_utils.Database) -> None:
 
 
 @migration
+def m003_interactive(db: sqlite_utils.Database) -> None:
+    """People and agents in the loop: the steering act log; on runs, the fork point and the process driving it."""
+    db["steering"].create(
+        {
+            "id": int,
+            "run_id": str,
+            "act": str,
+            "args": str,
+            "author": str,
+            "status": str,
+            "at_step": int,
+            "applied_step": int,
+            "applied_round": int,
+            "result": str,
+            "copied_from": str,
+            "created_at": float,
+            "applied_at": float,
+        },
+        pk="id",
+        foreign_keys=[("run_id", "runs", "id")],
+    )
+    db["steering"].create_index(["run_id", "status"])
+    db["runs"].add_column("fork_round", int)
+    db["runs"].add_column("driver", str)
+
+
+@migration
 def m004_skills(db: sqlite_utils.Database) -> None:
     """Verified optimisation skills (KLineage): the records, their evidence log, and the frozen library of each run.
 
@@ -195,36 +224,13 @@ def migrate(db: sqlite_utils.Database) -> list[str]:
     return [fn.__name__ for fn in pending]
 
 
+def pending(db: sqlite_utils.Database) -> list[str]:
+    """The names of the migrations ``db`` still needs (it is only read)."""
+    return [fn.__name__ for fn in _pending(db)]
+
+
 def _pending(db: sqlite_utils.Database) -> list[Callable[[sqlite_utils.Database], None]]:
     if "_migrations" not in db.table_names():
         return list(MIGRATIONS)
     done = {row["name"] for row in db["_migrations"].rows}
     return [fn for fn in MIGRATIONS if fn.__name__ not in done]
-
-
-@migration
-def m003_interactive(db: sqlite_utils.Database) -> None:
-    """People and agents in the loop: the steering act log; on runs, the fork point and the process driving it."""
-    db["steering"].create(
-        {
-            "id": int,
-            "run_id": str,
-            "act": str,
-            "args": str,
-            "author": str,
-            "status": str,
-            "at_step": int,
-            "applied_step": int,
-            "applied_round": int,
-            "result": str,
-            "copied_from": str,
-            "created_at": float,
-            "applied_at": float,
-        },
-        pk="id",
-        foreign_keys=[("run_id", "runs", "id")],
-    )
-    db["steering"].create_index(["run_id", "status"])
-    db["runs"].add_column("fork_round", int)
-    db["runs"].add_column("driver", str)
-

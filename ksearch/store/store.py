@@ -23,8 +23,10 @@ import sqlite_utils
 
 from ksearch.contracts.candidate import Candidate
 from ksearch.contracts.evaluation import Evaluation
-from ksearch.errors import RunNotFoundError, WorkspaceError
-from ksearch.store.migrations import migrate
+from ksearch.contracts.identifiers import check_run_id
+from ksearch.errors import RunNotFoundError, UserError, WorkspaceError
+from ksearch.redaction import redact_json
+from ksearch.store.migrations import migrate, pending
 
 BUSY_TIMEOUT_S = 30.0
 """How long a write waits for another process's write (two runs in one workspace take turns)."""
@@ -82,7 +84,30 @@ def open_connection(path: Path) -> sqlite3.Connection:
 
 
 def _is_read_only(exc: sqlite3.Error) -> bool:
-    return "readonly" in str(exc).lower()
+    text = str(exc).lower()
+    return "readonly" in text or "read-only" in text or "unable to open" in text
+
+
+def open_for_reading(path: Path) -> sqlite3.Connection:
+    """A connection that never writes ``path``: the file read-only (a missing file: an empty database in memory, and
+    nothing created on disk). On a read-only file system WAL's index cannot be created, so the file is read as
+    immutable."""
+    if not path.exists():
+        return sqlite3.connect(":memory:", check_same_thread=False, isolation_level=None)
+    return _open_read_only(path)
+
+
+def in_memory_copy(conn: sqlite3.Connection, path: Path) -> sqlite3.Connection:
+    """A private copy of the database in memory (to upgrade an old schema for reading without touching the file)."""
+    copy = sqlite3.connect(":memory:", check_same_thread=False, isolation_level=None)
+    try:
+        conn.backup(copy)
+    except sqlite3.Error as exc:
+        copy.close()
+        raise workspace_error(exc, path) from exc
+    finally:
+        conn.close()
+    return copy
 
 
 def _open_read_only(path: Path) -> sqlite3.Connection:
@@ -108,20 +133,54 @@ def _open_read_only(path: Path) -> sqlite3.Connection:
     raise workspace_error(last, path) from last
 
 
-class Store:
-    """Typed access to our tables. Thread-safe: parallel cycles share one instance."""
+def _decode_config(run: dict[str, Any]) -> dict[str, Any]:
+    """A run row's stored config; a value that is not a JSON object (an edited or damaged row) reads as ``{}`` and
+    sets ``config_error`` on the row, so one bad row never breaks a listing (``stored_config`` refuses it in one line)."""
+    try:
+        value = json.loads(run.get("config") or "{}")
+    except (TypeError, ValueError) as exc:
+        run["config_error"] = f"not JSON: {exc}"
+        return {}
+    if not isinstance(value, dict):
+        run["config_error"] = "not a JSON object"
+        return {}
+    return value
 
-    def __init__(self, path: Path) -> None:
+
+class Store:
+    """Typed access to our tables. Thread-safe: parallel cycles share one instance.
+
+    ``read_only``: for commands that only look (runs, show, export, report, serve, pending): the file is never
+    written, not even to upgrade its schema (an older workspace is upgraded in a private copy in memory, and the file
+    keeps its version until a command that writes opens it), so a read-only mount or a shared results folder can
+    be read, and looking at a workspace never changes it."""
+
+    def __init__(self, path: Path, *, read_only: bool = False) -> None:
         self.path = Path(path)
-        self._conn = open_connection(self.path)
-        self.db = sqlite_utils.Database(self._conn)
+        self.read_only = read_only
         self._lock = threading.RLock()
+        if read_only:
+            self._conn = open_for_reading(self.path)
+            try:
+                if pending(sqlite_utils.Database(self._conn)):
+                    self._conn = in_memory_copy(self._conn, self.path)
+            except sqlite3.Error as exc:
+                self._conn.close()
+                raise workspace_error(exc, self.path) from exc
+        else:
+            self._conn = open_connection(self.path)
+        self.db = sqlite_utils.Database(self._conn)
         try:
             with self._lock:
                 migrate(self.db)
         except sqlite3.Error as exc:
             self._conn.close()
             raise workspace_error(exc, self.path) from exc
+
+    @property
+    def connection(self) -> sqlite3.Connection:
+        """The store's own connection (for reading LangGraph's checkpoints of a read-only store)."""
+        return self._conn
 
     def close(self) -> None:
         self._conn.close()
@@ -165,6 +224,10 @@ class Store:
 
     # ---- runs ------------------------------------------------------------------------------------------------
     def create_run(self, run: dict[str, Any]) -> None:
+        try:
+            check_run_id(str(run.get("id", "")))
+        except ValueError as exc:
+            raise UserError(str(exc)) from None
         now = time.time()
         row = {"status": "created", "rounds_used": 0, "created_at": now, "updated_at": now, **run}
         if isinstance(row.get("config"), dict):
@@ -185,7 +248,7 @@ class Store:
         if not rows:
             raise RunNotFoundError(f"no run {run_id!r} in {self.path}")
         run = rows[0]
-        run["config"] = json.loads(run["config"] or "{}")
+        run["config"] = _decode_config(run)
         return run
 
     def latest_run(self, *, unfinished: bool = False) -> dict[str, Any]:
@@ -207,7 +270,7 @@ class Store:
             "and a.verdict = 'passed') as rounds_passed from runs order by created_at desc"
         )
         for run in runs:
-            run["config"] = json.loads(run["config"] or "{}")
+            run["config"] = _decode_config(run)
         return runs
 
     def update_run(self, run_id: str, **fields: Any) -> None:
@@ -267,7 +330,7 @@ class Store:
                     "score": evaluation.score,
                     "latency_ms": evaluation.latency_ms,
                     "device": evaluation.device,
-                    "report": evaluation.model_dump_json(),
+                    "report": redact_json(evaluation.model_dump_json()),  # what a kernel printed is untrusted
                     "created_at": time.time(),
                 },
                 ignore=True,

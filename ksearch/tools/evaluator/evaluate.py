@@ -32,9 +32,11 @@ from typing import TYPE_CHECKING
 from ksearch.contracts.evaluation import Evaluation, Verdict
 from ksearch.contracts.exchange import CheckerCommand, CheckResult, StagingHandle, WorkerRequest
 from ksearch.errors import KsearchError
+from ksearch.redaction import redact_json
 from ksearch.tools import integrity
 from ksearch.tools import timing as timing_mod
-from ksearch.tools.evaluator.processes import CANDIDATE_FILE, CheckerFailure, WorkerProcess
+from ksearch.tools.containment import policy as containment
+from ksearch.tools.evaluator.processes import CANDIDATE_FILE, SHARED_DIR, CheckerFailure, WorkerProcess
 from ksearch.tools.evaluator.request import EvalRequest
 from ksearch.tools.evaluator.session import SCOUT_CALLS_S, EvaluatorSession, Outcome
 from ksearch.tools.evaluator.verdicts import assemble, parent_environment
@@ -91,7 +93,8 @@ def evaluate(request: EvalRequest, *, session: EvaluatorSession | None = None) -
             evaluation = _evaluate_with_retry(own, request, task, method)
     else:
         evaluation = _evaluate_with_retry(session, request, task, method)
-    return evaluation.model_copy(update={"duration_s": round(time.monotonic() - started, 3)})
+    evaluation = evaluation.model_copy(update={"duration_s": round(time.monotonic() - started, 3)})
+    return Evaluation.model_validate_json(redact_json(evaluation.model_dump_json()))  # the candidate wrote parts of it
 
 
 def static_verdict(request: EvalRequest, task: Task) -> Evaluation | None:
@@ -181,7 +184,7 @@ def _evaluate_once(session: EvaluatorSession, request: EvalRequest, task: Task, 
     bench_salt = request.seed_salt if request.seed_salt is not None else secrets.randbits(62)
     worker = session.take_worker()
     scout = session.take_scout() if wants_scout(request) else None
-    shared_cache = session.root / f"{evaluation_id}-triton" if scout is not None else None
+    shared_cache = session.root / SHARED_DIR / f"{evaluation_id}-triton" if scout is not None else None
     try:
         (worker.work / CANDIDATE_FILE).write_text(request.candidate.code, encoding="utf-8")
         if scout is not None and shared_cache is not None:
@@ -215,7 +218,7 @@ def _evaluate_once(session: EvaluatorSession, request: EvalRequest, task: Task, 
             outcome.harness_error = outcome.harness_error or check.harness_error
         scrub = _scrub(worker)
         evaluation = assemble(request, task, method, outcome, check, scrub)
-        return _stamp(evaluation, outcome), outcome
+        return _stamp(evaluation, outcome, request.device), outcome
     finally:
         if scout is not None:
             session.retire(scout, scout=True)
@@ -253,14 +256,16 @@ def _scrub(worker: WorkerProcess) -> tuple[str, ...]:
     return (str(worker.work) + os.sep, str(worker.io) + os.sep, str(folder))
 
 
-def _stamp(evaluation: Evaluation, outcome: Outcome) -> Evaluation:
-    """Wall time of each stage, in the evaluation's environment (so slow stages are visible to users)."""
+def _stamp(evaluation: Evaluation, outcome: Outcome, device: str) -> Evaluation:
+    """Wall time of each stage, and the containment of its candidate, in the evaluation's environment (so slow
+    stages and missing protections are visible to users)."""
     seconds = dict(outcome.phase_seconds)
     seconds["check"] = round(outcome.checker_s, 3)
     if outcome.scout_s is not None:
         seconds["scout"] = outcome.scout_s
     text = " ".join(f"{k}={v:g}s" for k, v in seconds.items())
-    return evaluation.model_copy(update={"environment": {**evaluation.environment, "stage_seconds": text}})
+    environment = {**evaluation.environment, "stage_seconds": text, **containment.record(device)}
+    return evaluation.model_copy(update={"environment": environment})
 
 
 def build_worker_request(

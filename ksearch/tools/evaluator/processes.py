@@ -19,6 +19,9 @@ from ksearch.tools.evaluator.sandbox import has_exited, kill_group, private_dirs
 
 CANDIDATE_FILE = "candidate.py"
 CHALLENGER_FILE = "challenger.py"
+SHARED_DIR = "shared"
+"""Beside the workers' folders of a session: what two processes of one evaluation share (the compile scout's Triton
+cache). Candidates may write beneath their own folder and this one only."""
 
 
 class CheckerFailure(KsearchError):
@@ -210,13 +213,15 @@ class WorkerProcess:
         self.work, self.io = folder / "work", folder / "io"
         private_dirs(self.work)
         self.io.mkdir(mode=0o700, parents=True, exist_ok=True)
+        shared = folder.parent / SHARED_DIR
+        shared.mkdir(mode=0o700, exist_ok=True)
         self.channel, child = message_channel()
         try:
             with open(self.io / "stdout.txt", "wb") as out, open(self.io / "stderr.txt", "wb") as err:
                 self.process = spawn(
                     "ksearch.tools.evaluator.worker", ["--device", device], cwd=self.work, device=device,
                     stdin=subprocess.PIPE, stdout=out, stderr=err, pass_fds=(child.fileno(),),
-                    extra_env={"KSEARCH_MSG_FD": str(child.fileno())},
+                    extra_env={"KSEARCH_MSG_FD": str(child.fileno())}, contain=True, writable=(folder, shared),
                 )  # fmt: skip
         finally:
             child.close()

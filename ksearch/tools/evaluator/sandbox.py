@@ -5,6 +5,10 @@ Every process of an evaluation is started as ``python -P -m ...`` in its own ses
 environment rebuilt from an allowlist so API keys never reach it, killed as a group at its time limit, and dying
 with the parent (PDEATHSIG). Each worker gets a private working directory that is also its HOME and TMPDIR and holds
 its own Triton and torch-extension caches, so nothing one candidate writes is seen by another.
+
+A candidate's process (``contain=True``) also starts inside the containment layers of ``ksearch.tools.containment``
+(namespaces, no capabilities, Landlock), and the process that starts it becomes non-dumpable first, so that no
+other process's environment, memory or open files, nor the workspace, are within the candidate's reach.
 """
 
 from __future__ import annotations
@@ -41,11 +45,20 @@ def spawn(
     stderr: int | IO[Any] | None,
     pass_fds: tuple[int, ...] = (),
     extra_env: dict[str, str] | None = None,
+    contain: bool = False,
+    writable: tuple[Path, ...] = (),
 ) -> subprocess.Popen[bytes]:
-    """``python -P -m module args`` in its own process group, with the scrubbed environment of ``cwd``."""
+    """``python -P -m module args`` in its own process group, with the scrubbed environment of ``cwd``; with
+    ``contain``, inside the containment layers of this machine, writing only beneath ``writable`` (and ``/dev``)."""
     env = {**worker_environment(cwd, device), "KSEARCH_PARENT_PID": str(os.getpid()), **(extra_env or {})}
+    prefix: list[str] = []
+    if contain:
+        from ksearch.tools.containment import policy
+
+        prefix = policy.launcher_prefix(device, [cwd, *writable])
+        policy.protect_parent()
     return subprocess.Popen(
-        [sys.executable, "-P", "-m", module, *args],
+        [*prefix, sys.executable, "-P", "-m", module, *args],
         cwd=cwd,
         env=env,
         stdin=stdin,

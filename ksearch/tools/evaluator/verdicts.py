@@ -14,6 +14,7 @@ from importlib import metadata
 from typing import TYPE_CHECKING
 
 from ksearch.contracts.evaluation import Evaluation, Rejection, Timing, Verdict
+from ksearch.redaction import redact
 from ksearch.contracts.exchange import CheckResult, ConfigSamples, WorkerResult
 from ksearch.tools import timing as timing_mod
 from ksearch.tools.evaluator.ledger import Calibration, TimingLedger, judge
@@ -263,7 +264,7 @@ def trim_log(
     if stdout:
         room = max(0, limit - sum(len(p) + 1 for p in parts))
         parts.append("--- stdout (end) ---\n" + _tail(stdout, max(200, room) - 21))
-    return _clip_middle("\n".join(p for p in parts if p), limit)
+    return redact(_clip_middle("\n".join(p for p in parts if p), limit))
 
 
 def candidate_traceback(text: str) -> str:

@@ -1,0 +1,230 @@
+"""The parent's side of containment: which layers a candidate process gets here, the paths it may not read, and the
+record of what was active.
+
+``KSEARCH_SANDBOX`` chooses: ``auto`` (the default: every layer this machine allows, found by one probe per process
+and device kind), ``off`` (none: the scrubbed environment and private folders only), or a comma list of layers
+(exactly those; one that this machine refuses is an error that says why). Layers (``launcher`` says what each does):
+``userns``, ``pidns``, ``caps``, ``landlock`` for the candidate's process, and ``nondumpable`` for the process that
+starts candidates (the agent, a Dask worker): with it, no process of another privilege or of another user namespace
+can read its memory, environment or open files.
+
+``pidns`` is left out of ``auto`` on a GPU: legacy CUDA IPC handles cannot be opened across PID namespaces, and the
+checker shares its output buffer with the worker through one (the evaluator would fall back to host memory, slower).
+
+Paths hidden from candidates (``landlock``): every workspace this process opened (``hide``), the credential files
+and folders of the user's home (``HOME_SECRETS``), and ``KSEARCH_SANDBOX_HIDE`` (a ``:``-separated list). A path
+that holds something the worker needs (the Python installation, ksearch, its own folder) is never hidden.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import ksearch
+from ksearch.errors import KsearchError
+
+VARIABLE = "KSEARCH_SANDBOX"
+HIDE_VARIABLE = "KSEARCH_SANDBOX_HIDE"
+CHILD_LAYERS = ("userns", "pidns", "caps", "landlock")
+LAYERS = (*CHILD_LAYERS, "nondumpable")
+HOME_SECRETS = (
+    ".ssh", ".aws", ".azure", ".config", ".netrc", ".git-credentials", ".docker", ".kube", ".gnupg", ".pypirc",
+    ".npmrc", ".env", ".bashrc", ".bash_profile", ".profile", ".zshrc", ".zprofile", ".bash_history", ".zsh_history",
+    ".python_history", ".cache/huggingface", ".huggingface", ".local/share/keyrings", ".password-store", ".ksearch",
+)  # fmt: skip
+"""Where a home directory keeps keys and tokens (shell start-up files often export API keys)."""
+PR_SET_DUMPABLE = 4
+
+_lock = threading.Lock()
+_probed: dict[bool, tuple[tuple[str, ...], dict[str, str]]] = {}
+_hidden: list[str] = []
+_parent_protected = False
+
+
+class SandboxError(KsearchError):
+    """The containment asked for by ``KSEARCH_SANDBOX`` is not available here."""
+
+    hint = f"unset {VARIABLE} (or set it to auto) to use what this machine allows, or to off to run without"
+
+
+def hide(path: Path | str) -> None:
+    """Hide ``path`` (a workspace, say) from every candidate process started from now on."""
+    resolved = os.path.realpath(path)
+    with _lock:
+        if resolved not in _hidden:
+            _hidden.append(resolved)
+
+
+def requested() -> tuple[str, ...] | None:
+    """The layers asked for: None for ``auto``, () for ``off``, else the listed layers."""
+    value = os.environ.get(VARIABLE, "auto").strip().lower()
+    if value in ("", "auto"):
+        return None
+    if value in ("off", "0", "none"):
+        return ()
+    layers = tuple(part.strip() for part in value.split(",") if part.strip())
+    unknown = [layer for layer in layers if layer not in LAYERS]
+    if unknown:
+        raise SandboxError(f"{VARIABLE}={value!r} names unknown layers {unknown}; known: {', '.join(LAYERS)}, or auto/off")
+    return layers
+
+
+def _launcher_argv(spec: dict, *, probe: bool = False) -> list[str]:
+    return [sys.executable, "-P", "-m", "ksearch.tools.containment.launcher", *(["--probe"] if probe else []),
+            json.dumps(spec), "--"]  # fmt: skip
+
+
+def probe(gpu: bool) -> tuple[tuple[str, ...], dict[str, str]]:
+    """The child layers that work here (run once per process and device kind), and why the others do not."""
+    with _lock:
+        if gpu in _probed:
+            return _probed[gpu]
+    wanted = [layer for layer in CHILD_LAYERS if not (gpu and layer == "pidns")]
+    skipped = {"pidns": "not on a GPU: CUDA IPC handles cannot cross PID namespaces"} if gpu else {}
+    if not sys.platform.startswith("linux"):
+        result: tuple[tuple[str, ...], dict[str, str]] = ((), {layer: "Linux only" for layer in wanted})
+    else:
+        result = _run_probe(wanted)
+        result = (result[0], {**skipped, **result[1]})
+    with _lock:
+        _probed[gpu] = result
+    return result
+
+
+def _run_probe(wanted: list[str]) -> tuple[tuple[str, ...], dict[str, str]]:
+    package_root = str(Path(ksearch.__file__).resolve().parent.parent)
+    env = {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": package_root, "KSEARCH_PARENT_PID": str(os.getpid())}
+    try:
+        done = subprocess.run(
+            _launcher_argv({"layers": wanted, "hidden": [], "writable": []}, probe=True),
+            env=env, capture_output=True, text=True, timeout=30, check=False, start_new_session=True,
+        )  # fmt: skip
+        report = json.loads(done.stdout.strip().splitlines()[-1])
+        applied = tuple(layer for layer in wanted if layer in report["applied"])
+        return applied, {str(k): str(v) for k, v in report["failed"].items()}
+    except (OSError, subprocess.SubprocessError, ValueError, IndexError, KeyError) as exc:
+        return (), {layer: f"the probe failed: {exc}"[:200] for layer in wanted}
+
+
+def child_layers(device: str) -> tuple[str, ...]:
+    """The layers every candidate process on ``device`` gets; ``SandboxError`` when one asked for is refused here."""
+    asked = requested()
+    if asked == ():
+        return ()
+    available, failed = probe(device != "cpu")
+    if asked is None:
+        return available
+    missing = [layer for layer in asked if layer in CHILD_LAYERS and layer not in available]
+    if missing:
+        reasons = "; ".join(f"{layer}: {failed.get(layer, 'not available')}" for layer in missing)
+        raise SandboxError(f"{VARIABLE} asks for {', '.join(missing)}, which this machine refuses ({reasons})")
+    return tuple(layer for layer in CHILD_LAYERS if layer in asked)
+
+
+def parent_layers() -> tuple[str, ...]:
+    asked = requested()
+    return ("nondumpable",) if asked is None or "nondumpable" in asked else ()
+
+
+def protect_parent() -> bool:
+    """Make this process (which holds the keys and starts candidates) non-dumpable, once; whether it is."""
+    global _parent_protected
+    if _parent_protected:
+        return True
+    if "nondumpable" not in parent_layers() or not sys.platform.startswith("linux"):
+        return False
+    libc = ctypes.CDLL(None, use_errno=True)
+    _parent_protected = libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) == 0
+    return _parent_protected
+
+
+TASK_DATA_VARIABLES = ("FIB_DATASET_PATH", "KERNELBENCH_ROOT", "CUDA_HOME", "CUDA_PATH")
+"""Folders tasks and toolchains read from, wherever the user keeps them (never hidden)."""
+
+
+def needed_paths() -> list[str]:
+    """What a worker must keep reading: the Python installation, ksearch itself, task data and the CUDA toolkit."""
+    paths = {sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(os.path.realpath(sys.executable)),
+             str(Path(ksearch.__file__).resolve().parent)}  # fmt: skip
+    paths |= {os.environ[v] for v in TASK_DATA_VARIABLES if os.environ.get(v)}
+    return [os.path.realpath(p) for p in paths if p]
+
+
+def hidden_paths(keep: list[str]) -> list[str]:
+    """The paths hidden from a candidate: registered workspaces, the home's secrets, ``KSEARCH_SANDBOX_HIDE``; none
+    that holds (or is) a path in ``keep`` or ``needed_paths()``."""
+    home = os.path.expanduser("~")
+    candidates = [*_hidden, *(os.path.join(home, name) for name in HOME_SECRETS), os.path.join(os.getcwd(), ".env")]
+    candidates += [p for p in os.environ.get(HIDE_VARIABLE, "").split(os.pathsep) if p]
+    needed = [os.path.realpath(p) for p in (*keep, *needed_paths())]
+    hidden: list[str] = []
+    for path in candidates:
+        resolved = os.path.realpath(path)
+        if not os.path.exists(resolved) or resolved in hidden or resolved == "/":
+            continue
+        if any(n == resolved or n.startswith(resolved.rstrip("/") + "/") for n in needed):
+            continue
+        hidden.append(resolved)
+    return hidden
+
+
+def launcher_prefix(device: str, writable: list[Path]) -> list[str]:
+    """The command that starts a candidate process inside its layers ([] when there are none)."""
+    layers = child_layers(device)
+    if not layers:
+        return []
+    keep = [str(p) for p in writable]
+    profile = os.environ.get("KSEARCH_PROFILE")
+    if profile:
+        keep.append(profile)
+    hidden = hidden_paths(keep)
+    if "landlock" in layers and not environ_protected(layers):
+        hidden += [f"/proc/{pid}" for pid in ancestors()]
+    spec = {"layers": list(layers), "hidden": hidden, "writable": [*keep, "/dev"]}
+    return _launcher_argv(spec)
+
+
+def environ_protected(layers: tuple[str, ...]) -> bool:
+    """Whether the layers alone keep other processes' environment, memory and open files from a candidate: another
+    user or PID namespace, or root without capabilities (a process with fewer capabilities cannot read one with
+    more). Landlock's ptrace scope does not: it stops attaching, not reading ``/proc/PID/environ``."""
+    return "userns" in layers or "pidns" in layers or ("caps" in layers and os.geteuid() == 0)
+
+
+def ancestors() -> list[int]:
+    """This process and its ancestors (their ``/proc`` folders are hidden where nothing else protects them)."""
+    found, pid = [], os.getpid()
+    while pid > 1 and len(found) < 64:
+        found.append(pid)
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                pid = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            break
+    return found
+
+
+def record(device: str) -> dict[str, str]:
+    """For an evaluation's environment: the layers active for its candidate, and those missing with the reason."""
+    try:
+        layers = child_layers(device)
+    except SandboxError as exc:
+        return {"sandbox": "error", "sandbox_missing": str(exc)[:300]}
+    active = [*layers, *(["nondumpable"] if _parent_protected else [])]
+    asked = requested()
+    _, failed = probe(device != "cpu") if asked != () else ((), {})
+    missing = {layer: why for layer, why in failed.items() if layer not in layers}
+    if asked == ():
+        missing = {"all": f"{VARIABLE}=off"}
+    elif asked is not None:
+        missing = {layer: f"not in {VARIABLE}" for layer in LAYERS if layer not in asked}
+    return {
+        "sandbox": ",".join(active) or "none",
+        "sandbox_missing": "; ".join(f"{k}: {v}" for k, v in missing.items()),
+    }
