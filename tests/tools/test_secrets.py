@@ -5,10 +5,15 @@ The key is in the initial environment of the agent process (as ``export OPENAI_A
 ``LOOT-REPORT`` line in the exception it raises, so the log carries it into the verdict, the store and the next prompt.
 Assertions: the exploit ran (its report is in the log), got nothing (``found=0``), and the key is nowhere; with
 containment off the same exploit does get the key (so the exploit is real), and the redaction still keeps it out.
+
+The static rules refuse these files before they run (``pathlib``, ``open`` and ``os`` beyond build variables are off
+a kernel's allow-list), so the tests switch them off: this is the layer behind them, which must hold for code that
+reaches a file through a C++ extension, say.
 """
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import sqlite3
@@ -23,6 +28,12 @@ from ksearch.tools.containment import policy
 from ksearch.tools.containment.launcher import readable_roots
 
 REPO = Path(__file__).resolve().parents[2]
+CLI_WITHOUT_STATIC_RULES = [
+    sys.executable, "-c",
+    "import sys, ksearch.tools.integrity as rules; rules.check_source = lambda code, **kwargs: None; "
+    "from ksearch.cli import main; sys.argv[0] = 'ksearch'; main()",
+]  # fmt: skip
+"""``ksearch`` with the static rules switched off, in a process of its own (the CLI's subprocess)."""
 EXPLOITS = Path(__file__).resolve().parent / "exploits"
 SECRET = "sk-ksearchtest-" + "7f3a9c1e5b2d4f608a1c3e5f7a9b0d2c"
 linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="containment is Linux's")
@@ -36,7 +47,7 @@ def _env(sandbox: str) -> dict[str, str]:
 
 def _eval(exploit: Path, sandbox: str, device: str = "cpu") -> dict:
     done = subprocess.run(
-        [sys.executable, "-m", "ksearch.cli", "eval", "softmax", str(exploit), "--device", device, "--json"],
+        [*CLI_WITHOUT_STATIC_RULES, "eval", "softmax", str(exploit), "--device", device, "--json"],
         cwd=REPO, env=_env(sandbox), capture_output=True, text=True, timeout=300, check=False,
     )  # fmt: skip
     assert SECRET not in done.stdout + done.stderr
@@ -114,6 +125,8 @@ def test_the_workspace_database_is_hidden_from_kernels(tmp_path: Path, sandbox: 
     database.write_text(f"settings {SECRET} prompts kernels\n")
     monkeypatch.setenv("KSEARCH_SANDBOX", sandbox)
     monkeypatch.setattr(policy, "_hidden", [])
+    monkeypatch.setattr(importlib.import_module("ksearch.tools.evaluator.evaluate").integrity, "check_source",
+                        lambda code, **kwargs: None)  # fmt: skip
     policy.hide(workspace)
     code = (EXPLOITS / "secret_workspace_db.py").read_text().replace("__WORKSPACE_DB__", str(database))
     candidate = Candidate(code=code, task="softmax", language="triton", entry_point="kernel")
@@ -139,7 +152,7 @@ def test_a_run_keeps_the_key_out_of_the_store_and_the_next_prompt(tmp_path: Path
     workspace = tmp_path / "ws"
     env = _env("off")  # the weakest setting: the key reaches the kernel, and must still go no further
     subprocess.run(
-        [sys.executable, "-m", "ksearch.cli", "--workspace", str(workspace), "run", "softmax", "--model",
+        [*CLI_WITHOUT_STATIC_RULES, "--workspace", str(workspace), "run", "softmax", "--model",
          f"replay:{script}", "--device", "cpu", "--max-rounds", "2", "--run-id", "leak"],
         cwd=REPO, env=env, capture_output=True, text=True, timeout=600, check=False,
     )  # fmt: skip
