@@ -39,6 +39,17 @@ REFUSED = {
     "torch_load": "import torch\ndef kernel(x):\n    return torch.load('/tmp/out.pt')\n",
     "load_library": "import torch\ndef kernel(x):\n    torch.ops.load_library('/tmp/evil.so')\n    return x\n",
     "aten_override": "import torch\nlib = torch.library.Library('aten', 'IMPL')\ndef kernel(x):\n    return x\n",
+    # roads the red team found (issue 30): a class pattern's keywords, vars() of an expression, names folded from
+    # constants, a partly computed name on an object, annotation strings evaluated, the Python C API in C++
+    "match_class_keyword": "import torch\nmatch torch:\n    case object(sys=s):\n        pass\ndef kernel(x):\n    return x\n",
+    "vars_of_expression": "import torch\ndef kernel(x):\n    m = vars([torch][0])['sys']\n    return x\n",
+    "concatenated_name": "import torch\ndef kernel(x):\n    s = getattr([torch][0], 's' + 'ys')\n    return x\n",
+    "fstring_folded_name": "import torch\ndef kernel(x):\n    s = getattr([torch][0], f\"s{'ys'}\")\n    return x\n",
+    "partly_computed_on_object": "import torch\nrest = 'ys'\ndef kernel(x):\n    s = getattr([torch][0], 's' + rest)\n    return x\n",
+    "type_hints_eval": "import typing\ndef f(a: 'x'): pass\ndef kernel(x):\n    typing.get_type_hints(f)\n    return x\n",
+    "singledispatch": "import functools\n@functools.singledispatch\ndef g(a): pass\ndef kernel(x):\n    return x\n",
+    "python_c_api": "src = 'void run(const char* c) { PyRun_SimpleString(c); }'\ndef kernel(x):\n    return x\n",
+    "pybind_import": "src = 'auto sys = py::module_::import(\"sys\");'\ndef kernel(x):\n    return x\n",
     "aten_impl": "import torch\n@torch.library.impl('aten::add.Tensor', 'CUDA')\ndef add(a, b):\n    return a\ndef kernel(x):\n    return x\n",
 }
 UNLISTED = {
@@ -65,6 +76,9 @@ HONEST = {
     "os_path_and_build_vars": "import os\nos.environ.setdefault('MAX_JOBS', '4')\nHERE = os.path.dirname\ndef kernel(x):\n    return x.clone()\n",
     "unused_import": "import requests  # left over\ndef kernel(x):\n    return x.clone()\n",
     "format_plain": "def kernel(x):\n    s = 'shape {} {:>5}'.format(x.shape, 3)\n    return x.clone()\n",
+    "match_positional": "import torch\ndef kernel(x):\n    match x.shape:\n        case (m, n):\n            return x.clone()\n    return x\n",
+    "getattr_own_fstring_number": "class M:\n    def get(self, i):\n        return getattr(self, f'w{i}')\n",
+    "pybind_module": "src = 'PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def(\"run\", &run); }'\ndef kernel(x):\n    return x.clone()\n",
     "cuda_array_interface": "def kernel(x):\n    p = x.__cuda_array_interface__\n    return x.clone()\n",
 }
 

@@ -105,6 +105,18 @@ DENIED_BUILTIN_CALLS = frozenset({"open", "input"})
 """``open``: candidates compute, they read no files (``/proc`` holds other processes' environments); ``input``: the
 worker's standard input is the harness's channel."""
 ATTRGETTERS = ("operator.attrgetter", "operator.methodcaller")
+ANNOTATION_EVALUATORS = ("typing.get_type_hints", "typing.ForwardRef", "typing.evaluate_forward_ref",
+                         "typing_extensions.get_type_hints", "typing_extensions.ForwardRef",
+                         "typing_extensions.evaluate_forward_ref", "functools.singledispatch",
+                         "functools.singledispatchmethod")  # fmt: skip
+"""Calls that evaluate annotation strings with the module's globals: an ``eval`` no other rule can see."""
+PYTHON_C_API = re.compile(
+    r"\b(PyRun_\w+|PyImport_\w+|PyEval_\w+|PySys_\w+|Py_CompileString\w*|PyObject_(Get|Set|Del)Attr\w*|"
+    r"PyObject_Call\w*|PyModule_GetDict|PyDict_GetItem\w*|PyMarshal_\w+)\b|"
+    r"(py|pybind11)::(module_?::import|eval|exec|eval_file|getattr|globals)\b"
+)
+"""The Python C API (and pybind11's road to it) in C++ sources: running Python code, importing modules, reading
+attributes, from where no rule about Python syntax can look."""
 DENIED_CALLS = ("torch.load", "torch.save", "torch.from_file", "numpy.load", "numpy.save", "numpy.savez",
                 "numpy.fromfile", "numpy.memmap", "numpy.loadtxt", "numpy.genfromtxt", "torch.ops.load_library",
                 "torch.ops.import_module", "torch.classes.load_library")  # fmt: skip
@@ -150,6 +162,8 @@ class ReachRules(ScannerBase):
                 f"imports {module}, which is not on the list of modules a kernel may use "
                 f"({', '.join(ALLOWED_IMPORTS[:12])}, ... and the task's own: {', '.join(sorted(self.support_modules)) or '-'})",
             )  # fmt: skip
+        elif matches(full, ANNOTATION_EVALUATORS):
+            yield self.finding("interpreter_reach", node, f"imports {full}, which evaluates annotation strings as code")
         else:
             parts = full.split(".")
             yield from self._steps(node, parts[0], parts[1:], module_chain=True)
@@ -169,6 +183,10 @@ class ReachRules(ScannerBase):
         base = self.resolve(root) if isinstance(root, ast.Name) else None
         if base and self._is_module_name(base):
             parts = base.split(".")
+            full = ".".join([base, *steps])
+            if matches(full, ANNOTATION_EVALUATORS):
+                yield self.finding("interpreter_reach", node, f"uses {full}, which evaluates annotation strings as code")
+                return
             yield from self._steps(node, parts[0], parts[1:] + steps, module_chain=True)
         else:
             yield from self._steps(node, "", steps, module_chain=False)
@@ -199,6 +217,13 @@ class ReachRules(ScannerBase):
             path = here
 
     # -- calls ----------------------------------------------------------------------------------------------------
+    def _reach_source(self, node: ast.Constant) -> Iterator[Finding]:
+        """A C++ source (for ``load_inline``) that drives the interpreter through its C API."""
+        text = node.value
+        if isinstance(text, str) and id(node) not in self.docstrings and PYTHON_C_API.search(text):
+            yield self.finding("interpreter_reach", node, "the C++ source calls the Python C API (runs code, imports "
+                               "modules or reads attributes of the interpreter)")  # fmt: skip
+
     def _reach_call(self, node: ast.Call, name: str | None) -> Iterator[Finding]:
         builtin = self.is_builtin(node.func, GETATTR_FAMILY | DENIED_BUILTIN_CALLS)
         if builtin in DENIED_BUILTIN_CALLS:
@@ -210,6 +235,11 @@ class ReachRules(ScannerBase):
                 yield from self._named_attribute(node, None, arg, how=name)
         if name and matches(name, DENIED_CALLS):
             yield self.finding("interpreter_reach", node, f"calls {name} (file, pickle or native library I/O)")
+        if name and matches(name, ANNOTATION_EVALUATORS):
+            yield self.finding("interpreter_reach", node, f"calls {name}, which evaluates annotation strings as code")
+        if self.is_builtin(node.func, frozenset({"vars"})) and node.args:
+            yield self.finding("interpreter_reach", node, "calls vars() of an object (its namespace as a dict: any "
+                               "attribute by a string)")  # fmt: skip
         if name and name.startswith("torch.library.") and any(self._builtin_namespace(a) for a in node.args):
             yield self.finding("interpreter_reach", node, f"{name} registers into torch's own operators "
                                "(a custom op must live in a namespace of its own)")  # fmt: skip
@@ -223,21 +253,52 @@ class ReachRules(ScannerBase):
         return isinstance(arg, ast.Constant) and isinstance(arg.value, str) and bool(BUILTIN_NAMESPACE.match(arg.value))
 
     def _named_attribute(self, node: ast.Call, target: ast.expr | None, name: ast.expr, *, how: str) -> Iterator[Finding]:
-        """``getattr(target, name)`` and its family: a constant name is judged as that attribute; a computed one is
-        refused unless it provably starts with a plain letter."""
-        if isinstance(name, ast.Constant) and isinstance(name.value, str):
+        """``getattr(target, name)`` and its family: a name that folds to constants (``"s" + "ys"``, ``f"s{'ys'}"``,
+        a loop over constant strings) is judged as each attribute it can be; a name computed at run time is allowed
+        only on ``self`` or ``cls`` (an object of the candidate's own class) and when it provably starts with a
+        letter (``f"w{i}"``: never a dunder or a private name), else refused."""
+        constants = self._folded_names(name)
+        if constants is not None:
             base = self.resolve(target) if isinstance(target, (ast.Name, ast.Attribute)) else None
             plain = isinstance(target, ast.Name) or (isinstance(target, ast.Attribute) and _plain_chain(target))
-            if base and plain and self._is_module_name(base):
-                parts = base.split(".")
-                yield from self._steps(node, parts[0], parts[1:] + name.value.split("."), module_chain=True)
-            else:
-                yield from self._steps(node, "", name.value.split("."), module_chain=False)
-        elif not self._safe_computed_name(name):
-            yield self.finding("interpreter_reach", node, f"{how} with a name computed at run time (it could name a private "
-                               "attribute or a dunder); use the attribute itself")  # fmt: skip
+            for constant in constants:
+                if base and plain and self._is_module_name(base):
+                    parts = base.split(".")
+                    yield from self._steps(node, parts[0], parts[1:] + constant.split("."), module_chain=True)
+                else:
+                    yield from self._steps(node, "", constant.split("."), module_chain=False)
+            return
+        own = isinstance(target, ast.Name) and target.id in ("self", "cls")
+        if not (own and self._starts_with_letter(name)):
+            yield self.finding("interpreter_reach", node, f"{how} with a name computed at run time (it could name a "
+                               "private attribute, a dunder or a module); use the attribute itself")  # fmt: skip
 
-    def _safe_computed_name(self, name: ast.expr) -> bool:
+    def _folded_names(self, name: ast.expr) -> list[str] | None:
+        """Every string ``name`` can be, when it is built from constants only; None when it is computed at run time."""
+        if isinstance(name, ast.Constant) and isinstance(name.value, str):
+            return [name.value]
+        if isinstance(name, ast.JoinedStr):
+            parts = []
+            for value in name.values:
+                if isinstance(value, ast.Constant):
+                    parts.append(str(value.value))
+                elif (isinstance(value, ast.FormattedValue) and isinstance(value.value, ast.Constant)
+                      and value.format_spec is None and value.conversion == -1):  # fmt: skip
+                    parts.append(str(value.value.value))
+                else:
+                    return None
+            return ["".join(parts)]
+        if isinstance(name, ast.BinOp) and isinstance(name.op, ast.Add):
+            left, right = self._folded_names(name.left), self._folded_names(name.right)
+            if left is None or right is None:
+                return None
+            return [a + b for a in left for b in right]
+        if isinstance(name, ast.Name):
+            return self._loop_constants(name)
+        return None
+
+    @staticmethod
+    def _starts_with_letter(name: ast.expr) -> bool:
         if isinstance(name, ast.JoinedStr):
             first = name.values[0] if name.values else None
             return isinstance(first, ast.Constant) and bool(SAFE_NAME_START.match(str(first.value)))
@@ -246,13 +307,10 @@ class ReachRules(ScannerBase):
             while isinstance(left, ast.BinOp) and isinstance(left.op, ast.Add):
                 left = left.left
             return isinstance(left, ast.Constant) and isinstance(left.value, str) and bool(SAFE_NAME_START.match(left.value))
-        if isinstance(name, ast.Name):
-            return self._loop_over_constants(name)
         return False
 
-    def _loop_over_constants(self, name: ast.Name) -> bool:
-        """``name`` is bound only by ``for name in (<constant strings>)`` loops whose every string starts with a
-        letter."""
+    def _loop_constants(self, name: ast.Name) -> list[str] | None:
+        """The strings ``name`` takes when it is bound only by ``for name in (<constant strings>)`` loops; else None."""
         loops = []
         for node in ast.walk(self.tree):
             if isinstance(node, (ast.For, ast.comprehension)):
@@ -264,25 +322,44 @@ class ReachRules(ScannerBase):
             elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
                 args = node.args
                 if any(a.arg == name.id for a in args.posonlyargs + args.args + args.kwonlyargs):
-                    return False
+                    return None
                 continue
             else:
                 continue
             for target in targets:
                 if any(isinstance(t, ast.Name) and t.id == name.id for t in ast.walk(target)):
                     if not isinstance(node, (ast.For, ast.comprehension)) or not isinstance(node.target, ast.Name):
-                        return False
+                        return None
                     loops.append(node.iter)
         if not loops:
-            return False
+            return None
+        values = []
         for iterable in loops:
             if not isinstance(iterable, (ast.Tuple, ast.List, ast.Set)):
-                return False
+                return None
             for element in iterable.elts:
-                if not (isinstance(element, ast.Constant) and isinstance(element.value, str)
-                        and SAFE_NAME_START.match(element.value)):  # fmt: skip
-                    return False
-        return True
+                if not (isinstance(element, ast.Constant) and isinstance(element.value, str)):
+                    return None
+                values.append(element.value)
+        return values
+
+    def _reach_match_class(self, node: ast.MatchClass) -> Iterator[Finding]:
+        """``case object(sys=s)`` reads ``subject.sys``: each keyword of a class pattern is an attribute step of the
+        match's subject."""
+        if not node.kwd_attrs:
+            return
+        match = self.parents.get(id(node))
+        while match is not None and not isinstance(match, ast.Match):
+            match = self.parents.get(id(match))
+        subject = match.subject if isinstance(match, ast.Match) else None
+        base = self.resolve(subject) if isinstance(subject, (ast.Name, ast.Attribute)) else None
+        module = bool(base) and _plain_chain(subject) and self._is_module_name(base)
+        for attribute in node.kwd_attrs:
+            if module:
+                parts = base.split(".")
+                yield from self._steps(node, parts[0], [*parts[1:], attribute], module_chain=True)
+            else:
+                yield from self._steps(node, "", [attribute], module_chain=False)
 
     # -- names ----------------------------------------------------------------------------------------------------
     def _reach_name(self, node: ast.Name) -> Iterator[Finding]:

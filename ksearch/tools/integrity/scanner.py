@@ -61,6 +61,9 @@ class Scanner(ProcessRules, StreamRules, WriteRules, SourceRules, CachingRules, 
                 yield from self._try(node)
             elif isinstance(node, ast.Constant) and isinstance(node.value, str):
                 yield from self._string(node)
+                yield from self._reach_source(node)
+            elif isinstance(node, ast.MatchClass):
+                yield from self._reach_match_class(node)
             elif isinstance(node, ast.Name):
                 yield from self._harness_name(node)
                 yield from self._reach_name(node)
