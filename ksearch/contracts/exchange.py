@@ -127,6 +127,8 @@ class HandoffReply(BaseModel):
     """Set when the checker grew the staging buffer: the worker opens it and sends the handoff again."""
     low_memory: bool = False
     """begin: the checker runs this evaluation in low-memory mode."""
+    seed: int | None = None
+    """seed: the seed the checker drew."""
 
 
 class ConfigSamples(BaseModel):
@@ -176,8 +178,9 @@ class CheckerCommand(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    op: Literal["begin", "handoff", "settle", "finish", "staging", "shutdown"]
-    """settle: the verdict on every output handed off so far (correctness outputs are judged after their answer)."""
+    op: Literal["begin", "handoff", "settle", "finish", "staging", "seed", "shutdown"]
+    """settle: the verdict on every output handed off so far (correctness outputs are judged after their answer);
+    seed: a fresh seed for a timed call's inputs, drawn by the checker at the moment the worker needs it."""
     evaluation: str = ""
     task: str = ""
     device: str = ""
@@ -192,6 +195,21 @@ class CheckerCommand(BaseModel):
     """staging: use shared host memory from now on (the worker could not open a CUDA IPC buffer)."""
     low_memory: bool = False
     """begin: low-memory mode whatever the free memory (the checker also enters it by itself when little is free)."""
+    config_index: int = 0
+    """seed: the benchmark config the seed is for."""
+    kind: Literal["input", "activation"] = "input"
+    """seed: a whole fresh input set, or new values for the activation inputs of a set (re-randomised in place)."""
+
+
+class SeedRequest(BaseModel):
+    """worker -> parent -> checker: a seed for a timed call's fresh inputs, drawn when they are about to be made, so
+    nothing in the worker's process could know it in advance (it is not derived from the request's salt)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    op: Literal["seed"] = "seed"
+    config_index: int
+    kind: Literal["input", "activation"]
 
 
 class CheckResult(BaseModel):
@@ -213,3 +231,6 @@ class CheckResult(BaseModel):
     environment: dict[str, str] = Field(default_factory=dict)
     bench_input_bytes: dict[int, int] = Field(default_factory=dict)
     """Per benchmark config index: the bytes of its inputs as the checker regenerated them."""
+    bench_generation_ms: dict[int, float] = Field(default_factory=dict)
+    """Per benchmark config index: the longest the checker took to make its inputs (the same ``make_inputs`` the
+    worker runs between timed calls; the parent's allowance for that work)."""

@@ -37,6 +37,8 @@ class LoopbackChannel(Channel):
             answer = self.checker.handle(CheckerCommand(op="staging", min_bytes=data["min_bytes"]))
         elif data.get("op") == "settle":
             answer = self.checker.handle(CheckerCommand(op="settle"))
+        elif data.get("op") == "seed":
+            answer = self.checker.handle(CheckerCommand(op="seed", config_index=data["config_index"], kind=data["kind"]))
         else:
             handoff = Handoff.model_validate(data)
             self.handoffs.append(handoff)

@@ -319,3 +319,31 @@ def test_a_new_thread_that_reuses_an_ended_threads_id_is_still_new() -> None:
     assert caught.value.rejection.rule == "thread_injection"
     Seen.running[ident] = library  # the library's own thread object is allowed wherever its id came from
     guard.verify("the library's thread")
+
+
+def test_the_checker_judges_fresh_inputs_only_on_seeds_it_issued() -> None:
+    """Fresh inputs and re-randomised activations of timed calls come from seeds the checker draws when the worker
+    needs them: an output on any other seed of those ranges (one the candidate could have computed in advance) is a
+    forged record."""
+    from ksearch.contracts.exchange import CheckerCommand, Handoff
+    from ksearch.tools.evaluator.seeds import AUDIT_BASE, FRESH_SET_BASE, input_set_seed, salted_seed
+
+    checker = Checker("cpu")
+    checker.handle(CheckerCommand(op="begin", task="softmax", device="cpu", salt=1, bench_salt=2))
+    issued = checker.handle(CheckerCommand(op="seed", config_index=0, kind="input"))
+    activation = checker.handle(CheckerCommand(op="seed", config_index=0, kind="activation"))
+    config = checker.current.task.benchmark_configs("cpu")[0]
+    base = salted_seed(config.seed, 2)
+    assert issued["ok"] and (issued["seed"] - base) // 13 >= FRESH_SET_BASE
+    assert (activation["seed"] - base) // 13 >= AUDIT_BASE
+    guessed = input_set_seed(base, FRESH_SET_BASE + 7)
+
+    def handoff(seed: int, activation_seed: int | None = None) -> dict:
+        record = Handoff(kind="audit" if activation_seed else "bench", config_index=0, config=config.name,
+                         prepare_seed=base, input_seed=seed, activation_seed=activation_seed, digest="x",
+                         shapes=[[1]], dtypes=["torch.float32"], offsets=[0])  # fmt: skip
+        return checker.handle(CheckerCommand(op="handoff", handoff=record))
+
+    refused = handoff(guessed if guessed != issued["seed"] else guessed + 13)
+    assert not refused["ok"] and "did not use" in refused["message"]
+    checker.staging.release()

@@ -20,7 +20,9 @@ def _ledger(windows: list[tuple[int, float, list[float], list[str], int | None]]
         ledger.timed(config, samples, now)
         for kind in audits:
             ledger.handoff(kind, config, 7, activation, 4096)
-        now += 0.001  # the harness between windows (not in any window)
+            ledger.relay(now + 0.0001, now + 0.0051)  # the worker waits 5 ms for the checker's answer
+            now += 0.005
+        now += 0.0002  # the harness between windows (not in any window)
     return ledger
 
 
@@ -125,6 +127,65 @@ def test_the_allowance_grows_with_what_the_method_puts_in_a_window() -> None:
     clone = allowance_ms(windows, METHOD_SHAPES["flashinfer"], CAL, True, 10**9)
     assert plain == pytest.approx(10 * 0.09 + 10 * 4096 * 3 / 2e9, rel=0.01)
     assert clone > plain + 10 * 1.5  # a 1 GB clone per call at 2 TB/s: 1 ms, with its margin
+
+
+def test_work_done_between_windows_is_forged_time() -> None:
+    """The red team's first hole: a kernel that holds back its window's opening until its work is done claims an
+    empty window; the work shows as time between windows that the checker's answers and the harness do not explain."""
+    honest = _ledger(_repeats(0, 20, 5.0, 5.05))
+    assert judge(honest, "gpumode-benchmark", CAL, configs=["a"]) is None
+    rows = [(c, 0.01, [0.002], a, f) for c, _, _, a, f in _repeats(0, 20, 5.0, 0)]
+    held = _ledger(rows)
+    for window, later in zip(held.windows, held.windows[1:]):  # 5 ms of work before every go
+        later.opened += 0.005 * (held.windows.index(later))
+        later.closed += 0.005 * (held.windows.index(later))
+    finding = judge(held, "gpumode-benchmark", CAL, configs=["a"])
+    assert finding is not None and finding.rule == "timing_forgery" and "between timed windows" in finding.evidence
+
+
+def test_making_fresh_inputs_between_windows_is_the_harness_own_work() -> None:
+    """In the leaderboard methods every window's inputs are made between windows: as long as the checker takes to
+    make them (twice, and the digest) is allowed; every window must be checked on inputs of its own."""
+    ledger, now = TimingLedger(), 0.0
+    for k in range(12):
+        ledger.go(0, 0, now)
+        now += 0.00105
+        ledger.timed(0, [1.0], now)
+        ledger.handoff("bench", 0, 1000 + k, None, 4096)
+        ledger.relay(now, now + 0.004)
+        now += 0.004 + 0.006  # 6 ms making the next inputs
+    assert judge(ledger, "confirm", CAL, configs=["a"], generation_ms={0: 2.0}) is None
+    assert judge(ledger, "confirm", CAL, configs=["a"], generation_ms={0: 0.5}).rule == "timing_forgery"
+    ledger.windows[5].input_seeds = [1000]  # a repeat checked on the first repeat's inputs
+    assert judge(ledger, "confirm", CAL, configs=["a"], generation_ms={0: 2.0}).rule == "audit_evasion"
+
+
+def test_confirm_requires_a_check_of_every_window() -> None:
+    rows = [(0, 1.05, [1.0], ["bench"], None)] * 5 + [(0, 1.05, [1.0], [], None)]
+    assert judge(_ledger(rows), "confirm", CAL, configs=["a"]).rule == "audit_evasion"
+
+
+def test_the_evasion_check_compares_with_the_statistic_the_score_uses() -> None:
+    """Replays padded to most of an honest call on 60 % of the repeats: the others' median is close to the audited
+    calls, their mean (gpumode-benchmark's headline) is not."""
+    rows = []
+    for i in range(20):
+        fresh = i in (2, 9, 15)
+        sample = 2.0 if fresh else (1.8 if i % 5 < 3 else 0.01)
+        rows.append((0, sample + 0.04, [sample], ["audit"] if fresh else [], 300 + i if fresh else None))
+    assert judge(_ledger(rows), "gpumode-benchmark", CAL, configs=["a"]).rule == "audit_evasion"
+
+
+def test_a_block_whose_time_sits_on_one_call_is_forged() -> None:
+    """Moving a block's time onto its first call keeps every window's sum and forges the median."""
+    rows = []
+    for block in range(8):
+        samples = [10 * 0.5] + [0.0005] * 9
+        hold = 50.0 if block == 0 else 10 * 0.0005  # the worker's own (forged) median sizes the next hold
+        fresh = block in (1, 5)
+        rows.append((0, hold + 5.0 + 10 * 0.15, samples, ["audit" if fresh else "bench"], 50 + block if fresh else None))
+    finding = judge(_ledger(rows), "robust", CAL, configs=["a"])
+    assert finding is not None and finding.rule == "timing_forgery" and "one kernel" in finding.evidence
 
 
 def test_runs_alternate_in_abba_order() -> None:

@@ -1,8 +1,10 @@
 """Forgeries the red team of issue 30 got past the parent's ledger, rebuilt as the parent sees them: pure, with the
 send stamps and samples that the exploit files in ``exploits/`` produce (``reach_*``, ``state_*``, ``audit_*``).
 
-Each case is a ledger an honest worker cannot produce; ``judge`` must refuse it. Those it accepts today are
-xfail(strict=True) with what the ledger lacks, so the fix flips them."""
+Each case is a ledger an honest worker cannot produce; ``judge`` must refuse it. (They were xfail until the ledger
+accounted for the time between windows, held each window against its own wall time, required confirm's checks and
+compared audited calls with the statistic the score uses.) Fake windows sent in one record with a real one are also
+refused before the ledger sees them: a record holding several messages is malformed (``processes.LineReader``)."""
 
 from __future__ import annotations
 
@@ -39,7 +41,6 @@ def _fresh(i: int, at: tuple[int, ...] = (1, 9, 20)) -> tuple[str | None, int | 
     return ("audit", 1000 + i) if i in at else (None, None)
 
 
-@pytest.mark.xfail(strict=True, reason="needs the time between windows accounted: a held-back go moves the call there")
 def test_a_go_held_back_to_its_timed_message_is_forged() -> None:
     """reach_match_hold_go.py: the go and the timed message leave in one record (one stamp), the 5 ms call happens
     before it, between windows; each window claims 2 microseconds."""
@@ -51,8 +52,6 @@ def test_a_go_held_back_to_its_timed_message_is_forged() -> None:
     assert finding is not None and finding.rule == "timing_forgery"
 
 
-@pytest.mark.xfail(strict=True, reason="needs windows bounded by the method's loop (count, samples per window, one "
-                   "window per socket record)")  # fmt: skip
 def test_fake_windows_beside_the_real_ones_are_forged() -> None:
     """reach_vars_inject_windows.py / reach_concat_frames_fd.py: every real window is followed, in the same record,
     by 40 empty windows claiming half a microsecond each; the median of the samples is the fake one."""
@@ -62,11 +61,9 @@ def test_fake_windows_beside_the_real_ones_are_forged() -> None:
         for _ in range(40):
             line.window(0, 0.0, [0.0005])
     finding = judge(line.ledger, "gpumode-benchmark", CAL, configs=["a"])
-    assert finding is not None and finding.rule == "timing_forgery"
+    assert finding is not None and finding.rule in ("timing_forgery", "audit_evasion")  # the real calls stand out
 
 
-@pytest.mark.xfail(strict=True, reason="needs each window held against its own wall time (not only per-config sums), "
-                   "and robust's median taken over what a window's wall time bounds (per-window means)")  # fmt: skip
 def test_time_moved_between_windows_is_forged() -> None:
     """state_runner_slot_redistribute.py, made to survive robust's holds: blocks of ten 1 ms calls behind a 10 ms
     spin kernel; of every three windows the first claims the three windows' calls (its median then pays the next
@@ -80,8 +77,6 @@ def test_time_moved_between_windows_is_forged() -> None:
     assert judge(line.ledger, "robust", CAL, configs=["a"]) is not None
 
 
-@pytest.mark.xfail(strict=True, reason="needs audit_evasion to compare the checked calls with the statistic the score "
-                   "uses (the mean, for gpumode-benchmark and flashinfer)")  # fmt: skip
 def test_padded_replays_that_keep_the_median_are_audit_evasion() -> None:
     """audit_probe_pad_benchmark.py: the calls on fresh values compute (5 ms); of the others, 60 % are replays padded
     to 0.9 of a call and 40 % return at once, so their median is 4.5 ms and their mean 2.7 ms."""
@@ -94,7 +89,6 @@ def test_padded_replays_that_keep_the_median_are_audit_evasion() -> None:
     assert finding is not None and finding.rule == "audit_evasion"
 
 
-@pytest.mark.xfail(strict=True, reason="needs a ledger shape for confirm (every timed output checked, as gpumode)")
 def test_a_confirmation_whose_repeats_were_not_checked_is_audit_evasion() -> None:
     """state_confirm_unchecked.py: confirm's repeats announced and timed, none handed to the checker."""
     line = Timeline()

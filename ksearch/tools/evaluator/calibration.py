@@ -9,6 +9,8 @@ yet and the figures reach the parent in the ``ready`` message, which the candida
   synchronise, elapsed time, ``timed`` message) beyond its event time;
 - ``call_overhead_ms``: the harness's host work per call of a back-to-back block (two events, two records, a flush
   launch, the guard's checks of every harness reference);
+- ``gap_overhead_ms``: the harness's host work between two windows (the stop rule, the guard's checks, two events,
+  a synchronisation);
 - ``flush_ms``: one L2 flush (a 256 MB write);
 - ``copy_gbps``: a device-to-device copy (bytes read plus written).
 
@@ -33,6 +35,7 @@ def calibrate(device: str) -> dict[str, float]:
 
     from ksearch.contracts.exchange import FLUSH_BYTES
     from ksearch.tools.evaluator.guard import Guard
+    from ksearch.tools.timing.stats import gpumode_should_stop
 
     sink = os.open(os.devnull, os.O_WRONLY)
     try:
@@ -62,6 +65,15 @@ def calibrate(device: str) -> dict[str, float]:
             guard.verify("calibration")
             calls.append((time.perf_counter() - started) * 1e3)
         torch.cuda.synchronize(device)
+        gaps = []
+        history = [1.0 + 0.001 * i for i in range(60)]
+        for _ in range(REPEATS):
+            started = time.perf_counter()
+            gpumode_should_stop(history, 1.0, max_time_s=10.0, max_wall_s=120.0, max_repeats=100)
+            guard.verify("calibration")
+            torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            torch.cuda.synchronize(device)
+            gaps.append((time.perf_counter() - started) * 1e3)
         for _ in range(5):
             flushes.append(_device_ms(lambda: flush.zero_()))
             copies.append(_device_ms(lambda: flush.clone()))
@@ -69,6 +81,7 @@ def calibrate(device: str) -> dict[str, float]:
         return {
             "window_overhead_ms": _p90(window),
             "call_overhead_ms": _p90(calls),
+            "gap_overhead_ms": _p90(gaps),
             "flush_ms": statistics.median(flushes),
             "copy_gbps": 2 * FLUSH_BYTES / (copy_ms * 1e6) if copy_ms > 0 else 1000.0,
         }

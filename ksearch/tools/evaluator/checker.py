@@ -29,7 +29,9 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import secrets
 import sys
+import time
 import traceback
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
@@ -47,8 +49,11 @@ from ksearch.contracts.exchange import (
 from ksearch.tools.evaluator.profiling import Accumulating
 from ksearch.tools.evaluator.seeds import (
     AUDIT_BASE,
+    FRESH_SET_BASE,
+    MAX_INPUT_SETS,
     input_digest,
     input_set_index,
+    input_set_seed,
     salted_seed,
 )
 from ksearch.tools.evaluator.staging import StagingOwner
@@ -130,6 +135,10 @@ class _Evaluation:
     bench_checked: dict[int, int] = field(default_factory=dict)
     bench_input_bytes: dict[int, int] = field(default_factory=dict)
     """Per benchmark config, the size of its inputs as regenerated here (the parent's clone allowance)."""
+    bench_generation_ms: dict[int, float] = field(default_factory=dict)
+    """Per benchmark config, the longest ``make_inputs`` took here (the parent's allowance for the worker's)."""
+    issued: set[tuple[int, int]] = field(default_factory=set)
+    """(benchmark config, seed) of every fresh seed issued (``issue_seed``): the only fresh seeds it judges."""
     outputs_checked: int = 0
     failure: _Fail | None = None
 
@@ -154,6 +163,8 @@ class Checker:
         self.current: _Evaluation | None = None
         self.largest_output: dict[str, int] = {}
         self.input_bytes: dict[tuple[str, str], int] = {}
+        self.generation_ms: dict[tuple[str, str], float] = {}
+        """(task, benchmark config) -> the longest its ``make_inputs`` took here (kept across evaluations)."""
         """(task, benchmark config) -> bytes of its inputs (deterministic per config; kept across evaluations)."""
         self.pipelined = os.environ.get("KSEARCH_CHECKER_PIPELINE", "1") != "0"
         """Judge correctness outputs while the worker runs the next config (``check``); 0 turns it off."""
@@ -183,7 +194,25 @@ class Checker:
             return self.settle().model_dump()
         if command.op == "finish":
             return self.finish(command.timed).model_dump()
+        if command.op == "seed":
+            return self.issue_seed(command.config_index, command.kind).model_dump()
         raise ValueError(f"unknown command {command.op!r}")
+
+    def issue_seed(self, config_index: int, kind: str) -> HandoffReply:
+        """A fresh seed for a timed call's inputs of benchmark config ``config_index``: a whole input set
+        (``input``) or new activation values (``activation``), drawn now with the system's randomness and recorded,
+        so the checker judges an output on such inputs only when it issued their seed."""
+        state = self.current
+        if state is None:
+            return HandoffReply(ok=False, message="no evaluation in progress")
+        configs = state.task.benchmark_configs(self.device)
+        if not 0 <= config_index < len(configs):
+            return HandoffReply(ok=False, message=f"no benchmark config {config_index}")
+        low, high = (FRESH_SET_BASE, AUDIT_BASE) if kind == "input" else (AUDIT_BASE, MAX_INPUT_SETS)
+        index = low + secrets.randbelow(high - low)
+        seed = input_set_seed(salted_seed(configs[config_index].seed, state.bench_salt), index)
+        state.issued.add((config_index, seed))
+        return HandoffReply(ok=True, seed=seed)
 
     def begin(self, command: CheckerCommand) -> dict[str, Any]:
         from ksearch.tasks.registry import resolve_task
@@ -316,6 +345,7 @@ class Checker:
         return CheckResult(
             verdict=verdict, configs_passed=passed, configs_total=total, outputs_checked=state.outputs_checked,
             mismatch=mismatch, rejection=rejection, error=error, bench_input_bytes=dict(state.bench_input_bytes),
+            bench_generation_ms=dict(state.bench_generation_ms),
             environment={**checker_environment(self.device, peak=True),
                          "memory_mode": "low" if self.low_memory else "normal"},
         )  # fmt: skip
@@ -334,12 +364,14 @@ class Checker:
         base = salted_seed(config.seed, salt)
         index = input_set_index(base, h.input_seed)
         audit = input_set_index(base, h.activation_seed) if h.activation_seed is not None else None
+        fresh_set = index is not None and index >= FRESH_SET_BASE
         valid = (
             h.prepare_seed == base
             and index is not None
             and (h.kind != "test" or index == 0)
             and (h.kind == "audit") == (h.activation_seed is not None)
-            and (audit is None or audit >= AUDIT_BASE)
+            and (audit is None or (audit >= AUDIT_BASE and (h.config_index, h.activation_seed) in state.issued))
+            and (h.kind == "test" or not fresh_set or (h.config_index, h.input_seed) in state.issued)
         )
         if not valid:
             raise _Fail(Verdict.REJECTED, f"{config.name}: an output was handed off for seeds the evaluation did not "
@@ -411,6 +443,7 @@ class Checker:
         else:
             state.bench_checked[h.config_index] = state.bench_checked.get(h.config_index, 0) + 1
             state.bench_input_bytes[h.config_index] = self.input_bytes.get((task.name, config.name), 0)
+            state.bench_generation_ms[h.config_index] = self.generation_ms.get((task.name, config.name), 0.0)
 
     def _reference(self, task: Any, config: Any, h: Handoff) -> tuple[str, Any]:
         key = (task.name, h.kind == "test", config.name, h.prepare_seed, h.input_seed, h.activation_seed)
@@ -420,7 +453,13 @@ class Checker:
         return self._retrying_out_of_memory(lambda: self._compute_reference(task, config, h, key))
 
     def _compute_reference(self, task: Any, config: Any, h: Handoff, key: tuple[Any, ...]) -> tuple[str, Any]:
+        started = time.perf_counter()
         inputs = task.make_inputs(config.model_copy(update={"seed": h.input_seed}), self.device)
+        self._sync()
+        if h.kind != "test":
+            self.generation_ms[(task.name, config.name)] = max(
+                self.generation_ms.get((task.name, config.name), 0.0), (time.perf_counter() - started) * 1e3
+            )
         self.input_bytes[(task.name, config.name)] = _nbytes(inputs)
         if h.activation_seed is not None:
             fresh = task.make_inputs(config.model_copy(update={"seed": h.activation_seed}), self.device)

@@ -89,8 +89,9 @@ def harness_references() -> dict[str, tuple[Any, str, Any]]:
         for name, value in list(vars(module).items()):
             if name.startswith("__"):
                 continue
-            if callable(value):
-                refs[f"{module_name}.{name}"] = (module, name, value)
+            # every binding of a harness module, data as well as code: a module attribute rebound to a new table
+            # (the timing-method registry, say) is as much a patch as a replaced function
+            refs[f"{module_name}.{name}"] = (module, name, value)
             if isinstance(value, type) and value.__module__ == module_name:
                 for attr, member in list(vars(value).items()):
                     if inspect.isfunction(member) or isinstance(member, (staticmethod, classmethod, property)):

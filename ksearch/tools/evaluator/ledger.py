@@ -1,22 +1,27 @@
-"""The timing ledger: what the parent saw of a worker's timed loops, on its own clock, and what it concludes.
+"""The timing ledger: what the parent saw of a worker's timed loops, on a clock the candidate cannot set, and what it
+concludes.
 
 A timed loop runs in the candidate's process, so everything it reports could be forged there. The worker therefore
 announces each timed window as it happens: ``go`` right before the first start event of a repeat (or block, or
 iteration), and ``timed`` with the window's samples right after the synchronisation that ends it. Both travel on a
 Unix seqpacket socket whose receiving end asks the kernel to stamp every record with the moment it was sent
 (``processes.message_channel``): the candidate cannot set those stamps, and they do not depend on how late the
-parent reads. The parent relays every handoff to the checker in between, so it knows, from records the candidate
-cannot rewrite after the fact:
+parent reads. The parent relays every request to the checker in between (handoffs of outputs, and the seeds of fresh
+inputs, which the checker draws when the worker needs them, so they cannot be known earlier), and notes when it
+answered. So it knows, from records the candidate cannot rewrite after the fact:
 
 - the samples of every window, as they were sent (the score is computed from these, never from the worker's final
   report);
-- how much wall time each window took, which bounds the device time its samples may claim from both sides: no more
-  than the wall time, and no less than the wall time minus the harness's own work in the window (calibrated by the
-  worker before the candidate was imported: ``Calibration``);
-- which windows were followed by an audit of the checker, and which audits ran on freshly re-randomised inputs.
+- how much wall time each window took, which bounds its samples from both sides: no more device time than the wall
+  time, and no less than the wall time minus the harness's own work in the window;
+- how much wall time passed between two windows of a config apart from the checker's answers, which bounds the work
+  the worker may do there to the harness's own (fresh inputs made, outputs staged and compared): a kernel that does
+  its real work between windows, where its samples do not count, shows there;
+- which windows were followed by an audit of the checker, on which inputs.
 
-``judge`` turns the ledger into the rules ``timing_forgery`` (the samples cannot be true of the wall time) and
-``audit_evasion`` (audits missing, or the audited calls alone doing the work). Pure logic: no processes, no clocks.
+The harness's own costs come from the worker's measurement before it read its request (``Calibration``: no
+candidate code had run) and from the checker (the size of the inputs, how long making them takes). ``judge`` turns
+the ledger into the rules ``timing_forgery`` and ``audit_evasion``. Pure logic: no processes, no clocks.
 """
 
 from __future__ import annotations
@@ -29,23 +34,36 @@ from pydantic import BaseModel, ConfigDict
 
 KERNEL_JITTER_S = 0.002
 """Per config, with the kernel's send stamps: scheduling of the worker between an event and its message."""
-WINDOW_JITTER_MS = 0.5
-"""With the kernel's stamps, how far one window's samples may exceed its wall time (event and stamp granularity)."""
 READ_JITTER_S = 0.025
 """Per config, where the kernel does not stamp messages and the parent stamps them when it reads them (its loop,
 the GIL, the scheduler)."""
+HOST_TIMING_JITTER_S = 0.05
+"""Per config when the CPU times (tests only, ``KSEARCH_CPU_TIMING``): the worker, the checker and the tests share a
+few busy cores."""
+WINDOW_JITTER_MS = 0.5
+"""With the kernel's stamps, how far one window's samples may exceed its wall time (event and stamp granularity)."""
 RELATIVE_SLACK = 0.01
-"""Per config: wall time over the claimed device time allowed in proportion (event and clock granularity)."""
+"""Wall time over the claimed device time allowed in proportion (event and clock granularity)."""
 MIN_CALL_OVERHEAD_MS = 0.02
-"""Floor of the harness's per-call allowance, whatever the calibration measured."""
+"""Floor of the harness's per-call and per-window allowances, whatever the calibration measured."""
 OVERHEAD_FACTOR = 3.0
-"""The calibrated per-call overhead is multiplied by this (each CPU of the cloud hosts flips between two speeds ~1.8x
+"""The calibrated overheads are multiplied by this (each CPU of the cloud hosts flips between two speeds ~1.8x
 apart, so the loop may run slower than when it was calibrated)."""
+GENERATION_FACTOR = 2.0
+"""The worker's ``make_inputs`` between windows may take this times the checker's (plus the digest)."""
+DIGEST_MS = 0.3
+"""The input digest (an evenly strided sample of every input copied to the host) and its synchronisation."""
+TRIMMED = 0.1
+"""From 10 windows (or gaps) on, the tenth with the largest unexplained time is left out: the worker can be
+descheduled for a few milliseconds on a busy host; a forgery shows in every window."""
 EVASION_RATIO = 1.5
-"""An audited call slower than this times the other calls' median (and than ``EVASION_MIN_RATIO`` at its fastest)
-means the kernel did its work only when it could see the inputs had changed."""
+"""An audited call slower than this times the other calls' headline statistic (and than ``EVASION_MIN_RATIO`` at its
+fastest) means the kernel did its work only when it could see the inputs had changed."""
 EVASION_MIN_RATIO = 1.25
 EVASION_FLOOR_MS = 0.02
+SPREAD_RATIO = 0.5
+"""A block's median call must be at least this share of its mean: the calls of one kernel on one shape, not all the
+time on one call and none on the others (which would forge a median)."""
 HOLD_CAP_MS = 50.0
 """The longest spin kernel ``robust`` puts before a block (``timing.Robust.hold_cap_ms``)."""
 
@@ -59,6 +77,8 @@ class Calibration(BaseModel):
     """Wall time of a synchronised one-call window beyond its events (launch latency, sync wake-up, the message)."""
     call_overhead_ms: float = 0.1
     """Host time of the harness's own work per call of a back-to-back block (events, checks, flush launch)."""
+    gap_overhead_ms: float = 0.2
+    """Host time of the harness's own work between two windows (stop rule, checks, events, a synchronisation)."""
     flush_ms: float = 0.2
     """Device time of one L2 flush (a 256 MB write)."""
     copy_gbps: float = 1000.0
@@ -76,10 +96,12 @@ class Window:
     samples_ms: list[float] = field(default_factory=list)
     audits: list[str] = field(default_factory=list)
     """Kinds of the checker's handoffs that followed it ('bench', 'audit' for re-randomised inputs)."""
+    input_seeds: list[int | None] = field(default_factory=list)
+    """The input seed of each of those handoffs."""
     fresh: bool = False
     """An audit after it introduced activation values no earlier call of the config had seen."""
     staged_bytes: int = 0
-    """Bytes of the outputs staged for the audits that followed it (copied inside the window, in stream order)."""
+    """Bytes of the outputs staged for the audits that followed it."""
 
     @property
     def wall_ms(self) -> float:
@@ -88,12 +110,17 @@ class Window:
 
 @dataclass
 class TimingLedger:
-    """Every window of one worker's timing phase, in order, with the audits that followed each."""
+    """Every window of one worker's timing phase, in order, with the audits that followed each and the intervals in
+    which the worker waited for the checker."""
 
     windows: list[Window] = field(default_factory=list)
+    relays: list[tuple[float, float]] = field(default_factory=list)
+    """(the worker's request sent, the parent's answer written) for every request relayed during timing."""
     malformed: list[str] = field(default_factory=list)
     kernel_clock: bool = True
     """Every stamp is the kernel's send time (else some are the parent's read times: a wider jitter allowance)."""
+    host_timing: bool = False
+    """The CPU timed (tests only): host clocks, busy cores."""
     _seen_activations: set[tuple[int, int | None, int | None]] = field(default_factory=set)
 
     def go(self, config: object, run: object, stamp: float) -> None:
@@ -121,11 +148,15 @@ class TimingLedger:
         if last is None or last.closed is None or last.config != config:
             return  # the first checked call of a config comes before its first window
         last.audits.append(kind)
+        last.input_seeds.append(input_seed)
         last.staged_bytes += nbytes
         key = (config, input_seed, activation_seed)
         if activation_seed is not None and key not in self._seen_activations:
             last.fresh = True
         self._seen_activations.add(key)
+
+    def relay(self, sent: float, answered: float) -> None:
+        self.relays.append((sent, max(sent, answered)))
 
     def by_config(self) -> dict[int, list[Window]]:
         grouped: dict[int, list[Window]] = {}
@@ -137,24 +168,37 @@ class TimingLedger:
     def samples(self, config: int) -> list[float]:
         return [x for w in self.by_config().get(config, []) for x in w.samples_ms]
 
+    def relayed_between(self, start: float, end: float) -> float:
+        """Seconds of ``[start, end]`` in which the worker waited for the checker."""
+        return sum(max(0.0, min(end, b) - max(start, a)) for a, b in self.relays)
+
 
 @dataclass(frozen=True)
 class MethodShape:
-    """What a timing method puts in a window besides the candidate's calls, for the allowance."""
+    """What a timing method does in and between its windows, for the allowances and the audits it must make."""
 
     flush_per_call: bool = False
     hold_per_window: bool = False
     clone_per_call: bool = False
     every_window_audited: bool = False
+    """Every timed call is checked, each on inputs of its own (GPU MODE's leaderboard procedure)."""
+    fresh_inputs_every_window: bool = False
+    """A whole input set is made between any two windows."""
     min_fresh_audits: int = 0
+    headline: str = "mean"
+    one_kernel_per_window: bool = False
+    """Windows of back-to-back calls: their samples must be spread like one kernel's (``SPREAD_RATIO``)."""
 
 
+_LEADERBOARD = MethodShape(every_window_audited=True, fresh_inputs_every_window=True)
 METHOD_SHAPES: dict[str, MethodShape] = {
     "gpumode-benchmark": MethodShape(min_fresh_audits=2),
-    "gpumode": MethodShape(every_window_audited=True),
-    "robust": MethodShape(flush_per_call=True, hold_per_window=True, min_fresh_audits=2),
+    "gpumode": _LEADERBOARD,
+    "confirm": _LEADERBOARD,
+    "robust": MethodShape(flush_per_call=True, hold_per_window=True, min_fresh_audits=2, headline="median",
+                          one_kernel_per_window=True),  # fmt: skip
     "flashinfer": MethodShape(flush_per_call=True, clone_per_call=True, min_fresh_audits=2),
-    "compare": MethodShape(flush_per_call=True, hold_per_window=True),
+    "compare": MethodShape(flush_per_call=True, hold_per_window=True, headline="median", one_kernel_per_window=True),
 }
 
 
@@ -162,6 +206,14 @@ METHOD_SHAPES: dict[str, MethodShape] = {
 class Finding:
     rule: str
     evidence: str
+
+
+@dataclass(frozen=True)
+class ConfigFacts:
+    """What the checker learnt of one benchmark config (trusted): its inputs' size and how long making them took."""
+
+    input_bytes: int = 0
+    generation_ms: float = 0.0
 
 
 def judge(
@@ -172,11 +224,12 @@ def judge(
     configs: list[str],
     flush_l2: bool = True,
     input_bytes: dict[int, int] | None = None,
+    generation_ms: dict[int, float] | None = None,
     fresh_audits_possible: bool = True,
 ) -> Finding | None:
     """The first rule the ledger breaks, or None. ``configs``: the benchmark configs' names, in order (every one must
-    have windows); ``input_bytes``: per config, the inputs' size as the checker regenerated them (for the clone
-    allowance of ``flashinfer``); ``fresh_audits_possible``: the task declares inputs that may be re-randomised."""
+    have windows); ``input_bytes`` and ``generation_ms``: per config, from the checker; ``fresh_audits_possible``:
+    the task declares inputs that may be re-randomised."""
     if ledger.malformed:
         return Finding("timing_forgery", f"the timing messages were out of order: {ledger.malformed[0]}")
     shape = METHOD_SHAPES.get(method, MethodShape())
@@ -185,14 +238,22 @@ def judge(
         windows = grouped.get(index, [])
         if not windows:
             return Finding("timing_forgery", f"config {name}: no timed window reached the evaluator")
-        problem = _wall_problem(name, windows, shape, calibration, flush_l2, (input_bytes or {}).get(index, 0),
-                                ledger.kernel_clock)  # fmt: skip
-        if problem is not None:
-            return problem
-        problem = _audit_problem(name, windows, shape, fresh_audits_possible)
-        if problem is not None:
-            return problem
+        facts = ConfigFacts((input_bytes or {}).get(index, 0), (generation_ms or {}).get(index, 0.0))
+        for problem in (
+            _wall_problem(name, windows, shape, calibration, flush_l2, facts, ledger),
+            _gap_problem(name, windows, shape, calibration, facts, ledger),
+            _spread_problem(name, windows, shape),
+            _audit_problem(name, windows, shape, fresh_audits_possible),
+        ):
+            if problem is not None:
+                return problem
     return None
+
+
+def _jitter_ms(ledger: TimingLedger) -> float:
+    if ledger.host_timing:
+        return HOST_TIMING_JITTER_S * 1e3
+    return (KERNEL_JITTER_S if ledger.kernel_clock else READ_JITTER_S) * 1e3
 
 
 def window_allowances(
@@ -201,7 +262,8 @@ def window_allowances(
     """Per window, the wall time (ms) the harness's own work may add beyond the samples it claims: the window's
     overhead, per call the harness's host work between back-to-back calls, the L2 flush and the argument clone where
     the method does them, the outputs staged for the checker, the spin kernel before a robust block (about the
-    previous block's device time), and the in-window copy of re-randomised activations in a robust block."""
+    previous block's device time; a full one for a run's first block), and the in-window copy of re-randomised
+    activations in a robust block."""
     per_window = max(MIN_CALL_OVERHEAD_MS, calibration.window_overhead_ms) * OVERHEAD_FACTOR
     copy_ms_per_byte = 1.5 * 2 / (max(calibration.copy_gbps, 1.0) * 1e6)
     per_call = 0.0
@@ -233,39 +295,92 @@ def allowance_ms(windows: list[Window], shape: MethodShape, calibration: Calibra
     return sum(window_allowances(windows, shape, calibration, flush_l2, input_bytes))
 
 
-TRIMMED = 0.1
-"""From 10 windows on, the tenth of them with the largest unexplained wall time is left out: the worker can be
-descheduled for a few milliseconds inside an honest window on a busy host; a forgery shows in every window."""
+def gap_allowance_ms(before: Window, after: Window, shape: MethodShape, calibration: Calibration, facts: ConfigFacts) -> float:
+    """The wall time (ms) the harness's own work may take between two windows, besides waiting for the checker: its
+    loop overhead; staging, comparing and digesting the audited outputs of ``before``; making fresh inputs (or fresh
+    activation values) for ``after``, at most ``GENERATION_FACTOR`` times what the checker took to make them."""
+    overhead = max(MIN_CALL_OVERHEAD_MS, calibration.gap_overhead_ms) * OVERHEAD_FACTOR
+    copy_ms_per_byte = 1.5 * 3 / (max(calibration.copy_gbps, 1.0) * 1e6)  # staged, then compared (read twice)
+    allowed = overhead
+    if before.audits:
+        allowed += overhead + DIGEST_MS + before.staged_bytes * copy_ms_per_byte
+    if shape.fresh_inputs_every_window or after.fresh:
+        allowed += overhead + DIGEST_MS + GENERATION_FACTOR * facts.generation_ms
+    return allowed
+
+
+def _trimmed_sum(values: list[float]) -> float:
+    ordered = sorted(values)
+    if len(ordered) >= 10:
+        ordered = ordered[: len(ordered) - int(len(ordered) * TRIMMED)]
+    return sum(ordered)
 
 
 def _wall_problem(
-    name: str, windows: list[Window], shape: MethodShape, calibration: Calibration, flush_l2: bool, input_bytes: int,
-    kernel_clock: bool,
+    name: str, windows: list[Window], shape: MethodShape, calibration: Calibration, flush_l2: bool, facts: ConfigFacts,
+    ledger: TimingLedger,
 ) -> Finding | None:
     wall = sum(w.wall_ms for w in windows)
     claimed = sum(sum(w.samples_ms) for w in windows)
-    jitter = (KERNEL_JITTER_S if kernel_clock else READ_JITTER_S) * 1e3
+    jitter = _jitter_ms(ledger)
     calls = sum(len(w.samples_ms) for w in windows)
     if claimed > wall * (1 + RELATIVE_SLACK) + jitter:
         return Finding("timing_forgery", f"config {name}: {calls} timed calls report {claimed:.3f} ms of device time, "
                        f"but their windows took {wall:.3f} ms on the evaluator's clock")  # fmt: skip
-    if kernel_clock:  # each window's events lie inside it, and the kernel's stamps time it to microseconds
+    if ledger.kernel_clock and not ledger.host_timing:  # each window's events lie inside it
         for window in windows:
             if sum(window.samples_ms) > window.wall_ms * (1 + RELATIVE_SLACK) + WINDOW_JITTER_MS:
                 return Finding("timing_forgery", f"config {name}: a window reports {sum(window.samples_ms):.3f} ms of "
                                f"device time but took {window.wall_ms:.3f} ms on the evaluator's clock")  # fmt: skip
-    allowances = window_allowances(windows, shape, calibration, flush_l2, input_bytes)
-    excess = sorted(
+    allowances = window_allowances(windows, shape, calibration, flush_l2, facts.input_bytes)
+    unexplained = _trimmed_sum([
         max(0.0, w.wall_ms - sum(w.samples_ms) * (1 + RELATIVE_SLACK) - allowed) for w, allowed in zip(windows, allowances)
-    )
-    if len(excess) >= 10:
-        excess = excess[: len(excess) - int(len(excess) * TRIMMED)]
-    unexplained = sum(excess)
+    ])  # fmt: skip
     if unexplained > jitter:
         return Finding("timing_forgery", f"config {name}: {calls} timed calls report {claimed:.3f} ms of device time "
                        f"in windows that took {wall:.3f} ms on the evaluator's clock; {unexplained:.3f} ms of it is "
                        f"beyond what the harness's own work accounts for ({sum(allowances):.3f} ms) and "
                        f"{jitter:.0f} ms of scheduling")  # fmt: skip
+    return None
+
+
+def _pairs(windows: list[Window]) -> Iterator[tuple[Window, Window]]:
+    """Consecutive windows of one method run (compare mode warms up between its runs: no pair spans two)."""
+    for before, after in zip(windows, windows[1:]):
+        if before.run == after.run and before.closed is not None:
+            yield before, after
+
+
+def _gap_problem(
+    name: str, windows: list[Window], shape: MethodShape, calibration: Calibration, facts: ConfigFacts,
+    ledger: TimingLedger,
+) -> Finding | None:
+    """Time between windows beyond the checker's answers and the harness's own work: where a kernel whose samples
+    claim little would do its real work."""
+    excesses, total = [], 0.0
+    for before, after in _pairs(windows):
+        assert before.closed is not None
+        gap_ms = (after.opened - before.closed - ledger.relayed_between(before.closed, after.opened)) * 1e3
+        total += max(0.0, gap_ms)
+        excesses.append(max(0.0, gap_ms - gap_allowance_ms(before, after, shape, calibration, facts)))
+    unexplained = _trimmed_sum(excesses)
+    jitter = _jitter_ms(ledger)
+    if unexplained > jitter:
+        return Finding("timing_forgery", f"config {name}: {unexplained:.3f} ms passed between timed windows beyond "
+                       f"the checker's answers, the harness's own work and {jitter:.0f} ms of scheduling ({total:.3f} "
+                       "ms in all): work done where no sample counts it")  # fmt: skip
+    return None
+
+
+def _spread_problem(name: str, windows: list[Window], shape: MethodShape) -> Finding | None:
+    if not shape.one_kernel_per_window:
+        return None
+    blocks = [w for w in windows if len(w.samples_ms) >= 3]
+    medians = sum(statistics.median(w.samples_ms) * len(w.samples_ms) for w in blocks)
+    sums = sum(sum(w.samples_ms) for w in blocks)
+    if blocks and medians < SPREAD_RATIO * sums:
+        return Finding("timing_forgery", f"config {name}: in its blocks the median call reports {medians / sums:.0%} "
+                       "of the mean: the samples are not spread like calls of one kernel on one shape")  # fmt: skip
     return None
 
 
@@ -275,6 +390,10 @@ def _audit_problem(name: str, windows: list[Window], shape: MethodShape, fresh_p
         if unchecked:
             return Finding("audit_evasion", f"config {name}: {unchecked} of {len(windows)} timed calls were not "
                            "handed to the checker (every timed output must be checked in this method)")  # fmt: skip
+        seeds = [w.input_seeds[0] for w in windows]
+        if len(set(seeds)) < len(seeds):
+            return Finding("audit_evasion", f"config {name}: {len(seeds) - len(set(seeds))} timed calls were checked "
+                           "on inputs an earlier call had (every timed call must run on fresh inputs)")  # fmt: skip
     fresh = [w for w in windows if w.fresh]
     needed = shape.min_fresh_audits if fresh_possible else 0
     if len(fresh) < needed:
@@ -284,12 +403,12 @@ def _audit_problem(name: str, windows: list[Window], shape: MethodShape, fresh_p
         audited = [w.samples_ms[-1] for w in fresh]
         others = [x for w in windows for x in (w.samples_ms if not w.fresh else w.samples_ms[:-1])]
         if len(others) >= 2:
-            typical = statistics.median(others)
+            typical = statistics.mean(others) if shape.headline == "mean" else statistics.median(others)
             if (statistics.median(audited) > EVASION_RATIO * typical + EVASION_FLOOR_MS
                     and min(audited) > EVASION_MIN_RATIO * typical + EVASION_FLOOR_MS):  # fmt: skip
                 return Finding("audit_evasion", f"config {name}: the calls on re-randomised inputs took "
                                f"{statistics.median(audited):.4f} ms (median of {len(audited)}), the other timed calls "
-                               f"{typical:.4f} ms: the kernel works only when it sees new values")  # fmt: skip
+                               f"{typical:.4f} ms ({shape.headline}): the kernel works only when it sees new values")  # fmt: skip
     return None
 
 

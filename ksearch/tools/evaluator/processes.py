@@ -69,6 +69,9 @@ class LineReader:
         the epoch), from the kernel when it stamps records, else the time of the read."""
         self.kernel_stamps = sock is not None
         """Whether every record so far carried the kernel's stamp."""
+        self.crowded_records = 0
+        """Records that held more than one line: the worker sends one message per record, so two lines under one
+        stamp were written by someone else (they would share a send time the parent could not tell apart)."""
 
     def _fill(self, timeout: float) -> None:
         """Read what arrives within ``timeout`` seconds into ``pending``; ``closed`` at end of file."""
@@ -94,6 +97,8 @@ class LineReader:
         if chunk == b"":
             self.closed = True
         self.pending += chunk
+        if self.sock is not None and chunk.count(b"\n") > 1:
+            self.crowded_records += 1
         if self.sock is not None:  # a pipe's reader (the checker's answers) keeps no stamps
             if stamp is None:
                 self.kernel_stamps = False

@@ -24,8 +24,12 @@ SEED_STRIDE = 13
 """Input set ``k`` of a config uses seed ``base + 13 * k`` (GPU MODE's ``seed += 13``), for every method."""
 MAX_INPUT_SETS = 100_000
 """Upper bound on input-set indices; the checker refuses any other seed."""
+FRESH_SET_BASE = 1_000
+"""Input-set indices from here up to ``AUDIT_BASE`` are fresh input sets whose seeds the checker issues when a timed
+call needs one (``gpumode``, ``confirm``): below are the sets a loop reuses (rotated sets, trials)."""
 AUDIT_BASE = 60_000
-"""Input-set indices from here on are the activation seeds of audits (never used by a timing loop)."""
+"""Input-set indices from here on are the activation seeds of audits (issued by the checker when a loop re-randomises
+a set's activations; never used by a timing loop as a set)."""
 
 
 def input_set_seed(base: int, index: int) -> int:

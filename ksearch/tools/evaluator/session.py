@@ -225,7 +225,7 @@ class EvaluatorSession:
                         self.stop_scout(scout, outcome, grace_s=0.0)
                         scout = None
                     outcome.phase = new
-                elif op in ("handoff", "grow", "settle"):
+                elif op in ("handoff", "grow", "settle", "seed"):
                     if op == "settle" and scout is not None:
                         self.stop_scout(scout, outcome, grace_s=SCOUT_GRACE_S)
                         scout = None
@@ -236,6 +236,8 @@ class EvaluatorSession:
                     outcome.checker_s += time.monotonic() - asked
                     if answer is None or not worker.send(json.dumps(answer)):
                         break
+                    if outcome.phase == "timing":  # the worker waited from its request to this answer
+                        ledger.relay(stamp, time.time())
             backlog = []
             if outcome.harness_error or worker.exited() or worker.messages.closed:
                 break
@@ -244,6 +246,8 @@ class EvaluatorSession:
                 break
         outcome.phase_seconds[outcome.phase] = round(time.monotonic() - phase_started, 3)
         ledger.kernel_clock = worker.messages.kernel_stamps
+        if worker.messages.crowded_records:
+            ledger.malformed.append(f"{worker.messages.crowded_records} records held several messages under one stamp")
         return self._finish(worker, outcome, timed_out=outcome.timed_out, started=go)
 
     @staticmethod
@@ -268,6 +272,9 @@ class EvaluatorSession:
                 command = CheckerCommand(op="staging", evaluation=evaluation, min_bytes=int(message.get("min_bytes", 0)))
             elif message.get("op") == "settle":
                 command = CheckerCommand(op="settle", evaluation=evaluation)
+            elif message.get("op") == "seed":
+                command = CheckerCommand(op="seed", evaluation=evaluation, config_index=int(message.get("config_index", -1)),
+                                         kind=message.get("kind"))  # fmt: skip
             else:
                 from ksearch.contracts.exchange import Handoff
 

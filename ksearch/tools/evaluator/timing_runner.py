@@ -21,6 +21,7 @@ import time
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ksearch.contracts.evaluation import Verdict
+from ksearch.contracts.exchange import SeedRequest
 from ksearch.tasks.base import TaskConfig
 from ksearch.tools.evaluator.guard import (
     CandidateFailure,
@@ -131,9 +132,10 @@ class WorkerTimingRunner:
 
     def call_on(self, index: int, *, fresh: bool = False, reuse_args: bool = True, clone: bool = False) -> _Call:
         task = self.worker.task
-        if fresh:
-            inputs = self._generate(index)
-            return _Call(self.fn, task.call_args(inputs, self.config), inputs, index, self._seed(index), self.config)
+        if fresh:  # a whole new input set, its seed drawn by the checker now (unpredictable in this process)
+            seed = self._issued_seed("input") or self._seed(index)
+            inputs = task.make_inputs(self.config.model_copy(update={"seed": seed}), self.worker.device)
+            return _Call(self.fn, task.call_args(inputs, self.config), inputs, index, seed, self.config)
         if index not in self.sets:
             inputs = self._generate(index)
             self.sets[index] = (inputs, input_digest(inputs), task.call_args(inputs, self.config))
@@ -262,7 +264,9 @@ class WorkerTimingRunner:
         positions = task.activation_inputs(self.config)
         if positions is not None and not positions:
             return None
-        seed = input_set_seed(self.config.seed, AUDIT_BASE + random.randrange(MAX_INPUT_SETS - AUDIT_BASE))
+        seed = self._issued_seed("activation")
+        if seed is None:  # no checker to issue one (direct use): a seed of the audit range
+            seed = input_set_seed(self.config.seed, AUDIT_BASE + random.randrange(MAX_INPUT_SETS - AUDIT_BASE))
         fresh = task.make_inputs(self.config.model_copy(update={"seed": seed}), self.worker.device)
         targets = range(len(call.inputs)) if positions is None else positions
         values = []
@@ -282,6 +286,17 @@ class WorkerTimingRunner:
         for position, source in values:
             after[position] = source
         return FreshValues(seed, values, input_digest(after))
+
+    def _issued_seed(self, kind: str) -> int | None:
+        """A seed the checker draws now for this config's fresh inputs (``input``) or activations (``activation``);
+        None when nothing is audited (no checker to ask)."""
+        if not self.audited or self.worker.staging is None:
+            return None
+        reply = self.worker.channel.ask(SeedRequest(config_index=self.index, kind=kind),  # type: ignore[arg-type]
+                                        spin=self.worker.device.startswith("cuda"))  # fmt: skip
+        if not reply.ok or reply.seed is None:
+            raise HarnessFault(f"the checker issued no {kind} seed for config {self.config.name}: {reply.message}")
+        return reply.seed
 
     def rerandomise(self, call: _Call, values: FreshValues) -> None:
         """Copy the new values into the set's activations through ``.data`` (same tensors, same version counter),

@@ -126,10 +126,11 @@ def timed_evaluation(
     )  # fmt: skip
     configs = task.benchmark_configs(request.device)
     ledger = outcome.ledger if outcome.ledger is not None else TimingLedger()
+    ledger.host_timing = not request.device.startswith("cuda")
     finding = judge(
         ledger, method, Calibration.model_validate(outcome.calibration), configs=[c.name for c in configs],
         flush_l2=bool(getattr(task, "flush_l2", True)), input_bytes=check.bench_input_bytes,
-        fresh_audits_possible=all(_re_randomisable(task, c) for c in configs),
+        generation_ms=check.bench_generation_ms, fresh_audits_possible=all(_re_randomisable(task, c) for c in configs),
     )  # fmt: skip
     if finding is not None:
         return _rejected(base, finding.rule, finding.evidence, scrub)

@@ -101,7 +101,10 @@ def spin_until_readable(fd: int, limit_s: float) -> None:
 
 
 class Channel:
-    """The worker's side of the conversation with the parent: phases and handoffs out, answers in."""
+    """The worker's side of the conversation with the parent: phases and handoffs out, answers in. Slotted: a
+    candidate cannot wrap ``send`` on the instance."""
+
+    __slots__ = ("msg_fd", "answers")
 
     def __init__(self, msg_fd: int | None, answers: TextIO | None) -> None:
         self.msg_fd = msg_fd
