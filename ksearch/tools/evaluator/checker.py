@@ -209,8 +209,11 @@ class Checker:
         if not 0 <= config_index < len(configs):
             return HandoffReply(ok=False, message=f"no benchmark config {config_index}")
         low, high = (FRESH_SET_BASE, AUDIT_BASE) if kind == "input" else (AUDIT_BASE, MAX_INPUT_SETS)
-        index = low + secrets.randbelow(high - low)
-        seed = input_set_seed(salted_seed(configs[config_index].seed, state.bench_salt), index)
+        base = salted_seed(configs[config_index].seed, state.bench_salt)
+        while True:  # never the same seed twice for a config: each fresh call has inputs of its own
+            seed = input_set_seed(base, low + secrets.randbelow(high - low))
+            if (config_index, seed) not in state.issued:
+                break
         state.issued.add((config_index, seed))
         return HandoffReply(ok=True, seed=seed)
 

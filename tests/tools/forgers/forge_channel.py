@@ -1,31 +1,30 @@
-"""Forger: wraps the worker's message channel (an instance attribute) and rewrites every ``timed`` message to 40 % of
-its samples before it leaves the process. Static rules bypassed in the test. Expected: REJECTED, rule timing_forgery
-(the kernel stamped when each window's messages were sent)."""
+"""Forger: the worker's channel is slotted (its ``send`` cannot be wrapped), so this writes its own records straight
+to the message socket: inside every timed window (during its own call) a ``timed`` record that closes the window
+early with 40 % of the time. Static rules bypassed in the test. Expected: REJECTED, rule timing_forgery (the
+harness's own ``timed`` record then closes a window that is no longer open: the records are out of order, and the
+kernel stamped them)."""
 
 import gc
-import json
+import os
 import time
 
 import torch
 
 
-def _forge() -> None:
-    for obj in gc.get_objects():
-        if type(obj).__name__ == "Channel" and not getattr(obj, "_forged", False):
-            real = obj.send
+def _message_fd() -> int | None:
+    for obj in gc.get_objects():  # at import: the worker freezes its heap before timing, out of get_objects' sight
+        if type(obj).__name__ == "Channel":
+            return obj.msg_fd
+    return None
 
-            def send(payload: str, real=real) -> None:
-                if '"timed"' in payload:
-                    message = json.loads(payload)
-                    message["samples"] = [0.4 * x for x in message["samples"]]
-                    payload = json.dumps(message)
-                real(payload)
 
-            obj.send = send
-            obj._forged = True
+_FD = _message_fd()
 
 
 def kernel(x: torch.Tensor) -> torch.Tensor:
-    _forge()
     time.sleep(0.005)
-    return torch.softmax(x.double(), dim=-1).float()
+    out = torch.softmax(x.double(), dim=-1).float()
+    fd = _FD
+    if fd is not None:
+        os.write(fd, b'{"op": "timed", "config": 0, "samples": [2.0]}\n')
+    return out
