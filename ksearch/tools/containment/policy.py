@@ -80,13 +80,21 @@ def _launcher_argv(spec: dict, *, probe: bool = False) -> list[str]:
             json.dumps(spec), "--"]  # fmt: skip
 
 
+GPU_REFUSED = {
+    "pidns": "not on a GPU: CUDA IPC handles cannot cross PID namespaces",
+    "landlock": "not on a GPU: CUDA's initialisation fails under the Landlock domain (error 304, seen on an H100 with "
+    "driver 580.159 and Linux 6.18; userns and caps keep other processes' /proc away there)",
+}
+"""Layers a candidate on a GPU never gets by default, and why (``KSEARCH_SANDBOX`` naming one is refused there)."""
+
+
 def probe(gpu: bool) -> tuple[tuple[str, ...], dict[str, str]]:
     """The child layers that work here (run once per process and device kind), and why the others do not."""
     with _lock:
         if gpu in _probed:
             return _probed[gpu]
-    wanted = [layer for layer in CHILD_LAYERS if not (gpu and layer == "pidns")]
-    skipped = {"pidns": "not on a GPU: CUDA IPC handles cannot cross PID namespaces"} if gpu else {}
+    wanted = [layer for layer in CHILD_LAYERS if not (gpu and layer in GPU_REFUSED)]
+    skipped = dict(GPU_REFUSED) if gpu else {}
     if not sys.platform.startswith("linux"):
         result: tuple[tuple[str, ...], dict[str, str]] = ((), {layer: "Linux only" for layer in wanted})
     else:
