@@ -99,7 +99,7 @@ class LineReader:
         self.pending += chunk
         if self.sock is not None and chunk.count(b"\n") > 1:
             self.crowded_records += 1
-        if self.sock is not None:  # a pipe's reader (the checker's answers) keeps no stamps
+        if self.sock is not None and chunk:  # a pipe's reader (the checker's answers) keeps no stamps
             if stamp is None:
                 self.kernel_stamps = False
                 stamp = time.time()

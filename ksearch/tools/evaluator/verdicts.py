@@ -7,8 +7,13 @@ checker.
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import math
+import os
 import platform
+import time
+from pathlib import Path
 import signal
 from importlib import metadata
 from typing import TYPE_CHECKING
@@ -127,6 +132,7 @@ def timed_evaluation(
     configs = task.benchmark_configs(request.device)
     ledger = outcome.ledger if outcome.ledger is not None else TimingLedger()
     ledger.host_timing = not request.device.startswith("cuda")
+    _dump_ledger(ledger, outcome, check)
     finding = judge(
         ledger, method, Calibration.model_validate(outcome.calibration), configs=[c.name for c in configs],
         flush_l2=bool(getattr(task, "flush_l2", True)), input_bytes=check.bench_input_bytes,
@@ -155,6 +161,25 @@ def timed_evaluation(
         update={"timed": True, "timings": timings, "latency_ms": latency_ms, "score": score, "log": "\n".join(notes),
                 "yardstick": outcome.result.yardstick}
     )
+
+
+LEDGER_DUMP_VARIABLE = "KSEARCH_LEDGER_DUMP"
+"""A folder: every timed evaluation writes its ledger there as JSON (windows, relays, calibration, the checker's
+figures), to see what the parent's checks saw."""
+
+
+def _dump_ledger(ledger: TimingLedger, outcome: Outcome, check: CheckResult) -> None:
+    folder = os.environ.get(LEDGER_DUMP_VARIABLE)
+    if not folder:
+        return
+    record = {
+        "windows": [dataclasses.asdict(w) for w in ledger.windows], "relays": ledger.relays,
+        "kernel_clock": ledger.kernel_clock, "calibration": outcome.calibration,
+        "input_bytes": check.bench_input_bytes, "generation_ms": check.bench_generation_ms,
+    }  # fmt: skip
+    path = Path(folder) / f"ledger-{time.time_ns()}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(record), encoding="utf-8")
 
 
 def _re_randomisable(task: Task, config: object) -> bool:
