@@ -232,5 +232,8 @@ class CheckResult(BaseModel):
     bench_input_bytes: dict[int, int] = Field(default_factory=dict)
     """Per benchmark config index: the bytes of its inputs as the checker regenerated them."""
     bench_generation_ms: dict[int, float] = Field(default_factory=dict)
-    """Per benchmark config index: the longest the checker took to make its inputs (the same ``make_inputs`` the
+    """Per benchmark config index: the median time the checker took to make its inputs (the same ``make_inputs`` the
     worker runs between timed calls; the parent's allowance for that work)."""
+    bench_digest_ms: dict[int, float] = Field(default_factory=dict)
+    """Per benchmark config index: the median time the checker took to digest its inputs (the worker digests the
+    same inputs when it audits a call or re-randomises a set)."""

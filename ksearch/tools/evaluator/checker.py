@@ -30,6 +30,7 @@ import argparse
 import os
 import platform
 import secrets
+import statistics
 import sys
 import time
 import traceback
@@ -136,7 +137,9 @@ class _Evaluation:
     bench_input_bytes: dict[int, int] = field(default_factory=dict)
     """Per benchmark config, the size of its inputs as regenerated here (the parent's clone allowance)."""
     bench_generation_ms: dict[int, float] = field(default_factory=dict)
-    """Per benchmark config, the longest ``make_inputs`` took here (the parent's allowance for the worker's)."""
+    """Per benchmark config, the median time ``make_inputs`` took here (the parent's allowance for the worker's)."""
+    bench_digest_ms: dict[int, float] = field(default_factory=dict)
+    """Per benchmark config, the median time the input digest took here."""
     issued: set[tuple[int, int]] = field(default_factory=set)
     """(benchmark config, seed) of every fresh seed issued (``issue_seed``): the only fresh seeds it judges."""
     outputs_checked: int = 0
@@ -163,8 +166,9 @@ class Checker:
         self.current: _Evaluation | None = None
         self.largest_output: dict[str, int] = {}
         self.input_bytes: dict[tuple[str, str], int] = {}
-        self.generation_ms: dict[tuple[str, str], float] = {}
-        """(task, benchmark config) -> the longest its ``make_inputs`` took here (kept across evaluations)."""
+        self.input_costs: dict[tuple[str, str], tuple[list[float], list[float]]] = {}
+        """(task, benchmark config) -> the milliseconds its ``make_inputs`` and its input digest took here, each time
+        (kept across evaluations): the parent's allowance for the same work in the worker between timed windows."""
         """(task, benchmark config) -> bytes of its inputs (deterministic per config; kept across evaluations)."""
         self.pipelined = os.environ.get("KSEARCH_CHECKER_PIPELINE", "1") != "0"
         """Judge correctness outputs while the worker runs the next config (``check``); 0 turns it off."""
@@ -348,7 +352,7 @@ class Checker:
         return CheckResult(
             verdict=verdict, configs_passed=passed, configs_total=total, outputs_checked=state.outputs_checked,
             mismatch=mismatch, rejection=rejection, error=error, bench_input_bytes=dict(state.bench_input_bytes),
-            bench_generation_ms=dict(state.bench_generation_ms),
+            bench_generation_ms=dict(state.bench_generation_ms), bench_digest_ms=dict(state.bench_digest_ms),
             environment={**checker_environment(self.device, peak=True),
                          "memory_mode": "low" if self.low_memory else "normal"},
         )  # fmt: skip
@@ -446,7 +450,10 @@ class Checker:
         else:
             state.bench_checked[h.config_index] = state.bench_checked.get(h.config_index, 0) + 1
             state.bench_input_bytes[h.config_index] = self.input_bytes.get((task.name, config.name), 0)
-            state.bench_generation_ms[h.config_index] = self.generation_ms.get((task.name, config.name), 0.0)
+            costs = self.input_costs.get((task.name, config.name))
+            if costs and costs[0]:
+                state.bench_generation_ms[h.config_index] = statistics.median(costs[0])
+                state.bench_digest_ms[h.config_index] = statistics.median(costs[1])
 
     def _reference(self, task: Any, config: Any, h: Handoff) -> tuple[str, Any]:
         key = (task.name, h.kind == "test", config.name, h.prepare_seed, h.input_seed, h.activation_seed)
@@ -459,10 +466,7 @@ class Checker:
         started = time.perf_counter()
         inputs = task.make_inputs(config.model_copy(update={"seed": h.input_seed}), self.device)
         self._sync()
-        if h.kind != "test":
-            self.generation_ms[(task.name, config.name)] = max(
-                self.generation_ms.get((task.name, config.name), 0.0), (time.perf_counter() - started) * 1e3
-            )
+        generated = time.perf_counter()
         self.input_bytes[(task.name, config.name)] = _nbytes(inputs)
         if h.activation_seed is not None:
             fresh = task.make_inputs(config.model_copy(update={"seed": h.activation_seed}), self.device)
@@ -470,7 +474,12 @@ class Checker:
             for position in range(len(inputs)) if positions is None else positions:
                 inputs[position] = fresh[position]
             del fresh
+        digested = time.perf_counter()
         digest = input_digest(inputs)
+        if h.kind != "test":  # the same work the worker does between timed windows, timed here where it is trusted
+            costs = self.input_costs.setdefault((task.name, config.name), ([], []))
+            costs[0].append((generated - started) * 1e3)
+            costs[1].append((time.perf_counter() - digested) * 1e3)
         prepare_config = config.model_copy(update={"seed": h.prepare_seed})
         expected = task.expected(prepare_config, inputs)  # after the digest; nothing reads the inputs again
         del inputs

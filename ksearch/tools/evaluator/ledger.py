@@ -49,8 +49,8 @@ MIN_CALL_OVERHEAD_MS = 0.02
 OVERHEAD_FACTOR = 3.0
 """The calibrated overheads are multiplied by this (each CPU of the cloud hosts flips between two speeds ~1.8x
 apart, so the loop may run slower than when it was calibrated)."""
-GENERATION_FACTOR = 2.0
-"""The worker's ``make_inputs`` between windows may take this times the checker's (plus the digest)."""
+GENERATION_FACTOR = 1.5
+"""The worker's ``make_inputs`` and input digests between windows may take this times the checker's."""
 DIGEST_MS = 0.3
 """The input digest (an evenly strided sample of every input copied to the host) and its synchronisation."""
 TRIMMED = 0.1
@@ -209,10 +209,12 @@ class Finding:
 
 @dataclass(frozen=True)
 class ConfigFacts:
-    """What the checker learnt of one benchmark config (trusted): its inputs' size and how long making them took."""
+    """What the checker learnt of one benchmark config (trusted): its inputs' size, how long making them and
+    digesting them took there."""
 
     input_bytes: int = 0
     generation_ms: float = 0.0
+    digest_ms: float = 0.0
 
 
 def judge(
@@ -224,6 +226,7 @@ def judge(
     flush_l2: bool = True,
     input_bytes: dict[int, int] | None = None,
     generation_ms: dict[int, float] | None = None,
+    digest_ms: dict[int, float] | None = None,
     fresh_audits_possible: bool = True,
 ) -> Finding | None:
     """The first rule the ledger breaks, or None. ``configs``: the benchmark configs' names, in order (every one must
@@ -237,7 +240,8 @@ def judge(
         windows = grouped.get(index, [])
         if not windows:
             return Finding("timing_forgery", f"config {name}: no timed window reached the evaluator")
-        facts = ConfigFacts((input_bytes or {}).get(index, 0), (generation_ms or {}).get(index, 0.0))
+        facts = ConfigFacts((input_bytes or {}).get(index, 0), (generation_ms or {}).get(index, 0.0),
+                            (digest_ms or {}).get(index, 0.0))  # fmt: skip
         for problem in (
             _wall_problem(name, windows, shape, calibration, flush_l2, facts, ledger),
             _gap_problem(name, windows, shape, calibration, facts, ledger),
@@ -296,15 +300,16 @@ def allowance_ms(windows: list[Window], shape: MethodShape, calibration: Calibra
 
 def gap_allowance_ms(before: Window, after: Window, shape: MethodShape, calibration: Calibration, facts: ConfigFacts) -> float:
     """The wall time (ms) the harness's own work may take between two windows, besides waiting for the checker: its
-    loop overhead; staging, comparing and digesting the audited outputs of ``before``; making fresh inputs (or fresh
-    activation values) for ``after``, at most ``GENERATION_FACTOR`` times what the checker took to make them."""
+    loop overhead; after an audited window, staging, comparing and digesting its output and inputs; before a window
+    on fresh inputs (or fresh activation values), making and digesting them. Making and digesting inputs may take
+    ``GENERATION_FACTOR`` times what the checker took for the same work (it makes and digests the same inputs)."""
     overhead = max(MIN_CALL_OVERHEAD_MS, calibration.gap_overhead_ms) * OVERHEAD_FACTOR
     copy_ms_per_byte = 1.5 * 3 / (max(calibration.copy_gbps, 1.0) * 1e6)  # staged, then compared (read twice)
     allowed = overhead
     if before.audits:
-        allowed += overhead + DIGEST_MS + before.staged_bytes * copy_ms_per_byte
+        allowed += overhead + DIGEST_MS + GENERATION_FACTOR * facts.digest_ms + before.staged_bytes * copy_ms_per_byte
     if shape.fresh_inputs_every_window or after.fresh:
-        allowed += overhead + DIGEST_MS + GENERATION_FACTOR * facts.generation_ms
+        allowed += overhead + DIGEST_MS + GENERATION_FACTOR * (facts.generation_ms + facts.digest_ms)
     return allowed
 
 

@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from ksearch.contracts.candidate import Candidate
 from ksearch.tools import timing as timing_mod
 
-HARNESS_VERSION = "ksearch-evaluator-8"
+HARNESS_VERSION = "ksearch-evaluator-9"
 """Part of the evaluation cache key: bump when a change could alter verdicts or timings."""
 _DEVICE = re.compile(r"^(cpu|cuda(:\d+)?)$")
 CPU_TIMING_VARIABLE = "KSEARCH_CPU_TIMING"

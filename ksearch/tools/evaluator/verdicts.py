@@ -136,7 +136,8 @@ def timed_evaluation(
     finding = judge(
         ledger, method, Calibration.model_validate(outcome.calibration), configs=[c.name for c in configs],
         flush_l2=bool(getattr(task, "flush_l2", True)), input_bytes=check.bench_input_bytes,
-        generation_ms=check.bench_generation_ms, fresh_audits_possible=all(_re_randomisable(task, c) for c in configs),
+        generation_ms=check.bench_generation_ms, digest_ms=check.bench_digest_ms,
+        fresh_audits_possible=all(_re_randomisable(task, c) for c in configs),
     )  # fmt: skip
     if finding is not None:
         return _rejected(base, finding.rule, finding.evidence, scrub)
@@ -176,6 +177,7 @@ def _dump_ledger(ledger: TimingLedger, outcome: Outcome, check: CheckResult) -> 
         "windows": [dataclasses.asdict(w) for w in ledger.windows], "relays": ledger.relays,
         "kernel_clock": ledger.kernel_clock, "calibration": outcome.calibration,
         "input_bytes": check.bench_input_bytes, "generation_ms": check.bench_generation_ms,
+        "digest_ms": check.bench_digest_ms,
     }  # fmt: skip
     path = Path(folder) / f"ledger-{time.time_ns()}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
