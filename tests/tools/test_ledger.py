@@ -154,10 +154,10 @@ def test_making_fresh_inputs_between_windows_is_the_harness_own_work() -> None:
         ledger.handoff("bench", 0, 1000 + k, None, 4096)
         ledger.relay(now, now + 0.004)
         now += 0.004 + 0.006  # 6 ms making the next inputs
-    assert judge(ledger, "confirm", CAL, configs=["a"], generation_ms={0: 2.0}) is None
-    assert judge(ledger, "confirm", CAL, configs=["a"], generation_ms={0: 0.5}).rule == "timing_forgery"
+    assert judge(ledger, "confirm", CAL, configs=["a"], generation_ms={0: 2.5}, digest_ms={0: 1.0}) is None
+    assert judge(ledger, "confirm", CAL, configs=["a"], generation_ms={0: 0.5}, digest_ms={0: 0.5}).rule == "timing_forgery"
     ledger.windows[5].input_seeds = [1000]  # a repeat checked on the first repeat's inputs
-    assert judge(ledger, "confirm", CAL, configs=["a"], generation_ms={0: 2.0}).rule == "audit_evasion"
+    assert judge(ledger, "confirm", CAL, configs=["a"], generation_ms={0: 2.5}, digest_ms={0: 1.0}).rule == "audit_evasion"
 
 
 def test_confirm_requires_a_check_of_every_window() -> None:
