@@ -32,8 +32,10 @@ from dataclasses import dataclass, field
 
 from pydantic import BaseModel, ConfigDict
 
-KERNEL_JITTER_S = 0.002
-"""Per config, with the kernel's send stamps: scheduling of the worker between an event and its message."""
+KERNEL_JITTER_S = 0.010
+"""Per config, with the kernel's send stamps: scheduling of the worker between an event and its message, and the
+GPU's clocks after an idle gap (the smoke suite on an H100 read honest kernels 4-15 ms over the harness's own work
+per config when several evaluations shared the GPU)."""
 READ_JITTER_S = 0.025
 """Per config, where the kernel does not stamp messages and the parent stamps them when it reads them (its loop,
 the GIL, the scheduler)."""
@@ -42,8 +44,12 @@ HOST_TIMING_JITTER_S = 0.05
 few busy cores."""
 WINDOW_JITTER_MS = 0.5
 """With the kernel's stamps, how far one window's samples may exceed its wall time (event and stamp granularity)."""
-RELATIVE_SLACK = 0.01
-"""Wall time over the claimed device time allowed in proportion (event and clock granularity)."""
+RELATIVE_SLACK = 0.05
+"""Wall time over the claimed device time allowed in proportion (event and clock granularity, launch latency that
+grows with the work queued)."""
+GAP_SLACK = 0.10
+"""Time between windows beyond the harness's work allowed in proportion to all of it (its cost varies with the
+machine's load more than the calibration sees)."""
 MIN_CALL_OVERHEAD_MS = 0.02
 """Floor of the harness's per-call and per-window allowances, whatever the calibration measured."""
 OVERHEAD_FACTOR = 3.0
@@ -56,10 +62,13 @@ DIGEST_MS = 0.3
 TRIMMED = 0.1
 """From 10 windows (or gaps) on, the tenth with the largest unexplained time is left out: the worker can be
 descheduled for a few milliseconds on a busy host; a forgery shows in every window."""
-EVASION_RATIO = 1.5
+EVASION_RATIO = 3.0
 """Audited calls on re-randomised inputs slower (in median) than this times the other calls' headline statistic mean
-the kernel did its work only when it could see the inputs had changed."""
-EVASION_FLOOR_MS = 0.02
+the kernel did its work only when it could see the inputs had changed. Honest kernels read up to 2x there on an H100:
+a MoE whose routing changes with the values, a 0.1 ms softmax after the gap an audit leaves (the GPU's clocks drop
+while it idles), so only a kernel that skips most of its work stands out; the confirmation, where every repeat has
+new inputs, is what catches the rest."""
+EVASION_FLOOR_MS = 0.2
 SPREAD_RATIO = 0.5
 """A block's median call must be at least this share of its mean: the calls of one kernel on one shape, not all the
 time on one call and none on the others (which would forge a median)."""
@@ -368,10 +377,10 @@ def _gap_problem(
         total += max(0.0, gap_ms)
         excesses.append(max(0.0, gap_ms - gap_allowance_ms(before, after, shape, calibration, facts)))
     unexplained = _trimmed_sum(excesses)
-    jitter = _jitter_ms(ledger)
+    jitter = _jitter_ms(ledger) + GAP_SLACK * total
     if unexplained > jitter:
         return Finding("timing_forgery", f"config {name}: {unexplained:.3f} ms passed between timed windows beyond "
-                       f"the checker's answers, the harness's own work and {jitter:.0f} ms of scheduling ({total:.3f} "
+                       f"the checker's answers, the harness's own work and {jitter:.1f} ms of slack ({total:.3f} "
                        "ms in all): work done where no sample counts it")  # fmt: skip
     return None
 
