@@ -154,6 +154,9 @@ def eval_cmd(
     yardstick: Annotated[int, typer.Option("--yardstick", min=0, max=20, help="Audit the timing: after it, per shape, "
         "N rounds of a bare GPU MODE benchmark loop against gpumode-benchmark in the kernel's own process (their ratio "
         "shows what ksearch's procedure changes; a diagnostic, never the score).")] = 0,
+    target_gpu: Annotated[str | None, typer.Option("--target-gpu", help="On the CPU: the GPU the kernel is written "
+        "for (h100, h200, b200, a100, ...); its Triton kernels are compiled for it ahead of time and one over its "
+        "limits (shared memory, registers, threads) is a compile error.")] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Run the hardened evaluator on one kernel file: correctness, timing and the verdict with its evidence.
@@ -163,7 +166,8 @@ def eval_cmd(
 
     try:
         evaluation = evaluate_file(task, file, device=device, timing_method=timing_method, language=language,
-                                   kernelbench_root=kernelbench_root, yardstick_rounds=yardstick)  # fmt: skip
+                                   kernelbench_root=kernelbench_root, yardstick_rounds=yardstick,
+                                   target_gpu=target_gpu)  # fmt: skip
     except ValidationError as exc:
         fail_validation(exc)
     if as_json:
