@@ -64,7 +64,7 @@ class GpuSpec(BaseModel):
 
     def describe(self) -> str:
         """The figures in one paragraph, for prompts."""
-        peaks = ", ".join(f"{dtype} {value / 1e12:g}" for dtype, value in self.peak_flops.items())
+        peaks = ", ".join(f"{_PEAK_LABEL.get(dtype, dtype)} {value / 1e12:g}" for dtype, value in self.peak_flops.items())
         l2 = f", {self.l2_mb} MB L2" if self.l2_mb else ""
         return (
             f"{self.name} ({self.arch}): {self.sms} SMs, {self.memory_gb} GB memory at "
@@ -77,6 +77,7 @@ class GpuSpec(BaseModel):
         )
 
 
+_PEAK_LABEL = {"fp32": "fp32 (CUDA cores)", "tf32": "tf32", "bf16": "bf16/fp16", "fp8": "fp8"}
 _DTYPE_FALLBACK = {
     "fp8": ("fp8", "bf16", "tf32", "fp32"),
     "bf16": ("bf16", "tf32", "fp32"),
@@ -159,22 +160,51 @@ def spec_for_device(device_name: str) -> GpuSpec | None:
     return None
 
 
-def measured_spec(table: GpuSpec | None, name: str, properties: dict[str, str]) -> GpuSpec | None:
-    """The table's entry with the limits the device itself reports (torch's device properties) put in, so the
-    figures in a prompt are the machine's own where it tells them; None when the table does not know the GPU (its
-    bandwidth and peaks are then unknown)."""
-    if table is None:
-        return None
-    update: dict[str, object] = {}
-    for field, prop in (
-        ("shared_per_block_optin", "shared_per_block_optin"),
-        ("shared_per_sm", "shared_per_sm"),
-        ("registers_per_sm", "registers_per_sm"),
-        ("max_threads_per_sm", "max_threads_per_sm"),
-        ("sms", "sms"),
-    ):
-        value = properties.get(prop)
-        if value and str(value).isdigit() and int(value) > 0:
+def measured_spec(table: GpuSpec, properties: dict[str, object]) -> GpuSpec:
+    """The table's entry with the limits the device itself reports (torch's device properties, as strings of
+    ``DeviceInfo``) put in their place, so a prompt states the machine's own figures where it tells them."""
+    update: dict[str, int] = {}
+    for field in ("shared_per_block_optin", "shared_per_sm", "registers_per_sm", "max_threads_per_sm", "sms"):
+        value = str(properties.get(field) or "")
+        if value.isdigit() and int(value) > 0:
             update[field] = int(value)
-    return table.model_copy(update={**update, "name": f"{name} (figures: the device's own limits, "
-                                    f"{table.name}'s bandwidth and peaks)"}) if update else table  # fmt: skip
+    return table.model_copy(update=update)
+
+
+CPU_NO_TARGET = (
+    "CPU with the Triton interpreter (TRITON_INTERPRET=1): kernels are checked for correctness only, not timed. "
+    "No GPU is targeted, so no GPU limits apply here and none are checked (shared memory, registers and threads "
+    "per block are unknown); to write kernels for a GPU from this machine, start the run with --target-gpu "
+    "(h100, h200, b200, a100, ...)."
+)
+
+
+def describe_cpu(target_gpu: str | None) -> str:
+    """The CPU interpreter for prompts: plainly without GPU limits, or aimed at ``target_gpu`` with its figures."""
+    if not target_gpu:
+        return CPU_NO_TARGET
+    gpu = gpu_spec(target_gpu)
+    return (
+        f"CPU with the Triton interpreter (TRITON_INTERPRET=1): kernels are checked for correctness only, not timed. "
+        f"They are written for the target GPU {gpu.name}: every Triton kernel is also compiled for {gpu.arch} before "
+        f"it is judged, and one that needs more than the limits below is a compile error.\nTarget GPU: "
+        + gpu.describe()
+    )
+
+
+def describe_gpu(device_name: str, properties: dict[str, object]) -> str:
+    """A GPU's limits and peaks for prompts: the table's figures (the device's own limits where it reports them),
+    or only the limits it reports when the table does not know it."""
+    table = spec_for_device(device_name)
+    if table is not None:
+        return "Limits and peaks: " + measured_spec(table, properties).describe()
+    figures = {k: str(properties.get(k) or "") for k in ("shared_per_block_optin", "shared_per_sm",
+                                                         "registers_per_sm", "max_threads_per_sm")}  # fmt: skip
+    if not any(v.isdigit() and int(v) > 0 for v in figures.values()):
+        return "Limits and peaks of this GPU are not known to ksearch."
+    return (
+        f"Limits (from the device): shared memory {figures['shared_per_block_optin']} bytes per block (opt-in), "
+        f"{figures['shared_per_sm']} bytes per SM; {figures['registers_per_sm']} registers per SM; "
+        f"{figures['max_threads_per_sm']} threads per SM. Bandwidth and peak rates of this GPU are not known to "
+        "ksearch."
+    )
