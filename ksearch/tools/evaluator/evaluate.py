@@ -48,9 +48,11 @@ SCOUT_VARIABLE = "KSEARCH_SCOUT"
 YARDSTICK_METHOD = "gpumode-benchmark"
 """The method the yardstick (a bare loop of GPU MODE's benchmark mode) is read against."""
 EXTENSION_BUILDERS = ("load_inline", "cpp_extension")
-NO_SCOUT_MARKERS = (*EXTENSION_BUILDERS, "torch.compile")
+NO_SCOUT_MARKERS = EXTENSION_BUILDERS
 """Code the compile scout cannot help: a C++/CUDA extension build (the scout would build a second copy the worker
-waits for) and ``torch.compile`` (Inductor's kernels do not go through the JIT launch the scout turns into compiles)."""
+waits for). Code that also uses ``torch.compile`` is scouted: the scout runs those parts eagerly
+(``scout.eager_torch_compile``) and builds the candidate's own Triton kernels, which Inductor's compile in the worker
+does not."""
 HARNESS_RETRY_PAUSE_S = 5.0
 """Pause before an evaluation is run again after a failure of the harness (the checker out of device memory)."""
 HARNESS_FAULT = "harness:"
