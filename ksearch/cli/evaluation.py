@@ -174,10 +174,26 @@ def eval_cmd(
         print(evaluation.model_dump_json(indent=2))
     else:
         if evaluation.timings:
-            table = Table("config", "median ms", "mean ms", "stdev ms", "samples", "method")
+            points = {p.config: p for p in evaluation.roofline}
+            table = Table("config", "median ms", "mean ms", "stdev ms", "samples", "method", "floor ms", "of roofline")
             for t in evaluation.timings:
+                point = points.get(t.config)
                 table.add_row(t.config, f"{t.median_ms:.5f}", f"{t.mean_ms:.5f}", f"{t.stdev_ms:.5f}", str(t.samples),
-                              f"{t.method} (reports {t.headline})")  # fmt: skip
+                              f"{t.method} (reports {t.headline})",
+                              f"{point.floor_ms:.4g} ({point.bound})" if point else "-",
+                              f"{point.fraction:.0%}" if point else "-")  # fmt: skip
+            out.print(table)
+        for profile in evaluation.profile:
+            out.print(escape(profile.describe()))
+        if evaluation.resources:
+            where = evaluation.environment.get("target_gpu") or evaluation.device
+            table = Table("kernel", "shared bytes", "registers", "spilled bytes", "warps", "stages",
+                          title=f"compiled kernels ({where})")  # fmt: skip
+            for r in evaluation.resources:
+                table.add_row(r.name + (" (autotune config)" if r.tuned else ""), str(r.shared_bytes),
+                              "-" if r.registers is None else str(r.registers),
+                              "-" if r.spilled_bytes is None else str(r.spilled_bytes), str(r.num_warps),
+                              str(r.num_stages))  # fmt: skip
             out.print(table)
         if evaluation.yardstick:
             table = Table("config", "bare GPU MODE loop ms", "gpumode-benchmark ms", "ratio", "rounds",
