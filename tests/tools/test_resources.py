@@ -136,3 +136,28 @@ def test_without_a_target_no_probe_runs_and_no_limit_is_claimed() -> None:
     candidate = Candidate(task="softmax", language="triton", code=OK)
     evaluation = evaluate(EvalRequest(candidate=candidate, device="cpu"))
     assert evaluation.passed and evaluation.resources == [] and "target_gpu" not in evaluation.environment
+
+
+def test_the_kernels_of_a_module_are_found_through_their_wrappers_and_odd_objects_are_no_failure(tmp_path: Path) -> None:
+    """In a worker on a GPU the figures are read from the module's JIT functions; a global whose attributes raise
+    (a lazy proxy, say) must not turn an honest kernel's evaluation into a crash."""
+    from types import SimpleNamespace
+
+    from triton.runtime.jit import JITFunction
+
+    from ksearch.tools.evaluator.resources import candidate_kernels, loaded_resources
+
+    jit = JITFunction.__new__(JITFunction)
+    jit.device_caches = {0: ({"k": SimpleNamespace(metadata=SimpleNamespace(shared=4096, name="_k", num_warps=4,
+                                                                            num_stages=2), module=object(), n_regs=40,
+                                                   n_spills=2)},)}  # fmt: skip
+
+    class Raising:
+        def __getattr__(self, name: str) -> object:
+            raise RuntimeError("lazy proxy")
+
+    tuned = SimpleNamespace(run=lambda: None, fn=SimpleNamespace(run=lambda: None, fn=jit))  # autotune(heuristics(jit))
+    module = SimpleNamespace(kernel=tuned, proxy=Raising(), number=3)
+    assert candidate_kernels(module) == [jit]
+    [figure] = loaded_resources(module)
+    assert (figure.name, figure.shared_bytes, figure.registers, figure.spilled_bytes) == ("_k", 4096, 40, 8)

@@ -166,13 +166,16 @@ def candidate_kernels(module: Any) -> list[Any]:
         return []
     found: dict[int, Any] = {}
     for value in list(vars(module).values()):
-        seen = 0
-        while value is not None and seen < 8:  # autotune(heuristics(jit(f))): follow .fn
-            if isinstance(value, JITFunction):
-                found.setdefault(id(value), value)
-                break
-            value = getattr(value, "fn", None) if hasattr(value, "run") else None
-            seen += 1
+        try:
+            for _ in range(8):  # autotune(heuristics(jit(f))): follow .fn
+                if isinstance(value, JITFunction):
+                    found.setdefault(id(value), value)
+                    break
+                value = getattr(value, "fn", None) if hasattr(value, "run") else None
+                if value is None:
+                    break
+        except Exception:  # noqa: BLE001 - an object whose attributes raise is no kernel (and no failure)
+            continue
     return list(found.values())
 
 
@@ -181,13 +184,16 @@ def loaded_resources(module: Any) -> list[KernelResources]:
     registers and local memory), distinct and bounded. A diagnostic: read in the candidate's own process."""
     out: list[KernelResources] = []
     for fn in candidate_kernels(module):
-        caches = getattr(fn, "device_caches", {}) or {}
-        for entry in list(caches.values()):
-            kernel_cache = entry[0] if isinstance(entry, tuple) and entry else {}
-            for kernel in list(getattr(kernel_cache, "values", lambda: [])()):
-                r = kernel_resources(finished(kernel), read_cubin=False)
-                if r is not None:
-                    out.append(r)
+        try:
+            caches = getattr(fn, "device_caches", {}) or {}
+            for entry in list(caches.values()):
+                kernel_cache = entry[0] if isinstance(entry, tuple) and entry else {}
+                for kernel in list(getattr(kernel_cache, "values", lambda: [])()):
+                    r = kernel_resources(finished(kernel), read_cubin=False)
+                    if r is not None:
+                        out.append(r)
+        except Exception:  # noqa: BLE001 - a diagnostic: a kernel that cannot be read is left out
+            continue
     return distinct(out)
 
 
