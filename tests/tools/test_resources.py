@@ -161,3 +161,15 @@ def test_the_kernels_of_a_module_are_found_through_their_wrappers_and_odd_object
     assert candidate_kernels(module) == [jit]
     [figure] = loaded_resources(module)
     assert (figure.name, figure.shared_bytes, figure.registers, figure.spilled_bytes) == ("_k", 4096, 40, 8)
+
+
+def test_aiming_at_a_gpu_answers_for_it_and_restores_tritons_driver() -> None:
+    from triton.runtime.driver import driver
+
+    from ksearch.tools.evaluator.aot import aimed_at
+
+    before = dict(vars(driver))
+    with aimed_at(gpu_spec("b200")):
+        assert (driver.active.get_current_target().arch, driver.active.get_current_device()) == (100, 0)
+        assert driver.active.utils.get_device_properties(0)["max_shared_mem"] == 232448
+    assert dict(vars(driver)) == before

@@ -95,15 +95,14 @@ def aimed_at(gpu: GpuSpec) -> Iterator[None]:
     """Triton compiles for ``gpu`` while active (its active driver is ``TargetDriver``); restored after."""
     from triton.runtime.driver import driver
 
-    previous = getattr(driver, "_active", None)
+    before = dict(vars(driver))  # Triton versions keep the active driver under different names; restore them all
     driver.set_active(TargetDriver(gpu))
     try:
         yield
     finally:
-        if previous is not None:
-            driver.set_active(previous)
-        else:
-            driver._active = None  # the next use creates the machine's own driver, as before
+        for name in [n for n in vars(driver) if n not in before]:
+            delattr(driver, name)
+        vars(driver).update(before)
 
 
 @dataclass

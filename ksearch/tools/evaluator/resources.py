@@ -31,12 +31,19 @@ REGISTER_ALLOCATION_UNIT = 256
 
 
 def cuobjdump_path() -> str | None:
+    """Triton's ``cuobjdump`` (its knob, else the copy in its wheel), or None (registers then stay unknown)."""
     try:
         from triton import knobs
 
         return knobs.nvidia.cuobjdump.path
-    except Exception:  # noqa: BLE001 - an older or partial Triton: registers stay unknown
+    except Exception:  # noqa: BLE001 - an older Triton without the knob: look in its wheel
+        pass
+    try:
+        import triton
+    except Exception:  # noqa: BLE001
         return None
+    bundled = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
+    return str(bundled) if bundled.exists() else None
 
 
 def cubin_usage(cubin: bytes, name: str) -> tuple[int | None, int | None]:
