@@ -43,7 +43,7 @@ def test_the_gpu_table_answers_by_target_key_and_by_the_device_name() -> None:
     assert spec_for_device("Tesla T4") is None
     assert H100.flops_for("fp8") == ("fp8", 1978.9e12) and gpu_spec("a100").flops_for("fp8")[0] == "bf16"
     text = H100.describe()
-    for figure in ("132 SMs", "3.35 TB/s", "227 KB", "232448 bytes", "65536 registers", "2048 threads", "bf16 989.4"):
+    for figure in ("132 SMs", "3.35 TB/s", "227 KB", "232448 bytes", "65536 registers", "2048 threads", "bf16/fp16 989.4"):
         assert figure in text, figure
 
 
