@@ -112,6 +112,7 @@ def test_the_prompts_of_a_cpu_run_aimed_at_an_h100_carry_its_limits(tmp_path: Pa
             for figure in ("232448 bytes", "65536 registers", "3.35 TB/s", "bf16/fp16 989.4"):
                 assert figure in prompt, (call["call_key"], figure)
             assert "Reference implementation (runnable PyTorch" in prompt  # the spec carries the reference
+            assert "Roofline floors of the timed shapes on the H100 SXM5 80GB" in prompt
         evaluation = store.get_evaluation(store.list_attempts("r1")[0]["evaluation_id"])
         assert evaluation.passed and evaluation.environment["target_gpu"] == "h100"
         assert {r.name for r in evaluation.resources} == {"_softmax_row"}  # checked against the H100 before it passed
@@ -124,4 +125,4 @@ def test_a_cpu_run_without_a_target_says_plainly_that_no_gpu_limits_apply(tmp_pa
     store.close()
     for call in calls:
         assert "No GPU is targeted, so no GPU limits apply here" in call["prompt"]
-        assert "232448" not in call["prompt"]
+        assert "232448" not in call["prompt"] and "Roofline floors" not in call["prompt"]

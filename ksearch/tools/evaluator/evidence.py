@@ -76,6 +76,24 @@ def roofline_points(task: Task, timings: list[Timing], device_name: str, device:
     return points
 
 
+def floors_text(task: Task, gpu: GpuSpec) -> str:
+    """The roofline floor of each timed shape on ``gpu``, for prompts ('' when the task has no GPU shapes)."""
+    dtype = evidence_dtype(task)
+    lines = []
+    for config in task.benchmark_configs("cuda"):
+        try:
+            flops, bytes_moved = task.flops_and_bytes(config)
+        except Exception:  # noqa: BLE001 - a task without a cost model for this shape
+            continue
+        point = roofline_point(config.name, 1.0, flops, bytes_moved, gpu, dtype)
+        lines.append(f"  {config.name}: {point.floor_ms:.4g} ms, {point.bound}-bound (memory {point.memory_ms:.4g} "
+                     f"ms, {point.dtype} compute {point.compute_ms:.4g} ms)")  # fmt: skip
+    if not lines:
+        return ""
+    return (f"Roofline floors of the timed shapes on the {gpu.name} (the task's minimal bytes at peak bandwidth, its "
+            f"flops at the dense {dtype} peak; no kernel can be faster):\n" + "\n".join(lines))  # fmt: skip
+
+
 def with_evidence(
     evaluation: Evaluation, task: Task, *, device: str, target_gpu: str | None, worker: WorkerResult | None,
     probe: WorkerResult | None, probe_problem: str = "",
