@@ -173,3 +173,19 @@ def test_aiming_at_a_gpu_answers_for_it_and_restores_tritons_driver() -> None:
         assert (driver.active.get_current_target().arch, driver.active.get_current_device()) == (100, 0)
         assert driver.active.utils.get_device_properties(0)["max_shared_mem"] == 232448
     assert dict(vars(driver)) == before
+
+
+def test_a_probe_stuck_in_the_candidate_never_holds_a_failed_evaluation_up(monkeypatch: pytest.MonkeyPatch) -> None:
+    """After a verdict the figures cannot change (here a timeout), the probe gets a short grace, not its own limit."""
+    import time
+
+    from ksearch.tools.evaluator import probe as probe_mod
+
+    monkeypatch.setattr(probe_mod, "PROBE_GRACE_S", 1.0)
+    hang = "import time\nimport triton\n\nwhile True:\n    time.sleep(0.1)\n\ndef kernel(x):\n    return x\n"
+    started = time.monotonic()
+    evaluation = evaluate(EvalRequest(candidate=Candidate(task="softmax", language="triton", code=hang), device="cpu",
+                                      target_gpu="h100", compile_timeout_s=4, run_timeout_s=60))  # fmt: skip
+    assert evaluation.verdict == Verdict.TIMEOUT, evaluation.log
+    assert time.monotonic() - started < 4 + 30  # not the probe's own 64 s
+    assert "the resource check for the target GPU did not finish in time" in evaluation.log

@@ -30,14 +30,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ksearch.contracts.evaluation import Evaluation, Verdict
-from ksearch.contracts.exchange import CheckerCommand, CheckResult, StagingHandle, WorkerRequest, WorkerResult
+from ksearch.contracts.exchange import CheckerCommand, CheckResult, StagingHandle, WorkerRequest
 from ksearch.errors import KsearchError
 from ksearch.tools import integrity
 from ksearch.tools import timing as timing_mod
 from ksearch.tools.evaluator.processes import CANDIDATE_FILE, CheckerFailure, WorkerProcess
 from ksearch.tools.evaluator.request import EvalRequest
 from ksearch.tools.evaluator.session import SCOUT_CALLS_S, EvaluatorSession, Outcome
-from ksearch.tools.evaluator.evidence import probe_report, probe_wanted, with_evidence
+from ksearch.tools.evaluator.evidence import probe_wanted, with_evidence
+from ksearch.tools.evaluator.probe import ResourceProbe
 from ksearch.tools.evaluator.verdicts import assemble, parent_environment
 
 if TYPE_CHECKING:
@@ -180,14 +181,12 @@ def _evaluate_once(session: EvaluatorSession, request: EvalRequest, task: Task, 
     bench_salt = request.seed_salt if request.seed_salt is not None else secrets.randbits(62)
     worker = session.take_worker()
     scout = session.take_scout() if wants_scout(request) else None
-    probe = WorkerProcess("cpu", session.root / f"{evaluation_id}-probe", interpret=False) if wants_probe(request) else None
-    probe_deadline = 0.0
+    probe: ResourceProbe | None = None
     shared_cache = session.root / f"{evaluation_id}-triton" if scout is not None else None
     try:
+        if wants_probe(request):  # beside the worker, on the CPU: nothing is timed there
+            probe = _start_probe(session.root / f"{evaluation_id}-probe", request, task, method)
         (worker.work / CANDIDATE_FILE).write_text(request.candidate.code, encoding="utf-8")
-        if probe is not None:
-            _ask_probe(probe, request, task, method)
-            probe_deadline = time.monotonic() + request.compile_timeout_s + request.run_timeout_s
         if scout is not None and shared_cache is not None:
             shared_cache.mkdir(mode=0o700, parents=True, exist_ok=True)
             _ask_scout(scout, request, task, method, shared_cache)
@@ -219,14 +218,13 @@ def _evaluate_once(session: EvaluatorSession, request: EvalRequest, task: Task, 
             outcome.harness_error = outcome.harness_error or check.harness_error
         scrub = _scrub(worker)
         evaluation = assemble(request, task, method, outcome, check, scrub)
-        report, problem = _probe_result(probe, probe_deadline) if probe is not None else (None, "")
+        report, problem = probe.report(evaluation.verdict) if probe is not None else (None, "")
         evaluation = with_evidence(evaluation, task, device=request.device, target_gpu=request.target_gpu,
                                    worker=outcome.result, probe=report, probe_problem=problem)  # fmt: skip
         return _stamp(evaluation, outcome), outcome
     finally:
         if probe is not None:
-            probe.kill()
-            shutil.rmtree(probe.work.parent, ignore_errors=True)
+            probe.close()
         if scout is not None:
             session.retire(scout, scout=True)
         session.retire(worker)
@@ -243,31 +241,11 @@ def wants_probe(request: EvalRequest) -> bool:
     return probe_wanted(request.candidate.code, request.device, request.target_gpu)
 
 
-def _ask_probe(probe: WorkerProcess, request: EvalRequest, task: Task, method: str) -> None:
-    """The resource probe's request: the candidate's kernels compiled for the target GPU, on public seeds."""
-    (probe.work / CANDIDATE_FILE).write_text(request.candidate.code, encoding="utf-8")
-    probe_request = build_worker_request(request, probe.work, probe.result_path, task, method, salt=0, bench_salt=0)
-    probe_request.mode = "resources"
+def _start_probe(folder: Path, request: EvalRequest, task: Task, method: str) -> ResourceProbe:
+    """The resource probe of ``request``: the candidate's kernels compiled for the target GPU, on public seeds."""
+    probe_request = build_worker_request(request, folder, folder, task, method, salt=0, bench_salt=0)
     probe_request.target_gpu = request.target_gpu or ""
-    probe.send(probe_request.model_dump_json())
-
-
-def _probe_result(probe: WorkerProcess, deadline: float) -> tuple[WorkerResult | None, str]:
-    """The probe's report once it exits (by ``deadline``, else it is killed), and what went wrong if it has none."""
-    finished = probe.wait_exit(max(0.0, deadline - time.monotonic()))
-    probe.kill()
-    probe_s = round(time.monotonic() - probe.started, 3)
-    text = None
-    if finished and probe.result_path.exists():
-        text = probe.result_path.read_text(encoding="utf-8", errors="replace")
-    report = probe_report(text)
-    if report is None:
-        why = "did not finish in time" if not finished else "left no report"
-        return None, f"the resource check for the target GPU {why}: the kernels' figures are unknown"
-    if report.verdict != Verdict.PASSED:
-        first = (report.error.strip().splitlines() or ["?"])[-1][:200]
-        return None, f"the resource check for the target GPU could not run the candidate: {first}"
-    return report.model_copy(update={"environment": {"resource_probe_s": str(probe_s)}}), ""
+    return ResourceProbe(folder, request.candidate.code, probe_request, request.compile_timeout_s + request.run_timeout_s)
 
 
 def scout_wanted(code: str, device: str) -> bool:
