@@ -14,7 +14,7 @@ import pytest
 
 from ksearch.contracts.candidate import Candidate
 from ksearch.contracts.evaluation import Evaluation
-from ksearch.tools.evaluator.kernel_profile import PROFILE_KERNELS, summarise
+from ksearch.tools.evaluator.kernel_profile import PROFILE_KERNELS, spans_in, summarise
 
 REPO = Path(__file__).resolve().parents[2]
 TRIMUL = REPO / "examples" / "trimul_triton.py"
@@ -34,6 +34,12 @@ def test_the_profile_of_a_call_counts_busy_time_once_and_lists_the_longest_kerne
     assert profile.kernels[0].share == pytest.approx(0.4)
     assert len(profile.kernels) == PROFILE_KERNELS and profile.other_kernels == 3
     assert summarise("b1", 0.0, [("k", 0.0, 10.0)]).host_gap_ms == 0.0  # a call never reads shorter than its kernels
+
+
+def test_each_shape_gets_the_device_activity_that_started_inside_its_marked_call() -> None:
+    spans = [("warm", 5.0, 40.0), ("k1", 105.0, 150.0), ("k2", 151.0, 190.0), ("next", 260.0, 300.0)]
+    assert [s[0] for s in spans_in(100.0, 200.0, spans)] == ["k1", "k2"]
+    assert [s[0] for s in spans_in(250.0, 320.0, spans)] == ["next"]
 
 
 @pytest.mark.gpu

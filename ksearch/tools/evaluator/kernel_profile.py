@@ -2,9 +2,10 @@
 how long each takes, and how much of the call is host time between them (launch overhead).
 
 Taken by the worker after its timing phase (phase ``profile``, which the parent's ledger does not count), on fresh
-inputs of each benchmark config, with PyTorch's profiler recording CUDA activity (CUPTI): it never runs inside a
-timed sample, and its figures are diagnostics that never decide a verdict or a promotion. A call that fails here
-is left out (it already passed the checks). ``summarise`` is pure and does the arithmetic.
+inputs of each benchmark config, with PyTorch's profiler recording CUDA activity (CUPTI) in one session for all the
+shapes: it never runs inside a timed sample, and its figures are diagnostics that never decide a verdict or a
+promotion. A call that fails here is left out (it already passed the checks). ``summarise`` and ``spans_in`` are
+pure and do the arithmetic.
 """
 
 from __future__ import annotations
@@ -47,39 +48,58 @@ def summarise(config: str, call_ms: float, spans: Iterable[tuple[str, float, flo
     )  # fmt: skip
 
 
-def device_spans(profiler: Any) -> list[tuple[str, float, float]]:
-    """(name, start us, end us) of every device activity (kernels, copies, sets) a torch profiler recorded."""
+MARK = "ksearch_profile:"
+"""Prefix of the profiler range around each shape's profiled call."""
+
+
+def spans_in(start: float, end: float, spans: list[tuple[str, float, float]]) -> list[tuple[str, float, float]]:
+    """The device activity that started inside [start, end] (one shape's call: synchronised at both ends)."""
+    return [s for s in spans if start <= s[1] <= end]
+
+
+def recorded(profiler: Any) -> tuple[dict[str, tuple[float, float]], list[tuple[str, float, float]]]:
+    """From a torch profiler: each shape's marked range by config name, and every device activity (kernels,
+    copies, sets) as (name, start us, end us)."""
     from torch.autograd import DeviceType
 
-    spans = []
+    ranges: dict[str, tuple[float, float]] = {}
+    spans: list[tuple[str, float, float]] = []
     for event in profiler.events():
+        name = str(event.name)
+        window = (float(event.time_range.start), float(event.time_range.end))
         if getattr(event, "device_type", None) == DeviceType.CUDA:
-            spans.append((str(event.name), float(event.time_range.start), float(event.time_range.end)))
-    return spans
+            spans.append((name, *window))
+        elif name.startswith(MARK):
+            ranges[name.removeprefix(MARK)] = window
+    return ranges, spans
 
 
 def profile_shapes(worker: Any, module: Any) -> list[ShapeProfile]:
-    """One profiled call per benchmark config of ``worker`` (an evaluate worker on a GPU, after timing)."""
+    """One profiled call per benchmark config of ``worker`` (an evaluate worker on a GPU, after timing), in one
+    profiler session (CUPTI is set up once): per config, fresh inputs, one unprofiled call (the steady state the
+    timing saw: compiled, tuned, the data object reused), then the call inside a marked range, synchronised at both
+    ends so that its kernels start and end inside it."""
     import torch
-    from torch.profiler import ProfilerActivity, profile
+    from torch.profiler import ProfilerActivity, profile, record_function
 
-    profiles: list[ShapeProfile] = []
-    for config in worker.task.benchmark_configs(worker.device):
-        salted = worker.salted(config, worker.request.bench_salt)
-        try:
-            fn = worker.task.prepare(module, salted, worker.device)
-            inputs = worker.task.make_inputs(salted, worker.device)
-            args = worker.task.call_args(inputs, salted)
-            fn(*args)  # unprofiled: the profiled call is the steady state the timing saw (data object reused)
-            torch.cuda.synchronize(worker.device)
-            with profile(activities=[ProfilerActivity.CUDA]) as profiler:
-                started = time.perf_counter()
+    calls: dict[str, float] = {}
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as profiler:
+        for config in worker.task.benchmark_configs(worker.device):
+            salted = worker.salted(config, worker.request.bench_salt)
+            try:
+                fn = worker.task.prepare(module, salted, worker.device)
+                inputs = worker.task.make_inputs(salted, worker.device)
+                args = worker.task.call_args(inputs, salted)
                 fn(*args)
                 torch.cuda.synchronize(worker.device)
-                call_ms = (time.perf_counter() - started) * 1000.0
-            profiles.append(summarise(config.name, call_ms, device_spans(profiler)))
-        except Exception:  # noqa: BLE001 - a diagnostic: a call that fails here is left out
-            continue
-        finally:
-            inputs = args = None  # noqa: F841 - this config's tensors go before the next is made
-    return profiles
+                with record_function(MARK + config.name):
+                    started = time.perf_counter()
+                    fn(*args)
+                    torch.cuda.synchronize(worker.device)
+                    calls[config.name] = (time.perf_counter() - started) * 1000.0
+            except Exception:  # noqa: BLE001 - a diagnostic: a call that fails here is left out
+                continue
+            finally:
+                inputs = args = None  # noqa: F841 - this config's tensors go before the next is made
+    ranges, spans = recorded(profiler)
+    return [summarise(name, call_ms, spans_in(*ranges[name], spans)) for name, call_ms in calls.items() if name in ranges]
