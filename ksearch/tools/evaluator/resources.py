@@ -112,9 +112,9 @@ def problems(r: KernelResources, gpu: GpuSpec) -> list[str]:
     found = []
     if r.shared_bytes > gpu.shared_per_block_optin:
         found.append(
-            f"needs {r.shared_bytes} bytes of shared memory per block (num_warps={r.num_warps}, "
-            f"num_stages={r.num_stages}), but the {gpu.name} allows at most {gpu.shared_per_block_optin} bytes "
-            f"({gpu.shared_per_block_optin // 1024} KB)"
+            f"needs {r.shared_bytes} bytes of shared memory per block, but the {gpu.name} allows at most "
+            f"{gpu.shared_per_block_optin} ({gpu.shared_per_block_optin // 1024} KB; num_warps={r.num_warps}, "
+            f"num_stages={r.num_stages})"
         )
     threads = r.num_warps * WARP
     if threads > gpu.max_threads_per_block:
@@ -145,10 +145,10 @@ def over_limits(resources: list[KernelResources], gpu: GpuSpec) -> str:
     if not lines:
         return ""
     return (
-        f"compile error for the {gpu.name} ({gpu.arch}), found before running on it: "
-        + " | ".join(lines)
-        + ". The launch would fail there (Triton: OutOfResources). Use smaller tiles, fewer pipeline stages "
-        "(num_stages: each stage keeps its own copy of the tiles a loop loads) or fewer warps."
+        " | ".join(lines)
+        + f". Found by compiling for the {gpu.name} ({gpu.arch}) before running: the launch would fail there "
+        "(Triton: OutOfResources). Use smaller tiles, fewer pipeline stages (num_stages: each stage keeps its own copy "
+        "of the tiles a loop loads) or fewer warps."
     )
 
 
