@@ -91,6 +91,10 @@ class RunConfig(BaseModel):
     temperature: float | None = None
     device: str = "cpu"
     """``cpu`` runs kernels under the Triton interpreter (correctness only); ``cuda`` runs and times them on a GPU."""
+    target_gpu: str | None = None
+    """``--target-gpu``, on the CPU only: the GPU (``h100``, ``a100``, ... of ``ksearch.tools.gpu_specs``) the kernels
+    are written for. Its limits and peaks are in every prompt and each kernel is compiled for it and checked against
+    its limits before it is judged."""
     max_rounds: int = Field(default=20, ge=1)
     """A round is one kernel written and evaluated (K-Search's budget unit)."""
     stagnation_window: int = Field(default=5, ge=1)
@@ -149,6 +153,16 @@ class RunConfig(BaseModel):
         if problem:
             raise ValueError(problem)
         return device
+
+    @model_validator(mode="after")
+    def _target_on_the_cpu(self) -> RunConfig:
+        if self.target_gpu is not None:
+            if self.device != "cpu":
+                raise ValueError("--target-gpu is for runs on the CPU; on a GPU its own limits apply")
+            from ksearch.tools.gpu_specs import gpu_spec
+
+            self.target_gpu = gpu_spec(self.target_gpu).key
+        return self
 
     @model_validator(mode="after")
     def _executor_needs(self) -> RunConfig:

@@ -64,6 +64,7 @@ class SearchContext:
             compile_timeout_s=cfg.compile_timeout_s,
             run_timeout_s=cfg.run_timeout_s,
             timing=device != "cpu",
+            target_gpu=cfg.target_gpu if device == "cpu" else None,
         )
 
     @contextmanager

@@ -10,6 +10,7 @@ import re
 from functools import cache
 from importlib import resources
 from string import Template
+from typing import Any
 
 from ksearch.agent.selection import SelectionPolicy, frontier_report
 from ksearch.agent.world_model import ROOT_ID, Node, WorldModel
@@ -113,3 +114,81 @@ def edit_schema_text(schema: dict) -> str:
 
 def clip(text: str, limit: int) -> str:
     return _clip(text, limit)
+
+
+def edit_schema_outline(schema: dict) -> str:
+    """The edit script's JSON schema in a few lines, one per object type (``?`` marks an optional field), for every
+    planner prompt; the repair prompt carries the full schema (``edit_schema_text``)."""
+    definitions = schema.get("$defs", {})
+    lines = [f"EditScript: {_object_outline(schema)}"]
+    for name, definition in definitions.items():
+        lines.append(f"{name}: {_object_outline(definition)}")
+    return "\n".join(lines)
+
+
+def _object_outline(definition: dict) -> str:
+    required = set(definition.get("required", []))
+    fields = [
+        f"{'' if key in required else '?'}{key}: {_type_outline(value)}"
+        for key, value in definition.get("properties", {}).items()
+    ]
+    return "{" + ", ".join(fields) + "}"
+
+
+def _type_outline(value: dict) -> str:
+    """A property's type in a few characters: ``str``, ``int 1-5``, ``[NewNode] 1-8``, ``"insert"``, ``A | B``."""
+    if "$ref" in value:
+        return value["$ref"].rsplit("/", 1)[-1]
+    if "const" in value:
+        return json.dumps(value["const"])
+    if "anyOf" in value or "oneOf" in value:
+        options = [_type_outline(v) for v in value.get("anyOf", value.get("oneOf", [])) if v.get("type") != "null"]
+        return " | ".join(options)
+    kind = {"string": "str", "integer": "int", "number": "num", "boolean": "bool"}.get(value.get("type", ""), "")
+    if value.get("type") == "array":
+        items = value.get("items", {})
+        count = _range_outline(value.get("minItems"), value.get("maxItems"))
+        return f"[{_type_outline(items)}]" + (f" {count}" if count else "")
+    bounds = _range_outline(value.get("minimum", value.get("exclusiveMinimum")), value.get("maximum"))
+    if value.get("exclusiveMinimum") is not None and value.get("minimum") is None:
+        bounds = f">{value['exclusiveMinimum']:g}" + (f" <={value['maximum']:g}" if "maximum" in value else "")
+    if "pattern" in value:
+        bounds = f"/{value['pattern']}/"
+    elif "maxLength" in value:
+        bounds = f"<={value['maxLength']} chars"
+    return f"{kind} {bounds}".strip() or "any"
+
+
+def _range_outline(low: float | None, high: float | None) -> str:
+    if low is None and high is None:
+        return ""
+    if high is None:
+        return f">={low:g}"
+    if low is None:
+        return f"<={high:g}"
+    return f"{low:g}-{high:g}"
+
+
+REFERENCE_LIMIT = 6000
+
+
+def spec_with_reference(task: Any, language: str) -> str:
+    """The task's spec with its runnable reference implementation appended, unless the spec already shows it (a
+    KernelBench problem file, an operator file)."""
+    spec = task.spec(language)
+    try:
+        reference = task.reference_source().strip()
+    except Exception:  # noqa: BLE001 - a task without a printable reference: the spec alone
+        return spec
+    if not reference or _shown(reference, spec):
+        return spec
+    return (f"{spec.rstrip()}\n\nReference implementation (runnable PyTorch; the kernel must match what it computes):\n"
+            f"```python\n{_clip(reference, REFERENCE_LIMIT)}\n```")  # fmt: skip
+
+
+def _shown(reference: str, spec: str) -> bool:
+    """Whether the spec already quotes the reference (its first definition line appears in it)."""
+    for line in reference.splitlines():
+        if line.startswith(("def ", "class ")):
+            return line.strip() in spec
+    return reference[:200] in spec

@@ -154,6 +154,9 @@ def eval_cmd(
     yardstick: Annotated[int, typer.Option("--yardstick", min=0, max=20, help="Audit the timing: after it, per shape, "
         "N rounds of a bare GPU MODE benchmark loop against gpumode-benchmark in the kernel's own process (their ratio "
         "shows what ksearch's procedure changes; a diagnostic, never the score).")] = 0,
+    target_gpu: Annotated[str | None, typer.Option("--target-gpu", help="On the CPU: the GPU the kernel is written "
+        "for (h100, h200, b200, a100, ...); its Triton kernels are compiled for it ahead of time and one over its "
+        "limits (shared memory, registers, threads) is a compile error.")] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Run the hardened evaluator on one kernel file: correctness, timing and the verdict with its evidence.
@@ -163,17 +166,34 @@ def eval_cmd(
 
     try:
         evaluation = evaluate_file(task, file, device=device, timing_method=timing_method, language=language,
-                                   kernelbench_root=kernelbench_root, yardstick_rounds=yardstick)  # fmt: skip
+                                   kernelbench_root=kernelbench_root, yardstick_rounds=yardstick,
+                                   target_gpu=target_gpu)  # fmt: skip
     except ValidationError as exc:
         fail_validation(exc)
     if as_json:
         print(evaluation.model_dump_json(indent=2))
     else:
         if evaluation.timings:
-            table = Table("config", "median ms", "mean ms", "stdev ms", "samples", "method")
+            points = {p.config: p for p in evaluation.roofline}
+            table = Table("config", "median ms", "mean ms", "stdev ms", "samples", "method", "floor ms", "of roofline")
             for t in evaluation.timings:
+                point = points.get(t.config)
                 table.add_row(t.config, f"{t.median_ms:.5f}", f"{t.mean_ms:.5f}", f"{t.stdev_ms:.5f}", str(t.samples),
-                              f"{t.method} (reports {t.headline})")  # fmt: skip
+                              f"{t.method} (reports {t.headline})",
+                              f"{point.floor_ms:.4g} ({point.bound})" if point else "-",
+                              f"{point.fraction:.0%}" if point else "-")  # fmt: skip
+            out.print(table)
+        for profile in evaluation.profile:
+            out.print(escape(profile.describe()))
+        if evaluation.resources:
+            where = evaluation.environment.get("target_gpu") or evaluation.device
+            table = Table("kernel", "shared bytes", "registers", "spilled bytes", "warps", "stages",
+                          title=f"compiled kernels ({where})")  # fmt: skip
+            for r in evaluation.resources:
+                table.add_row(r.name + (" (autotune config)" if r.tuned else ""), str(r.shared_bytes),
+                              "-" if r.registers is None else str(r.registers),
+                              "-" if r.spilled_bytes is None else str(r.spilled_bytes), str(r.num_warps),
+                              str(r.num_stages))  # fmt: skip
             out.print(table)
         if evaluation.yardstick:
             table = Table("config", "bare GPU MODE loop ms", "gpumode-benchmark ms", "ratio", "rounds",

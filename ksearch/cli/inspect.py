@@ -133,10 +133,14 @@ def show(
     total = usage["total"]
     out.print(f"LLM usage: {int(total['calls'])} calls, {int(total['input_tokens'])} input + {int(total['output_tokens'])} output tokens"
               + (f", ${total['cost_usd']:.4f}" if total["cost_usd"] else ""))
+    if view.cost is not None:
+        out.print(f"run cost: {escape(view.cost.describe())}")
     if best_eval is not None:
         out.print(f"[bold green]best[/bold green]: {escape(best_eval.summary())}")
         for t in best_eval.timings:
             out.print(f"  {t.describe()}")
+        if view.best_evidence:
+            out.print(escape(view.best_evidence))
 
 
 def print_code(run_id: str, code: str | None) -> None:

@@ -60,6 +60,7 @@ def run(
     require_approval: Annotated[bool, typer.Option("--require-approval", help="Pause before each new best is promoted until `ksearch steer RUN approve|reject`.")] = False,
     skills: Annotated[bool, typer.Option("--skills/--no-skills", help="Show the planner fitting skills from a frozen snapshot of the library and record trials of the ones it applies.")] = True,
     lift_skills: Annotated[bool, typer.Option("--lift-skills/--no-lift-skills", help="Lift a candidate skill from every significantly faster parent -> child edge (paired; GPU only).")] = True,
+    target_gpu: Annotated[str | None, typer.Option("--target-gpu", help="On the CPU: write kernels for this GPU (h100, h200, b200, a100, ...): its limits and peaks go into every prompt and each Triton kernel is compiled for it and checked against its limits.")] = None,
 ) -> None:
     """Search for a fast, correct kernel for TASK."""
     from ksearch.agent.config import RunConfig
@@ -100,6 +101,7 @@ def run(
             require_approval=require_approval,
             skills=skills,
             lift_skills=lift_skills,
+            target_gpu=target_gpu,
         )
     except ValidationError as exc:
         fail_validation(exc)
@@ -107,7 +109,8 @@ def run(
     banner = [f"run [bold]{config.run_id}[/bold]: task {escape(task)}, model {escape(model)}, device {device}{where}, "
               f"{max_rounds} rounds, {config.parallel_cycles} cycle{'s' if config.parallel_cycles > 1 else ''} at once"]  # fmt: skip
     if device == "cpu":
-        banner.append("[yellow]device cpu: kernels run under the Triton interpreter, checked for correctness only (not timed)[/yellow]")
+        aim = f"; written and checked for the {config.target_gpu}'s limits" if config.target_gpu else ""
+        banner.append(f"[yellow]device cpu: kernels run under the Triton interpreter, checked for correctness only (not timed){aim}[/yellow]")
     with Progress(config.max_rounds, banner=banner) as progress:
         outcome = runner.start_run(config, workspace=workspace_of(ctx), on_event=progress)
     print_outcome(outcome, workspace_of(ctx))

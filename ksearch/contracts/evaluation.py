@@ -103,6 +103,98 @@ class YardstickReading(BaseModel):
         return self.ksearch_mean_ms / self.bare_mean_ms
 
 
+class KernelResources(BaseModel):
+    """What one compiled Triton kernel (one specialisation) asks of the GPU: the figures its launch must fit."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    shared_bytes: int
+    """Shared memory per block, bytes (Triton's ``metadata.shared``)."""
+    registers: int | None = None
+    """32-bit registers per thread (the cubin's, or the driver's where the kernel was loaded)."""
+    spilled_bytes: int | None = None
+    """Local memory per thread, bytes: register spills and the stack (0 for most kernels)."""
+    num_warps: int
+    num_stages: int
+    tuned: bool = False
+    """Compiled as one config of an ``@triton.autotune`` kernel: the autotuner skips a config that does not fit."""
+
+    def describe(self) -> str:
+        regs = f"{self.registers} registers/thread" if self.registers is not None else "registers unknown"
+        spill = f", {self.spilled_bytes} B spilled/thread" if self.spilled_bytes else ""
+        tuned = " (autotune config)" if self.tuned else ""
+        return (f"{self.name}{tuned}: {self.shared_bytes} B shared memory, {regs}{spill}, num_warps={self.num_warps}, "
+                f"num_stages={self.num_stages}")  # fmt: skip
+
+
+class RooflinePoint(BaseModel):
+    """Where one timed shape sits against the GPU's roofline: the time its minimal bytes and flops need at peak."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    config: str
+    measured_ms: float
+    """The timing's headline statistic (the one the score uses)."""
+    floor_ms: float
+    """max(memory_ms, compute_ms): no kernel can be faster on this GPU."""
+    memory_ms: float
+    """The task's minimal bytes moved at peak bandwidth."""
+    compute_ms: float
+    """The task's flops at the dense peak of ``dtype``."""
+    bound: str
+    """'memory' or 'compute': which floor is higher."""
+    fraction: float
+    """floor_ms / measured_ms: 1.0 is at the roofline."""
+    dtype: str
+    gpu: str
+
+    def describe(self) -> str:
+        return (f"{self.config}: {self.measured_ms:.4g} ms against a floor of {self.floor_ms:.4g} ms, {self.bound}-bound "
+                f"(memory {self.memory_ms:.4g} ms, {self.dtype} compute {self.compute_ms:.4g} ms), "
+                f"{self.fraction:.0%} of roofline")  # fmt: skip
+
+
+class ProfiledKernel(BaseModel):
+    """One kernel (by name) in the profile of one call."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    launches: int
+    time_ms: float
+    """Device time of all its launches in the call."""
+    share: float
+    """time_ms / the call's wall time."""
+
+
+class ShapeProfile(BaseModel):
+    """A profile of ONE call of the candidate on one timed shape, taken after timing (never a timed sample)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    config: str
+    call_ms: float
+    """Wall time of the profiled call, synchronised at both ends (profiler overhead included)."""
+    kernel_ms: float
+    """Device time covered by at least one kernel."""
+    host_gap_ms: float
+    """call_ms - kernel_ms: launch overhead, host work and idle GPU time."""
+    launches: int
+    kernels: list[ProfiledKernel] = Field(default_factory=list)
+    """The kernels that took the most time, longest first (at most ``PROFILE_KERNELS``)."""
+    other_kernels: int = 0
+    """Further distinct kernels not listed."""
+
+    def describe(self) -> str:
+        head = (f"{self.config}: one call {self.call_ms:.4g} ms, kernels busy {self.kernel_ms:.4g} ms in "
+                f"{self.launches} launches, host gap {self.host_gap_ms:.4g} ms")  # fmt: skip
+        rows = [f"    {k.name[:80]}: {k.launches}x, {k.time_ms:.4g} ms ({k.share:.0%})" for k in self.kernels]
+        if self.other_kernels:
+            rows.append(f"    ... {self.other_kernels} more kernels")
+        return "\n".join([head, *rows])
+
+
 class Evaluation(BaseModel):
     """One evaluation of one candidate on one device with one harness version."""
 
@@ -128,6 +220,13 @@ class Evaluation(BaseModel):
     environment: dict[str, str] = Field(default_factory=dict)
     yardstick: list[YardstickReading] = Field(default_factory=list)
     """Only when asked for (``ksearch eval --yardstick N``): each timed config against a bare upstream loop."""
+    resources: list[KernelResources] = Field(default_factory=list)
+    """Each Triton kernel the candidate compiled, with what it asks of the GPU (diagnostics; on the CPU with a target
+    GPU, a kernel over the target's limits makes the verdict a compile error)."""
+    roofline: list[RooflinePoint] = Field(default_factory=list)
+    """Per timed shape, its position against the GPU's roofline (diagnostics, never a score)."""
+    profile: list[ShapeProfile] = Field(default_factory=list)
+    """Per timed shape, the kernels of one call, profiled after timing (diagnostics, never a score)."""
 
     @model_validator(mode="after")
     def _status_matches_fields(self) -> "Evaluation":

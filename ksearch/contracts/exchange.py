@@ -21,7 +21,15 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ksearch.contracts.evaluation import Mismatch, Rejection, Timing, Verdict, YardstickReading
+from ksearch.contracts.evaluation import (
+    KernelResources,
+    Mismatch,
+    Rejection,
+    ShapeProfile,
+    Timing,
+    Verdict,
+    YardstickReading,
+)
 
 FLUSH_BYTES = 256 * 1024 * 1024
 """Bytes written to evict the L2 cache before a timed call (larger than any current GPU's L2)."""
@@ -53,10 +61,11 @@ class WorkerRequest(BaseModel):
     entry_point: str
     candidate_path: str
     result_path: str
-    mode: Literal["evaluate", "compare", "scout"] = "evaluate"
+    mode: Literal["evaluate", "compare", "scout", "resources"] = "evaluate"
     """evaluate: correctness on every test config, then (when ``timing``) timing with ``timing_method``; compare: two
     candidates timed interleaved (``challenger_path``); scout: the candidate's Triton kernels compiled ahead of the
-    evaluate worker into ``triton_cache_dir`` (public seeds, no staging, nothing judged)."""
+    evaluate worker into ``triton_cache_dir`` (public seeds, no staging, nothing judged); resources: on the CPU, the
+    candidate's kernels compiled for ``target_gpu`` and their figures reported (``ksearch.tools.evaluator.aot``)."""
     timing: bool = False
     timing_method: str = "robust"
     salt: int = 0
@@ -84,6 +93,10 @@ class WorkerRequest(BaseModel):
     yardstick_rounds: int = 0
     """After timing, per benchmark config, this many rounds of a bare GPU MODE loop against the timing method in this
     process (a diagnostic: ``ksearch eval --yardstick``)."""
+    target_gpu: str = ""
+    """resources mode: the GPU (``ksearch.tools.gpu_specs`` key) the kernels are compiled for."""
+    profile: bool = False
+    """After timing, profile one call per benchmark config (``ksearch.tools.evaluator.kernel_profile``)."""
     low_memory: bool = False
     """The GPU has little free memory: drop each correctness call's inputs and give the allocator's free blocks back
     before handing its output off (the checker judges while this worker waits)."""
@@ -171,6 +184,13 @@ class WorkerResult(BaseModel):
     stage_seconds: dict[str, float] = Field(default_factory=dict)
     """Wall time of the worker's own stages (load, correctness, timing)."""
     yardstick: list[YardstickReading] = Field(default_factory=list)
+    resources: list[KernelResources] = Field(default_factory=list)
+    """The figures of the candidate's compiled kernels: diagnostics, and on the CPU with a target GPU the figures
+    the parent holds against its limits (``ksearch.tools.evaluator.aot``)."""
+    profile: list[ShapeProfile] = Field(default_factory=list)
+    """One profiled call per benchmark config, after timing: diagnostics only."""
+    notes: list[str] = Field(default_factory=list)
+    """Diagnostics for the evaluation's log (a kernel that failed to compile for the target GPU, say)."""
 
 
 class CheckerCommand(BaseModel):

@@ -56,6 +56,7 @@ def eval_request_for_file(
     language: str = "triton",
     kernelbench_root: Path | None = None,
     yardstick_rounds: int = 0,
+    target_gpu: str | None = None,
     text: str | None = None,
 ) -> EvalRequest:
     """The evaluation request for a kernel file (a module, or a FlashInfer-Bench Solution JSON) on ``device``;
@@ -69,7 +70,8 @@ def eval_request_for_file(
     resolved = prepare_task(task, kernelbench_root=kernelbench_root, device=chosen)
     code, language = solution_module(resolved, read_kernel(file) if text is None else text, language)
     candidate = Candidate(task=resolved.name, language=language, code=code, entry_point=resolved.entry_point)
-    return EvalRequest(candidate=candidate, device=chosen, timing_method=timing_method, yardstick_rounds=yardstick_rounds)
+    return EvalRequest(candidate=candidate, device=chosen, timing_method=timing_method, yardstick_rounds=yardstick_rounds,
+                       target_gpu=target_gpu)  # fmt: skip
 
 
 def read_kernel(file: Path) -> str:

@@ -6,11 +6,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ksearch.agent.evidence_text import evidence_text
 from ksearch.agent.interactive import Waiting
 from ksearch.agent.world_model import WorldModel
 from ksearch.contracts.evaluation import Evaluation
 from ksearch.flows.interactive import read_pending
 from ksearch.flows.run import driver_alive
+from ksearch.flows.run_cost import RunCost, run_cost
 from ksearch.flows.workspace import open_store
 from ksearch.store.steering import list_acts
 from ksearch.tasks.registry import TaskInfo, list_tasks, prepare_task
@@ -34,6 +36,10 @@ class RunView:
     """What the run waits for, when it is paused."""
     llm_calls: list[dict[str, Any]] = field(default_factory=list)
     """Every LLM call (key, role, model, tokens; without prompt and reply text)."""
+    cost: RunCost | None = None
+    """Tokens, dollars (when priced), GPU-minutes and wall minutes per round."""
+    best_evidence: str = ""
+    """The best kernel's per-shape timings with their roofline position, its profile and resources, as text."""
     extra: dict[str, Any] = field(default_factory=dict)
 
     def as_json(self) -> dict[str, Any]:
@@ -48,6 +54,8 @@ class RunView:
                         for w in self.pending],
             "best_evaluation": self.best_evaluation.model_dump(mode="json") if self.best_evaluation else None,
             "best_code": self.best_code,
+            "cost": None if self.cost is None else {**self.cost.model_dump(),
+                                                    "wall_minutes_per_round": self.cost.wall_minutes_per_round},
         }
 
 
@@ -83,13 +91,16 @@ def run_view(run_id: str, workspace: Path | None = None) -> RunView:
     try:
         run = store.get_run(run_id)
         snapshots = store.list_snapshots(run["id"])
+        best = store.get_evaluation(run["best_evaluation_id"]) if run["best_evaluation_id"] else None
         return RunView(
             run=run,
             world_model=WorldModel.model_validate_json(snapshots[-1]["world_model"]) if snapshots else WorldModel(),
             attempts=store.list_attempts(run["id"]),
             usage=store.usage(run["id"]),
             best_code=store.get_candidate(run["best_candidate_id"]).code if run["best_candidate_id"] else None,
-            best_evaluation=store.get_evaluation(run["best_evaluation_id"]) if run["best_evaluation_id"] else None,
+            best_evaluation=best,
+            cost=run_cost(store, run),
+            best_evidence=evidence_text(best) if best is not None else "",
             steering=list_acts(store, run["id"]),
             pending=read_pending(store, run["id"]) if run["status"] != "finished" else [],
             llm_calls=[{k: v for k, v in c.items() if k not in ("prompt", "reply")} for c in store.list_llm_calls(run["id"])],

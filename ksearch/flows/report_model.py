@@ -16,12 +16,13 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ksearch.agent.world_model import ROOT_ID, Node, SolutionRef, WorldModel
 from ksearch.contracts.candidate import Candidate
-from ksearch.contracts.evaluation import Evaluation, Timing
+from ksearch.contracts.evaluation import Evaluation, KernelResources, RooflinePoint, ShapeProfile, Timing
 from ksearch.flows.run import SEED_CYCLE_ID
+from ksearch.flows.run_cost import RunCost, run_cost
 from ksearch.store import Store
 
 __all__ = [
-    "CandidatePoint", "BestPoint", "CodeDiff", "NodeView", "ShapeRow", "ShapeTable", "RoleUsage", "RunReport",
+    "CandidatePoint", "BestPoint", "CodeDiff", "NodeView", "ShapeRow", "ShapeTable", "RoleUsage", "RunReport", "RunCost",
     "ComparisonReport", "gather_run_report", "gather_comparison",
 ]
 
@@ -115,6 +116,8 @@ class NodeView(_Model):
 class ShapeRow(_Model):
     config: str
     best: Timing | None = None
+    roofline: RooflinePoint | None = None
+    """The best kernel's position against the GPU's roofline on this shape."""
     seed: Timing | None = None
     reference: Timing | None = None
 
@@ -193,6 +196,10 @@ class RunReport(_Model):
     shapes: ShapeTable
     usage: list[RoleUsage]
     usage_total: RoleUsage
+    cost: RunCost
+    best_profile: list[ShapeProfile] = Field(default_factory=list)
+    """The best kernel's profile of one call per timed shape."""
+    best_resources: list[KernelResources] = Field(default_factory=list)
     settings: dict[str, str]
     environment: dict[str, str]
     environment_source: str
@@ -268,6 +275,9 @@ def gather_run_report(store: Store, run_id: str) -> RunReport:
         shapes=_shape_table(store, run, best_eval, points, evaluations),
         usage=usage,
         usage_total=total,
+        cost=run_cost(store, run),
+        best_profile=list(best_eval.profile) if best_eval else [],
+        best_resources=list(best_eval.resources) if best_eval else [],
         settings=_settings(run, config),
         environment=dict(env_eval.environment) if env_eval else {},
         environment_source=env_source,
@@ -533,6 +543,9 @@ def _shape_table(
         for t in timings:
             row = rows.setdefault(t.config, ShapeRow(config=t.config))
             setattr(row, source, t)
+    for point in best_eval.roofline if best_eval else []:
+        if point.config in rows:
+            rows[point.config].roofline = point
     return ShapeTable(
         best_summary=best_eval.summary() if best_eval else None,
         timed=bool(best_eval and best_eval.timings),

@@ -179,8 +179,8 @@ def _context(config: RunConfig, store: Store, task: Task, executor: Executor, in
         task=task,
         llm=llm,
         evaluate=executor.evaluate,
-        eval_key=info.eval_key(task.name),
-        device_description=info.describe(),
+        eval_key=info.eval_key(task.name, target_gpu=config.target_gpu),
+        device_description=device_description(info, task, config.target_gpu),
         gpu_pool=build_gpu_pool(config),
         compare=executor.compare if config.device != "cpu" else None,
         confirm_bests=config.device != "cpu",
@@ -190,6 +190,18 @@ def _context(config: RunConfig, store: Store, task: Task, executor: Executor, in
         ),
         skills=load_snapshot(store, config.skill_snapshot) if config.skills and config.skill_snapshot else [],
     )
+
+
+def device_description(info: DeviceInfo, task: Task, target_gpu: str | None) -> str:
+    """The device for prompts: its limits and peaks, and the roofline floor of each timed shape on it (on the CPU,
+    on the target GPU; none without one)."""
+    from ksearch.tools.evaluator.evidence import floors_text
+    from ksearch.tools.gpu_specs import gpu_spec, spec_for_device
+
+    text = info.describe(target_gpu)
+    gpu = spec_for_device(info.gpu) if info.gpu else (gpu_spec(target_gpu) if target_gpu else None)
+    floors = floors_text(task, gpu) if gpu is not None else ""
+    return f"{text}\n{floors}" if floors else text
 
 
 def open_executor(config: RunConfig) -> Executor:

@@ -11,12 +11,21 @@ from langgraph.runtime import Runtime
 
 from ksearch.agent.context import SearchContext
 from ksearch.agent.edits import EditScript, edit_script_json_schema, render_edit_errors
-from ksearch.agent.prompting import clip, edit_schema_text, frontier_view, render, tree_view
+from ksearch.agent.evidence_text import evidence_text, roofline_summary
+from ksearch.agent.prompting import (
+    clip,
+    edit_schema_outline,
+    edit_schema_text,
+    frontier_view,
+    render,
+    spec_with_reference,
+    tree_view,
+)
 from ksearch.agent.selection import SelectionPolicy
 from ksearch.agent.skill_use import planner_skills, trial_line
-from ksearch.agent.state import CycleResult, SearchState
+from ksearch.agent.state import BestRef, CycleResult, SearchState
 from ksearch.agent.world_model import WorldModel
-from ksearch.contracts.evaluation import Timing
+from ksearch.contracts.evaluation import Evaluation
 from ksearch.errors import BudgetExceededError, ModelReplyError
 from ksearch.store import Store
 
@@ -32,6 +41,7 @@ def plan(state: SearchState, runtime: Runtime[SearchContext]) -> dict:
             original_prompt=prompt,
             previous_reply=clip(state.plan_raw_reply or "(no usable reply)", 8000),
             errors=render_edit_errors(state.edit_errors),
+            full_schema=edit_schema_text(edit_script_json_schema()),
         )
     call_key = f"plan:{state.step}:{state.edit_attempt}"
     log.info("plan.start", run_id=ctx.run_id, step=state.step, attempt=state.edit_attempt)
@@ -55,8 +65,8 @@ def plan(state: SearchState, runtime: Runtime[SearchContext]) -> dict:
 
 def planner_prompt(state: SearchState, ctx: SearchContext) -> str:
     cfg = ctx.config
-    schema = edit_schema_text(edit_script_json_schema())
-    spec = ctx.task.spec(cfg.language)
+    schema = edit_schema_outline(edit_script_json_schema())
+    spec = spec_with_reference(ctx.task, cfg.language)
     wm = state.world_model
     if not wm.is_initialised:
         return render(
@@ -75,7 +85,7 @@ def planner_prompt(state: SearchState, ctx: SearchContext) -> str:
         best_view = "(nothing has passed yet)"
     else:
         perf = f"{best.latency_ms:.4f} ms" if best.latency_ms is not None else "correct, not timed on this device"
-        best_view = f"node {best.node_id}, candidate {best.candidate_id[-10:]}: {perf}"
+        best_view = f"node {best.node_id}, candidate {best.candidate_id[-10:]}: {perf}" + best_evidence(best, ctx.store)
     return render(
         "plan_update",
         task_spec=spec,
@@ -120,23 +130,26 @@ def attempt_lines(store: Store, run_id: str, cycle_id: str) -> list[str]:
     return lines
 
 
-def base_timings(state: SearchState, result: CycleResult, store: Store) -> dict[str, Timing]:
-    """The per-config timings of the code the cycle started from (its parent's solution), by config name."""
+def base_evaluation(state: SearchState, result: CycleResult, store: Store) -> Evaluation | None:
+    """The evaluation of the code the cycle started from (its parent's solution), if it has one."""
     node = state.world_model.nodes.get(result.node_id)
     parent = state.world_model.nodes.get(node.parent_id) if node is not None and node.parent_id else None
     solution = parent.solution if parent is not None else None
     if solution is None or not solution.evaluation_id:
-        return {}
+        return None
     try:
-        return {t.config: t for t in store.get_evaluation(solution.evaluation_id).timings}
+        return store.get_evaluation(solution.evaluation_id)
     except KeyError:
-        return {}
+        return None
 
 
-def versus_base(timing: Timing, base: Timing | None) -> str:
-    if base is None or timing.headline_ms <= 0:
+def best_evidence(best: BestRef, store: Store) -> str:
+    """The best's roofline position, on a line of its own ('' when it has none)."""
+    try:
+        summary = roofline_summary(store.get_evaluation(best.evaluation_id))
+    except KeyError:
         return ""
-    return f"; base {base.headline_ms:.4f} ms, speedup x{base.headline_ms / timing.headline_ms:.2f}"
+    return f"\n  {summary}" if summary else ""
 
 
 def evidence_view(
@@ -159,9 +172,9 @@ def evidence_view(
         if r.passed and r.best_evaluation_id and r.best_candidate_id:
             ev = store.get_evaluation(r.best_evaluation_id)
             lines.append(f"Outcome: PASSED. Best of the cycle: {ev.summary()}")
-            base = base_timings(state, r, store)
-            for t in ev.timings:
-                lines.append(f"  {t.describe()}{versus_base(t, base.get(t.config))}")
+            evidence = evidence_text(ev, base_evaluation(state, r, store), "base")
+            if evidence:
+                lines.append(evidence)
             code = store.get_candidate(r.best_candidate_id).code
             lines.append("Code of the cycle's best:\n```python\n" + clip(code, 6000) + "\n```")
         else:

@@ -8,12 +8,14 @@ from langgraph.runtime import Runtime
 from ksearch.agent.context import SearchContext
 from ksearch.agent.cycle_logic import PromptKind, choose_prompt
 from ksearch.agent.interactive import ReplyFormat
-from ksearch.agent.prompting import action_view, clip, render, template_text
+from ksearch.agent.evidence_text import evidence_text
+from ksearch.agent.prompting import action_view, clip, render, spec_with_reference, template_text
 from ksearch.agent.skill_use import coder_skill
 from ksearch.agent.state import CycleState
 from ksearch.agent.world_model import Node
 from ksearch.errors import BudgetExceededError, ModelReplyError
 from ksearch.contracts.candidate import Candidate
+from ksearch.contracts.evaluation import Evaluation
 from ksearch.tools.code_extract import extract_code
 
 log = structlog.get_logger(__name__)
@@ -45,7 +47,7 @@ def write_kernel(state: CycleState, runtime: Runtime[SearchContext]) -> dict:
     prompt = render(
         "write_kernel",
         language=cfg.language,
-        task_spec=ctx.task.spec(cfg.language),
+        task_spec=spec_with_reference(ctx.task, cfg.language),
         device_description=ctx.device_description,
         cycle_id=state.cycle_id,
         attempt=attempt,
@@ -53,7 +55,8 @@ def write_kernel(state: CycleState, runtime: Runtime[SearchContext]) -> dict:
         action_view=action_view(Node(id=state.node_id, action=state.action)) + coder_skill(ctx, state.action),
         situation=template_text(SITUATION_TEMPLATE[kind]).strip(),
         base_code=starting_code(state, ctx, attempt),
-        feedback=feedback(state, ctx) if attempt > 1 else "(first attempt of this cycle)",
+        best_code=best_code(state, ctx, attempt),
+        feedback=feedback(state, ctx) if attempt > 1 else first_feedback(state, ctx),
         tree_view=state.tree_view or "(not available)",
     )
     call_key = f"write:{state.cycle_id}:{attempt}"
@@ -99,13 +102,64 @@ def starting_code(state: CycleState, ctx: SearchContext, attempt: int) -> str:
     return f"```python\n{code}\n```"
 
 
+BEST_CODE_LIMIT = 12000
+
+
+def base_evaluation(state: CycleState, ctx: SearchContext) -> Evaluation | None:
+    """The evaluation of the code the cycle started from (the parent's solution) on this run's evaluator."""
+    if state.base_candidate_id is None:
+        return None
+    found = ctx.store.find_evaluation(state.base_candidate_id, ctx.eval_key)
+    return found[1] if found is not None else None
+
+
+def first_feedback(state: CycleState, ctx: SearchContext) -> str:
+    """Attempt 1: the base code's own measurements (per-shape timings, roofline position, profile), so the coder
+    knows where the time goes before it changes anything."""
+    base = base_evaluation(state, ctx)
+    if base is None:
+        return "(first attempt of this cycle; no measurements of a base code)"
+    lines = [f"First attempt of this cycle. The base code above measured: {base.summary()}"]
+    evidence = evidence_text(base)
+    if evidence:
+        lines.append(evidence)
+    return "\n".join(lines)
+
+
+def _regressed(state: CycleState) -> bool:
+    """The last attempt passed but scored below the cycle's best."""
+    p = state.progress
+    return bool(p.last_passed) and p.best_score is not None and state.last_evaluation_id != p.best_evaluation_id
+
+
+def best_code(state: CycleState, ctx: SearchContext, attempt: int) -> str:
+    """After a failed or slower attempt: the best code of the cycle so far (or the base it started from, when nothing
+    passed yet), beside the last attempt shown above, so the coder can see what worked ('' otherwise)."""
+    if attempt <= 1:
+        return ""
+    failed = state.progress.last_passed is False or state.last_evaluation_id is None
+    if not failed and not _regressed(state):
+        return ""
+    best_id = state.progress.best_candidate_id if state.progress.passed_any else state.base_candidate_id
+    shown = state.last_candidate_id or state.base_candidate_id  # the code under "Code to start from"
+    if best_id is None or best_id == shown:
+        return ""
+    what = "the best code of this cycle so far" if state.progress.passed_any else "the base code the cycle started from"
+    why = "failed" if failed else "was slower"
+    code = ctx.store.get_candidate(best_id).code
+    return (f"\n# For comparison: {what} (your last attempt above {why}; keep what made this one work)\n"
+            f"```python\n{clip(code, BEST_CODE_LIMIT)}\n```")  # fmt: skip
+
+
 def feedback(state: CycleState, ctx: SearchContext) -> str:
     lines = []
     if state.last_evaluation_id:
         ev = ctx.store.get_evaluation(state.last_evaluation_id)
-        lines.append(f"Verdict: {ev.summary()}")
-        for t in ev.timings:
-            lines.append(f"  {t.describe()}")
+        lines.append(f"Verdict of your last attempt: {ev.summary()}")
+        reference, label = comparison(state, ctx)
+        evidence = evidence_text(ev, reference, label)
+        if evidence:
+            lines.append(evidence)
         if ev.mismatch:
             m = ev.mismatch
             lines.append(f"Mismatch on {m.config}: max abs error {m.max_abs_error}, max rel error {m.max_rel_error}, worst index {m.worst_index}")
@@ -121,3 +175,12 @@ def feedback(state: CycleState, ctx: SearchContext) -> str:
     if state.base_score is not None:
         lines.append(f"Base (parent) score: {state.base_score:.6g}")
     return "\n".join(lines) or "(none)"
+
+
+def comparison(state: CycleState, ctx: SearchContext) -> tuple[Evaluation | None, str]:
+    """What the last attempt's shapes are compared with: the cycle's best when that is another attempt, else the
+    base code."""
+    best = state.progress.best_evaluation_id
+    if best and best != state.last_evaluation_id:
+        return ctx.store.get_evaluation(best), "cycle best"
+    return base_evaluation(state, ctx), "base"

@@ -28,7 +28,11 @@ try:
         p = torch.cuda.get_device_properties(idx)
         info.update(gpu=p.name, sms=str(p.multi_processor_count), memory_gb=f"{p.total_memory / 2**30:.0f}",
                     capability=f"{p.major}.{p.minor}", cuda=str(torch.version.cuda),
-                    l2_mb=f"{getattr(p, 'L2_cache_size', 0) / 2**20:.0f}")
+                    l2_mb=f"{getattr(p, 'L2_cache_size', 0) / 2**20:.0f}",
+                    shared_per_block_optin=str(getattr(p, "shared_memory_per_block_optin", 0)),
+                    shared_per_sm=str(getattr(p, "shared_memory_per_multiprocessor", 0)),
+                    registers_per_sm=str(getattr(p, "regs_per_multiprocessor", 0)),
+                    max_threads_per_sm=str(getattr(p, "max_threads_per_multi_processor", 0)))
 except Exception as exc:
     info["torch_error"] = repr(exc)
 try:
@@ -51,28 +55,38 @@ class DeviceInfo(BaseModel):
     capability: str | None = None
     cuda: str | None = None
     l2_mb: str | None = None
+    shared_per_block_optin: str | None = None
+    shared_per_sm: str | None = None
+    registers_per_sm: str | None = None
+    max_threads_per_sm: str | None = None
 
     @property
     def is_gpu(self) -> bool:
         return self.gpu is not None
 
-    def describe(self) -> str:
+    def describe(self, target_gpu: str | None = None) -> str:
+        """The device for prompts, with the limits a kernel must fit and the peaks it is measured against
+        (``ksearch.tools.gpu_specs``); on the CPU, the target GPU's (``target_gpu``) or plainly none."""
+        from ksearch.tools.gpu_specs import describe_cpu, describe_gpu
+
         if not self.is_gpu:
-            return "CPU with the Triton interpreter (TRITON_INTERPRET=1): kernels are checked for correctness only, not timed"
-        return (
+            return describe_cpu(target_gpu)
+        line = (
             f"{self.gpu} (compute capability {self.capability}, {self.sms} SMs, {self.memory_gb} GiB memory, "
             f"{self.l2_mb} MB L2), CUDA {self.cuda}, torch {self.torch}, triton {self.triton}"
         )
+        return line + "\n" + describe_gpu(self.gpu or "", self.model_dump())
 
-    def eval_key(self, task: str, timing_method: str | None = None) -> str:
+    def eval_key(self, task: str, timing_method: str | None = None, target_gpu: str | None = None) -> str:
         """Evaluations are reused only for the same task definition (its file's contents, not just its name), test
-        and benchmark configs, timing method, device model, harness and software versions (the code's hash is the
-        other half of the key, in the store)."""
+        and benchmark configs, timing method, device model (or the GPU a CPU evaluation is aimed at), harness and
+        software versions (the code's hash is the other half of the key, in the store)."""
         where = self.gpu or "cpu-interpreter"
         signature = task_signature(task, "cuda" if self.is_gpu else "cpu", timing_method)
+        target = f"|target={target_gpu}" if target_gpu and not self.is_gpu else ""
         return (
             f"{task}|{where}|harness={HARNESS_VERSION}|torch={self.torch}|triton={self.triton}"
-            f"|definition={signature.definition}|configs={signature.configs}|timing={signature.method}"
+            f"|definition={signature.definition}|configs={signature.configs}|timing={signature.method}{target}"
         )
 
 

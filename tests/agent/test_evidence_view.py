@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from ksearch.contracts.evaluation import Timing
-from ksearch.nodes.plan import attempt_lines, versus_base
+from ksearch.agent.evidence_text import versus
+from ksearch.nodes.plan import attempt_lines
 from ksearch.store import Store
 
 
@@ -23,8 +24,8 @@ def test_describe_leads_with_the_statistic_the_score_uses() -> None:
 
 def test_each_shape_is_compared_with_the_base() -> None:
     now, base = _timing("b0", mean=0.5, median=0.5), _timing("b0", mean=0.4, median=0.4)
-    assert versus_base(now, base) == "; base 0.4000 ms, speedup x0.80"
-    assert versus_base(now, None) == ""
+    assert versus(now, base, "base") == "; base 0.4000 ms, x0.80 (slower)"
+    assert versus(now, None, "base") == ""
 
 
 def test_the_rounds_of_a_cycle_are_listed_in_order(tmp_path: Path) -> None:

@@ -214,3 +214,24 @@ def test_a_run_that_has_not_finished_a_round_yet_still_renders(tmp_path):
     assert r.points == [] and [n.id for n in r.nodes] == ["root"] and r.timing_note == "not timed yet: no candidate has passed"
     html = report_render.render_run(r, report_render.Assets())
     assert "no candidate has passed yet" in html and 'data-node-id="root"' in html
+
+
+def test_the_report_and_show_give_the_bests_roofline_profile_and_the_run_cost(timed, tmp_path):
+    from typer.testing import CliRunner
+
+    from ksearch.cli import app
+
+    r = _gather(timed.workspace, timed.run_id)
+    assert [row.roofline.fraction for row in r.shapes.rows] == [0.25, 0.25, 0.25]
+    assert [p.config for p in r.best_profile] == list(CONFIGS) and r.best_resources[0].registers == 168
+    cost = r.cost
+    assert cost.input_tokens == r.usage_total.input_tokens and cost.cost_usd is None  # the run was given no prices
+    assert cost.gpu_evaluations == 6 and cost.gpu_minutes == pytest.approx(3 * 70 / 60)  # the seed and 5 rounds; 3 timed
+    assert cost.wall_minutes == pytest.approx(13.0) and cost.wall_minutes_per_round == pytest.approx(13.0 / 5)
+    html = report_render.render_run(r, report_render.Assets())
+    assert "of roofline" in html and "25 %" in html and "Profile of the best kernel" in html
+    assert "_contract_kernel: 1×" in html and "73728 B" in html and "3.50 GPU-minutes" in html
+    shown = CliRunner().invoke(app, ["--workspace", str(timed.workspace), "show", timed.run_id])
+    assert shown.exit_code == 0, shown.output
+    assert "run cost:" in shown.stdout and "GPU-minutes" in shown.stdout and "2.60 wall minutes per round" in shown.stdout
+    assert "25% of roofline" in shown.stdout and "Profile of one call per timed shape" in shown.stdout

@@ -51,6 +51,25 @@ def test_scouting_turns_every_launch_into_a_compile_and_restores_triton(monkeypa
     assert autotuner.Autotuner._bench is original_bench and autotuner.Autotuner.__init__ is original_init
 
 
+def test_scouting_runs_torch_compiled_code_eagerly_and_uses_every_core(monkeypatch: pytest.MonkeyPatch) -> None:
+    import torch
+
+    from ksearch.tools.evaluator import scout as scout_mod
+
+    original = torch.compile
+
+    def fn(x: Any) -> Any:
+        return x
+
+    with scouting(1):
+        assert torch.compile(fn) is fn and torch.compile(mode="max-autotune")(fn) is fn
+    assert torch.compile is original
+    monkeypatch.setattr(scout_mod.os, "sched_getaffinity", lambda pid: set(range(16)))
+    assert scout_mod.compile_threads() == 16
+    monkeypatch.setattr(scout_mod.os, "sched_getaffinity", lambda pid: set(range(128)))
+    assert scout_mod.compile_threads() == scout_mod.SCOUT_THREADS
+
+
 def _jit_kernel() -> Any:
     import triton.language as tl
 
@@ -125,7 +144,7 @@ def test_scouts_are_for_triton_code_on_a_gpu(monkeypatch: pytest.MonkeyPatch) ->
     building = Candidate(task="softmax", language="triton", code=OK + "\nfrom torch.utils.cpp_extension import load_inline\n")
     assert not evaluate_mod.wants_scout(EvalRequest(candidate=building, device="cuda"))
     compiling = Candidate(task="softmax", language="triton", code=OK + "\nkernel = torch.compile(kernel)\n")
-    assert not evaluate_mod.wants_scout(EvalRequest(candidate=compiling, device="cuda"))
+    assert evaluate_mod.wants_scout(EvalRequest(candidate=compiling, device="cuda"))  # its Triton kernels still pay
     monkeypatch.setenv("KSEARCH_SCOUT", "0")
     assert not evaluate_mod.wants_scout(EvalRequest(candidate=triton_code, device="cuda"))
 

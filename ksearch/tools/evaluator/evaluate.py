@@ -39,6 +39,8 @@ from ksearch.tools.containment import policy as containment
 from ksearch.tools.evaluator.processes import CANDIDATE_FILE, SHARED_DIR, CheckerFailure, WorkerProcess
 from ksearch.tools.evaluator.request import EvalRequest
 from ksearch.tools.evaluator.session import SCOUT_CALLS_S, EvaluatorSession, Outcome
+from ksearch.tools.evaluator.evidence import probe_wanted, with_evidence
+from ksearch.tools.evaluator.probe import ResourceProbe
 from ksearch.tools.evaluator.verdicts import assemble, parent_environment
 
 if TYPE_CHECKING:
@@ -49,9 +51,11 @@ SCOUT_VARIABLE = "KSEARCH_SCOUT"
 YARDSTICK_METHOD = "gpumode-benchmark"
 """The method the yardstick (a bare loop of GPU MODE's benchmark mode) is read against."""
 EXTENSION_BUILDERS = ("load_inline", "cpp_extension")
-NO_SCOUT_MARKERS = (*EXTENSION_BUILDERS, "torch.compile")
+NO_SCOUT_MARKERS = EXTENSION_BUILDERS
 """Code the compile scout cannot help: a C++/CUDA extension build (the scout would build a second copy the worker
-waits for) and ``torch.compile`` (Inductor's kernels do not go through the JIT launch the scout turns into compiles)."""
+waits for). Code that also uses ``torch.compile`` is scouted: the scout runs those parts eagerly
+(``scout.eager_torch_compile``) and builds the candidate's own Triton kernels, which Inductor's compile in the worker
+does not."""
 HARNESS_RETRY_PAUSE_S = 5.0
 """Pause before an evaluation is run again after a failure of the harness (the checker out of device memory)."""
 HARNESS_FAULT = "harness:"
@@ -184,8 +188,11 @@ def _evaluate_once(session: EvaluatorSession, request: EvalRequest, task: Task, 
     bench_salt = request.seed_salt if request.seed_salt is not None else secrets.randbits(62)
     worker = session.take_worker()
     scout = session.take_scout() if wants_scout(request) else None
+    probe: ResourceProbe | None = None
     shared_cache = session.root / SHARED_DIR / f"{evaluation_id}-triton" if scout is not None else None
     try:
+        if wants_probe(request):  # beside the worker, on the CPU: nothing is timed there
+            probe = _start_probe(session.root / f"{evaluation_id}-probe", request, task, method)
         (worker.work / CANDIDATE_FILE).write_text(request.candidate.code, encoding="utf-8")
         if scout is not None and shared_cache is not None:
             shared_cache.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -218,8 +225,13 @@ def _evaluate_once(session: EvaluatorSession, request: EvalRequest, task: Task, 
             outcome.harness_error = outcome.harness_error or check.harness_error
         scrub = _scrub(worker)
         evaluation = assemble(request, task, method, outcome, check, scrub)
+        report, problem = probe.report(evaluation.verdict) if probe is not None else (None, "")
+        evaluation = with_evidence(evaluation, task, device=request.device, target_gpu=request.target_gpu,
+                                   worker=outcome.result, probe=report, probe_problem=problem)  # fmt: skip
         return _stamp(evaluation, outcome, request.device), outcome
     finally:
+        if probe is not None:
+            probe.close()
         if scout is not None:
             session.retire(scout, scout=True)
         session.retire(worker)
@@ -229,6 +241,18 @@ def _evaluate_once(session: EvaluatorSession, request: EvalRequest, task: Task, 
 
 def wants_scout(request: EvalRequest) -> bool:
     return scout_wanted(request.candidate.code, request.device)
+
+
+def wants_probe(request: EvalRequest) -> bool:
+    """The resource probe (``ksearch.tools.evaluator.aot``): Triton code on the CPU for a target GPU."""
+    return probe_wanted(request.candidate.code, request.device, request.target_gpu)
+
+
+def _start_probe(folder: Path, request: EvalRequest, task: Task, method: str) -> ResourceProbe:
+    """The resource probe of ``request``: the candidate's kernels compiled for the target GPU, on public seeds."""
+    probe_request = build_worker_request(request, folder, folder, task, method, salt=0, bench_salt=0)
+    probe_request.target_gpu = request.target_gpu or ""
+    return ResourceProbe(folder, request.candidate.code, probe_request, request.compile_timeout_s + request.run_timeout_s)
 
 
 def scout_wanted(code: str, device: str) -> bool:
@@ -296,4 +320,5 @@ def build_worker_request(
         allow_threads=request.harness_baseline,
         support_dir=str(work / "_support"),
         yardstick_rounds=request.yardstick_rounds,
+        profile=request.profile and request.timing,
     )

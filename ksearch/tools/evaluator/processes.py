@@ -213,7 +213,9 @@ class CheckerProcess:
 class WorkerProcess:
     """A candidate worker started ahead of need in its own private directory; used for one candidate."""
 
-    def __init__(self, device: str, folder: Path) -> None:
+    def __init__(self, device: str, folder: Path, *, interpret: bool | None = None) -> None:
+        """``interpret=False``: Triton's interpreter off even on the CPU (the resource probe compiles real kernels
+        for a target GPU, ``ksearch.tools.evaluator.aot``); None: the device decides (on for the CPU)."""
         self.device = device
         self.work, self.io = folder / "work", folder / "io"
         private_dirs(self.work)
@@ -226,7 +228,9 @@ class WorkerProcess:
                 self.process = spawn(
                     "ksearch.tools.evaluator.worker", ["--device", device], cwd=self.work, device=device,
                     stdin=subprocess.PIPE, stdout=out, stderr=err, pass_fds=(child.fileno(),),
-                    extra_env={"KSEARCH_MSG_FD": str(child.fileno())}, contain=True, writable=(folder, shared),
+                    extra_env={"KSEARCH_MSG_FD": str(child.fileno()),
+                               **({} if interpret is None else {"TRITON_INTERPRET": "1" if interpret else "0"})},
+                    contain=True, writable=(folder, shared),
                 )  # fmt: skip
         finally:
             child.close()

@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ksearch.contracts.candidate import Candidate
 from ksearch.tools import timing as timing_mod
+from ksearch.tools.gpu_specs import gpu_spec
 
 HARNESS_VERSION = "ksearch-evaluator-9"
 """Part of the evaluation cache key: bump when a change could alter verdicts or timings."""
@@ -40,6 +41,11 @@ class EvalRequest(BaseModel):
     yardstick_rounds: int = Field(default=0, ge=0, le=20)
     """A diagnostic: after timing, per benchmark config, this many rounds of a bare GPU MODE benchmark loop against
     the timing method in the candidate's process (``Evaluation.yardstick``). Needs timing with ``gpumode-benchmark``."""
+    target_gpu: str | None = None
+    """On the CPU: the GPU (a ``ksearch.tools.gpu_specs`` key, e.g. ``h100``) the kernel is written for. Its Triton
+    kernels are compiled for that GPU ahead of time and a kernel over its limits is a compile error."""
+    profile: bool = True
+    """On a GPU, after timing: one profiled call per timed shape (``Evaluation.profile``; diagnostics only)."""
     harness_baseline: bool = False
     """The candidate is ksearch's own baseline (a task's reference, eager or ``torch.compile``d), not untrusted code:
     the thread rule is off, since torch.compile keeps compile-worker threads alive. Never set for LLM candidates."""
@@ -63,6 +69,10 @@ class EvalRequest(BaseModel):
             )
         if self.yardstick_rounds and not self.timing:
             raise ValueError("the yardstick compares timings: it needs a timed evaluation (a GPU)")
+        if self.target_gpu is not None:
+            if self.device != "cpu":
+                raise ValueError("a target GPU is for evaluations on the CPU; on a GPU its own limits apply")
+            self.target_gpu = gpu_spec(self.target_gpu).key
         if not self.task:
             self.task = self.candidate.task
         elif self.task != self.candidate.task:

@@ -4,7 +4,8 @@ A Triton candidate's evaluation is often bound by its own JIT compile: each new 
 constexprs) costs ~0.5 s of front end, LLVM, ``ptxas`` and a launcher build, one after another, at the first call
 that needs it (a TriMul kernel of ours needs 15 for the 18 tests and 7 benchmarks, ~6.5 s of a ~9 s correctness
 pass). Upstream's ``benchmark`` process gets them from its ``test`` process's cache; we cannot share a cache across
-candidates. What we can do is find them early and build them in parallel.
+candidates. What we can do is find them early and build them in parallel, on every core of the node: an
+``@triton.autotune`` kernel with many configs, one compile each, is where this pays most.
 
 The scout imports the candidate with Triton's launch path turned into "compile only" (``warmup=True``) under
 Triton's ``AsyncCompileMode`` with a thread pool, then calls the candidate once on inputs of every test (and, when
@@ -32,12 +33,19 @@ import os
 from collections.abc import Iterator
 from typing import Any
 
-SCOUT_THREADS = 8
-"""Compile threads (ptxas and the launcher's C compiler are subprocesses; LLVM runs in C++)."""
+SCOUT_THREADS = 32
+"""At most this many compile threads. Triton's compile runs outside the GIL for most of its time (MLIR and LLVM in
+C++, ``ptxas`` and the launcher's C compiler in subprocesses), so threads use the node's cores: an autotuned kernel's
+configs, each its own compile, are built side by side instead of one after another as in the candidate's process."""
 
 
 def compile_threads() -> int:
-    return max(1, min(SCOUT_THREADS, os.cpu_count() or 1))
+    """One compile thread per CPU core this process may use (at most ``SCOUT_THREADS``)."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cores = os.cpu_count() or 1
+    return max(1, min(SCOUT_THREADS, cores))
 
 
 @contextlib.contextmanager
@@ -74,7 +82,8 @@ def scouting(threads: int) -> Iterator[None]:
         if mode is not None:
             mode.__enter__()
         try:
-            yield
+            with eager_torch_compile():
+                yield
         finally:
             if mode is not None:
                 mode.__exit__(None, None, None)
@@ -85,6 +94,25 @@ def scouting(threads: int) -> Iterator[None]:
         autotuner.Autotuner.__init__ = original_init  # type: ignore[method-assign]
         if original_bench is not None:
             autotuner.Autotuner._bench = original_bench  # type: ignore[attr-defined]
+
+
+@contextlib.contextmanager
+def eager_torch_compile() -> Iterator[None]:
+    """``torch.compile`` returns what it is given while active: code the candidate compiles with Inductor runs eagerly
+    in the scout (its garbage calls need no compiled graph, and Inductor's own kernels never go through the launches
+    the scout turns into compiles), so the scout's calls stay quick and still reach the candidate's Triton kernels."""
+    import torch
+
+    original = torch.compile
+
+    def passthrough(model: Any = None, *args: Any, **kwargs: Any) -> Any:
+        return model if model is not None else (lambda fn: fn)
+
+    torch.compile = passthrough  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        torch.compile = original  # type: ignore[assignment]
 
 
 def _async_mode(threads: int) -> tuple[Any, Any]:

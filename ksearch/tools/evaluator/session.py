@@ -42,8 +42,10 @@ CHECKER_START_S = 180.0
 """Time allowed for the checker to import torch and initialise the device."""
 SCOUT_CALLS_S = 20.0
 """How long the worker's request waits for the scout's calls (a scout started cold needs its interpreter start-up)."""
-SCOUT_GRACE_S = 10.0
-"""How long a compile scout still running when the worker settles may go on (the worker waits) before it is killed."""
+SCOUT_GRACE_S = 60.0
+"""How long a compile scout still running when the worker settles may go on (the worker waits) before it is killed.
+Waiting costs the worker nothing it would not spend anyway: what the scout is still building (an autotuned kernel's
+configs for the benchmark shapes, say) the worker would otherwise compile itself, one at a time, before timing."""
 LOW_MEMORY_VARIABLE = "KSEARCH_LOW_MEMORY"
 """Set to 1: every evaluation of the session in low-memory mode (else the checker enters it when little is free)."""
 

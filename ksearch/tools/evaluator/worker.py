@@ -52,7 +52,7 @@ from typing import Any, TextIO
 
 from pydantic import BaseModel
 
-from ksearch.contracts.evaluation import Mismatch, Rejection, Verdict, YardstickReading
+from ksearch.contracts.evaluation import KernelResources, Mismatch, Rejection, ShapeProfile, Verdict, YardstickReading
 from ksearch.contracts.exchange import CompareSamples, ConfigSamples, Handoff, HandoffReply, WorkerRequest, WorkerResult
 from ksearch.tasks.base import Task, TaskConfig
 from ksearch.tasks.registry import resolve_task
@@ -69,7 +69,10 @@ from ksearch.tools.evaluator.guard import (
     poison,
     reject,
 )
+from ksearch.tools.evaluator.aot import probe_resources
+from ksearch.tools.evaluator.kernel_profile import profile_shapes
 from ksearch.tools.evaluator.profiling import profiled
+from ksearch.tools.evaluator.resources import loaded_resources
 from ksearch.tools.evaluator.sandbox import die_with_parent
 from ksearch.tools.evaluator.scout import compile_threads, dry_pass, scouting
 from ksearch.tools.evaluator.seeds import input_digest, salted_seed
@@ -142,7 +145,7 @@ class Worker:
 
     __slots__ = ("request", "channel", "task", "device", "phase", "configs_passed", "configs_total", "samples",
                  "yardstick_readings", "comparison", "guard", "staging", "stages", "_stage_started",
-                 "spin_cycles_per_ms")  # fmt: skip
+                 "spin_cycles_per_ms", "resources", "profiles")  # fmt: skip
 
     def __init__(self, request: WorkerRequest, channel: Channel | None = None, task: Task | None = None) -> None:
         self.request = request
@@ -161,6 +164,8 @@ class Worker:
         self._stage_started = time.monotonic()
         self.spin_cycles_per_ms: float | None = None
         """Clock cycles of the spin kernel per millisecond on this device (measured by the first timing runner)."""
+        self.resources: list[KernelResources] = []
+        self.profiles: list[ShapeProfile] = []
 
     # -- the template -------------------------------------------------------------------------------------------
     def run(self) -> WorkerResult:
@@ -168,6 +173,8 @@ class Worker:
             os.environ["TRITON_CACHE_DIR"] = self.request.triton_cache_dir
         if self.request.mode == "scout":
             return self.scout()
+        if self.request.mode == "resources":
+            return probe_resources(self)
         try:
             self.enter("load")
             self.prepare_device()
@@ -187,6 +194,11 @@ class Worker:
                 if self.request.timing:
                     self.enter("timing")
                     self.measure(module)
+                    if self.request.profile and self.device.startswith("cuda"):
+                        self.enter("profile")  # after timing, outside every timed window: diagnostics only
+                        self.profiles = profile_shapes(self, module)
+                        self.mark("profile")
+                self.resources = loaded_resources(module)
             else:
                 other = self.load_candidate(self.request.challenger_path, CHALLENGER_MODULE)
                 self.verify("importing the challenger")
@@ -534,6 +546,7 @@ class Worker:
             verdict=verdict, phase=self.phase, configs_passed=self.configs_passed, configs_total=self.configs_total,
             mismatch=mismatch, rejection=rejection, error=error, environment=self.environment(), samples=self.samples,
             comparison=self.comparison, stage_seconds=self.stages, yardstick=self.yardstick_readings,
+            resources=self.resources, profile=self.profiles,
         )  # fmt: skip
 
 

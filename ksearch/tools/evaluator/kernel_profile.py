@@ -1,0 +1,105 @@
+"""A per-kernel profile of one call of the candidate per timed shape, for the model: which kernels a call launches,
+how long each takes, and how much of the call is host time between them (launch overhead).
+
+Taken by the worker after its timing phase (phase ``profile``, which the parent's ledger does not count), on fresh
+inputs of each benchmark config, with PyTorch's profiler recording CUDA activity (CUPTI) in one session for all the
+shapes: it never runs inside a timed sample, and its figures are diagnostics that never decide a verdict or a
+promotion. A call that fails here is left out (it already passed the checks). ``summarise`` and ``spans_in`` are
+pure and do the arithmetic.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from typing import Any
+
+from ksearch.contracts.evaluation import ProfiledKernel, ShapeProfile
+
+PROFILE_KERNELS = 8
+"""The kernels listed per shape (longest first); the rest are counted."""
+
+
+def summarise(config: str, call_ms: float, spans: Iterable[tuple[str, float, float]]) -> ShapeProfile:
+    """The profile of one call from its device activity: ``spans`` are (kernel name, start, end) in microseconds."""
+    spans = sorted((s for s in spans if s[2] >= s[1]), key=lambda s: s[1])
+    by_name: dict[str, list[float]] = {}
+    for name, start, end in spans:
+        by_name.setdefault(name, []).append(end - start)
+    busy_us = 0.0
+    cursor = float("-inf")
+    for _, start, end in spans:  # the union of the intervals: time the device ran at least one kernel
+        if end <= cursor:
+            continue
+        busy_us += end - max(start, cursor)
+        cursor = end
+    kernel_ms = busy_us / 1000.0
+    call_ms = max(call_ms, kernel_ms)
+    ranked = sorted(by_name.items(), key=lambda item: -sum(item[1]))
+    kernels = [
+        ProfiledKernel(name=name, launches=len(times), time_ms=round(sum(times) / 1000.0, 6),
+                       share=round(sum(times) / 1000.0 / call_ms, 4) if call_ms > 0 else 0.0)  # fmt: skip
+        for name, times in ranked[:PROFILE_KERNELS]
+    ]
+    return ShapeProfile(
+        config=config, call_ms=round(call_ms, 6), kernel_ms=round(kernel_ms, 6),
+        host_gap_ms=round(max(0.0, call_ms - kernel_ms), 6), launches=len(spans), kernels=kernels,
+        other_kernels=max(0, len(ranked) - PROFILE_KERNELS),
+    )  # fmt: skip
+
+
+MARK = "ksearch_profile:"
+"""Prefix of the profiler range around each shape's profiled call."""
+
+
+def spans_in(start: float, end: float, spans: list[tuple[str, float, float]]) -> list[tuple[str, float, float]]:
+    """The device activity that started inside [start, end] (one shape's call: synchronised at both ends)."""
+    return [s for s in spans if start <= s[1] <= end]
+
+
+def recorded(profiler: Any) -> tuple[dict[str, tuple[float, float]], list[tuple[str, float, float]]]:
+    """From a torch profiler: each shape's marked range by config name, and every device activity (kernels,
+    copies, sets) as (name, start us, end us)."""
+    from torch.autograd import DeviceType
+
+    ranges: dict[str, tuple[float, float]] = {}
+    spans: list[tuple[str, float, float]] = []
+    for event in profiler.events():
+        name = str(event.name)
+        window = (float(event.time_range.start), float(event.time_range.end))
+        if getattr(event, "device_type", None) == DeviceType.CUDA:
+            spans.append((name, *window))
+        elif name.startswith(MARK):
+            ranges[name.removeprefix(MARK)] = window
+    return ranges, spans
+
+
+def profile_shapes(worker: Any, module: Any) -> list[ShapeProfile]:
+    """One profiled call per benchmark config of ``worker`` (an evaluate worker on a GPU, after timing), in one
+    profiler session (CUPTI is set up once): per config, fresh inputs, one unprofiled call (the steady state the
+    timing saw: compiled, tuned, the data object reused), then the call inside a marked range, synchronised at both
+    ends so that its kernels start and end inside it."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile, record_function
+
+    calls: dict[str, float] = {}
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as profiler:
+        for config in worker.task.benchmark_configs(worker.device):
+            salted = worker.salted(config, worker.request.bench_salt)
+            try:
+                fn = worker.task.prepare(module, salted, worker.device)
+                inputs = worker.task.make_inputs(salted, worker.device)
+                args = worker.task.call_args(inputs, salted)
+                fn(*args)
+                torch.cuda.synchronize(worker.device)
+                with record_function(MARK + config.name):
+                    started = time.perf_counter()
+                    fn(*args)
+                    torch.cuda.synchronize(worker.device)
+                    calls[config.name] = (time.perf_counter() - started) * 1000.0
+            except Exception:  # noqa: BLE001 - a diagnostic: a call that fails here is left out
+                continue
+            finally:
+                inputs = args = None  # noqa: F841 - this config's tensors go before the next is made
+    ranges, spans = recorded(profiler)
+    return [summarise(name, call_ms, spans_in(*ranges[name], spans)) for name, call_ms in calls.items() if name in ranges]
