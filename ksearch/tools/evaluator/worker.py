@@ -196,9 +196,9 @@ class Worker:
                     self.measure(module)
                     if self.request.profile and self.device.startswith("cuda"):
                         self.enter("profile")  # after timing, outside every timed window: diagnostics only
-                        self.profiles = profile_shapes(self, module)
+                        self.profiles = diagnostic(lambda: profile_shapes(self, module), [])
                         self.mark("profile")
-                self.resources = loaded_resources(module)
+                self.resources = diagnostic(lambda: loaded_resources(module), [])
             else:
                 other = self.load_candidate(self.request.challenger_path, CHALLENGER_MODULE)
                 self.verify("importing the challenger")
@@ -577,6 +577,15 @@ def interpret_autotune_with_first_config() -> None:
 
     first_config_only._ksearch_first_config = True  # type: ignore[attr-defined]
     autotuner.Autotuner.__init__ = first_config_only  # type: ignore[method-assign]
+
+
+def diagnostic(work: Callable[[], Any], fallback: Any) -> Any:
+    """A diagnostic's result, or ``fallback`` when it fails (a profiler that cannot start, say): a verdict already
+    reached never turns into a crash because of evidence collected after it."""
+    try:
+        return work()
+    except Exception:  # noqa: BLE001 - diagnostics never decide a verdict
+        return fallback
 
 
 def freeze_heap() -> None:
