@@ -66,9 +66,9 @@ def test_run_through_local_openai_compatible_server(tmp_path, scripted_server):
     assert all(r["path"] == "/v1/chat/completions" for r in seen)
     assert all(r["body"]["model"] == "local-test-model" for r in seen)
     assert "WORLD MODEL" in seen[0]["body"]["messages"][-1]["content"]
-    assert "Feedback from the last attempt" in seen[2]["body"]["messages"][-1]["content"]
+    assert "# Feedback" in seen[2]["body"]["messages"][-1]["content"]
     debug_prompt = seen[2]["body"]["messages"][-1]["content"]
-    assert "Verdict: incorrect" in debug_prompt and "Mismatch on" in debug_prompt  # the failure goes back to the coder
+    assert "Verdict of your last attempt: incorrect" in debug_prompt and "Mismatch on" in debug_prompt  # the failure goes back to the coder
 
     store = runner.open_store(tmp_path / "ws")
     try:

@@ -252,7 +252,7 @@ def test_spec_covers_math_interface_shapes_and_precision(task: TrimulTask) -> No
     for language in ("triton", "cuda"):
         text = task.spec(language)
         for needle in ("custom_kernel(data", "x, mask, weights, config", "LayerNorm", "sum_k left[b, i, k, h]",
-                       "0.02", "TF32", "bf16", "N=1024, C=384", "device description", '"stream"', "mask"):
+                       "0.02", "TF32", "bf16", "N=1024, C=384", "Target section", '"stream"', "mask"):
             assert needle in text, (language, needle)
     assert "load_inline" in task.spec("cuda") and "load_inline" not in task.spec("triton")
     assert "@triton.jit" in task.spec("triton")

@@ -152,13 +152,13 @@ def apply_landlock(hidden: list[str], writable: list[str]) -> int:
     try:
         ruleset = landlock.Ruleset(abi)
         whole, listed = readable_roots(hidden)
-        for root in whole:
-            ruleset.allow(root, landlock.READ)
-        for folder in listed:
-            ruleset.allow(folder, landlock.READ_DIR)
-        for folder in writable:
-            if os.path.exists(folder):
-                ruleset.allow(folder, landlock.READ | landlock.write_rights(abi))
+        rules = [(root, landlock.READ) for root in whole] + [(folder, landlock.READ_DIR) for folder in listed]
+        rules += [(folder, landlock.READ | landlock.write_rights(abi)) for folder in writable]
+        for path, rights in rules:
+            try:
+                ruleset.allow(path, rights)
+            except FileNotFoundError:
+                continue  # gone since it was listed (another process's temporary folder): nothing to allow
         ruleset.restrict_self()
     except OSError as exc:
         raise LayerError(f"Landlock: {exc}") from None

@@ -55,7 +55,10 @@ def spawn(
     if contain:
         from ksearch.tools.containment import policy
 
-        prefix = policy.launcher_prefix(device, [cwd, *writable])
+        profile = os.environ.get("KSEARCH_PROFILE")  # the developer's statistics folder (``profiling``)
+        if profile:
+            Path(profile).mkdir(parents=True, exist_ok=True)
+        prefix = policy.launcher_prefix(device, [cwd, *writable, *([Path(profile)] if profile else [])])
         policy.protect_parent()
     return subprocess.Popen(
         [*prefix, sys.executable, "-P", "-m", module, *args],
