@@ -112,6 +112,12 @@ def test_over_base_streak_unscored_best_cannot_beat_base() -> None:
     assert [s.no_improve_over_base_streak for s in states] == [1, 2]
 
 
+def test_over_base_streak_stays_off_for_a_zero_base_even_without_scores() -> None:
+    """A base of 0 is no base (the parent was untimed): unscored passes do not count against it either."""
+    for base in (0.0, -1.0):
+        assert [s.no_improve_over_base_streak for s in _run([(True, None), (True, None)], base_score=base)] == [0, 0]
+
+
 # ---- stop rule ------------------------------------------------------------------------------------------------------
 
 

@@ -418,3 +418,91 @@ def test_tried_failed_node_cannot_be_deleted():
     assert not outcome.ok
     assert "kept as evidence" in outcome.errors[0]
     assert "a" in outcome.world_model.nodes
+
+
+# ---- edges found by the mutation bench (bench/mutation.py) ----------------------------------------------------------
+
+
+def test_deleting_the_active_leaf_moves_it_to_its_own_parent(wm: WorldModel) -> None:
+    deep = wm.model_copy(update={"active_leaf_id": "a1"})
+    outcome, new = _apply(deep, [{"op": "delete", "node_id": "a1"}])
+    assert outcome.ok and new.active_leaf_id == "a"
+
+
+def test_inserted_nodes_take_every_field_given_and_the_defaults_otherwise(wm: WorldModel) -> None:
+    node = {"id": "n", "decision": "the decision", "choice": "the choice", "action": {"title": "t"}, "notes": "why"}
+    outcome, new = _apply(wm, [{"op": "insert", "parent_id": "c", "node": node}])
+    assert outcome.ok
+    inserted = new.nodes["n"]
+    assert (inserted.decision, inserted.choice, inserted.notes) == ("the decision", "the choice", "why")
+    assert (inserted.rating, inserted.confidence, inserted.created_round, inserted.parent_id) == (5.0, 0.5, 7, "c")
+
+
+def test_an_id_deleted_earlier_in_the_script_cannot_be_reused(wm: WorldModel) -> None:
+    ops = [{"op": "delete", "node_id": "c"}, {"op": "insert", "parent_id": ROOT_ID, "node": {"id": "c", "action": {"title": "t"}}}]
+    outcome, _ = _apply(wm, ops)
+    assert outcome.errors == ["ops[1].node.id: id 'c' already exists"]
+
+
+@pytest.mark.parametrize("flag", ["pinned", "pruned", "by_person"])
+def test_each_mark_of_a_person_keeps_a_node_from_deletion(wm: WorldModel, flag: str) -> None:
+    marked = wm.model_copy(update={"nodes": {**wm.nodes, "c": wm.nodes["c"].model_copy(update={flag: True})}})
+    outcome, _ = _apply(marked, [{"op": "delete", "node_id": "c"}])
+    assert outcome.errors == ["ops[0].node_id: node 'c' was added, pinned or pruned by a person and is kept"]
+
+
+def test_a_pruned_node_may_still_be_edited_but_not_revived(wm: WorldModel) -> None:
+    pruned = wm.model_copy(update={"nodes": {**wm.nodes, "c": wm.nodes["c"].model_copy(update={"pruned": True})}})
+    outcome, new = _apply(pruned, [{"op": "update", "node_id": "c", "patch": {"notes": "later"}}])
+    assert outcome.ok and new.nodes["c"].notes == "later"
+
+
+def test_only_a_real_code_fence_is_stripped_and_a_fence_inside_the_json_survives(wm: WorldModel) -> None:
+    from ksearch.agent.edits import parse_edit_script
+
+    summary = "uses ```tl.dot``` twice"
+    fenced = '```json\n{\n  "ops": [],\n  "kernel_summary": "' + summary + '"\n}\n```'
+    parsed = parse_edit_script(fenced)
+    assert isinstance(parsed, EditScript) and parsed.kernel_summary == summary
+    assert isinstance(parse_edit_script('``\n{"ops": []}'), list)  # two backticks are not a fence
+
+
+def test_the_discriminator_tag_is_dropped_only_right_after_an_op_index() -> None:
+    from ksearch.agent.edits import _clean_loc
+
+    assert _clean_loc(("ops", 2, "update", "patch", "rating")) == ["ops", 2, "patch", "rating"]
+    assert _clean_loc(("ops", 2, "patch", "update")) == ["ops", 2, "patch", "update"]
+    assert _clean_loc(("children", 2, "update")) == ["children", 2, "update"]
+    assert _clean_loc(("ops", "x", "update")) == ["ops", "x", "update"]
+    assert _clean_loc(("update",)) == ["update"]
+
+
+def _changed(wm: WorldModel, node_id: str, **fields) -> dict[str, Node]:
+    return {**wm.nodes, node_id: wm.nodes[node_id].model_copy(update=fields)}
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [{"solution": REF}, {"cycles": 5}, {"failed_cycles": 5}, {"pinned": True}, {"pruned": True}, {"by_person": True},
+     {"status": NodeStatus.SOLVED}, {"status": NodeStatus.OPEN}],
+)  # fmt: skip
+def test_the_evidence_check_catches_any_system_owned_change(wm: WorldModel, fields: dict) -> None:
+    """Belt and braces behind the op schema: a tree whose evidence changed (here forged directly) is refused."""
+    from ksearch.agent.edits import _evidence_errors
+
+    node_id = "b" if fields.get("status") == NodeStatus.OPEN else "c"  # b is the failed node
+    assert _evidence_errors(wm, _changed(wm, node_id, **fields)) == [
+        f"node '{node_id}': system-owned fields were changed by the script"
+    ]
+
+
+def test_the_evidence_check_allows_only_a_revival_of_a_failed_node(wm: WorldModel) -> None:
+    from ksearch.agent.edits import _evidence_errors
+
+    assert _evidence_errors(wm, _changed(wm, "b", status=NodeStatus.OPEN, revived=True)) == []
+    assert _evidence_errors(wm, _changed(wm, "c", status=NodeStatus.OPEN, revived=True)) == []  # open stays open
+    assert _evidence_errors(wm, _changed(wm, "c", status=NodeStatus.FAILED, revived=True)) != []
+    assert _evidence_errors(wm, _changed(wm, "b", status=NodeStatus.SOLVED, revived=True)) != []
+    assert _evidence_errors(wm, _changed(wm, "a", status=NodeStatus.OPEN, revived=True)) != []  # a solved node
+    assert _evidence_errors(wm, {k: v for k, v in wm.nodes.items() if k != "c"}) == []  # deleted nodes are not judged
+    assert _evidence_errors(wm, _changed(wm, "c", notes="planner-owned")) == []

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ksearch.agent.selection import SelectionPolicy, frontier_report, select_actions
+from ksearch.agent.selection import FrontierEntry, SelectionPolicy, frontier_report, select_actions
 from ksearch.agent.world_model import (
     ROOT_ID,
     Action,
@@ -137,3 +137,10 @@ def test_selection_is_deterministic_regardless_of_insertion_order() -> None:
     first = select_actions(_tree(*nodes), n=3)
     second = select_actions(_tree(*reversed(nodes)), n=3)
     assert first == second == ["a", "b", "c"]
+
+
+def test_a_frontier_entry_is_unpinned_unless_said_and_the_default_gate_is_difficulty_4() -> None:
+    entry = FrontierEntry(rank=1, node_id="a", title="t", score=0.5, branch_id="a", branch_cycles=0, difficulty=3,
+                          rating=5.0, deferred=False, revived=False)  # fmt: skip
+    assert entry.pinned is False and entry.as_dict()["pinned"] is False
+    assert SelectionPolicy().max_difficulty == 4

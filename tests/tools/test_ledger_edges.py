@@ -1,0 +1,330 @@
+"""The trusted-timing judge (``ksearch.tools.evaluator.ledger``) at every edge: each message the parent may refuse,
+each term of the harness's allowance pinned to its arithmetic, each rule exactly at its limit and just beyond, and
+the audit-evasion test at its thresholds.
+
+Times are chosen so the arithmetic is exact in binary floating point where a test sits *on* a limit (a window of
+0 ms, 2.75 ms); elsewhere a margin well inside the smallest change a wrong constant would make."""
+
+from __future__ import annotations
+
+import pytest
+
+from ksearch.tools.evaluator.ledger import (
+    EVASION_FLOOR_MS,
+    EVASION_RATIO,
+    HOLD_CAP_MS,
+    KERNEL_JITTER_S,
+    METHOD_SHAPES,
+    MIN_CALL_OVERHEAD_MS,
+    OVERHEAD_FACTOR,
+    READ_JITTER_S,
+    RELATIVE_SLACK,
+    TRIMMED,
+    WINDOW_JITTER_MS,
+    Calibration,
+    MethodShape,
+    TimingLedger,
+    Window,
+    _audit_problem,
+    judge,
+    window_allowances,
+)
+
+CAL = Calibration(window_overhead_ms=0.25, call_overhead_ms=0.5, flush_ms=0.25, copy_gbps=3.0)
+"""Per window 0.25 * 3 = 0.75 ms; per back-to-back call 0.5 * 3 = 1.5 ms; a flush 0.25 * 1.5 = 0.375 ms; a copy of
+one byte 1.5 * 2 / (3.0 * 1e6) = 1e-6 ms."""
+
+
+def test_the_constants_are_the_documented_ones() -> None:
+    assert (KERNEL_JITTER_S, WINDOW_JITTER_MS, READ_JITTER_S, RELATIVE_SLACK) == (0.002, 0.5, 0.025, 0.01)
+    assert (MIN_CALL_OVERHEAD_MS, OVERHEAD_FACTOR, HOLD_CAP_MS, TRIMMED) == (0.02, 3.0, 50.0, 0.1)
+    assert (EVASION_RATIO, EVASION_FLOOR_MS) == (1.5, 0.02)
+
+
+def test_the_calibrations_defaults_and_a_methods_default_shape() -> None:
+    assert Calibration() == Calibration(window_overhead_ms=0.05, call_overhead_ms=0.1, flush_ms=0.2, copy_gbps=1000.0)
+    assert Calibration.model_validate({"flush_ms": 0.3, "from_a_newer_worker": 1}).flush_ms == 0.3
+    assert MethodShape() == MethodShape(flush_per_call=False, hold_per_window=False, clone_per_call=False,
+                                        every_window_audited=False, min_fresh_audits=0)  # fmt: skip
+    window = Window(config=0, run=0, opened=5.0)
+    assert window.wall_ms == 0.0 and window.staged_bytes == 0 and not window.fresh and window.audits == []
+
+
+# ---- the messages -------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("config", "run"), [("0", 0), (0, "0"), (None, 0), (0, None)])
+def test_a_window_needs_an_integer_config_and_run(config, run) -> None:
+    ledger = TimingLedger()
+    ledger.go(config, run, 1.0)
+    assert ledger.malformed == ["a window without a config or run index"] and ledger.windows == []
+
+
+def test_samples_must_close_the_open_window_of_their_config() -> None:
+    closed_twice = TimingLedger()
+    closed_twice.go(0, 0, 1.0)
+    closed_twice.timed(0, [1.0], 1.002)
+    closed_twice.timed(0, [1.0], 1.003)
+    assert closed_twice.malformed == ["config 0: samples for a window that was never opened"]
+    assert closed_twice.windows[0].closed == 1.002 and closed_twice.windows[0].samples_ms == [1.0]
+    other = TimingLedger()
+    other.go(0, 0, 1.0)
+    other.timed(1, [1.0], 1.002)
+    assert other.malformed == ["config 1: samples for a window that was never opened"]
+    assert judge(other, "gpumode", CAL, configs=["a"]).evidence == (
+        "the timing messages were out of order: config 1: samples for a window that was never opened"
+    )
+
+
+@pytest.mark.parametrize("samples", ["1.0", [], [1.0, "2.0"], [None], (1.0,)])
+def test_a_window_closes_only_with_a_list_of_numbers(samples) -> None:
+    ledger = TimingLedger()
+    ledger.go(0, 0, 1.0)
+    ledger.timed(0, samples, 1.002)
+    assert ledger.malformed == ["config 0: a window closed without samples"] and ledger.windows[0].closed is None
+
+
+def test_integer_samples_are_accepted_as_floats() -> None:
+    ledger = TimingLedger()
+    ledger.go(0, 0, 1.0)
+    ledger.timed(0, [1, 2.5], 1.004)
+    assert ledger.malformed == [] and ledger.windows[0].samples_ms == [1.0, 2.5]
+
+
+def test_a_handoff_audits_only_the_window_just_closed_for_its_config() -> None:
+    ledger = TimingLedger()
+    ledger.handoff("bench", 0, 1, None, 10)  # before any window: the first checked call of a config
+    ledger.go(0, 0, 1.0)
+    ledger.handoff("bench", 0, 1, None, 10)  # the window is still open
+    assert ledger.windows[0].audits == [] and ledger.windows[0].staged_bytes == 0
+    ledger.timed(0, [1.0], 1.002)
+    ledger.handoff("bench", 1, 1, None, 10)  # another config
+    assert ledger.windows[0].audits == []
+    ledger.handoff("bench", 0, 1, None, 100)
+    ledger.handoff("audit", 0, 1, 7, 50)
+    window = ledger.windows[0]
+    assert window.audits == ["bench", "audit"] and window.staged_bytes == 150 and window.fresh
+
+
+def test_an_audit_is_fresh_only_with_activation_values_no_earlier_call_of_the_config_saw() -> None:
+    ledger = TimingLedger()
+    for k, (seed, activation) in enumerate([(1, None), (1, 7), (1, 7), (2, 7), (1, 7)]):
+        ledger.go(0, 0, float(k))
+        ledger.timed(0, [1.0], k + 0.002)
+        ledger.handoff("audit", 0, seed, activation, 0)
+    assert [w.fresh for w in ledger.windows] == [False, True, False, True, False]
+
+
+# ---- the allowance --------------------------------------------------------------------------------------------------
+
+
+def _window(samples: list[float], *, wall: float = 0.0, run: int = 0, fresh: bool = False, staged: int = 0,
+            audits: tuple[str, ...] = ()) -> Window:  # fmt: skip
+    return Window(config=0, run=run, opened=0.0, closed=wall / 1e3, samples_ms=list(samples), audits=list(audits),
+                  fresh=fresh, staged_bytes=staged)  # fmt: skip
+
+
+def test_back_to_back_calls_in_any_window_earn_every_window_the_per_call_allowance() -> None:
+    shape = METHOD_SHAPES["gpumode-benchmark"]
+    windows = [_window([1.0]), _window([1.0, 1.0, 1.0], staged=1000)]
+    assert window_allowances(windows, shape, CAL, True, 0) == pytest.approx([0.75 + 1.5, 0.75 + 3 * 1.5 + 1000e-6], rel=1e-12)
+    assert window_allowances([_window([1.0]), _window([1.0])], shape, CAL, True, 0) == pytest.approx([0.75, 0.75], rel=1e-12)
+
+
+def test_the_overheads_have_a_floor() -> None:
+    tiny = Calibration(window_overhead_ms=0.001, call_overhead_ms=0.001, flush_ms=0.0, copy_gbps=3.0)
+    allowed = window_allowances([_window([1.0, 1.0])], METHOD_SHAPES["gpumode-benchmark"], tiny, True, 0)
+    assert allowed == pytest.approx([0.06 + 2 * 0.06], rel=1e-12)
+
+
+def test_the_copy_rate_has_a_floor_of_one_gb_per_second() -> None:
+    slow = Calibration(window_overhead_ms=0.25, call_overhead_ms=0.5, flush_ms=0.25, copy_gbps=0.5)
+    allowed = window_allowances([_window([1.0], staged=10**6)], METHOD_SHAPES["gpumode"], slow, True, 0)
+    assert allowed == pytest.approx([0.75 + 10**6 * 3 / 1e6], rel=1e-12)  # as if 1 GB/s: 3 ms
+
+
+def test_a_robust_block_is_allowed_its_flushes_and_a_hold_of_about_the_previous_blocks_time() -> None:
+    shape, per_call = METHOD_SHAPES["robust"], 1.5 + 0.375
+    windows = [
+        _window([2.0, 2.0]),  # the first block of a run: a full-length hold
+        _window([1.0, 1.0, 1.0], fresh=True),  # 3 calls x the previous median 2.0; its re-randomised inputs copied
+        _window([1.0], run=1),  # a new method run (compare mode): a full hold again
+        _window([100.0, 100.0], run=1),  # 2 x 1.0
+        _window([1.0, 1.0, 1.0], run=1),  # 3 x 100, capped at 50
+    ]
+    expected = [0.75 + 2 * per_call + 50.0, 0.75 + 3 * per_call + 6.0 + 2.0, 0.75 + per_call + 50.0,
+                0.75 + 2 * per_call + 2.0, 0.75 + 3 * per_call + 50.0]  # fmt: skip
+    assert window_allowances(windows, shape, CAL, True, 2 * 10**6) == pytest.approx(expected, rel=1e-12)
+    no_flush = window_allowances(windows[:1], shape, CAL, False, 0)
+    assert no_flush == pytest.approx([0.75 + 2 * 1.5 + 50.0], rel=1e-12)
+
+
+def test_flashinfer_is_allowed_a_flush_and_a_clone_of_the_inputs_per_call() -> None:
+    allowed = window_allowances([_window([1.0, 1.0])], METHOD_SHAPES["flashinfer"], CAL, True, 10**6)
+    assert allowed == pytest.approx([0.75 + 2 * (1.5 + 0.375 + 1.0)], rel=1e-12)
+    assert window_allowances([_window([1.0])], METHOD_SHAPES["gpumode"], CAL, True, 10**6) == pytest.approx([0.75])
+
+
+# ---- the wall-time rules --------------------------------------------------------------------------------------------
+
+
+def _ledger(windows: list[Window], *, kernel_clock: bool = True) -> TimingLedger:
+    return TimingLedger(windows=windows, kernel_clock=kernel_clock)
+
+
+def _judge(windows: list[Window], method: str = "gpumode-benchmark", *, kernel_clock: bool = True, **kwargs):
+    kwargs.setdefault("fresh_audits_possible", False)
+    return judge(_ledger(windows, kernel_clock=kernel_clock), method, CAL, configs=["a"], **kwargs)
+
+
+def test_one_window_may_claim_its_wall_time_plus_the_slack_and_half_a_millisecond() -> None:
+    assert _window([1.0], wall=100.0).wall_ms == 100.0
+    assert _judge([_window([101.4], wall=100.0)]) is None  # limit 100 * 1.01 + 0.5 = 101.5
+    finding = _judge([_window([101.6], wall=100.0)])
+    assert finding.rule == "timing_forgery" and "a window reports 101.600 ms" in finding.evidence
+    assert _judge([_window([0.5])]) is None  # a 0 ms window claiming exactly the 0.5 ms jitter
+    assert _judge([_window([0.5001])]).rule == "timing_forgery"
+
+
+def test_all_windows_together_may_claim_their_wall_time_plus_the_slack_and_two_milliseconds() -> None:
+    assert _judge([_window([10.25], wall=10.0) for _ in range(10)]) is None  # 102.5 <= 100 * 1.01 + 2
+    finding = _judge([_window([10.35], wall=10.0) for _ in range(10)])  # 103.5: each window within its own limit
+    assert finding.rule == "timing_forgery" and "10 timed calls report 103.500 ms" in finding.evidence
+    assert _judge([_window([0.5]) for _ in range(4)]) is None  # exactly 2 ms over 0 ms of windows
+    assert _judge([_window([0.5]) for _ in range(4)] + [_window([0.001])]).rule == "timing_forgery"
+
+
+def test_with_the_parents_read_times_only_the_total_is_held_with_25_milliseconds() -> None:
+    assert _judge([_window([12.5], wall=10.0) for _ in range(10)], kernel_clock=False) is None  # 125 <= 101 + 25
+    assert _judge([_window([12.7], wall=10.0) for _ in range(10)], kernel_clock=False).rule == "timing_forgery"
+    assert _judge([_window([12.5], wall=10.0) for _ in range(10)]).rule == "timing_forgery"  # the kernel's stamps
+
+
+def test_wall_time_beyond_the_allowance_may_reach_exactly_the_jitter() -> None:
+    at_limit = _window([0.0], wall=2.75)  # 2.75 - 0.75 allowed = 2.0 ms unexplained
+    assert at_limit.wall_ms == 2.75
+    assert _judge([at_limit]) is None
+    finding = _judge([_window([0.0], wall=2.76)])
+    assert finding.rule == "timing_forgery" and "beyond what the harness's own work accounts for" in finding.evidence
+
+
+def test_the_slack_scales_the_claimed_time_in_the_unexplained_rule() -> None:
+    assert _judge([_window([150.0], wall=153.5)]) is None  # 153.5 - 150 * 1.01 - 0.75 = 1.25 unexplained
+    assert _judge([_window([150.0], wall=154.5)]).rule == "timing_forgery"  # 2.25
+
+
+def test_the_tenth_of_windows_with_the_most_unexplained_time_is_left_out_from_ten_windows_on() -> None:
+    honest, stretched = _window([1.0], wall=1.5), _window([1.0], wall=8.0)
+    assert _judge([honest] * 9 + [stretched]) is None
+    assert _judge([honest] * 8 + [stretched]).rule == "timing_forgery"  # nine windows: none left out
+    assert _judge([honest] * 8 + [stretched] * 2).rule == "timing_forgery"  # only one of ten is left out
+    assert _judge([honest] * 18 + [stretched] * 2) is None
+
+
+def test_the_inputs_size_of_each_config_gives_flashinfer_its_clone_allowance() -> None:
+    window = _window([1.0], wall=1.01 + 2.125 + 1.9)  # 0.75 + flush 0.375 + clone 1.0 = 2.125 allowed
+    assert _judge([window], "flashinfer", input_bytes={0: 10**6}) is None
+    assert _judge([window], "flashinfer").rule == "timing_forgery"
+    assert _judge([window], "flashinfer", input_bytes={1: 10**6}).rule == "timing_forgery"  # another config's size
+    no_flush = _window([1.0], wall=1.01 + 1.75 + 1.94)
+    assert _judge([no_flush], "flashinfer", flush_l2=False, input_bytes={0: 10**6}) is None
+
+
+def test_a_config_without_an_inputs_size_is_allowed_no_clone_at_all() -> None:
+    exact = Calibration(window_overhead_ms=0.25, call_overhead_ms=0.5, flush_ms=0.25, copy_gbps=1.0)  # 3e-6 ms a byte
+    window = _window([0.0], wall=0.75 + 2.0 + 2e-6)
+    ledger = _ledger([window])
+    assert judge(ledger, "flashinfer", exact, configs=["a"], flush_l2=False, fresh_audits_possible=False).rule == (
+        "timing_forgery"
+    )
+
+
+def test_judge_allows_the_flush_unless_told_the_task_does_not_flush() -> None:
+    window = _window([0.0], wall=0.75 + 0.375 + 1.9)
+    assert _judge([window], "flashinfer") is None
+    assert _judge([window], "flashinfer", flush_l2=False).rule == "timing_forgery"
+
+
+def test_judge_requires_re_randomised_audits_unless_told_the_task_has_none() -> None:
+    windows = [_window([1.0], wall=1.5) for _ in range(3)]
+    finding = judge(_ledger(windows), "gpumode-benchmark", CAL, configs=["a"])
+    assert finding.rule == "audit_evasion" and "0 audits on re-randomised inputs reached the checker, 2" in finding.evidence
+
+
+# ---- the audit rules ------------------------------------------------------------------------------------------------
+
+
+def _audit(windows: list[Window], method: str = "gpumode-benchmark", fresh_possible: bool = True):
+    return _audit_problem("a", windows, METHOD_SHAPES[method], fresh_possible)
+
+
+def _windows(*rows: tuple[list[float], str | None, bool]) -> list[Window]:
+    """Windows through the ledger's own messages: (samples, the kind of audit that followed or None, fresh)."""
+    ledger = TimingLedger()
+    for k, (samples, audit, fresh) in enumerate(rows):
+        ledger.go(0, 0, float(k))
+        ledger.timed(0, samples, k + 0.5)
+        if audit is not None:
+            ledger.handoff(audit, 0, 1000 + k, 2000 + k if fresh else None, 0)
+    return ledger.windows
+
+
+def _fresh(*audited: float, before: tuple[float, ...] = ()) -> list[Window]:
+    return _windows(*[([*before, x], "audit", True) for x in audited])
+
+
+def _typical(value: float, n: int = 8) -> list[Window]:
+    return _windows(*[([value], None, False) for _ in range(n)])
+
+
+def test_every_timed_call_must_be_checked_in_gpumode() -> None:
+    windows = _windows(([1.0], "bench", False), ([1.0], None, False), ([1.0], "bench", False))
+    assert "1 of 3 timed calls were not handed to the checker" in _audit(windows, "gpumode").evidence
+    assert _audit(_windows(*[([1.0], "bench", False)] * 3), "gpumode") is None
+
+
+def test_two_fresh_audits_are_required_and_none_when_the_task_cannot_re_randomise() -> None:
+    assert "1 audits on re-randomised inputs" in _audit(_typical(1.0) + _fresh(1.0)).evidence
+    assert _audit(_typical(1.0) + _fresh(1.0, 1.0)) is None
+    assert _audit(_typical(1.0), fresh_possible=False) is None
+
+
+@pytest.mark.parametrize(
+    ("typical", "audited", "evades"),
+    [
+        (1.0, (1.52, 1.52), False), (1.0, (1.53, 1.53), True),  # median > 1.5 x typical + 0.02, at and beyond
+        (1.0, (1.51, 1.51), False), (1.0, (1.49, 1.49), False),  # the floor of 0.02 ms
+        (1.0, (2.0, 2.0), True),
+        (2.0, (3.0, 3.0), False), (2.0, (3.03, 3.03), True),  # the ratio scales the typical time
+    ],
+)  # fmt: skip
+def test_audit_evasion_threshold_on_the_median_audited_call(typical: float, audited: tuple[float, ...], evades: bool) -> None:
+    finding = _audit(_typical(typical) + _fresh(*audited))
+    assert (finding is not None and finding.rule == "audit_evasion" and "new values" in finding.evidence) is evades
+
+
+@pytest.mark.parametrize(
+    ("typical", "audited", "evades"),
+    [
+        (1.0, (1.27, 2.0, 2.0), False), (1.0, (1.28, 2.0, 2.0), True),  # fastest > 1.25 x typical + 0.02
+        (1.0, (1.26, 2.0, 2.0), False), (1.0, (1.24, 2.0, 2.0), False),  # its floor
+        (1.0, (1.0, 2.0, 2.0), False), (1.0, (1.3, 1.3), False),  # each condition alone is not enough
+        (2.0, (2.5, 4.0, 4.0), False), (2.0, (2.53, 4.0, 4.0), True),
+    ],
+)  # fmt: skip
+def test_audit_evasion_threshold_on_the_fastest_audited_call(typical: float, audited: tuple[float, ...], evades: bool) -> None:
+    """This branch's second condition (``EVASION_MIN_RATIO``): the fastest audited call must be slow too."""
+    from ksearch.tools.evaluator.ledger import EVASION_MIN_RATIO
+
+    assert EVASION_MIN_RATIO == 1.25
+    finding = _audit(_typical(typical) + _fresh(*audited))
+    assert (finding is not None and finding.rule == "audit_evasion" and "new values" in finding.evidence) is evades
+
+
+def test_the_audited_call_is_the_last_of_a_fresh_block_and_the_others_are_typical() -> None:
+    blocks = _fresh(2.0, 2.0, before=(1.0,))  # two blocks [1.0, 2.0]: the others are the two 1.0 ms calls
+    assert _audit(blocks).rule == "audit_evasion"
+    one_other = _fresh(2.0, before=(1.0,)) + _fresh(2.0)
+    assert _audit(one_other) is None  # one other call: too few to say what is typical
+    finding = _audit(_fresh(5.0, 5.0, before=(1.0, 1.0)))
+    assert "took 5.0000 ms (median of 2), the other timed calls 1.0000 ms" in finding.evidence
