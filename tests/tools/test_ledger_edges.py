@@ -10,15 +10,21 @@ from __future__ import annotations
 import pytest
 
 from ksearch.tools.evaluator.ledger import (
+    DIGEST_MS,
     EVASION_FLOOR_MS,
     EVASION_RATIO,
+    GAP_SLACK,
+    GENERATION_FACTOR,
     HOLD_CAP_MS,
+    HOST_GAP_SLACK,
+    HOST_TIMING_JITTER_S,
     KERNEL_JITTER_S,
     METHOD_SHAPES,
     MIN_CALL_OVERHEAD_MS,
     OVERHEAD_FACTOR,
     READ_JITTER_S,
     RELATIVE_SLACK,
+    SPREAD_RATIO,
     TRIMMED,
     WINDOW_JITTER_MS,
     Calibration,
@@ -36,9 +42,11 @@ one byte 1.5 * 2 / (3.0 * 1e6) = 1e-6 ms."""
 
 
 def test_the_constants_are_the_documented_ones() -> None:
-    assert (KERNEL_JITTER_S, WINDOW_JITTER_MS, READ_JITTER_S, RELATIVE_SLACK) == (0.002, 0.5, 0.025, 0.01)
+    assert (KERNEL_JITTER_S, WINDOW_JITTER_MS, READ_JITTER_S, RELATIVE_SLACK) == (0.010, 0.5, 0.025, 0.05)
+    assert (HOST_TIMING_JITTER_S, GAP_SLACK, HOST_GAP_SLACK) == (0.1, 0.10, 0.25)
     assert (MIN_CALL_OVERHEAD_MS, OVERHEAD_FACTOR, HOLD_CAP_MS, TRIMMED) == (0.02, 3.0, 50.0, 0.1)
-    assert (EVASION_RATIO, EVASION_FLOOR_MS) == (1.5, 0.02)
+    assert (EVASION_RATIO, EVASION_FLOOR_MS, SPREAD_RATIO) == (3.0, 0.2, 0.5)
+    assert (GENERATION_FACTOR, DIGEST_MS) == (1.5, 0.3)
 
 
 def test_the_calibrations_defaults_and_a_methods_default_shape() -> None:
@@ -179,42 +187,49 @@ def _judge(windows: list[Window], method: str = "gpumode-benchmark", *, kernel_c
 
 def test_one_window_may_claim_its_wall_time_plus_the_slack_and_half_a_millisecond() -> None:
     assert _window([1.0], wall=100.0).wall_ms == 100.0
-    assert _judge([_window([101.4], wall=100.0)]) is None  # limit 100 * 1.01 + 0.5 = 101.5
-    finding = _judge([_window([101.6], wall=100.0)])
-    assert finding.rule == "timing_forgery" and "a window reports 101.600 ms" in finding.evidence
+    assert _judge([_window([105.4], wall=100.0)]) is None  # limit 100 * 1.05 + 0.5 = 105.5
+    finding = _judge([_window([105.6], wall=100.0)])
+    assert finding.rule == "timing_forgery" and "a window reports 105.600 ms" in finding.evidence
     assert _judge([_window([0.5])]) is None  # a 0 ms window claiming exactly the 0.5 ms jitter
     assert _judge([_window([0.5001])]).rule == "timing_forgery"
 
 
-def test_all_windows_together_may_claim_their_wall_time_plus_the_slack_and_two_milliseconds() -> None:
-    assert _judge([_window([10.25], wall=10.0) for _ in range(10)]) is None  # 102.5 <= 100 * 1.01 + 2
-    finding = _judge([_window([10.35], wall=10.0) for _ in range(10)])  # 103.5: each window within its own limit
-    assert finding.rule == "timing_forgery" and "10 timed calls report 103.500 ms" in finding.evidence
-    assert _judge([_window([0.5]) for _ in range(4)]) is None  # exactly 2 ms over 0 ms of windows
-    assert _judge([_window([0.5]) for _ in range(4)] + [_window([0.001])]).rule == "timing_forgery"
+def test_all_windows_together_may_claim_their_wall_time_plus_the_slack_and_ten_milliseconds() -> None:
+    assert _judge([_window([10.8], wall=10.0) for _ in range(30)]) is None  # 324 <= 300 * 1.05 + 10
+    finding = _judge([_window([10.9], wall=10.0) for _ in range(30)])  # 327: each window within its own limit (11)
+    assert finding.rule == "timing_forgery" and "30 timed calls report 327.000 ms" in finding.evidence
+    assert _judge([_window([0.5]) for _ in range(20)]) is None  # exactly 10 ms over 0 ms of windows
+    assert _judge([_window([0.5]) for _ in range(20)] + [_window([0.001])]).rule == "timing_forgery"
 
 
 def test_with_the_parents_read_times_only_the_total_is_held_with_25_milliseconds() -> None:
-    assert _judge([_window([12.5], wall=10.0) for _ in range(10)], kernel_clock=False) is None  # 125 <= 101 + 25
-    assert _judge([_window([12.7], wall=10.0) for _ in range(10)], kernel_clock=False).rule == "timing_forgery"
-    assert _judge([_window([12.5], wall=10.0) for _ in range(10)]).rule == "timing_forgery"  # the kernel's stamps
+    assert _judge([_window([12.9], wall=10.0) for _ in range(10)], kernel_clock=False) is None  # 129 <= 105 + 25
+    assert _judge([_window([13.1], wall=10.0) for _ in range(10)], kernel_clock=False).rule == "timing_forgery"
+    assert _judge([_window([12.9], wall=10.0) for _ in range(10)]).rule == "timing_forgery"  # the kernel's stamps
+
+
+def test_the_cpu_timing_of_the_tests_is_held_with_100_milliseconds() -> None:
+    windows = [_window([0.0], wall=100.75)]  # 100.75 - 0.75 allowed = 100 ms unexplained
+    assert judge(TimingLedger(windows=windows, host_timing=True), "gpumode-benchmark", CAL, configs=["a"],
+                 fresh_audits_possible=False) is None  # fmt: skip
+    assert _judge(windows).rule == "timing_forgery"
 
 
 def test_wall_time_beyond_the_allowance_may_reach_exactly_the_jitter() -> None:
-    at_limit = _window([0.0], wall=2.75)  # 2.75 - 0.75 allowed = 2.0 ms unexplained
-    assert at_limit.wall_ms == 2.75
+    at_limit = _window([0.0], wall=10.75)  # 10.75 - 0.75 allowed = 10.0 ms unexplained
+    assert at_limit.wall_ms == 10.75
     assert _judge([at_limit]) is None
-    finding = _judge([_window([0.0], wall=2.76)])
+    finding = _judge([_window([0.0], wall=10.76)])
     assert finding.rule == "timing_forgery" and "beyond what the harness's own work accounts for" in finding.evidence
 
 
 def test_the_slack_scales_the_claimed_time_in_the_unexplained_rule() -> None:
-    assert _judge([_window([150.0], wall=153.5)]) is None  # 153.5 - 150 * 1.01 - 0.75 = 1.25 unexplained
-    assert _judge([_window([150.0], wall=154.5)]).rule == "timing_forgery"  # 2.25
+    assert _judge([_window([150.0], wall=167.5)]) is None  # 167.5 - 150 * 1.05 - 0.75 = 9.25 unexplained
+    assert _judge([_window([150.0], wall=169.0)]).rule == "timing_forgery"  # 10.75
 
 
 def test_the_tenth_of_windows_with_the_most_unexplained_time_is_left_out_from_ten_windows_on() -> None:
-    honest, stretched = _window([1.0], wall=1.5), _window([1.0], wall=8.0)
+    honest, stretched = _window([1.0], wall=1.5), _window([1.0], wall=15.0)  # 0 and 13.2 ms unexplained
     assert _judge([honest] * 9 + [stretched]) is None
     assert _judge([honest] * 8 + [stretched]).rule == "timing_forgery"  # nine windows: none left out
     assert _judge([honest] * 8 + [stretched] * 2).rule == "timing_forgery"  # only one of ten is left out
@@ -222,17 +237,17 @@ def test_the_tenth_of_windows_with_the_most_unexplained_time_is_left_out_from_te
 
 
 def test_the_inputs_size_of_each_config_gives_flashinfer_its_clone_allowance() -> None:
-    window = _window([1.0], wall=1.01 + 2.125 + 1.9)  # 0.75 + flush 0.375 + clone 1.0 = 2.125 allowed
+    window = _window([1.0], wall=1.05 + 2.125 + 9.9)  # 0.75 + flush 0.375 + clone 1.0 = 2.125 allowed
     assert _judge([window], "flashinfer", input_bytes={0: 10**6}) is None
     assert _judge([window], "flashinfer").rule == "timing_forgery"
     assert _judge([window], "flashinfer", input_bytes={1: 10**6}).rule == "timing_forgery"  # another config's size
-    no_flush = _window([1.0], wall=1.01 + 1.75 + 1.94)
+    no_flush = _window([1.0], wall=1.05 + 1.75 + 9.94)
     assert _judge([no_flush], "flashinfer", flush_l2=False, input_bytes={0: 10**6}) is None
 
 
 def test_a_config_without_an_inputs_size_is_allowed_no_clone_at_all() -> None:
     exact = Calibration(window_overhead_ms=0.25, call_overhead_ms=0.5, flush_ms=0.25, copy_gbps=1.0)  # 3e-6 ms a byte
-    window = _window([0.0], wall=0.75 + 2.0 + 2e-6)
+    window = _window([0.0], wall=0.75 + 10.0 + 2e-6)
     ledger = _ledger([window])
     assert judge(ledger, "flashinfer", exact, configs=["a"], flush_l2=False, fresh_audits_possible=False).rule == (
         "timing_forgery"
@@ -240,7 +255,7 @@ def test_a_config_without_an_inputs_size_is_allowed_no_clone_at_all() -> None:
 
 
 def test_judge_allows_the_flush_unless_told_the_task_does_not_flush() -> None:
-    window = _window([0.0], wall=0.75 + 0.375 + 1.9)
+    window = _window([0.0], wall=0.75 + 0.375 + 9.9)
     assert _judge([window], "flashinfer") is None
     assert _judge([window], "flashinfer", flush_l2=False).rule == "timing_forgery"
 
@@ -292,10 +307,11 @@ def test_two_fresh_audits_are_required_and_none_when_the_task_cannot_re_randomis
 @pytest.mark.parametrize(
     ("typical", "audited", "evades"),
     [
-        (1.0, (1.52, 1.52), False), (1.0, (1.53, 1.53), True),  # median > 1.5 x typical + 0.02, at and beyond
-        (1.0, (1.51, 1.51), False), (1.0, (1.49, 1.49), False),  # the floor of 0.02 ms
-        (1.0, (2.0, 2.0), True),
-        (2.0, (3.0, 3.0), False), (2.0, (3.03, 3.03), True),  # the ratio scales the typical time
+        (1.0, (3.19, 3.19), False), (1.0, (3.21, 3.21), True),  # median > 3 x typical + 0.2, at and beyond
+        (1.0, (3.1, 3.1), False),  # the floor of 0.2 ms
+        (2.0, (6.19, 6.19), False), (2.0, (6.21, 6.21), True),  # the ratio scales the typical time
+        (1.0, (1.0, 5.0, 5.0), True),  # the median of the audited calls, not the fastest
+        (1.0, (1.0, 1.0, 10.0), False),  # nor their mean
     ],
 )  # fmt: skip
 def test_audit_evasion_threshold_on_the_median_audited_call(typical: float, audited: tuple[float, ...], evades: bool) -> None:
@@ -303,28 +319,17 @@ def test_audit_evasion_threshold_on_the_median_audited_call(typical: float, audi
     assert (finding is not None and finding.rule == "audit_evasion" and "new values" in finding.evidence) is evades
 
 
-@pytest.mark.parametrize(
-    ("typical", "audited", "evades"),
-    [
-        (1.0, (1.27, 2.0, 2.0), False), (1.0, (1.28, 2.0, 2.0), True),  # fastest > 1.25 x typical + 0.02
-        (1.0, (1.26, 2.0, 2.0), False), (1.0, (1.24, 2.0, 2.0), False),  # its floor
-        (1.0, (1.0, 2.0, 2.0), False), (1.0, (1.3, 1.3), False),  # each condition alone is not enough
-        (2.0, (2.5, 4.0, 4.0), False), (2.0, (2.53, 4.0, 4.0), True),
-    ],
-)  # fmt: skip
-def test_audit_evasion_threshold_on_the_fastest_audited_call(typical: float, audited: tuple[float, ...], evades: bool) -> None:
-    """This branch's second condition (``EVASION_MIN_RATIO``): the fastest audited call must be slow too."""
-    from ksearch.tools.evaluator.ledger import EVASION_MIN_RATIO
-
-    assert EVASION_MIN_RATIO == 1.25
-    finding = _audit(_typical(typical) + _fresh(*audited))
-    assert (finding is not None and finding.rule == "audit_evasion" and "new values" in finding.evidence) is evades
+def test_the_other_calls_are_summed_up_by_the_methods_headline_statistic() -> None:
+    others = _windows(*[([1.0], None, False)] * 7, ([9.0], None, False))  # mean 2.0, median 1.0
+    assert _audit(others + _fresh(3.5, 3.5)) is None  # gpumode-benchmark: 3.5 <= 3 x 2.0 + 0.2
+    finding = _audit(others + _fresh(3.5, 3.5), "robust")  # robust: 3.5 > 3 x 1.0 + 0.2
+    assert finding.rule == "audit_evasion" and "1.0000 ms (median)" in finding.evidence
 
 
 def test_the_audited_call_is_the_last_of_a_fresh_block_and_the_others_are_typical() -> None:
-    blocks = _fresh(2.0, 2.0, before=(1.0,))  # two blocks [1.0, 2.0]: the others are the two 1.0 ms calls
+    blocks = _fresh(5.0, 5.0, before=(1.0,))  # two blocks [1.0, 5.0]: the others are the two 1.0 ms calls
     assert _audit(blocks).rule == "audit_evasion"
-    one_other = _fresh(2.0, before=(1.0,)) + _fresh(2.0)
+    one_other = _fresh(5.0, before=(1.0,)) + _fresh(5.0)
     assert _audit(one_other) is None  # one other call: too few to say what is typical
     finding = _audit(_fresh(5.0, 5.0, before=(1.0, 1.0)))
     assert "took 5.0000 ms (median of 2), the other timed calls 1.0000 ms" in finding.evidence
