@@ -126,7 +126,7 @@ TARGETS: tuple[Target, ...] = (
         ("tests/tools/test_integrity_reach.py", "tests/tools/test_integrity_edges.py", HONEST_STATIC),
         functions=(
             "ReachRules._import_path", "ReachRules._steps", "ReachRules._reach_call", "ReachRules._named_attribute",
-            "ReachRules._safe_computed_name", "_private_status", "_leads_to", "_plain_chain",
+            "ReachRules._starts_with_letter", "_private_status", "_leads_to", "_plain_chain",
         ),
     ),
     Target(
@@ -210,7 +210,7 @@ EQUIVALENT: dict[str, str] = {
     "ksearch/tools/integrity/reach.py::ReachRules._named_attribute: base and plain and self._is_module_name(base) "
     "-> plain and self._is_module_name(base)":
         "a plain chain always resolves to a dotted name, never None",
-    "ksearch/tools/integrity/reach.py::ReachRules._safe_computed_name: isinstance(first, ast.Constant) and "
+    "ksearch/tools/integrity/reach.py::ReachRules._starts_with_letter: isinstance(first, ast.Constant) and "
     "bool(SAFE_NAME_START.match(str(first.value))) -> bool(SAFE_NAME_START.match(str(first.value)))":
         "str() of a formatted value's AST node starts with '<', never a letter",
     "ksearch/tools/integrity/reach.py::_private_status: dotted.startswith(entry) or dotted == entry.rstrip('.') -> "
