@@ -20,7 +20,6 @@ import structlog
 from ksearch.agent.context import SearchContext
 from ksearch.agent.llm import LLMClient
 from ksearch.agent.promotion import comparison_record
-from ksearch.agent.prompting import clip, render
 from ksearch.agent.skill_library import load_evidence, record_evidence, save_skill
 from ksearch.agent.skills import (
     Evidence,
@@ -37,6 +36,7 @@ from ksearch.agent.skills import (
 from ksearch.agent.state import CycleResult
 from ksearch.agent.world_model import WorldModel
 from ksearch.errors import BudgetExceededError, ModelReplyError
+from ksearch.prompts import clip, render
 from ksearch.store import ensure_comparison, find_comparison
 
 log = structlog.get_logger(__name__)

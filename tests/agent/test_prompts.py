@@ -10,12 +10,11 @@ from ksearch.agent.edits import edit_script_json_schema
 from ksearch.agent.prompting import (
     edit_schema_text,
     frontier_view,
-    render,
-    template_placeholders,
     tree_view,
 )
 from ksearch.agent.selection import SelectionPolicy
 from ksearch.agent.world_model import Action, Node, SolutionRef, WorldModel, attach_solution, mark_failed
+from ksearch.prompts import render, template_placeholders
 
 TEMPLATES = sorted(
     p.name.removesuffix(".txt") for p in resources.files("ksearch.prompts").iterdir() if p.name.endswith(".txt")
