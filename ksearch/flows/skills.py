@@ -21,35 +21,19 @@ from ksearch.agent.llm import LLMClient
 from ksearch.agent.promotion import comparison_record
 from ksearch.agent.recorder import StoreRecorder
 from ksearch.agent.replay import ReplayChatModel, ReplayEntry
-from ksearch.agent.skill_learning import LiftInput, lift_skill, measurement_text
-from ksearch.agent.skill_library import (
-    library_views,
-    load_evidence,
-    load_skill,
-    record_evidence,
-    save_skill,
-    skill_view,
-)
-from ksearch.agent.skill_walk import MAX_REJECTIONS, MAX_STEPS, WalkResult, WalkServices, WalkStep, backward_walk
-from ksearch.agent.skills import (
-    Evidence,
-    EvidenceKind,
-    SkillContext,
-    SkillExport,
-    SkillRecord,
-    SkillSource,
-    SkillStatus,
-    SkillView,
-    arch_from_capability,
-    in_scope,
-    task_family,
-)
 from ksearch.contracts.candidate import Candidate
 from ksearch.contracts.evaluation import Evaluation
 from ksearch.errors import BudgetExceededError, ModelReplyError, UserError
 from ksearch.flows.evaluate import resolve_device
 from ksearch.flows.run import build_model
 from ksearch.flows.workspace import open_store
+from ksearch.skills.evidence import Evidence, EvidenceKind, SkillStatus, SkillView
+from ksearch.skills.exchange import SkillExport, SkillRecord
+from ksearch.skills.library import library_views, load_evidence, load_skill, record_evidence, save_skill, skill_view
+from ksearch.skills.lifting import LiftInput, lift_skill, measurement_text
+from ksearch.skills.records import SkillContext, SkillSource, arch_from_capability, task_family
+from ksearch.skills.snapshot import in_scope
+from ksearch.skills.walk import MAX_REJECTIONS, MAX_STEPS, WalkResult, WalkServices, WalkStep, backward_walk
 from ksearch.store import Store, ensure_comparison, find_comparison
 from ksearch.tasks.registry import prepare_task
 from ksearch.tools.evaluator import EvalRequest

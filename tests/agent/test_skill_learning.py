@@ -16,24 +16,16 @@ from ksearch.agent.context import SearchContext
 from ksearch.agent.llm import LLMClient
 from ksearch.agent.recorder import StoreRecorder
 from ksearch.agent.replay import ReplayEntry, ScriptedChatModel
-from ksearch.agent.skill_learning import LiftInput, learn_from_cycles, lift_skill, paired_comparison
-from ksearch.agent.skill_library import library_views, load_evidence, record_evidence, save_skill, skill_view
+from ksearch.agent.skill_use import learn_from_cycles, paired_comparison
 from ksearch.agent.skill_use import trial_line
-from ksearch.agent.skills import (
-    Evidence,
-    EvidenceKind,
-    SkillContext,
-    SkillDraft,
-    SkillSource,
-    SkillStatus,
-    Scope,
-    make_skill,
-    summarize,
-)
 from ksearch.agent.state import CycleResult
 from ksearch.agent.world_model import Action, Node, SolutionRef, WorldModel
 from ksearch.contracts.candidate import Candidate
 from ksearch.contracts.evaluation import Comparison, Evaluation, Timing, Verdict
+from ksearch.skills.evidence import Evidence, EvidenceKind, SkillStatus, summarize
+from ksearch.skills.library import library_views, load_evidence, record_evidence, save_skill, skill_view
+from ksearch.skills.lifting import LiftInput, lift_skill
+from ksearch.skills.records import Scope, SkillContext, SkillDraft, SkillSource, make_skill
 from ksearch.store import Store, ensure_comparison
 from ksearch.tasks.registry import resolve_task
 from ksearch.tools.evaluator import evaluate
