@@ -13,12 +13,13 @@ twice and records nothing twice.
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import structlog
 
 from ksearch.agent.context import SearchContext
-from ksearch.agent.promotion import comparison_record
+from ksearch.agent.promotion import paired_comparison
 from ksearch.agent.state import BestRef, CycleResult
 from ksearch.agent.world_model import Action, WorldModel
 from ksearch.errors import BudgetExceededError, ModelReplyError
@@ -28,7 +29,6 @@ from ksearch.skills.library import find_evidence, load_evidence, record_evidence
 from ksearch.skills.lifting import LiftInput, lift_skill, measurement_text
 from ksearch.skills.records import Skill, SkillSource
 from ksearch.skills.retrieval import binding_errors, coder_skill_text, skills_block
-from ksearch.store import ensure_comparison, find_comparison
 
 log = structlog.get_logger(__name__)
 
@@ -111,13 +111,16 @@ def trial_line(ctx: SearchContext, skill_id: str, cycle_id: str) -> str:
 # Paired comparisons for skills
 
 
-def paired_comparison(ctx: SearchContext, base_id: str, candidate_id: str) -> dict[str, Any] | None:
-    """The stored paired comparison (incumbent = base, challenger = candidate), measured on a leased GPU when missing
-    and both candidates passed timed evaluations; None when nothing can be timed (the CPU) or the measurement
+def edge_comparison(ctx: SearchContext, base_id: str, candidate_id: str) -> dict[str, Any] | None:
+    """The paired comparison of an edge (incumbent = base, challenger = candidate): stored, or measured on a leased
+    GPU when both candidates passed timed evaluations; None when nothing can be timed (the CPU) or the measurement
     failed (a failed re-measurement never stops the run)."""
-    record = find_comparison(ctx.store, base_id, candidate_id, ctx.eval_key)
-    if record is not None or ctx.compare is None:
-        return record
+    return paired_comparison(ctx.store, base_id, candidate_id, ctx.eval_key, partial(_measure_edge, ctx))
+
+
+def _measure_edge(ctx: SearchContext, base_id: str, candidate_id: str) -> Any:
+    if ctx.compare is None:
+        return None
     for cid in (base_id, candidate_id):
         found = ctx.store.find_evaluation(cid, ctx.eval_key)
         if found is None or not (found[1].passed and found[1].timed):
@@ -125,15 +128,12 @@ def paired_comparison(ctx: SearchContext, base_id: str, candidate_id: str) -> di
     base, candidate = ctx.store.get_candidate(base_id), ctx.store.get_candidate(candidate_id)
     try:
         with ctx.device_lease() as device:
-            measured = ctx.compare(
+            return ctx.compare(
                 ctx.eval_request(base, device), ctx.eval_request(candidate, device), rounds=ctx.config.promotion_rounds
             )
     except Exception as exc:  # noqa: BLE001 - the skill loses a measurement; the run goes on
         log.warning("skills.compare_failed", run_id=ctx.run_id, base=base_id, candidate=candidate_id, error=str(exc)[:300])
         return None
-    record = comparison_record(measured)
-    ensure_comparison(ctx.store, base_id, candidate_id, ctx.eval_key, record)
-    return record
 
 
 def _paired_fields(record: dict[str, Any] | None) -> dict[str, float | None]:
@@ -175,7 +175,7 @@ def record_trial(ctx: SearchContext, result: CycleResult, skill_id: str, emit: E
     evaluation = ctx.store.get_evaluation(evaluation_id) if evaluation_id else None
     record = None
     if evaluation is not None and evaluation.passed and evaluation.timed and result.base_candidate_id and candidate_id:
-        record = paired_comparison(ctx, result.base_candidate_id, candidate_id)
+        record = edge_comparison(ctx, result.base_candidate_id, candidate_id)
     origins = [e for e in load_evidence(ctx.store, skill_id) if e.kind == EvidenceKind.ORIGIN]
     sc = ctx.skill_context
     note = "" if evaluation is not None and evaluation.passed else (
@@ -217,7 +217,7 @@ def lift_from_edge(ctx: SearchContext, result: CycleResult, wm: WorldModel, emit
         return None  # the CPU interpreter times nothing: there is no effect to learn from
     if result.base_score is not None and child.score is not None and child.score <= result.base_score:
         return None  # not even the single measurement is better: spend no GPU time on a paired one
-    record = paired_comparison(ctx, base_id, child_id)
+    record = edge_comparison(ctx, base_id, child_id)
     if record is None or not record.get("improved") or float(record["ci_low"]) < ctx.config.skill_lift_min_speedup:
         return None
     node = wm.nodes[result.node_id]

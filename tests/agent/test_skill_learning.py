@@ -16,7 +16,7 @@ from ksearch.agent.context import SearchContext
 from ksearch.agent.llm import LLMClient
 from ksearch.agent.recorder import StoreRecorder
 from ksearch.agent.replay import ReplayEntry, ScriptedChatModel
-from ksearch.agent.skill_use import learn_from_cycles, paired_comparison
+from ksearch.agent.skill_use import edge_comparison, learn_from_cycles
 from ksearch.agent.skill_use import trial_line
 from ksearch.agent.state import CycleResult
 from ksearch.agent.world_model import Action, Node, SolutionRef, WorldModel
@@ -229,8 +229,8 @@ def test_a_missing_paired_comparison_is_measured_once_with_the_compare_function(
         return Comparison(per_config=[], speedup=1.9, ci_low=1.7, ci_high=2.1, improved=True, rounds=rounds)
 
     ctx.compare = scripted_compare
-    first = paired_comparison(ctx, base, child)
-    again = paired_comparison(ctx, base, child)
+    first = edge_comparison(ctx, base, child)
+    again = edge_comparison(ctx, base, child)
     assert first == again and first["speedup"] == 1.9 and first["improved"] is True
     assert asked == [(WHOLE_ROW, ONLINE_ONE_ROW, ctx.config.promotion_rounds)]
 
@@ -239,4 +239,4 @@ def test_a_missing_paired_comparison_is_measured_once_with_the_compare_function(
 
     ctx.compare = broken_compare
     other, _ = stored(ctx.store, ONLINE_ONE_ROW + "# variant\n", 1.1)
-    assert paired_comparison(ctx, base, other) is None  # a failed measurement costs the skill a number, not the run
+    assert edge_comparison(ctx, base, other) is None  # a failed measurement costs the skill a number, not the run
