@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from ksearch.agent.skills import SkillDraft, draft_contract_errors, precondition_problems
+from ksearch.skills.features import draft_contract_errors, precondition_problems
+from ksearch.skills.records import SkillDraft
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "bench" / "skills_learn_apply.py"

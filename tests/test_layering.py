@@ -21,13 +21,15 @@ ALLOWED: dict[str, set[str]] = {
     "errors": set(),
     "logs": set(),
     "redaction": set(),
+    "prompts": set(),
     "tasks": {"contracts", "errors"},
     "tools": {"contracts", "errors", "tasks", "ksearch", "redaction"},
     "store": {"contracts", "errors", "redaction"},
-    "nodes": {"contracts", "errors", "tasks", "tools", "store", "agent"},
-    "agent": {"contracts", "errors", "tasks", "tools", "store", "nodes", "redaction"},
-    "flows": {"contracts", "errors", "tasks", "tools", "store", "agent", "ksearch", "redaction"},
-    "cli": {"contracts", "errors", "logs", "flows", "agent"},
+    "skills": {"contracts", "errors", "redaction", "prompts", "tasks", "tools", "store"},
+    "nodes": {"contracts", "errors", "tasks", "tools", "store", "agent", "prompts", "skills"},
+    "agent": {"contracts", "errors", "tasks", "tools", "store", "nodes", "redaction", "prompts", "skills"},
+    "flows": {"contracts", "errors", "tasks", "tools", "store", "agent", "ksearch", "redaction", "skills"},
+    "cli": {"contracts", "errors", "logs", "flows", "agent", "skills"},
 }
 CLI_AGENT_DATA = {"ksearch.agent.config", "ksearch.agent.world_model"}
 """The CLI builds a run's config from flags and draws the world-model tree; nothing else of the agent."""

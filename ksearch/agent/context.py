@@ -9,7 +9,8 @@ from typing import Any
 
 from ksearch.agent.config import RunConfig
 from ksearch.agent.llm import LLMClient
-from ksearch.agent.skills import SkillContext, SkillView
+from ksearch.skills.evidence import SkillView
+from ksearch.skills.records import SkillContext
 from ksearch.tasks.base import Task
 from ksearch.contracts.candidate import Candidate
 from ksearch.contracts.evaluation import Evaluation

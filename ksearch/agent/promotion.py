@@ -1,4 +1,5 @@
-"""When a passing candidate becomes the run's best. The decision is pure; measuring is injected.
+"""When a passing candidate becomes the run's best. The decision is pure; measuring is injected, and a paired
+comparison once measured is stored (``paired_comparison``, shared by prune, skill learning and the skills flow).
 
 Rule: any passing candidate beats no incumbent; an untimed pass (CPU interpreter) never displaces anything; a timed
 pass displaces an untimed incumbent. Between two timed candidates a single measurement each is not enough (the noise
@@ -15,9 +16,12 @@ confirmation, or whose confirmed time is clearly slower than the incumbent's, is
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict
+
+from ksearch.store import Store, ensure_comparison, find_comparison
 
 
 class ComparisonLike(Protocol):
@@ -123,6 +127,30 @@ def comparison_record(comparison: Any) -> dict[str, Any]:
     per_config = getattr(comparison, "per_config", None)
     if per_config is not None:
         record["per_config"] = [p.model_dump(mode="json") if hasattr(p, "model_dump") else p for p in per_config]
+    return record
+
+
+Measure = Callable[[str, str], Any]
+"""(incumbent id, challenger id) -> a comparison (``Comparison``, or anything ``comparison_record`` takes), or None
+when nothing can be timed."""
+
+
+def paired_comparison(
+    store: Store, incumbent_id: str, challenger_id: str, eval_key: str, measure: Measure
+) -> dict[str, Any] | None:
+    """The paired comparison of two stored candidates under ``eval_key``, measured at most once: the stored record
+    when there is one; else ``measure(incumbent_id, challenger_id)`` as a record, stored under (incumbent, challenger,
+    key) so a re-run after a crash decides alike. None (and nothing stored) when ``measure`` returns None. Its
+    exceptions propagate: what a failed measurement means is each caller's call (prune keeps the incumbent, skill
+    learning loses a number, the skills flow stops)."""
+    record = find_comparison(store, incumbent_id, challenger_id, eval_key)
+    if record is not None:
+        return record
+    measured = measure(incumbent_id, challenger_id)
+    if measured is None:
+        return None
+    record = comparison_record(measured)
+    ensure_comparison(store, incumbent_id, challenger_id, eval_key, record)
     return record
 
 

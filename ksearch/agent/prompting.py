@@ -1,47 +1,13 @@
-"""Renders the prompt templates in ``ksearch/prompts`` with views of the state. No I/O besides reading templates.
-
-Templates use ``$name`` placeholders (string.Template) so JSON examples need no brace escaping.
-"""
+"""Views of the search's state for the prompt templates (``ksearch.prompts`` fills them). No I/O."""
 
 from __future__ import annotations
 
 import json
-import re
-from functools import cache
-from importlib import resources
-from string import Template
 from typing import Any
 
 from ksearch.agent.selection import SelectionPolicy, frontier_report
 from ksearch.agent.world_model import ROOT_ID, Node, WorldModel
-
-_PLACEHOLDER = re.compile(r"\$(?:(\w+)|\{(\w+)\})")
-
-
-@cache
-def template_text(name: str) -> str:
-    return resources.files("ksearch.prompts").joinpath(f"{name}.txt").read_text(encoding="utf-8")
-
-
-def template_placeholders(name: str) -> set[str]:
-    return {a or b for a, b in _PLACEHOLDER.findall(template_text(name))}
-
-
-def render(name: str, **values: object) -> str:
-    """Fill a template; a missing or an unexpected value is a programming error, raised at once."""
-    expected = template_placeholders(name)
-    missing = expected - values.keys()
-    unused = values.keys() - expected
-    if missing or unused:
-        raise KeyError(f"template {name}: missing {sorted(missing)}, unused {sorted(unused)}")
-    return Template(template_text(name)).substitute({k: str(v) for k, v in values.items()})
-
-
-def _clip(text: str, limit: int) -> str:
-    if len(text) <= limit:
-        return text
-    head = limit * 2 // 3
-    return text[:head] + f"\n... [{len(text) - limit} characters cut] ...\n" + text[-(limit - head) :]
+from ksearch.prompts import clip
 
 
 def node_line(node: Node, depth: int) -> str:
@@ -73,12 +39,12 @@ def tree_view(wm: WorldModel, *, limit: int = 12000, with_notes: bool = True) ->
         node = wm.nodes[node_id]
         lines.append(node_line(node, depth))
         if with_notes and node.notes:
-            lines.append(f"{'  ' * (depth + 1)}notes: {_clip(node.notes.strip(), 400)}")
+            lines.append(f"{'  ' * (depth + 1)}notes: {clip(node.notes.strip(), 400)}")
         for child in wm.children(node_id):
             walk(child.id, depth + 1)
 
     walk(ROOT_ID, 0)
-    return _clip("\n".join(lines), limit)
+    return clip("\n".join(lines), limit)
 
 
 def frontier_view(wm: WorldModel, policy: SelectionPolicy) -> str:
@@ -110,10 +76,6 @@ def action_view(node: Node) -> str:
 
 def edit_schema_text(schema: dict) -> str:
     return json.dumps(schema, separators=(",", ":"))
-
-
-def clip(text: str, limit: int) -> str:
-    return _clip(text, limit)
 
 
 def edit_schema_outline(schema: dict) -> str:
@@ -183,7 +145,7 @@ def spec_with_reference(task: Any, language: str) -> str:
     if not reference or _shown(reference, spec):
         return spec
     return (f"{spec.rstrip()}\n\nReference implementation (runnable PyTorch; the kernel must match what it computes):\n"
-            f"```python\n{_clip(reference, REFERENCE_LIMIT)}\n```")  # fmt: skip
+            f"```python\n{clip(reference, REFERENCE_LIMIT)}\n```")  # fmt: skip
 
 
 def _shown(reference: str, spec: str) -> bool:

@@ -38,8 +38,8 @@ from ksearch.agent.llm import Budget, LLMClient
 from ksearch.agent.providers import make_chat_model
 from ksearch.agent.recorder import StoreRecorder
 from ksearch.agent.replay import ReplayChatModel, ReplayEntry, load_replay_entries
-from ksearch.agent.skill_library import freeze_snapshot, load_snapshot
-from ksearch.agent.skills import SkillContext, arch_from_capability, task_family
+from ksearch.skills.library import freeze_snapshot, load_snapshot
+from ksearch.skills.records import SkillContext, arch_from_capability, task_family
 from ksearch.agent.state import BestRef, SearchState
 from ksearch.agent.task_guard import ensure_task_file_unchanged, ensure_task_unchanged, stamp_task
 from ksearch.agent.world_model import ROOT_ID, SolutionRef, WorldModel, attach_seed

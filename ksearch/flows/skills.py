@@ -18,39 +18,23 @@ from pydantic import ValidationError
 from ksearch.agent.config import RunConfig
 from ksearch.agent.interactive import INTERACTIVE_MODEL
 from ksearch.agent.llm import LLMClient
-from ksearch.agent.promotion import comparison_record
+from ksearch.agent.promotion import paired_comparison
 from ksearch.agent.recorder import StoreRecorder
 from ksearch.agent.replay import ReplayChatModel, ReplayEntry
-from ksearch.agent.skill_learning import LiftInput, lift_skill, measurement_text
-from ksearch.agent.skill_library import (
-    library_views,
-    load_evidence,
-    load_skill,
-    record_evidence,
-    save_skill,
-    skill_view,
-)
-from ksearch.agent.skill_walk import MAX_REJECTIONS, MAX_STEPS, WalkResult, WalkServices, WalkStep, backward_walk
-from ksearch.agent.skills import (
-    Evidence,
-    EvidenceKind,
-    SkillContext,
-    SkillExport,
-    SkillRecord,
-    SkillSource,
-    SkillStatus,
-    SkillView,
-    arch_from_capability,
-    in_scope,
-    task_family,
-)
 from ksearch.contracts.candidate import Candidate
-from ksearch.contracts.evaluation import Evaluation
+from ksearch.contracts.evaluation import Comparison, Evaluation
 from ksearch.errors import BudgetExceededError, ModelReplyError, UserError
 from ksearch.flows.evaluate import resolve_device
 from ksearch.flows.run import build_model
 from ksearch.flows.workspace import open_store
-from ksearch.store import Store, ensure_comparison, find_comparison
+from ksearch.skills.evidence import Evidence, EvidenceKind, SkillStatus, SkillView
+from ksearch.skills.exchange import SkillExport, SkillRecord
+from ksearch.skills.library import library_views, load_evidence, load_skill, record_evidence, save_skill, skill_view
+from ksearch.skills.lifting import LiftInput, lift_skill, measurement_text
+from ksearch.skills.records import SkillContext, SkillSource, arch_from_capability, task_family
+from ksearch.skills.snapshot import in_scope
+from ksearch.skills.walk import MAX_REJECTIONS, MAX_STEPS, WalkResult, WalkServices, WalkStep, backward_walk
+from ksearch.store import Store
 from ksearch.tasks.registry import prepare_task
 from ksearch.tools.evaluator import EvalRequest
 from ksearch.tools.executors.local import LocalExecutor
@@ -293,16 +277,14 @@ class _Kernels:
     def compare(self, incumbent_id: str, challenger_id: str) -> dict[str, Any] | None:
         if self.device == "cpu":
             return None
-        record = find_comparison(self.store, incumbent_id, challenger_id, self.eval_key)
-        if record is None:
-            measured = self.executor.compare(
-                self.request(self.store.get_candidate(incumbent_id)),
-                self.request(self.store.get_candidate(challenger_id)),
-                rounds=self.rounds,
-            )
-            record = comparison_record(measured)
-            ensure_comparison(self.store, incumbent_id, challenger_id, self.eval_key, record)
-        return record
+        return paired_comparison(self.store, incumbent_id, challenger_id, self.eval_key, self._measure)
+
+    def _measure(self, incumbent_id: str, challenger_id: str) -> Comparison:
+        return self.executor.compare(
+            self.request(self.store.get_candidate(incumbent_id)),
+            self.request(self.store.get_candidate(challenger_id)),
+            rounds=self.rounds,
+        )
 
 
 def _lift_walk(

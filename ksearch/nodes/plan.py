@@ -13,11 +13,9 @@ from ksearch.agent.context import SearchContext
 from ksearch.agent.edits import EditScript, edit_script_json_schema, render_edit_errors
 from ksearch.agent.evidence_text import evidence_text, roofline_summary
 from ksearch.agent.prompting import (
-    clip,
     edit_schema_outline,
     edit_schema_text,
     frontier_view,
-    render,
     spec_with_reference,
     tree_view,
 )
@@ -27,6 +25,7 @@ from ksearch.agent.state import BestRef, CycleResult, SearchState
 from ksearch.agent.world_model import WorldModel
 from ksearch.contracts.evaluation import Evaluation
 from ksearch.errors import BudgetExceededError, ModelReplyError
+from ksearch.prompts import clip, render
 from ksearch.store import Store
 
 log = structlog.get_logger(__name__)

@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
+from functools import partial
+
 import structlog
 from langgraph.runtime import Runtime
 
 from ksearch.agent.context import SearchContext
 from ksearch.agent.interactive import Prompt, ReplyFormat, approval_key, ask
-from ksearch.agent.promotion import Decision, comparison_record, confirmation_decision, decide
+from ksearch.agent.promotion import Decision, confirmation_decision, decide, paired_comparison
 from ksearch.agent.state import BestRef, SearchState
 from ksearch.agent.steering import Act
 from ksearch.agent.world_model import SolutionRef, WorldModel, attach_solution, mark_failed
 from ksearch.contracts.evaluation import Evaluation
-from ksearch.store import ensure_comparison, find_comparison
 from ksearch.store.steering import APPLIED, PENDING, add_act, find_decision, settle_act
 from ksearch.tools.timing import CONFIRM_METHOD
 
@@ -143,7 +144,7 @@ def approved_decision(
 def promotion_decision(ctx: SearchContext, best: BestRef | None, challenger_id: str, score: float | None) -> Decision:
     """The promotion rule of ``ksearch.agent.promotion`` with its leaderboard-mode confirmation and its paired
     comparison measured (on a leased GPU) and stored (the confirmation as an evaluation under the key
-    ``confirm_key``, the comparison by incumbent, challenger and key), so a prune re-run after a crash decides the
+    ``confirm_key``, the comparison by incumbent, challenger and key: ``paired_comparison``), so a prune re-run after a crash decides the
     same way."""
     kwargs = {
         "has_incumbent": best is not None,
@@ -166,14 +167,13 @@ def promotion_decision(ctx: SearchContext, best: BestRef | None, challenger_id: 
         decision = decision.model_copy(update={"confirmed_latency_ms": confirmed_ms})
     if not decision.needs_comparison or best is None:
         return decision
-    record = find_comparison(ctx.store, best.candidate_id, challenger_id, ctx.eval_key)
-    if record is None:
-        try:
-            record = comparison_record(_measure(ctx, best.candidate_id, challenger_id))
-        except Exception as exc:  # noqa: BLE001 - a failed re-measurement keeps the incumbent, never crashes the run
-            log.warning("prune.compare_failed", run_id=ctx.run_id, challenger_id=challenger_id, error=str(exc)[:500])
-            return Decision(promote=False, reason=f"paired comparison failed: {str(exc)[:200]}")
-        ensure_comparison(ctx.store, best.candidate_id, challenger_id, ctx.eval_key, record)
+    try:
+        record = paired_comparison(ctx.store, best.candidate_id, challenger_id, ctx.eval_key, partial(_measure, ctx))
+    except Exception as exc:  # noqa: BLE001 - a failed re-measurement keeps the incumbent, never crashes the run
+        log.warning("prune.compare_failed", run_id=ctx.run_id, challenger_id=challenger_id, error=str(exc)[:500])
+        return Decision(promote=False, reason=f"paired comparison failed: {str(exc)[:200]}")
+    if record is None:  # a compare function that measured nothing keeps the incumbent, like a failed one
+        return Decision(promote=False, reason="paired comparison failed: nothing was measured")
     return decide(**kwargs, comparison=record).model_copy(update={"confirmed_latency_ms": confirmed_ms})
 
 

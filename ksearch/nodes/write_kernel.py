@@ -9,13 +9,14 @@ from ksearch.agent.context import SearchContext
 from ksearch.agent.cycle_logic import PromptKind, choose_prompt
 from ksearch.agent.interactive import ReplyFormat
 from ksearch.agent.evidence_text import evidence_text
-from ksearch.agent.prompting import action_view, clip, render, spec_with_reference, template_text
+from ksearch.agent.prompting import action_view, spec_with_reference
 from ksearch.agent.skill_use import coder_skill
 from ksearch.agent.state import CycleState
 from ksearch.agent.world_model import Node
 from ksearch.errors import BudgetExceededError, ModelReplyError
 from ksearch.contracts.candidate import Candidate
 from ksearch.contracts.evaluation import Evaluation
+from ksearch.prompts import clip, render, template_text
 from ksearch.tools.code_extract import extract_code
 
 log = structlog.get_logger(__name__)

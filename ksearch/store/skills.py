@@ -1,7 +1,7 @@
 """Skill tables of the workspace database (migration ``m004_skills``): records, evidence log, frozen snapshots.
 
 The store keeps JSON text and a few indexed columns; the typed records and every rule derived from them live in
-``ksearch.agent.skills``. Writes are idempotent: a skill is keyed by its content hash, an evidence record by
+``ksearch.skills``. Writes are idempotent: a skill is keyed by its content hash, an evidence record by
 (skill, kind, run, cycle), a snapshot by its content hash, so a node or a command re-run after a crash writes nothing
 twice.
 """

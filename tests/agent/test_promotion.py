@@ -9,7 +9,7 @@ import pytest
 
 from ksearch.agent.config import RunConfig
 from ksearch.agent.context import SearchContext
-from ksearch.agent.promotion import decide, is_improvement
+from ksearch.agent.promotion import decide, is_improvement, paired_comparison
 from ksearch.agent.state import BestRef
 from ksearch.nodes.prune import promotion_decision
 from ksearch.tasks.softmax import SoftmaxTask
@@ -202,3 +202,24 @@ def test_confirmation_decision_boundaries() -> None:
     assert CONFIRM_TOLERANCE == 1.10
     assert confirmation_decision(passed=True, summary="", challenger_ms=5.0, incumbent_ms=None) is None
     assert confirmation_decision(passed=False, summary="incorrect", challenger_ms=None, incumbent_ms=1.0).promote is False
+
+
+def test_the_shared_paired_comparison_is_measured_once_and_stores_nothing_it_did_not_measure(tmp_path: Path) -> None:
+    """The one lookup-measure-store behind prune, skill learning and the skills flow."""
+    store = Store(tmp_path / "ksearch.db")
+    a, b = _candidate(store, 1), _candidate(store, 2)
+    calls = []
+
+    def measure(incumbent_id: str, challenger_id: str) -> FakeComparison:
+        calls.append((incumbent_id, challenger_id))
+        return _cmp(1.2, 1.1, 1.3)
+
+    assert paired_comparison(store, a, b, "k", lambda i, c: None) is None  # nothing timed: nothing stored
+    assert find_comparison(store, a, b, "k") is None
+    with pytest.raises(RuntimeError):
+        paired_comparison(store, a, b, "k", lambda i, c: (_ for _ in ()).throw(RuntimeError("crashed")))
+    assert find_comparison(store, a, b, "k") is None
+    first = paired_comparison(store, a, b, "k", measure)
+    assert first is not None and first["ci_low"] == pytest.approx(1.1) and calls == [(a, b)]
+    assert paired_comparison(store, a, b, "k", measure) == first and len(calls) == 1  # stored: not measured again
+    assert find_comparison(store, b, a, "k") is None  # stored under (incumbent, challenger)

@@ -7,15 +7,10 @@ from importlib import resources
 import pytest
 
 from ksearch.agent.edits import edit_script_json_schema
-from ksearch.agent.prompting import (
-    edit_schema_text,
-    frontier_view,
-    render,
-    template_placeholders,
-    tree_view,
-)
+from ksearch.agent.prompting import edit_schema_text, frontier_view, tree_view
 from ksearch.agent.selection import SelectionPolicy
 from ksearch.agent.world_model import Action, Node, SolutionRef, WorldModel, attach_solution, mark_failed
+from ksearch.prompts import render, template_placeholders
 
 TEMPLATES = sorted(
     p.name.removesuffix(".txt") for p in resources.files("ksearch.prompts").iterdir() if p.name.endswith(".txt")
@@ -79,9 +74,9 @@ def test_planner_templates_carry_a_skills_section():
 
 
 def test_skill_role_prompts_render_from_real_inputs():
-    from ksearch.agent.skill_learning import LiftInput, lift_prompt
-    from ksearch.agent.skill_walk import WalkServices, WalkStep, simplify_prompt
-    from ksearch.agent.skills import SkillContext
+    from ksearch.skills.lifting import LiftInput, lift_prompt
+    from ksearch.skills.records import SkillContext
+    from ksearch.skills.walk import WalkServices, WalkStep, simplify_prompt
     from tests.helpers.skill_scripts import ONLINE_ONE_ROW, WHOLE_ROW
 
     context = SkillContext(family="softmax", language="triton", arch="sm90")

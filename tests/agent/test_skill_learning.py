@@ -16,24 +16,16 @@ from ksearch.agent.context import SearchContext
 from ksearch.agent.llm import LLMClient
 from ksearch.agent.recorder import StoreRecorder
 from ksearch.agent.replay import ReplayEntry, ScriptedChatModel
-from ksearch.agent.skill_learning import LiftInput, learn_from_cycles, lift_skill, paired_comparison
-from ksearch.agent.skill_library import library_views, load_evidence, record_evidence, save_skill, skill_view
+from ksearch.agent.skill_use import edge_comparison, learn_from_cycles
 from ksearch.agent.skill_use import trial_line
-from ksearch.agent.skills import (
-    Evidence,
-    EvidenceKind,
-    SkillContext,
-    SkillDraft,
-    SkillSource,
-    SkillStatus,
-    Scope,
-    make_skill,
-    summarize,
-)
 from ksearch.agent.state import CycleResult
 from ksearch.agent.world_model import Action, Node, SolutionRef, WorldModel
 from ksearch.contracts.candidate import Candidate
 from ksearch.contracts.evaluation import Comparison, Evaluation, Timing, Verdict
+from ksearch.skills.evidence import Evidence, EvidenceKind, SkillStatus, summarize
+from ksearch.skills.library import library_views, load_evidence, record_evidence, save_skill, skill_view
+from ksearch.skills.lifting import LiftInput, lift_skill
+from ksearch.skills.records import Scope, SkillContext, SkillDraft, SkillSource, make_skill
 from ksearch.store import Store, ensure_comparison
 from ksearch.tasks.registry import resolve_task
 from ksearch.tools.evaluator import evaluate
@@ -237,8 +229,8 @@ def test_a_missing_paired_comparison_is_measured_once_with_the_compare_function(
         return Comparison(per_config=[], speedup=1.9, ci_low=1.7, ci_high=2.1, improved=True, rounds=rounds)
 
     ctx.compare = scripted_compare
-    first = paired_comparison(ctx, base, child)
-    again = paired_comparison(ctx, base, child)
+    first = edge_comparison(ctx, base, child)
+    again = edge_comparison(ctx, base, child)
     assert first == again and first["speedup"] == 1.9 and first["improved"] is True
     assert asked == [(WHOLE_ROW, ONLINE_ONE_ROW, ctx.config.promotion_rounds)]
 
@@ -247,4 +239,4 @@ def test_a_missing_paired_comparison_is_measured_once_with_the_compare_function(
 
     ctx.compare = broken_compare
     other, _ = stored(ctx.store, ONLINE_ONE_ROW + "# variant\n", 1.1)
-    assert paired_comparison(ctx, base, other) is None  # a failed measurement costs the skill a number, not the run
+    assert edge_comparison(ctx, base, other) is None  # a failed measurement costs the skill a number, not the run

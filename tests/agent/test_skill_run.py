@@ -12,11 +12,12 @@ from __future__ import annotations
 import json
 
 from ksearch.agent.config import RunConfig
-from ksearch.agent.skill_library import library_views, load_evidence, load_snapshot
-from ksearch.agent.skills import EvidenceKind, SkillSource, SkillStatus
 from ksearch.contracts.candidate import Candidate
 from ksearch.contracts.evaluation import Evaluation, Timing, Verdict
 from ksearch.flows import run as runner
+from ksearch.skills.evidence import EvidenceKind, SkillStatus
+from ksearch.skills.library import library_views, load_evidence, load_snapshot
+from ksearch.skills.records import SkillSource
 from ksearch.store import Store, ensure_comparison
 from ksearch.tools.code_extract import extract_code
 from ksearch.tools.fingerprint import probe_device

@@ -9,10 +9,11 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from ksearch.agent.skill_library import record_evidence, save_skill
-from ksearch.agent.skills import Evidence, EvidenceKind, Scope, SkillDraft, SkillSource, make_skill
 from ksearch.cli import app
 from ksearch.errors import UserError
+from ksearch.skills.evidence import Evidence, EvidenceKind
+from ksearch.skills.library import record_evidence, save_skill
+from ksearch.skills.records import Scope, SkillDraft, SkillSource, make_skill
 from ksearch.store import Store
 from tests.helpers.skill_scripts import ONLINE_DRAFT, ROWS_DRAFT, learn_script
 

@@ -10,10 +10,11 @@ import pytest
 from typer.testing import CliRunner
 
 from ksearch.agent.config import RunConfig
-from ksearch.agent.skill_library import library_views, load_evidence
-from ksearch.agent.skills import EvidenceKind, SkillSource, SkillStatus
 from ksearch.cli import app
 from ksearch.flows import run as runner
+from ksearch.skills.evidence import EvidenceKind, SkillStatus
+from ksearch.skills.library import library_views, load_evidence
+from ksearch.skills.records import SkillSource
 from tests.helpers.scripts import fenced, init_plan, row_kernel, write_script
 from tests.helpers.skill_scripts import EXPERT_FILE, ONLINE_ONE_ROW, learn_script
 

@@ -5,9 +5,10 @@ from __future__ import annotations
 import pytest
 import sqlite_utils
 
-from ksearch.agent.skill_library import freeze_snapshot, library_views, load_snapshot, record_evidence, save_skill
-from ksearch.agent.skills import Evidence, EvidenceKind, Scope, SkillContext, SkillDraft, SkillSource, make_skill
 from ksearch.errors import SkillNotFoundError
+from ksearch.skills.evidence import Evidence, EvidenceKind
+from ksearch.skills.library import freeze_snapshot, library_views, load_snapshot, record_evidence, save_skill
+from ksearch.skills.records import Scope, SkillContext, SkillDraft, SkillSource, make_skill
 from ksearch.store import Store, migrate
 from ksearch.store import skills as skill_store
 from tests.helpers.skill_scripts import ONLINE_DRAFT

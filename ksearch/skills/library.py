@@ -1,6 +1,7 @@
 """The skill library in the workspace database, as typed records: save, load, evidence, views and frozen snapshots.
 
-Thin: the rules are in ``ksearch.agent.skills``, the SQL in ``ksearch.store.skills``.
+Thin: the rules are in ``ksearch.skills.records`` and ``ksearch.skills.evidence``, the SQL in
+``ksearch.store.skills``.
 """
 
 from __future__ import annotations
@@ -9,15 +10,9 @@ import json
 
 from pydantic import TypeAdapter
 
-from ksearch.agent.skills import (
-    Evidence,
-    Skill,
-    SkillContext,
-    SkillView,
-    freeze,
-    snapshot_id,
-    summarize,
-)
+from ksearch.skills.evidence import Evidence, SkillView, summarize
+from ksearch.skills.records import Skill, SkillContext
+from ksearch.skills.snapshot import freeze, snapshot_id
 from ksearch.store import Store
 from ksearch.store import skills as skill_store
 

@@ -7,38 +7,30 @@ import math
 
 import pytest
 
-from ksearch.agent.skill_retrieval import (
-    MAX_BLOCK_CHARS,
-    binding_errors,
-    coder_skill_text,
-    exclusion_reasons,
-    new_bindings,
-    retrieve,
-    skills_block,
-)
-from ksearch.agent.skills import (
-    Evidence,
-    EvidenceKind,
+from ksearch.agent.skill_use import new_bindings
+from ksearch.agent.world_model import Action, Node, WorldModel
+from ksearch.skills.evidence import Evidence, EvidenceKind, SkillStatus, derive_status, estimate, is_held_out, summarize
+from ksearch.skills.features import draft_contract_errors, feature_present
+from ksearch.skills.records import (
     Feature,
     Scope,
     Skill,
     SkillContext,
     SkillDraft,
     SkillSource,
-    SkillStatus,
     arch_from_capability,
-    derive_status,
-    draft_contract_errors,
-    estimate,
-    feature_present,
-    freeze,
-    is_held_out,
     make_skill,
-    snapshot_id,
-    summarize,
     task_family,
 )
-from ksearch.agent.world_model import Action, Node, WorldModel
+from ksearch.skills.retrieval import (
+    MAX_BLOCK_CHARS,
+    binding_errors,
+    coder_skill_text,
+    exclusion_reasons,
+    retrieve,
+    skills_block,
+)
+from ksearch.skills.snapshot import freeze, snapshot_id
 from tests.helpers.skill_scripts import ONLINE_DRAFT, ONLINE_ONE_ROW, ROWS_DRAFT, WHOLE_ROW
 
 CPU = SkillContext(family="softmax", language="triton", arch="cpu")

@@ -4,7 +4,8 @@ Retrieval is hard filters first (scope: task family, language, architecture, nev
 the typed preconditions against the code the new actions will most likely edit: required features present, no
 conflicting feature, not applied already), then similarity. Order: admitted before candidates, then by word overlap
 (Jaccard) between the skill's text and the query (task spec and the planner's kernel summary), then by estimated
-speedup, then by id.
+speedup, then by id. (Which actions an edit script bound to a skill is the search's business:
+``ksearch.agent.skill_use``.)
 """
 
 from __future__ import annotations
@@ -12,14 +13,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from ksearch.agent.skills import (
-    SkillContext,
-    SkillStatus,
-    SkillView,
-    in_scope,
-    precondition_problems,
-)
-from ksearch.agent.world_model import WorldModel
+from ksearch.skills.evidence import SkillStatus, SkillView
+from ksearch.skills.features import precondition_problems
+from ksearch.skills.records import SkillContext
+from ksearch.skills.snapshot import in_scope
 
 _WORD = re.compile(r"[a-z][a-z0-9_]{2,}")
 MAX_BLOCK_CHARS = 4000
@@ -149,20 +146,6 @@ def coder_skill_text(view: SkillView) -> str:
         lines.extend(f"- {r}" for r in view.risks)
     lines.append("Implement only this transformation; keep unrelated mechanisms as they are.")
     return "\n".join(lines)
-
-
-def new_bindings(before: WorldModel, after: WorldModel) -> list[tuple[str, str]]:
-    """(node id, skill id) for every action the edit script bound to a skill (new nodes, or a changed binding)."""
-    out = []
-    for node_id, node in after.nodes.items():
-        skill_id = node.action.skill_id if node.action else None
-        if not skill_id:
-            continue
-        old = before.nodes.get(node_id)
-        old_id = old.action.skill_id if old is not None and old.action else None
-        if old_id != skill_id:
-            out.append((node_id, skill_id))
-    return sorted(out)
 
 
 def binding_errors(

@@ -18,15 +18,17 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, model_validator
 
-from ksearch.agent.llm import LLMClient
-from ksearch.agent.prompting import clip, render
 from ksearch.contracts.evaluation import Evaluation
 from ksearch.errors import BudgetExceededError, ModelReplyError
+from ksearch.prompts import clip, render
 from ksearch.tools.code_extract import extract_code
+
+if TYPE_CHECKING:  # the client is passed in (WalkServices); the skills never construct one
+    from ksearch.agent.llm import LLMClient
 
 SIMPLIFIER_ROLE = "skill_simplifier"
 MAX_STEPS = 16
