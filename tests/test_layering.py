@@ -1,6 +1,6 @@
 """The direction of dependencies between ksearch's parts, checked on the source (ARCHITECTURE.md's table).
 
-cli -> flows -> agent -> nodes -> tools -> tasks, with the shared contracts (and errors) importable by all and
+cli -> flows -> agent -> nodes -> llm -> tools -> tasks, with the shared contracts (and errors) importable by all and
 importing nothing of ours; the store beside the agent and tools. A lazy import inside a function still counts.
 """
 
@@ -24,9 +24,10 @@ ALLOWED: dict[str, set[str]] = {
     "tasks": {"contracts", "errors"},
     "tools": {"contracts", "errors", "tasks", "ksearch", "redaction"},
     "store": {"contracts", "errors", "redaction"},
-    "nodes": {"contracts", "errors", "tasks", "tools", "store", "agent"},
-    "agent": {"contracts", "errors", "tasks", "tools", "store", "nodes", "redaction"},
-    "flows": {"contracts", "errors", "tasks", "tools", "store", "agent", "ksearch", "redaction"},
+    "llm": {"contracts", "errors", "logs", "redaction", "tools", "tasks", "store"},
+    "nodes": {"contracts", "errors", "tasks", "tools", "store", "agent", "llm"},
+    "agent": {"contracts", "errors", "tasks", "tools", "store", "nodes", "redaction", "llm"},
+    "flows": {"contracts", "errors", "tasks", "tools", "store", "agent", "ksearch", "redaction", "llm"},
     "cli": {"contracts", "errors", "logs", "flows", "agent"},
 }
 CLI_AGENT_DATA = {"ksearch.agent.config", "ksearch.agent.world_model"}

@@ -18,7 +18,7 @@ from typing import Any
 import structlog
 
 from ksearch.agent.context import SearchContext
-from ksearch.agent.llm import LLMClient
+from ksearch.llm.client import LLMClient
 from ksearch.agent.promotion import comparison_record
 from ksearch.agent.prompting import clip, render
 from ksearch.agent.skill_library import load_evidence, record_evidence, save_skill

@@ -22,11 +22,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, model_validator
 
-from ksearch.agent.llm import LLMClient
+from ksearch.llm.client import LLMClient
 from ksearch.agent.prompting import clip, render
 from ksearch.contracts.evaluation import Evaluation
 from ksearch.errors import BudgetExceededError, ModelReplyError
-from ksearch.tools.code_extract import extract_code
+from ksearch.llm.parsing import extract_code
 
 SIMPLIFIER_ROLE = "skill_simplifier"
 MAX_STEPS = 16

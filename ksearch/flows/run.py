@@ -33,11 +33,12 @@ from ksearch.agent.checkpoint import open_checkpointer
 from ksearch.agent.config import RunConfig, device_problem
 from ksearch.agent.context import SearchContext
 from ksearch.agent.graph import build_search_graph
-from ksearch.agent.interactive import INTERACTIVE_MODEL, InteractiveChatModel, Waiting, resume_map, waiting_prompts
-from ksearch.agent.llm import Budget, LLMClient
-from ksearch.agent.providers import make_chat_model
-from ksearch.agent.recorder import StoreRecorder
-from ksearch.agent.replay import ReplayChatModel, ReplayEntry, load_replay_entries
+from ksearch.llm.interactive import INTERACTIVE_MODEL, InteractiveChatModel, Waiting, resume_map, waiting_prompts
+from ksearch.llm.client import LLMClient
+from ksearch.llm.providers import make_chat_model
+from ksearch.llm.recorder import StoreRecorder
+from ksearch.llm.usage import Budget
+from ksearch.llm.replay import ReplayChatModel, ReplayEntry, load_replay_entries
 from ksearch.agent.skill_library import freeze_snapshot, load_snapshot
 from ksearch.agent.skills import SkillContext, arch_from_capability, task_family
 from ksearch.agent.state import BestRef, SearchState

@@ -16,11 +16,11 @@ from langchain_core.language_models import BaseChatModel
 from pydantic import ValidationError
 
 from ksearch.agent.config import RunConfig
-from ksearch.agent.interactive import INTERACTIVE_MODEL
-from ksearch.agent.llm import LLMClient
+from ksearch.llm.interactive import INTERACTIVE_MODEL
+from ksearch.llm.client import LLMClient
 from ksearch.agent.promotion import comparison_record
-from ksearch.agent.recorder import StoreRecorder
-from ksearch.agent.replay import ReplayChatModel, ReplayEntry
+from ksearch.llm.recorder import StoreRecorder
+from ksearch.llm.replay import ReplayChatModel, ReplayEntry
 from ksearch.agent.skill_learning import LiftInput, lift_skill, measurement_text
 from ksearch.agent.skill_library import (
     library_views,

@@ -7,7 +7,7 @@ from langgraph.runtime import Runtime
 
 from ksearch.agent.context import SearchContext
 from ksearch.agent.cycle_logic import PromptKind, choose_prompt
-from ksearch.agent.interactive import ReplyFormat
+from ksearch.llm.interactive import ReplyFormat
 from ksearch.agent.evidence_text import evidence_text
 from ksearch.agent.prompting import action_view, clip, render, spec_with_reference, template_text
 from ksearch.agent.skill_use import coder_skill
@@ -16,7 +16,7 @@ from ksearch.agent.world_model import Node
 from ksearch.errors import BudgetExceededError, ModelReplyError
 from ksearch.contracts.candidate import Candidate
 from ksearch.contracts.evaluation import Evaluation
-from ksearch.tools.code_extract import extract_code
+from ksearch.llm.parsing import extract_code
 
 log = structlog.get_logger(__name__)
 

@@ -18,7 +18,7 @@ from ksearch.contracts.candidate import Candidate
 from ksearch.contracts.evaluation import Evaluation, Timing, Verdict
 from ksearch.flows import run as runner
 from ksearch.store import Store, ensure_comparison
-from ksearch.tools.code_extract import extract_code
+from ksearch.llm.parsing import extract_code
 from ksearch.tools.fingerprint import probe_device
 from tests.helpers.scripts import fenced, followup_plan, init_plan, row_kernel, write_script
 from tests.helpers.skill_scripts import ONLINE_DRAFT, ONLINE_ONE_ROW, WHOLE_ROW
