@@ -19,7 +19,7 @@ from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 from pydantic import BaseModel
 
 from ksearch.errors import BudgetExceededError, KsearchError, ModelReplyError, ProviderError
-from ksearch.llm.interactive import INTERACTIVE_MODEL, InteractiveChatModel, Prompt, ReplyFormat, ask
+from ksearch.llm.interactive import INTERACTIVE_MODEL, Prompt, ReplyFormat, ask
 from ksearch.llm.parsing import json_reply_format, parse_json_reply, repair_prompt
 from ksearch.llm.provider_errors import (
     is_malformed_response,
@@ -30,7 +30,7 @@ from ksearch.llm.provider_errors import (
     status_code,
 )
 from ksearch.llm.recorder import CallRecorder
-from ksearch.llm.replay import ReplayChatModel
+from ksearch.llm.traits import traits_of
 from ksearch.llm.usage import Budget, RecordedCall, Usage
 
 M = TypeVar("M", bound=BaseModel)
@@ -199,11 +199,12 @@ class LLMClient:
     ) -> RecordedCall:
         """One logical request with retries on transient errors; the result is not yet recorded."""
         self._check_budget()
-        if isinstance(self.model, InteractiveChatModel):
+        traits = traits_of(self.model)
+        if traits.answered_by_person:
             return self._ask_person(role, call_key, prompt, system=system, attempt=attempt, reply_format=reply_format)
         messages: list[BaseMessage] = [SystemMessage(system)] if system else []
         messages.append(HumanMessage(prompt))
-        replayed = isinstance(self.model, ReplayChatModel)
+        replayed = traits.serves_recorded_replies
         kwargs: dict[str, Any] = {"call_key": call_key} if replayed else {}
         last_error: Exception | None = None
         for retry in range(self.max_attempts):
