@@ -7,6 +7,9 @@ import json
 import re
 import textwrap
 from collections.abc import Callable
+from functools import cache
+from importlib import resources
+from string import Template
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
@@ -79,23 +82,22 @@ def _validation_messages(exc: ValidationError) -> list[str]:
     return [f"{'.'.join(map(str, e['loc'])) or '(root)'}: {e['msg']}" for e in exc.errors()]
 
 
-REPAIR_TEMPLATE = """{prompt}
-
-## Your previous reply
-
-{reply}
-
-## Problems with your previous reply
-
-{errors}
-
-Reply again with one corrected JSON object only, fixing every problem listed above. No prose around it."""
-"""Instructor-style re-ask: the original task, what the model said, and why it was refused."""
+@cache
+def _template(name: str) -> Template:
+    """A repair template from ``ksearch/prompts`` (``$name`` placeholders); the file's final newline is not sent."""
+    text = resources.files("ksearch.prompts").joinpath(f"{name}.txt").read_text(encoding="utf-8")
+    return Template(text.removesuffix("\n"))
 
 
 def repair_prompt(prompt: str, reply: str, errors: list[str]) -> str:
-    """The prompt for a repair attempt."""
-    return REPAIR_TEMPLATE.format(prompt=prompt, reply=reply, errors="\n".join(f"- {e}" for e in errors))
+    """The prompt for a JSON repair attempt (Instructor-style re-ask: the original task, what the model said, and
+    why it was refused)."""
+    return _template("json_repair").substitute(prompt=prompt, reply=reply, errors="\n".join(f"- {e}" for e in errors))
+
+
+def code_repair_prompt(prompt: str, error: str) -> str:
+    """The prompt for a repair attempt after a reply with no usable code: the original task and why it was refused."""
+    return _template("code_repair").substitute(prompt=prompt, error=error)
 
 
 def json_reply_format(model_cls: type[BaseModel] | None) -> ReplyFormat:
