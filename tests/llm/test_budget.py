@@ -9,8 +9,8 @@ import pytest
 from ksearch.errors import BudgetExceededError
 from ksearch.llm.client import LLMClient
 from ksearch.llm.recorder import MemoryRecorder
-from ksearch.llm.usage import Budget, RecordedCall, Usage
 from ksearch.llm.replay import ScriptedChatModel
+from ksearch.llm.usage import Budget, RecordedCall, Usage
 
 
 BIG = 10**6
