@@ -41,14 +41,14 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from ksearch.agent.config import RunConfig  # noqa: E402
-from ksearch.agent.replay import load_replay_entries  # noqa: E402
+from ksearch.llm.replay import load_replay_entries  # noqa: E402
 from ksearch.errors import RunNotFoundError  # noqa: E402
 from ksearch.flows import run as runner  # noqa: E402
 from ksearch.flows import skills as skills_flow  # noqa: E402
 from ksearch.flows.evaluate import resolve_device  # noqa: E402
 from ksearch.skills.evidence import EvidenceKind  # noqa: E402
 from ksearch.skills.library import library_views, load_evidence  # noqa: E402
-from ksearch.tools.code_extract import extract_code  # noqa: E402
+from ksearch.llm.parsing import extract_code  # noqa: E402
 
 LEARN_SESSION = "learn-expert"
 SEARCH_RUN = "search"

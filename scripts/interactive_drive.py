@@ -50,7 +50,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from ksearch.agent.interactive import Waiting
+from ksearch.llm.interactive import Waiting
 from ksearch.errors import KsearchError, RunNotFoundError
 from ksearch.flows import inspect as inspect_flow
 from ksearch.flows import interactive as interactive_flow

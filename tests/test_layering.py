@@ -1,6 +1,6 @@
 """The direction of dependencies between ksearch's parts, checked on the source (ARCHITECTURE.md's table).
 
-cli -> flows -> agent -> nodes -> tools -> tasks, with the shared contracts (and errors) importable by all and
+cli -> flows -> agent -> nodes -> llm -> tools -> tasks, with the shared contracts (and errors) importable by all and
 importing nothing of ours; the store beside the agent and tools. A lazy import inside a function still counts.
 """
 
@@ -25,10 +25,11 @@ ALLOWED: dict[str, set[str]] = {
     "tasks": {"contracts", "errors"},
     "tools": {"contracts", "errors", "tasks", "ksearch", "redaction"},
     "store": {"contracts", "errors", "redaction"},
-    "skills": {"contracts", "errors", "redaction", "prompts", "tasks", "tools", "store"},
-    "nodes": {"contracts", "errors", "tasks", "tools", "store", "agent", "prompts", "skills"},
-    "agent": {"contracts", "errors", "tasks", "tools", "store", "nodes", "redaction", "prompts", "skills"},
-    "flows": {"contracts", "errors", "tasks", "tools", "store", "agent", "ksearch", "redaction", "skills"},
+    "llm": {"contracts", "errors", "logs", "redaction", "prompts", "tools", "tasks", "store"},
+    "skills": {"contracts", "errors", "redaction", "prompts", "tasks", "tools", "store", "llm"},
+    "nodes": {"contracts", "errors", "tasks", "tools", "store", "agent", "prompts", "skills", "llm"},
+    "agent": {"contracts", "errors", "tasks", "tools", "store", "nodes", "redaction", "prompts", "skills", "llm"},
+    "flows": {"contracts", "errors", "tasks", "tools", "store", "agent", "ksearch", "redaction", "skills", "llm"},
     "cli": {"contracts", "errors", "logs", "flows", "agent", "skills"},
 }
 CLI_AGENT_DATA = {"ksearch.agent.config", "ksearch.agent.world_model"}

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ksearch.agent.config import RunConfig
-from ksearch.agent.llm import LLMClient
+from ksearch.llm.client import LLMClient
 from ksearch.skills.evidence import SkillView
 from ksearch.skills.records import SkillContext
 from ksearch.tasks.base import Task

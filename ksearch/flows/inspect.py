@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from ksearch.agent.evidence_text import evidence_text
-from ksearch.agent.interactive import Waiting
+from ksearch.llm.interactive import Waiting
 from ksearch.agent.world_model import WorldModel
 from ksearch.contracts.evaluation import Evaluation
 from ksearch.flows.interactive import read_pending

@@ -16,9 +16,9 @@ from typing import Any
 
 from ksearch.agent.checkpoint import open_checkpointer, reading_checkpointer
 from ksearch.agent.graph import build_search_graph
-from ksearch.agent.interactive import INTERACTIVE_MODEL, Waiting, waiting_prompts
-from ksearch.agent.llm import RecordedCall
-from ksearch.agent.recorder import StoreRecorder
+from ksearch.llm.interactive import INTERACTIVE_MODEL, Waiting, waiting_prompts
+from ksearch.llm.usage import RecordedCall
+from ksearch.llm.recorder import StoreRecorder
 from ksearch.errors import RunBusyError, UserError
 from ksearch.flows.run import EventSink, RunOutcome, resume_run
 from ksearch.flows.workspace import open_store

@@ -26,24 +26,23 @@ from typing import Any
 
 import structlog
 from pydantic import ValidationError
-from langchain_core.language_models import BaseChatModel
 from langgraph.types import Command
 
 from ksearch.agent.checkpoint import open_checkpointer
 from ksearch.agent.config import RunConfig, device_problem
 from ksearch.agent.context import SearchContext
 from ksearch.agent.graph import build_search_graph
-from ksearch.agent.interactive import INTERACTIVE_MODEL, InteractiveChatModel, Waiting, resume_map, waiting_prompts
-from ksearch.agent.llm import Budget, LLMClient
-from ksearch.agent.providers import make_chat_model
-from ksearch.agent.recorder import StoreRecorder
-from ksearch.agent.replay import ReplayChatModel, ReplayEntry, load_replay_entries
+from ksearch.llm.interactive import Waiting, resume_map, waiting_prompts
+from ksearch.llm.client import LLMClient
+from ksearch.llm.models import build_model
+from ksearch.llm.recorder import StoreRecorder
+from ksearch.llm.usage import Budget
 from ksearch.skills.library import freeze_snapshot, load_snapshot
 from ksearch.skills.records import SkillContext, arch_from_capability, task_family
 from ksearch.agent.state import BestRef, SearchState
 from ksearch.agent.task_guard import ensure_task_file_unchanged, ensure_task_unchanged, stamp_task
 from ksearch.agent.world_model import ROOT_ID, SolutionRef, WorldModel, attach_seed
-from ksearch.errors import KsearchError, RunBusyError, RunNotFoundError, UserError
+from ksearch.errors import KsearchError, RunBusyError, UserError
 from ksearch.tasks.base import Task
 from ksearch.tasks.registry import canonical_task_name, resolve_task
 from ksearch.contracts.candidate import Candidate
@@ -89,41 +88,6 @@ class RunOutcome:
 
 EventSink = Callable[[str, dict[str, Any]], None]
 """Receives (event name, its fields) from the nodes' progress events: the CLI turns these into progress lines."""
-
-
-def build_model(config: RunConfig, store: Store) -> BaseChatModel:
-    """A LangChain chat model for the config; ``replay:`` takes a JSONL file or a recorded run id; ``interactive``
-    stands for a person (the LLM layer pauses the graph instead of calling it)."""
-    if config.model == INTERACTIVE_MODEL:
-        return InteractiveChatModel()
-    if config.model.startswith("replay:"):
-        source = config.model.removeprefix("replay:")
-        if Path(source).is_file() or source.endswith((".jsonl", ".json")) or "/" in source:
-            entries = load_replay_entries(source)
-        else:
-            try:
-                recorded = store.get_run(source)["id"]
-            except RunNotFoundError as exc:
-                raise UserError(
-                    f"replay:{source} names neither a replies file nor a run in this workspace",
-                    hint="pass a JSONL file of replies (replay:path/to/replies.jsonl) or a run id from `ksearch runs`",
-                ) from exc
-            calls = store.list_llm_calls(recorded)
-            if not calls:
-                raise UserError(f"run {recorded} has no recorded LLM calls to replay")
-            entries = [
-                ReplayEntry(
-                    reply=c["reply"],
-                    call_key=c["call_key"],
-                    input_tokens=c["input_tokens"] or 0,
-                    output_tokens=c["output_tokens"] or 0,
-                )
-                for c in calls
-            ]
-        return ReplayChatModel(entries=entries, model_name=config.model)
-    return make_chat_model(
-        config.model, base_url=config.base_url, temperature=config.temperature, timeout_s=config.llm_timeout_s
-    )
 
 
 def build_context(config: RunConfig, store: Store, *, executor: Executor | None = None) -> SearchContext:

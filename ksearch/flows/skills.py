@@ -16,16 +16,16 @@ from langchain_core.language_models import BaseChatModel
 from pydantic import ValidationError
 
 from ksearch.agent.config import RunConfig
-from ksearch.agent.interactive import INTERACTIVE_MODEL
-from ksearch.agent.llm import LLMClient
+from ksearch.llm.interactive import INTERACTIVE_MODEL
+from ksearch.llm.client import LLMClient
 from ksearch.agent.promotion import paired_comparison
-from ksearch.agent.recorder import StoreRecorder
-from ksearch.agent.replay import ReplayChatModel, ReplayEntry
+from ksearch.llm.recorder import StoreRecorder
+from ksearch.llm.replay import ReplayChatModel, ReplayEntry
 from ksearch.contracts.candidate import Candidate
 from ksearch.contracts.evaluation import Comparison, Evaluation
 from ksearch.errors import BudgetExceededError, ModelReplyError, UserError
 from ksearch.flows.evaluate import resolve_device
-from ksearch.flows.run import build_model
+from ksearch.llm.models import build_model
 from ksearch.flows.workspace import open_store
 from ksearch.skills.evidence import Evidence, EvidenceKind, SkillStatus, SkillView
 from ksearch.skills.exchange import SkillExport, SkillRecord

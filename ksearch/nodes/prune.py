@@ -8,7 +8,7 @@ import structlog
 from langgraph.runtime import Runtime
 
 from ksearch.agent.context import SearchContext
-from ksearch.agent.interactive import Prompt, ReplyFormat, approval_key, ask
+from ksearch.llm.interactive import Prompt, ReplyFormat, approval_key, ask
 from ksearch.agent.promotion import Decision, confirmation_decision, decide, paired_comparison
 from ksearch.agent.state import BestRef, SearchState
 from ksearch.agent.steering import Act

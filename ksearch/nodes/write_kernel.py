@@ -7,7 +7,7 @@ from langgraph.runtime import Runtime
 
 from ksearch.agent.context import SearchContext
 from ksearch.agent.cycle_logic import PromptKind, choose_prompt
-from ksearch.agent.interactive import ReplyFormat
+from ksearch.llm.interactive import ReplyFormat
 from ksearch.agent.evidence_text import evidence_text
 from ksearch.agent.prompting import action_view, spec_with_reference
 from ksearch.agent.skill_use import coder_skill
@@ -16,8 +16,8 @@ from ksearch.agent.world_model import Node
 from ksearch.errors import BudgetExceededError, ModelReplyError
 from ksearch.contracts.candidate import Candidate
 from ksearch.contracts.evaluation import Evaluation
+from ksearch.llm.parsing import code_repair_prompt, extract_code
 from ksearch.prompts import clip, render, template_text
-from ksearch.tools.code_extract import extract_code
 
 log = structlog.get_logger(__name__)
 
@@ -84,10 +84,7 @@ def _ask_for_code(ctx: SearchContext, call_key: str, prompt: str) -> tuple[str |
     try:
         return extract_code(reply, language), None
     except ModelReplyError as first_error:
-        repair = (
-            f"{prompt}\n\n# Your previous reply could not be used\n{first_error}\n\n"
-            "Reply with the complete module in one ```python block."
-        )
+        repair = code_repair_prompt(prompt, str(first_error))
         reply = ctx.llm.complete("coder", f"{call_key}#repair1", repair, reply_format=CODE_REPLY).reply
         try:
             return extract_code(reply, language), None

@@ -18,7 +18,7 @@ from ksearch.skills.features import draft_contract_errors
 from ksearch.skills.records import Scope, Skill, SkillContext, SkillDraft, SkillSource, make_skill
 
 if TYPE_CHECKING:  # the client is passed in; the skills never construct one
-    from ksearch.agent.llm import LLMClient
+    from ksearch.llm.client import LLMClient
 
 LIFTER_ROLE = "skill_lifter"
 

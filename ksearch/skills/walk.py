@@ -25,10 +25,10 @@ from pydantic import BaseModel, ConfigDict, model_validator
 from ksearch.contracts.evaluation import Evaluation
 from ksearch.errors import BudgetExceededError, ModelReplyError
 from ksearch.prompts import clip, render
-from ksearch.tools.code_extract import extract_code
+from ksearch.llm.parsing import extract_code
 
 if TYPE_CHECKING:  # the client is passed in (WalkServices); the skills never construct one
-    from ksearch.agent.llm import LLMClient
+    from ksearch.llm.client import LLMClient
 
 SIMPLIFIER_ROLE = "skill_simplifier"
 MAX_STEPS = 16

@@ -13,9 +13,9 @@ import pytest
 
 from ksearch.agent.config import RunConfig
 from ksearch.agent.context import SearchContext
-from ksearch.agent.llm import LLMClient
-from ksearch.agent.recorder import StoreRecorder
-from ksearch.agent.replay import ReplayEntry, ScriptedChatModel
+from ksearch.llm.client import LLMClient
+from ksearch.llm.recorder import StoreRecorder
+from ksearch.llm.replay import ReplayEntry, ScriptedChatModel
 from ksearch.agent.skill_use import edge_comparison, learn_from_cycles
 from ksearch.agent.skill_use import trial_line
 from ksearch.agent.state import CycleResult

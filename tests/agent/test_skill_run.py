@@ -19,7 +19,7 @@ from ksearch.skills.evidence import EvidenceKind, SkillStatus
 from ksearch.skills.library import library_views, load_evidence, load_snapshot
 from ksearch.skills.records import SkillSource
 from ksearch.store import Store, ensure_comparison
-from ksearch.tools.code_extract import extract_code
+from ksearch.llm.parsing import extract_code
 from ksearch.tools.fingerprint import probe_device
 from tests.helpers.scripts import fenced, followup_plan, init_plan, row_kernel, write_script
 from tests.helpers.skill_scripts import ONLINE_DRAFT, ONLINE_ONE_ROW, WHOLE_ROW

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from ksearch.errors import ModelReplyError
-from ksearch.tools.code_extract import extract_code
+from ksearch.llm.parsing import extract_code
 
 KERNEL = "import torch\n\n\ndef kernel(x):\n    return x.clone()\n"
 

@@ -17,7 +17,7 @@ comes back again from the first ``interrupt()`` of the re-run: :func:`ask` skips
 from __future__ import annotations
 
 import time
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from langchain_core.callbacks import CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel
@@ -28,6 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ksearch.errors import UserError
 from ksearch.store import Store
+from ksearch.llm.traits import ModelTraits
 from ksearch.store.steering import find_decision
 
 INTERACTIVE_MODEL = "interactive"
@@ -38,6 +39,7 @@ class InteractiveChatModel(BaseChatModel):
     """Stands for the person answering. It is never invoked: the LLM layer pauses the graph instead."""
 
     model_name: str = INTERACTIVE_MODEL
+    llm_traits: ClassVar[ModelTraits] = ModelTraits(answered_by_person=True)
 
     @property
     def _llm_type(self) -> str:

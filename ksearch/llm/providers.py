@@ -135,7 +135,7 @@ def make_chat_model(
 ) -> BaseChatModel:
     """Build the chat model for ``spec``. ``max_retries`` defaults to 0 because :class:`LLMClient` retries itself."""
     if spec.startswith("replay:"):
-        from ksearch.agent.replay import ReplayChatModel, load_replay_entries
+        from ksearch.llm.replay import ReplayChatModel, load_replay_entries
 
         return ReplayChatModel(entries=load_replay_entries(spec.removeprefix("replay:")))
     provider, model = parse_spec(spec)

@@ -16,17 +16,13 @@ from pydantic import BaseModel
 
 from tests.helpers.http import serving
 
-from ksearch.agent.llm import (
-    Budget,
-    LLMClient,
-    MemoryRecorder,
-    RecordedCall,
-    Usage,
-    extract_json_object,
-    is_transient,
-)
-from ksearch.agent.providers import is_loopback_url, make_chat_model, parse_spec
-from ksearch.agent.replay import ReplayChatModel, ReplayEntry, ScriptedChatModel, load_replay_entries
+from ksearch.llm.client import LLMClient
+from ksearch.llm.parsing import extract_json_object
+from ksearch.llm.provider_errors import is_transient
+from ksearch.llm.recorder import MemoryRecorder
+from ksearch.llm.providers import is_loopback_url, make_chat_model, parse_spec
+from ksearch.llm.replay import ReplayChatModel, ReplayEntry, ScriptedChatModel, load_replay_entries
+from ksearch.llm.usage import Budget, RecordedCall, Usage
 from ksearch.errors import (
     BudgetExceededError,
     MissingApiKeyError,

@@ -10,8 +10,10 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.types import Command
 from pydantic import BaseModel
 
-from ksearch.agent.interactive import INTERACTIVE_MODEL, Answer, InteractiveChatModel, Prompt
-from ksearch.agent.llm import LLMClient, MemoryRecorder, RecordedCall
+from ksearch.llm.client import LLMClient
+from ksearch.llm.interactive import INTERACTIVE_MODEL, Answer, InteractiveChatModel, Prompt
+from ksearch.llm.recorder import MemoryRecorder
+from ksearch.llm.usage import RecordedCall
 
 
 class Plan(BaseModel):

@@ -1,4 +1,4 @@
-"""The LLM budget (``ksearch.agent.llm.Budget`` and the usage it is checked against) at each limit's edge: a limit
+"""The LLM budget (``ksearch.llm.usage.Budget`` and the usage it is checked against) at each limit's edge: a limit
 is reached when usage equals it, each limit is checked against its own counter, the first one reached is named, and
 prices are per million tokens of each kind."""
 
@@ -6,8 +6,11 @@ from __future__ import annotations
 
 import pytest
 
-from ksearch.agent.llm import Budget, BudgetExceededError, LLMClient, MemoryRecorder, RecordedCall, Usage
-from ksearch.agent.replay import ScriptedChatModel
+from ksearch.errors import BudgetExceededError
+from ksearch.llm.client import LLMClient
+from ksearch.llm.recorder import MemoryRecorder
+from ksearch.llm.replay import ScriptedChatModel
+from ksearch.llm.usage import Budget, RecordedCall, Usage
 
 
 BIG = 10**6

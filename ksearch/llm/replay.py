@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import threading
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from langchain_core.callbacks import CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel
@@ -18,6 +18,7 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 from pydantic import BaseModel, Field, PrivateAttr, ValidationError, field_validator
 
 from ksearch.errors import ReplayExhaustedError, UserError
+from ksearch.llm.traits import ModelTraits
 
 
 class ReplayEntry(BaseModel):
@@ -46,6 +47,7 @@ class ReplayChatModel(BaseChatModel):
     """The replies, in recording order. Plain strings are accepted and become unkeyed entries."""
     model_name: str = "replay"
     """Reported as the model's name in records."""
+    llm_traits: ClassVar[ModelTraits] = ModelTraits(serves_recorded_replies=True)
 
     _used: set[int] = PrivateAttr(default_factory=set)
     _lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
