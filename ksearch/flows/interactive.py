@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ksearch.agent.checkpoint import open_checkpointer, reading_checkpointer
-from ksearch.agent.graph import build_search_graph
+from ksearch.graph import build_search_graph
 from ksearch.agent.interactive import INTERACTIVE_MODEL, Waiting, waiting_prompts
 from ksearch.agent.llm import RecordedCall
 from ksearch.agent.recorder import StoreRecorder

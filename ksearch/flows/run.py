@@ -32,7 +32,7 @@ from langgraph.types import Command
 from ksearch.agent.checkpoint import open_checkpointer
 from ksearch.agent.config import RunConfig, device_problem
 from ksearch.agent.context import SearchContext
-from ksearch.agent.graph import build_search_graph
+from ksearch.graph import build_search_graph
 from ksearch.agent.interactive import INTERACTIVE_MODEL, InteractiveChatModel, Waiting, resume_map, waiting_prompts
 from ksearch.agent.llm import Budget, LLMClient
 from ksearch.agent.providers import make_chat_model
