@@ -76,14 +76,14 @@ class GpuModeFormat(ExportFormat):
     description = "a GPU MODE leaderboard submission.py (custom_kernel(data)), with a provenance header"
 
     def unsupported(self, task: Task) -> str | None:
-        if getattr(task, "gpumode_problem", None):
+        if task.gpumode_problem:
             return None
         return f"task {task.name!r} does not use GPU MODE's custom_kernel(data) interface"
 
     def render(self, source: ExportSource) -> Exported:
         run, evaluation = source.run, source.evaluation
         header = [
-            f"# GPU MODE submission for {getattr(source.task, 'gpumode_problem')!s}, produced by ksearch "
+            f"# GPU MODE submission for {source.task.gpumode_problem!s}, produced by ksearch "
             f"{getattr(ksearch, '__version__', '')}".rstrip(),
             f"# run {run['id']} (task {run['task']}, model {run['model']}, device {run['device']})",
             f"# candidate {source.candidate.id}",

@@ -577,7 +577,7 @@ def reference_measurement(
     except Exception as exc:  # a task that cannot be loaded here (a missing KernelBench checkout, a moved file)
         return missing(f"the task could not be loaded here to find its reference: {exc}")
 
-    candidate = _reference_candidate(task)
+    candidate = task.reference_candidate()
     if candidate is not None:
         found = store.find_evaluation(candidate.id, eval_key)
         if found is not None and found[1].passed and found[1].timings:
@@ -585,7 +585,7 @@ def reference_measurement(
                 label="reference", available=True, latency_ms=found[1].latency_ms,
                 note=f"the task's reference, evaluated in this workspace like a candidate: {found[1].summary()}",
             )  # fmt: skip
-    baseline_ms: dict[str, float] = getattr(task, "baseline_ms", None) or {}
+    baseline_ms = task.reference_latencies_ms()
     if baseline_ms:
         method = best_eval.timings[0].method
         timings = [Timing(config=c, median_ms=ms, mean_ms=ms, stdev_ms=0.0, samples=0, method=method)
@@ -601,26 +601,13 @@ def reference_measurement(
     )
 
 
-def _reference_candidate(task: Any) -> Candidate | None:
-    """The task's reference as the evaluator would run it, where the task can package it as a candidate."""
-    if hasattr(task, "reference_submission_source"):
-        return Candidate(task=task.name, language="triton", code=task.reference_submission_source(),
-                         entry_point=task.entry_point)  # fmt: skip
-    if getattr(task, "definition", None) is not None:
-        from ksearch.tasks.flashinfer.baseline import reference_candidate
-
-        return reference_candidate(task)
-    return None
-
-
 def _kernelbench_baseline(task: Any, workspace: Path, eval_key: str) -> tuple[list[Timing], ComparedSource] | None:
-    from ksearch.tasks.kernelbench import KernelBenchTask
-
-    if not isinstance(task, KernelBenchTask):
+    """A PyTorch baseline of the task's reference (KernelBench's ``Model``) cached in the workspace, if any."""
+    if not task.pytorch_baseline_modes:
         return None
     from ksearch.flows.baselines import Baseline, baseline_path, cache_key
 
-    for mode in ("eager", "compile"):
+    for mode in task.pytorch_baseline_modes:
         path = baseline_path(workspace, cache_key(task, mode, eval_key))
         if path.is_file():
             try:

@@ -270,6 +270,8 @@ class KernelBenchTask(Task):
     else a non-finite output still fails (``Task.form_mismatch``)."""
     reference_class = "Model"
     """The class whose ops a candidate may not call (``ksearch.tools.integrity.reference_ops``)."""
+    pytorch_baseline_modes = ("eager", "compile")
+    """The problem's ``Model`` is timed as a baseline eagerly and under ``torch.compile`` (``ksearch.flows.baselines``)."""
 
     def __init__(self, path: str | Path, *, allow: tuple[str, ...] | frozenset[str] = ()) -> None:
         self.path = Path(path).resolve()
