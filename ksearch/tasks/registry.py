@@ -118,7 +118,8 @@ def _looks_like_path(name: str) -> bool:
 def _file_task(path: Path) -> Task:
     """An operator file or a KernelBench-format file, told apart by what it defines."""
     from ksearch.tasks._loading import ProblemFormatError, import_file
-    from ksearch.tasks.kernelbench import KernelBenchTask, is_kernelbench_module
+    from ksearch.tasks.kernelbench import KernelBenchTask
+    from ksearch.tasks.kernelbench.problem_files import is_kernelbench_module
     from ksearch.tasks.userop import UserOpTask, is_userop_module
 
     if not path.is_file():
