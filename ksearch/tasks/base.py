@@ -217,6 +217,10 @@ class Task(ABC):
         """Code to start the first attempt from, or None to start from the spec alone."""
         return None
 
+    def validate(self, device: str = "cpu") -> None:
+        """Refuse (with a UserError) a task that cannot judge kernels, before a run or an evaluation starts: e.g. a
+        reference that is not deterministic. By default every task can."""
+
     def device_note(self, device: str) -> str:
         """What the user should know about how ``device`` checks this task (e.g. reduced sizes on the CPU), or ''."""
         return ""

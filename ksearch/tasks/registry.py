@@ -105,9 +105,7 @@ def prepare_task(name: str, *, kernelbench_root: str | Path | None = None, devic
     """Resolve, canonicalise and validate a task before a run or an evaluation: an operator file's reference is run
     on ``device`` to check its inputs' placement and determinism. The returned task's ``name`` is canonical."""
     task = resolve_task(name, kernelbench_root=kernelbench_root)
-    validate = getattr(task, "validate", None)
-    if callable(validate):
-        validate(device)
+    task.validate(device)
     return task
 
 
