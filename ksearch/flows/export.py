@@ -127,14 +127,15 @@ class FlashInferFormat(ExportFormat):
     description = "a flashinfer-bench 0.1.2 Solution JSON (main.py::run, value-returning) for flashinfer:<definition> tasks"
 
     def unsupported(self, task: Task) -> str | None:
-        if task.name.startswith("flashinfer:"):
+        if task.flashinfer_definition() is not None:
             return None
         return f"task {task.name!r} is not a FlashInfer-Bench definition (flashinfer:<definition>)"
 
     def render(self, source: ExportSource) -> Exported:
         from ksearch.tasks.flashinfer.solution import to_solution_json
 
-        definition = source.task.definition.name  # type: ignore[attr-defined]
+        definition = source.task.flashinfer_definition()
+        assert definition is not None  # unsupported() let only such tasks through
         run = source.run
         summary = source.evaluation.summary() if source.evaluation is not None else "not evaluated"
         text = to_solution_json(

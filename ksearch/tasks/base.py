@@ -233,6 +233,11 @@ class Task(ABC):
         """Per-config latencies of the reference from a file the task names (medians only), or {}."""
         return {}
 
+    def flashinfer_definition(self) -> str | None:
+        """The FlashInfer-Bench definition the task reproduces (``ksearch export --format flashinfer`` writes a
+        Solution JSON for it), or None."""
+        return None
+
     def candidate_from_file(self, text: str, language: str) -> tuple[str, str]:
         """(module code, language) of a solution file: a file in the task's own solution format (FlashInfer-Bench's
         Solution JSON) becomes the module it describes; by default the file is the module."""

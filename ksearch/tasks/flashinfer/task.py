@@ -220,6 +220,9 @@ class FlashInferTask(Task):
         """The reference's latencies from the baseline file named by ``?baseline=`` ({} without one)."""
         return self.baseline_ms
 
+    def flashinfer_definition(self) -> str:
+        return str(self.definition.name)
+
     def candidate_from_file(self, text: str, language: str) -> tuple[str, str]:
         """A FlashInfer-Bench Solution JSON becomes the Python module it describes; any other file is used as it is."""
         from ksearch.tasks.flashinfer.solution import candidate_code_from_solution, looks_like_solution_json
