@@ -29,7 +29,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from ksearch.tasks.kernelbench import KernelBenchTask, find_problem  # noqa: E402
+from ksearch.tasks.kernelbench import KernelBenchTask  # noqa: E402
+from ksearch.tasks.kernelbench.problem_files import find_problem  # noqa: E402
 from ksearch.flows.baselines import measure_baseline, speedup  # noqa: E402
 from ksearch.contracts.candidate import Candidate  # noqa: E402
 from ksearch.tools.evaluator import EvalRequest, evaluate  # noqa: E402

@@ -27,13 +27,8 @@ sys.path.insert(0, str(REPO))
 import torch  # noqa: E402
 
 from ksearch.contracts.candidate import Candidate  # noqa: E402
-from ksearch.tasks.kernelbench import (  # noqa: E402
-    KernelBenchTask,
-    UnjudgeableProblem,
-    kernelbench_root,
-    parse_ids,
-    problems,
-)
+from ksearch.tasks.kernelbench import KernelBenchTask, UnjudgeableProblem  # noqa: E402
+from ksearch.tasks.kernelbench.problem_files import kernelbench_root, parse_ids, problems  # noqa: E402
 from ksearch.tasks.kernelbench.judging import check_of  # noqa: E402
 from ksearch.tasks.kernelbench.variants import VARIANTS  # noqa: E402
 from ksearch.tools.evaluator import EvalRequest, EvaluatorSession, evaluate  # noqa: E402

@@ -79,6 +79,7 @@ TARGETS: tuple[Target, ...] = (
     Target("ksearch/nodes/prune.py", ("tests/agent/test_prune.py", "tests/agent/test_promotion.py")),
     Target("ksearch/agent/selection.py", ("tests/agent/test_selection.py", "tests/agent/test_steering.py")),
     Target("ksearch/agent/cycle_logic.py", ("tests/agent/test_cycle_logic.py",)),
+    Target("ksearch/agent/edit_ops.py", ("tests/agent/test_edits.py",)),
     Target("ksearch/agent/edits.py", ("tests/agent/test_edits.py",)),
     Target(
         "ksearch/agent/world_model.py",
@@ -150,7 +151,7 @@ EQUIVALENT: dict[str, str] = {
     "policy.max_difficulty":
         "only frontier nodes are judged, and every one has an action",
     "ksearch/agent/selection.py::select_actions: n <= 0 -> n < 0": "for n = 0 the slice [:0] is [] like the early return",
-    "ksearch/agent/edits.py::format_validation_error: err['type'] == 'extra_forbidden' and loc -> "
+    "ksearch/agent/edit_ops.py::format_validation_error: err['type'] == 'extra_forbidden' and loc -> "
     "err['type'] == 'extra_forbidden'":
         "pydantic's extra_forbidden errors always name the extra field in loc",
     "ksearch/agent/edits.py::_add_node: new.id is not None and s.taken(new.id) -> s.taken(new.id)":

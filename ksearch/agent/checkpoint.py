@@ -9,7 +9,7 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.checkpoint.sqlite import SqliteSaver
 
 from ksearch.agent import cycle_logic, state, world_model
-from ksearch.store.store import BUSY_TIMEOUT_S, workspace_error
+from ksearch.store.connection import BUSY_TIMEOUT_S, workspace_error
 
 # Pydantic classes that appear in checkpoints: registered so they load as themselves (not dicts) without warnings.
 STATE_CLASSES = [

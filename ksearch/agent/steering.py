@@ -22,7 +22,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from ksearch.agent.edits import InsertNode, NewNode, apply_edit_script
+from ksearch.agent.edit_ops import InsertNode, NewNode
+from ksearch.agent.edits import apply_edit_script
 from ksearch.agent.world_model import (
     ROOT_ID,
     Action,

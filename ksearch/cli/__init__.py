@@ -1,4 +1,5 @@
-"""The ``ksearch`` command: assembles the typer app from the command modules and maps errors to one-line messages.
+"""The ``ksearch`` command: assembles the typer app from the command modules and ends on an expected failure as the
+error table says (``ksearch.cli.errors``).
 
 Commands only parse flags, call one flow (``ksearch.flows``) and print; no search or evaluation logic lives here.
 """
@@ -14,11 +15,11 @@ from types import FrameType
 from typing import Annotated
 
 import typer
-from rich.markup import escape
 
 from ksearch.cli import evaluation, inspect, interactive, report, search, skills, worker
 from ksearch.cli._common import WorkspaceOpt, err, out
-from ksearch.errors import KsearchError, RunInterrupted, UserError
+from ksearch.cli.errors import describe, show
+from ksearch.errors import KsearchError, UserError
 from ksearch.flows.workspace import workspace_dir
 from ksearch.logs import configure_logging
 
@@ -118,23 +119,13 @@ def main() -> None:
         if exc.code == 130 and _signals_seen:  # typer ends a KeyboardInterrupt with 130; SIGTERM's is 143
             sys.exit(128 + signal.Signals[_signals_seen[0]].value)
         raise
-    except RunInterrupted as exc:
-        if os.environ.get("KSEARCH_DEBUG"):
+    except (KsearchError, KeyboardInterrupt) as exc:  # KeyboardInterrupt: outside typer's handling (it exits 130)
+        failure = describe(exc, signal_name=_signals_seen[0] if _signals_seen else None)
+        assert failure is not None  # the table names both
+        if failure.traceback_on_debug and os.environ.get("KSEARCH_DEBUG"):
             raise
-        err.print(f"[yellow]stopped:[/yellow] {escape(str(exc))}", soft_wrap=True)
-        if exc.hint:
-            err.print(f"hint: {escape(exc.hint)}", soft_wrap=True)
-        sys.exit(exc.exit_code)
-    except KsearchError as exc:
-        if os.environ.get("KSEARCH_DEBUG"):
-            raise
-        err.print(f"[red]error:[/red] {escape(str(exc))}", soft_wrap=True)
-        if exc.hint:
-            err.print(f"hint: {escape(exc.hint)}", soft_wrap=True)  # hints hold brackets: pip install 'ksearch[report]'
-        sys.exit(1)
-    except KeyboardInterrupt:  # raised outside typer's own handling (it exits 130 by itself)
-        err.print("\ninterrupted; continue with: ksearch resume (the latest unfinished run; see `ksearch runs`)")
-        sys.exit(128 + signal.Signals[_signals_seen[0]].value if _signals_seen else 130)
+        show(failure)
+        sys.exit(failure.exit_code)
 
 
 if __name__ == "__main__":

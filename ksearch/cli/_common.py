@@ -1,13 +1,12 @@
-"""What every command shares: the consoles, the option declarations, progress lines and error printing."""
+"""What every command shares: the consoles, the option declarations and progress lines (errors: ``errors``)."""
 
 from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TextIO
+from typing import TYPE_CHECKING, Annotated, Any, TextIO
 
 import typer
-from pydantic import ValidationError
 from rich.console import Console
 from rich.markup import escape
 
@@ -169,13 +168,3 @@ def print_outcome(outcome: RunOutcome, ws: Path) -> None:
     for t in evaluation.timings:
         out.print(f"  {t.describe()}")
     out.print(f"see it with: ksearch show {outcome.run_id} --code")
-
-
-def fail_validation(exc: ValidationError) -> NoReturn:
-    """Invalid options, each named by the flag the user typed (not the config field behind it); exit status 2."""
-    from ksearch.agent.config import option_errors
-
-    err.print("[red]invalid options:[/red]")
-    for line in option_errors(exc.errors()):
-        err.print(f"  - {escape(line)}", soft_wrap=True)
-    raise typer.Exit(2)

@@ -17,11 +17,11 @@ from ksearch.cli._common import (
     KernelBenchRootOpt,
     LatestRunIdArg,
     err,
-    fail_validation,
     out,
     pick_run,
     workspace_of,
 )
+from ksearch.cli.errors import fail
 
 app = typer.Typer()
 
@@ -55,7 +55,7 @@ def sweep(
             stagnation_window=stagnation_window, run_timeout_s=run_timeout, base_url=base_url,
         )  # fmt: skip
     except ValidationError as exc:
-        fail_validation(exc)
+        fail(exc)
     console = err if as_json else out
 
     def on_problem(event: str, entry: Any) -> None:
@@ -169,7 +169,7 @@ def eval_cmd(
                                    kernelbench_root=kernelbench_root, yardstick_rounds=yardstick,
                                    target_gpu=target_gpu)  # fmt: skip
     except ValidationError as exc:
-        fail_validation(exc)
+        fail(exc)
     if as_json:
         print(evaluation.model_dump_json(indent=2))
     else:

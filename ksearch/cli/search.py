@@ -15,12 +15,12 @@ from ksearch.cli._common import (
     KernelBenchRootOpt,
     Progress,
     LatestRunIdArg,
-    fail_validation,
     out,
     pick_run,
     print_outcome,
     workspace_of,
 )
+from ksearch.cli.errors import fail
 
 if TYPE_CHECKING:
     from ksearch.agent.config import RunConfig
@@ -104,7 +104,7 @@ def run(
             target_gpu=target_gpu,
         )
     except ValidationError as exc:
-        fail_validation(exc)
+        fail(exc)
     where = f" on the Dask cluster at {escape(scheduler or '')}" if executor == "dask" else ""
     banner = [f"run [bold]{config.run_id}[/bold]: task {escape(task)}, model {escape(model)}, device {device}{where}, "
               f"{max_rounds} rounds, {config.parallel_cycles} cycle{'s' if config.parallel_cycles > 1 else ''} at once"]  # fmt: skip

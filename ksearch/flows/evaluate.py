@@ -34,19 +34,6 @@ def resolve_device(device: str) -> str:
     return device
 
 
-def solution_module(task: Any, text: str, language: str) -> tuple[str, str]:
-    """A FlashInfer-Bench Solution JSON becomes the Python module it describes; any other file is used as it is."""
-    definition = getattr(task, "definition", None)
-    if definition is None:
-        return text, language
-    from ksearch.tasks.flashinfer.solution import candidate_code_from_solution, looks_like_solution_json
-
-    if not looks_like_solution_json(text):
-        return text, language
-    code, solution_language = candidate_code_from_solution(text, definition)
-    return code, solution_language if solution_language in ("triton", "cuda") else language
-
-
 def eval_request_for_file(
     task: str,
     file: Path,
@@ -68,7 +55,7 @@ def eval_request_for_file(
 
     chosen = resolve_device(device)
     resolved = prepare_task(task, kernelbench_root=kernelbench_root, device=chosen)
-    code, language = solution_module(resolved, read_kernel(file) if text is None else text, language)
+    code, language = resolved.candidate_from_file(read_kernel(file) if text is None else text, language)
     candidate = Candidate(task=resolved.name, language=language, code=code, entry_point=resolved.entry_point)
     return EvalRequest(candidate=candidate, device=chosen, timing_method=timing_method, yardstick_rounds=yardstick_rounds,
                        target_gpu=target_gpu)  # fmt: skip
@@ -121,8 +108,7 @@ def with_device_note(evaluation: Evaluation, request: EvalRequest) -> Evaluation
     reduced sizes on the CPU) as the first line of its log, so the user reads it beside the verdict."""
     from ksearch.tasks.registry import resolve_task
 
-    note_for = getattr(resolve_task(request.task), "device_note", None)
-    note = note_for(request.device) if callable(note_for) else ""
+    note = resolve_task(request.task).device_note(request.device)
     if not note:
         return evaluation
     return evaluation.model_copy(update={"log": f"note: {note}\n{evaluation.log}".rstrip("\n")})

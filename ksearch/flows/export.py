@@ -76,14 +76,14 @@ class GpuModeFormat(ExportFormat):
     description = "a GPU MODE leaderboard submission.py (custom_kernel(data)), with a provenance header"
 
     def unsupported(self, task: Task) -> str | None:
-        if getattr(task, "gpumode_problem", None):
+        if task.gpumode_problem:
             return None
         return f"task {task.name!r} does not use GPU MODE's custom_kernel(data) interface"
 
     def render(self, source: ExportSource) -> Exported:
         run, evaluation = source.run, source.evaluation
         header = [
-            f"# GPU MODE submission for {getattr(source.task, 'gpumode_problem')!s}, produced by ksearch "
+            f"# GPU MODE submission for {source.task.gpumode_problem!s}, produced by ksearch "
             f"{getattr(ksearch, '__version__', '')}".rstrip(),
             f"# run {run['id']} (task {run['task']}, model {run['model']}, device {run['device']})",
             f"# candidate {source.candidate.id}",
@@ -127,14 +127,15 @@ class FlashInferFormat(ExportFormat):
     description = "a flashinfer-bench 0.1.2 Solution JSON (main.py::run, value-returning) for flashinfer:<definition> tasks"
 
     def unsupported(self, task: Task) -> str | None:
-        if task.name.startswith("flashinfer:"):
+        if task.flashinfer_definition() is not None:
             return None
         return f"task {task.name!r} is not a FlashInfer-Bench definition (flashinfer:<definition>)"
 
     def render(self, source: ExportSource) -> Exported:
         from ksearch.tasks.flashinfer.solution import to_solution_json
 
-        definition = source.task.definition.name  # type: ignore[attr-defined]
+        definition = source.task.flashinfer_definition()
+        assert definition is not None  # unsupported() let only such tasks through
         run = source.run
         summary = source.evaluation.summary() if source.evaluation is not None else "not evaluated"
         text = to_solution_json(

@@ -25,7 +25,7 @@ from pydantic import ValidationError
 
 from ksearch.agent.checkpoint import open_checkpointer
 from ksearch.agent.config import RunConfig, option_errors
-from ksearch.agent.graph import build_search_graph
+from ksearch.graph import build_search_graph
 from ksearch.agent.state import SearchState
 from ksearch.agent.steering import TREE_ACTS
 from ksearch.errors import UserError

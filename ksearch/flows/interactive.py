@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ksearch.agent.checkpoint import open_checkpointer, reading_checkpointer
-from ksearch.agent.graph import build_search_graph
+from ksearch.graph import build_search_graph
 from ksearch.llm.interactive import INTERACTIVE_MODEL, Waiting, waiting_prompts
 from ksearch.llm.usage import RecordedCall
 from ksearch.llm.recorder import StoreRecorder

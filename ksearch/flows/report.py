@@ -1,5 +1,6 @@
-"""The ``report`` flow: a run (or several) read from the workspace store into a typed model (``report_model``) and
-rendered (``report_render``) as one self-contained HTML file that opens offline: plotly.js is inlined.
+"""The ``report`` flow: a run (or several) read from the workspace store (``report_gather``) into a typed model
+(``report_model``) and rendered (``report_render``) as one self-contained HTML file that opens offline: plotly.js is
+inlined.
 
 ``ksearch report RUN`` writes a run's report, ``ksearch report RUN1 RUN2 ...`` a comparison; ``serve`` renders the
 same pages on every request. Nothing is evaluated or measured here: the report shows what the store holds.
@@ -12,7 +13,8 @@ from pathlib import Path
 from ksearch.contracts.identifiers import file_stem
 from ksearch.errors import UserError
 from ksearch.flows import report_render
-from ksearch.flows.report_model import ComparisonReport, RunReport, gather_comparison, gather_run_report
+from ksearch.flows.report_gather import gather_comparison, gather_run_report
+from ksearch.flows.report_model import ComparisonReport, RunReport
 from ksearch.flows.workspace import open_store
 
 __all__ = ["run_report", "comparison_report", "render_pages", "default_output", "write_report"]

@@ -31,7 +31,7 @@ from langgraph.types import Command
 from ksearch.agent.checkpoint import open_checkpointer
 from ksearch.agent.config import RunConfig, device_problem
 from ksearch.agent.context import SearchContext
-from ksearch.agent.graph import build_search_graph
+from ksearch.graph import build_search_graph
 from ksearch.llm.interactive import Waiting, resume_map, waiting_prompts
 from ksearch.llm.client import LLMClient
 from ksearch.llm.models import build_model

@@ -27,7 +27,7 @@ import structlog
 
 from ksearch.errors import KsearchError, RunNotFoundError, UserError
 from ksearch.flows import report_render
-from ksearch.flows.report_model import gather_comparison, gather_run_report
+from ksearch.flows.report_gather import gather_comparison, gather_run_report
 from ksearch.flows.workspace import DB_NAME, open_store, workspace_dir
 
 log = structlog.get_logger(__name__)

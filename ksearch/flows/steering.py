@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ksearch.agent.checkpoint import open_checkpointer
-from ksearch.agent.graph import build_search_graph
+from ksearch.graph import build_search_graph
 from ksearch.agent.state import SearchState
 from ksearch.agent.steering import DECISION_ACTS, TREE_ACTS, Act, apply_act, parse_act
 from ksearch.errors import RunBusyError, UserError

@@ -120,7 +120,7 @@ def _slug(text: str, limit: int = 40) -> str:
 
 def parse_suite(suite: str) -> int:
     """The level of ``kernelbench:<level>``."""
-    from ksearch.tasks.kernelbench import PREFIX, parse_level
+    from ksearch.tasks.kernelbench.problem_files import PREFIX, parse_level
 
     if not suite.startswith(PREFIX):
         raise UserError(f"unknown sweep suite {suite!r}", hint="sweep a KernelBench level: ksearch sweep kernelbench:1")
@@ -129,7 +129,7 @@ def parse_suite(suite: str) -> int:
 
 def suite_options(suite: str) -> str:
     """The canonical ``?allow=...`` of a suite, carried into every problem's task name ('' for none)."""
-    from ksearch.tasks.kernelbench import options_suffix, parse_options
+    from ksearch.tasks.kernelbench.problem_files import options_suffix, parse_options
 
     return options_suffix(parse_options(suite.removeprefix("kernelbench:"))[1])
 
@@ -162,7 +162,13 @@ def save_manifest(path: Path, manifest: SweepManifest) -> None:
 
 def select_problems(spec: SweepSpec) -> dict[int, Path]:
     """Problem id -> file for the sweep's level and ``--problems`` selection (every id must exist)."""
-    from ksearch.tasks.kernelbench import KernelBenchError, compact_ranges, kernelbench_root, parse_ids, problems
+    from ksearch.tasks.kernelbench.problem_files import (
+        KernelBenchError,
+        compact_ranges,
+        kernelbench_root,
+        parse_ids,
+        problems,
+    )
 
     level = parse_suite(spec.suite)
     found = problems(kernelbench_root(spec.kernelbench_root), level)
@@ -189,7 +195,7 @@ def run_sweep(
     event_sink: EventSinkFactory | None = None,
 ) -> SweepReport:
     """Run (or continue) the sweep and return its report. KeyboardInterrupt saves the manifest and propagates."""
-    from ksearch.tasks.kernelbench import describe_level_path
+    from ksearch.tasks.kernelbench.problem_files import describe_level_path
 
     name = sweep_name(spec)
     path = manifest_path(workspace, name)

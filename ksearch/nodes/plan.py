@@ -10,7 +10,8 @@ import structlog
 from langgraph.runtime import Runtime
 
 from ksearch.agent.context import SearchContext
-from ksearch.agent.edits import EditScript, edit_script_json_schema, render_edit_errors
+from ksearch.agent.edit_ops import EditScript, edit_script_json_schema
+from ksearch.agent.edits import render_edit_errors
 from ksearch.agent.evidence_text import evidence_text, roofline_summary
 from ksearch.agent.prompting import (
     edit_schema_outline,

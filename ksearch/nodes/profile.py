@@ -113,7 +113,3 @@ def run_evaluation(state: CycleState, ctx: SearchContext) -> Evaluation:
         if ctx.gpu_pool is not None:
             log.info("profile.leased", run_id=ctx.run_id, cycle_id=state.cycle_id, device=device)
         return ctx.evaluate(ctx.eval_request(candidate, device))
-
-
-def route_after_profile(state: CycleState) -> str:
-    return "finish_cycle" if state.stop_reason else "write_kernel"

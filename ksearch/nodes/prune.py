@@ -213,7 +213,3 @@ def budget_exhausted(ctx: SearchContext, rounds: int) -> str | None:
         return f"round budget spent ({rounds}/{cfg.max_rounds})"
     reason = ctx.llm.budget_exceeded()  # the same limits the client checks before every call
     return f"LLM budget spent: {reason}" if reason else None
-
-
-def route_after_prune(state: SearchState) -> str:
-    return "__end__" if state.done_reason else "plan"

@@ -23,6 +23,7 @@ from typing import Any
 import torch
 from pydantic import BaseModel, ConfigDict
 
+from ksearch.contracts.candidate import Candidate
 from ksearch.contracts.evaluation import Mismatch, Timing
 
 MIN_LATENCY_MS = 1e-6
@@ -89,6 +90,22 @@ class Task(ABC):
     """Let NaN/inf outputs reach ``check`` (only for tasks whose reference legitimately produces them)."""
     roofline_compute_dtype: str = "bf16"
     """Which peak FLOP/s the physics floor divides by ('fp32', 'tf32', 'bf16', 'fp8'): the highest plausible one."""
+    roofline_evidence_dtype: str | None = None
+    """The dtype whose dense peak a shape's compute floor uses in the evidence, or None: the evaluator chooses."""
+    # -- optional capabilities: what a task may offer beyond the protocol; the defaults say "not offered" --
+    gpumode_problem: str | None = None
+    """The GPU MODE leaderboard problem whose ``custom_kernel(data)`` interface the task uses (``ksearch export
+    --format gpumode`` accepts the task), or None."""
+    reference_class: str | None = None
+    """The ``nn.Module`` class of the reference source whose PyTorch ops a candidate must not call (the integrity
+    rules ``reference_op`` and ``no_custom_kernel``), or None: those rules do not apply."""
+    allowed_rules: frozenset[str] = frozenset()
+    """Integrity rules this task waives (KernelBench's ``?allow=...``)."""
+    forbidden_calls: tuple[str, ...] = ()
+    """Calls a candidate must not make besides the common ones (same format as ``TASK_FORBIDDEN_CALLS``)."""
+    pytorch_baseline_modes: tuple[str, ...] = ()
+    """The modes ('eager', 'compile') in which the reference ``Model`` is timed as a baseline by the flows
+    (``ksearch.flows.baselines``); empty: the task has no such baseline."""
 
     @abstractmethod
     def spec(self, language: str) -> str:
@@ -199,6 +216,32 @@ class Task(ABC):
     def starter_code(self, language: str) -> str | None:
         """Code to start the first attempt from, or None to start from the spec alone."""
         return None
+
+    def validate(self, device: str = "cpu") -> None:
+        """Refuse (with a UserError) a task that cannot judge kernels, before a run or an evaluation starts: e.g. a
+        reference that is not deterministic. By default every task can."""
+
+    def device_note(self, device: str) -> str:
+        """What the user should know about how ``device`` checks this task (e.g. reduced sizes on the CPU), or ''."""
+        return ""
+
+    def reference_candidate(self) -> Candidate | None:
+        """The reference packaged as a candidate the evaluator can run like any other, or None where it cannot be."""
+        return None
+
+    def reference_latencies_ms(self) -> dict[str, float]:
+        """Per-config latencies of the reference from a file the task names (medians only), or {}."""
+        return {}
+
+    def flashinfer_definition(self) -> str | None:
+        """The FlashInfer-Bench definition the task reproduces (``ksearch export --format flashinfer`` writes a
+        Solution JSON for it), or None."""
+        return None
+
+    def candidate_from_file(self, text: str, language: str) -> tuple[str, str]:
+        """(module code, language) of a solution file: a file in the task's own solution format (FlashInfer-Bench's
+        Solution JSON) becomes the module it describes; by default the file is the module."""
+        return text, language
 
     def check(self, config: TaskConfig, output: Any, expected: torch.Tensor) -> Mismatch | None:
         """None when ``output`` matches ``expected`` within atol + rtol * |expected|; else where it is worst."""

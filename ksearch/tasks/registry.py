@@ -105,9 +105,7 @@ def prepare_task(name: str, *, kernelbench_root: str | Path | None = None, devic
     """Resolve, canonicalise and validate a task before a run or an evaluation: an operator file's reference is run
     on ``device`` to check its inputs' placement and determinism. The returned task's ``name`` is canonical."""
     task = resolve_task(name, kernelbench_root=kernelbench_root)
-    validate = getattr(task, "validate", None)
-    if callable(validate):
-        validate(device)
+    task.validate(device)
     return task
 
 
@@ -118,7 +116,8 @@ def _looks_like_path(name: str) -> bool:
 def _file_task(path: Path) -> Task:
     """An operator file or a KernelBench-format file, told apart by what it defines."""
     from ksearch.tasks._loading import ProblemFormatError, import_file
-    from ksearch.tasks.kernelbench import KernelBenchTask, is_kernelbench_module
+    from ksearch.tasks.kernelbench import KernelBenchTask
+    from ksearch.tasks.kernelbench.problem_files import is_kernelbench_module
     from ksearch.tasks.userop import UserOpTask, is_userop_module
 
     if not path.is_file():

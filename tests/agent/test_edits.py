@@ -6,17 +6,16 @@ import json
 
 import pytest
 
-from ksearch.agent.edits import (
+from ksearch.agent.edit_ops import (
     ActionPatch,
     EditScript,
     InsertNode,
     NewNode,
     NodePatch,
     UpdateNode,
-    apply_edit_script,
     edit_script_json_schema,
-    render_edit_errors,
 )
+from ksearch.agent.edits import apply_edit_script, render_edit_errors
 from ksearch.agent.world_model import (
     ROOT_ID,
     Action,
@@ -458,7 +457,7 @@ def test_a_pruned_node_may_still_be_edited_but_not_revived(wm: WorldModel) -> No
 
 
 def test_only_a_real_code_fence_is_stripped_and_a_fence_inside_the_json_survives(wm: WorldModel) -> None:
-    from ksearch.agent.edits import parse_edit_script
+    from ksearch.agent.edit_ops import parse_edit_script
 
     summary = "uses ```tl.dot``` twice"
     fenced = '```json\n{\n  "ops": [],\n  "kernel_summary": "' + summary + '"\n}\n```'
@@ -468,7 +467,7 @@ def test_only_a_real_code_fence_is_stripped_and_a_fence_inside_the_json_survives
 
 
 def test_the_discriminator_tag_is_dropped_only_right_after_an_op_index() -> None:
-    from ksearch.agent.edits import _clean_loc
+    from ksearch.agent.edit_ops import _clean_loc
 
     assert _clean_loc(("ops", 2, "update", "patch", "rating")) == ["ops", 2, "patch", "rating"]
     assert _clean_loc(("ops", 2, "patch", "update")) == ["ops", 2, "patch", "update"]

@@ -6,7 +6,7 @@ from importlib import resources
 
 import pytest
 
-from ksearch.agent.edits import edit_script_json_schema
+from ksearch.agent.edit_ops import edit_script_json_schema
 from ksearch.agent.prompting import edit_schema_text, frontier_view, tree_view
 from ksearch.agent.selection import SelectionPolicy
 from ksearch.agent.world_model import Action, Node, SolutionRef, WorldModel, attach_solution, mark_failed

@@ -17,7 +17,8 @@ from ksearch.agent.world_model import ROOT_ID, Action, Node, NodeStatus, WorldMo
 from ksearch.contracts.candidate import Candidate
 from ksearch.contracts.evaluation import Evaluation, Verdict
 from ksearch.nodes import prune as prune_node
-from ksearch.nodes.prune import approved_decision, budget_exhausted, confirm_key, prune, route_after_prune
+from ksearch.graph import route_after_prune
+from ksearch.nodes.prune import approved_decision, budget_exhausted, confirm_key, prune
 from ksearch.agent.promotion import Decision
 from ksearch.store import Store, find_comparison
 from ksearch.store.steering import APPLIED, PENDING, add_act, list_acts

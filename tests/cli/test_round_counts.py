@@ -11,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from ksearch.cli import app
-from ksearch.flows.report_model import gather_run_report
+from ksearch.flows.report_gather import gather_run_report
 from ksearch.flows.workspace import DB_NAME
 from ksearch.store import Store
 

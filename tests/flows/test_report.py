@@ -15,7 +15,7 @@ from ksearch.contracts.candidate import Candidate
 from ksearch.contracts.evaluation import Evaluation, Verdict
 from ksearch.flows import report as report_flow
 from ksearch.flows import report_render
-from ksearch.flows.report_model import gather_comparison, gather_run_report
+from ksearch.flows.report_gather import gather_comparison, gather_run_report
 from ksearch.store import Store
 from tests.helpers.report_store import CONFIGS, T0, hostile_marker_in, write_timed_run
 

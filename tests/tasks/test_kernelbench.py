@@ -9,7 +9,8 @@ import torch
 
 from ksearch.errors import UserError
 from ksearch.tasks._loading import ProblemFormatError
-from ksearch.tasks.kernelbench import KernelBenchError, KernelBenchTask, trial_seeds
+from ksearch.tasks.kernelbench import KernelBenchTask, trial_seeds
+from ksearch.tasks.kernelbench.problem_files import KernelBenchError
 from ksearch.flows.baselines import Baseline, measure_baseline, speedup
 from ksearch.tasks.kernelbench.baseline import baseline_candidate
 from ksearch.tasks.registry import canonical_task_name, resolve_task

@@ -10,7 +10,8 @@ import pytest
 import torch
 
 from ksearch.contracts.evaluation import Evaluation, Mismatch, Rejection, Verdict
-from ksearch.tasks.kernelbench import KernelBenchError, KernelBenchTask, OutputAliasesInput
+from ksearch.tasks.kernelbench import KernelBenchTask, OutputAliasesInput
+from ksearch.tasks.kernelbench.problem_files import KernelBenchError
 from ksearch.tasks.kernelbench.judging import check_of, output_scale, scaled_mismatch
 from ksearch.tasks.kernelbench.sizes import CpuTooLarge, reduce_for_cpu, scalable_constants
 from ksearch.tasks.kernelbench.variants import VARIANTS, is_activation, redraw

@@ -40,6 +40,7 @@ from urllib.parse import parse_qsl, urlencode
 import torch
 
 from ksearch.tasks.base import InputRole, Task, TaskConfig, device_kind
+from ksearch.tasks.flashinfer.baseline import reference_candidate as _reference_candidate
 import ksearch.tasks.flashinfer.definitions as defs
 from ksearch.tasks.flashinfer.definitions import FlashInferError
 from ksearch.tasks.flashinfer.workloads import (
@@ -51,6 +52,7 @@ from ksearch.tasks.flashinfer.workloads import (
     synthetic_workloads,
     work_size,
 )
+from ksearch.contracts.candidate import Candidate
 from ksearch.contracts.evaluation import Mismatch, Timing
 
 PREFIX = "flashinfer:"
@@ -209,6 +211,26 @@ class FlashInferTask(Task):
 
     def reference_source(self) -> str:
         return self.definition.reference
+
+    def reference_candidate(self) -> Candidate:
+        """The definition's reference, timed like a solution for the mean-speedup baseline."""
+        return _reference_candidate(self)
+
+    def reference_latencies_ms(self) -> dict[str, float]:
+        """The reference's latencies from the baseline file named by ``?baseline=`` ({} without one)."""
+        return self.baseline_ms
+
+    def flashinfer_definition(self) -> str:
+        return str(self.definition.name)
+
+    def candidate_from_file(self, text: str, language: str) -> tuple[str, str]:
+        """A FlashInfer-Bench Solution JSON becomes the Python module it describes; any other file is used as it is."""
+        from ksearch.tasks.flashinfer.solution import candidate_code_from_solution, looks_like_solution_json
+
+        if not looks_like_solution_json(text):
+            return text, language
+        code, solution_language = candidate_code_from_solution(text, self.definition)
+        return code, solution_language if solution_language in ("triton", "cuda") else language
 
     def output_names(self) -> list[str]:
         return list(self.definition.outputs)

@@ -11,8 +11,9 @@ Task names (see ``ksearch.tasks.registry``):
   (a root that is itself the ``KernelBench`` folder also works);
 - ``kernelbench:path/to/problem.py``: any single file in the format.
 
-Both are canonicalised to ``kernelbench:/absolute/path/to/problem.py`` (``canonical_name``) before a run starts,
-because the evaluator's worker runs in a private directory with a scrubbed environment and must find the file again.
+Both are canonicalised to ``kernelbench:/absolute/path/to/problem.py`` (``problem_files.canonical_name``) before a
+run starts, because the evaluator's worker runs in a private directory with a scrubbed environment and must find the
+file again. ``problem_files`` finds and loads the problem files; this module is the task.
 
 Correctness follows KernelBench: 5 trials whose seeds derive from seed 42 exactly as KernelBench derives them; per
 trial the global RNG is seeded before ``get_init_inputs()``, before building ``Model``/``ModelNew`` (so their
@@ -40,21 +41,16 @@ Beyond KernelBench (issue 36), each part in its own module:
 
 from __future__ import annotations
 
-import inspect
-import os
-import re
 from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from urllib.parse import parse_qsl
-
 import torch
 
 from ksearch.errors import UserError
-from ksearch.tasks._loading import ProblemFormatError, import_file, to_device, tolerance_for
+from ksearch.tasks._loading import to_device, tolerance_for
 from ksearch.tasks.base import Task, TaskConfig, device_kind
 from ksearch.tasks.fresh_values import probed_activation_inputs
 from ksearch.tasks.kernelbench.judging import (
@@ -64,12 +60,20 @@ from ksearch.tasks.kernelbench.judging import (
     Fingerprint,
     scaled_mismatch,
 )
+from ksearch.tasks.kernelbench.problem_files import (
+    ALLOWABLE_RULES,
+    PREFIX,
+    KernelBenchError,
+    describe_level_path,
+    find_problem,
+    load_problem,
+    options_suffix,
+    parse_options,
+)
 from ksearch.tasks.kernelbench.sizes import CpuTooLarge, Reduction, load_source, reduce_for_cpu
 from ksearch.tasks.kernelbench.variants import VARIANT_SEED_BASE, VARIANTS, redraw
 from ksearch.contracts.evaluation import Mismatch
 
-PREFIX = "kernelbench:"
-ROOT_ENV = "KERNELBENCH_ROOT"
 NUM_CORRECT_TRIALS = 5
 SEED_NUM = 42
 """KernelBench's default ``seed_num``: trial seeds are drawn from a generator seeded with it."""
@@ -77,13 +81,7 @@ BENCHMARK_SEED = 2025
 ENTRY_POINT = "ModelNew"
 GET_INPUTS = "get_inputs"
 """The ``distribution`` of configs whose inputs are ``get_inputs()``'s own (KernelBench's trials, the timed one)."""
-ALLOWABLE_RULES = ("reference_op", "no_custom_kernel")
-"""Integrity rules a task name may allow (``?allow=``); falling back to PyTorch in an ``except`` never is."""
 REMEMBERED_INPUTS = 64
-
-
-class KernelBenchError(UserError):
-    """A KernelBench problem cannot be found."""
 
 
 def trial_seeds(n: int = NUM_CORRECT_TRIALS, seed_num: int = SEED_NUM) -> list[int]:
@@ -91,163 +89,6 @@ def trial_seeds(n: int = NUM_CORRECT_TRIALS, seed_num: int = SEED_NUM) -> list[i
     ``torch.manual_seed(seed_num)``), but from a private generator."""
     generator = torch.Generator(device="cpu").manual_seed(seed_num)
     return [int(torch.randint(0, 2**32 - 1, (1,), generator=generator).item()) for _ in range(n)]
-
-
-# -- finding problems -----------------------------------------------------------------------------------------------
-def kernelbench_root(explicit: str | Path | None = None) -> Path:
-    """The checkout's ``KernelBench`` folder (the one holding ``level1``...), from the argument or the environment."""
-    raw = str(explicit) if explicit else os.environ.get(ROOT_ENV, "")
-    if not raw:
-        raise KernelBenchError(
-            "KernelBench problems need a KernelBench checkout, and none is set",
-            hint=f"pass --kernelbench-root PATH or export {ROOT_ENV}=PATH (the clone of ScalingIntelligence/KernelBench); "
-            "or name one file: kernelbench:path/to/problem.py",
-        )
-    root = Path(raw).expanduser().resolve()
-    for candidate in (root / "KernelBench", root):
-        if candidate.is_dir() and any(candidate.glob("level*")):
-            return candidate
-    raise KernelBenchError(
-        f"{root} is not a KernelBench checkout: neither {root}/KernelBench/level*/ nor {root}/level*/ exists",
-        hint=f"point --kernelbench-root (or {ROOT_ENV}) at the repository clone",
-    )
-
-
-def levels(root: Path) -> list[int]:
-    found = []
-    for folder in root.glob("level*"):
-        suffix = folder.name.removeprefix("level")
-        if folder.is_dir() and suffix.isdigit():
-            found.append(int(suffix))
-    return sorted(found)
-
-
-def problems(root: Path, level: int) -> dict[int, Path]:
-    """Problem id -> file for one level (files named ``<id>_<Name>.py``)."""
-    folder = root / f"level{level}"
-    if not folder.is_dir():
-        have = ", ".join(str(n) for n in levels(root)) or "none"
-        raise KernelBenchError(f"KernelBench level {level} not found under {root} (levels there: {have})")
-    found: dict[int, Path] = {}
-    for path in folder.glob("*.py"):
-        head = path.name.split("_", 1)[0]
-        if head.isdigit():
-            found[int(head)] = path
-    return dict(sorted(found.items()))
-
-
-def compact_ranges(ids: list[int]) -> str:
-    """[1, 2, 3, 7, 9, 10] -> '1-3, 7, 9-10'."""
-    runs: list[list[int]] = []
-    for i in sorted(set(ids)):
-        if runs and runs[-1][1] == i - 1:
-            runs[-1][1] = i
-        else:
-            runs.append([i, i])
-    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
-
-
-def parse_ids(text: str) -> list[int]:
-    """'1-3,7' -> [1, 2, 3, 7] (the --problems syntax)."""
-    ids: set[int] = set()
-    for part in text.replace(" ", "").split(","):
-        if not part:
-            continue
-        match = re.fullmatch(r"(\d+)(?:-(\d+))?", part)
-        if not match:
-            raise KernelBenchError(f"bad problem selection {part!r}: use ids and ranges like 1-20,25")
-        low, high = int(match.group(1)), int(match.group(2) or match.group(1))
-        if high < low:
-            raise KernelBenchError(f"bad problem range {part!r}: the end is before the start")
-        ids.update(range(low, high + 1))
-    return sorted(ids)
-
-
-_LEVEL_ID = re.compile(r"^(?:level)?(\d+)/(\d+)(?:_\w*)?$")
-
-
-def parse_level(text: str) -> int:
-    match = re.fullmatch(r"(?:level)?(\d+)", text.strip())
-    if not match:
-        raise KernelBenchError(f"{text!r} is not a KernelBench level (expected e.g. 1 or level1)")
-    return int(match.group(1))
-
-
-def parse_options(spec: str) -> tuple[str, tuple[str, ...]]:
-    """'1/19?allow=reference_op' -> ('1/19', ('reference_op',)): the problem and the rules it allows."""
-    spec, _, query = spec.strip().partition("?")
-    options = dict(parse_qsl(query, keep_blank_values=True))
-    unknown = sorted(set(options) - {"allow"})
-    if unknown:
-        raise KernelBenchError(f"unknown KernelBench task option(s) {', '.join(unknown)}",
-                               hint="the only option is ?allow=" + ",".join(ALLOWABLE_RULES))  # fmt: skip
-    allow = tuple(sorted({r.strip() for r in options.get("allow", "").split(",") if r.strip()}))
-    return spec, allow
-
-
-def options_suffix(allow: frozenset[str] | tuple[str, ...]) -> str:
-    """The canonical '?allow=...' part of a task name ('' when nothing is allowed)."""
-    return f"?allow={','.join(sorted(allow))}" if allow else ""
-
-
-def find_problem(spec: str, root: str | Path | None = None) -> Path:
-    """The problem file that ``spec`` (``<level>/<id>`` or a path to a .py file, options ignored) names."""
-    spec = spec.strip().partition("?")[0]
-    if spec.endswith(".py"):
-        path = Path(spec).expanduser()
-        if not path.is_file():
-            raise KernelBenchError(f"KernelBench problem file {spec} not found")
-        return path.resolve()
-    match = _LEVEL_ID.match(spec)
-    if not match:
-        raise KernelBenchError(
-            f"kernelbench:{spec} names neither a problem nor a file",
-            hint="use kernelbench:<level>/<id> (e.g. kernelbench:1/19) or kernelbench:path/to/problem.py",
-        )
-    level, problem_id = int(match.group(1)), int(match.group(2))
-    base = kernelbench_root(root)
-    found = problems(base, level)
-    if problem_id not in found:
-        have = compact_ranges(list(found)) or "none"
-        raise KernelBenchError(f"KernelBench level {level} has no problem {problem_id} (problems there: {have})")
-    return found[problem_id]
-
-
-def canonical_name(spec: str, root: str | Path | None = None) -> str:
-    """``kernelbench:/absolute/path.py[?allow=...]`` for any accepted spelling (with or without the prefix)."""
-    problem, allow = parse_options(spec.removeprefix(PREFIX))
-    return PREFIX + str(find_problem(problem, root)) + options_suffix(allow)
-
-
-# -- loading a problem file -----------------------------------------------------------------------------------------
-def is_kernelbench_module(module: ModuleType) -> bool:
-    """Meant as a KernelBench problem: defines ``Model`` or ``get_init_inputs`` (missing names are reported by
-    ``load_problem``)."""
-    return hasattr(module, "Model") or hasattr(module, "get_init_inputs")
-
-
-def load_problem(path: Path) -> ModuleType:
-    """Import a problem file and check its format: ``Model`` (an nn.Module), ``get_inputs``, ``get_init_inputs``."""
-    module = import_file(path, prefix="ksearch_problem")
-    missing = []
-    model = getattr(module, "Model", None)
-    if not (inspect.isclass(model) and issubclass(model, torch.nn.Module)):
-        missing.append("class Model(nn.Module)")
-    for name in ("get_inputs", "get_init_inputs"):
-        if not callable(getattr(module, name, None)):
-            missing.append(f"function {name}()")
-    if missing:
-        raise ProblemFormatError(
-            f"{path} is not a KernelBench problem: it lacks {', '.join(missing)}",
-            hint="a problem defines class Model(nn.Module), get_inputs() and get_init_inputs() at module level",
-        )
-    return module
-
-
-def describe_level_path(path: Path) -> str:
-    """'level1/19_ReLU' for a file inside a checkout, else the file name."""
-    parent = path.parent.name
-    return f"{parent}/{path.stem}" if parent.startswith("level") else path.name
 
 
 class UnjudgeableProblem(UserError):
@@ -270,6 +111,8 @@ class KernelBenchTask(Task):
     else a non-finite output still fails (``Task.form_mismatch``)."""
     reference_class = "Model"
     """The class whose ops a candidate may not call (``ksearch.tools.integrity.reference_ops``)."""
+    pytorch_baseline_modes = ("eager", "compile")
+    """The problem's ``Model`` is timed as a baseline eagerly and under ``torch.compile`` (``ksearch.flows.baselines``)."""
 
     def __init__(self, path: str | Path, *, allow: tuple[str, ...] | frozenset[str] = ()) -> None:
         self.path = Path(path).resolve()
@@ -566,19 +409,4 @@ def _training_dropout(model: Any) -> str:
     return ""
 
 
-__all__ = [
-    "ALLOWABLE_RULES",
-    "CpuTooLarge",
-    "KernelBenchError",
-    "KernelBenchTask",
-    "OutputAliasesInput",
-    "UnjudgeableProblem",
-    "parse_options",
-    "canonical_name",
-    "find_problem",
-    "kernelbench_root",
-    "load_problem",
-    "parse_ids",
-    "problems",
-    "trial_seeds",
-]
+__all__ = ["CpuTooLarge", "KernelBenchTask", "OutputAliasesInput", "UnjudgeableProblem", "trial_seeds"]

@@ -36,6 +36,7 @@ from typing import Any
 
 import torch
 
+from ksearch.contracts.candidate import Candidate
 from ksearch.contracts.evaluation import Mismatch
 from ksearch.tasks import sampling
 from ksearch.tasks.base import InputRole, Task, TaskConfig, device_kind
@@ -221,6 +222,11 @@ class TrimulTask(Task):
             "    x, mask, weights, _config = data\n"
             "    return trimul_reference(x, mask, weights)\n"
         )
+
+    def reference_candidate(self) -> Candidate:
+        """The GPU MODE submission of the reference, as the evaluator runs a candidate."""
+        return Candidate(task=self.name, language="triton", code=self.reference_submission_source(),
+                         entry_point=self.entry_point)  # fmt: skip
 
     def test_configs(self, device: str) -> list[TaskConfig]:
         return list(_CPU_TESTS if device_kind(device) == "cpu" else _CUDA_TESTS)

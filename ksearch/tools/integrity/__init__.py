@@ -53,11 +53,15 @@ narrowed to the harmless form so the nearby hack is still caught:
 from __future__ import annotations
 
 import ast
+from typing import TYPE_CHECKING
 
 from ksearch.contracts.evaluation import Rejection
 from ksearch.tools.integrity import reference_ops
 from ksearch.tools.integrity.base import Finding
 from ksearch.tools.integrity.scanner import Scanner
+
+if TYPE_CHECKING:
+    from ksearch.tasks.base import Task  # imported lazily at run time (``_task``) to keep this module light
 from ksearch.tools.integrity.vocabulary import ALLOWED_TORCH_CALLS, RULES, TASK_FORBIDDEN_CALLS
 
 
@@ -83,14 +87,14 @@ def scan(code: str, *, task_name: str | None = None, allow: frozenset[str] = fro
     task = _task(task_name)
     support = frozenset(task.support_modules()) if task is not None else frozenset()
     scanner = Scanner(code, tree, forbidden=_forbidden_calls(task_name), entry_point=_entry_point(task_name),
-                      data_parameters=tuple(getattr(task, "data_parameters", ()) or ()),
+                      data_parameters=tuple(task.data_parameters) if task is not None else (),
                       support_modules=support)  # fmt: skip
     findings = list(dict.fromkeys([*scanner.run(), *reference_ops.findings(code, tree, task, allow=allow)]))
     order = list(RULES)
     return sorted(findings, key=lambda f: (order.index(f.rule), f.line))
 
 
-def _task(task_name: str | None):  # noqa: ANN202 - Task, imported lazily to keep this module light
+def _task(task_name: str | None) -> Task | None:
     if not task_name:
         return None
     try:
@@ -102,13 +106,14 @@ def _task(task_name: str | None):  # noqa: ANN202 - Task, imported lazily to kee
 
 
 def _forbidden_calls(task_name: str | None) -> tuple[str, ...]:
-    declared = tuple(getattr(_task(task_name), "forbidden_calls", ()) or ())
+    task = _task(task_name)
+    declared = tuple(task.forbidden_calls) if task is not None else ()
     return TASK_FORBIDDEN_CALLS.get(task_name or "", ()) + declared
 
 
 def _entry_point(task_name: str | None) -> str | None:
     task = _task(task_name)
-    return getattr(task, "entry_point", None) if task is not None else None
+    return task.entry_point if task is not None else None
 
 
 __all__ = ["ALLOWED_TORCH_CALLS", "RULES", "TASK_FORBIDDEN_CALLS", "Finding", "check_source", "scan"]

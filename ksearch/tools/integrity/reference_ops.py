@@ -27,9 +27,12 @@ import ast
 import re
 from collections.abc import Iterator
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ksearch.tools.integrity.base import Finding, ScannerBase
+
+if TYPE_CHECKING:
+    from ksearch.tasks.base import Task
 
 RULE_NAMES = ("reference_op", "no_custom_kernel")
 """The rules of this module a task may allow (``reference_fallback`` is ``library``'s, and never allowed)."""
@@ -89,15 +92,15 @@ def reference_ops(source: str, reference_class: str) -> frozenset[str]:
     return frozenset(op for op in ops if op and op not in HARMLESS_OPS)
 
 
-def findings(code: str, tree: ast.Module, task: Any, *, allow: frozenset[str] = frozenset()) -> list[Finding]:
+def findings(code: str, tree: ast.Module, task: Task | _Strict | None, *, allow: frozenset[str] = frozenset()) -> list[Finding]:
     """This module's findings for ``code`` (already parsed) against ``task``'s reference, minus the rules the task
     or the caller allows; [] for tasks without a reference class."""
-    reference_class = getattr(task, "reference_class", None)
-    if not reference_class:
+    reference_class = task.reference_class if task is not None else None
+    if task is None or not reference_class:
         return []
-    allowed = allow | frozenset(getattr(task, "allowed_rules", ()) or ())
+    allowed = allow | frozenset(task.allowed_rules)
     known = reference_ops(task.reference_source(), reference_class) | HIGH_LEVEL_OPS
-    scan = _Reachable(code, tree, start=getattr(task, "entry_point", "ModelNew"))
+    scan = _Reachable(code, tree, start=task.entry_point)
     if not scan.reached:
         return []  # no ModelNew: the worker reports the missing entry point
     found: list[Finding] = []
@@ -112,9 +115,9 @@ def findings(code: str, tree: ast.Module, task: Any, *, allow: frozenset[str] = 
     return [f for f in found if f.rule not in allowed]
 
 
-def waived(code: str, task: Any) -> list[str]:
+def waived(code: str, task: Task) -> list[str]:
     """The allowed rules (``allowed_rules``) that ``code`` breaks: what its speedup owes to PyTorch's own ops."""
-    allowed = frozenset(getattr(task, "allowed_rules", ()) or ())
+    allowed = frozenset(task.allowed_rules)
     if not allowed:
         return []
     try:
@@ -130,9 +133,9 @@ class _Strict:
 
     allowed_rules: frozenset[str] = frozenset()
 
-    def __init__(self, task: Any) -> None:
+    def __init__(self, task: Task) -> None:
         self.reference_class = task.reference_class
-        self.entry_point = getattr(task, "entry_point", "ModelNew")
+        self.entry_point = task.entry_point
         self._source = task.reference_source()
 
     def reference_source(self) -> str:

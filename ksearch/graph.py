@@ -1,4 +1,5 @@
-"""Wiring only: the outer search graph and the cycle subgraph it fans out to with Send.
+"""The search's wiring, above the nodes it wires: the outer graph, the cycle subgraph it fans out to with Send,
+and the two routers (typed with their successors, so LangGraph can draw them).
 
     START -> setup -> plan -> edit_tree -+-> Send(cycle) x N -> prune -> learn_skills -> plan ... -> END
                                ^   |     +-> plan (the script was invalid: repair)
@@ -12,6 +13,8 @@ Every node is wrapped by ``traced``: ``node.start`` / ``node.end`` log events an
 
 from __future__ import annotations
 
+from typing import Literal
+
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Checkpointer
@@ -24,10 +27,20 @@ from ksearch.nodes.edit_tree import edit_tree
 from ksearch.nodes.finish_cycle import finish_cycle
 from ksearch.nodes.learn_skills import learn_skills
 from ksearch.nodes.plan import plan
-from ksearch.nodes.profile import profile, route_after_profile
-from ksearch.nodes.prune import prune, route_after_prune
+from ksearch.nodes.profile import profile
+from ksearch.nodes.prune import prune
 from ksearch.nodes.setup import setup
 from ksearch.nodes.write_kernel import write_kernel
+
+
+def route_after_profile(state: CycleState) -> Literal["write_kernel", "finish_cycle"]:
+    """Another round of the cycle unless it has a stop reason."""
+    return "finish_cycle" if state.stop_reason else "write_kernel"
+
+
+def route_after_prune(state: SearchState) -> Literal["plan", "__end__"]:
+    """Plan again unless the search is done (``"__end__"`` is LangGraph's END)."""
+    return "__end__" if state.done_reason else "plan"
 
 
 def build_cycle_graph() -> CompiledStateGraph:
