@@ -7,17 +7,14 @@ steering acts at the same steps.
 Driving a run (``_drive``) goes on until the graph ends or pauses: a pause (a LangGraph interrupt) waits for a
 person's reply with ``--model interactive``, or for the approval of a new best. A paused run has status
 ``waiting``; whenever it is driven again, every pause whose answer is already in the store is resumed with
-``Command(resume={interrupt id: answer})``. One process drives a run at a time (``runs.driver``).
+``Command(resume={interrupt id: answer})``. One process drives a run at a time (``ksearch.flows.driving``).
 """
 
 from __future__ import annotations
 
 import json
-import os
 import secrets
-import socket
 import sqlite3
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -43,7 +40,7 @@ from ksearch.agent.skills import SkillContext, arch_from_capability, task_family
 from ksearch.agent.state import BestRef, SearchState
 from ksearch.agent.task_guard import ensure_task_file_unchanged, ensure_task_unchanged, stamp_task
 from ksearch.agent.world_model import ROOT_ID, SolutionRef, WorldModel, attach_seed
-from ksearch.errors import KsearchError, RunBusyError, RunNotFoundError, UserError
+from ksearch.errors import KsearchError, RunNotFoundError, UserError
 from ksearch.tasks.base import Task
 from ksearch.tasks.registry import canonical_task_name, resolve_task
 from ksearch.contracts.candidate import Candidate
@@ -54,7 +51,7 @@ from ksearch.tools.gpu_pool import GpuPool
 from ksearch.store import Store, workspace_error
 from ksearch.store.drivers import claim_driver, release_driver
 from ksearch.store.steering import copy_acts
-from ksearch.flows import trust
+from ksearch.flows import driving, trust
 from ksearch.flows.workspace import DB_NAME, DEFAULT_WORKSPACE, open_store, workspace_dir  # noqa: F401 - re-exported
 
 log = structlog.get_logger(__name__)
@@ -506,63 +503,6 @@ def initial_state(ctx: SearchContext) -> SearchState:
     )
 
 
-def driver_name() -> str:
-    """This process as a run's driver: ``host:pid``."""
-    return f"{socket.gethostname()}:{os.getpid()}"
-
-
-def driver_alive(driver: str) -> bool:
-    """Whether a recorded driver still runs. A process of another host cannot be checked from here and counts as
-    gone: a workspace is driven from one machine at a time (copying it to another machine is how it moves)."""
-    host, _, pid = driver.rpartition(":")
-    if host != socket.gethostname() or not pid.isdigit():
-        return False
-    try:
-        os.kill(int(pid), 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-_DRIVING: dict[str, SearchContext] = {}
-"""The runs this process is driving now, by run id: what a stop request (Ctrl-C, SIGTERM) applies to."""
-_DRIVING_LOCK = threading.RLock()
-"""Re-entrant: a stop request runs in a signal handler, on the main thread, possibly while that thread is inside a
-``with _DRIVING_LOCK`` block (registering or dropping a run); a plain lock would deadlock the process there."""
-
-
-def request_stop(reason: str) -> list[str]:
-    """Ask every run this process drives to stop at its next node boundary: the node in progress (an LLM call, an
-    evaluation) finishes and is recorded, then ``RunInterrupted`` ends the run, resumable. Returns the run ids asked
-    (empty when no run is being driven). Safe to call from a signal handler."""
-    with _DRIVING_LOCK:
-        for ctx in _DRIVING.values():
-            ctx.stop_reason = ctx.stop_reason or reason
-        return list(_DRIVING)
-
-
-def mark_stopped_now(reason: str) -> list[str]:
-    """For a stop that cannot wait for the node in progress (a second Ctrl-C): record every driven run as
-    interrupted and given up, through a connection of its own (a node may be holding the run's), before the
-    process exits. The node in progress is redone on resume; everything it had recorded stays."""
-    with _DRIVING_LOCK:
-        driving = list(_DRIVING.values())
-    me = driver_name()
-    for ctx in driving:
-        try:
-            store = Store(ctx.store.path)
-            try:
-                store.update_run(ctx.run_id, status="interrupted", error=f"stopped at once by {reason}")
-                release_driver(store, ctx.run_id, me)
-            finally:
-                store.close()
-        except KsearchError as exc:
-            log.warning("run.status_not_recorded", run_id=ctx.run_id, error=str(exc))
-    return [ctx.run_id for ctx in driving]
-
-
 def _mark_interrupted(ctx: SearchContext, error: str) -> None:
     """Record why the run stopped. On a full or read-only disk this write fails too and the run stays 'running'
     (it resumes all the same): that failure is logged, never raised over the error that stopped the run."""
@@ -570,15 +510,6 @@ def _mark_interrupted(ctx: SearchContext, error: str) -> None:
         ctx.store.update_run(ctx.run_id, status="interrupted", error=error)
     except KsearchError as exc:
         log.warning("run.status_not_recorded", run_id=ctx.run_id, error=str(exc))
-
-
-def _release(ctx: SearchContext, me: str) -> None:
-    """Give the run up; a failure (a full disk) is logged, never raised over the error that ended the drive. A dead
-    driver's name is reclaimed by the next one anyway."""
-    try:
-        release_driver(ctx.store, ctx.run_id, me)
-    except KsearchError as exc:
-        log.warning("run.driver_not_released", run_id=ctx.run_id, error=str(exc))
 
 
 def graph_config(ctx: SearchContext) -> dict[str, Any]:
@@ -595,20 +526,13 @@ def _drive(ctx: SearchContext, initial: SearchState | None, on_event: EventSink 
     Resumes every pause whose answer is already recorded (a reply given while another process drove the run, or
     before a crash), so ``resume`` and ``respond`` both simply drive the run."""
     run_id = ctx.run_id
-    me = driver_name()
-    holder = claim_driver(ctx.store, run_id, me, driver_alive)
-    if holder is not None:
-        raise RunBusyError(
-            f"run {run_id} is being driven by process {holder}",
-            hint="wait until it pauses or ends (see `ksearch runs`); replies and steering acts given meanwhile are "
-            "recorded and taken at its next step",
-        )
+    me = driving.driver_name()
+    driving.claim(ctx, me)
     saver = open_checkpointer(ctx.store.path)
     graph = build_search_graph(saver)
     cfg = graph_config(ctx)
     structlog.contextvars.bind_contextvars(run_id=run_id)
-    with _DRIVING_LOCK:
-        _DRIVING[run_id] = ctx
+    driving.register(ctx)
     try:
         if initial is None and on_event is not None:  # every check passed: the run really goes on now
             on_event("resumed", {"run_id": run_id, "rounds_used": ctx.store.rounds_recorded(run_id)[0]})
@@ -634,13 +558,12 @@ def _drive(ctx: SearchContext, initial: SearchState | None, on_event: EventSink 
                 # once more after letting go, so that it is taken here or by whoever claims the run next.
                 release_driver(ctx.store, run_id, me)
                 payload = _resume_command(graph, cfg, ctx)
-                if payload is None or claim_driver(ctx.store, run_id, me, driver_alive) is not None:
+                if payload is None or claim_driver(ctx.store, run_id, me, driving.driver_alive) is not None:
                     return waiting
                 ctx.store.update_run(run_id, status="running")
     finally:
-        with _DRIVING_LOCK:
-            _DRIVING.pop(run_id, None)
-        _release(ctx, me)
+        driving.unregister(run_id)
+        driving.release(ctx, me)
         structlog.contextvars.unbind_contextvars("run_id")
         saver.conn.close()
     final = SearchState.model_validate(snapshot.values)
