@@ -47,7 +47,7 @@ from ksearch.agent.skills import EvidenceKind  # noqa: E402
 from ksearch.errors import RunNotFoundError  # noqa: E402
 from ksearch.flows import run as runner  # noqa: E402
 from ksearch.flows import skills as skills_flow  # noqa: E402
-from ksearch.flows.evaluate import resolve_device  # noqa: E402
+from ksearch.flows.placement import resolve_device  # noqa: E402
 from ksearch.tools.code_extract import extract_code  # noqa: E402
 
 LEARN_SESSION = "learn-expert"

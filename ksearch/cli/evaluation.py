@@ -43,11 +43,10 @@ def sweep(
     as_json: JsonOpt = False,
 ) -> None:
     """Search every problem of a KernelBench level (resumable) and report fast_p and the geomean speedup."""
-    from ksearch.flows.evaluate import default_device
+    from ksearch.flows.placement import resolve_device
     from ksearch.flows.sweep import SweepSpec, report_json, run_sweep
 
-    if device == "auto":
-        device = default_device()
+    device = resolve_device(device)
     try:
         spec = SweepSpec(
             suite=suite, model=model, problems=problems, max_rounds=max_rounds, device=device, baseline=baseline,

@@ -66,8 +66,9 @@ def run(
     from ksearch.agent.config import RunConfig
     from ksearch.flows import inspect as inspect_flow
     from ksearch.flows import run as runner
+    from ksearch.flows.placement import placement
 
-    device, parallel = runner.placement(device, parallel, executor=executor, scheduler=scheduler, gpus=gpus)
+    device, parallel = placement(device, parallel, executor=executor, scheduler=scheduler, gpus=gpus)
     task_name = task
     # an operator file's reference is checked here; with dask on the CPU, since this machine may have no GPU
     task = inspect_flow.canonical_task(task, kernelbench_root, device if executor == "local" else "cpu")

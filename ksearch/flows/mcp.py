@@ -33,7 +33,8 @@ from ksearch.flows import inspect as inspect_flow
 from ksearch.flows import interactive as interactive_flow
 from ksearch.flows import run as run_flow
 from ksearch.flows import steering as steering_flow
-from ksearch.flows.evaluate import evaluate_file, resolve_device
+from ksearch.flows.evaluate import evaluate_file
+from ksearch.flows.placement import resolve_device
 from ksearch.flows.workspace import workspace_dir
 
 INSTRUCTIONS = """ksearch searches for fast, correct GPU kernels with an LLM in the loop. With model "interactive" YOU are

@@ -27,7 +27,7 @@ from langchain_core.language_models import BaseChatModel
 from langgraph.types import Command
 
 from ksearch.agent.checkpoint import open_checkpointer
-from ksearch.agent.config import RunConfig, device_problem
+from ksearch.agent.config import RunConfig
 from ksearch.agent.context import SearchContext
 from ksearch.agent.graph import build_search_graph
 from ksearch.agent.interactive import INTERACTIVE_MODEL, InteractiveChatModel, Waiting, resume_map, waiting_prompts
@@ -44,25 +44,19 @@ from ksearch.errors import KsearchError, RunNotFoundError, UserError
 from ksearch.tasks.base import Task
 from ksearch.tasks.registry import canonical_task_name, resolve_task
 from ksearch.contracts.candidate import Candidate
-from ksearch.tools.executors import DaskExecutor, Executor, LocalExecutor
-from ksearch.tools.executors.dask import cluster_slots
-from ksearch.tools.fingerprint import DeviceInfo, probe_device
-from ksearch.tools.gpu_pool import GpuPool
+from ksearch.tools.executors import Executor
+from ksearch.tools.fingerprint import DeviceInfo
 from ksearch.store import Store, workspace_error
 from ksearch.store.drivers import claim_driver, release_driver
 from ksearch.store.steering import copy_acts
 from ksearch.flows import driving, trust
+from ksearch.flows.services import build_gpu_pool, device_description, open_executor
 from ksearch.flows.workspace import DB_NAME, DEFAULT_WORKSPACE, open_store, workspace_dir  # noqa: F401 - re-exported
 
 log = structlog.get_logger(__name__)
 
 RECURSION_LIMIT = 100_000
 """Each round is ~3 supersteps; the default limit would cap long runs for no reason."""
-
-
-def default_device() -> str:
-    """``cuda`` when torch sees a GPU (probed in a subprocess), else ``cpu``."""
-    return "cuda" if probe_device("cuda").is_gpu else "cpu"
 
 
 def new_run_id(task: str) -> str:
@@ -187,72 +181,6 @@ def _context(config: RunConfig, store: Store, task: Task, executor: Executor, in
         ),
         skills=load_snapshot(store, config.skill_snapshot) if config.skills and config.skill_snapshot else [],
     )
-
-
-def device_description(info: DeviceInfo, task: Task, target_gpu: str | None) -> str:
-    """The device for prompts: its limits and peaks, and the roofline floor of each timed shape on it (on the CPU,
-    on the target GPU; none without one)."""
-    from ksearch.tools.evaluator.evidence import floors_text
-    from ksearch.tools.gpu_specs import gpu_spec, spec_for_device
-
-    text = info.describe(target_gpu)
-    gpu = spec_for_device(info.gpu) if info.gpu else (gpu_spec(target_gpu) if target_gpu else None)
-    floors = floors_text(task, gpu) if gpu is not None else ""
-    return f"{text}\n{floors}" if floors else text
-
-
-def open_executor(config: RunConfig) -> Executor:
-    """Where the run's evaluations go: this machine (``local``) or the Dask cluster at ``config.scheduler``."""
-    if config.executor == "dask":
-        assert config.scheduler is not None  # RunConfig insists
-        return DaskExecutor(config.scheduler)
-    return LocalExecutor()
-
-
-def build_gpu_pool(config: RunConfig) -> GpuPool | None:
-    """None on the CPU and with the Dask executor (the cluster schedules its GPUs); the one GPU of
-    ``--device cuda:N``; else the ``--gpus`` spec, probed in a subprocess."""
-    if config.device == "cpu" or config.executor == "dask":
-        return None
-    if config.device.startswith("cuda:"):
-        return GpuPool([config.device])
-    return GpuPool.from_spec(config.gpus)
-
-
-def placement(
-    device: str, parallel: int | None, *, executor: str = "local", scheduler: str | None = None, gpus: str = "all"
-) -> tuple[str, int]:
-    """``--device`` (``auto`` resolved) and ``--parallel`` (default filled in) for a new run: from this machine's
-    GPUs, or with the Dask executor from the cluster's workers (the agent's machine needs no GPU then)."""
-    problem = device_problem(device) if device != "auto" else None
-    if problem:  # before anything probes or validates on it (an operator file's reference runs on it)
-        raise UserError(problem)
-    if parallel is not None and parallel < 1:
-        raise UserError(f"--parallel {parallel}: at least one action must be explored at a time", hint="use --parallel 1 or more")
-    slots = None
-    if executor == "dask" and scheduler and (device == "auto" or parallel is None):
-        slots = cluster_slots(scheduler)
-        if device == "auto" and not any(slots.values()):
-            raise UserError(
-                f"no worker has joined the Dask cluster at {scheduler} yet, so --device auto cannot tell GPU from CPU",
-                hint=f"start workers first (ksearch worker --scheduler {scheduler} --gpu N), or pass --device cuda",
-            )
-    if device == "auto":
-        device = ("cuda" if slots.get("cuda") else "cpu") if slots is not None else default_device()
-    return device, parallel if parallel is not None else default_parallel(device, gpus, slots=slots)
-
-
-def default_parallel(device: str, gpus: str = "all", *, slots: dict[str, int] | None = None) -> int:
-    """``--parallel`` when not given: one cycle per GPU in the pool, 1 on the CPU or a single named GPU. With the
-    Dask executor (``slots``: the cluster's evaluation slots by device, ``cluster_slots``) one per slot."""
-    if slots is not None:
-        return max(1, min(64, slots.get("cpu" if device == "cpu" else "cuda", 0)))
-    if device == "cpu" or device.startswith("cuda:"):
-        return 1
-    try:
-        return max(1, min(64, len(GpuPool.from_spec(gpus))))
-    except UserError:
-        return 1
 
 
 def start_run(

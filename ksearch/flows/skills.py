@@ -47,7 +47,7 @@ from ksearch.agent.skills import (
 from ksearch.contracts.candidate import Candidate
 from ksearch.contracts.evaluation import Evaluation
 from ksearch.errors import BudgetExceededError, ModelReplyError, UserError
-from ksearch.flows.evaluate import resolve_device
+from ksearch.flows.placement import resolve_device
 from ksearch.flows.run import build_model
 from ksearch.flows.workspace import open_store
 from ksearch.store import Store, ensure_comparison, find_comparison
