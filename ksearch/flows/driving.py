@@ -11,7 +11,8 @@ from __future__ import annotations
 import os
 import socket
 import threading
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
@@ -21,6 +22,10 @@ if TYPE_CHECKING:
     from ksearch.agent.context import SearchContext
 
 log = structlog.get_logger(__name__)
+
+EventSink = Callable[[str, dict[str, Any]], None]
+"""Receives (event name, its fields) from the nodes' progress events while a run is driven: the CLI turns these
+into progress lines."""
 
 
 def driver_name() -> str:

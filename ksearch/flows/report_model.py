@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from ksearch.agent.world_model import ROOT_ID, Node, SolutionRef, WorldModel
 from ksearch.contracts.candidate import Candidate
 from ksearch.contracts.evaluation import Evaluation, KernelResources, RooflinePoint, ShapeProfile, Timing
-from ksearch.flows.run import SEED_CYCLE_ID
+from ksearch.flows.run_config import SEED_CYCLE_ID
 from ksearch.flows.run_cost import RunCost, run_cost
 from ksearch.store import Store
 

@@ -13,16 +13,13 @@ person's reply with ``--model interactive``, or for the approval of a new best. 
 from __future__ import annotations
 
 import json
-import secrets
 import sqlite3
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import structlog
-from pydantic import ValidationError
 from langchain_core.language_models import BaseChatModel
 from langgraph.types import Command
 
@@ -38,30 +35,27 @@ from ksearch.agent.replay import ReplayChatModel, ReplayEntry, load_replay_entri
 from ksearch.agent.skill_library import freeze_snapshot, load_snapshot
 from ksearch.agent.skills import SkillContext, arch_from_capability, task_family
 from ksearch.agent.state import BestRef, SearchState
-from ksearch.agent.task_guard import ensure_task_file_unchanged, ensure_task_unchanged, stamp_task
-from ksearch.agent.world_model import ROOT_ID, SolutionRef, WorldModel, attach_seed
+from ksearch.agent.task_guard import ensure_task_unchanged, stamp_task
+from ksearch.agent.world_model import WorldModel
 from ksearch.errors import KsearchError, RunNotFoundError, UserError
 from ksearch.tasks.base import Task
 from ksearch.tasks.registry import canonical_task_name, resolve_task
-from ksearch.contracts.candidate import Candidate
 from ksearch.tools.executors import Executor
 from ksearch.tools.fingerprint import DeviceInfo
 from ksearch.store import Store, workspace_error
 from ksearch.store.drivers import claim_driver, release_driver
 from ksearch.store.steering import copy_acts
 from ksearch.flows import driving, trust
+from ksearch.flows.driving import EventSink
+from ksearch.flows.run_config import new_run_id, stored_config
+from ksearch.flows.seed import initial_state, register_seed, seed_evaluation
 from ksearch.flows.services import build_gpu_pool, device_description, open_executor
-from ksearch.flows.workspace import DB_NAME, DEFAULT_WORKSPACE, open_store, workspace_dir  # noqa: F401 - re-exported
+from ksearch.flows.workspace import open_store, workspace_dir
 
 log = structlog.get_logger(__name__)
 
 RECURSION_LIMIT = 100_000
 """Each round is ~3 supersteps; the default limit would cap long runs for no reason."""
-
-
-def new_run_id(task: str) -> str:
-    safe = "".join(c if c.isascii() and c.isalnum() else "-" for c in task)[:24].strip("-") or "run"
-    return f"{safe}-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(2)}"
 
 
 @dataclass
@@ -76,10 +70,6 @@ class RunOutcome:
     pending: list[Waiting] = field(default_factory=list)
     """The pauses of a waiting run."""
     extra: dict[str, Any] = field(default_factory=dict)
-
-
-EventSink = Callable[[str, dict[str, Any]], None]
-"""Receives (event name, its fields) from the nodes' progress events: the CLI turns these into progress lines."""
 
 
 def build_model(config: RunConfig, store: Store) -> BaseChatModel:
@@ -195,7 +185,7 @@ def start_run(
     store = open_store(workspace)
     ctx: SearchContext | None = None
     try:
-        ctx = _create(config, store, on_event, executor)
+        ctx = create_context(config, store, on_event, executor)
         return _drive(ctx, initial_state(ctx), on_event, workspace)
     finally:
         if ctx is not None:
@@ -207,16 +197,18 @@ def create_run(config: RunConfig, *, workspace: Path | None = None) -> RunConfig
     """Create the run (checked, seed evaluated) without driving it: ``resume_run`` starts it, in any process."""
     store = open_store(workspace)
     try:
-        ctx = _create(config, store, None)
+        ctx = create_context(config, store, None)
         ctx.shutdown()  # the evaluator session a seed's evaluation started; the driving process makes its own
         return ctx.config
     finally:
         store.close()
 
 
-def _create(
+def create_context(
     config: RunConfig, store: Store, on_event: EventSink | None, executor: Executor | None = None
 ) -> SearchContext:
+    """Check the new run (task, model, device), store and evaluate its seed, freeze its skills and write its row:
+    its services, for the caller to drive (``start_run``) or to shut down (``create_run``, a fork)."""
     # The evaluator's worker resolves the task again in a private directory: give it an absolute, canonical name.
     config = config.model_copy(update={"task": canonical_task_name(config.task)})
     ctx = build_context(config, store, executor=executor)  # fail fast on a bad task, model or device, before any row
@@ -320,22 +312,6 @@ def replay_config(
     )
 
 
-def stored_config(run: dict) -> RunConfig:
-    """A run's stored config, validated: a row that does not parse is one line naming the run, never a traceback."""
-    raw = run.get("config")
-    if run.get("config_error"):
-        raise UserError(f"run {run.get('id')!r} has an invalid stored config ({run['config_error']})",
-                        hint="the workspace row was edited or damaged; start a new run, or fork another run")  # fmt: skip
-    try:
-        return RunConfig.model_validate(raw if isinstance(raw, dict) else {})
-    except ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()[:3])
-        raise UserError(
-            f"run {run.get('id')!r} has an invalid stored config ({problems})",
-            hint="the workspace row was edited or damaged; start a new run, or fork another run",
-        ) from None
-
-
 def freeze_skills(ctx: SearchContext) -> RunConfig:
     """Freeze the library skills that fit this run (task family, language, arch; not retired) into a snapshot the
     run's config names, so that resume and replay see exactly these skills whatever the library learns meanwhile."""
@@ -343,92 +319,6 @@ def freeze_skills(ctx: SearchContext) -> RunConfig:
     snapshot, views = freeze_snapshot(ctx.store, ctx.skill_context)
     ctx.skills = views
     return ctx.config.model_copy(update={"skill_snapshot": snapshot})
-
-
-SEED_CYCLE_ID = "seed"
-"""The attempts row of a seed (round_index 0, before every round) has this cycle id."""
-
-
-def register_seed(ctx: SearchContext) -> RunConfig:
-    """Store the ``--seed-from`` file as a candidate; the config then names it (replays reuse it, not the file)."""
-    config = ctx.config
-    if config.seed_candidate_id:
-        ctx.store.get_candidate(config.seed_candidate_id)  # KeyError if the workspace lost it
-        return config
-    path = Path(config.seed_from or "")
-    try:
-        code = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UserError(f"cannot read the seed solution {path}: {exc}") from exc
-    candidate = Candidate(task=config.task, language=config.language, code=code, entry_point=ctx.task.entry_point)
-    return config.model_copy(
-        update={"seed_from": str(path.resolve()), "seed_candidate_id": ctx.store.ensure_candidate(candidate)}
-    )
-
-
-def seed_evaluation(ctx: SearchContext, on_event: EventSink | None = None) -> tuple[str, Any]:
-    """Evaluate the seed like any candidate (cached per evaluation key); UserError when it does not pass."""
-    config = ctx.config
-    candidate_id = config.seed_candidate_id
-    assert candidate_id is not None
-    found = ctx.store.find_evaluation(candidate_id, ctx.eval_key)
-    if found is None:
-        evaluation = ctx.evaluate_candidate(ctx.store.get_candidate(candidate_id))  # on a leased GPU, like every candidate
-        ensure_task_file_unchanged(config)
-        found = ctx.store.record_evaluation(candidate_id, ctx.eval_key, evaluation), evaluation
-    evaluation_id, evaluation = found
-    if not evaluation.passed:
-        raise UserError(
-            f"the seed solution {config.seed_from or candidate_id} does not pass: {evaluation.summary()}",
-            hint="fix it first; check it with `ksearch eval " + config.task + " FILE`",
-        )
-    if on_event is not None:
-        on_event("new_best", {"node_id": ROOT_ID, "summary": f"seed: {evaluation.summary()}"})
-    return evaluation_id, evaluation
-
-
-def initial_state(ctx: SearchContext) -> SearchState:
-    """A fresh run's state: empty, or with the seed solution on the root as the best so far (K-Search's
-    continue-from-solution: the first cycles edit it). Its evaluation is recorded as the run's attempts row 0."""
-    config = ctx.config
-    if not config.seed_candidate_id:
-        return SearchState(approval_required=config.require_approval)
-    evaluation_id, evaluation = seed_evaluation(ctx)
-    ctx.store.record_attempt(
-        {
-            "run_id": config.run_id,
-            "cycle_id": SEED_CYCLE_ID,
-            "attempt": 0,
-            "round_index": 0,
-            "node_id": ROOT_ID,
-            "prompt_kind": "seed",
-            "candidate_id": config.seed_candidate_id,
-            "evaluation_id": evaluation_id,
-            "verdict": evaluation.verdict.value,
-            "score": evaluation.score,
-            "error": None,
-        }
-    )
-    ref = SolutionRef(
-        candidate_id=config.seed_candidate_id,
-        evaluation_id=evaluation_id,
-        verdict=evaluation.verdict.value,
-        score=evaluation.score,
-        latency_ms=evaluation.latency_ms,
-    )
-    best = BestRef(
-        candidate_id=config.seed_candidate_id,
-        evaluation_id=evaluation_id,
-        node_id=ROOT_ID,
-        score=evaluation.score,
-        latency_ms=evaluation.latency_ms,
-    )
-    ctx.store.update_run(
-        config.run_id, best_candidate_id=best.candidate_id, best_evaluation_id=evaluation_id, best_score=best.score
-    )
-    return SearchState(
-        world_model=attach_seed(WorldModel(), ref), best=best, approval_required=config.require_approval
-    )
 
 
 def _mark_interrupted(ctx: SearchContext, error: str) -> None:
