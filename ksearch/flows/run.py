@@ -1,4 +1,6 @@
-"""The ``run`` flow: start, resume and replay searches. The CLI and the MCP server call these; they print nothing.
+"""The ``run`` flow: create, start, resume and replay searches, and drive them. The CLI, the MCP server, fork and
+sweep call these; they print nothing. A new run's config comes from ``ksearch.flows.run_config``; its services are
+built here (``build_context``: the model, and the executor and device of ``ksearch.flows.services``).
 
 A run's thread id in the checkpointer is its run id. Resume re-opens the thread from its last checkpoint; replay
 starts a new run of the same config whose model serves the recorded replies of the old one, and applies its
