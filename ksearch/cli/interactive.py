@@ -11,7 +11,16 @@ from typing import Annotated, Any
 import typer
 from rich.markup import escape
 
-from ksearch.cli.options import DEVICE, MAX_ROUNDS, MODEL, STAGNATION_WINDOW, BaseUrlOpt, MaxTokensOpt, RunIdOpt, TemperatureOpt
+from ksearch.cli.options import (
+    DEVICE,
+    MAX_ROUNDS,
+    MODEL,
+    STAGNATION_WINDOW,
+    BaseUrlOpt,
+    MaxTokensOpt,
+    RunIdOpt,
+    TemperatureOpt,
+)
 from ksearch.cli._common import JsonOpt, Progress, RunIdArg, out, print_outcome, workspace_of
 from ksearch.errors import UserError
 

@@ -11,9 +11,11 @@ from typing import Annotated
 import typer
 
 MODEL = typer.Option(
-    "--model", "-m",
-    help="provider:model (e.g. openai:gpt-5.2), replay:FILE|RUN, or interactive (you answer each call: ksearch pending / respond)",
-)  # fmt: skip
+    "--model",
+    "-m",
+    help="provider:model (e.g. openai:gpt-5.2), replay:FILE|RUN, or interactive "
+    "(you answer each call: ksearch pending / respond)",
+)
 BASE_URL = typer.Option("--base-url", help="OpenAI-compatible server URL (vLLM, SGLang, Ollama, gateways).")
 DEVICE = typer.Option(
     "--device",
@@ -21,7 +23,9 @@ DEVICE = typer.Option(
 )
 MAX_ROUNDS = typer.Option("--max-rounds", help="Rounds budget: one round = one kernel written and evaluated.")
 STAGNATION_WINDOW = typer.Option("--stagnation-window", help="A cycle ends after this many rounds without improvement.")
-MAX_TOKENS = typer.Option("--max-tokens", help="Stop when the run has used this many tokens (a fork's inherited calls count).")
+MAX_TOKENS = typer.Option(
+    "--max-tokens", help="Stop when the run has used this many tokens (a fork's inherited calls count)."
+)
 TEMPERATURE = typer.Option("--temperature", help="Sampling temperature (provider default if unset).")
 RUN_ID = typer.Option("--run-id", help="Name the run (default: TASK-DATE-TIME-XXXX).")
 RUN_TIMEOUT = typer.Option("--run-timeout", help="Seconds one candidate may run before it is killed.")
