@@ -45,7 +45,7 @@ from ksearch.llm.replay import load_replay_entries  # noqa: E402
 from ksearch.errors import RunNotFoundError  # noqa: E402
 from ksearch.flows import run as runner  # noqa: E402
 from ksearch.flows import skills as skills_flow  # noqa: E402
-from ksearch.flows.evaluate import resolve_device  # noqa: E402
+from ksearch.flows.placement import resolve_device  # noqa: E402
 from ksearch.skills.evidence import EvidenceKind  # noqa: E402
 from ksearch.skills.library import library_views, load_evidence  # noqa: E402
 from ksearch.llm.parsing import extract_code  # noqa: E402

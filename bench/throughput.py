@@ -54,6 +54,7 @@ sys.path.insert(0, str(REPO))
 
 from ksearch.agent.config import RunConfig
 from ksearch.errors import KsearchError
+from ksearch.flows import driving
 from ksearch.flows import run as runner
 from ksearch.logs import configure_logging
 from ksearch.tools.executors import Busy, DaskExecutor, Executor, LocalExecutor
@@ -146,7 +147,7 @@ def measure(args: argparse.Namespace, backend: str, parallel: int, executor: Exe
             print(f"  {backend} p={parallel} round {done['rounds']:>3}: {data['verdict']} "
                   f"({time.monotonic() - began:.0f} s)", file=sys.stderr, flush=True)  # fmt: skip
 
-    timer = threading.Timer(args.minutes * 60, runner.request_stop, args=("bench time limit",)) if args.minutes else None
+    timer = threading.Timer(args.minutes * 60, driving.request_stop, args=("bench time limit",)) if args.minutes else None
     stopped = None
     began = time.monotonic()
     start = time.time()

@@ -20,6 +20,7 @@ from ksearch.cli import evaluation, inspect, interactive, report, search, skills
 from ksearch.cli._common import WorkspaceOpt, err, out
 from ksearch.cli.errors import describe, show
 from ksearch.errors import KsearchError, UserError
+from ksearch.flows import driving
 from ksearch.flows.workspace import workspace_dir
 from ksearch.logs import configure_logging
 
@@ -75,20 +76,14 @@ def _on_stop_signal(signum: int, _frame: FrameType | None) -> None:
     name = signal.Signals(signum).name
     first = not _signals_seen
     _signals_seen.append(name)
-    # Runs are driven by ksearch.flows.run, which the commands import when they need it: before that (or while it
-    # is being imported, as a signal can come during a command's first imports) no run is driven here, and
-    # importing it now would only delay the interrupt.
-    runner = sys.modules.get("ksearch.flows.run")
-    if runner is None or not hasattr(runner, "mark_stopped_now"):
-        raise KeyboardInterrupt
     if first:
-        asked = runner.request_stop(name)
+        asked = driving.request_stop(name)
         if asked:
             err.print(f"\n[yellow]{name}: stopping run {', '.join(asked)} once the step in progress is done (its "
                       f"result is kept); {name} again stops at once[/yellow]")  # fmt: skip
             return
         raise KeyboardInterrupt
-    stopped = runner.mark_stopped_now(name)
+    stopped = driving.mark_stopped_now(name)
     if not stopped:
         raise KeyboardInterrupt
     err.print(f"\n[red]{name} again: stopped at once[/red]; run {', '.join(stopped)} is marked interrupted "

@@ -22,6 +22,7 @@ from ksearch.cli._common import (
     workspace_of,
 )
 from ksearch.cli.errors import fail
+from ksearch.cli.options import BaseUrlOpt, DeviceOpt, MaxRoundsOpt, RunTimeoutOpt, StagnationWindowOpt
 
 app = typer.Typer()
 
@@ -32,22 +33,23 @@ def sweep(
     suite: Annotated[str, typer.Argument(help="kernelbench:LEVEL, e.g. kernelbench:1")],
     model: Annotated[str, typer.Option("--model", "-m", help="provider:model or replay:FILE; {problem} and {level} are replaced per problem.")],
     problems: Annotated[str | None, typer.Option(help="Problem ids and ranges, e.g. 1-20,25 (default: all of the level).")] = None,
-    max_rounds: Annotated[int, typer.Option(help="Rounds budget per problem.")] = 20,
-    device: Annotated[str, typer.Option(help="auto, cuda / cuda:N, or cpu (correctness only: fast_0).")] = "auto",
+    max_rounds: MaxRoundsOpt = 20,
+    device: DeviceOpt = "auto",
     baseline: BaselineOpt = "eager",
     kernelbench_root: KernelBenchRootOpt = None,
     name: Annotated[str | None, typer.Option(help="Sweep name (default from level, model, device, rounds); its manifest is WORKSPACE/sweeps/NAME.json.")] = None,
-    stagnation_window: Annotated[int, typer.Option(help="A cycle ends after this many rounds without improvement.")] = 5,
-    run_timeout: Annotated[float, typer.Option(help="Seconds one candidate may run before it is killed.")] = 300.0,
-    base_url: Annotated[str | None, typer.Option(help="OpenAI-compatible server URL.")] = None,
+    stagnation_window: StagnationWindowOpt = 5,
+    run_timeout: RunTimeoutOpt = 300.0,
+    base_url: BaseUrlOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Search every problem of a KernelBench level (resumable) and report fast_p and the geomean speedup."""
-    from ksearch.flows.evaluate import default_device
+    """Search every problem of a KernelBench level (resumable) and report fast_p and the geomean speedup.
+
+    One run per problem, each with --max-rounds rounds; on cpu nothing is timed (only fast_0, correctness)."""
+    from ksearch.flows.placement import resolve_device
     from ksearch.flows.sweep import SweepSpec, report_json, run_sweep
 
-    if device == "auto":
-        device = default_device()
+    device = resolve_device(device)
     try:
         spec = SweepSpec(
             suite=suite, model=model, problems=problems, max_rounds=max_rounds, device=device, baseline=baseline,

@@ -11,6 +11,16 @@ from typing import Annotated, Any
 import typer
 from rich.markup import escape
 
+from ksearch.cli.options import (
+    DEVICE,
+    MAX_ROUNDS,
+    MODEL,
+    STAGNATION_WINDOW,
+    BaseUrlOpt,
+    MaxTokensOpt,
+    RunIdOpt,
+    TemperatureOpt,
+)
 from ksearch.cli._common import JsonOpt, Progress, RunIdArg, out, print_outcome, workspace_of
 from ksearch.errors import UserError
 
@@ -180,18 +190,21 @@ def fork(
     ctx: typer.Context,
     run_id: RunIdArg,
     at: Annotated[int, typer.Option("--at", help="Continue from the end of this round of RUN (0 = before the first).")],
-    model: Annotated[str | None, typer.Option("--model", "-m", help="The fork's model (default: RUN's): provider:model, replay:FILE|RUN or interactive.")] = None,
-    base_url: Annotated[str | None, typer.Option(help="OpenAI-compatible server URL for the fork's model.")] = None,
-    device: Annotated[str | None, typer.Option(help="Evaluate on this device (default: RUN's).")] = None,
-    max_rounds: Annotated[int | None, typer.Option(help="The fork's rounds budget, counting the inherited rounds.")] = None,
-    stagnation_window: Annotated[int | None, typer.Option(help="A cycle ends after this many rounds without improvement.")] = None,
+    model: Annotated[str | None, MODEL] = None,
+    base_url: BaseUrlOpt = None,
+    device: Annotated[str | None, DEVICE] = None,
+    max_rounds: Annotated[int | None, MAX_ROUNDS] = None,
+    stagnation_window: Annotated[int | None, STAGNATION_WINDOW] = None,
     parallel: Annotated[int | None, typer.Option(help="Actions explored at once.")] = None,
-    max_tokens: Annotated[int | None, typer.Option(help="Stop when the fork has used this many tokens (inherited calls count).")] = None,
-    temperature: Annotated[float | None, typer.Option(help="Sampling temperature.")] = None,
+    max_tokens: MaxTokensOpt = None,
+    temperature: TemperatureOpt = None,
     require_approval: Annotated[bool | None, typer.Option("--require-approval/--no-require-approval", help="Whether new bests wait for approval (default: as RUN at that round).")] = None,
-    new_run_id: Annotated[str | None, typer.Option("--run-id", help="Name the fork (default: TASK-DATE-TIME-XXXX).")] = None,
+    new_run_id: RunIdOpt = None,
 ) -> None:
-    """Start a new run from RUN's state at the end of round --at, with another model or settings afterwards."""
+    """Start a new run from RUN's state at the end of round --at, with another model or settings afterwards.
+
+    A flag left out keeps RUN's setting (a new --model does not keep RUN's --base-url). The rounds and tokens
+    budgets count the inherited rounds and calls."""
     from ksearch.flows import fork as fork_flow
     from ksearch.flows import inspect as inspect_flow
     from ksearch.flows import run as run_flow

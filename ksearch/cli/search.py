@@ -21,6 +21,17 @@ from ksearch.cli._common import (
     workspace_of,
 )
 from ksearch.cli.errors import fail
+from ksearch.cli.options import (
+    BaseUrlOpt,
+    DeviceOpt,
+    MaxRoundsOpt,
+    MaxTokensOpt,
+    ModelOpt,
+    RunIdOpt,
+    RunTimeoutOpt,
+    StagnationWindowOpt,
+    TemperatureOpt,
+)
 
 if TYPE_CHECKING:
     from ksearch.agent.config import RunConfig
@@ -33,25 +44,25 @@ app = typer.Typer()
 def run(
     ctx: typer.Context,
     task: Annotated[str, typer.Argument(help="Task name; list them with `ksearch tasks`.")],
-    model: Annotated[str, typer.Option("--model", "-m", help="provider:model (e.g. openai:gpt-5.2), replay:FILE|RUN, or interactive (you answer each call: ksearch pending / respond)")],
-    base_url: Annotated[str | None, typer.Option(help="OpenAI-compatible server URL (vLLM, SGLang, Ollama, gateways).")] = None,
+    model: ModelOpt,
+    base_url: BaseUrlOpt = None,
     language: Annotated[str, typer.Option(help="Kernel language.")] = "triton",
-    device: Annotated[str, typer.Option(help="auto (a GPU if torch sees one, else cpu), cuda / cuda:N, or cpu (Triton interpreter, correctness only).")] = "auto",
-    max_rounds: Annotated[int, typer.Option(help="Rounds budget: one round = one kernel written and evaluated.")] = 20,
-    stagnation_window: Annotated[int, typer.Option(help="A cycle ends after this many rounds without improvement.")] = 5,
+    device: DeviceOpt = "auto",
+    max_rounds: MaxRoundsOpt = 20,
+    stagnation_window: StagnationWindowOpt = 5,
     max_attempts_per_cycle: Annotated[int | None, typer.Option(help="Cap on rounds per cycle.")] = None,
     parallel: Annotated[int | None, typer.Option(help="Actions explored at once [default: one per GPU in --gpus, or with --executor dask one per evaluation slot of the cluster; 1 on cpu].")] = None,
     gpus: Annotated[str, typer.Option(help="GPUs to lease evaluations on: all, a count (2) or indices (0,1,3); ignored on cpu.")] = "all",
     executor: Annotated[str, typer.Option(help="Where evaluations run: local (this machine) or dask (the workers of a Dask cluster: --scheduler; this machine needs no GPU).")] = "local",
     scheduler: SchedulerOpt = None,
     max_difficulty: Annotated[int, typer.Option(help="Defer actions harder than this (1-5).")] = 4,
-    max_tokens: Annotated[int | None, typer.Option(help="Stop when the run has used this many tokens.")] = None,
+    max_tokens: MaxTokensOpt = None,
     max_cost: Annotated[float | None, typer.Option(help="Stop when the run has cost this many USD (needs prices).")] = None,
     price_input: Annotated[float | None, typer.Option(help="USD per 1M input tokens, for cost accounting.")] = None,
     price_output: Annotated[float | None, typer.Option(help="USD per 1M output tokens, for cost accounting.")] = None,
-    temperature: Annotated[float | None, typer.Option(help="Sampling temperature (provider default if unset).")] = None,
-    run_id: Annotated[str | None, typer.Option(help="Name the run (default: TASK-DATE-TIME-XXXX).")] = None,
-    run_timeout: Annotated[float, typer.Option(help="Seconds one candidate may run before it is killed.")] = 300.0,
+    temperature: TemperatureOpt = None,
+    run_id: RunIdOpt = None,
+    run_timeout: RunTimeoutOpt = 300.0,
     llm_timeout: Annotated[float, typer.Option(help="Seconds one LLM request may take before it is abandoned and retried.")] = 600.0,
     llm_max_attempts: Annotated[int, typer.Option(help="Tries per LLM request on rate limits, timeouts and server errors (with exponential back-off).")] = 5,
     kernelbench_root: KernelBenchRootOpt = None,
@@ -63,20 +74,22 @@ def run(
     target_gpu: Annotated[str | None, typer.Option("--target-gpu", help="On the CPU: write kernels for this GPU (h100, h200, b200, a100, ...): its limits and peaks go into every prompt and each Triton kernel is compiled for it and checked against its limits.")] = None,
 ) -> None:
     """Search for a fast, correct kernel for TASK."""
-    from ksearch.agent.config import RunConfig
     from ksearch.flows import inspect as inspect_flow
     from ksearch.flows import run as runner
+    from ksearch.flows.placement import placement
+    from ksearch.flows.run_config import run_config
 
-    device, parallel = runner.placement(device, parallel, executor=executor, scheduler=scheduler, gpus=gpus)
+    device, parallel = placement(device, parallel, executor=executor, scheduler=scheduler, gpus=gpus)
     task_name = task
     # an operator file's reference is checked here; with dask on the CPU, since this machine may have no GPU
     task = inspect_flow.canonical_task(task, kernelbench_root, device if executor == "local" else "cpu")
     try:
-        config = RunConfig(
-            run_id=run_id or runner.new_run_id(_short_task_name(task_name)),
-            task=task,
+        config = run_config(
+            task,
+            model,
+            run_id=run_id,
+            named_after=task_name,
             language=language,
-            model=model,
             base_url=base_url,
             temperature=temperature,
             device=device,
@@ -152,14 +165,6 @@ def replay(
     with Progress(config.max_rounds) as progress:
         outcome = runner.start_run(config, workspace=workspace_of(ctx), on_event=progress)
     print_outcome(outcome, workspace_of(ctx))
-
-
-def _short_task_name(task: str) -> str:
-    """A readable stem for run ids: 'kernelbench:1/19' -> 'kb1-19', 'path/to/my_op.py' -> 'my_op'."""
-    if task.startswith("kernelbench:"):
-        rest = task.removeprefix("kernelbench:")
-        return "kb-" + (Path(rest).stem if rest.endswith(".py") else rest.replace("/", "-"))
-    return Path(task).stem if task.endswith(".py") else task
 
 
 def _print_kernelbench_speedup(outcome: RunOutcome, config: RunConfig, mode: str, ws: Path) -> None:

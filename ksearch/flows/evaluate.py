@@ -6,32 +6,17 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from ksearch.agent.config import device_problem
 from ksearch.contracts.candidate import Candidate
 from ksearch.contracts.evaluation import Evaluation
 from ksearch.errors import UserError
+from ksearch.flows.placement import default_device, resolve_device
 from ksearch.tools.evaluator import EvalRequest, EvaluatorSession, evaluate
 from ksearch.tools.evaluator.evaluate import scout_wanted
-from ksearch.tools.fingerprint import probe_device
 
 # The task registry (and with it torch) is imported where it is used: ``evaluate_file`` starts the evaluator's
 # processes before this process pays for torch.
 
 
-def default_device() -> str:
-    """``cuda`` when torch sees a GPU (probed in a subprocess), else ``cpu``."""
-    return "cuda" if probe_device("cuda").is_gpu else "cpu"
-
-
-def resolve_device(device: str) -> str:
-    """``auto`` becomes ``cuda`` or ``cpu``; a device ksearch does not know is a UserError; anything else is
-    returned as given."""
-    if device == "auto":
-        return default_device()
-    problem = device_problem(device)
-    if problem:
-        raise UserError(problem)
-    return device
 
 
 def eval_request_for_file(

@@ -30,7 +30,9 @@ from ksearch.agent.state import SearchState
 from ksearch.agent.steering import TREE_ACTS
 from ksearch.errors import UserError
 from ksearch.flows import trust
-from ksearch.flows.run import SEED_CYCLE_ID, EventSink, RunOutcome, _create, new_run_id, resume_run, stored_config
+from ksearch.flows.driving import EventSink
+from ksearch.flows.run import RunOutcome, create_context, resume_run
+from ksearch.flows.run_config import SEED_CYCLE_ID, run_config, stored_config
 from ksearch.flows.workspace import open_store
 from ksearch.store import Store
 from ksearch.store.steering import copy_acts
@@ -86,7 +88,7 @@ def fork_config(parent: RunConfig, at_round: int, updates: dict[str, Any]) -> Ru
     """The fork's config: the parent's, with a new id and ``updates`` (model, budgets, ...) applied and validated."""
     data = {
         **parent.model_dump(),
-        "run_id": new_run_id(Path(parent.task).stem if parent.task.endswith(".py") else parent.task),
+        "run_id": None,  # a new one, unless updates name it
         "replay_of": None,
         "fork_of": parent.run_id,
         "fork_round": at_round,
@@ -95,7 +97,7 @@ def fork_config(parent: RunConfig, at_round: int, updates: dict[str, Any]) -> Ru
     if data["model"] != parent.model and "base_url" not in updates:
         data["base_url"] = None  # a new model does not inherit the parent's server
     try:
-        return RunConfig.model_validate(data)
+        return run_config(**data)
     except ValidationError as exc:
         problems = "; ".join(option_errors(exc.errors()))
         raise UserError(f"invalid fork options: {problems}") from None
@@ -126,7 +128,7 @@ def create_fork(
         config = fork_config(parent, at_round, updates)
         trust.accept_endpoints(config, command=f"ksearch fork {parent.run_id} --at {at_round}",
                                base_url=updates.get("base_url"), scheduler=updates.get("scheduler"))  # fmt: skip
-        ctx = _create(config, store, None)
+        ctx = create_context(config, store, None)
         ctx.shutdown()  # nothing is evaluated here: the process that drives the fork evaluates
         config = ctx.config
         _inherit(store, parent.run_id, config.run_id, point)

@@ -11,7 +11,7 @@ from ksearch.llm.interactive import Waiting
 from ksearch.agent.world_model import WorldModel
 from ksearch.contracts.evaluation import Evaluation
 from ksearch.flows.interactive import read_pending
-from ksearch.flows.run import driver_alive
+from ksearch.flows.driving import driver_alive
 from ksearch.flows.run_cost import RunCost, run_cost
 from ksearch.flows.workspace import open_store
 from ksearch.store.steering import list_acts

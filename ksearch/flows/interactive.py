@@ -20,7 +20,8 @@ from ksearch.llm.interactive import INTERACTIVE_MODEL, Waiting, waiting_prompts
 from ksearch.llm.usage import RecordedCall
 from ksearch.llm.recorder import StoreRecorder
 from ksearch.errors import RunBusyError, UserError
-from ksearch.flows.run import EventSink, RunOutcome, resume_run
+from ksearch.flows.driving import EventSink
+from ksearch.flows.run import RunOutcome, resume_run
 from ksearch.flows.workspace import open_store
 from ksearch.store import Store
 

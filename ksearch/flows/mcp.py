@@ -25,7 +25,7 @@ from typing import Any, TypeVar
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
-from ksearch.agent.config import BudgetConfig, RunConfig
+from ksearch.agent.config import BudgetConfig
 from ksearch.contracts.identifiers import file_stem
 from ksearch.errors import KsearchError
 from ksearch.flows import fork as fork_flow
@@ -33,7 +33,9 @@ from ksearch.flows import inspect as inspect_flow
 from ksearch.flows import interactive as interactive_flow
 from ksearch.flows import run as run_flow
 from ksearch.flows import steering as steering_flow
-from ksearch.flows.evaluate import evaluate_file, resolve_device
+from ksearch.flows.evaluate import evaluate_file
+from ksearch.flows.placement import placement
+from ksearch.flows.run_config import run_config
 from ksearch.flows.workspace import workspace_dir
 
 INSTRUCTIONS = """ksearch searches for fast, correct GPU kernels with an LLM in the loop. With model "interactive" YOU are
@@ -193,9 +195,9 @@ def build_server(workspace: Path | None = None) -> MCPServer:
         task: str,
         model: str = "interactive",
         device: str = "auto",
-        max_rounds: int = 10,
-        stagnation_window: int = 3,
-        parallel: int = 1,
+        max_rounds: int = 20,
+        stagnation_window: int = 5,
+        parallel: int | None = None,
         language: str = "triton",
         seed_from: str | None = None,
         require_approval: bool = False,
@@ -205,16 +207,17 @@ def build_server(workspace: Path | None = None) -> MCPServer:
         wait_s: float = 60.0,
     ) -> dict[str, Any]:
         """Start a search. model "interactive" makes you answer every LLM call (returns the first prompt); a
-        provider:model runs in the background (poll pending/show_run). device: auto, cuda, cuda:N or cpu."""
-        chosen = resolve_device(device)
+        provider:model runs in the background (poll pending/show_run). device: auto, cuda, cuda:N or cpu; parallel:
+        actions explored at once (default: one per GPU, 1 on cpu)."""
+        chosen, parallel = placement(device, parallel)
         task = confined_task(task, ws)
         seed_from = str(confined_file(seed_from, "seed file", ws)) if seed_from else None
-        canonical = inspect_flow.canonical_task(task, None, chosen)
-        config = RunConfig(
-            run_id=run_id or run_flow.new_run_id(Path(task).stem if task.endswith(".py") else task),
-            task=canonical,
+        config = run_config(
+            inspect_flow.canonical_task(task, None, chosen),
+            model,
+            run_id=run_id,
+            named_after=task,
             language=language,
-            model=model,
             base_url=base_url,
             device=chosen,
             max_rounds=max_rounds,

@@ -19,7 +19,7 @@ from ksearch.flows.report_model import (
 )
 from ksearch.flows.report_shapes import shape_table
 from ksearch.flows.report_tree import node_views
-from ksearch.flows.run import SEED_CYCLE_ID
+from ksearch.flows.run_config import SEED_CYCLE_ID
 from ksearch.flows.run_cost import run_cost
 from ksearch.store import Store
 

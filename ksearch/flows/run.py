@@ -1,4 +1,6 @@
-"""The ``run`` flow: start, resume and replay searches. The CLI and the MCP server call these; they print nothing.
+"""The ``run`` flow: create, start, resume and replay searches, and drive them. The CLI, the MCP server, fork and
+sweep call these; they print nothing. A new run's config comes from ``ksearch.flows.run_config``; its services are
+built here (``build_context``: the model, and the executor and device of ``ksearch.flows.services``).
 
 A run's thread id in the checkpointer is its run id. Resume re-opens the thread from its last checkpoint; replay
 starts a new run of the same config whose model serves the recorded replies of the old one, and applies its
@@ -7,29 +9,23 @@ steering acts at the same steps.
 Driving a run (``_drive``) goes on until the graph ends or pauses: a pause (a LangGraph interrupt) waits for a
 person's reply with ``--model interactive``, or for the approval of a new best. A paused run has status
 ``waiting``; whenever it is driven again, every pause whose answer is already in the store is resumed with
-``Command(resume={interrupt id: answer})``. One process drives a run at a time (``runs.driver``).
+``Command(resume={interrupt id: answer})``. One process drives a run at a time (``ksearch.flows.driving``).
 """
 
 from __future__ import annotations
 
 import json
-import os
-import secrets
-import socket
 import sqlite3
-import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import structlog
-from pydantic import ValidationError
 from langgraph.types import Command
 
 from ksearch.agent.checkpoint import open_checkpointer
-from ksearch.agent.config import RunConfig, device_problem
+from ksearch.agent.config import RunConfig
 from ksearch.agent.context import SearchContext
 from ksearch.graph import build_search_graph
 from ksearch.llm.interactive import Waiting, resume_map, waiting_prompts
@@ -40,36 +36,27 @@ from ksearch.llm.usage import Budget
 from ksearch.skills.library import freeze_snapshot, load_snapshot
 from ksearch.skills.records import SkillContext, arch_from_capability, task_family
 from ksearch.agent.state import BestRef, SearchState
-from ksearch.agent.task_guard import ensure_task_file_unchanged, ensure_task_unchanged, stamp_task
-from ksearch.agent.world_model import ROOT_ID, SolutionRef, WorldModel, attach_seed
-from ksearch.errors import KsearchError, RunBusyError, UserError
+from ksearch.agent.task_guard import ensure_task_unchanged, stamp_task
+from ksearch.agent.world_model import WorldModel
+from ksearch.errors import KsearchError, UserError
 from ksearch.tasks.base import Task
 from ksearch.tasks.registry import canonical_task_name, resolve_task
-from ksearch.contracts.candidate import Candidate
-from ksearch.tools.executors import DaskExecutor, Executor, LocalExecutor
-from ksearch.tools.executors.dask import cluster_slots
-from ksearch.tools.fingerprint import DeviceInfo, probe_device
-from ksearch.tools.gpu_pool import GpuPool
+from ksearch.tools.executors import Executor
+from ksearch.tools.fingerprint import DeviceInfo
 from ksearch.store import Store, workspace_error
 from ksearch.store.drivers import claim_driver, release_driver
 from ksearch.store.steering import copy_acts
-from ksearch.flows import trust
-from ksearch.flows.workspace import DB_NAME, DEFAULT_WORKSPACE, open_store, workspace_dir  # noqa: F401 - re-exported
+from ksearch.flows import driving, trust
+from ksearch.flows.driving import EventSink
+from ksearch.flows.run_config import new_run_id, stored_config
+from ksearch.flows.seed import initial_state, register_seed, seed_evaluation
+from ksearch.flows.services import build_gpu_pool, device_description, open_executor
+from ksearch.flows.workspace import open_store, workspace_dir
 
 log = structlog.get_logger(__name__)
 
 RECURSION_LIMIT = 100_000
 """Each round is ~3 supersteps; the default limit would cap long runs for no reason."""
-
-
-def default_device() -> str:
-    """``cuda`` when torch sees a GPU (probed in a subprocess), else ``cpu``."""
-    return "cuda" if probe_device("cuda").is_gpu else "cpu"
-
-
-def new_run_id(task: str) -> str:
-    safe = "".join(c if c.isascii() and c.isalnum() else "-" for c in task)[:24].strip("-") or "run"
-    return f"{safe}-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(2)}"
 
 
 @dataclass
@@ -84,10 +71,6 @@ class RunOutcome:
     pending: list[Waiting] = field(default_factory=list)
     """The pauses of a waiting run."""
     extra: dict[str, Any] = field(default_factory=dict)
-
-
-EventSink = Callable[[str, dict[str, Any]], None]
-"""Receives (event name, its fields) from the nodes' progress events: the CLI turns these into progress lines."""
 
 
 def build_context(config: RunConfig, store: Store, *, executor: Executor | None = None) -> SearchContext:
@@ -156,72 +139,6 @@ def _context(config: RunConfig, store: Store, task: Task, executor: Executor, in
     )
 
 
-def device_description(info: DeviceInfo, task: Task, target_gpu: str | None) -> str:
-    """The device for prompts: its limits and peaks, and the roofline floor of each timed shape on it (on the CPU,
-    on the target GPU; none without one)."""
-    from ksearch.tools.evaluator.evidence import floors_text
-    from ksearch.tools.gpu_specs import gpu_spec, spec_for_device
-
-    text = info.describe(target_gpu)
-    gpu = spec_for_device(info.gpu) if info.gpu else (gpu_spec(target_gpu) if target_gpu else None)
-    floors = floors_text(task, gpu) if gpu is not None else ""
-    return f"{text}\n{floors}" if floors else text
-
-
-def open_executor(config: RunConfig) -> Executor:
-    """Where the run's evaluations go: this machine (``local``) or the Dask cluster at ``config.scheduler``."""
-    if config.executor == "dask":
-        assert config.scheduler is not None  # RunConfig insists
-        return DaskExecutor(config.scheduler)
-    return LocalExecutor()
-
-
-def build_gpu_pool(config: RunConfig) -> GpuPool | None:
-    """None on the CPU and with the Dask executor (the cluster schedules its GPUs); the one GPU of
-    ``--device cuda:N``; else the ``--gpus`` spec, probed in a subprocess."""
-    if config.device == "cpu" or config.executor == "dask":
-        return None
-    if config.device.startswith("cuda:"):
-        return GpuPool([config.device])
-    return GpuPool.from_spec(config.gpus)
-
-
-def placement(
-    device: str, parallel: int | None, *, executor: str = "local", scheduler: str | None = None, gpus: str = "all"
-) -> tuple[str, int]:
-    """``--device`` (``auto`` resolved) and ``--parallel`` (default filled in) for a new run: from this machine's
-    GPUs, or with the Dask executor from the cluster's workers (the agent's machine needs no GPU then)."""
-    problem = device_problem(device) if device != "auto" else None
-    if problem:  # before anything probes or validates on it (an operator file's reference runs on it)
-        raise UserError(problem)
-    if parallel is not None and parallel < 1:
-        raise UserError(f"--parallel {parallel}: at least one action must be explored at a time", hint="use --parallel 1 or more")
-    slots = None
-    if executor == "dask" and scheduler and (device == "auto" or parallel is None):
-        slots = cluster_slots(scheduler)
-        if device == "auto" and not any(slots.values()):
-            raise UserError(
-                f"no worker has joined the Dask cluster at {scheduler} yet, so --device auto cannot tell GPU from CPU",
-                hint=f"start workers first (ksearch worker --scheduler {scheduler} --gpu N), or pass --device cuda",
-            )
-    if device == "auto":
-        device = ("cuda" if slots.get("cuda") else "cpu") if slots is not None else default_device()
-    return device, parallel if parallel is not None else default_parallel(device, gpus, slots=slots)
-
-
-def default_parallel(device: str, gpus: str = "all", *, slots: dict[str, int] | None = None) -> int:
-    """``--parallel`` when not given: one cycle per GPU in the pool, 1 on the CPU or a single named GPU. With the
-    Dask executor (``slots``: the cluster's evaluation slots by device, ``cluster_slots``) one per slot."""
-    if slots is not None:
-        return max(1, min(64, slots.get("cpu" if device == "cpu" else "cuda", 0)))
-    if device == "cpu" or device.startswith("cuda:"):
-        return 1
-    try:
-        return max(1, min(64, len(GpuPool.from_spec(gpus))))
-    except UserError:
-        return 1
-
-
 def start_run(
     config: RunConfig,
     *,
@@ -234,7 +151,7 @@ def start_run(
     store = open_store(workspace)
     ctx: SearchContext | None = None
     try:
-        ctx = _create(config, store, on_event, executor)
+        ctx = create_context(config, store, on_event, executor)
         return _drive(ctx, initial_state(ctx), on_event, workspace)
     finally:
         if ctx is not None:
@@ -246,16 +163,18 @@ def create_run(config: RunConfig, *, workspace: Path | None = None) -> RunConfig
     """Create the run (checked, seed evaluated) without driving it: ``resume_run`` starts it, in any process."""
     store = open_store(workspace)
     try:
-        ctx = _create(config, store, None)
+        ctx = create_context(config, store, None)
         ctx.shutdown()  # the evaluator session a seed's evaluation started; the driving process makes its own
         return ctx.config
     finally:
         store.close()
 
 
-def _create(
+def create_context(
     config: RunConfig, store: Store, on_event: EventSink | None, executor: Executor | None = None
 ) -> SearchContext:
+    """Check the new run (task, model, device), store and evaluate its seed, freeze its skills and write its row:
+    its services, for the caller to drive (``start_run``) or to shut down (``create_run``, a fork)."""
     # The evaluator's worker resolves the task again in a private directory: give it an absolute, canonical name.
     config = config.model_copy(update={"task": canonical_task_name(config.task)})
     ctx = build_context(config, store, executor=executor)  # fail fast on a bad task, model or device, before any row
@@ -359,22 +278,6 @@ def replay_config(
     )
 
 
-def stored_config(run: dict) -> RunConfig:
-    """A run's stored config, validated: a row that does not parse is one line naming the run, never a traceback."""
-    raw = run.get("config")
-    if run.get("config_error"):
-        raise UserError(f"run {run.get('id')!r} has an invalid stored config ({run['config_error']})",
-                        hint="the workspace row was edited or damaged; start a new run, or fork another run")  # fmt: skip
-    try:
-        return RunConfig.model_validate(raw if isinstance(raw, dict) else {})
-    except ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()[:3])
-        raise UserError(
-            f"run {run.get('id')!r} has an invalid stored config ({problems})",
-            hint="the workspace row was edited or damaged; start a new run, or fork another run",
-        ) from None
-
-
 def freeze_skills(ctx: SearchContext) -> RunConfig:
     """Freeze the library skills that fit this run (task family, language, arch; not retired) into a snapshot the
     run's config names, so that resume and replay see exactly these skills whatever the library learns meanwhile."""
@@ -384,149 +287,6 @@ def freeze_skills(ctx: SearchContext) -> RunConfig:
     return ctx.config.model_copy(update={"skill_snapshot": snapshot})
 
 
-SEED_CYCLE_ID = "seed"
-"""The attempts row of a seed (round_index 0, before every round) has this cycle id."""
-
-
-def register_seed(ctx: SearchContext) -> RunConfig:
-    """Store the ``--seed-from`` file as a candidate; the config then names it (replays reuse it, not the file)."""
-    config = ctx.config
-    if config.seed_candidate_id:
-        ctx.store.get_candidate(config.seed_candidate_id)  # KeyError if the workspace lost it
-        return config
-    path = Path(config.seed_from or "")
-    try:
-        code = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UserError(f"cannot read the seed solution {path}: {exc}") from exc
-    candidate = Candidate(task=config.task, language=config.language, code=code, entry_point=ctx.task.entry_point)
-    return config.model_copy(
-        update={"seed_from": str(path.resolve()), "seed_candidate_id": ctx.store.ensure_candidate(candidate)}
-    )
-
-
-def seed_evaluation(ctx: SearchContext, on_event: EventSink | None = None) -> tuple[str, Any]:
-    """Evaluate the seed like any candidate (cached per evaluation key); UserError when it does not pass."""
-    config = ctx.config
-    candidate_id = config.seed_candidate_id
-    assert candidate_id is not None
-    found = ctx.store.find_evaluation(candidate_id, ctx.eval_key)
-    if found is None:
-        evaluation = ctx.evaluate_candidate(ctx.store.get_candidate(candidate_id))  # on a leased GPU, like every candidate
-        ensure_task_file_unchanged(config)
-        found = ctx.store.record_evaluation(candidate_id, ctx.eval_key, evaluation), evaluation
-    evaluation_id, evaluation = found
-    if not evaluation.passed:
-        raise UserError(
-            f"the seed solution {config.seed_from or candidate_id} does not pass: {evaluation.summary()}",
-            hint="fix it first; check it with `ksearch eval " + config.task + " FILE`",
-        )
-    if on_event is not None:
-        on_event("new_best", {"node_id": ROOT_ID, "summary": f"seed: {evaluation.summary()}"})
-    return evaluation_id, evaluation
-
-
-def initial_state(ctx: SearchContext) -> SearchState:
-    """A fresh run's state: empty, or with the seed solution on the root as the best so far (K-Search's
-    continue-from-solution: the first cycles edit it). Its evaluation is recorded as the run's attempts row 0."""
-    config = ctx.config
-    if not config.seed_candidate_id:
-        return SearchState(approval_required=config.require_approval)
-    evaluation_id, evaluation = seed_evaluation(ctx)
-    ctx.store.record_attempt(
-        {
-            "run_id": config.run_id,
-            "cycle_id": SEED_CYCLE_ID,
-            "attempt": 0,
-            "round_index": 0,
-            "node_id": ROOT_ID,
-            "prompt_kind": "seed",
-            "candidate_id": config.seed_candidate_id,
-            "evaluation_id": evaluation_id,
-            "verdict": evaluation.verdict.value,
-            "score": evaluation.score,
-            "error": None,
-        }
-    )
-    ref = SolutionRef(
-        candidate_id=config.seed_candidate_id,
-        evaluation_id=evaluation_id,
-        verdict=evaluation.verdict.value,
-        score=evaluation.score,
-        latency_ms=evaluation.latency_ms,
-    )
-    best = BestRef(
-        candidate_id=config.seed_candidate_id,
-        evaluation_id=evaluation_id,
-        node_id=ROOT_ID,
-        score=evaluation.score,
-        latency_ms=evaluation.latency_ms,
-    )
-    ctx.store.update_run(
-        config.run_id, best_candidate_id=best.candidate_id, best_evaluation_id=evaluation_id, best_score=best.score
-    )
-    return SearchState(
-        world_model=attach_seed(WorldModel(), ref), best=best, approval_required=config.require_approval
-    )
-
-
-def driver_name() -> str:
-    """This process as a run's driver: ``host:pid``."""
-    return f"{socket.gethostname()}:{os.getpid()}"
-
-
-def driver_alive(driver: str) -> bool:
-    """Whether a recorded driver still runs. A process of another host cannot be checked from here and counts as
-    gone: a workspace is driven from one machine at a time (copying it to another machine is how it moves)."""
-    host, _, pid = driver.rpartition(":")
-    if host != socket.gethostname() or not pid.isdigit():
-        return False
-    try:
-        os.kill(int(pid), 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-_DRIVING: dict[str, SearchContext] = {}
-"""The runs this process is driving now, by run id: what a stop request (Ctrl-C, SIGTERM) applies to."""
-_DRIVING_LOCK = threading.RLock()
-"""Re-entrant: a stop request runs in a signal handler, on the main thread, possibly while that thread is inside a
-``with _DRIVING_LOCK`` block (registering or dropping a run); a plain lock would deadlock the process there."""
-
-
-def request_stop(reason: str) -> list[str]:
-    """Ask every run this process drives to stop at its next node boundary: the node in progress (an LLM call, an
-    evaluation) finishes and is recorded, then ``RunInterrupted`` ends the run, resumable. Returns the run ids asked
-    (empty when no run is being driven). Safe to call from a signal handler."""
-    with _DRIVING_LOCK:
-        for ctx in _DRIVING.values():
-            ctx.stop_reason = ctx.stop_reason or reason
-        return list(_DRIVING)
-
-
-def mark_stopped_now(reason: str) -> list[str]:
-    """For a stop that cannot wait for the node in progress (a second Ctrl-C): record every driven run as
-    interrupted and given up, through a connection of its own (a node may be holding the run's), before the
-    process exits. The node in progress is redone on resume; everything it had recorded stays."""
-    with _DRIVING_LOCK:
-        driving = list(_DRIVING.values())
-    me = driver_name()
-    for ctx in driving:
-        try:
-            store = Store(ctx.store.path)
-            try:
-                store.update_run(ctx.run_id, status="interrupted", error=f"stopped at once by {reason}")
-                release_driver(store, ctx.run_id, me)
-            finally:
-                store.close()
-        except KsearchError as exc:
-            log.warning("run.status_not_recorded", run_id=ctx.run_id, error=str(exc))
-    return [ctx.run_id for ctx in driving]
-
-
 def _mark_interrupted(ctx: SearchContext, error: str) -> None:
     """Record why the run stopped. On a full or read-only disk this write fails too and the run stays 'running'
     (it resumes all the same): that failure is logged, never raised over the error that stopped the run."""
@@ -534,15 +294,6 @@ def _mark_interrupted(ctx: SearchContext, error: str) -> None:
         ctx.store.update_run(ctx.run_id, status="interrupted", error=error)
     except KsearchError as exc:
         log.warning("run.status_not_recorded", run_id=ctx.run_id, error=str(exc))
-
-
-def _release(ctx: SearchContext, me: str) -> None:
-    """Give the run up; a failure (a full disk) is logged, never raised over the error that ended the drive. A dead
-    driver's name is reclaimed by the next one anyway."""
-    try:
-        release_driver(ctx.store, ctx.run_id, me)
-    except KsearchError as exc:
-        log.warning("run.driver_not_released", run_id=ctx.run_id, error=str(exc))
 
 
 def graph_config(ctx: SearchContext) -> dict[str, Any]:
@@ -559,20 +310,13 @@ def _drive(ctx: SearchContext, initial: SearchState | None, on_event: EventSink 
     Resumes every pause whose answer is already recorded (a reply given while another process drove the run, or
     before a crash), so ``resume`` and ``respond`` both simply drive the run."""
     run_id = ctx.run_id
-    me = driver_name()
-    holder = claim_driver(ctx.store, run_id, me, driver_alive)
-    if holder is not None:
-        raise RunBusyError(
-            f"run {run_id} is being driven by process {holder}",
-            hint="wait until it pauses or ends (see `ksearch runs`); replies and steering acts given meanwhile are "
-            "recorded and taken at its next step",
-        )
+    me = driving.driver_name()
+    driving.claim(ctx, me)
     saver = open_checkpointer(ctx.store.path)
     graph = build_search_graph(saver)
     cfg = graph_config(ctx)
     structlog.contextvars.bind_contextvars(run_id=run_id)
-    with _DRIVING_LOCK:
-        _DRIVING[run_id] = ctx
+    driving.register(ctx)
     try:
         if initial is None and on_event is not None:  # every check passed: the run really goes on now
             on_event("resumed", {"run_id": run_id, "rounds_used": ctx.store.rounds_recorded(run_id)[0]})
@@ -598,13 +342,12 @@ def _drive(ctx: SearchContext, initial: SearchState | None, on_event: EventSink 
                 # once more after letting go, so that it is taken here or by whoever claims the run next.
                 release_driver(ctx.store, run_id, me)
                 payload = _resume_command(graph, cfg, ctx)
-                if payload is None or claim_driver(ctx.store, run_id, me, driver_alive) is not None:
+                if payload is None or claim_driver(ctx.store, run_id, me, driving.driver_alive) is not None:
                     return waiting
                 ctx.store.update_run(run_id, status="running")
     finally:
-        with _DRIVING_LOCK:
-            _DRIVING.pop(run_id, None)
-        _release(ctx, me)
+        driving.unregister(run_id)
+        driving.release(ctx, me)
         structlog.contextvars.unbind_contextvars("run_id")
         saver.conn.close()
     final = SearchState.model_validate(snapshot.values)

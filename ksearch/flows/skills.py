@@ -24,7 +24,7 @@ from ksearch.llm.replay import ReplayChatModel, ReplayEntry
 from ksearch.contracts.candidate import Candidate
 from ksearch.contracts.evaluation import Comparison, Evaluation
 from ksearch.errors import BudgetExceededError, ModelReplyError, UserError
-from ksearch.flows.evaluate import resolve_device
+from ksearch.flows.placement import resolve_device
 from ksearch.llm.models import build_model
 from ksearch.flows.workspace import open_store
 from ksearch.skills.evidence import Evidence, EvidenceKind, SkillStatus, SkillView

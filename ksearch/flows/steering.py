@@ -22,7 +22,8 @@ from ksearch.agent.state import SearchState
 from ksearch.agent.steering import DECISION_ACTS, TREE_ACTS, Act, apply_act, parse_act
 from ksearch.errors import RunBusyError, UserError
 from ksearch.flows.interactive import read_pending
-from ksearch.flows.run import EventSink, RunOutcome, resume_run
+from ksearch.flows.driving import EventSink
+from ksearch.flows.run import RunOutcome, resume_run
 from ksearch.flows.workspace import open_store
 from ksearch.store import Store
 from ksearch.store.steering import APPLIED, PENDING, add_act, list_acts

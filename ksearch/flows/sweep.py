@@ -275,7 +275,7 @@ def _run_problem(
     event_sink: EventSinkFactory | None,
 ) -> None:
     from ksearch.flows import run as runner
-    from ksearch.agent.config import RunConfig
+    from ksearch.flows.run_config import run_config
     from ksearch.errors import RunNotFoundError
 
     store = runner.open_store(workspace)
@@ -298,11 +298,11 @@ def _run_problem(
     else:
         if on_problem:
             on_problem("start", entry)
-        config = RunConfig(
-            run_id=entry.run_id,
-            task=entry.task,
+        config = run_config(
+            entry.task,
+            spec.model.replace("{problem}", str(entry.problem_id)).replace("{level}", str(level)),
+            run_id=entry.run_id,  # deterministic: a sweep run again finds its problems' runs
             language=spec.language,
-            model=spec.model.replace("{problem}", str(entry.problem_id)).replace("{level}", str(level)),
             base_url=spec.base_url,
             temperature=spec.temperature,
             device=spec.device,

@@ -10,6 +10,7 @@ from typer.testing import CliRunner
 
 from ksearch.agent.config import RunConfig
 from ksearch.cli import app
+from ksearch.flows import placement
 from ksearch.flows import run as runner
 
 cli = CliRunner()
@@ -48,9 +49,9 @@ def test_executor_and_scheduler_are_stored_with_the_run_and_old_configs_still_lo
 
 def test_parallel_defaults_to_the_clusters_slots_of_the_device_kind():
     slots = {"cuda": 3, "cpu": 2}
-    assert runner.default_parallel("cuda", slots=slots) == 3
-    assert runner.default_parallel("cpu", slots=slots) == 2
-    assert runner.default_parallel("cuda", slots={"cuda": 0, "cpu": 2}) == 1
+    assert placement.default_parallel("cuda", slots=slots) == 3
+    assert placement.default_parallel("cpu", slots=slots) == 2
+    assert placement.default_parallel("cuda", slots={"cuda": 0, "cpu": 2}) == 1
 
 
 def test_worker_help_names_its_options():

@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 from ksearch.agent.config import RunConfig
 from ksearch.cli import app
 from ksearch.errors import UserError
-from ksearch.flows import run as runner
+from ksearch.flows import placement
 from ksearch.flows.fork import fork_config
 
 cli = CliRunner()
@@ -58,7 +58,7 @@ def test_parallel_zero_is_refused(tmp_path):
                               "--device", "cpu", "--parallel", "0"])  # fmt: skip
     assert isinstance(result.exception, UserError) and "--parallel 0" in str(result.exception)
     with pytest.raises(UserError):
-        runner.placement("cpu", 0)
+        placement.placement("cpu", 0)
 
 
 def test_a_file_given_as_workspace_is_said_to_be_a_file(tmp_path):

@@ -37,7 +37,8 @@ from pathlib import Path
 from typing import Any
 
 import ksearch.cli  # noqa: F401 - imported in the fork server, before any agent process forks
-import ksearch.flows.run
+import ksearch.flows.placement
+import ksearch.flows.run  # noqa: F401 - imported in the fork server, before any agent process forks
 from ksearch.store.store import Store
 from ksearch.tools.fingerprint import DeviceInfo, probe_device
 
@@ -48,7 +49,7 @@ def _probe_device(device: str) -> DeviceInfo:
     return _CPU_PROBE if device == "cpu" else probe_device(device)
 
 
-ksearch.flows.run.probe_device = _probe_device
+ksearch.flows.placement.probe_device = _probe_device
 
 
 @dataclass(frozen=True)

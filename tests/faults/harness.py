@@ -201,7 +201,7 @@ def llm_rows(ws: Path, run_id: str) -> dict[str, dict[str, Any]]:
 
 def is_driven(ws: Path, run_id: str) -> bool:
     """Whether a live process is recorded as the run's driver (``runs.driver``, a dead one counts as none)."""
-    from ksearch.flows.run import driver_alive
+    from ksearch.flows.driving import driver_alive
 
     driver = run_row(ws, run_id).get("driver")
     return bool(driver) and driver_alive(driver)

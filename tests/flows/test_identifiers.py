@@ -33,7 +33,7 @@ def test_unsafe_run_ids_are_refused_by_the_config_and_the_store(bad: str, tmp_pa
 
 
 def test_generated_and_usual_ids_pass() -> None:
-    from ksearch.flows.run import new_run_id
+    from ksearch.flows.run_config import new_run_id
 
     for good in (new_run_id("softmax"), new_run_id("/abs/my op.py"), "mine", "kb-l1-p19", "run.2"):
         assert check_run_id(good) == good

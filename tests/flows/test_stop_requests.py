@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import threading
 
-from ksearch.flows import run
+from ksearch.flows import driving
 
 
 def test_a_stop_request_arriving_while_its_thread_registers_a_run_returns() -> None:
@@ -13,9 +13,9 @@ def test_a_stop_request_arriving_while_its_thread_registers_a_run_returns() -> N
     answers: list[list[str]] = []
 
     def interrupted_inside_the_registry() -> None:
-        with run._DRIVING_LOCK:
-            answers.append(run.request_stop("SIGINT"))
-            answers.append(run.mark_stopped_now("SIGINT"))
+        with driving._DRIVING_LOCK:
+            answers.append(driving.request_stop("SIGINT"))
+            answers.append(driving.mark_stopped_now("SIGINT"))
 
     worker = threading.Thread(target=interrupted_inside_the_registry, daemon=True)
     worker.start()
