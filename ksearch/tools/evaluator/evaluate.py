@@ -316,7 +316,7 @@ def build_worker_request(
         salt=salt,
         bench_salt=salt if bench_salt is None else bench_salt,
         staging=staging,
-        flush_l2=bool(getattr(task, "flush_l2", True)),
+        flush_l2=task.flush_l2,
         allow_threads=request.harness_baseline,
         support_dir=str(work / "_support"),
         yardstick_rounds=request.yardstick_rounds,

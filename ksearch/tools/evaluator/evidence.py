@@ -35,13 +35,13 @@ def probe_wanted(code: str, device: str, target_gpu: str | None) -> bool:
     )
 
 
-def evidence_dtype(task: Any) -> str:
+def evidence_dtype(task: Task) -> str:
     """The dtype whose dense peak a shape's compute floor uses: the task's own choice (``roofline_evidence_dtype``),
     else its physics-floor dtype, except fp8 (chosen there only to never reject an honest kernel) becomes bf16."""
-    chosen = getattr(task, "roofline_evidence_dtype", None)
+    chosen = task.roofline_evidence_dtype
     if chosen:
         return str(chosen)
-    floor = str(getattr(task, "roofline_compute_dtype", "bf16"))
+    floor = task.roofline_compute_dtype
     return "bf16" if floor == "fp8" else floor
 
 

@@ -135,7 +135,7 @@ def timed_evaluation(
     _dump_ledger(ledger, outcome, check)
     finding = judge(
         ledger, method, Calibration.model_validate(outcome.calibration), configs=[c.name for c in configs],
-        flush_l2=bool(getattr(task, "flush_l2", True)), input_bytes=check.bench_input_bytes,
+        flush_l2=task.flush_l2, input_bytes=check.bench_input_bytes,
         generation_ms=check.bench_generation_ms, digest_ms=check.bench_digest_ms,
         fresh_audits_possible=all(_re_randomisable(task, c) for c in configs),
     )  # fmt: skip
@@ -150,7 +150,7 @@ def timed_evaluation(
     for timing in timings:
         flops, bytes_moved = task.flops_and_bytes(by_name[timing.config])
         floor = timing_mod.physics_floor(
-            timing.median_ms, flops, bytes_moved, device, getattr(task, "roofline_compute_dtype", "bf16")
+            timing.median_ms, flops, bytes_moved, device, task.roofline_compute_dtype
         )
         if floor.violated:
             return _rejected(base, "physics_floor", f"config {timing.config}: {floor.evidence}", scrub)

@@ -57,11 +57,14 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ksearch.contracts.exchange import FLUSH_BYTES  # noqa: F401 - re-exported by ksearch.tools.timing
 from ksearch.errors import UserError
 from ksearch.tools.timing.stats import gpumode_should_stop, robust_should_stop
+
+if TYPE_CHECKING:
+    from ksearch.tasks.base import Task
 
 SEED_STRIDE = 13
 """Input set ``i`` of a config uses seed ``base + 13 * i`` (GPU MODE's ``seed += 13``), for every method."""
@@ -525,15 +528,15 @@ def get_method(name: str) -> TimingMethod:
         raise TimingError(f"unknown timing method {name!r}; known methods: {', '.join(_REGISTRY)}") from None
 
 
-def resolve_method(task: Any, requested: str | None) -> str:
+def resolve_method(task: Task, requested: str | None) -> str:
     """The method name to use for ``task``: ``requested`` or the task's default, which the task must support."""
-    supported = (*getattr(task, "timing_methods", ("robust",)), CONFIRM_METHOD)
-    name = requested if requested is not None else getattr(task, "default_timing_method", "robust")
+    supported = (*task.timing_methods, CONFIRM_METHOD)
+    name = requested if requested is not None else task.default_timing_method
     if name not in _REGISTRY:
         raise TimingError(f"unknown timing method {name!r}; known methods: {', '.join(_REGISTRY)}")
     if name not in supported:
         raise TimingError(
-            f"task {getattr(task, 'name', '?')!r} does not support timing method {name!r}; "
+            f"task {task.name!r} does not support timing method {name!r}; "
             f"it supports: {', '.join(supported)}"
         )
     return name
