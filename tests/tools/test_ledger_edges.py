@@ -7,6 +7,9 @@ Times are chosen so the arithmetic is exact in binary floating point where a tes
 
 from __future__ import annotations
 
+import math
+from dataclasses import asdict, astuple
+
 import pytest
 
 from ksearch.tools.evaluator.ledger import (
@@ -28,10 +31,12 @@ from ksearch.tools.evaluator.ledger import (
     TRIMMED,
     WINDOW_JITTER_MS,
     Calibration,
+    ConfigFacts,
     MethodShape,
     TimingLedger,
     Window,
     _audit_problem,
+    gap_allowance_ms,
     judge,
     window_allowances,
 )
@@ -50,10 +55,14 @@ def test_the_constants_are_the_documented_ones() -> None:
 
 
 def test_the_calibrations_defaults_and_a_methods_default_shape() -> None:
-    assert Calibration() == Calibration(window_overhead_ms=0.05, call_overhead_ms=0.1, flush_ms=0.2, copy_gbps=1000.0)
+    assert Calibration().model_dump() == {"window_overhead_ms": 0.05, "call_overhead_ms": 0.1, "gap_overhead_ms": 0.2,
+                                          "flush_ms": 0.2, "copy_gbps": 1000.0}  # fmt: skip
     assert Calibration.model_validate({"flush_ms": 0.3, "from_a_newer_worker": 1}).flush_ms == 0.3
-    assert MethodShape() == MethodShape(flush_per_call=False, hold_per_window=False, clone_per_call=False,
-                                        every_window_audited=False, min_fresh_audits=0)  # fmt: skip
+    assert asdict(MethodShape()) == {
+        "flush_per_call": False, "hold_per_window": False, "clone_per_call": False, "every_window_audited": False,
+        "fresh_inputs_every_window": False, "min_fresh_audits": 0, "headline": "mean", "one_kernel_per_window": False,
+    }  # fmt: skip
+    assert astuple(ConfigFacts()) == (0, 0.0, 0.0)
     window = Window(config=0, run=0, opened=5.0)
     assert window.wall_ms == 0.0 and window.staged_bytes == 0 and not window.fresh and window.audits == []
 
@@ -266,6 +275,141 @@ def test_judge_requires_re_randomised_audits_unless_told_the_task_has_none() -> 
     assert finding.rule == "audit_evasion" and "0 audits on re-randomised inputs reached the checker, 2" in finding.evidence
 
 
+# ---- the time between windows -------------------------------------------------------------------------------------
+
+CAL_GAP = Calibration(window_overhead_ms=0.25, call_overhead_ms=0.5, gap_overhead_ms=0.25, flush_ms=0.25, copy_gbps=4.5)
+"""Between windows: the loop 0.25 * 3 = 0.75 ms; a staged byte 1.5 * 3 / (4.5 * 1e6) = 1e-6 ms."""
+FACTS = ConfigFacts(input_bytes=0, generation_ms=2.0, digest_ms=4.0)
+
+
+def _pair(*, audits: tuple[str, ...] = (), staged: int = 0, fresh: bool = False) -> tuple[Window, Window]:
+    return (Window(config=0, run=0, opened=0.0, closed=0.0, samples_ms=[0.0], audits=list(audits), staged_bytes=staged),
+            Window(config=0, run=0, opened=1.0, closed=1.0, samples_ms=[0.0], fresh=fresh))  # fmt: skip
+
+
+def test_the_gap_allowance_of_each_kind_of_pair() -> None:
+    plain = METHOD_SHAPES["gpumode-benchmark"]
+    assert gap_allowance_ms(*_pair(), plain, CAL_GAP, FACTS) == pytest.approx(0.75, rel=1e-12)
+    # after an audit: the loop again, the digest's fixed cost, 1.5 x the checker's digest, the staged outputs read 3x
+    audited = _pair(audits=("audit",), staged=10**6)
+    assert gap_allowance_ms(*audited, plain, CAL_GAP, FACTS) == pytest.approx(0.75 + 0.75 + 0.3 + 6.0 + 1.0, rel=1e-12)
+    # before fresh values: the loop again, the digest's fixed cost, 1.5 x (making + digesting) them
+    fresh = _pair(fresh=True)
+    assert gap_allowance_ms(*fresh, plain, CAL_GAP, FACTS) == pytest.approx(0.75 + 0.75 + 0.3 + 9.0, rel=1e-12)
+    both = _pair(audits=("bench",), fresh=True)
+    assert gap_allowance_ms(*both, plain, CAL_GAP, FACTS) == pytest.approx(0.75 + 7.05 + 10.05, rel=1e-12)
+    # GPU MODE's procedure makes a whole input set between any two windows
+    assert gap_allowance_ms(*_pair(), METHOD_SHAPES["gpumode"], CAL_GAP, FACTS) == pytest.approx(10.8, rel=1e-12)
+
+
+def test_the_gap_overheads_and_copy_rate_have_floors() -> None:
+    tiny = Calibration(gap_overhead_ms=0.001, copy_gbps=0.5)  # as if 0.02 ms and 1 GB/s
+    shape = METHOD_SHAPES["gpumode-benchmark"]
+    assert gap_allowance_ms(*_pair(), shape, tiny, ConfigFacts()) == pytest.approx(0.06, rel=1e-12)
+    audited = _pair(audits=("audit",), staged=10**6)
+    assert gap_allowance_ms(*audited, shape, tiny, ConfigFacts()) == pytest.approx(0.12 + 0.3 + 4.5, rel=1e-12)
+
+
+def _chain(*gaps_ms: float, runs: tuple[int, ...] | None = None, audited: tuple[int, ...] = (),
+           fresh: tuple[int, ...] = ()) -> list[Window]:  # fmt: skip
+    """Windows of no length (each claims 0 ms) separated by ``gaps_ms``; ``audited``: windows followed by an audit;
+    ``fresh``: windows timed on fresh values."""
+    windows, t = [], 0.0
+    for k in range(len(gaps_ms) + 1):
+        run = runs[k] if runs is not None else 0
+        windows.append(Window(config=0, run=run, opened=t, closed=t, samples_ms=[0.0],
+                              audits=["audit"] if k in audited else [], fresh=k in fresh))  # fmt: skip
+        if k < len(gaps_ms):
+            t += gaps_ms[k] / 1e3
+    return windows
+
+
+def _gap_judge(windows: list[Window], *, host: bool = False, **kwargs):
+    ledger = TimingLedger(windows=windows, host_timing=host)
+    return judge(ledger, "gpumode-benchmark", CAL_GAP, configs=["a"], fresh_audits_possible=False, **kwargs)
+
+
+def test_a_gap_may_exceed_its_allowance_by_ten_milliseconds_and_a_tenth_of_the_time_between_windows() -> None:
+    assert _gap_judge(_chain(11.0)) is None  # 11 - 0.75 = 10.25 <= 10 + 1.1
+    assert _gap_judge(_chain(11.9)) is None
+    finding = _gap_judge(_chain(13.0))  # 12.25 > 10 + 1.3 (it would pass with a quarter of the gap as slack)
+    assert finding.rule == "timing_forgery" and "passed between timed windows" in finding.evidence
+
+
+def test_a_gap_exactly_at_its_limit_passes_and_the_next_float_does_not() -> None:
+    at_limit = 0.011944444444444445  # seconds: 11.944... ms - 0.75 == 10 + 0.1 x 11.944... in floating point
+    gap_ms = at_limit * 1e3
+    assert max(0.0, gap_ms - 0.75) == KERNEL_JITTER_S * 1e3 + GAP_SLACK * gap_ms  # the premise of this test
+    windows = _chain(0.0)
+    windows[1].opened = windows[1].closed = at_limit
+    assert _gap_judge(windows) is None
+    windows[1].opened = windows[1].closed = math.nextafter(at_limit, 1.0)
+    assert _gap_judge(windows).rule == "timing_forgery"
+
+
+def test_only_positive_gaps_add_to_the_slack() -> None:
+    """Eight gaps of 0.5 ms give 0.4 ms of slack (not 0.8), so one gap of 12.6 ms is 0.05 ms too long."""
+    assert _gap_judge(_chain(*[0.5] * 8, 12.6)).rule == "timing_forgery"  # 11.85 > 10 + 0.1 x 16.6
+    assert _gap_judge(_chain(*[0.5] * 8, 12.3)) is None  # 11.55 <= 10 + 0.1 x 16.3
+
+
+def test_the_cpu_timing_of_the_tests_allows_a_quarter_of_the_gaps_and_100_milliseconds() -> None:
+    assert _gap_judge(_chain(120.0), host=True) is None  # 119.25 <= 100 + 30
+    assert _gap_judge(_chain(140.0), host=True).rule == "timing_forgery"  # 139.25 > 100 + 35
+
+
+def test_a_new_method_run_starts_a_new_timeline() -> None:
+    """compare mode warms up between its runs: the time between two runs is no gap."""
+    assert _gap_judge(_chain(1000.0, runs=(0, 1))) is None
+    assert _gap_judge(_chain(1000.0, runs=(0, 0))).rule == "timing_forgery"
+
+
+def test_the_checkers_costs_of_each_config_reach_the_gap_rule() -> None:
+    """After an audit, 1.5 x the digest time (4 ms: 7.8 ms allowed); before fresh values, 1.5 x making and digesting
+    them (2 + 4 ms: 10.8 ms allowed)."""
+    after_audit = _chain(19.5, audited=(0,))  # 19.5 - 7.8 = 11.7 <= 10 + 1.95
+    assert _gap_judge(after_audit, generation_ms={0: 2.0}, digest_ms={0: 4.0}) is None
+    assert _gap_judge(after_audit, generation_ms={0: 4.0}, digest_ms={0: 2.0}).rule == "timing_forgery"  # 4.8 allowed
+    assert _gap_judge(_chain(20.0, audited=(0,)), generation_ms={0: 2.0}, digest_ms={0: 4.0}).rule == "timing_forgery"
+    assert _gap_judge(after_audit).rule == "timing_forgery"  # no digest time from the checker: 1.8 allowed
+    before_fresh = _chain(23.0, fresh=(1,))  # 23 - 10.8 = 12.2 <= 10 + 2.3
+    assert _gap_judge(before_fresh, generation_ms={0: 2.0}, digest_ms={0: 4.0}) is None
+    assert _gap_judge(before_fresh, digest_ms={0: 4.0}).rule == "timing_forgery"  # 7.8 allowed
+    assert _gap_judge(before_fresh, generation_ms={0: 2.0}).rule == "timing_forgery"  # 4.8 allowed
+    assert _gap_judge(before_fresh, generation_ms={1: 6.0}, digest_ms={1: 6.0}).rule == "timing_forgery"  # another config
+    audited_is_before = _chain(19.5, audited=(1,))  # the audit follows the second window: this gap is plain
+    assert _gap_judge(audited_is_before, generation_ms={0: 2.0}, digest_ms={0: 4.0}).rule == "timing_forgery"
+
+
+# ---- the CPU timing of the tests ------------------------------------------------------------------------------------
+
+
+def test_with_host_clocks_a_window_is_not_held_to_its_own_wall_time() -> None:
+    """The tests' CPU timing stamps windows with host clocks: only the total is held, with 100 ms."""
+    windows = [_window([5.0], wall=1.0)] + [_window([0.0], wall=10.0) for _ in range(3)]
+    ledger = TimingLedger(windows=windows, host_timing=True)
+    assert judge(ledger, "gpumode-benchmark", CAL, configs=["a"], fresh_audits_possible=False) is None
+    assert _judge(windows).rule == "timing_forgery"  # the kernel's stamps: a window reports 5 ms in 1 ms
+    beyond = TimingLedger(windows=[_window([0.0], wall=100.76)], host_timing=True)
+    assert judge(beyond, "gpumode-benchmark", CAL, configs=["a"], fresh_audits_possible=False).rule == "timing_forgery"
+
+
+# ---- the spread of a block ------------------------------------------------------------------------------------------
+
+
+def _blocks(*samples: list[float]) -> list[Window]:
+    return [_window(list(block), wall=sum(block) + 60.0) for block in samples]
+
+
+def test_a_blocks_median_call_must_be_half_its_mean() -> None:
+    assert _judge(_blocks([1.0, 1.0, 4.0]), "robust") is None  # the median's 3 ms is exactly half of 6 ms
+    finding = _judge(_blocks([0.1, 0.1, 10.0]), "robust")
+    assert finding.rule == "timing_forgery" and "not spread like calls of one kernel" in finding.evidence
+    assert _judge(_blocks([0.1, 0.1, 0.1]), "robust") is None  # small calls, evenly spread
+    assert _judge([_window([0.1, 0.1, 10.0], wall=15.2)], "gpumode-benchmark") is None  # a method without blocks
+    assert _judge(_blocks([0.1, 10.0]), "robust") is None  # from three calls on
+
+
 # ---- the audit rules ------------------------------------------------------------------------------------------------
 
 
@@ -317,6 +461,13 @@ def test_two_fresh_audits_are_required_and_none_when_the_task_cannot_re_randomis
 def test_audit_evasion_threshold_on_the_median_audited_call(typical: float, audited: tuple[float, ...], evades: bool) -> None:
     finding = _audit(_typical(typical) + _fresh(*audited))
     assert (finding is not None and finding.rule == "audit_evasion" and "new values" in finding.evidence) is evades
+
+
+def test_an_audited_median_exactly_at_the_threshold_is_not_evasion() -> None:
+    limit = EVASION_RATIO * 1.0 + EVASION_FLOOR_MS
+    assert _audit(_typical(1.0) + _fresh(limit, limit)) is None
+    beyond = math.nextafter(limit, 10.0)
+    assert _audit(_typical(1.0) + _fresh(beyond, beyond)).rule == "audit_evasion"
 
 
 def test_the_other_calls_are_summed_up_by_the_methods_headline_statistic() -> None:
