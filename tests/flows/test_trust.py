@@ -13,6 +13,7 @@ from ksearch.errors import UserError
 from ksearch.flows import inspect as inspect_flow
 from ksearch.flows import run as run_flow
 from ksearch.flows import trust
+from ksearch.llm import models as llm_models
 from ksearch.store import Store
 
 EVIL = "https://llm.evil.example/v1"
@@ -38,7 +39,7 @@ def no_model(monkeypatch: pytest.MonkeyPatch) -> None:
     def refuse(*args: object, **kwargs: object) -> object:
         raise AssertionError(f"a chat model was built for {args} {kwargs}")
 
-    monkeypatch.setattr(run_flow, "make_chat_model", refuse)
+    monkeypatch.setattr(llm_models, "make_chat_model", refuse)
 
 
 def test_resume_never_sends_the_key_to_a_server_the_workspace_names(tmp_path: Path, no_model: None) -> None:

@@ -377,6 +377,10 @@ def test_the_checkers_costs_of_each_config_reach_the_gap_rule() -> None:
     assert _gap_judge(before_fresh, digest_ms={0: 4.0}).rule == "timing_forgery"  # 7.8 allowed
     assert _gap_judge(before_fresh, generation_ms={0: 2.0}).rule == "timing_forgery"  # 4.8 allowed
     assert _gap_judge(before_fresh, generation_ms={1: 6.0}, digest_ms={1: 6.0}).rule == "timing_forgery"  # another config
+    # a config the checker gave no costs for is allowed none: 1.8 ms (it would pass with 1 ms of either)
+    assert _gap_judge(_chain(13.0, audited=(0,))) is None  # 13 - 1.8 = 11.2 <= 10 + 1.3
+    assert _gap_judge(_chain(14.0, audited=(0,))).rule == "timing_forgery"  # 12.2 > 11.4
+    assert _gap_judge(_chain(14.0, fresh=(1,))).rule == "timing_forgery"
     audited_is_before = _chain(19.5, audited=(1,))  # the audit follows the second window: this gap is plain
     assert _gap_judge(audited_is_before, generation_ms={0: 2.0}, digest_ms={0: 4.0}).rule == "timing_forgery"
 
