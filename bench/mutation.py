@@ -206,6 +206,9 @@ EQUIVALENT: dict[str, str] = {
     "ksearch/tools/integrity/reach.py::ReachRules._reach_call: name and matches(name, DENIED_CALLS) -> "
     "matches(name, DENIED_CALLS)":
         "matches(None, ...) is None",
+    "ksearch/tools/integrity/reach.py::ReachRules._reach_call: name and matches(name, ANNOTATION_EVALUATORS) -> "
+    "matches(name, ANNOTATION_EVALUATORS)":
+        "matches(None, ...) and matches('', ...) are None",
     "ksearch/tools/integrity/reach.py::ReachRules._named_attribute: isinstance(target, ast.Attribute) and "
     "_plain_chain(target) -> _plain_chain(target)":
         "_plain_chain holds only for a name or an attribute chain over one, and a bare name passes the first test",

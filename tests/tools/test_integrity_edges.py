@@ -312,6 +312,34 @@ def test_getattr_names(code: str, rules: set[str]) -> None:
     assert _rules(code) == rules
 
 
+OWN = "class M:\n    def get(self, i, n):\n        return getattr({}, {})\n"
+
+
+@pytest.mark.parametrize(
+    ("code", "rules"),
+    [
+        (OWN.format("self", "f'w{i}'"), set()),
+        (OWN.format("self", "'w' + str(i)"), set()),
+        (OWN.format("self", "'w' + str(i) + '_' + str(n)"), set()),  # the leftmost of a chain of + decides
+        ("class M:\n    @classmethod\n    def get(cls, i):\n        return getattr(cls, f'w{i}')\n", set()),
+        (OWN.format("self", "f'_w{i}'"), {"interpreter_reach"}),
+        (OWN.format("self", "'_' + str(i)"), {"interpreter_reach"}),
+        (OWN.format("self", "i + 'w'"), {"interpreter_reach"}),
+        (OWN.format("self", "str(i) + 'w'"), {"interpreter_reach"}),
+        (OWN.format("self", "1 + i"), {"interpreter_reach"}),
+        (OWN.format("self", "n"), {"interpreter_reach"}),  # a parameter: anything
+        (OWN.format("self", "'w' * n"), {"interpreter_reach"}),  # only + keeps the first letter
+        (OWN.format("self", "'w' * n + '__dict__'"), {"interpreter_reach"}),  # '' + '__dict__' when n is 0
+        (OWN.format("self.m", "f'w{i}'"), {"interpreter_reach"}),  # an attribute of self is another object
+        ("def kernel(x, i):\n    return getattr(x, f'w{i}')\n", {"interpreter_reach"}),  # a parameter is not self
+        ("def kernel(x, i):\n    return getattr(x, 'w' + str(i))\n", {"interpreter_reach"}),
+    ],
+)  # fmt: skip
+def test_a_computed_name_passes_only_on_self_or_cls_and_from_a_letter(code: str, rules: set[str]) -> None:
+    """A name computed at run time is judged by its first character, on the candidate's own object only."""
+    assert _rules(code) == rules
+
+
 def test_getattr_on_a_module_names_the_whole_path_at_its_line() -> None:
     found = scan(T + "c = getattr(torch.cuda, '_lazy_init')\n", task_name="softmax")
     assert [(f.line, f.detail) for f in found] == [(2, "uses torch.cuda._lazy_init, a private name of a module")]
@@ -330,6 +358,8 @@ def test_getattr_on_a_module_names_the_whole_path_at_its_line() -> None:
         ("def kernel(x):\n    s = '{0.a}'\n    return s.format(x)\n", set()),
         ("def kernel(x):\n    return b'{0.a}'.format(x)\n", set()),
         ("s = '{x.y}'.strip()\n", set()),  # a string with a field, not formatted
+        ("def kernel(x):\n    return vars(x)\n", {"interpreter_reach"}),
+        ("def kernel(x):\n    return vars()\n", set()),  # the caller's locals, like locals(): no object's namespace
     ],
 )  # fmt: skip
 def test_calls_that_reach_the_interpreter(code: str, rules: set[str]) -> None:
