@@ -177,6 +177,8 @@ EQUIVALENT: dict[str, str] = {
     "ksearch/tools/fingerprint.py::task_signature: True -> False":
         "the configs hash is compared only with itself; either key order is deterministic (a change of order "
         "after an upgrade misses the cache once, like a harness version bump, and never reuses a wrong verdict)",
+    "ksearch/tools/fingerprint.py::DeviceInfo.describe: self.gpu or '' -> self.gpu":
+        "describe returns before this line when gpu is None, and an empty name is '' either way",
     "ksearch/store/store.py::ensure_comparison: True -> False":
         "the stored report is read back with json.loads: the key order is lost either way",
     "ksearch/tools/integrity/caching.py::CachingRules._replayed_outputs: isinstance(n, ast.Return) and "
