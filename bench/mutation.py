@@ -199,9 +199,6 @@ EQUIVALENT: dict[str, str] = {
     "ksearch/tools/integrity/caching.py::CachingRules._fingerprint: self._is_input(a, params) or "
     "self._fingerprint(a, tainted, params) -> self._is_input(a, params)":
         "the test only decides whether to answer early: when it is skipped the walk reaches the same argument",
-    "ksearch/tools/integrity/caching.py::CachingRules._fingerprint: _fingerprint(... tainted, params ...) -> "
-    "_fingerprint(... params, tainted ...)":
-        "as above: the walk reaches the same argument when the early answer is skipped",
     "ksearch/tools/integrity/reach.py::ReachRules._reach_call: name and matches(name, ATTRGETTERS) -> "
     "matches(name, ATTRGETTERS)":
         "matches(None, ...) is None",

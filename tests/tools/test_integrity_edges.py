@@ -121,6 +121,8 @@ HONEST_CACHING = [
                  id="a-local-list-append"),
     pytest.param(T + "_WEIGHT = torch.ones(4)\n_C = {}\ndef kernel(x):\n    w = _C.get(_WEIGHT.data_ptr())\n    return x\n",
                  "softmax", id="keyed-by-a-module-tensors-pointer"),
+    pytest.param(T + "_SCALE = torch.ones(())\n_C = {}\ndef kernel(x):\n    b = _C.get((x.shape, _SCALE.float().item()))\n"
+                 "    return x\n", "softmax", id="keyed-by-a-module-tensors-value-through-a-call"),
     pytest.param(TRI + "    return x * _W.setdefault((id(weights), id(config)), weights['norm.weight'].float())\n", "trimul",
                  id="derived-weights-keyed-by-exactly-the-parameters"),
     pytest.param(T + "_LIMITS = [4096]\ndef kernel(x):\n    if x < _LIMITS:\n        pass\n    return x\n", "softmax",
