@@ -63,6 +63,8 @@ CACHING = [
                  id="keyed-by-a-pointer-after-a-builtin-of-the-input"),
     pytest.param(T + "_C = {}\ndef kernel(x):\n    return _C.get(tuple(x.shape) + (x.data_ptr(),))\n", {"output_caching"},
                  id="keyed-by-the-shape-and-a-pointer"),
+    pytest.param(T + "_C = {}\ndef kernel(x):\n    return _C.get((tuple(x), x.data_ptr()))\n", {"output_caching"},
+                 id="keyed-by-a-builtin-of-the-input-then-a-pointer"),
     pytest.param(T + "_C = {}\ndef kernel(x):\n    return _C.get(bytes(str(x.data_ptr()), 'ascii'))\n", {"output_caching"},
                  id="keyed-by-the-bytes-of-a-pointer"),
     pytest.param(T + "_C = {}\ndef kernel(x):\n    k = id(x)\n    return _C.get(bytes(k))\n", {"output_caching"},
@@ -142,6 +144,10 @@ HONEST_CACHING = [
                  id="a-local-list-item-compared"),
     pytest.param(T + "_C = {}\ndef kernel(x):\n    b = _C.get(tuple(x.shape))\n    return x\n", "softmax",
                  id="keyed-by-the-shape-as-a-tuple"),
+    pytest.param(T + "_C = {}\ndef kernel(x, sizes):\n    b = _C.get(tuple(sizes))\n    return x\n", "softmax",
+                 id="keyed-by-a-config-input-as-a-tuple"),  # a builtin of an input, with no fingerprint in it
+    pytest.param(T + "_WEIGHT = torch.ones(4)\n_C = {}\ndef kernel(x):\n    w = _C.get(id(_WEIGHT))\n    return x\n",
+                 "softmax", id="keyed-by-a-module-tensors-identity"),
     pytest.param(T + "class K:\n    def __init__(self):\n        self.c = {}\n    def kernel(self, x):\n        if x in self.c:\n"
                  "            pass\n        return x\n", "softmax", id="an-attribute-container"),
 ]
