@@ -376,12 +376,14 @@ def test_calls_that_reach_the_interpreter(code: str, rules: set[str]) -> None:
 
 @pytest.mark.xfail(strict=True, reason="reported to the lead (issue 34): a module laundered through a container is "
                    "judged as an object (its interpreter steps and private names pass), a star import binds names no "
-                   "rule sees, and an identity read through a view (x.T._cdata) is no fingerprint")  # fmt: skip
+                   "rule sees, an identity read through a view (x.T._cdata) is no fingerprint, and any parameter "
+                   "named self takes computed names that start with a letter, a module included")  # fmt: skip
 @pytest.mark.parametrize(
     "code",
     [T + "t = [torch][0]\nt.os.system('id')\n", T + "t = [torch][0]\nt.threading.Thread(target=print).start()\n",
      T + "c = getattr([torch][0], '_C')\n", "from os import *\nsystem('id')\n",
-     T + "_C = {}\ndef kernel(x):\n    return _C.get(x.T._cdata)\n"],
+     T + "_C = {}\ndef kernel(x):\n    return _C.get(x.T._cdata)\n",
+     T + "def reach(self, rest):\n    return getattr(self, 's' + rest)\nm = reach(torch, 'ys')\n"],
 )  # fmt: skip
 def test_gaps_found_by_the_mutation_bench(code: str) -> None:
     assert _rules(code) != set()
