@@ -199,6 +199,16 @@ EQUIVALENT: dict[str, str] = {
     "ksearch/tools/integrity/caching.py::CachingRules._fingerprint: self._is_input(a, params) or "
     "self._fingerprint(a, tainted, params) -> self._is_input(a, params)":
         "the test only decides whether to answer early: when it is skipped the walk reaches the same argument",
+    "ksearch/tools/integrity/caching.py::CachingRules._fingerprint: self.is_builtin(node.func, FINGERPRINT_BUILTINS) "
+    "and any((self._is_input(a, params)... -> any((self._is_input(a, params)...":
+        "every answer of the walk is True: a call other than id or hash answers only when an argument is "
+        "fingerprinted, which the walk finds when it reaches that argument, and id and hash are in the list",
+    "ksearch/tools/integrity/caching.py::CachingRules._fingerprint: ...t({'id', 'hash'})) is not None or "
+    "any((self._fingerprint(a, tainted, params) for a in node.args)) -> ...t({'id', 'hash'})) is not None":
+        "a fingerprinted argument of another builtin is found when the walk reaches it (no answer is False)",
+    "ksearch/tools/integrity/caching.py::CachingRules._fingerprint: any((self._fingerprint(a, tainted, params) for a "
+    "in node.args)) -> all((self._fingerprint(a, tainted, params) for a in node.args))":
+        "as above: for id and hash the first test decides, for the others the walk reaches the argument",
     "ksearch/tools/integrity/reach.py::ReachRules._reach_call: name and matches(name, ATTRGETTERS) -> "
     "matches(name, ATTRGETTERS)":
         "matches(None, ...) is None",

@@ -148,6 +148,8 @@ HONEST_CACHING = [
                  id="keyed-by-a-config-input-as-a-tuple"),  # a builtin of an input, with no fingerprint in it
     pytest.param(T + "_WEIGHT = torch.ones(4)\n_C = {}\ndef kernel(x):\n    w = _C.get(id(_WEIGHT))\n    return x\n",
                  "softmax", id="keyed-by-a-module-tensors-identity"),
+    pytest.param(T + "_C = {}\ndef kernel(x):\n    b = _C.get(hash(x.shape))\n    return x\n", "softmax",
+                 id="keyed-by-the-hash-of-the-shape"),  # hash of a value read off an input, not of the input
     pytest.param(T + "class K:\n    def __init__(self):\n        self.c = {}\n    def kernel(self, x):\n        if x in self.c:\n"
                  "            pass\n        return x\n", "softmax", id="an-attribute-container"),
 ]
