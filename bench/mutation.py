@@ -183,6 +183,8 @@ EQUIVALENT: dict[str, str] = {
     "ksearch/tools/fingerprint.py::task_signature: True -> False":
         "the configs hash is compared only with itself; either key order is deterministic (a change of order "
         "after an upgrade misses the cache once, like a harness version bump, and never reuses a wrong verdict)",
+    "ksearch/tools/fingerprint.py::DeviceInfo.describe: self.gpu or '' -> self.gpu":
+        "describe returns before this line when gpu is None, and an empty name is '' either way",
     "ksearch/store/store.py::ensure_comparison: True -> False":
         "the stored report is read back with json.loads: the key order is lost either way",
     "ksearch/tools/integrity/caching.py::CachingRules._replayed_outputs: isinstance(n, ast.Return) and "
@@ -203,15 +205,25 @@ EQUIVALENT: dict[str, str] = {
     "ksearch/tools/integrity/caching.py::CachingRules._fingerprint: self._is_input(a, params) or "
     "self._fingerprint(a, tainted, params) -> self._is_input(a, params)":
         "the test only decides whether to answer early: when it is skipped the walk reaches the same argument",
-    "ksearch/tools/integrity/caching.py::CachingRules._fingerprint: _fingerprint(... tainted, params ...) -> "
-    "_fingerprint(... params, tainted ...)":
-        "as above: the walk reaches the same argument when the early answer is skipped",
+    "ksearch/tools/integrity/caching.py::CachingRules._fingerprint: self.is_builtin(node.func, FINGERPRINT_BUILTINS) "
+    "and any((self._is_input(a, params)... -> any((self._is_input(a, params)...":
+        "every answer of the walk is True: a call other than id or hash answers only when an argument is "
+        "fingerprinted, which the walk finds when it reaches that argument, and id and hash are in the list",
+    "ksearch/tools/integrity/caching.py::CachingRules._fingerprint: ...t({'id', 'hash'})) is not None or "
+    "any((self._fingerprint(a, tainted, params) for a in node.args)) -> ...t({'id', 'hash'})) is not None":
+        "a fingerprinted argument of another builtin is found when the walk reaches it (no answer is False)",
+    "ksearch/tools/integrity/caching.py::CachingRules._fingerprint: any((self._fingerprint(a, tainted, params) for a "
+    "in node.args)) -> all((self._fingerprint(a, tainted, params) for a in node.args))":
+        "as above: for id and hash the first test decides, for the others the walk reaches the argument",
     "ksearch/tools/integrity/reach.py::ReachRules._reach_call: name and matches(name, ATTRGETTERS) -> "
     "matches(name, ATTRGETTERS)":
         "matches(None, ...) is None",
     "ksearch/tools/integrity/reach.py::ReachRules._reach_call: name and matches(name, DENIED_CALLS) -> "
     "matches(name, DENIED_CALLS)":
         "matches(None, ...) is None",
+    "ksearch/tools/integrity/reach.py::ReachRules._reach_call: name and matches(name, ANNOTATION_EVALUATORS) -> "
+    "matches(name, ANNOTATION_EVALUATORS)":
+        "matches(None, ...) and matches('', ...) are None",
     "ksearch/tools/integrity/reach.py::ReachRules._named_attribute: isinstance(target, ast.Attribute) and "
     "_plain_chain(target) -> _plain_chain(target)":
         "_plain_chain holds only for a name or an attribute chain over one, and a bare name passes the first test",

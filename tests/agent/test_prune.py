@@ -226,6 +226,26 @@ def test_a_comparison_stored_for_the_pair_decides_without_measuring(tmp_path: Pa
     assert not decision.promote and decision.speedup == 0.9 and "not significant" in decision.reason
 
 
+def _failing_compare(incumbent, challenger, *, rounds):
+    raise RuntimeError("device lost")
+
+
+@pytest.mark.parametrize(
+    ("compare", "reason"),
+    [(lambda i, c, *, rounds: None, "paired comparison failed: nothing was measured"),
+     (_failing_compare, "paired comparison failed: device lost")],
+)  # fmt: skip
+def test_a_comparison_that_fails_or_measures_nothing_keeps_the_incumbent(tmp_path: Path, compare, reason: str) -> None:
+    """A faster single measurement is not enough: without a paired comparison the incumbent stays, and nothing is
+    stored for the pair (a re-run measures again)."""
+    ctx = _ctx(tmp_path, compare=compare)
+    incumbent, challenger = _candidate(ctx, 1), _candidate(ctx, 2)
+    best = BestRef(candidate_id=incumbent, evaluation_id="e", node_id="a", score=1.0)
+    decision = prune_node.promotion_decision(ctx, best, challenger, 2.0)
+    assert (decision.promote, decision.reason, decision.speedup) == (False, reason, None)
+    assert find_comparison(ctx.store, incumbent, challenger, "k") is None
+
+
 def _evaluation(verdict: str, latency_ms: float | None) -> Evaluation:
     return Evaluation(verdict=Verdict(verdict), device="cuda", latency_ms=latency_ms,
                       score=None if latency_ms is None else 1 / latency_ms, timed=latency_ms is not None)  # fmt: skip

@@ -77,3 +77,28 @@ def test_the_device_description_names_every_property_the_planner_is_shown() -> N
         assert part in text
     assert GPU.is_gpu and not CPU.is_gpu
     assert "not timed" in CPU.describe()
+
+
+def test_a_gpu_is_described_by_its_line_then_the_limits_and_peaks_of_its_own_model() -> None:
+    """The limits come from the table entry of the device's own name, not from a target or an empty name."""
+    line, limits = GPU.describe().split("\n")
+    assert line == ("NVIDIA H100 80GB HBM3 (compute capability 9.0, 132 SMs, 80 GiB memory, 50 MB L2), CUDA 13.0, "
+                    "torch 2.13.0, triton 3.9.0")  # fmt: skip
+    assert limits.startswith("Limits and peaks: H100 SXM5 80GB (sm_90): 132 SMs, 80 GB memory at 3.35 TB/s, 50 MB L2.")
+    assert GPU.describe("b200") == GPU.describe()  # a GPU is described as itself, whatever the target
+    unknown = GPU.model_copy(update={"gpu": "Mystery GPU"}).describe()
+    assert unknown.endswith("triton 3.9.0\nLimits and peaks of this GPU are not known to ksearch.")
+
+
+def test_the_cpu_is_described_with_the_target_gpu_or_none() -> None:
+    aimed = CPU.describe("h100")
+    assert "written for the target GPU H100 SXM5 80GB" in aimed and "\nTarget GPU: H100 SXM5 80GB (sm_90)" in aimed
+    assert "No GPU is targeted" in CPU.describe() and "Target GPU" not in CPU.describe()
+
+
+def test_the_target_gpu_is_in_the_key_of_a_cpu_evaluation_only() -> None:
+    """On the CPU the verdict depends on the GPU it is compiled for; on a GPU the device's own model is the key."""
+    assert CPU.eval_key("softmax", target_gpu="h100") == CPU.eval_key("softmax") + "|target=h100"
+    assert CPU.eval_key("softmax", target_gpu="h100") != CPU.eval_key("softmax", target_gpu="h200")
+    assert GPU.eval_key("softmax", target_gpu="h100") == GPU.eval_key("softmax")
+    assert "target=" not in GPU.eval_key("softmax", "confirm", target_gpu="b200")

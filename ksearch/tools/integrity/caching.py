@@ -382,10 +382,11 @@ class CachingRules(ScannerBase):
                         return True
                 if self.is_builtin(node.func, FINGERPRINT_BUILTINS) and any(
                     self._is_input(a, params) or self._fingerprint(a, tainted, params) for a in node.args
+                ) and (
+                    self.is_builtin(node.func, frozenset({"id", "hash"})) is not None
+                    or any(self._fingerprint(a, tainted, params) for a in node.args)
                 ):
-                    return self.is_builtin(node.func, frozenset({"id", "hash"})) is not None or any(
-                        self._fingerprint(a, tainted, params) for a in node.args
-                    )
+                    return True  # a builtin of an input with no fingerprint in it ends nothing: its siblings are walked
             if isinstance(node, ast.Attribute) and node.attr in FINGERPRINT_METHODS and isinstance(node.value, ast.Name):
                 if node.value.id in params:
                     return True
