@@ -3,26 +3,16 @@ that drives a copy of GPU MODE's own eval.py (here a stand-in that speaks the sa
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 import textwrap
 from pathlib import Path
 
 import pytest
 
-BENCH = Path(__file__).resolve().parents[1] / "bench"
+from tests.helpers.bench_scripts import load_bench
 
 
-def _load(name: str):
-    spec = importlib.util.spec_from_file_location(f"bench_{name}", BENCH / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-fidelity = _load("fidelity")
-upstream = _load("upstream_trimul")
+fidelity = load_bench("fidelity")
+upstream = load_bench("upstream_trimul")
 
 
 def test_the_ratio_interval_holds_the_ratio_and_narrows_with_agreeing_processes() -> None:

@@ -4,27 +4,17 @@ with the mean speedups and verdicts; the evaluator is replaced by a stand-in tha
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
+from tests.helpers.bench_scripts import load_bench
+
 pytest.importorskip("flashinfer_bench", reason="flashinfer-bench is not installed")
 
-BENCH = Path(__file__).resolve().parents[1] / "bench" / "flashinfer.py"
 
-
-def _load():
-    spec = importlib.util.spec_from_file_location("bench_flashinfer", BENCH)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-bench = _load()
+bench = load_bench("flashinfer")
 
 
 def _timing(config: str, ms: float) -> SimpleNamespace:

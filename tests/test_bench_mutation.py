@@ -5,24 +5,12 @@ the target table names files that exist and equivalents that still exist."""
 from __future__ import annotations
 
 import ast
-import importlib.util
-import sys
 from pathlib import Path
 
+from tests.helpers.bench_scripts import load_bench
+
 REPO = Path(__file__).resolve().parents[1]
-SCRIPT = REPO / "bench" / "mutation.py"
-
-
-def load_script():
-    spec = importlib.util.spec_from_file_location("mutation_bench", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
-
-
-bench = load_script()
+bench = load_bench("mutation")
 
 
 def _mutants(source: str, functions: tuple[str, ...] = ()) -> list[tuple[str, str, str]]:

@@ -4,7 +4,6 @@ end to end on the softmax task under the Triton interpreter."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -15,22 +14,16 @@ import pytest
 
 from ksearch.skills.features import draft_contract_errors, precondition_problems
 from ksearch.skills.records import SkillDraft
+from tests.helpers.bench_scripts import load_bench
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "bench" / "skills_learn_apply.py"
 
 
-def load_script():
-    spec = importlib.util.spec_from_file_location("skills_learn_apply", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
 
 
 def test_the_trimul_script_edits_apply_and_its_skills_keep_their_contracts():
-    script = load_script()
+    script = load_bench("skills_learn_apply")
     expert = (REPO / "examples" / "trimul_triton.py").read_text()
     variants = script._trimul_variants(expert)
     replies = dict(script.trimul_scenario("full", arch_is_gpu=True).learn_replies)
