@@ -76,6 +76,9 @@ class Outcome(BaseModel):
     """Every timed window of the worker's timing phase, stamped on the session's clock as its messages arrived."""
     calibration: dict[str, float] = {}
     """The worker's measurement of the harness's own costs, from its ``ready`` message (before its request)."""
+    forged_timing: str = ""
+    """Timing messages out of order (no honest worker sends them): the worker was stopped at the first, and this says
+    what it was."""
 
 
 class EvaluatorSession:
@@ -241,6 +244,11 @@ class EvaluatorSession:
                     if outcome.phase == "timing":  # the worker waited from its request to this answer
                         ledger.relay(stamp, time.time())
             backlog = []
+            if outcome.phase == "timing" and ledger.malformed:
+                # Decided: only a candidate writing on the harness's channel puts records out of order. Waiting for the
+                # rest of the loop (a second full evaluation, were it judged later) would only spend GPU time.
+                outcome.forged_timing = ledger.malformed[0]
+                break
             if outcome.harness_error or worker.exited() or worker.messages.closed:
                 break
             if time.monotonic() > deadline:

@@ -100,11 +100,19 @@ def checked_evaluation(
 def assemble(
     request: EvalRequest, task: Task, method: str, outcome: Outcome, check: CheckResult, scrub: tuple[str, ...]
 ) -> Evaluation:
-    """The evaluation's verdict, in order of precedence: a failed check of the trusted checker; the worker's own
-    failure (timeout, crash, compile or runtime error, a broken rule); an output the checker never saw; then passed,
+    """The evaluation's verdict, in order of precedence: a failed check of the trusted checker; timing messages out of
+    order (the worker was stopped at them); the worker's own failure (timeout, crash, compile or runtime error, a broken rule); an output the checker never saw; then passed,
     timed from the worker's samples when the request asked for timing."""
     if check.failed_check:
         return checked_evaluation(request, task, outcome, check, scrub)
+    if outcome.forged_timing:
+        evidence = f"the timing messages were out of order: {outcome.forged_timing}; the worker was stopped there"
+        return Evaluation(
+            verdict=Verdict.REJECTED, device=request.device, configs_passed=check.configs_passed,
+            configs_total=check.configs_total, environment=parent_environment(),
+            rejection=Rejection(rule="timing_forgery", evidence=evidence),
+            log=trim_log(f"rejected (timing_forgery): {evidence}", "", scrub=scrub),
+        )  # fmt: skip
     if worker_failed(outcome):
         return failed_evaluation(request, task, outcome, scrub)
     if check.verdict != Verdict.PASSED:
