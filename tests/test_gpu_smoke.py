@@ -5,7 +5,8 @@ One case per (kernel, method); each prints one line (and appends it to ``$KSEARC
 ``scripts/gpu_checks.sh smoke`` shows the whole table. The CPU never times, so only this finds a timing method that
 crashes on a task's inputs (issue 38: every FlashInfer candidate ended ``crashed`` in the fresh-value audit).
 Kept small: FlashInfer tasks time 2 workloads (``?search=2``), TriMul one kernel; the CUDA builds (nvcc, ~50 s) are
-the GQA solution's. Run it with ``-n 4`` apart from the TriMul cases (they hold up to ~60 GB, see gpu_checks.sh).
+the GQA solution's. Run it one case at a time (gpu_checks.sh does): evaluations sharing the GPU slow each
+other, and the trusted path's ledger judges what they read.
 """
 
 from __future__ import annotations

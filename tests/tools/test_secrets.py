@@ -41,7 +41,9 @@ linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="co
 
 def _env(sandbox: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("KSEARCH_")}
-    env.update(OPENAI_API_KEY=SECRET, KSEARCH_SANDBOX=sandbox, PYTHONPATH=str(REPO))
+    # The repository first; an offline GPU node's wheelhouse folder (scripts/gpu_checks.sh) stays on the path.
+    path = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p)
+    env.update(OPENAI_API_KEY=SECRET, KSEARCH_SANDBOX=sandbox, PYTHONPATH=path)
     return env
 
 
@@ -51,6 +53,7 @@ def _eval(exploit: Path, sandbox: str, device: str = "cpu") -> dict:
         cwd=REPO, env=_env(sandbox), capture_output=True, text=True, timeout=300, check=False,
     )  # fmt: skip
     assert SECRET not in done.stdout + done.stderr
+    assert done.stdout.strip(), f"ksearch eval printed no report (exit {done.returncode}): {done.stderr[-3000:]}"
     report = json.loads(done.stdout)
     return report.get("evaluation", report)
 
