@@ -36,6 +36,30 @@ def test_the_profile_of_a_call_counts_busy_time_once_and_lists_the_longest_kerne
     assert summarise("b1", 0.0, [("k", 0.0, 10.0)]).host_gap_ms == 0.0  # a call never reads shorter than its kernels
 
 
+def test_the_marked_range_is_no_kernel_of_the_call() -> None:
+    """The profiler repeats each marked range on the device timeline; only the host's copy bounds the shape."""
+    from types import SimpleNamespace
+
+    from torch.autograd import DeviceType
+
+    from ksearch.tools.evaluator.kernel_profile import MARK, recorded
+
+    def event(name: str, start: float, end: float, device: DeviceType) -> SimpleNamespace:
+        return SimpleNamespace(name=name, time_range=SimpleNamespace(start=start, end=end), device_type=device)
+
+    profiler = SimpleNamespace(events=lambda: [
+        event(MARK + "b0", 100.0, 300.0, DeviceType.CPU),
+        event(MARK + "b0", 120.0, 290.0, DeviceType.CUDA),
+        event("gemm", 130.0, 200.0, DeviceType.CUDA),
+        event("aten::empty", 101.0, 102.0, DeviceType.CPU),
+    ])  # fmt: skip
+    ranges, spans = recorded(profiler)
+    assert ranges == {"b0": (100.0, 300.0)}
+    assert spans == [("gemm", 130.0, 200.0)]
+    profile = summarise("b0", 0.2, spans_in(*ranges["b0"], spans))
+    assert [k.name for k in profile.kernels] == ["gemm"] and profile.kernel_ms == pytest.approx(0.07)
+
+
 def test_each_shape_gets_the_device_activity_that_started_inside_its_marked_call() -> None:
     spans = [("warm", 5.0, 40.0), ("k1", 105.0, 150.0), ("k2", 151.0, 190.0), ("next", 260.0, 300.0)]
     assert [s[0] for s in spans_in(100.0, 200.0, spans)] == ["k1", "k2"]
