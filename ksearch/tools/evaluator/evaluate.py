@@ -289,6 +289,8 @@ def _stamp(evaluation: Evaluation, outcome: Outcome, device: str) -> Evaluation:
     seconds["check"] = round(outcome.checker_s, 3)
     if outcome.scout_s is not None:
         seconds["scout"] = outcome.scout_s
+    if outcome.result is not None:  # the worker's own breakdown of its profile stage (a diagnostic, like the stage)
+        seconds.update({k: v for k, v in outcome.result.stage_seconds.items() if k.startswith("profile_")})
     text = " ".join(f"{k}={v:g}s" for k, v in seconds.items())
     environment = {**evaluation.environment, "stage_seconds": text, **containment.record(device)}
     return evaluation.model_copy(update={"environment": environment})

@@ -86,7 +86,9 @@ def profile_shapes(worker: Any, module: Any) -> list[ShapeProfile]:
     from torch.profiler import ProfilerActivity, profile, record_function
 
     calls: dict[str, float] = {}
+    started = time.perf_counter()
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as profiler:
+        calls_started = time.perf_counter()
         for config in worker.task.benchmark_configs(worker.device):
             salted = worker.salted(config, worker.request.bench_salt)
             try:
@@ -104,5 +106,12 @@ def profile_shapes(worker: Any, module: Any) -> list[ShapeProfile]:
                 continue
             finally:
                 inputs = args = None  # noqa: F841 - this config's tensors go before the next is made
+        calls_ended = time.perf_counter()
+    stopped = time.perf_counter()
     ranges, spans = recorded(profiler)
+    # Where the stage's time goes (the profiler's start, the calls, its stop, reading its events), in the evaluation's
+    # stage times: the profile's cost is a target of its own (bench/evidence.py).
+    for stage, seconds in (("profile_start", calls_started - started), ("profile_calls", calls_ended - calls_started),
+                           ("profile_stop", stopped - calls_ended), ("profile_read", time.perf_counter() - stopped)):
+        worker.stages[stage] = round(seconds, 3)
     return [summarise(name, call_ms, spans_in(*ranges[name], spans)) for name, call_ms in calls.items() if name in ranges]
