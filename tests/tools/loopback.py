@@ -8,7 +8,7 @@ from pydantic import BaseModel
 
 from ksearch.contracts.exchange import CheckerCommand, Handoff, HandoffReply
 from ksearch.tools.evaluator.checker import Checker
-from ksearch.tools.evaluator.worker import Channel
+from ksearch.tools.evaluator.channel import Channel
 
 
 class LoopbackChannel(Channel):

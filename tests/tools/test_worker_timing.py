@@ -182,7 +182,7 @@ def test_a_timing_handoff_waits_for_its_answer_without_sleeping() -> None:
     import resource
     import subprocess
 
-    from ksearch.tools.evaluator.worker import spin_until_readable
+    from ksearch.tools.evaluator.channel import spin_until_readable
 
     read_end, write_end = os.pipe()
     try:

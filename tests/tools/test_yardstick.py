@@ -109,7 +109,7 @@ def test_the_reading_ratio_is_ksearch_over_bare() -> None:
 
 
 def test_rounds_alternate_in_abba_order() -> None:
-    from ksearch.tools.evaluator.worker import alternating
+    from ksearch.tools.evaluator.ledger import alternating
 
     assert "".join(alternating(3)) == "abbaab" and list(alternating(0)) == []
 

@@ -28,16 +28,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import secrets
 import statistics
 import sys
 import time
 import traceback
-from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from ksearch.contracts.evaluation import Mismatch, Rejection, Verdict
@@ -47,7 +44,14 @@ from ksearch.contracts.exchange import (
     Handoff,
     HandoffReply,
 )
+from ksearch.tools.evaluator.checker_records import (
+    CheckFailed,
+    EvaluationRecord,
+    check_layout,
+    checker_environment,
+)
 from ksearch.tools.evaluator.profiling import Accumulating
+from ksearch.tools.evaluator.reference_cache import ReferenceCache, nbytes_of
 from ksearch.tools.evaluator.seeds import (
     AUDIT_BASE,
     FRESH_SET_BASE,
@@ -68,84 +72,6 @@ CPU_CACHE_BYTES = 1 << 30
 _T = TypeVar("_T")
 
 
-class _Fail(Exception):
-    def __init__(
-        self, verdict: Verdict, error: str, *, mismatch: Mismatch | None = None, rule: str = "", harness: bool = False
-    ) -> None:
-        super().__init__(error)
-        self.verdict, self.error, self.mismatch = verdict, error, mismatch
-        self.rejection = Rejection(rule=rule, evidence=error) if rule else None
-        self.harness = harness
-        """The checker could not judge (its device memory ran out): no verdict about the candidate."""
-
-
-def _significant(shape: tuple[int, ...], strides: list[int]) -> list[tuple[int, int]]:
-    return [(i, s) for i, (n, s) in enumerate(zip(shape, strides, strict=True)) if n > 1]
-
-
-def _nbytes(value: Any) -> int:
-    import torch
-
-    if isinstance(value, torch.Tensor):
-        return value.numel() * value.element_size()
-    if isinstance(value, (list, tuple)):
-        return sum(_nbytes(v) for v in value)
-    return 64
-
-
-class ReferenceCache:
-    """(task, config, seeds) -> (input digest, expected output), least recently used first out, bounded in bytes."""
-
-    def __init__(self, budget: int) -> None:
-        self.budget = budget
-        self.used = 0
-        self.entries: OrderedDict[tuple[Any, ...], tuple[str, Any, int]] = OrderedDict()
-        self.hits = 0
-
-    def get(self, key: tuple[Any, ...]) -> tuple[str, Any] | None:
-        entry = self.entries.get(key)
-        if entry is None:
-            return None
-        self.entries.move_to_end(key)
-        self.hits += 1
-        return entry[0], entry[1]
-
-    def put(self, key: tuple[Any, ...], digest: str, expected: Any) -> None:
-        size = _nbytes(expected)
-        if size > self.budget:
-            return
-        while self.entries and self.used + size > self.budget:
-            _, (_, _, old) = self.entries.popitem(last=False)
-            self.used -= old
-        self.entries[key] = (digest, expected, size)
-        self.used += size
-
-    def clear(self) -> None:
-        self.entries.clear()
-        self.used = 0
-
-
-@dataclass
-class _Evaluation:
-    """What the checker has seen of one evaluation."""
-
-    task: Any
-    salt: int
-    bench_salt: int
-    tests_passed: set[int] = field(default_factory=set)
-    bench_checked: dict[int, int] = field(default_factory=dict)
-    bench_input_bytes: dict[int, int] = field(default_factory=dict)
-    """Per benchmark config, the size of its inputs as regenerated here (the parent's clone allowance)."""
-    bench_generation_ms: dict[int, float] = field(default_factory=dict)
-    """Per benchmark config, the median time ``make_inputs`` took here (the parent's allowance for the worker's)."""
-    bench_digest_ms: dict[int, float] = field(default_factory=dict)
-    """Per benchmark config, the median time the input digest took here."""
-    issued: set[tuple[int, int]] = field(default_factory=set)
-    """(benchmark config, seed) of every fresh seed issued (``issue_seed``): the only fresh seeds it judges."""
-    outputs_checked: int = 0
-    failure: _Fail | None = None
-
-
 class Checker:
     """Judges handed-off outputs against the reference; one instance serves a session's evaluations."""
 
@@ -163,7 +89,7 @@ class Checker:
         self.staging = StagingOwner(device, prefer_ipc=os.environ.get("KSEARCH_STAGING", "") != "shm")
         self.cache = ReferenceCache(budget)
         self.tasks: dict[str, Any] = {}
-        self.current: _Evaluation | None = None
+        self.current: EvaluationRecord | None = None
         self.largest_output: dict[str, int] = {}
         self.input_bytes: dict[tuple[str, str], int] = {}
         self.input_costs: dict[tuple[str, str], tuple[list[float], list[float]]] = {}
@@ -172,7 +98,7 @@ class Checker:
         """(task, benchmark config) -> bytes of its inputs (deterministic per config; kept across evaluations)."""
         self.pipelined = os.environ.get("KSEARCH_CHECKER_PIPELINE", "1") != "0"
         """Judge correctness outputs while the worker runs the next config (``check``); 0 turns it off."""
-        self.pending: tuple[_Evaluation, Handoff, Any, list[Any]] | None = None
+        self.pending: tuple[EvaluationRecord, Handoff, Any, list[Any]] | None = None
         self.low_memory = False
         """This evaluation's mode (``begin``): judge before answering, cache nothing, give memory back after each."""
 
@@ -227,7 +153,7 @@ class Checker:
         task = self.tasks.get(command.task)
         if task is None:
             task = self.tasks[command.task] = resolve_task(command.task)
-        self.current = _Evaluation(task=task, salt=command.salt, bench_salt=command.bench_salt)
+        self.current = EvaluationRecord(task=task, salt=command.salt, bench_salt=command.bench_salt)
         self.low_memory = command.low_memory or self._available_bytes() < LOW_MEMORY_BELOW
         if self.low_memory:
             self.cache.clear()
@@ -289,7 +215,7 @@ class Checker:
         return HandoffReply(ok=True)
 
     @contextmanager
-    def _recording(self, state: _Evaluation, handoff: Handoff) -> Iterator[None]:
+    def _recording(self, state: EvaluationRecord, handoff: Handoff) -> Iterator[None]:
         """Record a failed check as the evaluation's failure. Running out of device memory (even after the retry with
         the cache dropped: another process holds the GPU) is the harness's failure, which the evaluator retries; any
         other exception stays a crash of the evaluation, so that no output a candidate crafts can stop a run."""
@@ -297,13 +223,13 @@ class Checker:
 
         try:
             yield
-        except _Fail as failure:
+        except CheckFailed as failure:
             state.failure = failure
         except torch.OutOfMemoryError as exc:
-            state.failure = _Fail(Verdict.CRASHED, f"checker ran out of device memory on {handoff.config} (is another "
+            state.failure = CheckFailed(Verdict.CRASHED, f"checker ran out of device memory on {handoff.config} (is another "
                                   f"process using this GPU?): {str(exc)[:300]}", harness=True)  # fmt: skip
         except Exception as exc:  # noqa: BLE001 - reported as a crash with the exception
-            state.failure = _Fail(Verdict.CRASHED, f"checker failed on {handoff.config}: {type(exc).__name__}: {exc}")
+            state.failure = CheckFailed(Verdict.CRASHED, f"checker failed on {handoff.config}: {type(exc).__name__}: {exc}")
 
     def _sync(self) -> None:
         if self.device.startswith("cuda"):
@@ -341,7 +267,7 @@ class Checker:
 
     def _result(
         self,
-        state: _Evaluation,
+        state: EvaluationRecord,
         verdict: Verdict,
         passed: int,
         total: int,
@@ -358,13 +284,13 @@ class Checker:
         )  # fmt: skip
 
     # -- one output ----------------------------------------------------------------------------------------------
-    def _take(self, state: _Evaluation, h: Handoff, *, private: bool) -> tuple[Any, list[Any]]:
+    def _take(self, state: EvaluationRecord, h: Handoff, *, private: bool) -> tuple[Any, list[Any]]:
         """The config the record names and its staged outputs (views, or with ``private`` copies of them), after
         checking that the record is one this evaluation can make."""
         task = state.task
         configs = task.test_configs(self.device) if h.kind == "test" else task.benchmark_configs(self.device)
         if not 0 <= h.config_index < len(configs) or configs[h.config_index].name != h.config:
-            raise _Fail(Verdict.REJECTED, f"an output was handed off for an unknown config {h.config!r}",
+            raise CheckFailed(Verdict.REJECTED, f"an output was handed off for an unknown config {h.config!r}",
                         rule="forged_record")  # fmt: skip
         config = configs[h.config_index]
         salt = state.salt if h.kind == "test" else state.bench_salt
@@ -381,7 +307,7 @@ class Checker:
             and (h.kind == "test" or not fresh_set or (h.config_index, h.input_seed) in state.issued)
         )
         if not valid:
-            raise _Fail(Verdict.REJECTED, f"{config.name}: an output was handed off for seeds the evaluation did not "
+            raise CheckFailed(Verdict.REJECTED, f"{config.name}: an output was handed off for seeds the evaluation did not "
                         "use", rule="forged_record")  # fmt: skip
         return config, self._retrying_out_of_memory(lambda: self._staged(config.name, h, private=private))
 
@@ -410,7 +336,7 @@ class Checker:
                 gc.collect()
             torch.cuda.empty_cache()
 
-    def _judge(self, state: _Evaluation, h: Handoff, config: Any, outputs: list[Any]) -> None:
+    def _judge(self, state: EvaluationRecord, h: Handoff, config: Any, outputs: list[Any]) -> None:
         """Regenerate the inputs from the claimed seeds, compare their digest, and check the outputs against the
         reference."""
         import torch
@@ -418,7 +344,7 @@ class Checker:
         task = state.task
         digest, expected = self._reference(task, config, h)
         if digest != h.digest:
-            raise _Fail(
+            raise CheckFailed(
                 Verdict.REJECTED,
                 f"{config.name}: the inputs the candidate was given (digest {h.digest[:12]}) differ from the inputs "
                 f"regenerated from the same seed (digest {digest[:12]}): either the inputs were modified before they "
@@ -427,7 +353,7 @@ class Checker:
             )
         expecteds = list(expected) if isinstance(expected, (tuple, list)) else [expected]
         prepare_config = config.model_copy(update={"seed": h.prepare_seed})
-        self._check_layout(task, prepare_config, config.name, outputs, expecteds, expected, h)
+        check_layout(task, prepare_config, config.name, outputs, expecteds, expected, h)
         if not task.allow_nonfinite:
             for position, tensor in enumerate(outputs):
                 if (tensor.is_floating_point() or tensor.is_complex()) and not bool(torch.isfinite(tensor).all()):
@@ -435,7 +361,7 @@ class Checker:
                     where = [int(i) for i in bad[0]] if bad.numel() else []
                     message = (f"{config.name}: {int((~torch.isfinite(tensor)).sum())} non-finite output values "
                                f"(nan/inf) in output {position}, first at {where}")  # fmt: skip
-                    raise _Fail(Verdict.INCORRECT, message,
+                    raise CheckFailed(Verdict.INCORRECT, message,
                                 mismatch=Mismatch(config=config.name, worst_index=where, message=message))  # fmt: skip
         candidate = tuple(outputs) if task.output_is_tuple or len(outputs) != 1 else outputs[0]
         mismatch = task.check(prepare_config, candidate, expected)
@@ -444,7 +370,7 @@ class Checker:
             label = {"bench": "timed output", "audit": "timed output on re-randomised inputs"}
             if h.kind in label:
                 mismatch = mismatch.model_copy(update={"message": f"{label[h.kind]}: {mismatch.message}"})
-            raise _Fail(Verdict.INCORRECT, mismatch.message, mismatch=mismatch)
+            raise CheckFailed(Verdict.INCORRECT, mismatch.message, mismatch=mismatch)
         if h.kind == "test":
             state.tests_passed.add(h.config_index)
         else:
@@ -467,7 +393,7 @@ class Checker:
         inputs = task.make_inputs(config.model_copy(update={"seed": h.input_seed}), self.device)
         self._sync()
         generated = time.perf_counter()
-        self.input_bytes[(task.name, config.name)] = _nbytes(inputs)
+        self.input_bytes[(task.name, config.name)] = nbytes_of(inputs)
         if h.activation_seed is not None:
             fresh = task.make_inputs(config.model_copy(update={"seed": h.activation_seed}), self.device)
             positions = task.activation_inputs(config)
@@ -489,45 +415,15 @@ class Checker:
 
     def _staged(self, name: str, h: Handoff, *, private: bool = False) -> list[Any]:
         if h.generation != self.staging.generation:
-            raise _Fail(Verdict.REJECTED, f"{name}: the output was staged in a buffer that is no longer the checker's",
+            raise CheckFailed(Verdict.REJECTED, f"{name}: the output was staged in a buffer that is no longer the checker's",
                         rule="forged_record")  # fmt: skip
         if not (len(h.shapes) == len(h.dtypes) == len(h.offsets)) or not h.shapes:
-            raise _Fail(Verdict.REJECTED, f"{name}: a malformed output record", rule="forged_record")
+            raise CheckFailed(Verdict.REJECTED, f"{name}: a malformed output record", rule="forged_record")
         try:
             return [self.staging.tensor(o, s, d, private=private)
                     for o, s, d in zip(h.offsets, h.shapes, h.dtypes, strict=True)]  # fmt: skip
         except ValueError as exc:
-            raise _Fail(Verdict.REJECTED, f"{name}: {exc}", rule="forged_record") from None
-
-    @staticmethod
-    def _check_layout(task: Any, config: Any, name: str, outputs: list[Any], expecteds: list[Any], expected: Any,
-                      h: Handoff) -> None:  # fmt: skip
-        wanted = task.output_strides(config, expected)
-        if wanted is None or len(outputs) != len(expecteds) or len(h.strides) != len(outputs):
-            return
-        wanted_list = wanted if isinstance(wanted, list) else [wanted]
-        for position, (tensor, have, want) in enumerate(zip(outputs, h.strides, wanted_list, strict=False)):
-            shape = tuple(tensor.shape)
-            if len(have) == len(shape) == len(want) and _significant(shape, have) != _significant(shape, list(want)):
-                message = (f"{name}: output {position} has strides {tuple(have)}, expected {tuple(want)} "
-                           "(return a contiguous tensor)")  # fmt: skip
-                raise _Fail(Verdict.INCORRECT, message, mismatch=Mismatch(config=name, message=message))
-
-
-def checker_environment(device: str, *, peak: bool = False) -> dict[str, str]:
-    """Versions and device; with ``peak``, the most device memory the checker held since the evaluation began."""
-    import torch
-
-    env = {"python": platform.python_version(), "torch": torch.__version__, "device_name": "cpu"}
-    if device.startswith("cuda") and torch.cuda.is_available():
-        index = torch.device(device).index or 0
-        major, minor = torch.cuda.get_device_capability(index)
-        env.update(device_name=torch.cuda.get_device_name(index), compute_capability=f"{major}.{minor}",
-                   cuda=str(torch.version.cuda))  # fmt: skip
-        if peak:
-            env["checker_peak_gpu_mib"] = str(torch.cuda.max_memory_reserved(index) >> 20)
-    return env
-
+            raise CheckFailed(Verdict.REJECTED, f"{name}: {exc}", rule="forged_record") from None
 
 def serve(device: str, commands: Any, answers: Any) -> None:
     """Answer commands until ``shutdown`` or end of input. A failing command is answered, not fatal."""

@@ -23,12 +23,16 @@ from ksearch.contracts.evaluation import Mismatch, Rejection, Verdict
 
 HARNESS_MODULES = (
     "ksearch.tools.evaluator.worker",
+    "ksearch.tools.evaluator.worker_modes",
+    "ksearch.tools.evaluator.worker_process",
+    "ksearch.tools.evaluator.channel",
     "ksearch.tools.evaluator.guard",
     "ksearch.tools.evaluator.timing_runner",
     "ksearch.tools.evaluator.seeds",
     "ksearch.tools.evaluator.staging",
     "ksearch.tools.timing",
     "ksearch.tools.timing.methods",
+    "ksearch.tools.timing.primitives",
     "ksearch.tools.timing.stats",
     "ksearch.contracts.evaluation",
     "ksearch.contracts.exchange",

@@ -36,28 +36,36 @@ from __future__ import annotations
 
 import argparse
 import faulthandler
-import gc
 import importlib.util
 import json
 import os
-import platform
-import select
-import statistics
 import sys
 import time
-from collections.abc import Callable, Iterator
-from importlib import metadata
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
-from pydantic import BaseModel
-
-from ksearch.contracts.evaluation import KernelResources, Mismatch, Rejection, ShapeProfile, Verdict, YardstickReading
-from ksearch.contracts.exchange import CompareSamples, ConfigSamples, Handoff, HandoffReply, WorkerRequest, WorkerResult
+from ksearch.contracts.evaluation import (
+    KernelResources,
+    Mismatch,
+    Rejection,
+    ShapeProfile,
+    Verdict,
+    YardstickReading,
+)
+from ksearch.contracts.exchange import (
+    CompareSamples,
+    ConfigSamples,
+    Handoff,
+    HandoffReply,
+    WorkerRequest,
+    WorkerResult,
+)
 from ksearch.tasks.base import Task, TaskConfig
 from ksearch.tasks.registry import resolve_task
 from ksearch.tools import timing as timing_mod
-from ksearch.tools.evaluator.ledger import alternating
+from ksearch.tools.evaluator.aot import probe_resources
+from ksearch.tools.evaluator.channel import Channel, GrowRequest, SettleRequest
 from ksearch.tools.evaluator.guard import (
     CandidateFailure,
     Guard,
@@ -69,15 +77,23 @@ from ksearch.tools.evaluator.guard import (
     poison,
     reject,
 )
-from ksearch.tools.evaluator.aot import probe_resources
 from ksearch.tools.evaluator.kernel_profile import profile_shapes
 from ksearch.tools.evaluator.profiling import profiled
 from ksearch.tools.evaluator.resources import loaded_resources
 from ksearch.tools.evaluator.sandbox import die_with_parent
-from ksearch.tools.evaluator.scout import compile_threads, dry_pass, scouting
 from ksearch.tools.evaluator.seeds import input_digest, salted_seed
 from ksearch.tools.evaluator.staging import StagingWriter
 from ksearch.tools.evaluator.timing_runner import HarnessFault, WorkerTimingRunner
+from ksearch.tools.evaluator.worker_modes import run_compare, run_scout, run_yardstick
+from ksearch.tools.evaluator.worker_process import (
+    diagnostic,
+    freeze_heap,
+    interpret_autotune_with_first_config,
+    release_cached_memory,
+    warm_start,
+    worker_environment,
+    write_result,
+)
 
 CANDIDATE_MODULE = "candidate"
 CHALLENGER_MODULE = "challenger"
@@ -85,67 +101,31 @@ CHALLENGER_MODULE = "challenger"
 
 HARNESS_FAULT = "harness:"
 """How a worker's error starts when the harness, not the candidate, failed (the parent retries, then stops)."""
-SPIN_WAIT_S = 1.0
-"""How long a handoff of the timing phase waits for the checker's answer without sleeping (then it blocks)."""
-
-
-def spin_until_readable(fd: int, limit_s: float) -> None:
-    """Poll ``fd`` without sleeping until it is readable, for at most ``limit_s`` seconds.
-
-    Upstream's benchmark process never sleeps between a shape's checked call and its timed loop (its check runs in
-    the same thread, and CUDA's synchronisations spin). A worker that blocked while the checker judged that call
-    would leave its CPU idle just before the loop, and on the cloud machines measured (bench/RESULTS.md, session 12)
-    a CPU back from idle launches slower for a while: the launch-bound shapes then read 10-20 % above upstream's.
-    The parent sends one answer per message, so nothing is buffered ahead of the line waited for; past ``limit_s``
-    (a slow judgment) the caller's blocking read takes over."""
-    deadline = time.monotonic() + limit_s
-    while not select.select([fd], [], [], 0)[0] and time.monotonic() < deadline:
-        pass
-
-
-class Channel:
-    """The worker's side of the conversation with the parent: phases and handoffs out, answers in. Slotted: a
-    candidate cannot wrap ``send`` on the instance."""
-
-    __slots__ = ("msg_fd", "answers")
-
-    def __init__(self, msg_fd: int | None, answers: TextIO | None) -> None:
-        self.msg_fd = msg_fd
-        self.answers = answers
-
-    def send(self, payload: str) -> None:
-        if self.msg_fd is None:
-            return
-        data = (payload.rstrip("\n") + "\n").encode()
-        while data:
-            data = data[os.write(self.msg_fd, data) :]
-
-    def phase(self, name: str) -> None:
-        try:
-            self.send('{"op": "phase", "phase": "%s"}' % name)
-        except OSError:
-            pass  # the parent enforces limits from its own clock; a lost phase only costs precision
-
-    def ask(self, message: BaseModel, *, spin: bool = False) -> HandoffReply:
-        """Send ``message`` and read the answer; ``spin``: wait for it without sleeping (``spin_until_readable``)."""
-        self.send(message.model_dump_json())
-        if spin and self.answers is not None:
-            spin_until_readable(self.answers.fileno(), SPIN_WAIT_S)
-        line = self.answers.readline() if self.answers is not None else ""
-        if not line:
-            raise RuntimeError("the evaluator closed the channel (evaluation aborted)")
-        return HandoffReply.model_validate_json(line)
-
-
 class Worker:
     """One candidate, one process: load, correctness, timing (or compare). Override a phase to harden it further.
 
     Slotted, like the guard and the timing runner: a candidate cannot shadow a method on the instance (a no-op
     ``verify`` set on the worker object) since an instance has no dictionary to put it in."""
 
-    __slots__ = ("request", "channel", "task", "device", "phase", "configs_passed", "configs_total", "samples",
-                 "yardstick_readings", "comparison", "guard", "staging", "stages", "_stage_started",
-                 "spin_cycles_per_ms", "resources", "profiles")  # fmt: skip
+    __slots__ = (
+        "_stage_started",
+        "channel",
+        "comparison",
+        "configs_passed",
+        "configs_total",
+        "device",
+        "guard",
+        "phase",
+        "profiles",
+        "request",
+        "resources",
+        "samples",
+        "spin_cycles_per_ms",
+        "stages",
+        "staging",
+        "task",
+        "yardstick_readings",
+    )  # fmt: skip
 
     def __init__(self, request: WorkerRequest, channel: Channel | None = None, task: Task | None = None) -> None:
         self.request = request
@@ -211,27 +191,8 @@ class Worker:
         return self.result(Verdict.PASSED)
 
     def scout(self) -> WorkerResult:
-        """Compile-only calls of the candidate on every config's inputs, so its Triton kernels are built in parallel
-        into the cache the worker shares (``ksearch.tools.evaluator.scout``); the report is diagnostics only."""
-        self.enter("load")
-        self.prepare_device()
-        self.install_support_modules()
-        configs = self.task.test_configs(self.device)
-        if self.request.timing:
-            configs = configs + self.task.benchmark_configs(self.device)
-        self.configs_total = len(configs)
-        try:
-            with scouting(compile_threads()):
-                module = self.load_candidate()
-                self.mark("import")
-                self.enter("run")
-                self.configs_passed, _ = dry_pass(self.task, module, configs, self.device)
-                self.mark("calls")
-                self.enter("compile")  # the session starts the worker's calls now: the scout's memory is given back
-            self.mark("compile")
-        except CandidateFailure as failure:
-            return self.result(failure.verdict, error=failure.error)
-        return self.result(Verdict.PASSED)
+        """Compile-only calls of the candidate (``worker_modes.run_scout``)."""
+        return run_scout(self)
 
     # -- phases -------------------------------------------------------------------------------------------------
     def prepare_device(self) -> None:
@@ -345,7 +306,7 @@ class Worker:
         tensors = list(output) if isinstance(output, tuple) else [output]
         need = sum(t.numel() * t.element_size() + 256 for t in tensors)
         if not self.staging.fits(need):
-            reply = self.channel.ask(_Grow(min_bytes=need))
+            reply = self.channel.ask(GrowRequest(min_bytes=need))
             if reply.staging is None:
                 raise RuntimeError(f"the checker could not provide {need} bytes of staging memory: {reply.message}")
             self.staging.open(reply.staging)
@@ -396,7 +357,7 @@ class Worker:
     def settle(self) -> None:
         """Wait for the checker's verdict on every correctness output (it judges each while the next config runs)."""
         if self.staging is not None:
-            self._answered(self.channel.ask(_Settle()))
+            self._answered(self.channel.ask(SettleRequest()))
 
     @staticmethod
     def _answered(reply: HandoffReply) -> None:
@@ -450,51 +411,12 @@ class Worker:
             self.mark("yardstick")
 
     def yardstick(self, module: Any, method: timing_mod.TimingMethod, configs: list[TaskConfig]) -> None:
-        """After the timing (its verdict and samples are already final), per benchmark config: rounds alternating a
-        bare GPU MODE loop (``timing.yardstick``, no ksearch code inside) and ``method`` on the same callable and data
-        object, unaudited, in this process, so that the machine's state reaches both alike (``ksearch eval
-        --yardstick``)."""
-        from ksearch.tools.timing.yardstick import bare_benchmark
-
-        cuda = self.device.startswith("cuda")
-        for index, config in enumerate(configs):
-            salted = self.salted(config, self.request.bench_salt)
-            runner = WorkerTimingRunner(self, self.prepare(module, salted), salted, index, audited=False)
-            call = runner.call_on(0)  # the data object method.run times too (benchmark mode reuses it)
-            bare: list[float] = []
-            ours: list[float] = []
-            for side in alternating(self.request.yardstick_rounds):
-                if side == "a":
-                    try:
-                        samples = bare_benchmark(call.fn, call.args, cuda=cuda)
-                    except BaseException as exc:  # noqa: BLE001 - the candidate's failure, here only a diagnostic's
-                        raise CandidateFailure(Verdict.RUNTIME_ERROR, f"yardstick on config {config.name}:\n"
-                                               f"{format_exception(exc)}") from None  # fmt: skip
-                    bare.append(statistics.fmean(samples))
-                else:
-                    ours.append(statistics.fmean(method.run(runner, flush_l2=self.request.flush_l2).samples_ms))
-            self.yardstick_readings.append(YardstickReading(config=config.name, bare_ms=bare, ksearch_ms=ours))
+        """A bare GPU MODE loop beside ``method`` after the timing (``worker_modes.run_yardstick``)."""
+        run_yardstick(self, module, method, configs)
 
     def compare(self, incumbent: Any, challenger: Any) -> None:
-        """Per benchmark config: ``rounds`` rounds of short robust blocks, A B then B A alternately, same inputs."""
-        configs = self.task.benchmark_configs(self.device)
-        self.configs_total = len(configs)
-        block = timing_mod.Robust(time_cap_s=max(0.05, self.request.time_cap_s / 4),
-                                  min_samples=self.request.min_samples, fresh_value_audits=False)  # fmt: skip
-        for index, config in enumerate(configs):
-            salted = self.salted(config, self.request.bench_salt)
-            runners = {
-                "a": WorkerTimingRunner(self, self.prepare(incumbent, salted), salted, index, audited=False, windows=True),
-                "b": WorkerTimingRunner(self, self.prepare(challenger, salted), salted, index, audited=False, windows=True),
-            }
-            runners["b"].share_inputs_with(runners["a"])  # identical inputs for both
-            medians: dict[str, list[float]] = {"a": [], "b": []}
-            for run_index, side in enumerate(alternating(self.request.rounds)):
-                runners[side].run = run_index  # the parent assigns each run's windows to a side by this order
-                run = block.run(runners[side], flush_l2=self.request.flush_l2)
-                medians[side].append(statistics.median(run.samples_ms))
-            self.comparison.append(CompareSamples(config=config.name, incumbent_ms=medians["a"], challenger_ms=medians["b"]))
-            self.configs_passed += 1
+        """Two candidates timed interleaved (``worker_modes.run_compare``)."""
+        run_compare(self, incumbent, challenger)
 
     # -- helpers ------------------------------------------------------------------------------------------------
     def verify(self, where: str) -> None:
@@ -520,24 +442,9 @@ class Worker:
         self._stage_started = now
 
     def environment(self) -> dict[str, str]:
-        import torch
+        return worker_environment(self.device, self.staging.handle.kind if self.staging is not None else None,
+                                  low_memory=self.request.low_memory)  # fmt: skip
 
-        env = {
-            "python": platform.python_version(),
-            "torch": torch.__version__,
-            "triton": _version("triton"),
-            "device_name": "cpu",
-            "triton_interpret": os.environ.get("TRITON_INTERPRET", "0"),
-        }
-        if self.staging is not None:
-            env["staging"] = self.staging.handle.kind
-            env["memory_mode"] = "low" if self.request.low_memory else "normal"
-        if self.device.startswith("cuda") and torch.cuda.is_available():
-            index = torch.device(self.device).index or 0
-            major, minor = torch.cuda.get_device_capability(index)
-            env.update(device_name=torch.cuda.get_device_name(index), compute_capability=f"{major}.{minor}",
-                       cuda=str(torch.version.cuda), worker_peak_gpu_mib=peak_gpu_mib(index))  # fmt: skip
-        return env
 
     def result(
         self, verdict: Verdict, *, error: str = "", mismatch: Mismatch | None = None, rejection: Rejection | None = None
@@ -548,113 +455,6 @@ class Worker:
             comparison=self.comparison, stage_seconds=self.stages, yardstick=self.yardstick_readings,
             resources=self.resources, profile=self.profiles,
         )  # fmt: skip
-
-
-class _Grow(BaseModel):
-    op: str = "grow"
-    min_bytes: int
-
-
-class _Settle(BaseModel):
-    op: str = "settle"
-
-
-def interpret_autotune_with_first_config() -> None:
-    """Under Triton's interpreter (the CPU), an ``@triton.autotune`` kernel runs its first config instead of
-    benchmarking every config (which needs a GPU driver): the kernel is checked for correctness as written."""
-    try:
-        from triton.runtime import autotuner
-    except Exception:  # noqa: BLE001 - no Triton, nothing to adapt
-        return
-    original = autotuner.Autotuner.__init__
-    if getattr(original, "_ksearch_first_config", False):
-        return
-
-    def first_config_only(self: Any, *args: Any, **kwargs: Any) -> None:
-        original(self, *args, **kwargs)
-        if len(getattr(self, "configs", [])) > 1:
-            self.configs = self.configs[:1]
-
-    first_config_only._ksearch_first_config = True  # type: ignore[attr-defined]
-    autotuner.Autotuner.__init__ = first_config_only  # type: ignore[method-assign]
-
-
-def diagnostic(work: Callable[[], Any], fallback: Any) -> Any:
-    """A diagnostic's result, or ``fallback`` when it fails (a profiler that cannot start, say): a verdict already
-    reached never turns into a crash because of evidence collected after it."""
-    try:
-        return work()
-    except Exception:  # noqa: BLE001 - diagnostics never decide a verdict
-        return fallback
-
-
-def freeze_heap() -> None:
-    """Collect once and move what survives out of the collector's reach before timing: this process holds far more
-    Python objects than upstream's lean benchmark worker (the harness, pydantic models), and a full collection
-    that lands inside a timed call would be charged to the candidate."""
-    gc.collect()
-    gc.freeze()
-
-
-def peak_gpu_mib(index: int) -> str:
-    """The most device memory this process's allocator held (MiB): what the GPU must have free for the evaluation."""
-    import torch
-
-    return str(torch.cuda.max_memory_reserved(index) >> 20)
-
-
-def release_cached_memory(device: str) -> None:
-    """Give the correctness phase's cached blocks back to the driver, so timing starts from the allocator state of
-    upstream's benchmark process (which never ran the tests): where buffers land changes small shapes' times."""
-    if device.startswith("cuda"):
-        import torch
-
-        torch.cuda.empty_cache()
-
-
-def write_result(path: Path, result: WorkerResult) -> None:
-    """Atomic, so the parent never reads half a result."""
-    partial = path.with_name(path.name + ".partial")
-    partial.write_text(result.model_dump_json(), encoding="utf-8")
-    os.replace(partial, path)
-
-
-def _version(distribution: str) -> str:
-    try:
-        return metadata.version(distribution)
-    except metadata.PackageNotFoundError:
-        return "unknown"
-
-
-def warm_start(device: str) -> dict[str, float]:
-    """What a worker does before its request arrives: import the heavy libraries, create the CUDA context, pay
-    Triton's one-off compile start-up (``warmup``) and measure the harness's own costs in a timed window
-    (``calibration``), which the ``ready`` message carries to the parent before any candidate code can run here."""
-    import torch
-
-    try:
-        import triton  # noqa: F401
-        import triton.language  # noqa: F401
-    except Exception:  # noqa: BLE001 - tasks without Triton still work
-        pass
-    if device.startswith("cuda") and torch.cuda.is_available():
-        torch.cuda.set_device(torch.device(device).index or 0)
-        torch.empty(1, device=device)
-        try:
-            from ksearch.tools.evaluator.warmup import warm_up_triton
-
-            warm_up_triton(device)
-        except Exception:  # noqa: BLE001 - a failed warm-up only costs the candidate the start-up time
-            pass
-        try:
-            from ksearch.tools.evaluator.calibration import calibrate
-
-            figures = calibrate(device)
-            torch.cuda.empty_cache()
-            return figures
-        except Exception:  # noqa: BLE001 - the parent then uses conservative defaults
-            return {}
-    return {}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -53,151 +53,30 @@ from __future__ import annotations
 
 import random
 import statistics
-from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from ksearch.contracts.exchange import FLUSH_BYTES  # noqa: F401 - re-exported by ksearch.tools.timing
-from ksearch.errors import UserError
+from ksearch.tools.timing.primitives import (  # noqa: F401 - MAX_INPUT_SETS, SEED_STRIDE re-exported
+    MAX_INPUT_SETS,
+    SEED_STRIDE,
+    Call,
+    FreshPlan,
+    MethodRun,
+    TimingError,
+    TimingMethod,
+    TimingRunner,
+    rerandomised,
+)
 from ksearch.tools.timing.stats import gpumode_should_stop, robust_should_stop
 
 if TYPE_CHECKING:
     from ksearch.tasks.base import Task
 
-SEED_STRIDE = 13
-"""Input set ``i`` of a config uses seed ``base + 13 * i`` (GPU MODE's ``seed += 13``), for every method."""
-MAX_INPUT_SETS = 100_000
-"""Upper bound on input-set indices; the checker refuses any other seed."""
-
-
-class TimingError(UserError, ValueError):
-    """A timing method that does not exist or that the task does not support."""
-
-
-class Event(Protocol): ...
-
-
-class Call(Protocol):
-    """One prepared call of the candidate on one input set: ``call()`` runs ``fn(*args)`` and returns its output."""
-
-    index: int
-
-    def __call__(self) -> Any: ...
-
-
-class TimingRunner(Protocol):
-    """What a timing method needs from the worker. Every call is the candidate's, guarded by the worker."""
-
-    def call_on(self, index: int, *, fresh: bool = False, reuse_args: bool = True, clone: bool = False) -> Call:
-        """A call on input set ``index`` (seed ``base + 13 * index``). Its inputs are generated on first use and
-        cached, or generated anew and not cached (``fresh``), or cloned from the cached set (``clone``). The argument
-        object is the set's own, built once and reused by every call (``reuse_args``), or a new one."""
-
-    def prime(self, call: Call) -> None:
-        """Before a call: poison its destination buffers (tasks that pass outputs as arguments)."""
-
-    def event(self) -> Event: ...
-
-    def record(self, event: Event) -> None: ...
-
-    def elapsed(self, start: Event, end: Event) -> float:
-        """Milliseconds between two recorded events (through the harness's own reference to ``elapsed_time``)."""
-
-    def synchronize(self) -> None:
-        """Device-wide synchronize."""
-
-    def open_window(self) -> None:
-        """A timed window begins: the parent stamps it on its own clock (``ksearch.tools.evaluator.ledger``)."""
-
-    def close_window(self, events: list[tuple[Event, Event]]) -> list[float]:
-        """Device-wide synchronize, then the window's samples (ms per event pair), sent to the parent as they are."""
-
-    def flush(self) -> None:
-        """Evict the L2 cache (a 256 MB write on the device)."""
-
-    def hold(self, ms: float) -> None:
-        """Keep the device busy for about ``ms`` milliseconds (a spin kernel; nothing on the CPU), so that the calls
-        enqueued behind it run back to back on the device however slowly the host issues them."""
-
-    def wall(self) -> float:
-        """Seconds on a monotonic clock (the harness's own reference, not the candidate's)."""
-
-    def after(self, call: Call, output: Any) -> None:
-        """Right after a call returned, on the host only (no device work): harness guard and output form."""
-
-    def glance(self, call: Call, output: Any) -> None:
-        """The cheapest host-only look at an output (its exact type); ``after`` when anything is unusual."""
-
-    def stage(self, call: Call, output: Any) -> Any:
-        """A stream-ordered copy of a timed call's output for the checker, enqueued right after its end event (no
-        sync): what ``audit`` compares the output with after the synchronisation (deferred work)."""
-
-    def audit(self, call: Call, output: Any, staged: Any = None) -> None:
-        """A timed call's output to the checker: staged in stream order (unless ``staged``), then synchronize,
-        deferred-work check, inputs unchanged, and the checker's verdict (raises when it fails). A call on an input
-        set whose activations were re-randomised is judged on those values."""
-
-    def fresh_values(self, call: Call) -> Any:
-        """New activation values for ``call``'s input set (generated now, applied by ``rerandomise``), or None when
-        the task declares no inputs that may be re-randomised in place."""
-
-    def rerandomise(self, call: Call, values: Any) -> None:
-        """Copy ``values`` into the activation inputs of ``call``'s set in place (stream-ordered, no sync), so the
-        next call on the set, through the same argument object, computes on values no call has seen."""
-
-    def want_audit(self, index: int) -> bool:
-        """Whether the output of the block that just ended is to be checked (a random sample, at least once per
-        input set)."""
-
-
-@dataclass
-class FreshPlan:
-    """Where a loop re-randomises its inputs before a call and audits that call: one position among the first
-    ``first_within`` (so even the shortest loop has one), then each later one with probability ``rate``; the loop
-    does not stop before ``minimum`` such audits. Drawn from ``SystemRandom``: the candidate cannot predict them."""
-
-    minimum: int = 2
-    first_within: int = 3
-    rate: float = 0.125
-    rng: random.Random = field(default_factory=random.SystemRandom)
-    done: int = 0
-    _first: int | None = None
-
-    def wants(self, position: int) -> bool:
-        if self._first is None:
-            self._first = self.rng.randrange(self.first_within)
-        if position == self._first:
-            return True
-        if position < self._first:
-            return False
-        behind = self.done < self.minimum and position >= self.first_within
-        return self.rng.random() < (0.5 if behind else self.rate)
-
-    def satisfied(self) -> bool:
-        return self.done >= self.minimum
-
 
 # -- methods --------------------------------------------------------------------------------------------------------
-@dataclass
-class MethodRun:
-    samples_ms: list[float] = field(default_factory=list)
-
-
-class TimingMethod(ABC):
-    name: str
-    headline: str = "median"
-    """The statistic upstream reports ('median' or 'mean'); the task's score uses it."""
-    description: str = ""
-
-    def warm_up(self, runner: TimingRunner, *, flush_l2: bool) -> None:
-        """Once per evaluation, on the first benchmark config, before it is timed (upstream modes warm up there)."""
-
-    @abstractmethod
-    def run(self, runner: TimingRunner, *, flush_l2: bool) -> MethodRun: ...
-
-
 class _GpuModeRepeats(TimingMethod):
     """GPU MODE's repeat loop (``eval.py``): ``sync; start; out = fn(data); end; sync`` until ``gpumode_should_stop``.
     The two upstream modes differ in each repeat's call, the check between repeats and the kernel-time cap."""
@@ -223,7 +102,7 @@ class _GpuModeRepeats(TimingMethod):
         started, i = runner.wall(), 0
         while True:
             call = call_for(i)
-            refreshed = fresh is not None and fresh.wants(i) and _rerandomised(runner, call, fresh)
+            refreshed = fresh is not None and fresh.wants(i) and rerandomised(runner, call, fresh)
             runner.prime(call)
             runner.synchronize()
             start, end = runner.event(), runner.event()
@@ -478,16 +357,6 @@ class FlashInfer(TimingMethod):
                 pending = (call, output, (start, end), values is not None or iteration == self.iterations - 1)
                 del output
         return result
-
-
-def _rerandomised(runner: TimingRunner, call: Call, plan: FreshPlan) -> bool:
-    """Re-randomise ``call``'s activations now (outside any window) if the task allows it; whether it did."""
-    values = runner.fresh_values(call)
-    if values is None:
-        return False
-    runner.rerandomise(call, values)
-    plan.done += 1
-    return True
 
 
 @dataclass

@@ -1,0 +1,81 @@
+"""What the trusted checker keeps and raises: its record of one evaluation, the failure that ends a judgment, the
+output-layout check, and the environment it reports."""
+
+from __future__ import annotations
+
+import platform
+from dataclasses import dataclass, field
+from typing import Any
+
+from ksearch.contracts.evaluation import Mismatch, Rejection, Verdict
+from ksearch.contracts.exchange import Handoff
+
+
+class CheckFailed(Exception):
+    """Ends the judgment of one output with a verdict (or, ``harness``, with no verdict about the candidate)."""
+
+    def __init__(
+        self, verdict: Verdict, error: str, *, mismatch: Mismatch | None = None, rule: str = "", harness: bool = False
+    ) -> None:
+        super().__init__(error)
+        self.verdict, self.error, self.mismatch = verdict, error, mismatch
+        self.rejection = Rejection(rule=rule, evidence=error) if rule else None
+        self.harness = harness
+        """The checker could not judge (its device memory ran out): no verdict about the candidate."""
+
+
+def significant_strides(shape: tuple[int, ...], strides: list[int]) -> list[tuple[int, int]]:
+    return [(i, s) for i, (n, s) in enumerate(zip(shape, strides, strict=True)) if n > 1]
+
+
+@dataclass
+class EvaluationRecord:
+    """What the checker has seen of one evaluation."""
+
+    task: Any
+    salt: int
+    bench_salt: int
+    tests_passed: set[int] = field(default_factory=set)
+    bench_checked: dict[int, int] = field(default_factory=dict)
+    bench_input_bytes: dict[int, int] = field(default_factory=dict)
+    """Per benchmark config, the size of its inputs as regenerated here (the parent's clone allowance)."""
+    bench_generation_ms: dict[int, float] = field(default_factory=dict)
+    """Per benchmark config, the median time ``make_inputs`` took here (the parent's allowance for the worker's)."""
+    bench_digest_ms: dict[int, float] = field(default_factory=dict)
+    """Per benchmark config, the median time the input digest took here."""
+    issued: set[tuple[int, int]] = field(default_factory=set)
+    """(benchmark config, seed) of every fresh seed issued (``issue_seed``): the only fresh seeds it judges."""
+    outputs_checked: int = 0
+    failure: CheckFailed | None = None
+
+
+def check_layout(task: Any, config: Any, name: str, outputs: list[Any], expecteds: list[Any], expected: Any,
+                 h: Handoff) -> None:  # fmt: skip
+    """An output whose strides differ from the task's where they matter (dimensions longer than one) is incorrect."""
+    wanted = task.output_strides(config, expected)
+    if wanted is None or len(outputs) != len(expecteds) or len(h.strides) != len(outputs):
+        return
+    wanted_list = wanted if isinstance(wanted, list) else [wanted]
+    for position, (tensor, have, want) in enumerate(zip(outputs, h.strides, wanted_list, strict=False)):
+        shape = tuple(tensor.shape)
+        if len(have) == len(shape) == len(want) and (
+            significant_strides(shape, have) != significant_strides(shape, list(want))
+        ):
+            message = (f"{name}: output {position} has strides {tuple(have)}, expected {tuple(want)} "
+                       "(return a contiguous tensor)")  # fmt: skip
+            raise CheckFailed(Verdict.INCORRECT, message, mismatch=Mismatch(config=name, message=message))
+
+
+def checker_environment(device: str, *, peak: bool = False) -> dict[str, str]:
+    """Versions and device; with ``peak``, the most device memory the checker held since the evaluation began."""
+    import torch
+
+    env = {"python": platform.python_version(), "torch": torch.__version__, "device_name": "cpu"}
+    if device.startswith("cuda") and torch.cuda.is_available():
+        index = torch.device(device).index or 0
+        major, minor = torch.cuda.get_device_capability(index)
+        env.update(device_name=torch.cuda.get_device_name(index), compute_capability=f"{major}.{minor}",
+                   cuda=str(torch.version.cuda))  # fmt: skip
+        if peak:
+            env["checker_peak_gpu_mib"] = str(torch.cuda.max_memory_reserved(index) >> 20)
+    return env

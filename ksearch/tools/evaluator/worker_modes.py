@@ -1,0 +1,93 @@
+"""The worker's modes beyond ``evaluate``: ``scout`` (compile-only calls that fill the Triton cache the evaluating
+worker shares), ``compare`` (two candidates timed interleaved) and the yardstick (a bare GPU MODE loop beside a
+method, after the timing). Functions of the worker, so that its class holds the evaluation's phases."""
+
+from __future__ import annotations
+
+import statistics
+from typing import TYPE_CHECKING, Any
+
+from ksearch.contracts.evaluation import Verdict, YardstickReading
+from ksearch.contracts.exchange import CompareSamples, WorkerResult
+from ksearch.tasks.base import TaskConfig
+from ksearch.tools.evaluator.guard import CandidateFailure, format_exception
+from ksearch.tools.evaluator.ledger import alternating
+from ksearch.tools.evaluator.scout import compile_threads, dry_pass, scouting
+from ksearch.tools.evaluator.timing_runner import WorkerTimingRunner
+from ksearch.tools.timing.methods import Robust, TimingMethod
+
+if TYPE_CHECKING:
+    from ksearch.tools.evaluator.worker import Worker
+
+
+def run_scout(worker: Worker) -> WorkerResult:
+    """Compile-only calls of the candidate on every config's inputs, so its Triton kernels are built in parallel
+    into the cache the worker shares (``ksearch.tools.evaluator.scout``); the report is diagnostics only."""
+    worker.enter("load")
+    worker.prepare_device()
+    worker.install_support_modules()
+    configs = worker.task.test_configs(worker.device)
+    if worker.request.timing:
+        configs = configs + worker.task.benchmark_configs(worker.device)
+    worker.configs_total = len(configs)
+    try:
+        with scouting(compile_threads()):
+            module = worker.load_candidate()
+            worker.mark("import")
+            worker.enter("run")
+            worker.configs_passed, _ = dry_pass(worker.task, module, configs, worker.device)
+            worker.mark("calls")
+            worker.enter("compile")  # the session starts the worker's calls now: the scout's memory is given back
+        worker.mark("compile")
+    except CandidateFailure as failure:
+        return worker.result(failure.verdict, error=failure.error)
+    return worker.result(Verdict.PASSED)
+
+
+def run_yardstick(worker: Worker, module: Any, method: TimingMethod, configs: list[TaskConfig]) -> None:
+    """After the timing (its verdict and samples are already final), per benchmark config: rounds alternating a
+    bare GPU MODE loop (``timing.yardstick``, no ksearch code inside) and ``method`` on the same callable and data
+    object, unaudited, in this process, so that the machine's state reaches both alike (``ksearch eval
+    --yardstick``)."""
+    from ksearch.tools.timing.yardstick import bare_benchmark
+
+    cuda = worker.device.startswith("cuda")
+    for index, config in enumerate(configs):
+        salted = worker.salted(config, worker.request.bench_salt)
+        runner = WorkerTimingRunner(worker, worker.prepare(module, salted), salted, index, audited=False)
+        call = runner.call_on(0)  # the data object method.run times too (benchmark mode reuses it)
+        bare: list[float] = []
+        ours: list[float] = []
+        for side in alternating(worker.request.yardstick_rounds):
+            if side == "a":
+                try:
+                    samples = bare_benchmark(call.fn, call.args, cuda=cuda)
+                except BaseException as exc:  # noqa: BLE001 - the candidate's failure, here only a diagnostic's
+                    raise CandidateFailure(Verdict.RUNTIME_ERROR, f"yardstick on config {config.name}:\n"
+                                           f"{format_exception(exc)}") from None  # fmt: skip
+                bare.append(statistics.fmean(samples))
+            else:
+                ours.append(statistics.fmean(method.run(runner, flush_l2=worker.request.flush_l2).samples_ms))
+        worker.yardstick_readings.append(YardstickReading(config=config.name, bare_ms=bare, ksearch_ms=ours))
+
+
+def run_compare(worker: Worker, incumbent: Any, challenger: Any) -> None:
+    """Per benchmark config: ``rounds`` rounds of short robust blocks, A B then B A alternately, same inputs."""
+    configs = worker.task.benchmark_configs(worker.device)
+    worker.configs_total = len(configs)
+    block = Robust(time_cap_s=max(0.05, worker.request.time_cap_s / 4),
+                              min_samples=worker.request.min_samples, fresh_value_audits=False)  # fmt: skip
+    for index, config in enumerate(configs):
+        salted = worker.salted(config, worker.request.bench_salt)
+        runners = {
+            "a": WorkerTimingRunner(worker, worker.prepare(incumbent, salted), salted, index, audited=False, windows=True),
+            "b": WorkerTimingRunner(worker, worker.prepare(challenger, salted), salted, index, audited=False, windows=True),
+        }
+        runners["b"].share_inputs_with(runners["a"])  # identical inputs for both
+        medians: dict[str, list[float]] = {"a": [], "b": []}
+        for run_index, side in enumerate(alternating(worker.request.rounds)):
+            runners[side].run = run_index  # the parent assigns each run's windows to a side by this order
+            run = block.run(runners[side], flush_l2=worker.request.flush_l2)
+            medians[side].append(statistics.median(run.samples_ms))
+        worker.comparison.append(CompareSamples(config=config.name, incumbent_ms=medians["a"], challenger_ms=medians["b"]))
+        worker.configs_passed += 1
