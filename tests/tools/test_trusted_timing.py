@@ -79,3 +79,34 @@ def test_a_no_op_verify_cannot_be_set_on_the_worker(_evaluate) -> None:  # noqa:
     evaluation = _evaluate("shadow_verify.py", "gpumode-benchmark")
     assert evaluation.verdict != Verdict.PASSED
     assert "verify" in evaluation.log
+
+
+@pytest.mark.parametrize(("name", "verdict"), [("honest_slow.py", Verdict.PASSED), ("forge_channel.py", Verdict.REJECTED)])
+def test_a_parent_that_reads_the_records_late_judges_alike(name: str, verdict: Verdict, _evaluate, device: str,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: ANN001
+    """``KSEARCH_TIMING_POLL_MS``: the parent reads a timing worker's records every few ms instead of waking for each;
+    the kernel stamped them when they were sent, so the verdicts are the same."""
+    if device != "cpu":
+        pytest.skip("the polling is the parent's; one device shows it")
+    session_module = importlib.import_module("ksearch.tools.evaluator.session")
+    monkeypatch.setattr(session_module, "TIMING_POLL_S", 0.005)
+    evaluation = _evaluate(name, "gpumode-benchmark")
+    assert evaluation.verdict == verdict, f"{evaluation.summary()}\n{evaluation.log}"
+
+
+def test_the_reader_drains_every_waiting_record_with_its_send_stamp() -> None:
+    from ksearch.tools.evaluator.processes import LineReader, message_channel
+
+    parent, child = message_channel()
+    try:
+        for i in range(3):
+            child.send(b'{"op": "go", "config": %d}\n' % i)
+        reader = LineReader(parent.fileno(), parent)
+        reader.drain()
+        lines = reader.stamped_lines(0.0)
+        assert [line for _, line in lines] == ['{"op": "go", "config": %d}' % i for i in range(3)]
+        stamps = [stamp for stamp, _ in lines]
+        assert reader.kernel_stamps and stamps == sorted(stamps)
+    finally:
+        parent.close()
+        child.close()

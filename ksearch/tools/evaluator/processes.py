@@ -127,6 +127,14 @@ class LineReader:
         self.stamps = [(offset - start, stamp) for offset, stamp in self.stamps if offset - start > 0]
         return out
 
+    def drain(self, limit: int = 100_000) -> None:
+        """Read every record already waiting, without blocking (at most ``limit``)."""
+        for _ in range(limit):
+            before = len(self.pending)
+            self._fill(0.0)
+            if self.closed or len(self.pending) == before:
+                return
+
     def _stamp_at(self, offset: int) -> float:
         for end, stamp in self.stamps:
             if offset < end:
