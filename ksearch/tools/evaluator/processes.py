@@ -154,6 +154,13 @@ class LineReader:
             self._fill(min(left, 0.5))
 
 
+CHECKER_ENV = {"OMP_WAIT_POLICY": "PASSIVE"}
+"""The checker's OpenMP threads sleep as soon as its CPU work ends instead of spinning: by default they spin on every
+core for a while after each parallel region, and the worker's next timed call, right after the checker answered an
+audit, lost its CPU to them. On the 2-core CPU machine that call's median went from 3.4 ms to 0.07 ms for a 22 us
+kernel (session 16, ``bench/audit_share.py``); the checker's own work is never timed."""
+
+
 class CheckerProcess:
     """The trusted checker of one device, kept for a session's evaluations."""
 
@@ -164,7 +171,7 @@ class CheckerProcess:
         self._stderr = open(folder / "stderr.txt", "wb")  # noqa: SIM115 - closed in close()
         self.process = spawn(
             "ksearch.tools.evaluator.checker", ["--device", device], cwd=folder, device=device,
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr,
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr, extra_env=CHECKER_ENV,
         )  # fmt: skip
         assert self.process.stdout is not None
         self.reader = LineReader(self.process.stdout.fileno())
