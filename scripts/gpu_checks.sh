@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Run the repository's GPU checks on a GPU machine: `gpu`-marked tests and the bench scripts.
 #
-#   scripts/gpu_checks.sh [STEP ...]      steps: cuda smoke tests evaluator trimul kernelbench flashinfer (default: all)
+#   scripts/gpu_checks.sh [STEP ...]      steps: cuda smoke tests evaluator trimul kernelbench flashinfer audits
+#                                         (default: all but audits; any other STEP runs bench/STEP.py)
 #
 # `smoke` evaluates each task family's shipped kernels with every timing method its task allows
 # (tests/test_gpu_smoke.py), one at a time (SMOKE_JOBS=N runs N at once), and prints one line per (kernel,
@@ -55,6 +56,11 @@ for step in "${steps[@]}"; do
                      --ignore=tests/test_gpu_smoke.py -rs \
                  && timeout 600 python3 -m pytest -q -m gpu -p no:cacheprovider tests -k "$serial" \
                      --ignore=tests/test_gpu_smoke.py -rs; } 2>&1 | tee "$out/gpu_tests.log" | tail -25 ;;
+        audits) # The fidelity gap (bench/RESULTS.md, session 16): TriMul against upstream's loop, with every ledger
+                # dumped, then how much of each score the audits inside the loop add.
+                KSEARCH_LEDGER_DUMP="$out/ledgers" timeout 420 python3 bench/fidelity.py --rounds 2 --yardstick 3 \
+                    examples/trimul_triton_fast.py 2>&1 | tee "$out/bench_fidelity_audits.log" | tail -16
+                python3 bench/audit_share.py "$out/ledgers" --json "$out/audit_share.json" | tail -24 ;;
         *) if [ -f "bench/$step.py" ]; then
                timeout 420 python3 "bench/$step.py" 2>&1 | tee "$out/bench_$step.log" | tail -40
            else
