@@ -26,7 +26,9 @@ def test_the_audited_window_and_the_one_after_it_are_left_out_of_the_mean_withou
     assert second.audited_mean_ms is None and second.inflation == pytest.approx(1.0)
 
 
-def test_the_command_reads_a_dump_folder_and_says_when_it_is_empty(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+def test_the_command_reads_a_dump_folder_and_says_when_it_is_empty(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
     bench = load_bench("audit_share")
     assert bench.main([str(tmp_path)]) == 1 and "KSEARCH_LEDGER_DUMP" in capsys.readouterr().out
     (tmp_path / "ledger-1.json").write_text(json.dumps({"windows": [_window(0, 1.0, ["audit"]), _window(0, 1.0)]}))

@@ -81,7 +81,9 @@ def test_a_no_op_verify_cannot_be_set_on_the_worker(_evaluate) -> None:  # noqa:
     assert "verify" in evaluation.log
 
 
-@pytest.mark.parametrize(("name", "verdict"), [("honest_slow.py", Verdict.PASSED), ("forge_channel.py", Verdict.REJECTED)])
+@pytest.mark.parametrize(
+    ("name", "verdict"), [("honest_slow.py", Verdict.PASSED), ("forge_channel.py", Verdict.REJECTED)]
+)
 def test_a_parent_that_reads_the_records_late_judges_alike(name: str, verdict: Verdict, _evaluate, device: str,
                                                           monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: ANN001
     """``KSEARCH_TIMING_POLL_MS``: the parent reads a timing worker's records every few ms instead of waking for each;

@@ -226,10 +226,12 @@ class Checker:
         except CheckFailed as failure:
             state.failure = failure
         except torch.OutOfMemoryError as exc:
-            state.failure = CheckFailed(Verdict.CRASHED, f"checker ran out of device memory on {handoff.config} (is another "
-                                  f"process using this GPU?): {str(exc)[:300]}", harness=True)  # fmt: skip
+            state.failure = CheckFailed(Verdict.CRASHED, f"checker ran out of device memory on {handoff.config} (is "
+                                        f"another process using this GPU?): {str(exc)[:300]}",
+                                        harness=True)  # fmt: skip
         except Exception as exc:  # noqa: BLE001 - reported as a crash with the exception
-            state.failure = CheckFailed(Verdict.CRASHED, f"checker failed on {handoff.config}: {type(exc).__name__}: {exc}")
+            state.failure = CheckFailed(Verdict.CRASHED,
+                                        f"checker failed on {handoff.config}: {type(exc).__name__}: {exc}")  # fmt: skip
 
     def _sync(self) -> None:
         if self.device.startswith("cuda"):
@@ -307,8 +309,8 @@ class Checker:
             and (h.kind == "test" or not fresh_set or (h.config_index, h.input_seed) in state.issued)
         )
         if not valid:
-            raise CheckFailed(Verdict.REJECTED, f"{config.name}: an output was handed off for seeds the evaluation did not "
-                        "use", rule="forged_record")  # fmt: skip
+            raise CheckFailed(Verdict.REJECTED, f"{config.name}: an output was handed off for seeds the evaluation "
+                              "did not use", rule="forged_record")  # fmt: skip
         return config, self._retrying_out_of_memory(lambda: self._staged(config.name, h, private=private))
 
     def _retrying_out_of_memory(self, work: Callable[[], _T]) -> _T:
@@ -415,8 +417,8 @@ class Checker:
 
     def _staged(self, name: str, h: Handoff, *, private: bool = False) -> list[Any]:
         if h.generation != self.staging.generation:
-            raise CheckFailed(Verdict.REJECTED, f"{name}: the output was staged in a buffer that is no longer the checker's",
-                        rule="forged_record")  # fmt: skip
+            raise CheckFailed(Verdict.REJECTED, f"{name}: the output was staged in a buffer that is no longer the "
+                              "checker's", rule="forged_record")  # fmt: skip
         if not (len(h.shapes) == len(h.dtypes) == len(h.offsets)) or not h.shapes:
             raise CheckFailed(Verdict.REJECTED, f"{name}: a malformed output record", rule="forged_record")
         try:

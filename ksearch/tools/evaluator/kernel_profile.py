@@ -114,4 +114,6 @@ def profile_shapes(worker: Any, module: Any) -> list[ShapeProfile]:
     for stage, seconds in (("profile_start", calls_started - started), ("profile_calls", calls_ended - calls_started),
                            ("profile_stop", stopped - calls_ended), ("profile_read", time.perf_counter() - stopped)):
         worker.stages[stage] = round(seconds, 3)
-    return [summarise(name, call_ms, spans_in(*ranges[name], spans)) for name, call_ms in calls.items() if name in ranges]
+    return [
+        summarise(name, call_ms, spans_in(*ranges[name], spans)) for name, call_ms in calls.items() if name in ranges
+    ]

@@ -101,8 +101,9 @@ def assemble(
     request: EvalRequest, task: Task, method: str, outcome: Outcome, check: CheckResult, scrub: tuple[str, ...]
 ) -> Evaluation:
     """The evaluation's verdict, in order of precedence: a failed check of the trusted checker; timing messages out of
-    order (the worker was stopped at them); the worker's own failure (timeout, crash, compile or runtime error, a broken rule); an output the checker never saw; then passed,
-    timed from the worker's samples when the request asked for timing."""
+    order (the worker was stopped at them); the worker's own failure (timeout, crash, compile or runtime error, a
+    broken rule); an output the checker never saw; then passed, timed from the worker's samples when the request
+    asked for timing."""
     if check.failed_check:
         return checked_evaluation(request, task, outcome, check, scrub)
     if outcome.forged_timing:

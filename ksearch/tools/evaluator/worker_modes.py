@@ -76,12 +76,12 @@ def run_compare(worker: Worker, incumbent: Any, challenger: Any) -> None:
     configs = worker.task.benchmark_configs(worker.device)
     worker.configs_total = len(configs)
     block = Robust(time_cap_s=max(0.05, worker.request.time_cap_s / 4),
-                              min_samples=worker.request.min_samples, fresh_value_audits=False)  # fmt: skip
+                   min_samples=worker.request.min_samples, fresh_value_audits=False)  # fmt: skip
     for index, config in enumerate(configs):
         salted = worker.salted(config, worker.request.bench_salt)
         runners = {
-            "a": WorkerTimingRunner(worker, worker.prepare(incumbent, salted), salted, index, audited=False, windows=True),
-            "b": WorkerTimingRunner(worker, worker.prepare(challenger, salted), salted, index, audited=False, windows=True),
+            side: WorkerTimingRunner(worker, worker.prepare(module, salted), salted, index, audited=False, windows=True)
+            for side, module in (("a", incumbent), ("b", challenger))
         }
         runners["b"].share_inputs_with(runners["a"])  # identical inputs for both
         medians: dict[str, list[float]] = {"a": [], "b": []}
@@ -89,5 +89,7 @@ def run_compare(worker: Worker, incumbent: Any, challenger: Any) -> None:
             runners[side].run = run_index  # the parent assigns each run's windows to a side by this order
             run = block.run(runners[side], flush_l2=worker.request.flush_l2)
             medians[side].append(statistics.median(run.samples_ms))
-        worker.comparison.append(CompareSamples(config=config.name, incumbent_ms=medians["a"], challenger_ms=medians["b"]))
+        worker.comparison.append(
+            CompareSamples(config=config.name, incumbent_ms=medians["a"], challenger_ms=medians["b"])
+        )
         worker.configs_passed += 1
