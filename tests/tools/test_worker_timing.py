@@ -203,3 +203,38 @@ def test_a_timing_handoff_waits_for_its_answer_without_sleeping() -> None:
     finally:
         os.close(read_end)
         os.close(write_end)
+
+
+def test_compare_times_both_candidates_in_alternating_runs_on_the_same_inputs(checker: Checker) -> None:
+    """The compare mode (``worker_modes.run_compare``) on the CPU's wall-clock events: per benchmark config, the
+    rounds alternate incumbent and challenger (A B B A ...), every run's windows are announced with its run index, and
+    the challenger, doing the same work twice, reads slower."""
+    from types import SimpleNamespace
+
+    def softmax(x: torch.Tensor) -> torch.Tensor:
+        return torch.softmax(x, dim=-1)
+
+    def twice(x: torch.Tensor) -> torch.Tensor:
+        softmax(x)
+        return softmax(x)
+
+    request = WorkerRequest(task="softmax", device="cpu", entry_point="kernel", candidate_path="", result_path="",
+                            mode="compare", rounds=4, time_cap_s=0.2, min_samples=8, flush_l2=False,
+                            salt=SALT, bench_salt=SALT)  # fmt: skip
+    channel = LoopbackChannel(checker)
+    worker = Worker(request, channel)
+    worker.guard = Guard()
+    worker.compare(SimpleNamespace(kernel=softmax), SimpleNamespace(kernel=twice))
+    configs = worker.task.benchmark_configs("cpu")
+    assert worker.configs_total == worker.configs_passed == len(configs)
+    assert [c.config for c in worker.comparison] == [c.name for c in configs]
+    for comparison in worker.comparison:
+        assert len(comparison.incumbent_ms) == len(comparison.challenger_ms) == 4
+        assert all(ms > 0 for ms in comparison.incumbent_ms + comparison.challenger_ms)
+    runs: dict[int, list[int]] = {}
+    for message in map(json.loads, channel.sent):
+        if message.get("op") == "go":
+            runs.setdefault(message["config"], []).append(message["run"])
+    for indices in runs.values():  # 4 rounds of two runs per config, in order
+        assert sorted(set(indices)) == list(range(8)) and indices == sorted(indices)
+    assert not channel.handoffs  # unaudited: both were checked before they were compared
