@@ -154,11 +154,12 @@ class LineReader:
             self._fill(min(left, 0.5))
 
 
-CHECKER_ENV = {"OMP_WAIT_POLICY": "PASSIVE"}
+CHECKER_ENV = {"OMP_WAIT_POLICY": os.environ.get("KSEARCH_CHECKER_OMP_WAIT", "PASSIVE")}
 """The checker's OpenMP threads sleep as soon as its CPU work ends instead of spinning: by default they spin on every
 core for a while after each parallel region, and the worker's next timed call, right after the checker answered an
 audit, lost its CPU to them. On the 2-core CPU machine that call's median went from 3.4 ms to 0.07 ms for a 22 us
-kernel (session 16, ``bench/audit_share.py``); the checker's own work is never timed."""
+kernel (session 16, ``bench/audit_share.py``); the checker's own work is never timed.
+``KSEARCH_CHECKER_OMP_WAIT=ACTIVE`` restores OpenMP's spinning, to measure the difference on another machine."""
 
 
 class CheckerProcess:
