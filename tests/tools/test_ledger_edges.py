@@ -389,13 +389,17 @@ def test_the_checkers_costs_of_each_config_reach_the_gap_rule() -> None:
 
 
 def test_with_host_clocks_a_window_is_not_held_to_its_own_wall_time() -> None:
-    """The tests' CPU timing stamps windows with host clocks: only the total is held, with 100 ms."""
-    windows = [_window([5.0], wall=1.0)] + [_window([0.0], wall=10.0) for _ in range(3)]
+    """The tests' CPU timing stamps windows with host clocks: the total is held with 100 ms, the median window with
+    2 ms (the kernel's stamps: 0.25 ms), and no window to its own wall time."""
+    windows = [_window([5.0], wall=1.0)] + [_window([0.0], wall=1.5) for _ in range(3)]
     ledger = TimingLedger(windows=windows, host_timing=True)
     assert judge(ledger, "gpumode-benchmark", CAL, configs=["a"], fresh_audits_possible=False) is None
     assert _judge(windows).rule == "timing_forgery"  # the kernel's stamps: a window reports 5 ms in 1 ms
     beyond = TimingLedger(windows=[_window([0.0], wall=100.76)], host_timing=True)
     assert judge(beyond, "gpumode-benchmark", CAL, configs=["a"], fresh_audits_possible=False).rule == "timing_forgery"
+    typical = TimingLedger(windows=[_window([0.0], wall=10.0) for _ in range(3)], host_timing=True)
+    finding = judge(typical, "gpumode-benchmark", CAL, configs=["a"], fresh_audits_possible=False)
+    assert finding is not None and "median timed window" in finding.evidence and "at most 2.000 ms" in finding.evidence
 
 
 # ---- the spread of a block ------------------------------------------------------------------------------------------
@@ -488,3 +492,28 @@ def test_the_audited_call_is_the_last_of_a_fresh_block_and_the_others_are_typica
     assert _audit(one_other) is None  # one other call: too few to say what is typical
     finding = _audit(_fresh(5.0, 5.0, before=(1.0, 1.0)))
     assert "took 5.0000 ms (median of 2), the other timed calls 1.0000 ms" in finding.evidence
+
+
+# ---- the median window --------------------------------------------------------------------------------------------
+
+
+def test_a_loop_that_stops_after_a_few_forged_windows_is_caught_by_its_median_window() -> None:
+    """Constant forged samples meet the stop rule at once: three windows of 2 ms claimed in 5 ms of wall hold 9 ms of
+    unexplained time in all, under the per-config 10 ms, but the median window holds 3 ms."""
+    forged = [_window([2.0], wall=5.0) for _ in range(3)]
+    finding = _judge(forged)
+    assert finding is not None and finding.rule == "timing_forgery" and "median timed window" in finding.evidence
+
+
+def test_the_median_rule_needs_three_windows_and_allows_a_share_of_the_claim() -> None:
+    assert _judge([_window([2.0], wall=5.0) for _ in range(2)]) is None  # the total's to judge: 6 ms
+    # 44 - 40 * 1.05 - 0.75 = 1.25 ms per window: over the 0.25 ms floor, under a quarter of the 40 ms claim
+    assert _judge([_window([40.0], wall=44.0) for _ in range(3)]) is None
+    assert _judge([_window([2.0], wall=3.0) for _ in range(3)]) is None  # 0.15 ms per window
+    finding = _judge([_window([2.0], wall=3.5) for _ in range(3)])  # 0.65 ms: over a quarter of 2 ms
+    assert finding is not None and "at most 0.500 ms" in finding.evidence
+
+
+def test_a_descheduled_window_among_honest_ones_leaves_the_median_alone() -> None:
+    windows = [_window([1.0], wall=1.1) for _ in range(9)] + [_window([1.0], wall=9.0)]
+    assert _judge(windows) is None

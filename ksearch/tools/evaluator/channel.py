@@ -34,11 +34,13 @@ class Channel:
     """The worker's side of the conversation with the parent: phases and handoffs out, answers in. Slotted: a
     candidate cannot wrap ``send`` on the instance."""
 
-    __slots__ = ("answers", "msg_fd")
+    __slots__ = ("answers", "doorbell_fd", "msg_fd")
 
-    def __init__(self, msg_fd: int | None, answers: TextIO | None) -> None:
+    def __init__(self, msg_fd: int | None, answers: TextIO | None, doorbell_fd: int | None = None) -> None:
         self.msg_fd = msg_fd
         self.answers = answers
+        self.doorbell_fd = doorbell_fd
+        """Written after each request that waits for an answer: the parent may otherwise read late."""
 
     def send(self, payload: str) -> None:
         if self.msg_fd is None:
@@ -56,6 +58,11 @@ class Channel:
     def ask(self, message: BaseModel, *, spin: bool = False) -> HandoffReply:
         """Send ``message`` and read the answer; ``spin``: wait for it without sleeping (``spin_until_readable``)."""
         self.send(message.model_dump_json())
+        if self.doorbell_fd is not None:
+            try:
+                os.write(self.doorbell_fd, b"!")
+            except OSError:
+                pass  # a full pipe already rings
         if spin and self.answers is not None:
             spin_until_readable(self.answers.fileno(), SPIN_WAIT_S)
         line = self.answers.readline() if self.answers is not None else ""

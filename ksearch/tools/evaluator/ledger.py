@@ -65,6 +65,20 @@ DIGEST_MS = 0.3
 TRIMMED = 0.1
 """From 10 windows (or gaps) on, the tenth with the largest unexplained time is left out: the worker can be
 descheduled for a few milliseconds on a busy host; a forgery shows in every window."""
+MEDIAN_UNEXPLAINED_MS = 0.25
+"""The typical window (the median) may hold at most this much wall time beyond its samples and the harness's own
+work (or ``MEDIAN_UNEXPLAINED_SHARE`` of its samples, if more), with the kernel's stamps: honest windows on an H100
+held 0.05-0.13 ms beyond their samples, all of it the harness's calibrated work. The per-config total alone let a
+forger through whose loop stopped after a few windows (constant forged samples meet the stop rule at once), since a
+few windows' unexplained time stays under ``KERNEL_JITTER_S``."""
+READ_MEDIAN_UNEXPLAINED_MS = 1.0
+"""``MEDIAN_UNEXPLAINED_MS`` where the parent stamps records when it reads them."""
+HOST_MEDIAN_UNEXPLAINED_MS = 2.0
+"""``MEDIAN_UNEXPLAINED_MS`` when the CPU times (tests only: busy shared cores)."""
+MEDIAN_UNEXPLAINED_SHARE = 0.25
+MEDIAN_MIN_WINDOWS = 3
+"""The median rule needs this many windows (upstream's stop rule times at least 3): one descheduled window of a config
+timed once or twice is the per-config total's to judge."""
 EVASION_RATIO = 3.0
 """Audited calls on re-randomised inputs slower (in median) than this times the other calls' headline statistic mean
 the kernel did its work only when it could see the inputs had changed. Honest kernels read up to 2x there on an H100:
@@ -265,6 +279,12 @@ def judge(
     return None
 
 
+def _median_unexplained_floor_ms(ledger: TimingLedger) -> float:
+    if ledger.host_timing:
+        return HOST_MEDIAN_UNEXPLAINED_MS
+    return MEDIAN_UNEXPLAINED_MS if ledger.kernel_clock else READ_MEDIAN_UNEXPLAINED_MS
+
+
 def _jitter_ms(ledger: TimingLedger) -> float:
     if ledger.host_timing:
         return HOST_TIMING_JITTER_S * 1e3
@@ -349,14 +369,23 @@ def _wall_problem(
                 return Finding("timing_forgery", f"config {name}: a window reports {sum(window.samples_ms):.3f} ms of "
                                f"device time but took {window.wall_ms:.3f} ms on the evaluator's clock")  # fmt: skip
     allowances = window_allowances(windows, shape, calibration, flush_l2, facts.input_bytes)
-    unexplained = _trimmed_sum([
+    per_window = [
         max(0.0, w.wall_ms - sum(w.samples_ms) * (1 + RELATIVE_SLACK) - allowed) for w, allowed in zip(windows, allowances)
-    ])  # fmt: skip
+    ]  # fmt: skip
+    unexplained = _trimmed_sum(per_window)
     if unexplained > jitter:
         return Finding("timing_forgery", f"config {name}: {calls} timed calls report {claimed:.3f} ms of device time "
                        f"in windows that took {wall:.3f} ms on the evaluator's clock; {unexplained:.3f} ms of it is "
                        f"beyond what the harness's own work accounts for ({sum(allowances):.3f} ms) and "
                        f"{jitter:.0f} ms of scheduling")  # fmt: skip
+    if len(windows) >= MEDIAN_MIN_WINDOWS:
+        typical = statistics.median(per_window)
+        typical_claim = statistics.median(sum(w.samples_ms) for w in windows)
+        limit = max(_median_unexplained_floor_ms(ledger), MEDIAN_UNEXPLAINED_SHARE * typical_claim)
+        if typical > limit:
+            return Finding("timing_forgery", f"config {name}: the median timed window took {typical:.3f} ms on the "
+                           f"evaluator's clock beyond its samples ({typical_claim:.3f} ms) and the harness's own "
+                           f"work; at most {limit:.3f} ms is allowed")  # fmt: skip
     return None
 
 

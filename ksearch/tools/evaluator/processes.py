@@ -239,17 +239,22 @@ class WorkerProcess:
         shared = folder.parent / SHARED_DIR
         shared.mkdir(mode=0o700, exist_ok=True)
         self.channel, child = message_channel()
+        self.doorbell, bell = os.pipe()
+        """Read end of a pipe the worker writes a byte to after each request that waits for an answer (``Channel.ask``),
+        so a parent that reads the timing records late (``session.TIMING_POLL_S``) still answers at once."""
+        os.set_blocking(self.doorbell, False)
         try:
             with open(self.io / "stdout.txt", "wb") as out, open(self.io / "stderr.txt", "wb") as err:
                 self.process = spawn(
                     "ksearch.tools.evaluator.worker", ["--device", device], cwd=self.work, device=device,
-                    stdin=subprocess.PIPE, stdout=out, stderr=err, pass_fds=(child.fileno(),),
-                    extra_env={"KSEARCH_MSG_FD": str(child.fileno()),
+                    stdin=subprocess.PIPE, stdout=out, stderr=err, pass_fds=(child.fileno(), bell),
+                    extra_env={"KSEARCH_MSG_FD": str(child.fileno()), "KSEARCH_DOORBELL_FD": str(bell),
                                **({} if interpret is None else {"TRITON_INTERPRET": "1" if interpret else "0"})},
                     contain=True, writable=(folder, shared),
                 )  # fmt: skip
         finally:
             child.close()
+            os.close(bell)
         self.messages = LineReader(self.channel.fileno(), self.channel)
         self.started = time.monotonic()
         self.ready_at: float | None = None
@@ -333,6 +338,10 @@ class WorkerProcess:
         # socket, say).
         fd, self.messages.fd, self.messages.closed = self.messages.fd, -1, True
         if fd >= 0:
+            try:
+                os.close(self.doorbell)
+            except OSError:
+                pass
             try:
                 self.channel.close()
             except OSError:

@@ -26,6 +26,7 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import select
 import shutil
 import tempfile
 import time
@@ -48,10 +49,10 @@ Waiting costs the worker nothing it would not spend anyway: what the scout is st
 configs for the benchmark shapes, say) the worker would otherwise compile itself, one at a time, before timing."""
 TIMING_POLL_S = float(os.environ.get("KSEARCH_TIMING_POLL_MS", "0")) / 1e3
 """While a worker times, the parent may read its records every this many seconds instead of waking for each one
-(needs the kernel's send stamps: Linux). An experiment's knob, off by default: on the 2-core CPU machine the parent
-woken for every record raised a 22 us call's median from 32 to 44 us (wall-clock events, ``bench/RESULTS.md``,
-session 16), but polling delays the checker's answers to audits by up to the period, and its effect on a GPU's
-readings is not measured yet."""
+(needs the kernel's send stamps: Linux); a request that waits for an answer rings the worker's doorbell and is read at
+once. An experiment's knob, off by default: on the 2-core CPU machine the parent woken for every record raised a 22 us
+call's median from 32 to 44 us (wall-clock events, ``bench/RESULTS.md``, session 16); with the doorbell, and on a
+GPU, it is not measured yet."""
 LOW_MEMORY_VARIABLE = "KSEARCH_LOW_MEMORY"
 """Set to 1: every evaluation of the session in low-memory mode (else the checker enters it when little is free)."""
 
@@ -218,8 +219,13 @@ class EvaluatorSession:
                 lines = [(time.time(), line) for line in backlog]
             elif outcome.phase == "timing" and worker.messages.kernel_stamps and TIMING_POLL_S > 0:
                 # The kernel stamped each record when it was sent, so reading late moves no time; a parent woken by
-                # every window's records could take the worker's CPU in the middle of its timed calls.
-                time.sleep(TIMING_POLL_S)
+                # every window's records could take the worker's CPU in the middle of its timed calls. A request that
+                # waits for an answer rings the doorbell: it is read at once.
+                if select.select([worker.doorbell], [], [], TIMING_POLL_S)[0]:
+                    try:
+                        os.read(worker.doorbell, 1 << 16)
+                    except OSError:
+                        pass
                 worker.messages.drain()
                 lines = worker.messages.stamped_lines(0.0)
             else:

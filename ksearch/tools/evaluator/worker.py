@@ -465,7 +465,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", default="cpu")
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     msg_fd = int(os.environ["KSEARCH_MSG_FD"]) if os.environ.get("KSEARCH_MSG_FD") else None
-    channel = Channel(msg_fd, sys.stdin)
+    doorbell_fd = int(os.environ["KSEARCH_DOORBELL_FD"]) if os.environ.get("KSEARCH_DOORBELL_FD") else None
+    channel = Channel(msg_fd, sys.stdin, doorbell_fd)
     calibration = warm_start(args.device)
     channel.send(json.dumps({"op": "ready", "calibration": calibration}))
     line = sys.stdin.readline()
