@@ -159,7 +159,7 @@ def _evaluate_with_retry(session: EvaluatorSession, request: EvalRequest, task: 
             session.low_memory = True
             continue
         if (attempt == 0 and evaluation.rejection is not None and evaluation.rejection.rule == "timing_forgery"
-                and not outcome.forged_timing):  # fmt: skip
+                and not outcome.stopped_out_of_order):  # fmt: skip
             # A forgery shows in every window of every run; an honest worker descheduled at the wrong moments on a
             # busy host passes the second run. Only a second such verdict stands (messages out of order are no
             # scheduling accident: that verdict stands at once).

@@ -258,8 +258,9 @@ def judge(
     """The first rule the ledger breaks, or None. ``configs``: the benchmark configs' names, in order (every one must
     have windows); ``input_bytes`` and ``generation_ms``: per config, from the checker; ``fresh_audits_possible``:
     the task declares inputs that may be re-randomised."""
-    if ledger.malformed:
-        return Finding("timing_forgery", f"the timing messages were out of order: {ledger.malformed[0]}")
+    disorder = out_of_order(ledger)
+    if disorder is not None:
+        return disorder
     shape = METHOD_SHAPES.get(method, MethodShape())
     grouped = ledger.by_config()
     for index, name in enumerate(configs):
@@ -276,6 +277,13 @@ def judge(
         ):
             if problem is not None:
                 return problem
+    return None
+
+
+def out_of_order(ledger: TimingLedger) -> Finding | None:
+    """Timing messages out of order: only a candidate writing on the harness's channel sends them."""
+    if ledger.malformed:
+        return Finding("timing_forgery", f"the timing messages were out of order: {ledger.malformed[0]}")
     return None
 
 

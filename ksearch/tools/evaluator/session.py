@@ -83,9 +83,9 @@ class Outcome(BaseModel):
     """Every timed window of the worker's timing phase, stamped on the session's clock as its messages arrived."""
     calibration: dict[str, float] = {}
     """The worker's measurement of the harness's own costs, from its ``ready`` message (before its request)."""
-    forged_timing: str = ""
-    """Timing messages out of order (no honest worker sends them): the worker was stopped at the first, and this says
-    what it was."""
+    stopped_out_of_order: bool = False
+    """The worker was stopped at the first timing message out of order (``ledger.out_of_order``: no honest worker
+    sends one)."""
 
 
 class EvaluatorSession:
@@ -268,7 +268,7 @@ class EvaluatorSession:
             if outcome.phase == "timing" and ledger.malformed:
                 # Decided: only a candidate writing on the harness's channel puts records out of order. Waiting for the
                 # rest of the loop (a second full evaluation, were it judged later) would only spend GPU time.
-                outcome.forged_timing = ledger.malformed[0]
+                outcome.stopped_out_of_order = True
                 break
             if outcome.harness_error or worker.exited() or worker.messages.closed:
                 break

@@ -22,7 +22,7 @@ from ksearch.contracts.evaluation import Evaluation, Rejection, Timing, Verdict
 from ksearch.redaction import redact
 from ksearch.contracts.exchange import CheckResult, ConfigSamples, WorkerResult
 from ksearch.tools import timing as timing_mod
-from ksearch.tools.evaluator.ledger import Calibration, TimingLedger, judge
+from ksearch.tools.evaluator.ledger import Calibration, TimingLedger, judge, out_of_order
 from ksearch.tools.evaluator.request import HARNESS_VERSION, EvalRequest
 from ksearch.tools.evaluator.session import Outcome
 
@@ -106,14 +106,11 @@ def assemble(
     asked for timing."""
     if check.failed_check:
         return checked_evaluation(request, task, outcome, check, scrub)
-    if outcome.forged_timing:
-        evidence = f"the timing messages were out of order: {outcome.forged_timing}; the worker was stopped there"
-        return Evaluation(
-            verdict=Verdict.REJECTED, device=request.device, configs_passed=check.configs_passed,
-            configs_total=check.configs_total, environment=parent_environment(),
-            rejection=Rejection(rule="timing_forgery", evidence=evidence),
-            log=trim_log(f"rejected (timing_forgery): {evidence}", "", scrub=scrub),
-        )  # fmt: skip
+    disorder = out_of_order(outcome.ledger) if outcome.stopped_out_of_order and outcome.ledger is not None else None
+    if disorder is not None:
+        base = Evaluation(verdict=Verdict.PASSED, device=request.device, configs_passed=check.configs_passed,
+                          configs_total=check.configs_total, environment=parent_environment())  # fmt: skip
+        return _rejected(base, disorder.rule, f"{disorder.evidence}; the worker was stopped there", scrub)
     if worker_failed(outcome):
         return failed_evaluation(request, task, outcome, scrub)
     if check.verdict != Verdict.PASSED:

@@ -107,25 +107,9 @@ class Worker:
     Slotted, like the guard and the timing runner: a candidate cannot shadow a method on the instance (a no-op
     ``verify`` set on the worker object) since an instance has no dictionary to put it in."""
 
-    __slots__ = (
-        "_stage_started",
-        "channel",
-        "comparison",
-        "configs_passed",
-        "configs_total",
-        "device",
-        "guard",
-        "phase",
-        "profiles",
-        "request",
-        "resources",
-        "samples",
-        "spin_cycles_per_ms",
-        "stages",
-        "staging",
-        "task",
-        "yardstick_readings",
-    )  # fmt: skip
+    __slots__ = ("request", "channel", "task", "device", "phase", "configs_passed", "configs_total", "samples",
+                 "yardstick_readings", "comparison", "guard", "staging", "stages", "_stage_started",
+                 "spin_cycles_per_ms", "resources", "profiles")  # fmt: skip
 
     def __init__(self, request: WorkerRequest, channel: Channel | None = None, task: Task | None = None) -> None:
         self.request = request
@@ -444,7 +428,6 @@ class Worker:
     def environment(self) -> dict[str, str]:
         return worker_environment(self.device, self.staging.handle.kind if self.staging is not None else None,
                                   low_memory=self.request.low_memory)  # fmt: skip
-
 
     def result(
         self, verdict: Verdict, *, error: str = "", mismatch: Mismatch | None = None, rejection: Rejection | None = None
