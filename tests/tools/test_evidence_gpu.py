@@ -60,6 +60,26 @@ def test_the_marked_range_is_no_kernel_of_the_call() -> None:
     assert [k.name for k in profile.kernels] == ["gemm"] and profile.kernel_ms == pytest.approx(0.07)
 
 
+def test_a_real_profilers_marked_ranges_are_read_from_kinetos_results() -> None:
+    """The fast path: Kineto's raw events, without PyTorch's event tree; the same ranges as the slow path gives."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile, record_function
+
+    from ksearch.tools.evaluator.kernel_profile import MARK, activity, recorded
+
+    with profile(activities=[ProfilerActivity.CPU]) as profiler:
+        for name in ("b0", "b1"):
+            with record_function(MARK + name):
+                torch.ones(64, 64) @ torch.ones(64, 64)
+    assert profiler.profiler.kineto_results is not None
+    ranges, spans = recorded(profiler)
+    assert sorted(ranges) == ["b0", "b1"] and spans == []
+    assert ranges["b0"][0] < ranges["b0"][1] <= ranges["b1"][0] < ranges["b1"][1]
+    widths = {name[len(MARK):]: end - start for name, _, start, end in activity(profiler) if name.startswith(MARK)}
+    slow = {e.name[len(MARK):]: e.time_range.end - e.time_range.start for e in profiler.events() if e.name.startswith(MARK)}
+    assert widths == pytest.approx(slow, abs=1.0)  # microseconds, both paths
+
+
 def test_each_shape_gets_the_device_activity_that_started_inside_its_marked_call() -> None:
     spans = [("warm", 5.0, 40.0), ("k1", 105.0, 150.0), ("k2", 151.0, 190.0), ("next", 260.0, 300.0)]
     assert [s[0] for s in spans_in(100.0, 200.0, spans)] == ["k1", "k2"]
