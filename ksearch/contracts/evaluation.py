@@ -54,6 +54,9 @@ class Timing(BaseModel):
     method: str = "robust"
     headline: str = "median"
     """The statistic the method's upstream reports ('median' or 'mean'); the task's score uses it."""
+    windows_left_out: int = 0
+    """Timed windows judged but left out of these statistics: those an audit of the checker followed, and the one
+    right after each audit's gap (``ledger.scored_samples``)."""
 
     @property
     def headline_ms(self) -> float:
@@ -64,8 +67,9 @@ class Timing(BaseModel):
         """One line for prompts and terminals: config, the headline statistic (the one the score uses) first, the
         other one, spread and sample count."""
         other = f"median {self.median_ms:.4f}" if self.headline == "mean" else f"mean {self.mean_ms:.4f}"
+        left_out = f", {self.windows_left_out} windows beside audits left out" if self.windows_left_out else ""
         return (f"{self.config}: {self.headline} {self.headline_ms:.4f} ms ({other}), stdev {self.stdev_ms:.4f} ms, "
-                f"n={self.samples}")  # fmt: skip
+                f"n={self.samples}{left_out}")  # fmt: skip
 
 
 class Rejection(BaseModel):

@@ -150,6 +150,8 @@ class ConfigSamples(BaseModel):
     config: str
     method: str
     samples_ms: list[float]
+    windows_left_out: int = 0
+    """Windows of the config's loop whose samples are not in ``samples_ms`` (the parent's ``scored_samples``)."""
 
 
 class CompareSamples(BaseModel):

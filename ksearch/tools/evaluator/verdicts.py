@@ -22,7 +22,7 @@ from ksearch.contracts.evaluation import Evaluation, Rejection, Timing, Verdict
 from ksearch.redaction import redact
 from ksearch.contracts.exchange import CheckResult, ConfigSamples, WorkerResult
 from ksearch.tools import timing as timing_mod
-from ksearch.tools.evaluator.ledger import Calibration, TimingLedger, judge, out_of_order
+from ksearch.tools.evaluator.ledger import Calibration, TimingLedger, judge, out_of_order, scored_samples
 from ksearch.tools.evaluator.request import HARNESS_VERSION, EvalRequest
 from ksearch.tools.evaluator.session import Outcome
 
@@ -147,7 +147,10 @@ def timed_evaluation(
     )  # fmt: skip
     if finding is not None:
         return _rejected(base, finding.rule, finding.evidence, scrub)
-    samples = [ConfigSamples(config=c.name, method=method, samples_ms=ledger.samples(i)) for i, c in enumerate(configs)]
+    samples = []
+    for i, config in enumerate(configs):
+        scored, left_out = scored_samples(ledger, i, method)
+        samples.append(ConfigSamples(config=config.name, method=method, samples_ms=scored, windows_left_out=left_out))
     timings, problem = timings_from_samples(task, method, samples, outcome.wall_s, request.device)
     if problem:
         return base.model_copy(update={"verdict": Verdict.CRASHED, "log": trim_log(f"crashed: {problem}", "", scrub=scrub)})
@@ -224,7 +227,8 @@ def timings_from_samples(
             return [], f"non-positive or non-finite timing samples for config {name}"
         total_ms += sum(entry.samples_ms)
         stats = timing_mod.summarize(entry.samples_ms)
-        timings.append(Timing(config=name, method=method, headline=timing_mod.HEADLINE[method], **stats))  # type: ignore[arg-type]
+        timings.append(Timing(config=name, method=method, headline=timing_mod.HEADLINE[method],
+                              windows_left_out=entry.windows_left_out, **stats))  # type: ignore[arg-type]
     if total_ms / 1000.0 > wall_s * 1.05 + 0.05:
         return [], f"the reported kernel time ({total_ms / 1000:.3g} s) exceeds the timing pass's wall time ({wall_s:.3g} s)"
     return timings, ""
