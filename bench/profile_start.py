@@ -23,6 +23,8 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
+from pathlib import Path
 
 CHILD = r"""
 import json, os, sys, threading, time
@@ -93,10 +95,12 @@ def main() -> int:
         print("no GPU: nothing to measure")
         return 0
     rows = []
+    child = Path(tempfile.mkdtemp()) / "profile_start_child.py"  # Triton's jit reads the kernel's source file
+    child.write_text(CHILD, encoding="utf-8")
     for variant in ("cpu+cuda", "cuda"):
         for loading in ("LAZY", "EAGER"):
             env = {**os.environ, "VARIANT": variant, "CUDA_MODULE_LOADING": loading}
-            done = subprocess.run([sys.executable, "-c", CHILD], env=env, capture_output=True, text=True, timeout=300)
+            done = subprocess.run([sys.executable, str(child)], env=env, capture_output=True, text=True, timeout=300)
             if done.returncode != 0:
                 print(f"{variant} {loading}: failed\n{done.stderr[-2000:]}")
                 continue

@@ -275,3 +275,14 @@ def test_a_timed_evaluation_scores_the_undisturbed_windows_and_says_how_many_it_
                for n in names]  # fmt: skip
     timings, problem = timings_from_samples(task, "gpumode-benchmark", samples, wall_s=60.0, device="cpu")
     assert problem == "" and all(t.windows_left_out == 2 and t.samples == 3 for t in timings)
+
+
+def test_a_high_calibration_reading_does_not_widen_one_call_windows_allowance() -> None:
+    """A fresh worker's calibration read 0.275 ms of window overhead on an H200 whose windows then held a median of
+    0.05 ms beyond their samples (session 17): three times that reading let a forger claim 0.05 ms for a 0.3 ms call."""
+    slow_start = Calibration(window_overhead_ms=0.275, call_overhead_ms=0.15, flush_ms=0.1, copy_gbps=2000.0)
+    honest = _ledger(_repeats(0, 100, 0.28, 0.33, fresh_at=(1, 40)))
+    assert judge(honest, "gpumode-benchmark", slow_start, configs=["b0"]) is None
+    forged = _ledger(_repeats(0, 100, 0.05, 0.33, fresh_at=(1, 40)))
+    finding = judge(forged, "gpumode-benchmark", slow_start, configs=["b0"])
+    assert finding is not None and finding.rule == "timing_forgery", finding

@@ -138,7 +138,7 @@ def timed_evaluation(
     configs = task.benchmark_configs(request.device)
     ledger = outcome.ledger if outcome.ledger is not None else TimingLedger()
     ledger.host_timing = not request.device.startswith("cuda")
-    _dump_ledger(ledger, outcome, check)
+    _dump_ledger(ledger, outcome, check, method, task.flush_l2)
     finding = judge(
         ledger, method, Calibration.model_validate(outcome.calibration), configs=[c.name for c in configs],
         flush_l2=task.flush_l2, input_bytes=check.bench_input_bytes,
@@ -178,13 +178,13 @@ LEDGER_DUMP_VARIABLE = "KSEARCH_LEDGER_DUMP"
 figures), to see what the parent's checks saw."""
 
 
-def _dump_ledger(ledger: TimingLedger, outcome: Outcome, check: CheckResult) -> None:
+def _dump_ledger(ledger: TimingLedger, outcome: Outcome, check: CheckResult, method: str, flush_l2: bool) -> None:
     folder = os.environ.get(LEDGER_DUMP_VARIABLE)
     if not folder:
         return
     record = {
         "windows": [dataclasses.asdict(w) for w in ledger.windows], "relays": ledger.relays,
-        "kernel_clock": ledger.kernel_clock, "calibration": outcome.calibration,
+        "kernel_clock": ledger.kernel_clock, "calibration": outcome.calibration, "method": method, "flush_l2": flush_l2,
         "input_bytes": check.bench_input_bytes, "generation_ms": check.bench_generation_ms,
         "digest_ms": check.bench_digest_ms,
     }  # fmt: skip
