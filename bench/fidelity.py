@@ -50,6 +50,9 @@ REPO = Path(__file__).resolve().parents[1]
 DEFAULT_KERNELS = ["examples/trimul_triton.py", "examples/trimul_submission.py", "examples/trimul_triton_fast.py"]
 UPSTREAM_MODE = {"gpumode-benchmark": "benchmark", "gpumode": "leaderboard"}
 SHAPE_BAR, GEOMEAN_BAR = 0.03, 0.02
+RUNS: list[dict] = []
+"""Every process this bench ran: its command's first words and its start and end (Unix seconds), written to
+fidelity.json, so a log of the GPU's clocks and power (``bench/smi_by_run.py``) can be split by side."""
 
 
 def run_json(command: list[str], extra_env: dict[str, str] | None = None) -> tuple[dict, float, int]:
@@ -57,9 +60,11 @@ def run_json(command: list[str], extra_env: dict[str, str] | None = None) -> tup
     object, the wall time (process start included) and the exit status."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p)}
     env.update(extra_env or {})
-    started = time.perf_counter()
+    started, unix_start = time.perf_counter(), time.time()
     proc = subprocess.run(command, capture_output=True, text=True, env=env, cwd=REPO)
     wall = time.perf_counter() - started
+    side = "ksearch" if "ksearch.cli" in command else "upstream"
+    RUNS.append({"side": side, "start": unix_start, "end": time.time()})
     start = proc.stdout.find("{")
     try:
         if start < 0:
@@ -255,7 +260,7 @@ def main() -> int:
     report["failures"] = failures
     print("PASS: within the bars" if not failures else f"FAIL: {failures}")
     if os.environ.get("OUT"):
-        Path(os.environ["OUT"], "fidelity.json").write_text(json.dumps(report, indent=1))
+        Path(os.environ["OUT"], "fidelity.json").write_text(json.dumps({**report, "runs": RUNS}, indent=1))
     return 0 if not failures else 1
 
 

@@ -56,16 +56,18 @@ for step in "${steps[@]}"; do
                      --ignore=tests/test_gpu_smoke.py -rs \
                  && timeout 600 python3 -m pytest -q -m gpu -p no:cacheprovider tests -k "$serial" \
                      --ignore=tests/test_gpu_smoke.py -rs; } 2>&1 | tee "$out/gpu_tests.log" | tail -25 ;;
-        audits) # The fidelity gap (bench/RESULTS.md, session 16): TriMul against upstream's loop with every ledger
-                # dumped, then how much of each score the audits inside the loop add; with the checker's OpenMP
-                # threads passive (the default) and spinning (as before session 16).
-                for wait in PASSIVE ACTIVE; do
-                    echo "--- checker OpenMP wait policy $wait"
-                    KSEARCH_CHECKER_OMP_WAIT=$wait KSEARCH_LEDGER_DUMP="$out/ledgers_$wait" timeout 280 \
-                        python3 bench/fidelity.py --rounds 2 --yardstick 2 examples/trimul_triton_fast.py 2>&1 \
-                        | tee "$out/bench_fidelity_$wait.log" | tail -14
-                    python3 bench/audit_share.py "$out/ledgers_$wait" --json "$out/audit_share_$wait.json" | tail -16
-                done ;;
+        audits) # The fidelity gap (bench/RESULTS.md, sessions 16-17): TriMul against upstream's loop with every ledger
+                # dumped and the GPU's clocks, power and temperature logged every 100 ms, then how much of each
+                # score the audits add (bench/audit_share.py) and the clocks each side ran at (bench/smi_by_run.py).
+                nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,temperature.gpu --format=csv,nounits -lms 100 \
+                    > "$out/smi.csv" 2>/dev/null &
+                smi=$!
+                KSEARCH_LEDGER_DUMP="$out/ledgers" timeout 420 \
+                    python3 bench/fidelity.py --rounds 3 --yardstick 2 examples/trimul_triton_fast.py 2>&1 \
+                    | tee "$out/bench_fidelity.log" | tail -24
+                kill "$smi" 2>/dev/null
+                python3 bench/audit_share.py "$out/ledgers" --json "$out/audit_share.json" | tail -8
+                python3 bench/smi_by_run.py "$out/smi.csv" "$out/fidelity.json" ;;
         *) if [ -f "bench/$step.py" ]; then
                timeout 420 python3 "bench/$step.py" 2>&1 | tee "$out/bench_$step.log" | tail -40
            else
