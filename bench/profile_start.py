@@ -8,7 +8,9 @@ worker has done by then (CUDA context, torch's matmul and layer norm, a Triton k
   time in the same process (is the cost once per process?);
 - ``launch_us``: host microseconds per launch of a tiny kernel before any profiling and after the first session
   ended (does an idle profiler leave launches slower?);
-- ``gil``: ticks a Python thread made while the profiler started (does the start hold the GIL?).
+- ``gil``: ticks a Python thread made while the profiler started (does the start hold the GIL?);
+- ``beside``: a process timing tiny launches while another process starts the profiler (can a profiling process
+  start CUPTI while the worker times, without moving the worker's numbers?).
 
     PYTHONPATH=$PWD python bench/profile_start.py [--json OUT]
 
@@ -21,9 +23,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 CHILD = r"""
@@ -86,6 +90,50 @@ print(json.dumps({"context_s": context_s, "launch_us_before": before, "launch_us
 """
 
 
+LAUNCHER = r"""
+import json, sys, time
+import torch
+tiny = torch.zeros(1, device="cuda")
+for _ in range(200):
+    tiny.add_(1)
+torch.cuda.synchronize()
+print("ready", flush=True)
+rows, ends = [], time.time() + float(sys.argv[1])
+while time.time() < ends:
+    torch.cuda.synchronize()
+    started = time.perf_counter()
+    for _ in range(500):
+        tiny.add_(1)
+    torch.cuda.synchronize()
+    rows.append((time.time(), (time.perf_counter() - started) / 500 * 1e6))
+print(json.dumps(rows))
+"""
+
+
+def beside(folder: Path) -> dict:
+    """Does another process starting CUPTI slow this one's launches? A launcher times batches of tiny launches for
+    12 s; 3 s in, a second process (the cpu+cuda variant) starts the profiler. A profiling process started beside the
+    worker (issue 31's design for the profile's cost) is only possible if this reads alike inside and outside."""
+    launcher = folder / "launcher.py"
+    launcher.write_text(LAUNCHER, encoding="utf-8")
+    timing = subprocess.Popen([sys.executable, str(launcher), "12"], stdout=subprocess.PIPE, text=True)
+    assert timing.stdout is not None
+    timing.stdout.readline()  # ready
+    time.sleep(3.0)
+    started = time.time()
+    env = {**os.environ, "VARIANT": "cpu+cuda"}
+    profiler = subprocess.run([sys.executable, str(folder / "profile_start_child.py")], env=env, capture_output=True,
+                              text=True, timeout=120)  # fmt: skip
+    ended = time.time()
+    rows = json.loads(timing.communicate(timeout=60)[0].strip().splitlines()[-1])
+    inside = [us for stamp, us in rows if started <= stamp <= ended]
+    outside = [us for stamp, us in rows if stamp < started]
+    return {"profiler_process_s": round(ended - started, 2), "profiler_rc": profiler.returncode,
+            "launch_us_before": round(statistics.median(outside), 2) if outside else None,
+            "launch_us_beside_profiler": round(statistics.median(inside), 2) if inside else None,
+            "batches_beside": len(inside)}  # fmt: skip
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--json", default="", help="also write the rows here")
@@ -107,6 +155,9 @@ def main() -> int:
             row = {"variant": variant, "module_loading": loading, **json.loads(done.stdout.strip().splitlines()[-1])}
             rows.append(row)
             print(" ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in row.items()), flush=True)
+    row = {"variant": "beside", **beside(child.parent)}
+    rows.append(row)
+    print(" ".join(f"{k}={v}" for k, v in row.items()), flush=True)
     if args.json:
         with open(args.json, "w", encoding="utf-8") as out:
             json.dump(rows, out, indent=1)
