@@ -286,3 +286,27 @@ def test_a_high_calibration_reading_does_not_widen_one_call_windows_allowance() 
     forged = _ledger(_repeats(0, 100, 0.05, 0.33, fresh_at=(1, 40)))
     finding = judge(forged, "gpumode-benchmark", slow_start, configs=["b0"])
     assert finding is not None and finding.rule == "timing_forgery", finding
+
+
+def test_the_score_keeps_the_undisturbed_windows_down_to_half_of_them() -> None:
+    from ksearch.tools.evaluator.ledger import scored_samples
+
+    def ten(audited_at: tuple[int, ...]) -> TimingLedger:
+        return _ledger([(0, 0.35, [0.3 + 0.01 * i], ["bench"] if i in audited_at else [], None) for i in range(10)])
+
+    half = ten((0, 3, 9))  # disturbed: 0, 1, 3, 4, 9 (the last has no window after it): five of ten remain
+    scored, left_out = scored_samples(half, 0, "gpumode-benchmark")
+    assert left_out == 5 and scored == pytest.approx([0.32, 0.35, 0.36, 0.37, 0.38])
+    fewer = ten((0, 3, 6))  # disturbed: 0, 1, 3, 4, 6, 7: four of ten would remain, under half: every window counts
+    assert scored_samples(fewer, 0, "gpumode-benchmark") == (fewer.samples(0), 0)
+
+
+def test_the_window_overhead_cap_is_for_loops_of_one_call_windows_only() -> None:
+    from ksearch.tools.evaluator.ledger import WINDOW_OVERHEAD_CAP_MS, Window, window_allowances
+
+    high = Calibration(window_overhead_ms=0.25, call_overhead_ms=0.05, flush_ms=0.1, copy_gbps=2000.0)
+    one = [Window(config=0, run=0, opened=0.0, closed=0.001, samples_ms=[0.5]) for _ in range(2)]
+    mixed = [one[0], Window(config=0, run=0, opened=0.0, closed=0.002, samples_ms=[0.5, 0.5, 0.5])]
+    shape = METHOD_SHAPES["gpumode-benchmark"]
+    assert window_allowances(one, shape, high, False, 0) == pytest.approx([3 * WINDOW_OVERHEAD_CAP_MS] * 2)
+    assert window_allowances(mixed, shape, high, False, 0)[0] == pytest.approx(3 * 0.25 + 3 * 0.05)

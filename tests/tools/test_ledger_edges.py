@@ -525,3 +525,15 @@ def test_the_median_rule_needs_three_windows_and_allows_a_share_of_the_claim() -
 def test_a_descheduled_window_among_honest_ones_leaves_the_median_alone() -> None:
     windows = [_window([1.0], wall=1.1) for _ in range(9)] + [_window([1.0], wall=9.0)]
     assert _judge(windows) is None
+
+
+def test_the_median_floors_with_and_without_the_kernels_stamps() -> None:
+    """Claims of 0 ms leave only the floor: 0.1 ms with the kernel's stamps, 1 ms where the parent stamps (the
+    harness's 0.75 ms allowed beside it here)."""
+    assert _window([0.0], wall=1.75).wall_ms == 1.75
+    assert _judge([_window([0.0], wall=0.75 + 0.05) for _ in range(3)]) is None
+    caught = _judge([_window([0.0], wall=0.75 + 0.15) for _ in range(3)])
+    assert caught is not None and "at most 0.100 ms" in caught.evidence
+    assert _judge([_window([0.0], wall=1.75) for _ in range(3)], kernel_clock=False) is None  # exactly at the floor
+    read = _judge([_window([0.0], wall=2.25) for _ in range(3)], kernel_clock=False)
+    assert read is not None and "at most 1.000 ms" in read.evidence
