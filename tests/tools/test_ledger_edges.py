@@ -63,8 +63,9 @@ def test_the_constants_are_the_documented_ones() -> None:
 
 
 def test_the_calibrations_defaults_and_a_methods_default_shape() -> None:
-    assert Calibration().model_dump() == {"window_overhead_ms": 0.05, "call_overhead_ms": 0.1, "gap_overhead_ms": 0.2,
-                                          "flush_ms": 0.2, "copy_gbps": 1000.0}  # fmt: skip
+    assert Calibration().model_dump() == {"window_overhead_ms": 0.05, "window_overhead_median_ms": 0.0,
+                                          "call_overhead_ms": 0.1, "gap_overhead_ms": 0.2, "flush_ms": 0.2,
+                                          "copy_gbps": 1000.0}  # fmt: skip
     assert Calibration.model_validate({"flush_ms": 0.3, "from_a_newer_worker": 1}).flush_ms == 0.3
     assert asdict(MethodShape()) == {
         "flush_per_call": False, "hold_per_window": False, "clone_per_call": False, "every_window_audited": False,

@@ -80,6 +80,7 @@ def calibrate(device: str) -> dict[str, float]:
         copy_ms = statistics.median(copies)
         return {
             "window_overhead_ms": _p90(window),
+            "window_overhead_median_ms": statistics.median(max(0.0, v) for v in window),
             "call_overhead_ms": _p90(calls),
             "gap_overhead_ms": _p90(gaps),
             "flush_ms": statistics.median(flushes),
