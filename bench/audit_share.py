@@ -55,7 +55,7 @@ def shares(ledger: dict, name: str = "") -> list[ConfigShare]:
     """Per config of one dumped ledger (``verdicts._dump_ledger``'s JSON)."""
     by_config: dict[int, list[dict]] = {}
     for window in ledger["windows"]:
-        if window.get("closed") is not None and window["samples_ms"]:
+        if window.get("closed") is not None and window["samples_ms"] and not window.get("null"):  # null: no call
             by_config.setdefault(window["config"], []).append(window)
     out = []
     for config, windows in sorted(by_config.items()):

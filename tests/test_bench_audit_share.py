@@ -17,7 +17,8 @@ def _window(config: int, sample: float, audits: list[str] | None = None) -> dict
 def test_the_audited_window_and_the_one_after_it_are_left_out_of_the_mean_without() -> None:
     bench = load_bench("audit_share")
     windows = [_window(0, 1.0), _window(0, 3.0, ["audit"]), _window(0, 5.0), _window(0, 1.0), _window(1, 2.0)]
-    rows = bench.shares({"windows": windows + [{**_window(0, 9.0), "closed": None}]}, "l")
+    null = {**_window(0, 0.002), "null": True}  # the harness around no call: not a window of the kernel
+    rows = bench.shares({"windows": [null] + windows + [{**_window(0, 9.0), "closed": None}]}, "l")
     first, second = rows
     assert (first.config, first.windows, first.audited) == (0, 4, 1)
     assert first.mean_ms == pytest.approx(2.5) and first.mean_without_ms == pytest.approx(1.0)

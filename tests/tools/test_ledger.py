@@ -310,3 +310,56 @@ def test_the_window_overhead_cap_is_for_loops_of_one_call_windows_only() -> None
     shape = METHOD_SHAPES["gpumode-benchmark"]
     assert window_allowances(one, shape, high, False, 0) == pytest.approx([3 * WINDOW_OVERHEAD_CAP_MS] * 2)
     assert window_allowances(mixed, shape, high, False, 0)[0] == pytest.approx(3 * 0.25 + 3 * 0.05)
+
+
+def _with_nulls(shave: float, *, null_excess: float = 0.02, n: int = 40) -> TimingLedger:
+    """A GPU MODE loop of 0.3 ms calls whose windows hold 0.05 ms of harness beyond the call, a null window before
+    each of the first three repeats and every eighth; the forger reports each call ``shave`` ms short."""
+    ledger, now = TimingLedger(), 100.0
+    for i in range(n):
+        if i < 3 or i % 8 == 0:
+            ledger.go(0, 0, now, null=True)
+            now += null_excess / 1e3
+            ledger.timed(0, [0.002], now)
+            now += 0.0001
+        ledger.go(0, 0, now)
+        now += 0.35 / 1e3
+        ledger.timed(0, [0.3 - shave], now)
+        if i in (1, 20):
+            ledger.handoff("audit", 0, 7, 1000 + i, 4096)
+            ledger.relay(now + 0.0001, now + 0.0021)
+            now += 0.002
+        now += 0.0002
+    return ledger
+
+
+def test_null_windows_are_the_reference_of_the_timed_ones_and_never_a_sample() -> None:
+    honest = _with_nulls(0.0)
+    assert len(honest.nulls(0)) == 3 + 4 and len(honest.by_config()[0]) == 40
+    assert honest.samples(0) == [0.3] * 40
+    assert judge(honest, "gpumode-benchmark", CAL, configs=["b0"]) is None
+    assert all(w.audits == [] for w in honest.nulls(0))  # each audit follows the timed window before it
+    forged = _with_nulls(0.15)  # still under the allowance and the median floor, not under the null windows
+    finding = judge(forged, "gpumode-benchmark", Calibration(window_overhead_ms=0.05), configs=["b0"])
+    assert finding is not None and finding.rule == "timing_forgery" and "null windows" in finding.evidence, finding
+
+
+def test_the_null_windows_rule_waits_for_enough_of_them_and_the_kernels_stamps() -> None:
+    from ksearch.tools.evaluator import ledger as ledger_module
+
+    few = _with_nulls(0.15, n=2)  # two null windows: the rule does not apply
+    assert ledger_module._null_problem("b0", few.by_config()[0], few.nulls(0), few) is None
+    host = _with_nulls(0.15)
+    host.host_timing = True
+    assert ledger_module._null_problem("b0", host.by_config()[0], host.nulls(0), host) is None
+    read = _with_nulls(0.15)
+    read.kernel_clock = False
+    assert ledger_module._null_problem("b0", read.by_config()[0], read.nulls(0), read) is None
+    stamped = _with_nulls(0.15)
+    assert ledger_module._null_problem("b0", stamped.by_config()[0], stamped.nulls(0), stamped) is not None
+
+
+def test_time_in_null_windows_is_the_harness_between_two_timed_windows() -> None:
+    ledger = _with_nulls(0.0, null_excess=0.5)  # slow null windows: half a millisecond each, between timed ones
+    assert ledger.nulls_between(0.0, 1e9) * 1e3 == pytest.approx(7 * 0.5)
+    assert judge(ledger, "gpumode-benchmark", CAL, configs=["b0"]) is None

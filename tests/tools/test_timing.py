@@ -125,6 +125,7 @@ class FakeRunner:
         self.windows: list[list[float]] = []
         """Samples of each timed window, as sent to the parent."""
         self.open = False
+        self.nulls = 0
         self.trace: list[str] = []
         self._set_args: dict[int, object] = {}
         self._pending_fresh: set[int] = set()
@@ -172,6 +173,11 @@ class FakeRunner:
         self.open = False
         self.trace.append("timed")
         return samples
+
+    def null_window(self) -> None:
+        assert not self.open, "a null window inside a timed one"
+        self.nulls += 1
+        self.trace.append("null")
 
     def flush(self) -> None:
         self.flushes += 1
@@ -452,3 +458,23 @@ def test_paired_comparison_statistics() -> None:
     noisy = [CompareSamples(config="a", incumbent_ms=[1.0, 1.3, 0.8, 1.2, 1.0], challenger_ms=[0.9, 1.0, 1.0, 0.95, 1.05])]
     assert not comparison_from_samples(noisy, ["a"]).improved  # a small mean gain inside a wide interval
     assert timing.t_quantile_975(4) == pytest.approx(2.776) and timing.t_quantile_975(1000) == pytest.approx(1.96)
+
+
+def test_gpu_mode_loops_put_null_windows_between_their_repeats_and_none_in_the_warm_up() -> None:
+    from ksearch.tools.timing.methods import NULL_EVERY, NULL_FIRST
+
+    for name in ("gpumode-benchmark", "gpumode"):
+        runner = NoisyRunner()
+        run = timing.get_method(name).run(runner, flush_l2=False)
+        repeats = len(run.samples_ms)
+        assert repeats > NULL_EVERY
+        expected = sum(1 for i in range(repeats) if i < NULL_FIRST or i % NULL_EVERY == 0)
+        assert runner.nulls == expected >= NULL_FIRST
+        first = runner.trace.index("null")
+        assert "go" not in runner.trace[:first] or runner.trace[:first].count("go") == runner.trace[:first].count("timed")
+    steady = FakeRunner()
+    timing.get_method("gpumode-benchmark").warm_up(steady, flush_l2=False)
+    assert steady.nulls == 0
+    robust = FakeRunner()
+    timing.get_method("robust").run(robust, flush_l2=True)
+    assert robust.nulls == 0  # blocks of calls: the null windows' rule is for one-call windows

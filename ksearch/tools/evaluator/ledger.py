@@ -78,6 +78,14 @@ held 0.05-0.13 ms beyond their samples, on an H200 a median of at most 0.054 ms 
 harness's calibrated work (0 ms beyond it in 28 honest evaluations' ledgers). The per-config total alone let a
 forger through whose loop stopped after a few windows (constant forged samples meet the stop rule at once), since a
 few windows' unexplained time stays under ``KERNEL_JITTER_S``."""
+NULL_MARGIN_MS = 0.1
+"""With the kernel's stamps, in loops of one-call windows with ``MEDIAN_MIN_WINDOWS`` null windows or more: the
+median timed window may hold at most this much more wall time beyond its samples than the median null window holds
+beyond its own. A null window is the harness's own procedure around no call, at the same time in the same process,
+which the candidate cannot move (its code does not run then); a forger that leaves a constant part of each call out
+of its samples shows here. On an H200 honest windows held a median of at most 0.054 ms beyond their samples (session
+17); how close the null windows come to that is for the next GPU run's ledgers, and this margin is set wide until
+then."""
 READ_MEDIAN_UNEXPLAINED_MS = 1.0
 """``MEDIAN_UNEXPLAINED_MS`` where the parent stamps records when it reads them."""
 HOST_MEDIAN_UNEXPLAINED_MS = 2.0
@@ -140,6 +148,9 @@ class Window:
     """An audit after it introduced activation values no earlier call of the config had seen."""
     staged_bytes: int = 0
     """Bytes of the outputs staged for the audits that followed it."""
+    null: bool = False
+    """A null window: the harness's own go, events, synchronisation and timed record around no call (GPU MODE's
+    loops put some between their repeats). Never a sample of the score; the reference of ``NULL_MARGIN_MS``."""
 
     @property
     def wall_ms(self) -> float:
@@ -161,13 +172,13 @@ class TimingLedger:
     """The CPU timed (tests only): host clocks, busy cores."""
     _seen_activations: set[tuple[int, int | None, int | None]] = field(default_factory=set)
 
-    def go(self, config: object, run: object, stamp: float) -> None:
+    def go(self, config: object, run: object, stamp: float, null: bool = False) -> None:
         if not isinstance(config, int) or not isinstance(run, int):
             self.malformed.append("a window without a config or run index")
             return
         if self.windows and self.windows[-1].closed is None:
             self.malformed.append(f"config {config}: a window opened before the previous one was closed")
-        self.windows.append(Window(config=config, run=run, opened=stamp))
+        self.windows.append(Window(config=config, run=run, opened=stamp, null=null))
 
     def timed(self, config: object, samples: object, stamp: float) -> None:
         last = self.windows[-1] if self.windows else None
@@ -181,8 +192,8 @@ class TimingLedger:
         last.samples_ms = [float(x) for x in samples]
 
     def handoff(self, kind: str, config: int, input_seed: int | None, activation_seed: int | None, nbytes: int) -> None:
-        """A handoff relayed during timing: it audits the window just closed."""
-        last = self.windows[-1] if self.windows else None
+        """A handoff relayed during timing: it audits the timed window just closed."""
+        last = next((w for w in reversed(self.windows) if not w.null), None)
         if last is None or last.closed is None or last.config != config:
             return  # the first checked call of a config comes before its first window
         last.audits.append(kind)
@@ -197,11 +208,21 @@ class TimingLedger:
         self.relays.append((sent, max(sent, answered)))
 
     def by_config(self) -> dict[int, list[Window]]:
+        """The closed timed windows of each config (null windows apart: ``nulls``)."""
         grouped: dict[int, list[Window]] = {}
         for window in self.windows:
-            if window.closed is not None:
+            if window.closed is not None and not window.null:
                 grouped.setdefault(window.config, []).append(window)
         return grouped
+
+    def nulls(self, config: int) -> list[Window]:
+        """The closed null windows of ``config``."""
+        return [w for w in self.windows if w.null and w.closed is not None and w.config == config]
+
+    def nulls_between(self, start: float, end: float) -> float:
+        """Seconds of ``[start, end]`` spent in null windows (the harness's own work between two timed windows)."""
+        return sum(max(0.0, min(end, w.closed) - max(start, w.opened)) for w in self.windows
+                   if w.null and w.closed is not None)  # fmt: skip
 
     def samples(self, config: int) -> list[float]:
         return [x for w in self.by_config().get(config, []) for x in w.samples_ms]
@@ -440,6 +461,22 @@ def _wall_problem(
             return Finding("timing_forgery", f"config {name}: the median timed window took {typical:.3f} ms on the "
                            f"evaluator's clock beyond its samples ({typical_claim:.3f} ms) and the harness's own "
                            f"work; at most {limit:.3f} ms is allowed")  # fmt: skip
+    return _null_problem(name, windows, ledger.nulls(windows[0].config), ledger)
+
+
+def _null_problem(name: str, windows: list[Window], nulls: list[Window], ledger: TimingLedger) -> Finding | None:
+    """The typical timed window against the typical null window of the same loop (``NULL_MARGIN_MS``)."""
+    if not ledger.kernel_clock or ledger.host_timing or len(nulls) < MEDIAN_MIN_WINDOWS:
+        return None
+    if len(windows) < MEDIAN_MIN_WINDOWS or any(len(w.samples_ms) != 1 for w in windows):
+        return None
+    timed = statistics.median(w.wall_ms - sum(w.samples_ms) * (1 + RELATIVE_SLACK) for w in windows)
+    null = statistics.median(max(0.0, w.wall_ms - sum(w.samples_ms)) for w in nulls)
+    if timed > null + NULL_MARGIN_MS:
+        return Finding("timing_forgery", f"config {name}: the median timed window took {timed:.3f} ms on the "
+                       f"evaluator's clock beyond its samples, the median of {len(nulls)} null windows of the same "
+                       f"loop (the harness around no call) {null:.3f} ms; at most {NULL_MARGIN_MS:.3f} ms more is "
+                       "allowed")  # fmt: skip
     return None
 
 
@@ -459,7 +496,8 @@ def _gap_problem(
     excesses, total = [], 0.0
     for before, after in _pairs(windows):
         assert before.closed is not None
-        gap_ms = (after.opened - before.closed - ledger.relayed_between(before.closed, after.opened)) * 1e3
+        gap_ms = (after.opened - before.closed - ledger.relayed_between(before.closed, after.opened)
+                  - ledger.nulls_between(before.closed, after.opened)) * 1e3
         total += max(0.0, gap_ms)
         excesses.append(max(0.0, gap_ms - gap_allowance_ms(before, after, shape, calibration, facts)))
     unexplained = _trimmed_sum(excesses)

@@ -236,7 +236,7 @@ class EvaluatorSession:
                 if op in ("go", "timed"):
                     if outcome.phase == "timing":
                         if op == "go":
-                            ledger.go(message.get("config"), message.get("run"), stamp)
+                            ledger.go(message.get("config"), message.get("run"), stamp, null=message.get("null") is True)
                         else:
                             ledger.timed(message.get("config"), message.get("samples"), stamp)
                     continue

@@ -179,6 +179,18 @@ class WorkerTimingRunner:
             self._send('{"op": "timed", "config": %d, "samples": [%s]}' % (self.index, ", ".join(map(repr, samples))))
         return samples
 
+    def null_window(self) -> None:
+        if not self.windows:
+            return
+        self.synchronize()
+        start, end = self.event(), self.event()
+        self._send('{"op": "go", "config": %d, "run": %d, "null": true}' % (self.index, self.run))
+        self.record(start)
+        self.record(end)
+        self.synchronize()
+        sample = self.elapsed(start, end)
+        self._send('{"op": "timed", "config": %d, "samples": [%r]}' % (self.index, sample))
+
     def flush(self) -> None:
         import torch
 

@@ -59,6 +59,11 @@ class TimingRunner(Protocol):
     def close_window(self, events: list[tuple[Event, Event]]) -> list[float]:
         """Device-wide synchronize, then the window's samples (ms per event pair), sent to the parent as they are."""
 
+    def null_window(self) -> None:
+        """The harness's own window around no call (go, two events, synchronize, timed), marked as such for the
+        parent: the reference it holds the timed windows of the loop to (``ledger.NULL_MARGIN_MS``). Runners without
+        a parent do nothing."""
+
     def flush(self) -> None:
         """Evict the L2 cache (a 256 MB write on the device)."""
 
