@@ -152,9 +152,13 @@ def test_re_randomised_inputs_keep_their_identity_and_version_counter(checker: C
 def test_each_timed_window_reaches_the_parent_with_its_samples(checker: Checker) -> None:
     _, runner, channel = _runner(checker, lambda x: torch.softmax(x, dim=-1))
     run = timing.get_method("gpumode-benchmark").run(runner, flush_l2=False)
-    opened = [m for m in channel.sent if '"go"' in m]
-    timed = [json.loads(m)["samples"] for m in channel.sent if '"timed"' in m]
+    messages = [json.loads(m) for m in channel.sent if '"go"' in m or '"timed"' in m]
+    assert [m["op"] for m in messages] == ["go", "timed"] * (len(messages) // 2)  # each window closed before the next
+    nulls = {i + 1 for i, m in enumerate(messages) if m["op"] == "go" and m.get("null") is True}
+    opened = [m for i, m in enumerate(messages) if m["op"] == "go" and i + 1 not in nulls]
+    timed = [m["samples"] for i, m in enumerate(messages) if m["op"] == "timed" and i not in nulls]
     assert len(opened) == len(timed) == len(run.samples_ms) and [x for w in timed for x in w] == run.samples_ms
+    assert len(nulls) >= 3  # the harness's own windows around no call, never samples of the score
 
 
 def test_gpumode_checks_every_timed_output_on_fresh_inputs(checker: Checker) -> None:
