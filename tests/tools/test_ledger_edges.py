@@ -538,3 +538,60 @@ def test_the_median_floors_with_and_without_the_kernels_stamps() -> None:
     assert _judge([_window([0.0], wall=1.75) for _ in range(3)], kernel_clock=False) is None  # exactly at the floor
     read = _judge([_window([0.0], wall=2.25) for _ in range(3)], kernel_clock=False)
     assert read is not None and "at most 1.000 ms" in read.evidence
+
+
+# ---- null windows ------------------------------------------------------------------------------------------------------
+def _null(sample: float = 0.0, *, wall: float = 0.0, config: int = 0, closed: bool = True) -> Window:
+    return Window(config=config, run=0, opened=0.0, closed=wall / 1e3 if closed else None, samples_ms=[sample], null=True)
+
+
+def _null_judged(timed: list[Window], nulls: list[Window]) -> Finding | None:
+    ledger = _ledger(timed + nulls)
+    return ledger_module._null_problem("a", timed, ledger.nulls(0), ledger)
+
+
+def test_null_windows_are_kept_apart_closed_and_by_config() -> None:
+    open_timed = Window(config=0, run=0, opened=0.0)
+    ledger = _ledger([_window([1.0], wall=1.1), _null(wall=0.1), _null(wall=0.1, config=1), _null(closed=False),
+                      open_timed])  # fmt: skip
+    assert [len(w) for w in ledger.by_config().values()] == [1]  # neither the nulls nor the open window
+    assert ledger.nulls(0) == [ledger.windows[1]] and ledger.nulls(1) == [ledger.windows[2]]
+    assert ledger.nulls_between(0.0, 1.0) * 1e3 == pytest.approx(0.2)  # both closed nulls; the open one not counted
+
+
+def test_the_null_rule_needs_three_of_each_and_one_call_windows() -> None:
+    slow = [_window([0.5], wall=0.5 * 1.05 + 0.3) for _ in range(3)]  # 0.3 ms beyond each call
+    nulls = [_null(wall=0.02) for _ in range(3)]
+    assert _null_judged(slow, nulls) is not None  # exactly three of each: judged
+    assert _null_judged(slow, nulls[:2]) is None
+    assert _null_judged(slow[:2], nulls) is None
+    blocks = [_window([0.5, 0.5], wall=1.05 + 0.3)] + slow[:2]
+    assert _null_judged(blocks, nulls) is None  # a block among the windows: robust's loops are not judged by it
+    assert _null_judged([_window([0.5, 0.5], wall=1.05 + 0.3) for _ in range(3)], nulls) is None
+
+
+def test_the_null_rule_allows_the_calls_slack_and_the_nulls_own_overhead() -> None:
+    nulls = [_null(0.05, wall=0.07) for _ in range(3)]  # 0.02 ms beyond its own events
+    # 2 ms calls: 5 % slack (0.1 ms), then 0.1 ms beyond the nulls' 0.02
+    assert _null_judged([_window([2.0], wall=2.2) for _ in range(3)], nulls) is None
+    assert _null_judged([_window([2.0], wall=2.25) for _ in range(3)], nulls) is not None
+    zero = [_null(wall=0.0) for _ in range(3)]
+    assert _null_judged([_window([0.0], wall=0.1) for _ in range(3)], zero) is None  # exactly at the margin
+    assert _null_judged([_window([0.0], wall=0.15) for _ in range(3)], zero) is not None
+    # 0.05 ms beyond the calls: over the margin alone, not over the nulls' 0.05 plus the margin
+    busy = [_null(0.0, wall=0.05) for _ in range(3)]
+    assert _null_judged([_window([0.0], wall=0.12) for _ in range(3)], busy) is None
+    assert _null_judged([_window([0.0], wall=0.16) for _ in range(3)], busy) is not None
+
+
+def test_slow_null_windows_between_two_timed_ones_are_the_harnesss_time() -> None:
+    ledger = TimingLedger()
+    now = 0.0
+    for _ in range(10):
+        ledger.go(0, 0, now)
+        ledger.timed(0, [1.0], now + 0.0011)
+        now += 0.0012
+        ledger.go(0, 0, now, null=True)  # 3 ms null windows: 27 ms between the timed ones in all
+        ledger.timed(0, [0.001], now + 0.003)
+        now += 0.0031
+    assert judge(ledger, "gpumode-benchmark", CAL, configs=["a"], fresh_audits_possible=False) is None
