@@ -17,7 +17,10 @@ answered. So it knows, from records the candidate cannot rewrite after the fact:
 - how much wall time passed between two windows of a config apart from the checker's answers, which bounds the work
   the worker may do there to the harness's own (fresh inputs made, outputs staged and compared): a kernel that does
   its real work between windows, where its samples do not count, shows there;
-- which windows were followed by an audit of the checker, on which inputs.
+- which windows were followed by an audit of the checker, on which inputs;
+- how much wall time the harness's own procedure takes around no call at the same time in the same process: the
+  null windows GPU MODE's loops put between their repeats, which the typical timed window is held to
+  (``NULL_MARGIN_MS``).
 
 The harness's own costs come from the worker's measurement before it read its request (``Calibration``: no
 candidate code had run) and from the checker (the size of the inputs, how long making them takes). ``judge`` turns
