@@ -59,9 +59,9 @@ def spans_in(start: float, end: float, spans: list[tuple[str, float, float]]) ->
 
 def activity(profiler: Any) -> Iterator[tuple[str, Any, float, float]]:
     """Every event a torch profiler recorded as (name, device type, start us, end us). Read from Kineto's own results
-    when the profiler has them: ``profiler.events()`` first builds PyTorch's whole event tree in Python, which is
-    most of the profile's cost on a GPU (seen on an H200: seconds per TriMul evaluation), and none of it is needed
-    here."""
+    when the profiler has them: ``profiler.events()`` first builds PyTorch's whole event tree in Python, none of which
+    is needed here (on an H200 either way of reading took milliseconds; the profile's cost is the profiler's first
+    start in each process, bench/profile_start.py)."""
     results = getattr(getattr(profiler, "profiler", None), "kineto_results", None)
     if results is not None:
         for event in results.events():

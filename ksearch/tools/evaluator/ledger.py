@@ -30,7 +30,7 @@ the ledger into the rules ``timing_forgery`` and ``audit_evasion``. Pure logic: 
 from __future__ import annotations
 
 import statistics
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 from pydantic import BaseModel, ConfigDict
@@ -224,15 +224,19 @@ class TimingLedger:
 
     def nulls_between(self, start: float, end: float) -> float:
         """Seconds of ``[start, end]`` spent in null windows (the harness's own work between two timed windows)."""
-        return sum(max(0.0, min(end, w.closed) - max(start, w.opened)) for w in self.windows
-                   if w.null and w.closed is not None)  # fmt: skip
+        return _overlap_s(((w.opened, w.closed) for w in self.windows if w.null and w.closed is not None), start, end)
 
     def samples(self, config: int) -> list[float]:
         return [x for w in self.by_config().get(config, []) for x in w.samples_ms]
 
     def relayed_between(self, start: float, end: float) -> float:
         """Seconds of ``[start, end]`` in which the worker waited for the checker."""
-        return sum(max(0.0, min(end, b) - max(start, a)) for a, b in self.relays)
+        return _overlap_s(self.relays, start, end)
+
+
+def _overlap_s(spans: Iterable[tuple[float, float]], start: float, end: float) -> float:
+    """Seconds of ``[start, end]`` covered by ``spans`` (each counted apart: they do not overlap each other)."""
+    return sum(max(0.0, min(end, b) - max(start, a)) for a, b in spans)
 
 
 @dataclass(frozen=True)
@@ -338,6 +342,7 @@ def judge(
                             (digest_ms or {}).get(index, 0.0))  # fmt: skip
         for problem in (
             _wall_problem(name, windows, shape, calibration, flush_l2, facts, ledger),
+            _null_problem(name, windows, ledger.nulls(index), ledger),
             _gap_problem(name, windows, shape, calibration, facts, ledger),
             _spread_problem(name, windows, shape),
             _audit_problem(name, windows, shape, fresh_audits_possible),
@@ -374,13 +379,14 @@ def window_allowances(
     the method does them, the outputs staged for the checker, the spin kernel before a robust block (about the
     previous block's device time; a full one for a run's first block), and the in-window copy of re-randomised
     activations in a robust block."""
+    blocks = any(len(w.samples_ms) > 1 for w in windows)  # back-to-back calls in a window: the harness between them
     overhead = calibration.window_overhead_ms
-    if not any(len(w.samples_ms) > 1 for w in windows):  # one call per window: the calibration's own procedure
+    if not blocks:  # one call per window: the calibration's own procedure
         overhead = min(overhead, WINDOW_OVERHEAD_CAP_MS)
     per_window = max(MIN_CALL_OVERHEAD_MS, overhead) * OVERHEAD_FACTOR
     copy_ms_per_byte = 1.5 * 2 / (max(calibration.copy_gbps, 1.0) * 1e6)
     per_call = 0.0
-    if any(len(w.samples_ms) > 1 for w in windows):  # back-to-back calls in a window: the harness between them
+    if blocks:
         per_call += max(MIN_CALL_OVERHEAD_MS, calibration.call_overhead_ms) * OVERHEAD_FACTOR
     if shape.flush_per_call and flush_l2:
         per_call += calibration.flush_ms * 1.5
@@ -464,7 +470,7 @@ def _wall_problem(
             return Finding("timing_forgery", f"config {name}: the median timed window took {typical:.3f} ms on the "
                            f"evaluator's clock beyond its samples ({typical_claim:.3f} ms) and the harness's own "
                            f"work; at most {limit:.3f} ms is allowed")  # fmt: skip
-    return _null_problem(name, windows, ledger.nulls(windows[0].config), ledger)
+    return None
 
 
 def _null_problem(name: str, windows: list[Window], nulls: list[Window], ledger: TimingLedger) -> Finding | None:

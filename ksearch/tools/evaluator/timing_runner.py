@@ -187,9 +187,7 @@ class WorkerTimingRunner:
         self._send('{"op": "go", "config": %d, "run": %d, "null": true}' % (self.index, self.run))
         self.record(start)
         self.record(end)
-        self.synchronize()
-        sample = self.elapsed(start, end)
-        self._send('{"op": "timed", "config": %d, "samples": [%r]}' % (self.index, sample))
+        self.close_window([(start, end)])
 
     def flush(self) -> None:
         import torch

@@ -101,6 +101,8 @@ CHALLENGER_MODULE = "challenger"
 
 HARNESS_FAULT = "harness:"
 """How a worker's error starts when the harness, not the candidate, failed (the parent retries, then stops)."""
+
+
 def prime_activation_probe(task: Any, config: Any) -> None:
     """Ask the task which inputs may be re-randomised before the config's timing loop starts. KernelBench and user
     ops answer by probing their input generator on the meta device, and that first call imports PyTorch's reference
