@@ -595,3 +595,22 @@ def test_slow_null_windows_between_two_timed_ones_are_the_harnesss_time() -> Non
         ledger.timed(0, [0.001], now + 0.003)
         now += 0.0031
     assert judge(ledger, "gpumode-benchmark", CAL, configs=["a"], fresh_audits_possible=False) is None
+
+
+def test_a_null_window_holding_a_call_is_forged() -> None:
+    """A candidate that writes ``timed`` then a null-marked ``go`` on the channel inside its call would put the
+    harness's real sample in a null window, out of the score (red-team review, session 17): a null window's sample is
+    two back-to-back events, never a call."""
+    timed = [_window([0.03], wall=0.05) for _ in range(3)]
+    honest = [_null(0.004, wall=0.02) for _ in range(3)]
+    assert _null_judged(timed, honest) is None
+    swallowed = _null_judged(timed, honest[:2] + [_null(0.3, wall=0.32)])
+    assert swallowed is not None and swallowed.rule == "timing_forgery" and "null window" in swallowed.evidence
+    assert _null_judged(timed, honest[:2] + [_null(0.05, wall=0.07)]) is None  # at the bound
+    one = _ledger(timed + [_null(0.3, wall=0.32)])  # fewer nulls than the median rule needs: still judged
+    assert ledger_module._null_problem("a", timed, one.nulls(0), one) is not None
+    host = _ledger(timed + [_null(1.5, wall=1.6)])
+    host.host_timing = True  # the CPU's clocks on busy cores: two reads may be a millisecond apart
+    assert ledger_module._null_problem("a", timed, host.nulls(0), host) is None
+    host.windows.append(_null(2.5, wall=2.6))
+    assert ledger_module._null_problem("a", timed, host.nulls(0), host) is not None
