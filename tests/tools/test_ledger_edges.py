@@ -597,20 +597,29 @@ def test_slow_null_windows_between_two_timed_ones_are_the_harnesss_time() -> Non
     assert judge(ledger, "gpumode-benchmark", CAL, configs=["a"], fresh_audits_possible=False) is None
 
 
-def test_a_null_window_holding_a_call_is_forged() -> None:
+def test_null_windows_holding_calls_are_forged() -> None:
     """A candidate that writes ``timed`` then a null-marked ``go`` on the channel inside its call would put the
     harness's real sample in a null window, out of the score (red-team review, session 17): a null window's sample is
-    two back-to-back events, never a call."""
+    two events recorded back to back, never a call. The typical one is held tight, a single one loosely (an H100 read
+    honest null samples of 0.016-0.027 ms in median, single ones up to 0.074 ms)."""
     timed = [_window([0.03], wall=0.05) for _ in range(3)]
     honest = [_null(0.004, wall=0.02) for _ in range(3)]
     assert _null_judged(timed, honest) is None
-    swallowed = _null_judged(timed, honest[:2] + [_null(0.3, wall=0.32)])
-    assert swallowed is not None and swallowed.rule == "timing_forgery" and "null window" in swallowed.evidence
-    assert _null_judged(timed, honest[:2] + [_null(0.05, wall=0.07)]) is None  # at the bound
-    one = _ledger(timed + [_null(0.3, wall=0.32)])  # fewer nulls than the median rule needs: still judged
-    assert ledger_module._null_problem("a", timed, one.nulls(0), one) is not None
-    host = _ledger(timed + [_null(1.5, wall=1.6)])
+    swallowed = _null_judged(timed, honest[:1] + [_null(0.3, wall=0.32) for _ in range(2)])
+    assert swallowed is not None and swallowed.rule == "timing_forgery" and "median of 3 null" in swallowed.evidence
+    assert _null_judged(timed, honest[:1] + [_null(0.1, wall=0.12) for _ in range(2)]) is None  # the median at its bound
+    assert _null_judged(timed, honest[:2] + [_null(0.3, wall=0.32)]) is None  # one slow null: the host descheduled
+    assert _null_judged(timed, honest[:2] + [_null(1.0, wall=1.02)]) is None  # a single one at its bound
+    one = _null_judged(timed, honest[:2] + [_null(1.2, wall=1.22)])
+    assert one is not None and "a null window" in one.evidence
+    few = _ledger(timed + [_null(0.3, wall=0.32)])  # fewer nulls than the median needs: only the bound of each
+    assert ledger_module._null_problem("a", timed, few.nulls(0), few) is None
+    host = _ledger(timed + [_null(1.5, wall=1.6) for _ in range(3)])
     host.host_timing = True  # the CPU's clocks on busy cores: two reads may be a millisecond apart
     assert ledger_module._null_problem("a", timed, host.nulls(0), host) is None
-    host.windows.append(_null(2.5, wall=2.6))
+    host.windows.append(_null(15.0, wall=15.1))
+    assert ledger_module._null_problem("a", timed, host.nulls(0), host) is None
+    host.windows.append(_null(25.0, wall=25.1))
+    assert ledger_module._null_problem("a", timed, host.nulls(0), host) is not None
+    host.windows[-1:] = [_null(2.5, wall=2.6) for _ in range(3)]
     assert ledger_module._null_problem("a", timed, host.nulls(0), host) is not None

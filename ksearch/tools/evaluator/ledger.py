@@ -89,12 +89,18 @@ which the candidate cannot move (its code does not run then); a forger that leav
 of its samples shows here. On an H200 honest windows held a median of at most 0.054 ms beyond their samples (session
 17); how close the null windows come to that is for the next GPU run's ledgers, and this margin is set wide until
 then."""
-NULL_SAMPLE_MAX_MS = 0.05
-"""A null window's sample is two events recorded back to back on an idle device (microseconds). A longer one is a call
-timed in a window a candidate marked null by writing on the harness's channel (found by a red-team review, session
-17: its forged null window would have taken the real sample out of the score)."""
-HOST_NULL_SAMPLE_MAX_MS = 2.0
-"""``NULL_SAMPLE_MAX_MS`` when the CPU times (tests only: two host clock reads on busy shared cores)."""
+NULL_SAMPLE_MEDIAN_MAX_MS = 0.1
+"""A null window's sample is two events recorded back to back, as far apart as the host's Python between the two
+records: a median of 0.016-0.027 ms on an H100 (session 18; single ones up to 0.074 ms). A call is timed in a null
+window only where a candidate marked the window null by writing on the harness's channel (found by a red-team review,
+session 17: its forged null windows would have taken the real samples out of the score); the typical null window of a
+loop is held to this, and ``_schedule_problem`` to where the harness puts them."""
+NULL_SAMPLE_MAX_MS = 1.0
+"""Any one null window's sample: the host descheduled between the two records, never longer. (Session 17 held every
+null window to 0.05 ms, untested on a GPU: on an H100 that rejected 2 of 4 honest GPU MODE loops at first try.)"""
+HOST_NULL_SAMPLE_MEDIAN_MAX_MS = 2.0
+"""``NULL_SAMPLE_MEDIAN_MAX_MS`` when the CPU times (tests only: two host clock reads on busy shared cores)."""
+HOST_NULL_SAMPLE_MAX_MS = 20.0
 READ_MEDIAN_UNEXPLAINED_MS = 1.0
 """``MEDIAN_UNEXPLAINED_MS`` where the parent stamps records when it reads them."""
 HOST_MEDIAN_UNEXPLAINED_MS = 2.0
@@ -480,13 +486,20 @@ def _wall_problem(
 
 
 def _null_problem(name: str, windows: list[Window], nulls: list[Window], ledger: TimingLedger) -> Finding | None:
-    """Every null window holds no call (``NULL_SAMPLE_MAX_MS``); the typical timed window against the typical null
-    window of the same loop (``NULL_MARGIN_MS``)."""
+    """Null windows hold no call (``NULL_SAMPLE_MAX_MS`` each, ``NULL_SAMPLE_MEDIAN_MAX_MS`` the typical one); the
+    typical timed window against the typical null window of the same loop (``NULL_MARGIN_MS``)."""
     limit = HOST_NULL_SAMPLE_MAX_MS if ledger.host_timing else NULL_SAMPLE_MAX_MS
     for window in nulls:
         if sum(window.samples_ms) > limit:
             return Finding("timing_forgery", f"config {name}: a null window (the harness around no call) reports "
                            f"{sum(window.samples_ms):.3f} ms of device time; at most {limit:.3f} ms is possible")  # fmt: skip
+    typical_limit = HOST_NULL_SAMPLE_MEDIAN_MAX_MS if ledger.host_timing else NULL_SAMPLE_MEDIAN_MAX_MS
+    if len(nulls) >= MEDIAN_MIN_WINDOWS:
+        typical_null = statistics.median(sum(w.samples_ms) for w in nulls)
+        if typical_null > typical_limit:
+            return Finding("timing_forgery", f"config {name}: the median of {len(nulls)} null windows (the harness "
+                           f"around no call) reports {typical_null:.3f} ms of device time; at most "
+                           f"{typical_limit:.3f} ms is possible: calls were timed in them")  # fmt: skip
     if not ledger.kernel_clock or ledger.host_timing or len(nulls) < MEDIAN_MIN_WINDOWS:
         return None
     if len(windows) < MEDIAN_MIN_WINDOWS or any(len(w.samples_ms) != 1 for w in windows):
