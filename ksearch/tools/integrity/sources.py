@@ -2,7 +2,8 @@
 
 The only text rules: everywhere else the rules match use (imports, calls, assignments), never words. Docstrings and
 bare string statements are prose and are skipped. A string can break ``thread_injection`` (host threads or host callbacks
-in CUDA/C++), ``cuda_graph_replay`` (graph capture), ``environment_access``, ``result_forgery`` (the harness's files and channels), ``harness_introspection``
+in CUDA/C++), ``cuda_graph_replay`` (graph capture), ``environment_access``, ``result_forgery`` (the harness's files and channels, the operating system called from
+C/C++), ``harness_introspection``
 (files that shadow a module, process memory) or ``subprocess_or_network`` (package installs, downloads).
 """
 
@@ -13,7 +14,9 @@ from collections.abc import Iterator
 
 from ksearch.tools.integrity.base import Finding, ScannerBase
 from ksearch.tools.integrity.vocabulary import (
+    C_SOURCE_MARK,
     ENV_SOURCE,
+    HOST_IO_SOURCE,
     PIP_SOURCE,
     PROC_MEMORY_SOURCE,
     RESULT_SOURCE,
@@ -40,5 +43,10 @@ class SourceRules(ScannerBase):
             yield self.finding("harness_introspection", node, f"names a file that shadows a module ({text[:60]!r})")
         if PIP_SOURCE.search(text):
             yield self.finding("subprocess_or_network", node, f"installs a package or names a URL ({text[:60]!r})")
+        host_io = HOST_IO_SOURCE.search(text) if C_SOURCE_MARK.search(text) else None
+        if host_io is not None:
+            yield self.finding("result_forgery", node, f"the CUDA/C++ source calls the operating system "
+                               f"({host_io.group(0).strip()[:40]!r}: files, descriptors, sockets or processes; the "
+                               "harness's channel is a descriptor of this process; a function of your own with that name: rename it)")  # fmt: skip
         if PROC_MEMORY_SOURCE.search(text):
             yield self.finding("harness_introspection", node, "reads process memory or descriptors")

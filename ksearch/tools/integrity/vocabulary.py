@@ -153,6 +153,22 @@ IMPORT_RULES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("subprocess_or_network", ("os.system", "os.popen", "os.fork", "os.exec", "os.spawn", "os.kill")),
 )
 """What importing a module (or a name from it) breaks, checked in this order; the first match is reported."""
+HOST_IO_SOURCE = re.compile(
+    r"(?<![\w.>:])(?:(?:std)?::\s*)?\b(write|pwrite|pwrite64|writev|pwritev|send|sendto|sendmsg|sendmmsg|sendfile|"
+    r"splice|vmsplice|socket|socketpair|connect|getsockopt|setsockopt|getsockname|getpeername|ioctl|fcntl|dup|dup2|"
+    r"dup3|open|open64|openat|creat|fopen|fopen64|freopen|fdopen|mmap|mmap64|mprotect|syscall|dlopen|dlsym|dlvsym|"
+    r"ptrace|process_vm_readv|process_vm_writev|popen|system|fork|vfork|execv|execve|execvp|execvpe|execl|execlp|"
+    r"execle|getppid|prctl)\s*\("
+    r"|\b(ofstream|ifstream|fstream|filebuf)\b|<fstream>|\bstd::filesystem\b|\bsyscall\b|\b__NR_\w+|\bSYS_\w+"
+    r"|\bsysenter\b|\btorch::(save|load|pickle_save|pickle_load)\b"
+)
+"""The operating system called from a CUDA/C++ source: files, descriptors, sockets, processes, system calls, native
+libraries. A kernel's host code launches kernels and allocates tensors through torch; these are how it would write on
+the harness's channel (a socket the worker holds: a forged ``timed``, found by a red-team review in session 17) or
+read another process's files, from where no rule about Python can look. ``printf``/``fprintf`` stay allowed (they
+write on the worker's own standard streams)."""
+C_SOURCE_MARK = re.compile(r"[;{]|#include")
+"""A string is judged as C/C++ source only when it has one of these (prose and paths have none)."""
 PROC_MEMORY_SOURCE = re.compile(r"/proc/(self|\d+)/(mem|maps|fd)|/dev/mem")
 NUMERICS_FLAGS = frozenset(
     {
