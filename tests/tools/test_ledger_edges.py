@@ -571,17 +571,19 @@ def test_the_null_rule_needs_three_of_each_and_one_call_windows() -> None:
 
 
 def test_the_null_rule_allows_the_calls_slack_and_the_nulls_own_overhead() -> None:
+    margin = ledger_module.NULL_MARGIN_MS
+    assert margin == 0.05
     nulls = [_null(0.05, wall=0.07) for _ in range(3)]  # 0.02 ms beyond its own events
-    # 2 ms calls: 5 % slack (0.1 ms), then 0.1 ms beyond the nulls' 0.02
-    assert _null_judged([_window([2.0], wall=2.2) for _ in range(3)], nulls) is None
-    assert _null_judged([_window([2.0], wall=2.25) for _ in range(3)], nulls) is not None
+    # 2 ms calls: 5 % slack (0.1 ms), then the margin beyond the nulls' 0.02
+    assert _null_judged([_window([2.0], wall=2.1 + 0.02 + margin - 1e-9) for _ in range(3)], nulls) is None
+    assert _null_judged([_window([2.0], wall=2.1 + 0.02 + margin + 0.005) for _ in range(3)], nulls) is not None
     zero = [_null(wall=0.0) for _ in range(3)]
-    assert _null_judged([_window([0.0], wall=0.1) for _ in range(3)], zero) is None  # exactly at the margin
-    assert _null_judged([_window([0.0], wall=0.15) for _ in range(3)], zero) is not None
-    # 0.05 ms beyond the calls: over the margin alone, not over the nulls' 0.05 plus the margin
+    assert _null_judged([_window([0.0], wall=margin) for _ in range(3)], zero) is None  # exactly at the margin
+    assert _null_judged([_window([0.0], wall=margin + 0.005) for _ in range(3)], zero) is not None
+    # beyond the calls by more than the margin alone, not more than the nulls' 0.05 plus the margin
     busy = [_null(0.0, wall=0.05) for _ in range(3)]
-    assert _null_judged([_window([0.0], wall=0.12) for _ in range(3)], busy) is None
-    assert _null_judged([_window([0.0], wall=0.16) for _ in range(3)], busy) is not None
+    assert _null_judged([_window([0.0], wall=0.05 + margin - 1e-9) for _ in range(3)], busy) is None
+    assert _null_judged([_window([0.0], wall=0.05 + margin + 0.005) for _ in range(3)], busy) is not None
 
 
 def test_slow_null_windows_between_two_timed_ones_are_the_harnesss_time() -> None:

@@ -35,6 +35,10 @@ from dataclasses import dataclass, field
 
 from pydantic import BaseModel, ConfigDict
 
+from ksearch.tools.timing import methods as timing_methods
+from ksearch.tools.timing.primitives import FreshPlan
+from ksearch.tools.timing.stats import gpumode_should_stop, robust_should_stop
+
 KERNEL_JITTER_S = 0.010
 """Per config, with the kernel's send stamps: scheduling of the worker between an event and its message, and the
 GPU's clocks after an idle gap (the smoke suite on an H100 read honest kernels 4-15 ms over the harness's own work
@@ -81,14 +85,14 @@ held 0.05-0.13 ms beyond their samples, on an H200 a median of at most 0.054 ms 
 harness's calibrated work (0 ms beyond it in 28 honest evaluations' ledgers). The per-config total alone let a
 forger through whose loop stopped after a few windows (constant forged samples meet the stop rule at once), since a
 few windows' unexplained time stays under ``KERNEL_JITTER_S``."""
-NULL_MARGIN_MS = 0.1
+NULL_MARGIN_MS = 0.05
 """With the kernel's stamps, in loops of one-call windows with ``MEDIAN_MIN_WINDOWS`` null windows or more: the
 median timed window may hold at most this much more wall time beyond its samples than the median null window holds
 beyond its own. A null window is the harness's own procedure around no call, at the same time in the same process,
 which the candidate cannot move (its code does not run then); a forger that leaves a constant part of each call out
-of its samples shows here. On an H200 honest windows held a median of at most 0.054 ms beyond their samples (session
-17); how close the null windows come to that is for the next GPU run's ledgers, and this margin is set wide until
-then."""
+of its samples shows here. On an H100 (session 18) honest loops read between -0.49 and +0.003 ms (8 softmax loops of
+GPU MODE's two modes, TriMul's 7 shapes: their large calls leave the device busy, so their windows hold less than
+the null windows' synchronisation on an idle device); session 17 had set 0.1 ms before any GPU run."""
 NULL_SAMPLE_MEDIAN_MAX_MS = 0.1
 """A null window's sample is two events recorded back to back, as far apart as the host's Python between the two
 records: a median of 0.016-0.027 ms on an H100 (session 18; single ones up to 0.074 ms). A call is timed in a null
@@ -119,6 +123,10 @@ EVASION_FLOOR_MS = 0.2
 SPREAD_RATIO = 0.5
 """A block's median call must be at least this share of its mean: the calls of one kernel on one shape, not all the
 time on one call and none on the others (which would forge a median)."""
+STOP_WALL_BAND_S = 0.25
+"""Where a loop's stop rule reads the wall time, the parent's clock and the worker's may differ by this much (the
+worker starts its clock before the first window and reads it after each ``timed``): at the wall cap, stopping and
+going on are both accepted."""
 HOLD_CAP_MS = 50.0
 """The longest spin kernel ``robust`` puts before a block (``timing.Robust.hold_cap_ms``)."""
 
@@ -229,6 +237,10 @@ class TimingLedger:
             if window.closed is not None and not window.null:
                 grouped.setdefault(window.config, []).append(window)
         return grouped
+
+    def loop(self, config: int) -> list[Window]:
+        """The closed windows of ``config``, timed and null, in the order they were opened."""
+        return [w for w in self.windows if w.config == config and w.closed is not None]
 
     def nulls(self, config: int) -> list[Window]:
         """The closed null windows of ``config``."""
@@ -446,6 +458,148 @@ def _trimmed_sum(values: list[float]) -> float:
     if len(ordered) >= 10:
         ordered = ordered[: len(ordered) - int(len(ordered) * TRIMMED)]
     return sum(ordered)
+
+
+def _runs(windows: list[Window]) -> Iterator[list[Window]]:
+    """``windows`` split into method runs (compare mode runs one config several times)."""
+    run: list[Window] = []
+    for window in windows:
+        if run and window.run != run[-1].run:
+            yield run
+            run = []
+        run.append(window)
+    if run:
+        yield run
+
+
+def judge_loops(ledger: TimingLedger, method: str, configs: list[str]) -> Finding | None:
+    """The first config whose windows are not the ones the method's loop makes (``_schedule_problem``), or None.
+    Judged after ``judge`` (each window, and the windows of a config together), whose findings name the harm more
+    precisely where both apply (a loop that ran on because its audits were switched off is ``audit_evasion``)."""
+    disorder = out_of_order(ledger)
+    if disorder is not None:
+        return disorder
+    for index, name in enumerate(configs):
+        problem = _schedule_problem(name, ledger.loop(index), method, ledger)
+        if problem is not None:
+            return problem
+    return None
+
+
+def _schedule_problem(name: str, loop: list[Window], method: str, ledger: TimingLedger) -> Finding | None:
+    """The windows the harness's loop makes, where it makes them: a candidate writing on the harness's channel from
+    inside its call can add windows (a ``timed`` with a small sample, then a ``go``: one call read as two), and every
+    other rule judges each window on its own. The parent knows each method's loop: GPU MODE's puts its null windows
+    before repeats 0, 1, 2 and every eighth and stops where its stop rule first says so (replayed here on the samples
+    the parent received); flashinfer-bench's times a fixed number of iterations; robust sizes each block from the
+    previous block's median and stops by its own rule. An added window moves all of these."""
+    for run in _runs(loop):
+        timed = [w for w in run if not w.null]
+        if method in ("gpumode-benchmark", "gpumode", timing_methods.CONFIRM_METHOD):
+            problem = _gpumode_schedule(name, run, timed, method, ledger)
+        elif method == "flashinfer":
+            problem = _flashinfer_schedule(name, run, timed)
+        elif method in ("robust", "compare"):
+            problem = _robust_schedule(name, run, timed, ledger, stop_rule=method == "robust")
+        else:
+            problem = None
+        if problem is not None:
+            return problem
+    return None
+
+
+def _stop_breach(name: str, stops: list[tuple[bool, bool]], rule: str) -> Finding | None:
+    """``stops``: per timed window, whether the loop's rule says stop there with the wall time read early and late
+    (``STOP_WALL_BAND_S``). The loop must run on while the rule surely says go on and end where it may say stop."""
+    for k, (early, _) in enumerate(stops[:-1]):
+        if early:
+            return Finding("timing_forgery", f"config {name}: {len(stops)} timed windows reached the evaluator, but "
+                           f"{rule} stops after {k + 1}: windows were added to the harness's loop")  # fmt: skip
+    if stops and not stops[-1][1]:
+        return Finding("timing_forgery", f"config {name}: the loop ended after {len(stops)} timed windows, where "
+                       f"{rule} goes on: windows were added to the harness's loop")  # fmt: skip
+    return None
+
+
+def _gpumode_schedule(name: str, run: list[Window], timed: list[Window], method: str, ledger: TimingLedger) -> Finding | None:
+    first, every = timing_methods.NULL_FIRST, timing_methods.NULL_EVERY
+    expected = "".join(("N" if i < first or i % every == 0 else "") + "T" for i in range(len(timed)))
+    seen = "".join("N" if w.null else "T" for w in run)
+    if seen != expected:
+        at = next((i for i, (a, b) in enumerate(zip(seen, expected)) if a != b), min(len(seen), len(expected)))
+        return Finding("timing_forgery", f"config {name}: the loop's windows (N null, T timed) read {seen[:at + 1]!r} "
+                       f"where the harness puts {expected[:at + 1]!r} (a null window before repeats 0-{first - 1} and "
+                       f"every {every}th): windows were added to the harness's loop")  # fmt: skip
+    if any(len(w.samples_ms) != 1 for w in timed):
+        return Finding("timing_forgery", f"config {name}: a window of GPU MODE's loop holds other than one call")
+    loop_method = timing_methods.get_method(method)
+    fresh_loop = method == "gpumode-benchmark"
+    minimum = FreshPlan().minimum
+    samples: list[float] = []
+    stops, fresh_done = [], 0
+    for k, window in enumerate(timed):
+        samples.append(window.samples_ms[0])
+        fresh_done += window.fresh
+        walls = _stop_walls(window, run[0].opened, ledger)
+        satisfied = not fresh_loop or fresh_done >= minimum or k + 1 >= 4 * loop_method.max_repeats  # type: ignore[attr-defined]
+        stops.append(tuple(
+            satisfied and gpumode_should_stop(samples, wall, max_time_s=loop_method.max_time_s,  # type: ignore[attr-defined]
+                                              max_wall_s=loop_method.max_wall_s,  # type: ignore[attr-defined]
+                                              max_repeats=loop_method.max_repeats)  # type: ignore[attr-defined]
+            for wall in walls
+        ))  # fmt: skip
+    return _stop_breach(name, stops, "GPU MODE's stop rule")  # type: ignore[arg-type]
+
+
+def _stop_walls(window: Window, started: float, ledger: TimingLedger) -> tuple[float, float]:
+    """The earliest and the latest wall time (s) the worker's loop may have read when it judged its stop rule after
+    ``window``: from the run's first window, to the window's close, or to the last answer of the checker the worker
+    waited for before it judged (robust audits a block first), ``STOP_WALL_BAND_S`` either side."""
+    closed = window.closed if window.closed is not None else window.opened
+    after = [answered for sent, answered in ledger.relays if closed <= sent]
+    following = [w.opened for w in ledger.windows if w.opened >= closed]
+    bound = min(following) if following else float("inf")
+    latest = max([closed, *(a for a in after if a <= bound)])
+    return closed - started - STOP_WALL_BAND_S, latest - started + STOP_WALL_BAND_S
+
+
+def _flashinfer_schedule(name: str, run: list[Window], timed: list[Window]) -> Finding | None:
+    loop = timing_methods.FlashInfer()
+    expected = loop.trials * loop.iterations
+    if len(run) != len(timed) or len(timed) != expected or any(len(w.samples_ms) != 1 for w in timed):
+        return Finding("timing_forgery", f"config {name}: {len(run)} windows reached the evaluator; flashinfer-bench's "
+                       f"loop makes {expected} of one call each: windows were added to the harness's loop")  # fmt: skip
+    return None
+
+
+def _robust_schedule(
+    name: str, run: list[Window], timed: list[Window], ledger: TimingLedger, *, stop_rule: bool
+) -> Finding | None:
+    loop = timing_methods.Robust()
+    if len(run) != len(timed):
+        return Finding("timing_forgery", f"config {name}: a null window in a robust loop, which makes none")
+    previous: list[float] | None = None
+    samples: list[float] = []
+    stops, fresh_done = [], 0
+    for k, window in enumerate(timed):
+        per_call_s = None if previous is None else statistics.median(previous) / 1e3
+        low, high = timing_methods.block_length_range(per_call_s, loop.block_target_s, loop.max_block)
+        if not low <= len(window.samples_ms) <= high:
+            return Finding("timing_forgery", f"config {name}: block {k + 1} holds {len(window.samples_ms)} calls; "
+                           f"after the block before it the harness makes {low}-{high}: windows were added to the "
+                           "harness's loop")  # fmt: skip
+        previous = window.samples_ms
+        samples.extend(window.samples_ms)
+        fresh_done += window.fresh
+        walls = _stop_walls(window, run[0].opened, ledger)
+        satisfied = fresh_done >= FreshPlan().minimum or k + 1 >= 1000
+        stops.append(tuple(
+            satisfied and robust_should_stop(samples, wall, min_samples=max(loop.min_samples, loop.input_sets),
+                                             target_rel_se=loop.target_rel_se, time_cap_s=loop.time_cap_s,
+                                             max_samples=loop.max_samples)
+            for wall in walls
+        ))  # fmt: skip
+    return _stop_breach(name, stops, "the robust loop's stop rule") if stop_rule else None  # type: ignore[arg-type]
 
 
 def _wall_problem(

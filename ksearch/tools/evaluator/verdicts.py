@@ -22,7 +22,7 @@ from ksearch.contracts.evaluation import Evaluation, Rejection, Timing, Verdict
 from ksearch.redaction import redact
 from ksearch.contracts.exchange import CheckResult, ConfigSamples, WorkerResult
 from ksearch.tools import timing as timing_mod
-from ksearch.tools.evaluator.ledger import Calibration, TimingLedger, judge, out_of_order, scored_samples
+from ksearch.tools.evaluator.ledger import Calibration, TimingLedger, judge, judge_loops, out_of_order, scored_samples
 from ksearch.tools.evaluator.request import HARNESS_VERSION, EvalRequest
 from ksearch.tools.evaluator.session import Outcome
 
@@ -144,7 +144,7 @@ def timed_evaluation(
         flush_l2=task.flush_l2, input_bytes=check.bench_input_bytes,
         generation_ms=check.bench_generation_ms, digest_ms=check.bench_digest_ms,
         fresh_audits_possible=all(_re_randomisable(task, c) for c in configs),
-    )  # fmt: skip
+    ) or judge_loops(ledger, method, [c.name for c in configs])  # fmt: skip
     if finding is not None:
         return _rejected(base, finding.rule, finding.evidence, scrub)
     samples = []

@@ -245,11 +245,14 @@ class Robust(TimingMethod):
         result = MethodRun()
         per_call_s = (runner.wall() - started) / calls  # until a block is timed: an upper bound on the device time
         fresh = FreshPlan(rng=self.rng) if self.fresh_value_audits else None
-        started, i, block_index = runner.wall(), 0, 0
+        started: float | None = None
+        i, block_index = 0, 0
         while True:
             length = self.block_length(per_call_s if i else None)
             last = runner.call_on((i + length - 1) % sets, reuse_args=False)
             values = runner.fresh_values(last) if fresh is not None and fresh.wants(block_index) else None
+            if started is None:  # the time cap counts from the first window, where the parent's clock starts it too
+                started = runner.wall()
             runner.open_window()
             runner.hold(min(self.hold_cap_ms, length * per_call_s * 1e3))
             events = []
@@ -291,10 +294,21 @@ class Robust(TimingMethod):
 
     def block_length(self, per_call_s: float | None) -> int:
         """Calls in the next block: ~``block_target_s`` of device work, uniformly random in [n/2, 3n/2], 2 at least."""
-        if per_call_s is None:
-            return 4
-        n = max(2, min(self.max_block, round(self.block_target_s / max(per_call_s, 1e-7))))
-        return self.rng.randint(max(2, n // 2), max(2, n + n // 2))
+        return self.rng.randint(*block_length_range(per_call_s, self.block_target_s, self.max_block))
+
+
+FIRST_BLOCK = 4
+"""Calls in a robust run's first block (no call timed yet to size it)."""
+
+
+def block_length_range(per_call_s: float | None, block_target_s: float, max_block: int) -> tuple[int, int]:
+    """The calls a robust block may hold (inclusive) after a block whose median call took ``per_call_s`` (None: the
+    run's first block). The parent holds each block to it (``ledger``): a window a candidate split off inside a call
+    is sized by the harness's previous block, not by the window the parent saw before it."""
+    if per_call_s is None:
+        return FIRST_BLOCK, FIRST_BLOCK
+    n = max(2, min(max_block, round(block_target_s / max(per_call_s, 1e-7))))
+    return max(2, n // 2), max(2, n + n // 2)
 
 
 @dataclass

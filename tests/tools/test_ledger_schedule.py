@@ -1,0 +1,195 @@
+"""The parent holds each config's windows to the loop the timing method makes (``ledger.judge_loops``).
+
+Each method's real loop runs here against a fake device (``FakeRunner``: every call takes 1 ms of a fake clock) whose
+windows, null windows and audits go into a ``TimingLedger`` as the worker's messages would: the honest loop passes,
+and the same loop with a candidate writing ``timed`` then ``go`` on the harness's channel inside its call (one call
+read as two windows, the first with a forged sample) is caught. That attack passed every per-window rule (session 17:
+a ledger replay read 0.164 ms for 0.300 ms calls)."""
+
+from __future__ import annotations
+
+import itertools
+import random
+
+import pytest
+
+from ksearch.tools import timing
+from ksearch.tools.evaluator import ledger as ledger_module
+from ksearch.tools.evaluator.ledger import STOP_WALL_BAND_S, TimingLedger, Window, judge_loops
+from tests.tools.test_timing import FakeCall, FakeRunner
+
+FORGED_MS = 0.03
+
+
+class LedgerRunner(FakeRunner):
+    """A ``FakeRunner`` whose windows and audits reach a ``TimingLedger`` stamped with the fake clock; ``inject``:
+    which timed calls (0-based, in the order made) a candidate splits by writing on the channel, and how many forged
+    samples it claims."""
+
+    def __init__(self, ledger: TimingLedger, config: int = 0, inject: dict[int, int] | None = None) -> None:
+        super().__init__()
+        self.ledger, self.config, self.inject = ledger, config, inject or {}
+        self._seeds = itertools.count(1000)
+        self._activation: dict[int, int] = {}
+        self.timed_calls = 0
+
+    def _now(self) -> float:
+        return self.clock[0] / 1e3
+
+    def open_window(self) -> None:
+        super().open_window()
+        self.ledger.go(self.config, 0, self._now())
+
+    def close_window(self, events: list) -> list[float]:
+        samples = super().close_window(events)
+        self.clock[0] += 0.02  # the synchronisation and the message
+        self.ledger.timed(self.config, samples, self._now())
+        return samples
+
+    def null_window(self) -> None:
+        super().null_window()
+        self.ledger.go(self.config, 0, self._now(), null=True)
+        self.clock[0] += 0.02
+        self.ledger.timed(self.config, [0.004], self._now())
+
+    def rerandomise(self, call: FakeCall, values: object) -> None:
+        super().rerandomise(call, values)
+        self._activation[call.index] = next(self._seeds)
+
+    def audit(self, call: FakeCall, output: object, staged: object = None) -> None:
+        super().audit(call, output, staged)
+        seed = self._activation.get(call.index)
+        self.ledger.handoff("audit" if seed is not None else "bench", self.config, 7, seed, 0)
+        self.clock[0] += 0.1  # the checker's answer
+
+    def call_on(self, index: int, **kwargs: bool) -> FakeCall:
+        call = super().call_on(index, **kwargs)
+        runner = self
+
+        class _Split(FakeCall):
+            def __call__(self) -> int:
+                ordinal = runner.timed_calls if runner.open else None
+                runner.timed_calls += runner.open
+                out = super().__call__()
+                forged = runner.inject.get(ordinal) if ordinal is not None else None
+                if forged is not None and runner.open:  # inside a timed window: close it early, open another
+                    runner.ledger.timed(runner.config, [FORGED_MS] * forged, runner._now() - 0.9)
+                    runner.ledger.go(runner.config, 0, runner._now() - 0.89)
+                return out
+
+        return _Split(self, call.index, call.args, call.kind)
+
+
+def _run(method_name: str, inject: dict[int, int] | None = None, configs: int = 2) -> TimingLedger:
+    """The ledger of ``configs`` configs timed by the method; the candidate splits calls of the last one."""
+    ledger = TimingLedger()
+    method = timing.get_method(method_name)
+    for config in range(configs):
+        runner = LedgerRunner(ledger, config, inject if config == configs - 1 else None)
+        runner.clock[0] = 10_000.0 * config
+        method.run(runner, flush_l2=False)
+    return ledger
+
+
+METHODS = ["gpumode-benchmark", "gpumode", "confirm", "flashinfer", "robust"]
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_the_methods_own_loops_pass(method: str) -> None:
+    for _ in range(5):  # the audits' positions and robust's block lengths are random
+        ledger = _run(method)
+        assert judge_loops(ledger, method, ["a", "b"]) is None
+
+
+@pytest.mark.parametrize("method", METHODS)
+@pytest.mark.parametrize("where", ["first", "middle", "every"])
+def test_a_call_split_in_two_windows_by_the_candidate_is_caught(method: str, where: str) -> None:
+    chosen = {"first": [0], "middle": [1], "every": range(100_000)}[where]  # GPU MODE's loops time 3 calls at least
+    for _ in range(3):
+        ledger = _run(method, {i: 1 for i in chosen})
+        finding = judge_loops(ledger, method, ["a", "b"])
+        assert finding is not None and finding.rule == "timing_forgery", (method, where)
+        assert "config b" in finding.evidence and "added to the harness's loop" in finding.evidence, finding
+
+
+def test_a_robust_split_that_claims_a_legal_block_is_caught_by_the_block_after_it() -> None:
+    """The forger sizes its forged window as the harness would; the harness's own remainder of the block then holds
+    the calls sized by the harness's previous block, not by the forged one (1 ms calls: 5-15 a block; after a forged
+    0.03 ms median, 32-96)."""
+    for _ in range(3):
+        ledger = _run("robust", {4: 8})  # the second block's first call (the first block holds 4)
+        finding = judge_loops(ledger, "robust", ["a", "b"])
+        assert finding is not None and "block 3 holds" in finding.evidence, finding
+
+
+def test_a_null_window_missing_or_out_of_place_is_caught() -> None:
+    ledger = _run("gpumode-benchmark", configs=1)
+    second_null = [w for w in ledger.windows if w.null][1]
+    ledger.windows.remove(second_null)
+    finding = judge_loops(ledger, "gpumode-benchmark", ["a"])
+    assert finding is not None and "N null, T timed" in finding.evidence and "'NTT'" in finding.evidence, finding
+    ledger = _run("gpumode-benchmark", configs=1)
+    end = ledger.windows[-1].closed
+    ledger.go(0, 0, end + 0.001, null=True)  # a null window after the last repeat
+    ledger.timed(0, [0.004], end + 0.002)
+    finding = judge_loops(ledger, "gpumode-benchmark", ["a"])
+    assert finding is not None and "N null, T timed" in finding.evidence, finding
+
+
+def test_gpumode_windows_of_more_than_one_call_are_forged() -> None:
+    ledger = _run("gpumode", configs=1)
+    ledger.by_config()[0][-1].samples_ms.append(1.0)
+    finding = judge_loops(ledger, "gpumode", ["a"])
+    assert finding is not None and "other than one call" in finding.evidence
+
+
+def test_a_loop_cut_short_or_run_on_against_its_stop_rule_is_caught() -> None:
+    ledger = _run("gpumode-benchmark", configs=1)
+    timed = ledger.by_config()[0]
+    # run on: two more repeats after the rule said stop (each like the last one), in the harness's schedule
+    longer = TimingLedger(windows=list(ledger.windows), relays=list(ledger.relays))
+    last, now = timed[-1], timed[-1].closed
+    for index in range(len(timed), len(timed) + 2):
+        if index % 8 == 0:
+            longer.go(0, 0, now + 1e-4, null=True)
+            longer.timed(0, [0.004], now + 2e-4)
+        longer.go(0, 0, now + 3e-4)
+        longer.timed(0, list(last.samples_ms), now + 3e-4 + last.samples_ms[0] / 1e3)
+        now += 0.002
+    finding = judge_loops(longer, "gpumode-benchmark", ["a"])
+    assert finding is not None and "stops after" in finding.evidence, finding
+    # cut short: the stop rule cannot have stopped after the first three repeats with two samples far apart
+    short = TimingLedger()
+    now = 0.0
+    for i, sample in enumerate([1.0, 3.0, 1.0, 3.0]):
+        if i < 3:
+            short.go(0, 0, now, null=True)
+            short.timed(0, [0.004], now + 1e-5)
+        short.go(0, 0, now + 2e-5)
+        short.timed(0, [sample], now + 2e-5 + sample / 1e3)
+        short.handoff("audit", 0, 7, 1000 + i, 0)
+        now += 0.01
+    finding = judge_loops(short, "gpumode-benchmark", ["a"])
+    assert finding is not None and "goes on" in finding.evidence, finding
+
+
+def test_the_wall_time_the_worker_read_is_bounded_by_the_checkers_answers() -> None:
+    """Robust audits a block before it judges its stop rule: the wall time it reads then reaches the checker's
+    answer, which the parent's clock saw; the band covers the clocks' difference."""
+    ledger = TimingLedger()
+    ledger.go(0, 0, 1.0)
+    ledger.timed(0, [1.0], 1.002)
+    ledger.relay(1.003, 1.5)
+    ledger.go(0, 0, 1.6)
+    early, late = ledger_module._stop_walls(ledger.windows[0], 1.0, ledger)
+    assert early == pytest.approx(0.002 - STOP_WALL_BAND_S) and late == pytest.approx(0.5 + STOP_WALL_BAND_S)
+    ledger.relay(1.7, 1.9)  # after the next window opened: not the first window's
+    assert ledger_module._stop_walls(ledger.windows[0], 1.0, ledger)[1] == pytest.approx(0.5 + STOP_WALL_BAND_S)
+
+
+def test_block_length_range_matches_the_robust_loop() -> None:
+    loop = timing.Robust(rng=random.Random(3))
+    for per_call_s in (None, 1e-6, 1e-4, 1e-3, 0.02, 1.0):
+        low, high = timing.methods.block_length_range(per_call_s, loop.block_target_s, loop.max_block)
+        lengths = {loop.block_length(per_call_s) for _ in range(300)}
+        assert min(lengths) == low and max(lengths) == high, per_call_s
