@@ -115,11 +115,44 @@ def test_a_call_split_in_two_windows_by_the_candidate_is_caught(method: str, whe
 def test_a_robust_split_that_claims_a_legal_block_is_caught_by_the_block_after_it() -> None:
     """The forger sizes its forged window as the harness would; the harness's own remainder of the block then holds
     the calls sized by the harness's previous block, not by the forged one (1 ms calls: 5-15 a block; after a forged
-    0.03 ms median, 32-96)."""
+    0.03 ms median, 32-96). Robust hands every block to the checker, so the forged block stands out first by having
+    no handoff; compare mode (which checks nothing) has only the block sizes."""
     for _ in range(3):
         ledger = _run("robust", {4: 8})  # the second block's first call (the first block holds 4)
         finding = judge_loops(ledger, "robust", ["a", "b"])
+        assert finding is not None and "not followed by exactly one handoff" in finding.evidence, finding
+        for window in ledger.windows:
+            window.audits.clear()
+        finding = judge_loops(ledger, "compare", ["a", "b"])
         assert finding is not None and "block 3 holds" in finding.evidence, finding
+
+
+def test_every_robust_block_is_handed_to_the_checker_once() -> None:
+    ledger = _run("robust", configs=1)
+    assert judge_loops(ledger, "robust", ["a"]) is None
+    ledger.by_config()[0][-1].audits.append("bench")
+    finding = judge_loops(ledger, "robust", ["a"])
+    assert finding is not None and "1 of" in finding.evidence and "exactly one handoff" in finding.evidence
+
+
+def test_runs_are_numbered_in_order_and_only_compare_has_more_than_one() -> None:
+    """A red-team review (session 18) wrote a whole forged run (150 one-call windows numbered run 1) inside one call
+    of a flashinfer loop: each run was judged alone, and the mean read 47-75 % low."""
+    ledger = _run("flashinfer", configs=1)
+    assert judge_loops(ledger, "flashinfer", ["a"]) is None
+    ledger.windows[-1].run = 1
+    finding = judge_loops(ledger, "flashinfer", ["a"])
+    assert finding is not None and "numbers the runs" in finding.evidence, finding
+    compare = TimingLedger()
+    for run, now in ((0, 0.0), (1, 1.0), (0, 2.0)):  # a run 0 again after run 1
+        compare.go(0, run, now)
+        compare.timed(0, [1.0] * 4, now + 0.01)
+    finding = judge_loops(compare, "compare", ["a"])
+    assert finding is not None and "numbers the runs" in finding.evidence, finding
+    compare.windows[-1].run = 2
+    assert judge_loops(compare, "compare", ["a"]) is None  # 0, 1, 2: three runs of four calls each
+    compare.windows[-1].run = 3
+    assert judge_loops(compare, "compare", ["a"]) is not None  # a run skipped
 
 
 def test_a_null_window_missing_or_out_of_place_is_caught() -> None:

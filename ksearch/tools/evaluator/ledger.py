@@ -492,7 +492,16 @@ def _schedule_problem(name: str, loop: list[Window], method: str, ledger: Timing
     other rule judges each window on its own. The parent knows each method's loop: GPU MODE's puts its null windows
     before repeats 0, 1, 2 and every eighth and stops where its stop rule first says so (replayed here on the samples
     the parent received); flashinfer-bench's times a fixed number of iterations; robust sizes each block from the
-    previous block's median and stops by its own rule. An added window moves all of these."""
+    previous block's median, hands every block's last output to the checker and stops by its own rule; the runs of a
+    config are numbered 0, 1, ... in order, and only compare mode has more than one. An added window moves all of
+    these (a red-team review of this rule, session 18, added the last two: forged windows numbered as a run of their
+    own, and forged robust blocks sized to keep the harness's next block in range)."""
+    runs = [w.run for w in loop]
+    steps_ok = all(b - a in (0, 1) for a, b in zip(runs, runs[1:])) and (not runs or runs[0] == 0)
+    if not steps_ok or (method != "compare" and any(runs)):
+        return Finding("timing_forgery", f"config {name}: windows of method runs {sorted(set(runs))[:8]} in the order "
+                       f"{runs[:12]}...; the harness numbers the runs of a config 0, 1, 2, ... in order, and only "
+                       "compare mode runs a config more than once: windows were added to the harness's loop")  # fmt: skip
     for run in _runs(loop):
         timed = [w for w in run if not w.null]
         if method in ("gpumode-benchmark", "gpumode", timing_methods.CONFIRM_METHOD):
@@ -578,6 +587,11 @@ def _robust_schedule(
     loop = timing_methods.Robust()
     if len(run) != len(timed):
         return Finding("timing_forgery", f"config {name}: a null window in a robust loop, which makes none")
+    unchecked = sum(1 for w in timed if len(w.audits) != 1)
+    if stop_rule and unchecked:
+        return Finding("timing_forgery", f"config {name}: {unchecked} of {len(timed)} robust blocks were not followed "
+                       "by exactly one handoff to the checker; the harness hands every block's last output to it: "
+                       "windows were added to the harness's loop")  # fmt: skip
     previous: list[float] | None = None
     samples: list[float] = []
     stops, fresh_done = [], 0
