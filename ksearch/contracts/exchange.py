@@ -128,6 +128,11 @@ class Handoff(BaseModel):
     offsets: list[int] = Field(default_factory=list)
     """Byte offset of each output tensor in the staging buffer."""
     generation: int = 0
+    window: int | None = None
+    """In timing: how many timed windows of this config's method run the harness had closed when it handed this
+    output off (the audited window's number). The parent holds it to the windows it saw: windows a candidate added by
+    writing on the channel shift every later number, and a handoff goes through the checker, which a candidate
+    cannot forge."""
 
 
 class HandoffReply(BaseModel):

@@ -221,14 +221,14 @@ def test_compare_assigns_each_run_to_a_side_by_its_place_in_the_abba_order() -> 
     ledger, now = TimingLedger(), 10.0
     medians = {"a": 2.0, "b": 1.0}
     for run, side in enumerate(alternating(3)):
-        for block in range(2):  # two blocks per run, each behind a spin kernel (the first one's from the warm-up)
+        for calls in (4, 6):  # two blocks per run, each behind a spin kernel (the first one's from the warm-up)
             ledger.go(0, run, now)
-            now += (4 * medians[side] + (50.0 if block == 0 else 4 * medians[side])) / 1e3
-            ledger.timed(0, [medians[side]] * 4, now)
+            now += (calls * medians[side] + (50.0 if calls == 4 else 4 * medians[side])) / 1e3
+            ledger.timed(0, [medians[side]] * calls, now)
     outcome = Outcome(ledger=ledger, calibration=CAL.model_dump())
     [config] = samples_from_ledger(outcome, ["a"], 3, flush_l2=False)
     assert config.incumbent_ms == [2.0, 2.0, 2.0] and config.challenger_ms == [1.0, 1.0, 1.0]
-    ledger.windows[-1].samples_ms = [10.0] * 4  # a run that claims more than its window could hold is refused
+    ledger.windows[-1].samples_ms = [10.0] * 6  # a run that claims more than its window could hold is refused
     ledger.windows[-1].opened = ledger.windows[-1].closed - 0.0001
     with pytest.raises(Exception, match="timing_forgery"):
         samples_from_ledger(outcome, ["a"], 3, flush_l2=False)

@@ -26,12 +26,16 @@ class LedgerRunner(FakeRunner):
     which timed calls (0-based, in the order made) a candidate splits by writing on the channel, and how many forged
     samples it claims."""
 
-    def __init__(self, ledger: TimingLedger, config: int = 0, inject: dict[int, int] | None = None) -> None:
+    def __init__(
+        self, ledger: TimingLedger, config: int = 0, inject: dict[int, int] | None = None, numbered: bool = False
+    ) -> None:
         super().__init__()
-        self.ledger, self.config, self.inject = ledger, config, inject or {}
+        self.ledger, self.config, self.inject, self.numbered = ledger, config, inject or {}, numbered
         self._seeds = itertools.count(1000)
         self._activation: dict[int, int] = {}
         self.timed_calls = 0
+        self.closed = 0
+        """Timed windows closed (the harness's number of the window each audit follows)."""
 
     def _now(self) -> float:
         return self.clock[0] / 1e3
@@ -42,6 +46,7 @@ class LedgerRunner(FakeRunner):
 
     def close_window(self, events: list) -> list[float]:
         samples = super().close_window(events)
+        self.closed += 1
         self.clock[0] += 0.02  # the synchronisation and the message
         self.ledger.timed(self.config, samples, self._now())
         return samples
@@ -59,7 +64,8 @@ class LedgerRunner(FakeRunner):
     def audit(self, call: FakeCall, output: object, staged: object = None) -> None:
         super().audit(call, output, staged)
         seed = self._activation.get(call.index)
-        self.ledger.handoff("audit" if seed is not None else "bench", self.config, 7, seed, 0)
+        self.ledger.handoff("audit" if seed is not None else "bench", self.config, 7, seed, 0,
+                            window=self.closed if self.numbered else None)  # fmt: skip
         self.clock[0] += 0.1  # the checker's answer
 
     def call_on(self, index: int, **kwargs: bool) -> FakeCall:
@@ -80,12 +86,15 @@ class LedgerRunner(FakeRunner):
         return _Split(self, call.index, call.args, call.kind)
 
 
-def _run(method_name: str, inject: dict[int, int] | None = None, configs: int = 2) -> TimingLedger:
-    """The ledger of ``configs`` configs timed by the method; the candidate splits calls of the last one."""
+def _run(
+    method_name: str, inject: dict[int, int] | None = None, configs: int = 2, *, numbered: bool = False
+) -> TimingLedger:
+    """The ledger of ``configs`` configs timed by the method; the candidate splits calls of the last one;
+    ``numbered``: each handoff names its window (``Handoff.window``; off: the rules before it must catch alone)."""
     ledger = TimingLedger()
     method = timing.get_method(method_name)
     for config in range(configs):
-        runner = LedgerRunner(ledger, config, inject if config == configs - 1 else None)
+        runner = LedgerRunner(ledger, config, inject if config == configs - 1 else None, numbered)
         runner.clock[0] = 10_000.0 * config
         method.run(runner, flush_l2=False)
     return ledger
@@ -95,10 +104,13 @@ METHODS = ["gpumode-benchmark", "gpumode", "confirm", "flashinfer", "robust"]
 
 
 @pytest.mark.parametrize("method", METHODS)
-def test_the_methods_own_loops_pass(method: str) -> None:
+@pytest.mark.parametrize("numbered", [False, True])
+def test_the_methods_own_loops_pass(method: str, numbered: bool) -> None:
     for _ in range(5):  # the audits' positions and robust's block lengths are random
-        ledger = _run(method)
+        ledger = _run(method, numbered=numbered)
         assert judge_loops(ledger, method, ["a", "b"]) is None
+        if numbered:
+            assert all(w.numbers for w in ledger.by_config()[1][-1:])  # the last window is named
 
 
 @pytest.mark.parametrize("method", METHODS)
@@ -226,3 +238,43 @@ def test_block_length_range_matches_the_robust_loop() -> None:
         low, high = timing.methods.block_length_range(per_call_s, loop.block_target_s, loop.max_block)
         lengths = {loop.block_length(per_call_s) for _ in range(300)}
         assert min(lengths) == low and max(lengths) == high, per_call_s
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_numbered_handoffs_catch_a_split_call(method: str) -> None:
+    ledger = _run(method, {1: 1}, numbered=True)
+    finding = ledger_module._numbering_problem("b", ledger.by_config()[1], method)
+    assert finding is not None and "handed off the output of its timed window" in finding.evidence, finding
+
+
+def test_a_loop_completed_with_forged_windows_after_the_harness_stopped_is_caught() -> None:
+    """A red-team review (session 18): a quiet kernel lets GPU MODE's stop rule end the harness's loop after a few
+    repeats; the candidate predicts the last call and writes, inside it, forged windows (nulls where the schedule
+    puts them) up to a 100-repeat loop, which the replayed stop rule accepts (at 100 it stops), 52-83 % low. The
+    harness's handoff after its last window names it by its own count."""
+    ledger = _run("gpumode-benchmark", configs=1, numbered=True)
+    loop = ledger.loop(0)
+    last = loop[-1]
+    harness_count = len([w for w in loop if not w.null])
+    forged: list[Window] = []
+    now = last.opened
+    for index in range(harness_count - 1, 99):
+        if index < 3 or index % 8 == 0:
+            forged.append(Window(0, 0, now, now + 1e-6, [0.004], null=True))
+        forged.append(Window(0, 0, now + 2e-6, now + 3e-6, [0.03]))
+        now += 4e-6
+    at = ledger.windows.index(last)
+    ledger.windows[at:at] = forged
+    timed = ledger.by_config()[0]
+    assert len(timed) == 100 and timed[-1].numbers == [harness_count]
+    finding = judge_loops(ledger, "gpumode-benchmark", ["a"])
+    assert finding is not None and f"timed window {harness_count}, the 100th" in finding.evidence, finding
+
+
+def test_a_last_window_without_a_handoff_is_forged_where_the_harness_names_its_windows() -> None:
+    ledger = _run("robust", configs=1, numbered=True)
+    last = ledger.by_config()[0][-1]
+    ledger.windows.append(Window(0, 0, last.closed + 1e-4, last.closed + 2e-4, list(last.samples_ms)))
+    finding = ledger_module._numbering_problem("a", ledger.by_config()[0], "robust")
+    assert finding is not None and "was not handed to the checker" in finding.evidence
+    assert ledger_module._numbering_problem("a", ledger.by_config()[0], "compare") is None  # compare checks nothing

@@ -13,7 +13,7 @@ from ksearch.tools import timing as timing_mod
 from ksearch.tools.evaluator.evaluate import build_worker_request
 from ksearch.tools.evaluator.processes import CHALLENGER_FILE, CANDIDATE_FILE
 from ksearch.tools.evaluator.request import EvalRequest
-from ksearch.tools.evaluator.ledger import Calibration, TimingLedger, alternating, judge
+from ksearch.tools.evaluator.ledger import Calibration, TimingLedger, alternating, judge, judge_loops
 from ksearch.tools.evaluator.session import EvaluatorSession, Outcome
 from ksearch.tools.evaluator.verdicts import failed_evaluation, worker_failed
 
@@ -60,9 +60,10 @@ def compare(
 def samples_from_ledger(outcome: Outcome, names: list[str], rounds: int, *, flush_l2: bool) -> list[CompareSamples]:
     """Per config, the median of each run's samples as the parent received them, assigned to a side by the run's
     position in the ABBA order (never by what the worker says); ``ComparisonError`` when the windows cannot be true
-    of the parent's clock (``ledger.judge``)."""
+    of the parent's clock or are not the ones the robust loop makes (``ledger.judge``, ``ledger.judge_loops``)."""
     ledger = outcome.ledger if outcome.ledger is not None else TimingLedger()
-    finding = judge(ledger, "compare", Calibration.model_validate(outcome.calibration), configs=names, flush_l2=flush_l2)
+    finding = judge(ledger, "compare", Calibration.model_validate(outcome.calibration), configs=names,
+                    flush_l2=flush_l2) or judge_loops(ledger, "compare", names)  # fmt: skip
     if finding is not None:
         raise ComparisonError(f"compare() rejected the measurement ({finding.rule}): {finding.evidence}")
     sides = list(alternating(rounds))

@@ -171,6 +171,9 @@ class Window:
     """An audit after it introduced activation values no earlier call of the config had seen."""
     staged_bytes: int = 0
     """Bytes of the outputs staged for the audits that followed it."""
+    numbers: list[int | None] = field(default_factory=list)
+    """The harness's number of this window (timed windows of its run closed so far) in each handoff that followed it
+    (``Handoff.window``; None from a harness that did not send it)."""
     null: bool = False
     """A null window: the harness's own go, events, synchronisation and timed record around no call (GPU MODE's
     loops put some between their repeats). Never a sample of the score; the reference of ``NULL_MARGIN_MS``."""
@@ -214,12 +217,17 @@ class TimingLedger:
         last.closed = stamp
         last.samples_ms = [float(x) for x in samples]
 
-    def handoff(self, kind: str, config: int, input_seed: int | None, activation_seed: int | None, nbytes: int) -> None:
-        """A handoff relayed during timing: it audits the timed window just closed."""
+    def handoff(
+        self, kind: str, config: int, input_seed: int | None, activation_seed: int | None, nbytes: int,
+        window: int | None = None,
+    ) -> None:  # fmt: skip
+        """A handoff relayed during timing: it audits the timed window just closed (``window``: the harness's number
+        of that window)."""
         last = next((w for w in reversed(self.windows) if not w.null), None)
         if last is None or last.closed is None or last.config != config:
             return  # the first checked call of a config comes before its first window
         last.audits.append(kind)
+        last.numbers.append(window)
         last.input_seeds.append(input_seed)
         last.staged_bytes += nbytes
         key = (config, input_seed, activation_seed)
@@ -504,6 +512,9 @@ def _schedule_problem(name: str, loop: list[Window], method: str, ledger: Timing
                        "compare mode runs a config more than once: windows were added to the harness's loop")  # fmt: skip
     for run in _runs(loop):
         timed = [w for w in run if not w.null]
+        problem = _numbering_problem(name, timed, method)
+        if problem is not None:
+            return problem
         if method in ("gpumode-benchmark", "gpumode", timing_methods.CONFIRM_METHOD):
             problem = _gpumode_schedule(name, run, timed, method, ledger)
         elif method == "flashinfer":
@@ -514,6 +525,26 @@ def _schedule_problem(name: str, loop: list[Window], method: str, ledger: Timing
             problem = None
         if problem is not None:
             return problem
+    return None
+
+
+def _numbering_problem(name: str, timed: list[Window], method: str) -> Finding | None:
+    """Every handoff names the window it audits by the harness's count of the run's timed windows; the parent's count
+    must agree, and the run's last window (which every method hands to the checker) must be named, which pins the
+    number of windows to the harness's own (a red-team review, session 18: a candidate that predicted where GPU MODE's
+    stop rule would end the harness's loop wrote the rest of a 100-repeat loop as forged windows inside the last call,
+    52-83 % low, every rule above passing)."""
+    for position, window in enumerate(timed, start=1):
+        named = [n for n in window.numbers if n is not None]
+        if any(n != position for n in named):
+            return Finding("timing_forgery", f"config {name}: the harness handed off the output of its timed window "
+                           f"{named[0]}, the {position}th window the evaluator saw: windows were added to the harness's "
+                           "loop")  # fmt: skip
+    if method != "compare" and timed and not any(n is not None for n in timed[-1].numbers):
+        if any(n is not None for w in timed for n in w.numbers):
+            return Finding("timing_forgery", f"config {name}: the last of {len(timed)} timed windows was not handed to "
+                           "the checker, as the harness does with the last window of every loop: windows were added "
+                           "after it")  # fmt: skip
     return None
 
 

@@ -367,7 +367,8 @@ def _ledger_handoff(ledger: TimingLedger, message: dict[str, Any]) -> None:
         for size in shape:
             count *= max(0, int(size))
         nbytes += count * _itemsize(dtype)
-    ledger.handoff(handoff.kind, handoff.config_index, handoff.input_seed, handoff.activation_seed, nbytes)
+    ledger.handoff(handoff.kind, handoff.config_index, handoff.input_seed, handoff.activation_seed, nbytes,
+                   window=handoff.window)  # fmt: skip
 
 
 def _itemsize(dtype: str) -> int:

@@ -87,7 +87,8 @@ class WorkerTimingRunner:
     """The timing primitives for one benchmark config of one candidate."""
 
     __slots__ = ("worker", "fn", "config", "index", "audited", "windows", "run", "_event_cls", "_record", "_elapsed",
-                 "_tensor", "_wall", "_sleep", "sets", "_flush", "_audits", "activation", "_send")  # fmt: skip
+                 "_tensor", "_wall", "_sleep", "sets", "_flush", "_audits", "activation", "_send",
+                 "_closed")  # fmt: skip
 
     def __init__(
         self, worker: Worker, fn: Any, config: TaskConfig, index: int, *, audited: bool = True,
@@ -117,6 +118,8 @@ class WorkerTimingRunner:
         self.sets: dict[int, tuple[list[Any], str, tuple[Any, ...]]] = {}
         self._flush: Any = None
         self._audits = 0
+        self._closed: dict[int, int] = {}
+        """Run -> timed windows closed so far (null windows apart): each audit's handoff names its window by it."""
 
     def share_inputs_with(self, other: WorkerTimingRunner) -> None:
         """Use ``other``'s input sets (compare mode: both candidates see identical inputs)."""
@@ -173,6 +176,10 @@ class WorkerTimingRunner:
             self._send('{"op": "go", "config": %d, "run": %d}' % (self.index, self.run))
 
     def close_window(self, events: list[tuple[Any, Any]]) -> list[float]:
+        self._closed[self.run] = self._closed.get(self.run, 0) + 1
+        return self._close(events)
+
+    def _close(self, events: list[tuple[Any, Any]]) -> list[float]:
         self.synchronize()
         samples = [self.elapsed(start, end) for start, end in events]
         if self.windows:
@@ -187,7 +194,7 @@ class WorkerTimingRunner:
         self._send('{"op": "go", "config": %d, "run": %d, "null": true}' % (self.index, self.run))
         self.record(start)
         self.record(end)
-        self.close_window([(start, end)])
+        self._close([(start, end)])
 
     def flush(self) -> None:
         import torch
@@ -262,7 +269,8 @@ class WorkerTimingRunner:
         activation_seed = self.activation.get(call.index)
         kind = "audit" if activation_seed is not None else "bench"
         self._audits += 1
-        worker.handoff(kind, self.index, self.config, call.seed, activation_seed, digest, output, offsets)
+        worker.handoff(kind, self.index, self.config, call.seed, activation_seed, digest, output, offsets,
+                       window=self._closed.get(self.run, 0))  # fmt: skip
 
     def fresh_values(self, call: _Call) -> FreshValues | None:
         """A fresh activation seed, per declared activation position its new values, and the digest the set will

@@ -330,9 +330,10 @@ class Worker:
 
     def handoff(
         self, kind: str, index: int, prepared: TaskConfig, input_seed: int, activation_seed: int | None, digest: str,
-        output: Any, offsets: list[int] | None,
+        output: Any, offsets: list[int] | None, *, window: int | None = None,
     ) -> None:  # fmt: skip
-        """Tell the checker where the output is and wait for its answer; a failed check ends the evaluation."""
+        """Tell the checker where the output is and wait for its answer; a failed check ends the evaluation.
+        ``window``: in timing, how many timed windows of the run the harness had closed (``Handoff.window``)."""
         if offsets is None or self.staging is None:
             return
         tensors = list(output) if isinstance(output, tuple) else [output]
@@ -349,6 +350,7 @@ class Worker:
             strides=[list(t.stride()) for t in tensors],
             offsets=offsets,
             generation=self.staging.handle.generation,
+            window=window,
         )
         self._answered(self.channel.ask(message, spin=self.phase == "timing" and self.device.startswith("cuda")))
 
