@@ -94,7 +94,7 @@ TARGETS: tuple[Target, ...] = (
     Target("ksearch/tools/timing/stats.py", ("tests/tools/test_stats.py", "tests/tools/test_timing.py")),
     Target("ksearch/tools/timing/roofline.py", ("tests/tools/test_stats.py", "tests/tools/test_timing.py")),
     Target("ksearch/tools/evaluator/ledger.py", ("tests/tools/test_ledger.py", "tests/tools/test_ledger_edges.py",
-                                                 "tests/tools/test_ledger_schedule.py")),
+                                                 "tests/tools/test_ledger_schedule.py", "tests/tools/test_ledger_schedule_edges.py")),
     Target(
         "ksearch/tasks/base.py",
         ("tests/tasks/test_task_base.py", "tests/tasks/test_tolerance_fast_path.py"),
