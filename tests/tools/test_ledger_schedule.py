@@ -226,10 +226,10 @@ def test_the_wall_time_the_worker_read_is_bounded_by_the_checkers_answers() -> N
     ledger.timed(0, [1.0], 1.002)
     ledger.relay(1.003, 1.5)
     ledger.go(0, 0, 1.6)
-    early, late = ledger_module._stop_walls(ledger.windows[0], 1.0, ledger)
+    early, late = ledger_module._stop_walls(ledger.windows[0], 1.0, ledger_module._Timeline.of(ledger))
     assert early == pytest.approx(0.002 - STOP_WALL_BAND_S) and late == pytest.approx(0.5 + STOP_WALL_BAND_S)
     ledger.relay(1.7, 1.9)  # after the next window opened: not the first window's
-    assert ledger_module._stop_walls(ledger.windows[0], 1.0, ledger)[1] == pytest.approx(0.5 + STOP_WALL_BAND_S)
+    assert ledger_module._stop_walls(ledger.windows[0], 1.0, ledger_module._Timeline.of(ledger))[1] == pytest.approx(0.5 + STOP_WALL_BAND_S)
 
 
 def test_block_length_range_matches_the_robust_loop() -> None:

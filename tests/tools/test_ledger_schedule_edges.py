@@ -229,7 +229,7 @@ def test_gpumode_benchmark_stops_at_its_hundredth_repeat_once_two_fresh_audits_w
 
 def _walls(window: Window, others: list[Window], relays: list[tuple[float, float]]) -> tuple[float, float]:
     ledger = TimingLedger(windows=[window, *others], relays=relays)
-    return ledger_module._stop_walls(window, 1.0, ledger)
+    return ledger_module._stop_walls(window, 1.0, ledger_module._Timeline.of(ledger))
 
 
 def test_the_wall_band_is_a_quarter_second_either_side() -> None:

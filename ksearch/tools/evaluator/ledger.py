@@ -29,6 +29,7 @@ the ledger into the rules ``timing_forgery`` and ``audit_evasion``. Pure logic: 
 
 from __future__ import annotations
 
+import bisect
 import statistics
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -487,14 +488,15 @@ def judge_loops(ledger: TimingLedger, method: str, configs: list[str]) -> Findin
     disorder = out_of_order(ledger)
     if disorder is not None:
         return disorder
+    timeline = _Timeline.of(ledger)
     for index, name in enumerate(configs):
-        problem = _schedule_problem(name, ledger.loop(index), method, ledger)
+        problem = _schedule_problem(name, ledger.loop(index), method, timeline)
         if problem is not None:
             return problem
     return None
 
 
-def _schedule_problem(name: str, loop: list[Window], method: str, ledger: TimingLedger) -> Finding | None:
+def _schedule_problem(name: str, loop: list[Window], method: str, timeline: _Timeline) -> Finding | None:
     """The windows the harness's loop makes, where it makes them: a candidate writing on the harness's channel from
     inside its call can add windows (a ``timed`` with a small sample, then a ``go``: one call read as two), and every
     other rule judges each window on its own. The parent knows each method's loop: GPU MODE's puts its null windows
@@ -516,11 +518,11 @@ def _schedule_problem(name: str, loop: list[Window], method: str, ledger: Timing
         if problem is not None:
             return problem
         if method in ("gpumode-benchmark", "gpumode", timing_methods.CONFIRM_METHOD):
-            problem = _gpumode_schedule(name, run, timed, method, ledger)
+            problem = _gpumode_schedule(name, run, timed, method, timeline)
         elif method == "flashinfer":
             problem = _flashinfer_schedule(name, run, timed)
         elif method in ("robust", "compare"):
-            problem = _robust_schedule(name, run, timed, ledger, stop_rule=method == "robust")
+            problem = _robust_schedule(name, run, timed, timeline, stop_rule=method == "robust")
         else:
             problem = None
         if problem is not None:
@@ -561,7 +563,9 @@ def _stop_breach(name: str, stops: list[tuple[bool, bool]], rule: str) -> Findin
     return None
 
 
-def _gpumode_schedule(name: str, run: list[Window], timed: list[Window], method: str, ledger: TimingLedger) -> Finding | None:
+def _gpumode_schedule(
+    name: str, run: list[Window], timed: list[Window], method: str, timeline: _Timeline
+) -> Finding | None:
     first, every = timing_methods.NULL_FIRST, timing_methods.NULL_EVERY
     expected = "".join(("N" if i < first or i % every == 0 else "") + "T" for i in range(len(timed)))
     seen = "".join("N" if w.null else "T" for w in run)
@@ -580,7 +584,7 @@ def _gpumode_schedule(name: str, run: list[Window], timed: list[Window], method:
     for k, window in enumerate(timed):
         samples.append(window.samples_ms[0])
         fresh_done += window.fresh
-        walls = _stop_walls(window, run[0].opened, ledger)
+        walls = _stop_walls(window, run[0].opened, timeline)
         satisfied = not fresh_loop or fresh_done >= minimum or k + 1 >= 4 * loop_method.max_repeats  # type: ignore[attr-defined]
         stops.append(tuple(
             satisfied and gpumode_should_stop(samples, wall, max_time_s=loop_method.max_time_s,  # type: ignore[attr-defined]
@@ -591,15 +595,32 @@ def _gpumode_schedule(name: str, run: list[Window], timed: list[Window], method:
     return _stop_breach(name, stops, "GPU MODE's stop rule")  # type: ignore[arg-type]
 
 
-def _stop_walls(window: Window, started: float, ledger: TimingLedger) -> tuple[float, float]:
+@dataclass(frozen=True)
+class _Timeline:
+    """When the ledger's windows opened and its relays were sent and answered, in time order: ``_stop_walls`` finds
+    its bounds by bisection instead of scanning the whole ledger once per window."""
+
+    opened: list[float]
+    relays: list[tuple[float, float]]
+
+    @classmethod
+    def of(cls, ledger: TimingLedger) -> _Timeline:
+        return cls(sorted(w.opened for w in ledger.windows), sorted(ledger.relays))
+
+
+def _stop_walls(window: Window, started: float, timeline: _Timeline) -> tuple[float, float]:
     """The earliest and the latest wall time (s) the worker's loop may have read when it judged its stop rule after
     ``window``: from the run's first window, to the window's close, or to the last answer of the checker the worker
     waited for before it judged (robust audits a block first), ``STOP_WALL_BAND_S`` either side."""
     closed = window.closed if window.closed is not None else window.opened
-    after = [answered for sent, answered in ledger.relays if closed <= sent]
-    following = [w.opened for w in ledger.windows if w.opened >= closed]
-    bound = min(following) if following else float("inf")
-    latest = max([closed, *(a for a in after if a <= bound)])
+    following = bisect.bisect_left(timeline.opened, closed)
+    bound = timeline.opened[following] if following < len(timeline.opened) else float("inf")
+    latest = closed
+    for sent, answered in timeline.relays[bisect.bisect_left(timeline.relays, (closed,)) :]:
+        if sent > bound:  # answered >= sent (``TimingLedger.relay``): none later is answered by the bound
+            break
+        if answered <= bound:
+            latest = max(latest, answered)
     return closed - started - STOP_WALL_BAND_S, latest - started + STOP_WALL_BAND_S
 
 
@@ -613,7 +634,7 @@ def _flashinfer_schedule(name: str, run: list[Window], timed: list[Window]) -> F
 
 
 def _robust_schedule(
-    name: str, run: list[Window], timed: list[Window], ledger: TimingLedger, *, stop_rule: bool
+    name: str, run: list[Window], timed: list[Window], timeline: _Timeline, *, stop_rule: bool
 ) -> Finding | None:
     loop = timing_methods.Robust()
     if len(run) != len(timed):
@@ -636,7 +657,7 @@ def _robust_schedule(
         previous = window.samples_ms
         samples.extend(window.samples_ms)
         fresh_done += window.fresh
-        walls = _stop_walls(window, run[0].opened, ledger)
+        walls = _stop_walls(window, run[0].opened, timeline)
         satisfied = fresh_done >= FreshPlan().minimum or k + 1 >= 1000
         stops.append(tuple(
             satisfied and robust_should_stop(samples, wall, min_samples=max(loop.min_samples, loop.input_sets),
