@@ -585,7 +585,8 @@ def _gpumode_schedule(
         samples.append(window.samples_ms[0])
         fresh_done += window.fresh
         walls = _stop_walls(window, run[0].opened, timeline)
-        satisfied = not fresh_loop or fresh_done >= minimum or k + 1 >= 4 * loop_method.max_repeats  # type: ignore[attr-defined]
+        satisfied = (not fresh_loop or fresh_done >= minimum
+                     or k + 1 >= timing_methods.FRESH_WAIT_FACTOR * loop_method.max_repeats)  # type: ignore[attr-defined]
         stops.append(tuple(
             satisfied and gpumode_should_stop(samples, wall, max_time_s=loop_method.max_time_s,  # type: ignore[attr-defined]
                                               max_wall_s=loop_method.max_wall_s,  # type: ignore[attr-defined]
@@ -658,9 +659,9 @@ def _robust_schedule(
         samples.extend(window.samples_ms)
         fresh_done += window.fresh
         walls = _stop_walls(window, run[0].opened, timeline)
-        satisfied = fresh_done >= FreshPlan().minimum or k + 1 >= 1000
+        satisfied = fresh_done >= FreshPlan().minimum or k + 1 >= timing_methods.FRESH_WAIT_BLOCKS
         stops.append(tuple(
-            satisfied and robust_should_stop(samples, wall, min_samples=max(loop.min_samples, loop.input_sets),
+            satisfied and robust_should_stop(samples, wall, min_samples=loop.stop_min_samples,
                                              target_rel_se=loop.target_rel_se, time_cap_s=loop.time_cap_s,
                                              max_samples=loop.max_samples)
             for wall in walls

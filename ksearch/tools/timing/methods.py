@@ -76,6 +76,11 @@ if TYPE_CHECKING:
     from ksearch.tasks.base import Task
 
 
+FRESH_WAIT_FACTOR = 4
+"""GPU MODE's benchmark loop waits past its stop rule for its re-randomised audits, at most this many times its
+repeat cap (a task whose audits cannot re-randomise never gets them)."""
+FRESH_WAIT_BLOCKS = 1000
+"""The same for robust's loop, in blocks. The parent's replay of each stop rule uses both (``ledger``)."""
 NULL_FIRST, NULL_EVERY = 3, 8
 """GPU MODE's loops put a null window (``TimingRunner.null_window``) before each of their first three repeats and
 then before every eighth: at least three in the shortest loop, 15 in a loop of 100, about 0.1 ms each."""
@@ -127,7 +132,7 @@ class _GpuModeRepeats(TimingMethod):
             stop = gpumode_should_stop(
                 result.samples_ms, runner.wall() - started,
                 max_time_s=max_time_s, max_wall_s=self.max_wall_s, max_repeats=self.max_repeats,
-            ) and (fresh is None or fresh.satisfied() or i >= 4 * self.max_repeats)  # fmt: skip
+            ) and (fresh is None or fresh.satisfied() or i >= FRESH_WAIT_FACTOR * self.max_repeats)  # fmt: skip
             # Between repeats upstream does next to nothing; the full host checks (guard, output form) run on the
             # first and the last repeat and whenever the output is audited, a type check on the others. The timers
             # the loop uses are the harness's own references, so a replaced timer cannot change a sample.
@@ -284,13 +289,18 @@ class Robust(TimingMethod):
             if robust_should_stop(
                 result.samples_ms,
                 runner.wall() - started,
-                min_samples=max(self.min_samples, sets),
+                min_samples=self.stop_min_samples,
                 target_rel_se=self.target_rel_se,
                 time_cap_s=self.time_cap_s,
                 max_samples=self.max_samples,
-            ) and (fresh is None or fresh.satisfied() or block_index >= 1000):
+            ) and (fresh is None or fresh.satisfied() or block_index >= FRESH_WAIT_BLOCKS):
                 break
         return result
+
+    @property
+    def stop_min_samples(self) -> int:
+        """Samples the stop rule needs at least: one call per input set, and ``min_samples``."""
+        return max(self.min_samples, self.input_sets)
 
     def block_length(self, per_call_s: float | None) -> int:
         """Calls in the next block: ~``block_target_s`` of device work, uniformly random in [n/2, 3n/2], 2 at least."""
