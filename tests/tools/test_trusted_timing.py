@@ -64,7 +64,16 @@ def test_samples_forged_inside_the_process_are_rejected_by_the_parents_clock(nam
 
 
 def test_the_workers_report_never_becomes_the_score(_evaluate) -> None:  # noqa: ANN001
+    """The forger shrinks the worker's own sample list, which is also what the harness's stop rule reads: its loop
+    then runs on (the forged samples never settle) where the parent's replay of the rule on the samples it received
+    may stop (5 ms sleeps settle below 0.1 % relative error near 80 repeats on a quiet machine). Either outcome is
+    honest: passed at the samples the parent received, or rejected as ``timing_forgery`` for the longer loop (a CI
+    run on a quiet machine saw the second); never a score from the report."""
     evaluation = _evaluate("forge_report_only.py", "gpumode-benchmark")
+    if evaluation.verdict == Verdict.REJECTED:
+        assert evaluation.rejection is not None and evaluation.rejection.rule == "timing_forgery", evaluation.log
+        assert "stop rule" in evaluation.rejection.evidence and evaluation.score is None
+        return
     assert evaluation.verdict == Verdict.PASSED, evaluation.log
     assert all(t.mean_ms >= 5.0 for t in evaluation.timings)  # the samples the parent received, not the report's
 
