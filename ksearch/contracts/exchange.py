@@ -61,11 +61,13 @@ class WorkerRequest(BaseModel):
     entry_point: str
     candidate_path: str
     result_path: str
-    mode: Literal["evaluate", "compare", "scout", "resources"] = "evaluate"
+    mode: Literal["evaluate", "compare", "scout", "resources", "profile"] = "evaluate"
     """evaluate: correctness on every test config, then (when ``timing``) timing with ``timing_method``; compare: two
     candidates timed interleaved (``challenger_path``); scout: the candidate's Triton kernels compiled ahead of the
     evaluate worker into ``triton_cache_dir`` (public seeds, no staging, nothing judged); resources: on the CPU, the
-    candidate's kernels compiled for ``target_gpu`` and their figures reported (``ksearch.tools.evaluator.aot``)."""
+    candidate's kernels compiled for ``target_gpu`` and their figures reported (``ksearch.tools.evaluator.aot``);
+    profile: a process beside the worker that waits for the parent's go (sent once the worker has exited), then
+    profiles one call per benchmark config (``ksearch.tools.evaluator.profile_process``)."""
     timing: bool = False
     timing_method: str = "robust"
     salt: int = 0
@@ -96,10 +98,21 @@ class WorkerRequest(BaseModel):
     target_gpu: str = ""
     """resources mode: the GPU (``ksearch.tools.gpu_specs`` key) the kernels are compiled for."""
     profile: bool = False
-    """After timing, profile one call per benchmark config (``ksearch.tools.evaluator.kernel_profile``)."""
+    """After timing, profile one call per benchmark config in this process (``ksearch.tools.evaluator.kernel_profile``;
+    where a profiling process does it instead, this is off)."""
+    cache_autotuning: bool = False
+    """Triton's autotuner keeps each key's timings in ``triton_cache_dir`` (``knobs.autotuning.cache``), so that the
+    evaluation's profiling process, which shares that cache, launches the configs the worker chose without tuning
+    again. Set for the worker and the profiling process only, never for the compile scout (whose autotuner times
+    nothing and would leave made-up timings there)."""
     low_memory: bool = False
     """The GPU has little free memory: drop each correctness call's inputs and give the allocator's free blocks back
     before handing its output off (the checker judges while this worker waits)."""
+
+
+PROFILE_GO = "go"
+"""The ``op`` of the line that starts a profiling process's calls (``WorkerRequest.mode`` ``profile``); anything else,
+or the end of its input, ends it without a call."""
 
 
 class Handoff(BaseModel):

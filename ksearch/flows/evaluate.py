@@ -12,6 +12,7 @@ from ksearch.errors import UserError
 from ksearch.flows.placement import default_device, resolve_device
 from ksearch.tools.evaluator import EvalRequest, EvaluatorSession, evaluate
 from ksearch.tools.evaluator.evaluate import scout_wanted
+from ksearch.tools.evaluator.profile_process import profiler_wanted
 
 # The task registry (and with it torch) is imported where it is used: ``evaluate_file`` starts the evaluator's
 # processes before this process pays for torch.
@@ -58,7 +59,8 @@ def read_kernel(file: Path) -> str:
 def evaluate_file(task: str, file: Path, *, device: str = "auto", **options: Any) -> Evaluation:
     """Evaluate one kernel file: see ``eval_request_for_file`` for the options.
 
-    The evaluation's processes (checker, worker and, for a Triton kernel on a GPU, the compile scout) start first,
+    The evaluation's processes (checker, worker and, on a GPU, the profiling process and for a Triton kernel the
+    compile scout) start first,
     so that their interpreter and CUDA start-up overlaps this process's own imports (torch, the task): a cold
     ``ksearch eval`` then waits for one start-up, not two in a row. With ``device="auto"`` they start on the likely
     device while the probe runs, and start again on the probed one where the guess was wrong."""
@@ -67,7 +69,8 @@ def evaluate_file(task: str, file: Path, *, device: str = "auto", **options: Any
         resolve_device(device)  # an unknown device is refused before any process starts on it
 
     def start(on: str) -> EvaluatorSession:
-        return EvaluatorSession(on, prestart=False, worker_now=True, scout_now=scout_wanted(code, on))
+        return EvaluatorSession(on, prestart=False, worker_now=True, scout_now=scout_wanted(code, on),
+                                profiler_now=profiler_wanted(code, on))  # fmt: skip
 
     guess = likely_device() if device == "auto" else device
     session = start(guess)

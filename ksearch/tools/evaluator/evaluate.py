@@ -8,7 +8,9 @@ An evaluation, on an ``EvaluatorSession`` of the device (``session``):
    compiled or autotuned twice); for a Triton candidate on a GPU a second process of it, the compile scout
    (``ksearch.tools.evaluator.scout``), first makes compile-only calls (the worker starts once they are done and
    the scout's GPU memory is given back), then builds the kernels in parallel into a Triton cache only the two
-   share while the worker runs, and is stopped before anything is timed;
+   share while the worker runs, and is stopped before anything is timed; on a GPU a third, the profiling process
+   (``ksearch.tools.evaluator.profile_process``), starts the profiler while the worker works and profiles one call
+   per timed shape once the worker has exited with a passed verdict;
 3. every output the worker hands off goes, through the session, to the trusted checker
    (``ksearch.tools.evaluator.checker``), which never imports the candidate, recomputes the reference from the same
    seeds and judges it while the worker waits; a failed check ends the evaluation;
@@ -41,6 +43,7 @@ from ksearch.tools.evaluator.request import EvalRequest
 from ksearch.tools.evaluator.session import SCOUT_CALLS_S, EvaluatorSession, Outcome
 from ksearch.tools.evaluator.evidence import probe_wanted, with_evidence
 from ksearch.tools.evaluator.probe import ResourceProbe
+from ksearch.tools.evaluator.profile_process import ask_profiler, collect, profiler_wanted
 from ksearch.tools.evaluator.verdicts import assemble, parent_environment
 
 if TYPE_CHECKING:
@@ -92,7 +95,8 @@ def evaluate(request: EvalRequest, *, session: EvaluatorSession | None = None) -
         return early
     if session is None:
         with EvaluatorSession(
-            request.device, prestart=False, salt=request.seed_salt, worker_now=True, scout_now=wants_scout(request)
+            request.device, prestart=False, salt=request.seed_salt, worker_now=True, scout_now=wants_scout(request),
+            profiler_now=wants_profiler(request, low_memory=False),
         ) as own:
             evaluation = _evaluate_with_retry(own, request, task, method)
     else:
@@ -190,15 +194,22 @@ def _evaluate_once(session: EvaluatorSession, request: EvalRequest, task: Task, 
     bench_salt = request.seed_salt if request.seed_salt is not None else secrets.randbits(62)
     worker = session.take_worker()
     scout = session.take_scout() if wants_scout(request) else None
+    profiler = session.take_profiler() if wants_profiler(request, low_memory=session.low_memory) else None
     probe: ResourceProbe | None = None
-    shared_cache = session.root / SHARED_DIR / f"{evaluation_id}-triton" if scout is not None else None
+    shared = scout is not None or profiler is not None
+    shared_cache = session.root / SHARED_DIR / f"{evaluation_id}-triton" if shared else None
     try:
         if wants_probe(request):  # beside the worker, on the CPU: nothing is timed there
             probe = _start_probe(session.root / f"{evaluation_id}-probe", request, task, method)
         (worker.work / CANDIDATE_FILE).write_text(request.candidate.code, encoding="utf-8")
-        if scout is not None and shared_cache is not None:
+        if shared_cache is not None:
             shared_cache.mkdir(mode=0o700, parents=True, exist_ok=True)
+        if scout is not None and shared_cache is not None:
             _ask_scout(scout, request, task, method, shared_cache)
+        if profiler is not None:  # it waits for the go: nothing of the candidate runs there before the worker ends
+            profile_request = build_worker_request(request, profiler.work, profiler.result_path, task, method, salt=0)
+            profile_request.triton_cache_dir = str(shared_cache)
+            ask_profiler(profiler, request.candidate.code, profile_request)
         staging = session.begin(evaluation_id, request.task, bench_salt, request.compile_timeout_s)
         if scout is not None and not scout.wait_phase("compile", time.monotonic() + SCOUT_CALLS_S):
             scout.kill()  # stuck in the candidate's code: the worker compiles for itself
@@ -208,11 +219,14 @@ def _evaluate_once(session: EvaluatorSession, request: EvalRequest, task: Task, 
         )
         if shared_cache is not None:
             worker_request.triton_cache_dir = str(shared_cache)
+        if profiler is not None:
+            worker_request.profile = False
+            worker_request.cache_autotuning = True  # the profiling process launches the configs this worker chose
         worker_request.low_memory = session.low_memory
         setup_s = time.monotonic() - setup_started
         outcome = session.run(
             worker, worker_request, compile_timeout_s=request.compile_timeout_s, run_timeout_s=request.run_timeout_s,
-            evaluation=evaluation_id, scout=scout,
+            evaluation=evaluation_id, scout=scout, paused=profiler,
         )  # fmt: skip
         outcome.phase_seconds = {"setup": round(setup_s, 3), **outcome.phase_seconds}
         timed = request.timing and outcome.result is not None and outcome.result.verdict == Verdict.PASSED
@@ -227,6 +241,8 @@ def _evaluate_once(session: EvaluatorSession, request: EvalRequest, task: Task, 
             outcome.harness_error = outcome.harness_error or check.harness_error
         scrub = _scrub(worker)
         evaluation = assemble(request, task, method, outcome, check, scrub)
+        if profiler is not None:
+            evaluation = _profiled(evaluation, outcome, profiler, request, task)
         report, problem = probe.report(evaluation.verdict) if probe is not None else (None, "")
         evaluation = with_evidence(evaluation, task, device=request.device, target_gpu=request.target_gpu,
                                    worker=outcome.result, probe=report, probe_problem=problem)  # fmt: skip
@@ -234,6 +250,8 @@ def _evaluate_once(session: EvaluatorSession, request: EvalRequest, task: Task, 
     finally:
         if probe is not None:
             probe.close()
+        if profiler is not None:
+            session.retire(profiler)
         if scout is not None:
             session.retire(scout, scout=True)
         session.retire(worker)
@@ -243,6 +261,31 @@ def _evaluate_once(session: EvaluatorSession, request: EvalRequest, task: Task, 
 
 def wants_scout(request: EvalRequest) -> bool:
     return scout_wanted(request.candidate.code, request.device)
+
+
+def wants_profiler(request: EvalRequest, *, low_memory: bool) -> bool:
+    """A profiling process (``profile_process``) for a timed, profiled evaluation on a GPU."""
+    return request.profile and request.timing and profiler_wanted(request.candidate.code, request.device,
+                                                                   low_memory=low_memory)  # fmt: skip
+
+
+def _profiled(evaluation: Evaluation, outcome: Outcome, profiler: WorkerProcess, request: EvalRequest,
+              task: Task) -> Evaluation:  # fmt: skip
+    """The profiling process's profiles put where the worker's would be (``outcome.result``, read by
+    ``with_evidence``), with its stage times; asked for only when the evaluation passed and was timed, so a failed
+    or rejected candidate never runs again."""
+    go = evaluation.passed and evaluation.timed and outcome.result is not None
+    configs = [c.name for c in task.benchmark_configs(request.device)]
+    report = collect(profiler, go=go, configs=configs)
+    if not go or outcome.result is None:
+        return evaluation
+    outcome.phase_seconds["profile"] = report.wait_s
+    outcome.result = outcome.result.model_copy(update={
+        "profile": report.profiles, "stage_seconds": {**outcome.result.stage_seconds, **report.stage_seconds},
+    })  # fmt: skip
+    if report.problem:
+        return evaluation.model_copy(update={"environment": {**evaluation.environment, "profile": report.problem}})
+    return evaluation
 
 
 def wants_probe(request: EvalRequest) -> bool:

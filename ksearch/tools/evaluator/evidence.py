@@ -6,7 +6,7 @@
   turns the verdict into a compile error naming the kernel, the resource, the figure and the limit.
 - ``roofline``: per timed shape, computed here from the parent's own timings, the task's flops and bytes and the
   GPU's nominal peaks (``ksearch.tools.gpu_specs``; unlike the physics floor's, not inflated).
-- ``profile``: per timed shape, the worker's profile of one call after timing.
+- ``profile``: per timed shape, a profile of one call after timing (``profile_process``, or the worker's own).
 
 Only the compile error changes a verdict, and only for the worse; nothing here touches a score.
 """

@@ -1,11 +1,15 @@
 """A per-kernel profile of one call of the candidate per timed shape, for the model: which kernels a call launches,
 how long each takes, and how much of the call is host time between them (launch overhead).
 
-Taken by the worker after its timing phase (phase ``profile``, which the parent's ledger does not count), on fresh
-inputs of each benchmark config, with PyTorch's profiler recording CUDA activity (CUPTI) in one session for all the
-shapes: it never runs inside a timed sample, and its figures are diagnostics that never decide a verdict or a
-promotion. A call that fails here is left out (it already passed the checks). ``summarise`` and ``spans_in`` are
-pure and do the arithmetic.
+Taken after the timing, on fresh inputs of each benchmark config, with PyTorch's profiler recording CUDA activity
+(CUPTI) in one session for all the shapes: it never runs inside a timed sample, and its figures are diagnostics that
+never decide a verdict or a promotion. A call that fails here is left out (it already passed the checks).
+``summarise`` and ``spans_in`` are pure and do the arithmetic.
+
+Where it runs: in a profiling process beside the worker (``ksearch.tools.evaluator.profile_process``), which starts
+the profiler ahead of need (``warm_up``: CUPTI's start costs 4-7 s once per process, bench/profile_start.py) and
+profiles once the worker has exited; or, where that process cannot share the worker's build (a C++ extension) or
+memory is short, in the worker after its timing phase (phase ``profile``, which the parent's ledger does not count).
 """
 
 from __future__ import annotations
@@ -90,17 +94,39 @@ def recorded(profiler: Any) -> tuple[dict[str, tuple[float, float]], list[tuple[
     return ranges, spans
 
 
+def activities(device: str = "cuda") -> list[Any]:
+    """What the profiler records: host activity (the marked ranges) and, on a GPU, device activity (the kernels)."""
+    from torch.profiler import ProfilerActivity
+
+    return [ProfilerActivity.CPU, ProfilerActivity.CUDA] if device.startswith("cuda") else [ProfilerActivity.CPU]
+
+
+def warm_up(device: str) -> None:
+    """One profiler session around a tiny kernel, so that the process pays CUPTI's one-off start (seconds) now, before
+    it is asked for a profile: a second session starts in about a millisecond (bench/profile_start.py)."""
+    import torch
+    from torch.profiler import profile
+
+    with profile(activities=activities(device)):
+        torch.ones(1, device=device).add_(1)
+        torch.cuda.synchronize(device)
+
+
 def profile_shapes(worker: Any, module: Any) -> list[ShapeProfile]:
     """One profiled call per benchmark config of ``worker`` (an evaluate worker on a GPU, after timing), in one
     profiler session (CUPTI is set up once): per config, fresh inputs, one unprofiled call (the steady state the
     timing saw: compiled, tuned, the data object reused), then the call inside a marked range, synchronised at both
     ends so that its kernels start and end inside it."""
     import torch
-    from torch.profiler import ProfilerActivity, profile, record_function
+    from torch.profiler import profile, record_function
+
+    def synchronize() -> None:  # on the CPU (tests of the processes around it) a call has no device activity
+        if worker.device.startswith("cuda"):
+            torch.cuda.synchronize(worker.device)
 
     calls: dict[str, float] = {}
     started = time.perf_counter()
-    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as profiler:
+    with profile(activities=activities(worker.device)) as profiler:
         calls_started = time.perf_counter()
         for config in worker.task.benchmark_configs(worker.device):
             salted = worker.salted(config, worker.request.bench_salt)
@@ -109,11 +135,11 @@ def profile_shapes(worker: Any, module: Any) -> list[ShapeProfile]:
                 inputs = worker.task.make_inputs(salted, worker.device)
                 args = worker.task.call_args(inputs, salted)
                 fn(*args)
-                torch.cuda.synchronize(worker.device)
+                synchronize()
                 with record_function(MARK + config.name):
                     call_started = time.perf_counter()
                     fn(*args)
-                    torch.cuda.synchronize(worker.device)
+                    synchronize()
                     calls[config.name] = (time.perf_counter() - call_started) * 1000.0
             except Exception:  # noqa: BLE001 - a diagnostic: a call that fails here is left out
                 continue

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import select
+import signal
 import socket
 import struct
 import subprocess
@@ -15,7 +16,7 @@ from typing import Any
 
 from ksearch.contracts.exchange import CheckerCommand
 from ksearch.errors import KsearchError
-from ksearch.tools.evaluator.sandbox import has_exited, kill_group, private_dirs, read_tail, spawn
+from ksearch.tools.evaluator.sandbox import has_exited, kill_group, private_dirs, read_tail, signal_group, spawn
 
 CANDIDATE_FILE = "candidate.py"
 CHALLENGER_FILE = "challenger.py"
@@ -229,10 +230,13 @@ class CheckerProcess:
 class WorkerProcess:
     """A candidate worker started ahead of need in its own private directory; used for one candidate."""
 
-    def __init__(self, device: str, folder: Path, *, interpret: bool | None = None) -> None:
+    def __init__(self, device: str, folder: Path, *, interpret: bool | None = None, profiler: bool = False) -> None:
         """``interpret=False``: Triton's interpreter off even on the CPU (the resource probe compiles real kernels
-        for a target GPU, ``ksearch.tools.evaluator.aot``); None: the device decides (on for the CPU)."""
+        for a target GPU, ``ksearch.tools.evaluator.aot``); None: the device decides (on for the CPU).
+        ``profiler``: started as a profiling process (``ksearch.tools.evaluator.profile_process``), which starts the
+        profiler instead of calibrating the harness's timed windows."""
         self.device = device
+        self.profiler = profiler
         self.work, self.io = folder / "work", folder / "io"
         private_dirs(self.work)
         self.io.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -246,7 +250,8 @@ class WorkerProcess:
         try:
             with open(self.io / "stdout.txt", "wb") as out, open(self.io / "stderr.txt", "wb") as err:
                 self.process = spawn(
-                    "ksearch.tools.evaluator.worker", ["--device", device], cwd=self.work, device=device,
+                    "ksearch.tools.evaluator.worker", ["--device", device, *(["--role", "profiler"] if profiler else [])],
+                    cwd=self.work, device=device,
                     stdin=subprocess.PIPE, stdout=out, stderr=err, pass_fds=(child.fileno(), bell),
                     extra_env={"KSEARCH_MSG_FD": str(child.fileno()), "KSEARCH_DOORBELL_FD": str(bell),
                                **({} if interpret is None else {"TRITON_INTERPRET": "1" if interpret else "0"})},
@@ -326,6 +331,14 @@ class WorkerProcess:
                 return False
             time.sleep(0.02)
         return True
+
+    def pause(self) -> None:
+        """Stop the process's group (SIGSTOP) until ``resume``: it takes no CPU time while another process times."""
+        if not self.exited():
+            signal_group(self.process.pid, signal.SIGSTOP)
+
+    def resume(self) -> None:
+        signal_group(self.process.pid, signal.SIGCONT)
 
     def kill(self) -> None:
         kill_group(self.process.pid)

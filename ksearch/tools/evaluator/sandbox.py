@@ -80,6 +80,14 @@ def kill_group(pid: int) -> None:
         pass
 
 
+def signal_group(pid: int, signum: int) -> None:
+    """Send ``signum`` to a process's whole group (SIGSTOP / SIGCONT: a process paused while another one times)."""
+    try:
+        os.killpg(pid, signum)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
 def has_exited(process: subprocess.Popen[bytes]) -> bool:
     """Whether the process has exited, without reaping it (so its group id stays ours to kill)."""
     if process.returncode is not None:

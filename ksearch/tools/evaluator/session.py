@@ -14,7 +14,8 @@ request first and the worker's once the scout's calls are done (the scout's GPU 
 the two never hold a config's tensors at once; a scout that has not got there within ``SCOUT_CALLS_S`` is killed),
 and stops it (a short grace to finish, then its process group is killed) when the worker
 settles its correctness outputs, before anything is timed. After the first scout, one is kept started ahead of need
-too.
+too. So is a profiling process (``ksearch.tools.evaluator.profile_process``) after the first an evaluation takes:
+it profiles the candidate once the worker has exited.
 
 The worker's time limits are enforced here from the session's own clock: the compile limit from the request until
 the worker starts running configs, then the run limit; at either, the worker's process group is killed. The
@@ -99,11 +100,13 @@ class EvaluatorSession:
         salt: int | None = None,
         worker_now: bool = False,
         scout_now: bool = False,
+        profiler_now: bool = False,
     ) -> None:
         """``prestart``: a worker starts with the session and another after each evaluation, ahead of need; without
         it, a worker starts when an evaluation takes one, or with the session (``worker_now``), and a compile scout
-        too (``scout_now``), for a caller about to evaluate a candidate that wants one: a cold ``ksearch eval`` then
-        starts every process of its evaluation at once, before its own imports."""
+        and a profiling process too (``scout_now``, ``profiler_now``), for a caller about to evaluate a candidate
+        that wants them: a cold ``ksearch eval`` then starts every process of its evaluation at once, before its own
+        imports."""
         self.device = device
         self.prestart = prestart
         self.salt = salt if salt is not None else secrets.randbits(62)
@@ -114,6 +117,8 @@ class EvaluatorSession:
         self.idle: WorkerProcess | None = None
         self.idle_scout: WorkerProcess | None = None
         """Started after the first scout a session uses (sessions without Triton candidates never need one)."""
+        self.idle_profiler: WorkerProcess | None = None
+        """Started after the first profiling process a session uses (only GPU sessions use them)."""
         self.staging: StagingHandle | None = None
         self.evaluations = 0
         self.low_memory = os.environ.get(LOW_MEMORY_VARIABLE, "") == "1"
@@ -123,6 +128,8 @@ class EvaluatorSession:
             self.idle = self._start_worker()
         if scout_now:
             self.idle_scout = self._start_worker()
+        if profiler_now:
+            self.idle_profiler = self._start_worker(profiler=True)
 
     # -- processes -----------------------------------------------------------------------------------------------
     def _start_checker(self) -> None:
@@ -130,9 +137,9 @@ class EvaluatorSession:
             self.checker.close()
         self.checker = CheckerProcess(self.device, self.root / "check")
 
-    def _start_worker(self) -> WorkerProcess:
+    def _start_worker(self, *, profiler: bool = False) -> WorkerProcess:
         self._workers_started += 1
-        return WorkerProcess(self.device, self.root / f"w{self._workers_started}")
+        return WorkerProcess(self.device, self.root / f"w{self._workers_started}", profiler=profiler)
 
     def take_worker(self) -> WorkerProcess:
         """The pre-started worker (or a new one)."""
@@ -144,21 +151,33 @@ class EvaluatorSession:
         scout, self.idle_scout = self.idle_scout, None
         return self._alive_or_new(scout)
 
-    def _alive_or_new(self, worker: WorkerProcess | None) -> WorkerProcess:
+    def take_profiler(self) -> WorkerProcess:
+        """The pre-started profiling process (or a new one), asked for ``mode="profile"``."""
+        profiler, self.idle_profiler = self.idle_profiler, None
+        return self._alive_or_new(profiler, profiler=True)
+
+    def _alive_or_new(self, worker: WorkerProcess | None, *, profiler: bool = False) -> WorkerProcess:
         """``worker`` if it is still running; one that died while idle is replaced by a new one."""
         if worker is None or worker.exited():
             if worker is not None:
                 worker.kill()
-            worker = self._start_worker()
+            worker = self._start_worker(profiler=profiler)
         return worker
 
     def retire(self, worker: WorkerProcess, *, scout: bool = False) -> None:
+        """Kill ``worker`` and remove its folder; in a prestarting session, start the next of its kind."""
         worker.kill()
         folder = worker.work.parent
         shutil.rmtree(folder, ignore_errors=True)
-        if self.prestart and scout and self.idle_scout is None:
-            self.idle_scout = self._start_worker()
-        elif self.prestart and not scout and self.idle is None:
+        if not self.prestart:
+            return
+        if worker.profiler:
+            if self.idle_profiler is None:
+                self.idle_profiler = self._start_worker(profiler=True)
+        elif scout:
+            if self.idle_scout is None:
+                self.idle_scout = self._start_worker()
+        elif self.idle is None:
             self.idle = self._start_worker()
 
     def ask_checker(self, command: CheckerCommand, timeout: float) -> dict[str, Any]:
@@ -172,10 +191,10 @@ class EvaluatorSession:
             raise
 
     def close(self) -> None:
-        for idle in (self.idle, self.idle_scout):
+        for idle in (self.idle, self.idle_scout, self.idle_profiler):
             if idle is not None:
                 idle.kill()
-        self.idle = self.idle_scout = None
+        self.idle = self.idle_scout = self.idle_profiler = None
         if self.checker is not None:
             self.checker.close()
             self.checker = None
@@ -197,9 +216,31 @@ class EvaluatorSession:
         run_timeout_s: float,
         evaluation: str = "",
         scout: WorkerProcess | None = None,
+        paused: WorkerProcess | None = None,
     ) -> Outcome:
         """Send ``request`` to ``worker`` and relay its handoffs to the checker until it exits or a limit passes;
-        ``scout`` (already asked) is stopped when the worker settles or starts timing."""
+        ``scout`` (already asked) is stopped when the worker settles or starts timing; ``paused`` (the profiling
+        process, which may still be starting the profiler) is stopped (SIGSTOP) while the worker times, so that
+        nothing but the harness's own processes takes CPU time then (on the 2-core CI machine a profiler's start
+        beside the timing read as 7 ms of unexplained time per window), and resumed when the worker ends."""
+        try:
+            return self._run(worker, request, compile_timeout_s=compile_timeout_s, run_timeout_s=run_timeout_s,
+                             evaluation=evaluation, scout=scout, paused=paused)  # fmt: skip
+        finally:
+            if paused is not None:
+                paused.resume()
+
+    def _run(
+        self,
+        worker: WorkerProcess,
+        request: WorkerRequest,
+        *,
+        compile_timeout_s: float,
+        run_timeout_s: float,
+        evaluation: str,
+        scout: WorkerProcess | None,
+        paused: WorkerProcess | None,
+    ) -> Outcome:
         started = time.monotonic()
         outcome = Outcome(ledger=TimingLedger())
         if not worker.wait_ready(started + compile_timeout_s):
@@ -250,6 +291,8 @@ class EvaluatorSession:
                     if new == "timing" and scout is not None:  # a worker without a checker never settles
                         self.stop_scout(scout, outcome, grace_s=0.0)
                         scout = None
+                    if new == "timing" and paused is not None:
+                        paused.pause()
                     outcome.phase = new
                 elif op in ("handoff", "grow", "settle", "seed"):
                     if op == "settle" and scout is not None:

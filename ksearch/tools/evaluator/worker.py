@@ -19,6 +19,10 @@ One process does everything for one candidate, so nothing is imported, compiled 
 ``scout``
     the candidate's Triton kernels compiled ahead of the ``evaluate`` worker of the same evaluation, into the Triton
     cache the two share (``ksearch.tools.evaluator.scout``); nothing is checked or timed.
+``profile``
+    a process started as ``--role profiler`` (the profiler's start paid before its request), which waits for the
+    parent's go, sent once the evaluate worker has exited, then imports the candidate from the shared Triton cache and
+    profiles one call per benchmark config (``ksearch.tools.evaluator.profile_process``); nothing is checked or timed.
 
 Around every call of the candidate (never between a timed call's events) the worker checks, with references to the
 harness's functions taken before the candidate was imported: no timer or harness function was replaced
@@ -84,8 +88,9 @@ from ksearch.tools.evaluator.sandbox import die_with_parent
 from ksearch.tools.evaluator.seeds import input_digest, salted_seed
 from ksearch.tools.evaluator.staging import StagingWriter
 from ksearch.tools.evaluator.timing_runner import HarnessFault, WorkerTimingRunner
-from ksearch.tools.evaluator.worker_modes import run_compare, run_scout, run_yardstick
+from ksearch.tools.evaluator.worker_modes import run_compare, run_profiler, run_scout, run_yardstick
 from ksearch.tools.evaluator.worker_process import (
+    cache_autotuning,
     diagnostic,
     freeze_heap,
     interpret_autotune_with_first_config,
@@ -153,6 +158,10 @@ class Worker:
             return self.scout()
         if self.request.mode == "resources":
             return probe_resources(self)
+        if self.request.mode == "profile":
+            return run_profiler(self)
+        if self.request.cache_autotuning:
+            cache_autotuning()
         try:
             self.enter("load")
             self.prepare_device()
@@ -463,11 +472,12 @@ def main(argv: list[str] | None = None) -> int:
         die_with_parent(int(os.environ["KSEARCH_PARENT_PID"]))
     parser = argparse.ArgumentParser()
     parser.add_argument("--device", default="cpu")
+    parser.add_argument("--role", choices=("worker", "profiler"), default="worker")
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     msg_fd = int(os.environ["KSEARCH_MSG_FD"]) if os.environ.get("KSEARCH_MSG_FD") else None
     doorbell_fd = int(os.environ["KSEARCH_DOORBELL_FD"]) if os.environ.get("KSEARCH_DOORBELL_FD") else None
     channel = Channel(msg_fd, sys.stdin, doorbell_fd)
-    calibration = warm_start(args.device)
+    calibration = warm_start(args.device, profiler=args.role == "profiler")
     channel.send(json.dumps({"op": "ready", "calibration": calibration}))
     line = sys.stdin.readline()
     if not line.strip():

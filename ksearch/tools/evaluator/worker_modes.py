@@ -1,19 +1,23 @@
 """The worker's modes beyond ``evaluate``: ``scout`` (compile-only calls that fill the Triton cache the evaluating
-worker shares), ``compare`` (two candidates timed interleaved) and the yardstick (a bare GPU MODE loop beside a
-method, after the timing). Functions of the worker, so that its class holds the evaluation's phases."""
+worker shares), ``profile`` (a per-kernel profile once the evaluating worker has exited), ``compare`` (two
+candidates timed interleaved) and the yardstick (a bare GPU MODE loop beside a method, after the timing). Functions
+of the worker, so that its class holds the evaluation's phases."""
 
 from __future__ import annotations
 
+import json
 import statistics
 from typing import TYPE_CHECKING, Any
 
 from ksearch.contracts.evaluation import Verdict, YardstickReading
-from ksearch.contracts.exchange import CompareSamples, WorkerResult
+from ksearch.contracts.exchange import PROFILE_GO, CompareSamples, WorkerResult
 from ksearch.tasks.base import TaskConfig
 from ksearch.tools.evaluator.guard import CandidateFailure, format_exception
+from ksearch.tools.evaluator.kernel_profile import profile_shapes
 from ksearch.tools.evaluator.ledger import alternating
 from ksearch.tools.evaluator.scout import compile_threads, dry_pass, scouting
 from ksearch.tools.evaluator.timing_runner import WorkerTimingRunner
+from ksearch.tools.evaluator.worker_process import cache_autotuning, diagnostic
 from ksearch.tools.timing.methods import Robust, TimingMethod
 
 if TYPE_CHECKING:
@@ -41,6 +45,38 @@ def run_scout(worker: Worker) -> WorkerResult:
         worker.mark("compile")
     except CandidateFailure as failure:
         return worker.result(failure.verdict, error=failure.error)
+    return worker.result(Verdict.PASSED)
+
+
+def run_profiler(worker: Worker) -> WorkerResult:
+    """A profiling process's work (``ksearch.tools.evaluator.profile_process``): wait for the parent's go (no code of
+    the candidate runs here before it, so nothing of this process touches the GPU while the worker times), then
+    import the candidate with the autotuner's choices read from the shared cache and profile one call per benchmark
+    config (``kernel_profile.profile_shapes``). The report is diagnostics only."""
+    worker.enter("load")
+    worker.prepare_device()
+    worker.install_support_modules()
+    worker.enter("armed")
+    worker.mark("armed")
+    line = worker.channel.answers.readline() if worker.channel.answers is not None else ""
+    try:
+        go = json.loads(line).get("op") == PROFILE_GO if line.strip() else False
+    except (ValueError, AttributeError):
+        go = False
+    worker.mark("profile_wait")
+    if not go:
+        return worker.result(Verdict.PASSED)
+    worker.enter("profile")
+    if worker.request.cache_autotuning:
+        cache_autotuning()
+    worker.configs_total = len(worker.task.benchmark_configs(worker.device))
+    try:
+        module = worker.load_candidate()
+    except CandidateFailure as failure:
+        return worker.result(failure.verdict, error=failure.error)
+    worker.mark("profile_import")
+    worker.profiles = diagnostic(lambda: profile_shapes(worker, module), [])
+    worker.configs_passed = len(worker.profiles)
     return worker.result(Verdict.PASSED)
 
 

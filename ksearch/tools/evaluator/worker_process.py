@@ -81,10 +81,24 @@ def _version(distribution: str) -> str:
         return "unknown"
 
 
-def warm_start(device: str) -> dict[str, float]:
+def cache_autotuning() -> None:
+    """Triton's autotuner keeps each key's timings in the Triton cache (``WorkerRequest.cache_autotuning``): read when
+    an ``@triton.autotune`` decorator runs, so this comes before the candidate is imported."""
+    try:
+        from triton import knobs
+
+        knobs.autotuning.cache = True
+    except Exception:  # noqa: BLE001 - an older Triton: the profiling process tunes again, nothing else changes
+        pass
+
+
+def warm_start(device: str, *, profiler: bool = False) -> dict[str, float]:
     """What a worker does before its request arrives: import the heavy libraries, create the CUDA context, pay
     Triton's one-off compile start-up (``warmup``) and measure the harness's own costs in a timed window
-    (``calibration``), which the ``ready`` message carries to the parent before any candidate code can run here."""
+    (``calibration``), which the ``ready`` message carries to the parent before any candidate code can run here.
+
+    A profiling process (``profiler``) times nothing, so it calibrates nothing; it pays the profiler's one-off start
+    instead (``kernel_profile.warm_up``), 4-7 s that would otherwise come after the timing."""
     import torch
 
     try:
@@ -101,6 +115,11 @@ def warm_start(device: str) -> dict[str, float]:
             warm_up_triton(device)
         except Exception:  # noqa: BLE001 - a failed warm-up only costs the candidate the start-up time
             pass
+        if profiler:
+            from ksearch.tools.evaluator.kernel_profile import warm_up
+
+            diagnostic(lambda: warm_up(device), None)
+            return {}
         try:
             from ksearch.tools.evaluator.calibration import calibrate
 

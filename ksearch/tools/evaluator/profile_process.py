@@ -1,0 +1,120 @@
+"""The per-kernel profile of an evaluation taken in a process beside the worker, seen from the parent (issue 31).
+
+Starting PyTorch's profiler (CUPTI) costs 4-7 s once per process, and a process that has profiled launches kernels
+slower afterwards (bench/profile_start.py), so the worker cannot start it before it times; started after the timing
+it was 20-32 % of a live verdict (bench/RESULTS.md, sessions 16-17). Instead an evaluation on a GPU takes a second
+process of the candidate's own, started as ``--role profiler``, which paid the profiler's start before it was taken
+(a session keeps one started ahead of need; a process starting the profiler beside one timing launches did not slow
+them, bench/profile_start.py ``beside``). It gets its request with the worker's and waits: no code of the candidate
+runs in it, and it launches nothing, before the parent's go, sent once the worker has exited with a passed verdict.
+Then it imports the candidate, its kernels from the evaluation's Triton cache (built there by the worker and the
+compile scout) and its autotuner's choices too (``WorkerRequest.cache_autotuning``), and profiles one call per
+benchmark config on public seeds (``kernel_profile.profile_shapes``).
+
+Trust: it is sandboxed like any worker and its report is the candidate's word. The profile is a diagnostic for the
+model: it never decides a verdict, a score or a promotion, and what is read of the report is bounded here.
+
+Not used, the worker profiling after its timing instead: for a candidate that builds a C++ extension (this process
+would build its own copy), in low-memory mode (a third CUDA context beside a large task's tensors), and with
+``KSEARCH_PROFILE_PROCESS=0``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import dataclass, field
+
+from pydantic import ValidationError
+
+from ksearch.contracts.evaluation import ShapeProfile, Verdict
+from ksearch.contracts.exchange import PROFILE_GO, WorkerRequest, WorkerResult
+from ksearch.tools.evaluator.kernel_profile import PROFILE_KERNELS
+from ksearch.tools.evaluator.processes import CANDIDATE_FILE, WorkerProcess
+
+PROFILE_PROCESS_VARIABLE = "KSEARCH_PROFILE_PROCESS"
+"""Set to 0: the worker profiles after its timing, as before the profiling process existed."""
+PROFILE_WAIT_S = 60.0
+"""How long the verdict waits, after the go, for the profile (then it goes without one)."""
+EXTENSION_MARKERS = ("load_inline", "cpp_extension")
+NAME_LIMIT = 200
+"""A kernel's name is cut to this many characters (the report is the candidate's word)."""
+
+
+def profiler_wanted(code: str, device: str, *, low_memory: bool = False) -> bool:
+    """Whether an evaluation of ``code`` on ``device`` profiles in a process of its own."""
+    return (
+        device.startswith("cuda")
+        and not low_memory
+        and not any(marker in code for marker in EXTENSION_MARKERS)
+        and os.environ.get(PROFILE_PROCESS_VARIABLE, "1") != "0"
+    )
+
+
+def ask_profiler(profiler: WorkerProcess, code: str, request: WorkerRequest) -> None:
+    """Give ``profiler`` the candidate and its request (the worker's, in mode ``profile``, on public seeds, never the
+    evaluation's secret salts): it waits for the go (``collect``)."""
+    (profiler.work / CANDIDATE_FILE).write_text(code, encoding="utf-8")
+    own = request.model_copy(update={
+        "mode": "profile", "candidate_path": str(profiler.work / CANDIDATE_FILE),
+        "result_path": str(profiler.result_path), "support_dir": str(profiler.work / "_support"),
+        "salt": 0, "bench_salt": 0, "staging": None, "timing": False, "profile": False, "cache_autotuning": True,
+        "yardstick_rounds": 0,
+    })  # fmt: skip
+    profiler.send(own.model_dump_json())
+
+
+@dataclass
+class ProfileReport:
+    """What the parent takes from a profiling process."""
+
+    profiles: list[ShapeProfile] = field(default_factory=list)
+    stage_seconds: dict[str, float] = field(default_factory=dict)
+    """The process's own breakdown (``profile_wait``, ``profile_import``, ``profile_start``, ``profile_calls``...)."""
+    wait_s: float = 0.0
+    """From the go to the report: what the verdict waited for the profile."""
+    problem: str = ""
+    """Why there is no profile, when a profile was asked for and none came."""
+
+
+def collect(profiler: WorkerProcess, *, go: bool, configs: list[str], timeout_s: float = PROFILE_WAIT_S) -> ProfileReport:
+    """Send the go (``go``: the worker passed and was timed) and read the report within ``timeout_s``; without the go
+    nothing is asked. The caller kills the process either way."""
+    if not go:
+        return ProfileReport()
+    asked = time.monotonic()
+    if not profiler.send(json.dumps({"op": PROFILE_GO})):
+        return ProfileReport(problem="the profiling process had exited before it was asked (its stderr is in the "
+                             "evaluation folder while it runs)")  # fmt: skip
+    finished = profiler.wait_exit(timeout_s)
+    waited = round(time.monotonic() - asked, 3)
+    if not finished:
+        return ProfileReport(wait_s=waited, problem=f"the profile was not ready within {timeout_s:g} s")
+    try:
+        report = WorkerResult.model_validate_json(profiler.result_path.read_text(encoding="utf-8"))
+    except (ValidationError, OSError, UnicodeDecodeError) as exc:
+        return ProfileReport(wait_s=waited, problem=f"the profiling process left no readable report ({type(exc).__name__})")
+    stages = {k: v for k, v in report.stage_seconds.items() if k.startswith("profile_")}
+    if report.verdict != Verdict.PASSED:
+        last = (report.error.strip().splitlines() or ["?"])[-1][:200]
+        return ProfileReport(stage_seconds=stages, wait_s=waited, problem=f"the profiling process failed: {last}")
+    profiles = bounded(report.profile, configs)
+    problem = "" if profiles else "the profiling process profiled no call"
+    return ProfileReport(profiles=profiles, stage_seconds=stages, wait_s=waited, problem=problem)
+
+
+def bounded(profiles: list[ShapeProfile], configs: list[str]) -> list[ShapeProfile]:
+    """The report's profiles of ``configs``, in their order, one each, with at most ``PROFILE_KERNELS`` kernels of
+    names at most ``NAME_LIMIT`` long: all a candidate-written report can put in a prompt."""
+    first: dict[str, ShapeProfile] = {}
+    for profile in profiles:
+        first.setdefault(profile.config, profile)
+    kept = []
+    for name in configs:
+        profile = first.get(name)
+        if profile is None:
+            continue
+        kernels = [k.model_copy(update={"name": k.name[:NAME_LIMIT]}) for k in profile.kernels[:PROFILE_KERNELS]]
+        kept.append(profile.model_copy(update={"kernels": kernels}))
+    return kept
