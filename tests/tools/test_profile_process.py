@@ -196,3 +196,15 @@ def test_the_profiling_process_is_stopped_while_the_worker_times() -> None:
     assert "T" in states  # stopped while the worker timed
     first_stop = states.index("T")
     assert any(s != "T" for s in states[first_stop:])  # and running again after (to profile, then killed)
+
+
+def test_a_gpu_profile_without_device_activity_is_no_profile() -> None:
+    """CUPTI restricted to administrators (a common cluster setting) gives a session with no kernels: that is said,
+    not reported as calls that launch nothing."""
+    from ksearch.tools.evaluator.kernel_profile import NoDeviceActivity, require_device_activity
+
+    with pytest.raises(NoDeviceActivity, match="NVreg_RestrictProfilingToAdminUsers"):
+        require_device_activity("cuda:0", 7, [])
+    require_device_activity("cuda:0", 7, [("k", 0.0, 1.0)])
+    require_device_activity("cpu", 2, [])  # the CPU has no device activity to see
+    require_device_activity("cuda", 0, [])  # nothing was profiled

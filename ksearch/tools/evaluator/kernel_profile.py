@@ -94,6 +94,19 @@ def recorded(profiler: Any) -> tuple[dict[str, tuple[float, float]], list[tuple[
     return ranges, spans
 
 
+class NoDeviceActivity(RuntimeError):
+    """The profiler ran but saw no kernel: a profile would claim calls that launch nothing."""
+
+
+def require_device_activity(device: str, calls: int, spans: list[tuple[str, float, float]]) -> None:
+    """Raise ``NoDeviceActivity`` where calls on a GPU were profiled and the profiler saw no device activity at all."""
+    if device.startswith("cuda") and calls and not spans:
+        raise NoDeviceActivity(
+            "the profiler recorded no kernel on the GPU (CUPTI gave no device activity: on nodes where the driver "
+            "restricts profiling to administrators, NVreg_RestrictProfilingToAdminUsers=1, that must be lifted)"
+        )
+
+
 def activities(device: str = "cuda") -> list[Any]:
     """What the profiler records: host activity (the marked ranges) and, on a GPU, device activity (the kernels)."""
     from torch.profiler import ProfilerActivity
@@ -148,6 +161,7 @@ def profile_shapes(worker: Any, module: Any) -> list[ShapeProfile]:
         calls_ended = time.perf_counter()
     stopped = time.perf_counter()
     ranges, spans = recorded(profiler)
+    require_device_activity(worker.device, len(calls), spans)
     # Where the stage's time goes (the profiler's start, the calls, its stop, reading its events), in the evaluation's
     # stage times: the profile's cost is a target of its own (bench/evidence.py).
     for stage, seconds in (("profile_start", calls_started - started), ("profile_calls", calls_ended - calls_started),

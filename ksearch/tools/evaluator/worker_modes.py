@@ -17,7 +17,7 @@ from ksearch.tools.evaluator.kernel_profile import profile_shapes
 from ksearch.tools.evaluator.ledger import alternating
 from ksearch.tools.evaluator.scout import compile_threads, dry_pass, scouting
 from ksearch.tools.evaluator.timing_runner import WorkerTimingRunner
-from ksearch.tools.evaluator.worker_process import cache_autotuning, diagnostic
+from ksearch.tools.evaluator.worker_process import cache_autotuning
 from ksearch.tools.timing.methods import Robust, TimingMethod
 
 if TYPE_CHECKING:
@@ -75,7 +75,10 @@ def run_profiler(worker: Worker) -> WorkerResult:
     except CandidateFailure as failure:
         return worker.result(failure.verdict, error=failure.error)
     worker.mark("profile_import")
-    worker.profiles = diagnostic(lambda: profile_shapes(worker, module), [])
+    try:
+        worker.profiles = profile_shapes(worker, module)
+    except Exception as exc:  # noqa: BLE001 - a diagnostic: the parent notes why there is no profile
+        return worker.result(Verdict.RUNTIME_ERROR, error=f"{type(exc).__name__}: {exc}")
     worker.configs_passed = len(worker.profiles)
     return worker.result(Verdict.PASSED)
 
