@@ -244,7 +244,7 @@ def test_block_length_range_matches_the_robust_loop() -> None:
 def test_numbered_handoffs_catch_a_split_call(method: str) -> None:
     ledger = _run(method, {1: 1}, numbered=True)
     finding = ledger_module._numbering_problem("b", ledger.by_config()[1], method)
-    assert finding is not None and "handed off the output of its timed window" in finding.evidence, finding
+    assert finding is not None and "the harness named its timed window" in finding.evidence, finding
 
 
 def test_a_loop_completed_with_forged_windows_after_the_harness_stopped_is_caught() -> None:
@@ -277,4 +277,50 @@ def test_a_last_window_without_a_handoff_is_forged_where_the_harness_names_its_w
     ledger.windows.append(Window(0, 0, last.closed + 1e-4, last.closed + 2e-4, list(last.samples_ms)))
     finding = ledger_module._numbering_problem("a", ledger.by_config()[0], "robust")
     assert finding is not None and "was not handed to the checker" in finding.evidence
-    assert ledger_module._numbering_problem("a", ledger.by_config()[0], "compare") is None  # compare checks nothing
+    finding = ledger_module._numbering_problem("a", ledger.by_config()[0], "compare")  # its runs' ends name them
+    assert finding is not None and "nor named at the end of its run" in finding.evidence
+
+
+def _compare_ledger(rounds: int = 4, forged_in: int | None = None) -> TimingLedger:
+    """Compare mode's runs as its worker sends them: robust blocks of 1 ms calls, each run ended by the harness's
+    count of its windows (``ran``); ``forged_in``: in that run, the candidate closes the last block after 5 calls and
+    chains a forged block of 10 calls before the harness's own close, every block of a size the loop could make."""
+    ledger, now = TimingLedger(), 0.0
+    for run in range(2 * rounds):
+        blocks = [4, 10, 10, 10]
+        for k, calls in enumerate(blocks):
+            ledger.go(0, run, now)
+            now += calls * 1e-3 + (0.05 if k == 0 else 0.01)  # each block behind its spin kernel
+            if run == forged_in and k == len(blocks) - 1:
+                ledger.timed(0, [1.0] * 5, now - 6e-3)
+                ledger.go(0, run, now - 5.9e-3)
+                ledger.timed(0, [1.0] * 10, now - 0.5e-3)
+                ledger.go(0, run, now - 0.49e-3)
+            ledger.timed(0, [1.0] * calls, now)
+        ledger.ran(0, run, len(blocks))
+        now += 0.2
+    return ledger
+
+
+def test_compare_runs_end_with_the_harness_count_of_their_blocks() -> None:
+    """Compare mode hands nothing to the checker, so a red-team review (session 18) could chain forged blocks inside a
+    block; the harness's message that ends each run counts the run's blocks, and names its last one."""
+    honest = _compare_ledger()
+    assert judge_loops(honest, "compare", ["a"]) is None
+    assert all(w.numbers == ([4] if i % 4 == 3 else []) for i, w in enumerate(honest.by_config()[0]))
+    forged = _compare_ledger(forged_in=3)
+    finding = judge_loops(forged, "compare", ["a"])
+    assert finding is not None and "the harness named its timed window 4, the 6th" in finding.evidence, finding
+    for window in forged.windows:  # without the count, the loop's other rules see blocks it could have made
+        window.numbers.clear()
+    assert judge_loops(forged, "compare", ["a"]) is None
+
+
+def test_a_runs_end_that_names_no_window_of_it_is_out_of_order() -> None:
+    ledger = _compare_ledger(rounds=1)
+    ledger.ran(0, 0, 4)  # run 0 ended again after run 1's windows
+    ledger.ran(0, 1, True)  # a count that is no number
+    assert ledger.malformed[0].startswith("config 0: the end of run 0 where no window")
+    assert ledger.malformed[1] == "the end of a run without its config, run or window count"
+    finding = judge_loops(ledger, "compare", ["a"])
+    assert finding is not None and "out of order" in finding.evidence

@@ -140,7 +140,7 @@ def test_every_number_a_window_is_handed_off_with_must_agree() -> None:
     third = ledger.by_config()[0][2]
     third.numbers[:] = [3, 2]
     finding = ledger_module._numbering_problem("a", ledger.by_config()[0], "gpumode")
-    assert finding is not None and "handed off the output of its timed window" in finding.evidence
+    assert finding is not None and "the harness named its timed window" in finding.evidence
 
 
 def test_a_numbered_loop_whose_last_handoff_names_no_window_is_forged() -> None:

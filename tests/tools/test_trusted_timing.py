@@ -121,3 +121,31 @@ def test_the_reader_drains_every_waiting_record_with_its_send_stamp() -> None:
     finally:
         parent.close()
         child.close()
+
+
+def test_compare_mode_runs_reach_the_parent_named_by_their_ends(device: str) -> None:
+    """Compare mode through the real session and worker: every run's last window is named by the message that ends
+    the run, and the parent's judgement of the loops accepts them (``judge_loops``; the per-window allowances of
+    robust blocks, spin kernel included, are the GPU's to check: on the CPU's wall-clock events they do not hold)."""
+    if device != "cpu":
+        pytest.skip("compare() itself runs on the GPU (tests/tools/test_compare.py); this is its path on the CPU")
+    compare_module = importlib.import_module("ksearch.tools.evaluator.compare")
+    from ksearch.tasks.registry import resolve_task
+    from ksearch.tools.evaluator import EvaluatorSession
+
+    code = (FORGERS / "honest_slow.py").read_text(encoding="utf-8")
+    requests = [EvalRequest(candidate=Candidate(task="softmax", language="triton", code=code + f"\n# {tag}\n"),
+                            device="cpu", timing=True) for tag in ("a", "b")]  # fmt: skip
+    task = resolve_task("softmax")
+    with EvaluatorSession("cpu", prestart=False) as session:
+        outcome = compare_module._run_pair(session, *requests, task, 2)
+    names = [c.name for c in task.benchmark_configs("cpu")]
+    ledger = outcome.ledger
+    for index in range(len(names)):
+        windows = ledger.by_config()[index]
+        for run in range(4):
+            mine = [w for w in windows if w.run == run]
+            assert mine and mine[-1].numbers == [len(mine)] and not any(w.numbers for w in mine[:-1])
+    from ksearch.tools.evaluator.ledger import judge_loops
+
+    assert judge_loops(ledger, "compare", names) is None

@@ -236,9 +236,14 @@ def test_compare_times_both_candidates_in_alternating_runs_on_the_same_inputs(ch
         assert len(comparison.incumbent_ms) == len(comparison.challenger_ms) == 4
         assert all(ms > 0 for ms in comparison.incumbent_ms + comparison.challenger_ms)
     runs: dict[int, list[int]] = {}
+    ends: dict[int, list[tuple[int, int]]] = {}
     for message in map(json.loads, channel.sent):
         if message.get("op") == "go":
             runs.setdefault(message["config"], []).append(message["run"])
-    for indices in runs.values():  # 4 rounds of two runs per config, in order
+        elif message.get("op") == "ran":  # each run ends with the harness's count of its windows
+            ends.setdefault(message["config"], []).append((message["run"], message["windows"]))
+            assert runs[message["config"]][-1] == message["run"]  # right after the run's last window
+    for config, indices in runs.items():  # 4 rounds of two runs per config, in order
         assert sorted(set(indices)) == list(range(8)) and indices == sorted(indices)
+        assert ends[config] == [(run, indices.count(run)) for run in range(8)]
     assert not channel.handoffs  # unaudited: both were checked before they were compared

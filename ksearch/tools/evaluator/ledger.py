@@ -236,6 +236,18 @@ class TimingLedger:
             last.fresh = True
         self._seen_activations.add(key)
 
+    def ran(self, config: object, run: object, windows: object) -> None:
+        """The end of a method run that hands nothing to the checker (compare mode): the harness's count of the run's
+        timed windows names the run's last window, as a handoff names the window it audits (``_numbering_problem``)."""
+        if not all(isinstance(x, int) and not isinstance(x, bool) for x in (config, run, windows)):
+            self.malformed.append("the end of a run without its config, run or window count")
+            return
+        last = next((w for w in reversed(self.windows) if not w.null), None)
+        if last is None or last.closed is None or (last.config, last.run) != (config, run):
+            self.malformed.append(f"config {config}: the end of run {run} where no window of it was just closed")
+            return
+        last.numbers.append(windows)  # type: ignore[arg-type]
+
     def relay(self, sent: float, answered: float) -> None:
         self.relays.append((sent, max(sent, answered)))
 
@@ -532,21 +544,22 @@ def _schedule_problem(name: str, loop: list[Window], method: str, timeline: _Tim
 
 def _numbering_problem(name: str, timed: list[Window], method: str) -> Finding | None:
     """Every handoff names the window it audits by the harness's count of the run's timed windows; the parent's count
-    must agree, and the run's last window (which every method hands to the checker) must be named, which pins the
-    number of windows to the harness's own (a red-team review, session 18: a candidate that predicted where GPU MODE's
-    stop rule would end the harness's loop wrote the rest of a 100-repeat loop as forged windows inside the last call,
-    52-83 % low, every rule above passing)."""
+    must agree, and the run's last window (which every method hands to the checker, and which compare mode, checking
+    nothing, names in the message that ends the run: ``TimingLedger.ran``) must be named, which pins the number of
+    windows to the harness's own (a red-team review, session 18: a candidate that predicted where GPU MODE's stop rule
+    would end the harness's loop wrote the rest of a 100-repeat loop as forged windows inside the last call, 52-83 %
+    low, every rule above passing; in compare mode, forged blocks chained inside a block)."""
     for position, window in enumerate(timed, start=1):
         named = [n for n in window.numbers if n is not None]
         if any(n != position for n in named):
-            return Finding("timing_forgery", f"config {name}: the harness handed off the output of its timed window "
-                           f"{named[0]}, the {position}th window the evaluator saw: windows were added to the harness's "
-                           "loop")  # fmt: skip
-    if method != "compare" and timed and not any(n is not None for n in timed[-1].numbers):
+            return Finding("timing_forgery", f"config {name}: the harness named its timed window {named[0]}, the "
+                           f"{position}th window the evaluator saw (in a handoff to the checker, or at the end of its "
+                           "run): windows were added to the harness's loop")  # fmt: skip
+    if timed and not any(n is not None for n in timed[-1].numbers):
         if any(n is not None for w in timed for n in w.numbers):
             return Finding("timing_forgery", f"config {name}: the last of {len(timed)} timed windows was not handed to "
-                           "the checker, as the harness does with the last window of every loop: windows were added "
-                           "after it")  # fmt: skip
+                           "the checker (nor named at the end of its run), as the harness does with the last window of "
+                           "every loop: windows were added after it")  # fmt: skip
     return None
 
 

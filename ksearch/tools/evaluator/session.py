@@ -274,12 +274,14 @@ class EvaluatorSession:
             for stamp, line in lines:  # stamp: when the worker sent the line (the kernel's clock where it stamps)
                 message = parse_message(line)
                 op = message.get("op")
-                if op in ("go", "timed"):
+                if op in ("go", "timed", "ran"):
                     if outcome.phase == "timing":
                         if op == "go":
                             ledger.go(message.get("config"), message.get("run"), stamp, null=message.get("null") is True)
-                        else:
+                        elif op == "timed":
                             ledger.timed(message.get("config"), message.get("samples"), stamp)
+                        else:
+                            ledger.ran(message.get("config"), message.get("run"), message.get("windows"))
                     continue
                 if op == "phase":
                     now = time.monotonic()

@@ -186,6 +186,13 @@ class WorkerTimingRunner:
             self._send('{"op": "timed", "config": %d, "samples": [%s]}' % (self.index, ", ".join(map(repr, samples))))
         return samples
 
+    def end_run(self) -> None:
+        """Announce the end of this method run with the count of its timed windows (compare mode, where no handoff
+        names them: ``TimingLedger.ran``)."""
+        if self.windows:
+            self._send('{"op": "ran", "config": %d, "run": %d, "windows": %d}'
+                       % (self.index, self.run, self._closed.get(self.run, 0)))  # fmt: skip
+
     def null_window(self) -> None:
         if not self.windows:
             return

@@ -127,6 +127,7 @@ def run_compare(worker: Worker, incumbent: Any, challenger: Any) -> None:
         for run_index, side in enumerate(alternating(worker.request.rounds)):
             runners[side].run = run_index  # the parent assigns each run's windows to a side by this order
             run = block.run(runners[side], flush_l2=worker.request.flush_l2)
+            runners[side].end_run()  # names the run's last window: nothing is handed to the checker here
             medians[side].append(statistics.median(run.samples_ms))
         worker.comparison.append(
             CompareSamples(config=config.name, incumbent_ms=medians["a"], challenger_ms=medians["b"])
