@@ -220,9 +220,10 @@ class EvaluatorSession:
     ) -> Outcome:
         """Send ``request`` to ``worker`` and relay its handoffs to the checker until it exits or a limit passes;
         ``scout`` (already asked) is stopped when the worker settles or starts timing; ``paused`` (the profiling
-        process, which may still be starting the profiler) is stopped (SIGSTOP) while the worker times, so that
-        nothing but the harness's own processes takes CPU time then (on the 2-core CI machine a profiler's start
-        beside the timing read as 7 ms of unexplained time per window), and resumed when the worker ends."""
+        process, which may still be starting the profiler: seconds of CPU work) is stopped (SIGSTOP) while the
+        worker times and resumed when the worker ends, so that nothing of the evaluation but the worker, the checker
+        and this process runs then. (On an H100 a process starting CUPTI beside one timing launches did not slow
+        them, bench/profile_start.py; on a node with few cores per GPU it would compete for them.)"""
         try:
             return self._run(worker, request, compile_timeout_s=compile_timeout_s, run_timeout_s=run_timeout_s,
                              evaluation=evaluation, scout=scout, paused=paused)  # fmt: skip
