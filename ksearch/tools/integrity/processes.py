@@ -17,6 +17,7 @@ from ksearch.tools.integrity.vocabulary import (
     FRAME_ATTRS,
     IMPORT_RULES,
     INTROSPECTION_CALLS,
+    NATIVE_LOADERS,
     PROCESS_CALLS,
     SAFE_THREADING,
     TORCH_POOLS,
@@ -115,6 +116,11 @@ class ProcessRules(ScannerBase):
         name = self.resolve(node)
         if matches(name, ("sys.modules", "sys._getframe", "sys.meta_path", "sys.path_hooks", "sys._current_frames")):
             yield self.finding("harness_introspection", node, f"uses {name}")
+        native = matches(name, NATIVE_LOADERS)
+        if native and not matches(self.resolve(node.value), NATIVE_LOADERS):  # once per chain, at its first match
+            yield self.finding("result_forgery", node, f"uses {native}, which builds or loads native code the rules "
+                               "cannot read (C++/CUDA goes through torch.utils.cpp_extension.load_inline, whose "
+                               "sources are checked)")  # fmt: skip
 
     def _harness_name(self, node: ast.Name) -> Iterator[Finding]:
         if node.id in ("__builtins__", "__loader__", "__spec__"):

@@ -17,6 +17,7 @@ from ksearch.tools.integrity.vocabulary import (
     C_SOURCE_MARK,
     ENV_SOURCE,
     HOST_IO_SOURCE,
+    NATIVE_EVASION_SOURCE,
     PIP_SOURCE,
     PROC_MEMORY_SOURCE,
     RESULT_SOURCE,
@@ -43,7 +44,12 @@ class SourceRules(ScannerBase):
             yield self.finding("harness_introspection", node, f"names a file that shadows a module ({text[:60]!r})")
         if PIP_SOURCE.search(text):
             yield self.finding("subprocess_or_network", node, f"installs a package or names a URL ({text[:60]!r})")
-        host_io = HOST_IO_SOURCE.search(text) if C_SOURCE_MARK.search(text) else None
+        c_source = C_SOURCE_MARK.search(text) is not None
+        evasion = NATIVE_EVASION_SOURCE.search(text) if c_source else None
+        if evasion is not None:
+            yield self.finding("result_forgery", node, "the CUDA/C++ source builds names by token pasting ('##'): no "
+                               "rule can read what they name; write the names out")  # fmt: skip
+        host_io = HOST_IO_SOURCE.search(text) if c_source else None
         if host_io is not None:
             yield self.finding("result_forgery", node, f"the CUDA/C++ source calls the operating system "
                                f"({host_io.group(0).strip()[:40]!r}: files, descriptors, sockets or processes; the "

@@ -104,6 +104,11 @@ ENV_SOURCE = re.compile(r"/proc/(self|\d+|thread-self)/environ|\bgetenv\s*\(|\be
 DYNAMIC_BUILTINS = frozenset({"exec", "eval", "compile", "__import__", "breakpoint"})
 DYNAMIC_MODULES = ("importlib", "runpy", "marshal", "pickle", "cPickle", "dill", "cloudpickle", "shelve", "code",
                    "codeop", "imp", "zipimport", "pkgutil", "types.CodeType", "types.FunctionType", "pydoc")  # fmt: skip
+NATIVE_LOADERS = ("triton.runtime.build", "triton.backends", "torch.utils.cpp_extension.load")
+"""Native code built or loaded where the source scanner cannot read it: Triton's C builder (``compile_module_from_src``
+compiles and imports any C, a red-team review's route in session 19), its backends' drivers, extensions built from
+files (shared libraries loaded by path are ``reach.DENIED_CALLS``). ``torch.utils.cpp_extension.load_inline`` stays
+allowed: its sources are strings in the file, judged by the rules on CUDA/C++ source."""
 FINGERPRINT_CALLS = ("hashlib", "zlib.crc32", "zlib.adler32", "binascii.crc32", "xxhash", "pickle.dumps")
 FINGERPRINT_METHODS = frozenset({"data_ptr", "tobytes", "untyped_storage", "storage", "_cdata", "tolist", "item",
                                  "numpy", "__hash__", "_version", "storage_offset", "hexdigest", "digest"})  # fmt: skip
@@ -146,6 +151,7 @@ IMPORT_RULES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("subprocess_or_network", PROCESS_MODULES),
     ("harness_introspection", INTROSPECTION_MODULES),
     ("dynamic_code", DYNAMIC_MODULES),
+    ("result_forgery", NATIVE_LOADERS),
     ("cuda_graph_replay", GRAPH_CALLS),
     ("tensor_subclass", SUBCLASS_CALLS),
     ("environment_access", ("os.environ", "os.getenv", "os.environb", "os.putenv", "posix")),
@@ -167,6 +173,10 @@ libraries. A kernel's host code launches kernels and allocates tensors through t
 the harness's channel (a socket the worker holds: a forged ``timed``, found by a red-team review in session 17) or
 read another process's files, from where no rule about Python can look. ``printf``/``fprintf`` stay allowed (they
 write on the worker's own standard streams)."""
+NATIVE_EVASION_SOURCE = re.compile(r"##")
+"""Token pasting in a CUDA/C++ source: ``CAT(wri, te)`` reaches ``write`` without spelling it (found by a red-team
+review in session 19), so no rule on the source's names could see it. A kernel's host code needs none; write the
+names out. (The Python C API in C++ is ``reach.PYTHON_C_API``'s.)"""
 C_SOURCE_MARK = re.compile(r"[;{]|#include")
 """A string is judged as C/C++ source only when it has one of these (prose and paths have none)."""
 PROC_MEMORY_SOURCE = re.compile(r"/proc/(self|\d+)/(mem|maps|fd)|/dev/mem")
