@@ -225,6 +225,7 @@ def test_compare_assigns_each_run_to_a_side_by_its_place_in_the_abba_order() -> 
             ledger.go(0, run, now)
             now += (calls * medians[side] + (50.0 if calls == 4 else 4 * medians[side])) / 1e3
             ledger.timed(0, [medians[side]] * calls, now)
+        ledger.ran(0, run, 2)  # the harness's count of the run's blocks
     outcome = Outcome(ledger=ledger, calibration=CAL.model_dump())
     [config] = samples_from_ledger(outcome, ["a"], 3, flush_l2=False)
     assert config.incumbent_ms == [2.0, 2.0, 2.0] and config.challenger_ms == [1.0, 1.0, 1.0]

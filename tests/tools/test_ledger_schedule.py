@@ -133,8 +133,11 @@ def test_a_robust_split_that_claims_a_legal_block_is_caught_by_the_block_after_i
         ledger = _run("robust", {4: 8})  # the second block's first call (the first block holds 4)
         finding = judge_loops(ledger, "robust", ["a", "b"])
         assert finding is not None and "not followed by exactly one handoff" in finding.evidence, finding
-        for window in ledger.windows:
-            window.audits.clear()
+        for config, windows in ledger.by_config().items():  # compare: no handoffs, each run ends with a count,
+            for window in windows:  # here one that agrees with the parent's (an in-process count bumped to match)
+                window.audits.clear()
+                window.numbers.clear()
+            windows[-1].numbers.append(len(windows))
         finding = judge_loops(ledger, "compare", ["a", "b"])
         assert finding is not None and "block 3 holds" in finding.evidence, finding
 
@@ -159,6 +162,7 @@ def test_runs_are_numbered_in_order_and_only_compare_has_more_than_one() -> None
     for run, now in ((0, 0.0), (1, 1.0), (0, 2.0)):  # a run 0 again after run 1
         compare.go(0, run, now)
         compare.timed(0, [1.0] * 4, now + 0.01)
+        compare.ran(0, run, 1)
     finding = judge_loops(compare, "compare", ["a"])
     assert finding is not None and "numbers the runs" in finding.evidence, finding
     compare.windows[-1].run = 2
@@ -313,6 +317,13 @@ def test_compare_runs_end_with_the_harness_count_of_their_blocks() -> None:
     assert finding is not None and "the harness named its timed window 4, the 6th" in finding.evidence, finding
     for window in forged.windows:  # without the count, the loop's other rules see blocks it could have made
         window.numbers.clear()
+    finding = judge_loops(forged, "compare", ["a"])  # and a compare run that ends without the count is refused
+    assert finding is not None and "nor named at the end of its run" in finding.evidence, finding
+    by_run: dict[int, list[Window]] = {}
+    for window in forged.by_config()[0]:
+        by_run.setdefault(window.run, []).append(window)
+    for windows in by_run.values():  # a count bumped in the worker's process to the parent's: the block sizes pass
+        windows[-1].numbers.append(len(windows))
     assert judge_loops(forged, "compare", ["a"]) is None
 
 

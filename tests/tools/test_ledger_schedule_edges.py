@@ -125,6 +125,7 @@ def test_a_compare_config_whose_runs_start_at_one_is_forged() -> None:
     for run, now in ((1, 0.0), (2, 1.0)):
         ledger.go(0, run, now)
         ledger.timed(0, [1.0] * 4, now + 0.01)
+        ledger.ran(0, run, 1)  # the harness's count of the run's windows
     assert "numbers the runs" in _evidence(ledger, "compare")
     for window in ledger.windows:
         window.run -= 1

@@ -39,6 +39,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from ksearch.contracts.exchange import CheckerCommand, CheckResult, Handoff, StagingHandle, WorkerRequest, WorkerResult
 from ksearch.tools.evaluator.ledger import TimingLedger
 from ksearch.tools.evaluator.processes import CheckerFailure, CheckerProcess, LineReader, WorkerProcess, parse_message
+from ksearch.tools.evaluator.sandbox import read_report
 
 CHECKER_START_S = 180.0
 """Time allowed for the checker to import torch and initialise the device."""
@@ -254,6 +255,7 @@ class EvaluatorSession:
         deadline = go + compile_timeout_s
         phase_started = go
         worker.send(request.model_dump_json())
+        timing_seen = False
         backlog = list(worker.backlog)
         worker.backlog.clear()
         while True:
@@ -276,7 +278,10 @@ class EvaluatorSession:
                 message = parse_message(line)
                 op = message.get("op")
                 if op in ("go", "timed", "ran"):
-                    if outcome.phase == "timing":
+                    # Recorded from the first ``timing`` phase on, whatever phase is announced after it: a candidate
+                    # writing ``phase`` lines on the channel could otherwise hide the harness's own records (a
+                    # red-team review, session 19). No honest phase after timing sends any.
+                    if timing_seen:
                         if op == "go":
                             ledger.go(message.get("config"), message.get("run"), stamp, null=message.get("null") is True)
                         elif op == "timed":
@@ -289,6 +294,7 @@ class EvaluatorSession:
                     outcome.phase_seconds[outcome.phase] = round(now - phase_started, 3)
                     phase_started = now
                     new = str(message.get("phase", outcome.phase))
+                    timing_seen = timing_seen or new == "timing"
                     if new in ("run", "timing") and outcome.phase in ("start", "load"):
                         deadline = now + run_timeout_s
                     if new == "timing" and scout is not None:  # a worker without a checker never settles
@@ -301,17 +307,17 @@ class EvaluatorSession:
                     if op == "settle" and scout is not None:
                         self.stop_scout(scout, outcome, grace_s=SCOUT_GRACE_S)
                         scout = None
-                    if op == "handoff" and outcome.phase == "timing":
+                    if op == "handoff" and timing_seen:
                         _ledger_handoff(ledger, message)
                     asked = time.monotonic()
                     answer = self._relay(message, evaluation, max(1.0, deadline - asked), outcome)
                     outcome.checker_s += time.monotonic() - asked
                     if answer is None or not worker.send(json.dumps(answer)):
                         break
-                    if outcome.phase == "timing":  # the worker waited from its request to this answer
+                    if timing_seen:  # the worker waited from its request to this answer
                         ledger.relay(stamp, time.time())
             backlog = []
-            if outcome.phase == "timing" and ledger.malformed:
+            if timing_seen and ledger.malformed:
                 # Decided: only a candidate writing on the harness's channel puts records out of order. Waiting for the
                 # rest of the loop (a second full evaluation, were it judged later) would only spend GPU time.
                 outcome.stopped_out_of_order = True
@@ -336,9 +342,12 @@ class EvaluatorSession:
         scout.kill()
         if not finished:
             return
+        text, _ = read_report(scout.result_path)
+        if text is None:
+            return
         try:
-            report = WorkerResult.model_validate_json(scout.result_path.read_text(encoding="utf-8"))
-        except (ValidationError, OSError, UnicodeDecodeError):
+            report = WorkerResult.model_validate_json(text)
+        except ValidationError:
             return
         outcome.scout_s = round(sum(report.stage_seconds.values()), 3)
 
@@ -370,11 +379,15 @@ class EvaluatorSession:
         outcome.returncode = worker.process.returncode
         outcome.stdout, outcome.stderr = worker.output()
         outcome.wall_s = time.monotonic() - started
-        if not timed_out and worker.result_path.exists():
-            try:
-                outcome.result = WorkerResult.model_validate_json(worker.result_path.read_text(encoding="utf-8"))
-            except (ValidationError, OSError, UnicodeDecodeError) as exc:
-                outcome.unreadable = f"{type(exc).__name__}: {exc}"[:500]
+        if not timed_out and os.path.lexists(worker.result_path):
+            text, why = read_report(worker.result_path)
+            if text is None:
+                outcome.unreadable = why
+            else:
+                try:
+                    outcome.result = WorkerResult.model_validate_json(text)
+                except ValidationError as exc:
+                    outcome.unreadable = f"{type(exc).__name__}: {exc}"[:500]
         return outcome
 
     # -- the checker's side of an evaluation ---------------------------------------------------------------------
