@@ -57,8 +57,8 @@ def test_a_wrong_guess_of_the_device_starts_the_processes_again_on_the_probed_on
     report = _spawns("auto", guess="cuda")
     assert report["verdict"] == "passed"
     assert [(s["module"], s["device"]) for s in report["spawned"]] == [
-        (CHECKER, "cuda"), (WORKER, "cuda"), (WORKER, "cuda"), (CHECKER, "cpu"), (WORKER, "cpu")
-    ]  # on cuda, the Triton kernel's compile scout too
+        (CHECKER, "cuda"), (WORKER, "cuda"), (WORKER, "cuda"), (WORKER, "cuda"), (CHECKER, "cpu"), (WORKER, "cpu")
+    ]  # on cuda, the Triton kernel's compile scout and the profiling process too
 
 
 def test_the_evaluator_package_imports_without_torch() -> None:

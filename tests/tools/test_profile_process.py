@@ -208,3 +208,28 @@ def test_a_gpu_profile_without_device_activity_is_no_profile() -> None:
     require_device_activity("cuda:0", 7, [("k", 0.0, 1.0)])
     require_device_activity("cpu", 2, [])  # the CPU has no device activity to see
     require_device_activity("cuda", 0, [])  # nothing was profiled
+
+
+def test_a_report_that_is_no_regular_file_is_not_read(tmp_path: Path) -> None:
+    """The worker's folder is the candidate's to write: a FIFO where the report goes would block the parent that
+    opens it, a huge sparse file would fill its memory, a link would lead elsewhere (a red-team review, session 19)."""
+    import os
+
+    from ksearch.tools.evaluator.sandbox import REPORT_LIMIT, read_regular, read_report, read_tail
+
+    fifo = tmp_path / "fifo.json"
+    os.mkfifo(fifo)
+    started = time.monotonic()
+    assert read_regular(fifo) is None and read_tail(fifo) == ""
+    assert time.monotonic() - started < 1.0  # not blocked waiting for a writer
+    sparse = tmp_path / "sparse.json"
+    with open(sparse, "wb") as f:
+        f.truncate(REPORT_LIMIT + 1)
+    assert read_report(sparse) == (None, "the report is not a regular file of at most 64 MiB")
+    assert len(read_tail(sparse, 10)) == 10  # a log's tail is read whatever the file's size
+    real = tmp_path / "real.json"
+    real.write_text('{"verdict": "passed"}', encoding="utf-8")
+    link = tmp_path / "link.json"
+    link.symlink_to(real)
+    assert read_regular(link) is None and read_regular(real) == '{"verdict": "passed"}'
+    assert read_report(tmp_path / "missing.json") == (None, "no report")

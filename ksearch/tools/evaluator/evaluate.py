@@ -197,13 +197,17 @@ def _evaluate_once(session: EvaluatorSession, request: EvalRequest, task: Task, 
     profiler = session.take_profiler() if wants_profiler(request, low_memory=session.low_memory) else None
     probe: ResourceProbe | None = None
     shared = scout is not None or profiler is not None
-    shared_cache = session.root / SHARED_DIR / f"{evaluation_id}-triton" if shared else None
+    # Named unpredictably and created here: the shared folder is writable by every candidate of the session, and an
+    # earlier one could otherwise plant kernels or autotuner entries in the next evaluation's cache (a red-team
+    # review, session 19).
+    shared_cache = session.root / SHARED_DIR / f"{evaluation_id}-{secrets.token_hex(8)}-triton" if shared else None
     try:
         if wants_probe(request):  # beside the worker, on the CPU: nothing is timed there
             probe = _start_probe(session.root / f"{evaluation_id}-probe", request, task, method)
         (worker.work / CANDIDATE_FILE).write_text(request.candidate.code, encoding="utf-8")
         if shared_cache is not None:
-            shared_cache.mkdir(mode=0o700, parents=True, exist_ok=True)
+            shared_cache.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            shared_cache.mkdir(mode=0o700)
         if scout is not None and shared_cache is not None:
             _ask_scout(scout, request, task, method, shared_cache)
         if profiler is not None:  # it waits for the go: nothing of the candidate runs there before the worker ends

@@ -17,6 +17,7 @@ from ksearch.contracts.evaluation import Verdict
 from ksearch.contracts.exchange import WorkerRequest, WorkerResult
 from ksearch.tools.evaluator.evidence import VERDICTS_A_LIMIT_OVERRIDES, probe_report
 from ksearch.tools.evaluator.processes import CANDIDATE_FILE, WorkerProcess
+from ksearch.tools.evaluator.sandbox import read_report
 
 PROBE_GRACE_S = 5.0
 """How long the probe may still run after a verdict its figures cannot change (a timeout, a crash)."""
@@ -43,9 +44,7 @@ class ResourceProbe:
         finished = self.process.wait_exit(max(0.0, deadline - time.monotonic()))
         self.process.kill()
         seconds = round(time.monotonic() - self.process.started, 3)
-        text = None
-        if finished and self.process.result_path.exists():
-            text = self.process.result_path.read_text(encoding="utf-8", errors="replace")
+        text = read_report(self.process.result_path)[0] if finished else None
         report = probe_report(text)
         if report is None:
             why = "did not finish in time" if not finished else "left no report"

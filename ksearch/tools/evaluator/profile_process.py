@@ -32,12 +32,16 @@ from ksearch.contracts.evaluation import ShapeProfile, Verdict
 from ksearch.contracts.exchange import PROFILE_GO, WorkerRequest, WorkerResult
 from ksearch.tools.evaluator.kernel_profile import PROFILE_KERNELS
 from ksearch.tools.evaluator.processes import CANDIDATE_FILE, WorkerProcess
+from ksearch.tools.evaluator.sandbox import read_report
 
 PROFILE_PROCESS_VARIABLE = "KSEARCH_PROFILE_PROCESS"
 """Set to 0: the worker profiles after its timing, as before the profiling process existed."""
 PROFILE_WAIT_S = 60.0
 """How long the verdict waits, after the go, for the profile (then it goes without one)."""
 EXTENSION_MARKERS = ("load_inline", "cpp_extension")
+PROFILE_STAGES = frozenset({"profile_wait", "profile_import", "profile_start", "profile_calls", "profile_stop",
+                            "profile_read"})  # fmt: skip
+"""The stage times read from the process's report (the report is the candidate's word: nothing else of it)."""
 NAME_LIMIT = 200
 """A kernel's name is cut to this many characters (the report is the candidate's word)."""
 
@@ -91,11 +95,13 @@ def collect(profiler: WorkerProcess, *, go: bool, configs: list[str], timeout_s:
     waited = round(time.monotonic() - asked, 3)
     if not finished:
         return ProfileReport(wait_s=waited, problem=f"the profile was not ready within {timeout_s:g} s")
+    text, why = read_report(profiler.result_path)
     try:
-        report = WorkerResult.model_validate_json(profiler.result_path.read_text(encoding="utf-8"))
-    except (ValidationError, OSError, UnicodeDecodeError) as exc:
-        return ProfileReport(wait_s=waited, problem=f"the profiling process left no readable report ({type(exc).__name__})")
-    stages = {k: v for k, v in report.stage_seconds.items() if k.startswith("profile_")}
+        report = WorkerResult.model_validate_json(text or "")
+    except ValidationError as exc:
+        return ProfileReport(wait_s=waited, problem=f"the profiling process left no readable report "
+                             f"({why or type(exc).__name__})")  # fmt: skip
+    stages = {k: round(float(v), 3) for k, v in report.stage_seconds.items() if k in PROFILE_STAGES}
     if report.verdict != Verdict.PASSED:
         last = (report.error.strip().splitlines() or ["?"])[-1][:200]
         return ProfileReport(stage_seconds=stages, wait_s=waited, problem=f"the profiling process failed: {last}")

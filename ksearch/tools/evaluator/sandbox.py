@@ -17,6 +17,7 @@ import os
 import re
 import signal
 import site
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -136,14 +137,53 @@ def _site_dirs() -> set[str]:
     return {str(Path(d).resolve()) for d in dirs}
 
 
-def read_tail(path: Path, limit: int = 64 * 1024) -> str:
+REPORT_LIMIT = 64 << 20
+"""The largest worker report the parent reads (a report holds every timed sample: a few MB at most)."""
+
+
+def read_regular(path: Path, limit: int = REPORT_LIMIT, *, tail: bool = False) -> str | None:
+    """The text of ``path`` when it is a regular file of at most ``limit`` bytes (with ``tail``: its last ``limit``
+    bytes, whatever its size); None otherwise. A worker's folder is the candidate's to write: a FIFO put where its
+    report goes would block the parent that opens it, a huge sparse file would fill its memory, a link would lead
+    elsewhere (a red-team review, session 19). Opened without following links and without blocking."""
     try:
-        with open(path, "rb") as f:
-            f.seek(0, os.SEEK_END)
-            f.seek(max(0, f.tell() - limit))
-            return f.read().decode("utf-8", errors="replace")
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
     except OSError:
-        return ""
+        return None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            return None
+        if tail:
+            os.lseek(fd, max(0, info.st_size - limit), os.SEEK_SET)
+        elif info.st_size > limit:
+            return None
+        chunks, left = [], limit
+        while left > 0:
+            chunk = os.read(fd, min(left, 1 << 20))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+        return b"".join(chunks).decode("utf-8", errors="replace")
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def read_report(path: Path) -> tuple[str | None, str]:
+    """A worker's report (``read_regular``) and, when there is none to read, why."""
+    if not os.path.lexists(path):
+        return None, "no report"
+    text = read_regular(path)
+    if text is None:
+        return None, f"the report is not a regular file of at most {REPORT_LIMIT >> 20} MiB"
+    return text, ""
+
+
+def read_tail(path: Path, limit: int = 64 * 1024) -> str:
+    return read_regular(path, limit, tail=True) or ""
 
 
 def die_with_parent(parent_pid: int) -> None:
