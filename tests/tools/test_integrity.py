@@ -388,3 +388,21 @@ def test_side_streams_pass_the_static_rules(code: str) -> None:
     """Joined side streams are honest (issue 30): work left on one is caught at run time (``deferred_work``, the
     parent's clock), not by refusing the word ``Stream``."""
     assert _rule(code) is None
+
+
+NATIVE_ROADS = [
+    "import triton\ndef kernel(x):\n    triton.runtime.build.compile_module_from_src('', 'm')\n",
+    "import triton\nb = triton.runtime.build\ndef kernel(x):\n    b.compile_module_from_src('', 'm')\n",
+    "from triton.runtime import build\ndef kernel(x):\n    build.compile_module_from_src('', 'm')\n",
+    "import triton.backends.nvidia.driver as d\ndef kernel(x):\n    d.compile_module_from_src('', 'm')\n",
+    "from torch.utils.cpp_extension import load\ndef kernel(x):\n    load('m', ['m.cpp'])\n",
+    'SRC = """#define CAT(a, b) a##b\nint f() { return CAT(ge, tpid)(); }"""\ndef kernel(x):\n    return x\n',
+]
+
+
+@pytest.mark.parametrize("code", NATIVE_ROADS, ids=["build", "alias", "from", "backend", "load", "paste"])
+def test_native_code_the_rules_cannot_read_is_result_forgery(code: str) -> None:
+    """Triton's C builder, its backends' drivers, extensions built from files and token pasting in C sources (a
+    red-team review, session 19, built and imported C through ``triton.runtime.build``); ``load_inline``, whose
+    sources are strings in the file, stays allowed (``HONEST``)."""
+    assert _rule(code) == "result_forgery", scan(code, task_name="softmax")

@@ -339,3 +339,24 @@ def test_robust_stops_at_its_time_cap() -> None:
 
 def test_no_timed_window_breaks_no_stop_rule() -> None:
     assert ledger_module._stop_breach("a", [], "a rule") is None
+
+
+def test_a_runs_end_is_malformed_without_a_closed_window_of_it_or_with_a_count_that_is_no_int() -> None:
+    """``TimingLedger.ran``: the end of a run names the run's last closed window; before any window, while one is
+    open, or with a count that is not an int (a string, a float, a bool), it is a record out of order."""
+    empty = TimingLedger()
+    empty.ran(0, 0, 1)
+    assert empty.malformed == ["config 0: the end of run 0 where no window of it was just closed"]
+    open_window = TimingLedger()
+    open_window.go(0, 0, 1.0)
+    open_window.ran(0, 0, 1)
+    assert open_window.malformed == ["config 0: the end of run 0 where no window of it was just closed"]
+    for count in ("1", 1.0, True):
+        ledger = TimingLedger()
+        ledger.go(0, 0, 1.0)
+        ledger.timed(0, [1.0], 1.1)
+        ledger.ran(0, 0, count)
+        assert ledger.malformed == ["the end of a run without its config, run or window count"], count
+        assert ledger.windows[-1].numbers == []
+    ledger.ran(0, 0, 1)
+    assert ledger.windows[-1].numbers == [1]
