@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from ksearch.tools.integrity.base import Finding, ScannerBase
 from ksearch.tools.integrity.vocabulary import (
     C_SOURCE_MARK,
+    COMPILER_FLAG_SOURCE,
     ENV_SOURCE,
     HOST_IO_SOURCE,
     NATIVE_EVASION_SOURCE,
@@ -44,6 +45,10 @@ class SourceRules(ScannerBase):
             yield self.finding("harness_introspection", node, f"names a file that shadows a module ({text[:60]!r})")
         if PIP_SOURCE.search(text):
             yield self.finding("subprocess_or_network", node, f"installs a package or names a URL ({text[:60]!r})")
+        if COMPILER_FLAG_SOURCE.search(text):
+            yield self.finding("result_forgery", node, f"a compiler or linker flag brings in what the source does not "
+                               f"show ({text.strip()[:40]!r}: a macro for an operating-system function, a file "
+                               "included ahead of the source, a wrapped symbol)")  # fmt: skip
         c_source = C_SOURCE_MARK.search(text) is not None
         evasion = NATIVE_EVASION_SOURCE.search(text) if c_source else None
         if evasion is not None:

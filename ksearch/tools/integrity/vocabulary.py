@@ -159,14 +159,22 @@ IMPORT_RULES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("subprocess_or_network", ("os.system", "os.popen", "os.fork", "os.exec", "os.spawn", "os.kill")),
 )
 """What importing a module (or a name from it) breaks, checked in this order; the first match is reported."""
-HOST_IO_SOURCE = re.compile(
-    r"(?<![\w.>:])(?:(?:std)?::\s*)?\b(write|pwrite|pwrite64|writev|pwritev|send|sendto|sendmsg|sendmmsg|sendfile|"
+OS_FUNCTIONS = (
+    r"(write|pwrite|pwrite64|writev|pwritev|send|sendto|sendmsg|sendmmsg|sendfile|"
     r"splice|vmsplice|socket|socketpair|connect|getsockopt|setsockopt|getsockname|getpeername|ioctl|fcntl|dup|dup2|"
     r"dup3|open|open64|openat|creat|fopen|fopen64|freopen|fdopen|mmap|mmap64|mprotect|syscall|dlopen|dlsym|dlvsym|"
     r"ptrace|process_vm_readv|process_vm_writev|popen|system|fork|vfork|execv|execve|execvp|execvpe|execl|execlp|"
-    r"execle|getppid|prctl)\s*\("
+    r"execle|getppid|prctl)"
+)
+HOST_IO_SOURCE = re.compile(
+    r"(?<![\w.>:])(?:(?:std)?::\s*)?\b" + OS_FUNCTIONS + r"\s*\("
+    # the same functions named without a call: a macro standing for one, their address taken or assigned (a red-team
+    # review, session 19: ``CAT(op, en)``; these are its neighbours that need no token pasting)
+    r"|^[ \t]*#[ \t]*define[ \t]+\w+(?:\([^)\n]*\))?[^\n/]*?(?<![\w.>:])\b" + OS_FUNCTIONS + r"\b(?!\s*\()"
+    r"|[&=,(][ \t]*(?:(?:std)?::[ \t]*)?\b" + OS_FUNCTIONS + r"\b[ \t]*[;,)]"
     r"|\b(ofstream|ifstream|fstream|filebuf)\b|<fstream>|\bstd::filesystem\b|\bsyscall\b|\b__NR_\w+|\bSYS_\w+"
-    r"|\bsysenter\b|\btorch::(save|load|pickle_save|pickle_load)\b"
+    r"|\bsysenter\b|\btorch::(save|load|pickle_save|pickle_load)\b",
+    re.MULTILINE,
 )
 """The operating system called from a CUDA/C++ source: files, descriptors, sockets, processes, system calls, native
 libraries. A kernel's host code launches kernels and allocates tensors through torch; these are how it would write on
@@ -177,6 +185,12 @@ NATIVE_EVASION_SOURCE = re.compile(r"##")
 """Token pasting in a CUDA/C++ source: ``CAT(wri, te)`` reaches ``write`` without spelling it (found by a red-team
 review in session 19), so no rule on the source's names could see it. A kernel's host code needs none; write the
 names out. (The Python C API in C++ is ``reach.PYTHON_C_API``'s.)"""
+COMPILER_FLAG_SOURCE = re.compile(
+    r"^\s*(?:-D\s*\w+(?:\([^)]*\))?=.*(?<![\w.>:])\b" + OS_FUNCTIONS + r"\b|-include\b|-imacros\b"
+    r"|-Wl,.*(?:--wrap|--defsym|-init|-fini|--undefined)\b)"
+)
+"""A compiler or linker flag of an extension build that brings in what the source's own text does not show: a macro
+defined to an operating-system function, a file included ahead of the source, a wrapped or injected symbol."""
 C_SOURCE_MARK = re.compile(r"[;{]|#include")
 """A string is judged as C/C++ source only when it has one of these (prose and paths have none)."""
 PROC_MEMORY_SOURCE = re.compile(r"/proc/(self|\d+)/(mem|maps|fd)|/dev/mem")
