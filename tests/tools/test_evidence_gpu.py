@@ -109,6 +109,8 @@ def test_eval_json_on_cuda_has_roofline_and_profile_for_every_timed_shape(tmp_pa
     assert {"_ln_proj_kernel", "_contract_kernel", "_epilogue_kernel"} <= {r.name for r in evaluation.resources}
     assert all(r.registers for r in evaluation.resources)  # the driver's figures of the loaded kernels
     assert re.search(r"profile=[0-9.]+s", evaluation.environment["stage_seconds"])
+    assert "profile_import=" in evaluation.environment["stage_seconds"]  # taken by the profiling process
+    assert "profile" not in evaluation.environment, evaluation.environment["profile"]  # no note: it came in time
 
 
 @pytest.mark.gpu
