@@ -433,3 +433,10 @@ def test_an_operating_system_function_named_without_a_call_is_result_forgery(cod
 @pytest.mark.parametrize("code", OS_NEIGHBOURS, ids=["comment", "variable", "flags"])
 def test_words_like_operating_system_functions_in_ordinary_sources_pass(code: str) -> None:
     assert _rule(code) is None, scan(code, task_name="softmax")
+
+
+@pytest.mark.parametrize("source", ["std::function<int(int, const void*, size_t)> f{write};",
+                                    "auto f = c ? write : read;", "F f = {open};"])  # fmt: skip
+def test_an_operating_system_function_held_in_braces_or_a_condition_is_result_forgery(source: str) -> None:
+    code = f'SRC = """#include <unistd.h>\\n{source}"""\ndef kernel(x):\n    return x\n'
+    assert _rule(code) == "result_forgery", scan(code, task_name="softmax")

@@ -171,7 +171,7 @@ HOST_IO_SOURCE = re.compile(
     # the same functions named without a call: a macro standing for one, their address taken or assigned (a red-team
     # review, session 19: ``CAT(op, en)``; these are its neighbours that need no token pasting)
     r"|^[ \t]*#[ \t]*define[ \t]+\w+(?:\([^)\n]*\))?[^\n/]*?(?<![\w.>:])\b" + OS_FUNCTIONS + r"\b(?!\s*\()"
-    r"|[&=,(][ \t]*(?:(?:std)?::[ \t]*)?\b" + OS_FUNCTIONS + r"\b[ \t]*[;,)]"
+    r"|(?:[&=,({?]|[^:]:)[ \t]*(?:(?:std)?::[ \t]*)?\b" + OS_FUNCTIONS + r"\b[ \t]*(?:[;,)}]|:(?!:))"
     r"|\b(ofstream|ifstream|fstream|filebuf)\b|<fstream>|\bstd::filesystem\b|\bsyscall\b|\b__NR_\w+|\bSYS_\w+"
     r"|\bsysenter\b|\btorch::(save|load|pickle_save|pickle_load)\b",
     re.MULTILINE,
