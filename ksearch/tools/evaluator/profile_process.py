@@ -30,6 +30,7 @@ from pydantic import ValidationError
 
 from ksearch.contracts.evaluation import ShapeProfile, Verdict
 from ksearch.contracts.exchange import PROFILE_GO, WorkerRequest, WorkerResult
+from ksearch.tools.evaluator.evidence import EXTENSION_MARKERS
 from ksearch.tools.evaluator.kernel_profile import PROFILE_KERNELS
 from ksearch.tools.evaluator.processes import CANDIDATE_FILE, WorkerProcess
 from ksearch.tools.evaluator.sandbox import read_report
@@ -38,7 +39,6 @@ PROFILE_PROCESS_VARIABLE = "KSEARCH_PROFILE_PROCESS"
 """Set to 0: the worker profiles after its timing, as before the profiling process existed."""
 PROFILE_WAIT_S = 60.0
 """How long the verdict waits, after the go, for the profile (then it goes without one)."""
-EXTENSION_MARKERS = ("load_inline", "cpp_extension")
 PROFILE_STAGES = frozenset({"profile_wait", "profile_import", "profile_start", "profile_calls", "profile_stop",
                             "profile_read"})  # fmt: skip
 """The stage times read from the process's report (the report is the candidate's word: nothing else of it)."""
