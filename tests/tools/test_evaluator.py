@@ -527,8 +527,8 @@ def test_other_methods_on_cuda(method: str) -> None:
     evaluation = _run(OK, device="cuda", timing_method=method)
     assert evaluation.verdict == Verdict.PASSED, evaluation.log
     assert all(t.method == method for t in evaluation.timings)
-    if method == "flashinfer":
-        assert all(t.samples == 150 for t in evaluation.timings)
+    if method == "flashinfer":  # 150 windows, the audited ones left out of the score
+        assert all(t.samples + t.windows_left_out == 150 and t.samples > 0 for t in evaluation.timings)
 
 
 CACHING = OK + (

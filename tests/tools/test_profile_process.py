@@ -196,6 +196,45 @@ def test_the_profiling_process_is_stopped_while_the_worker_times() -> None:
     assert "T" in states  # stopped while the worker timed
     first_stop = states.index("T")
     assert any(s != "T" for s in states[first_stop:])  # and running again after (to profile, then killed)
+    assert "profile_ready=" in result[0].environment["stage_seconds"]  # what the verdict waited for its start
+
+
+@pytest.mark.usefixtures("cpu_profiling")
+def test_a_prestarting_session_starts_the_next_profiling_process_when_one_is_taken_and_stops_it_while_timing() -> None:
+    """The next evaluation's profiling process starts when this one's is taken, so that its profiler's start runs
+    during this evaluation's compile and check rather than into the next verdict; it too is stopped while the
+    worker times."""
+    import threading
+
+    code = (Path(__file__).resolve().parent / "forgers" / "honest_slow.py").read_text(encoding="utf-8")
+    candidate = Candidate(task="softmax", language="triton", code=code)
+    request = EvalRequest(candidate=candidate, device="cpu", timing=True, timing_method="gpumode-benchmark")
+    with EvaluatorSession("cpu") as session:
+        taken = session.take_profiler()
+        assert session.idle_profiler is not None and session.idle_profiler is not taken
+        session.retire(taken)
+        nxt = session.idle_profiler
+        assert nxt is not None
+        states: list[str] = []
+        result: list = []
+        following = None  # started when the evaluation takes ``nxt``
+        thread = threading.Thread(target=lambda: result.append(evaluate(request, session=session)))
+        thread.start()
+        while thread.is_alive():
+            idle = session.idle_profiler
+            if following is None and idle is not None and idle is not nxt:
+                following = idle
+            if following is not None:
+                try:
+                    states.append(Path(f"/proc/{following.process.pid}/stat").read_text().rsplit(")", 1)[1].split()[0])
+                except (OSError, IndexError):
+                    pass
+            time.sleep(0.005)
+        thread.join()
+        assert session.idle_profiler is following  # still the next one after the evaluation
+    assert result[0].verdict == Verdict.PASSED, result[0].log
+    assert "T" in states  # stopped while the worker timed
+    assert states[-1] != "T"  # and running again after
 
 
 def test_a_gpu_profile_without_device_activity_is_no_profile() -> None:

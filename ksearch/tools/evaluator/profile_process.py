@@ -91,10 +91,15 @@ def collect(profiler: WorkerProcess, *, go: bool, configs: list[str], timeout_s:
     if not profiler.send(json.dumps({"op": PROFILE_GO})):
         return ProfileReport(problem="the profiling process had exited before it was asked (its stderr is in the "
                              "evaluation folder while it runs)")  # fmt: skip
-    finished = profiler.wait_exit(timeout_s)
+    # Still starting the profiler when the go came (a process taken soon after it was started): that part of the wait
+    # is its start, not the profile (the parent's clock: ``profile_ready``).
+    profiler.wait_ready(asked + timeout_s)
+    ready_s = round(max(0.0, (profiler.ready_at or asked) - asked), 3)
+    finished = _report_or_exit(profiler, asked + timeout_s)
     waited = round(time.monotonic() - asked, 3)
     if not finished:
-        return ProfileReport(wait_s=waited, problem=f"the profile was not ready within {timeout_s:g} s")
+        return ProfileReport(wait_s=waited, problem=f"the profile was not ready within {timeout_s:g} s",
+                             stage_seconds={"profile_ready": ready_s})  # fmt: skip
     text, why = read_report(profiler.result_path)
     try:
         report = WorkerResult.model_validate_json(text or "")
@@ -102,12 +107,23 @@ def collect(profiler: WorkerProcess, *, go: bool, configs: list[str], timeout_s:
         return ProfileReport(wait_s=waited, problem=f"the profiling process left no readable report "
                              f"({why or type(exc).__name__})")  # fmt: skip
     stages = {k: round(float(v), 3) for k, v in report.stage_seconds.items() if k in PROFILE_STAGES}
+    stages["profile_ready"] = ready_s
     if report.verdict != Verdict.PASSED:
         last = (report.error.strip().splitlines() or ["?"])[-1][:200]
         return ProfileReport(stage_seconds=stages, wait_s=waited, problem=f"the profiling process failed: {last}")
     profiles = bounded(report.profile, configs)
     problem = "" if profiles else "the profiling process profiled no call"
     return ProfileReport(profiles=profiles, stage_seconds=stages, wait_s=waited, problem=problem)
+
+
+def _report_or_exit(profiler: WorkerProcess, deadline: float) -> bool:
+    """Whether the report is written (atomically, ``write_result``) or the process has exited before ``deadline``:
+    the parent reads the report without waiting for the process to tear its CUDA context down (it is killed)."""
+    while not (profiler.result_path.exists() or profiler.exited()):
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.01)
+    return True
 
 
 def bounded(profiles: list[ShapeProfile], configs: list[str]) -> list[ShapeProfile]:

@@ -153,9 +153,16 @@ class EvaluatorSession:
         return self._alive_or_new(scout)
 
     def take_profiler(self) -> WorkerProcess:
-        """The pre-started profiling process (or a new one), asked for ``mode="profile"``."""
+        """The pre-started profiling process (or a new one), asked for ``mode="profile"``. A prestarting session
+        starts the next one now rather than when this one is retired: its profiler's start (4-7 s of CUPTI) then
+        runs during this evaluation's compile and check, not into the next evaluation's verdict (an H200, session
+        20: started at the retirement, back-to-back evaluations waited ~2 s of it after their timing). It is
+        stopped with this one while the worker times (``run``)."""
         profiler, self.idle_profiler = self.idle_profiler, None
-        return self._alive_or_new(profiler, profiler=True)
+        profiler = self._alive_or_new(profiler, profiler=True)
+        if self.prestart:
+            self.idle_profiler = self._start_worker(profiler=True)
+        return profiler
 
     def _alive_or_new(self, worker: WorkerProcess | None, *, profiler: bool = False) -> WorkerProcess:
         """``worker`` if it is still running; one that died while idle is replaced by a new one."""
@@ -221,16 +228,18 @@ class EvaluatorSession:
     ) -> Outcome:
         """Send ``request`` to ``worker`` and relay its handoffs to the checker until it exits or a limit passes;
         ``scout`` (already asked) is stopped when the worker settles or starts timing; ``paused`` (the profiling
-        process, which may still be starting the profiler: seconds of CPU work) is stopped (SIGSTOP) while the
-        worker times and resumed when the worker ends, so that nothing of the evaluation but the worker, the checker
-        and this process runs then. (On an H100 a process starting CUPTI beside one timing launches did not slow
-        them, bench/profile_start.py; on a node with few cores per GPU it would compete for them.)"""
+        process, which may still be starting the profiler: seconds of CPU work) and the session's next profiling
+        process are stopped (SIGSTOP) while the worker times and resumed when the worker ends, so that nothing of the
+        evaluation but the worker, the checker and this process runs then. (On an H100 a process starting CUPTI
+        beside one timing launches did not slow them, bench/profile_start.py; on a node with few cores per GPU it
+        would compete for them.)"""
+        quiet = [p for p in (paused, self.idle_profiler) if p is not None]
         try:
             return self._run(worker, request, compile_timeout_s=compile_timeout_s, run_timeout_s=run_timeout_s,
-                             evaluation=evaluation, scout=scout, paused=paused)  # fmt: skip
+                             evaluation=evaluation, scout=scout, paused=quiet)  # fmt: skip
         finally:
-            if paused is not None:
-                paused.resume()
+            for process in quiet:
+                process.resume()
 
     def _run(
         self,
@@ -241,7 +250,7 @@ class EvaluatorSession:
         run_timeout_s: float,
         evaluation: str,
         scout: WorkerProcess | None,
-        paused: WorkerProcess | None,
+        paused: list[WorkerProcess],
     ) -> Outcome:
         started = time.monotonic()
         outcome = Outcome(ledger=TimingLedger())
@@ -300,8 +309,9 @@ class EvaluatorSession:
                     if new == "timing" and scout is not None:  # a worker without a checker never settles
                         self.stop_scout(scout, outcome, grace_s=0.0)
                         scout = None
-                    if new == "timing" and paused is not None:
-                        paused.pause()
+                    if new == "timing":
+                        for process in paused:
+                            process.pause()
                     outcome.phase = new
                 elif op in ("handoff", "grow", "settle", "seed"):
                     if op == "settle" and scout is not None:
