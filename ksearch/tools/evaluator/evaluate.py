@@ -41,7 +41,7 @@ from ksearch.tools.containment import policy as containment
 from ksearch.tools.evaluator.processes import CANDIDATE_FILE, SHARED_DIR, CheckerFailure, WorkerProcess
 from ksearch.tools.evaluator.request import EvalRequest
 from ksearch.tools.evaluator.session import SCOUT_CALLS_S, EvaluatorSession, Outcome
-from ksearch.tools.evaluator.evidence import probe_wanted, with_evidence
+from ksearch.tools.evaluator.evidence import EXTENSION_MARKERS, probe_wanted, with_evidence
 from ksearch.tools.evaluator.probe import ResourceProbe
 from ksearch.tools.evaluator.profile_process import ask_profiler, collect, profiler_wanted
 from ksearch.tools.evaluator.verdicts import assemble, parent_environment
@@ -53,8 +53,7 @@ SCOUT_VARIABLE = "KSEARCH_SCOUT"
 """Set to 0 to evaluate without compile scouts (``ksearch.tools.evaluator.scout``)."""
 YARDSTICK_METHOD = "gpumode-benchmark"
 """The method the yardstick (a bare loop of GPU MODE's benchmark mode) is read against."""
-EXTENSION_BUILDERS = ("load_inline", "cpp_extension")
-NO_SCOUT_MARKERS = EXTENSION_BUILDERS
+NO_SCOUT_MARKERS = EXTENSION_MARKERS
 """Code the compile scout cannot help: a C++/CUDA extension build (the scout would build a second copy the worker
 waits for). Code that also uses ``torch.compile`` is scouted: the scout runs those parts eagerly
 (``scout.eager_torch_compile``) and builds the candidate's own Triton kernels, which Inductor's compile in the worker
