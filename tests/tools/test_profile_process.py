@@ -56,6 +56,22 @@ def _ask(session: EvaluatorSession, code: str) -> tuple:
     return profiler, [c.name for c in task.benchmark_configs("cpu")]
 
 
+def test_a_report_planted_before_the_go_is_not_read() -> None:
+    """The parent reads the report as soon as it exists (not at the process's exit): one already in the folder when
+    the go is sent (planted where a machine lacks the containment that keeps other candidates out) is removed first."""
+    from ksearch.contracts.exchange import WorkerResult
+
+    with EvaluatorSession("cpu", prestart=False) as session:
+        profiler, configs = _ask(session, _marked())
+        assert profiler.wait_phase("armed", time.monotonic() + 120.0)
+        planted = WorkerResult(verdict=Verdict.PASSED, phase="profile", profile=[ShapeProfile(
+            config=configs[0], call_ms=1.0, kernel_ms=1.0, host_gap_ms=0.0, launches=1, kernels=[])])  # fmt: skip
+        profiler.result_path.write_text(planted.model_dump_json(), encoding="utf-8")
+        report = collect(profiler, go=True, configs=configs)
+    assert report.problem == "" and [p.config for p in report.profiles] == configs
+    assert report.profiles[0].call_ms != 1.0
+
+
 def test_nothing_of_the_candidate_runs_before_the_go_and_every_benchmark_config_is_profiled_after() -> None:
     with EvaluatorSession("cpu", prestart=False) as session:
         profiler, configs = _ask(session, _marked())

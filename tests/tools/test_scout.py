@@ -168,13 +168,14 @@ def test_the_worker_waits_for_the_scouts_calls_and_not_longer(tmp_path: Path) ->
 
     read, write = os.pipe()
     scout = WorkerProcess.__new__(WorkerProcess)
-    scout.messages, scout.phase = LineReader(read), "start"
+    scout.messages, scout.phase, scout.ready_at = LineReader(read), "start", None
     scout.process = subprocess.Popen(["sleep", "30"])
     try:
         os.write(write, b'{"op": "ready"}\n{"op": "phase", "phase": "run"}\n')
         started = time.monotonic()
         assert not scout.wait_phase("compile", time.monotonic() + 0.3)
         assert scout.phase == "run" and time.monotonic() - started < 5
+        assert scout.ready_at is not None  # the ready message read on the way is noted
         threading.Timer(0.2, lambda: os.write(write, b'{"op": "phase", "phase": "compile"}\n')).start()
         assert scout.wait_phase("compile", time.monotonic() + 10)
     finally:

@@ -279,13 +279,7 @@ class WorkerProcess:
         """True once the worker has imported its libraries (False if it died or the deadline passed first)."""
         while self.ready_at is None:
             for line in self.messages.lines(min(0.2, max(0.0, deadline - time.monotonic()))):
-                message = parse_message(line) if self.ready_at is None else {}
-                if message.get("op") == "ready":
-                    self.ready_at = time.monotonic()
-                    figures = message.get("calibration")
-                    if isinstance(figures, dict):
-                        self.calibration = {k: float(v) for k, v in figures.items() if isinstance(v, (int, float))}
-                else:
+                if not (self.ready_at is None and self._note_ready(parse_message(line))):
                     self.backlog.append(line)
             if self.ready_at is None and (self.messages.closed or has_exited(self.process) or time.monotonic() > deadline):
                 return False
@@ -302,13 +296,26 @@ class WorkerProcess:
             self.latest_phase(wait=min(0.05, left))
         return True
 
+    def _note_ready(self, message: dict[str, Any]) -> bool:
+        """Whether ``message`` is the ``ready`` one (its time and calibration kept)."""
+        if message.get("op") != "ready":
+            return False
+        self.ready_at = time.monotonic()
+        figures = message.get("calibration")
+        if isinstance(figures, dict):
+            self.calibration = {k: float(v) for k, v in figures.items() if isinstance(v, (int, float))}
+        return True
+
     def latest_phase(self, wait: float = 0.0) -> str:
-        """Read the messages waiting now, or arriving within ``wait`` seconds, and return the last phase announced."""
+        """Read the messages waiting now, or arriving within ``wait`` seconds, and return the last phase announced
+        (a ``ready`` among them is noted as ``wait_ready`` would)."""
         if not self.messages.closed:
             for line in self.messages.lines(wait):
                 message = parse_message(line)
                 if message.get("op") == "phase":
                     self.phase = str(message.get("phase", self.phase))
+                elif self.ready_at is None:
+                    self._note_ready(message)
         return self.phase
 
     def send(self, line: str) -> bool:

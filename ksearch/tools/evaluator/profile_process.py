@@ -87,6 +87,9 @@ def collect(profiler: WorkerProcess, *, go: bool, configs: list[str], timeout_s:
     nothing is asked. The caller kills the process either way."""
     if not go:
         return ProfileReport()
+    # A report is read as soon as it exists: one already there was not written for this go (planted in the folder
+    # while the process waited, where a machine lacks the containment that keeps candidates out of it).
+    profiler.result_path.unlink(missing_ok=True)
     asked = time.monotonic()
     if not profiler.send(json.dumps({"op": PROFILE_GO})):
         return ProfileReport(problem="the profiling process had exited before it was asked (its stderr is in the "
