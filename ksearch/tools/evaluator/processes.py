@@ -11,6 +11,7 @@ import socket
 import struct
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -330,10 +331,11 @@ class WorkerProcess:
     def exited(self) -> bool:
         return has_exited(self.process)
 
-    def wait_exit(self, timeout: float) -> bool:
-        """Whether the process exits within ``timeout`` seconds (it is not reaped: ``kill`` does that)."""
+    def wait_exit(self, timeout: float, *, or_until: Callable[[], bool] | None = None) -> bool:
+        """Whether the process exits (or ``or_until()`` holds) within ``timeout`` seconds (it is not reaped: ``kill``
+        does that)."""
         deadline = time.monotonic() + timeout
-        while not self.exited():
+        while not (self.exited() or (or_until is not None and or_until())):
             if time.monotonic() >= deadline:
                 return False
             time.sleep(0.02)

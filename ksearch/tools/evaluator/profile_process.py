@@ -98,7 +98,9 @@ def collect(profiler: WorkerProcess, *, go: bool, configs: list[str], timeout_s:
     # is its start, not the profile (the parent's clock: ``profile_ready``).
     profiler.wait_ready(asked + timeout_s)
     ready_s = round(max(0.0, (profiler.ready_at or asked) - asked), 3)
-    finished = _report_or_exit(profiler, asked + timeout_s)
+    # The report is written atomically (``write_result``): read it without waiting for the process to tear its CUDA
+    # context down (it is killed).
+    finished = profiler.wait_exit(max(0.0, asked + timeout_s - time.monotonic()), or_until=profiler.result_path.exists)
     waited = round(time.monotonic() - asked, 3)
     if not finished:
         return ProfileReport(wait_s=waited, problem=f"the profile was not ready within {timeout_s:g} s",
@@ -117,16 +119,6 @@ def collect(profiler: WorkerProcess, *, go: bool, configs: list[str], timeout_s:
     profiles = bounded(report.profile, configs)
     problem = "" if profiles else "the profiling process profiled no call"
     return ProfileReport(profiles=profiles, stage_seconds=stages, wait_s=waited, problem=problem)
-
-
-def _report_or_exit(profiler: WorkerProcess, deadline: float) -> bool:
-    """Whether the report is written (atomically, ``write_result``) or the process has exited before ``deadline``:
-    the parent reads the report without waiting for the process to tear its CUDA context down (it is killed)."""
-    while not (profiler.result_path.exists() or profiler.exited()):
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(0.01)
-    return True
 
 
 def bounded(profiles: list[ShapeProfile], configs: list[str]) -> list[ShapeProfile]:
