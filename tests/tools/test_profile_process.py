@@ -72,6 +72,17 @@ def test_a_report_planted_before_the_go_is_not_read() -> None:
     assert report.profiles[0].call_ms != 1.0
 
 
+def test_a_folder_where_the_report_goes_leaves_a_note_and_stops_nothing() -> None:
+    """A directory made where the report goes cannot be cleared before the go (a red-team review, session 20): the
+    evaluation goes on without a profile, with a note, instead of the error reaching the run."""
+    with EvaluatorSession("cpu", prestart=False) as session:
+        profiler, configs = _ask(session, _marked())
+        assert profiler.wait_phase("armed", time.monotonic() + 120.0)
+        (profiler.result_path / "inside").mkdir(parents=True)
+        report = collect(profiler, go=True, configs=configs)
+    assert "could not be cleared" in report.problem and not report.profiles
+
+
 def test_nothing_of_the_candidate_runs_before_the_go_and_every_benchmark_config_is_profiled_after() -> None:
     with EvaluatorSession("cpu", prestart=False) as session:
         profiler, configs = _ask(session, _marked())

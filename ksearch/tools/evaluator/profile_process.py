@@ -89,7 +89,11 @@ def collect(profiler: WorkerProcess, *, go: bool, configs: list[str], timeout_s:
         return ProfileReport()
     # A report is read as soon as it exists: one already there was not written for this go (planted in the folder
     # while the process waited, where a machine lacks the containment that keeps candidates out of it).
-    profiler.result_path.unlink(missing_ok=True)
+    try:
+        profiler.result_path.unlink(missing_ok=True)
+    except OSError as exc:  # a folder or an unremovable entry where the report goes: the candidate's doing
+        return ProfileReport(problem=f"the profiling process's report could not be cleared before the go "
+                             f"({type(exc).__name__})")  # fmt: skip
     asked = time.monotonic()
     if not profiler.send(json.dumps({"op": PROFILE_GO})):
         return ProfileReport(problem="the profiling process had exited before it was asked (its stderr is in the "
@@ -99,8 +103,11 @@ def collect(profiler: WorkerProcess, *, go: bool, configs: list[str], timeout_s:
     profiler.wait_ready(asked + timeout_s)
     ready_s = round(max(0.0, (profiler.ready_at or asked) - asked), 3)
     # The report is written atomically (``write_result``): read it without waiting for the process to tear its CUDA
-    # context down (it is killed).
-    finished = profiler.wait_exit(max(0.0, asked + timeout_s - time.monotonic()), or_until=profiler.result_path.exists)
+    # context down (it is killed). ``lexists`` never raises: the folder is the candidate's, which may make it
+    # unreadable to a parent that is not root (``Path.exists`` raises PermissionError then).
+    report_path = str(profiler.result_path)
+    finished = profiler.wait_exit(max(0.0, asked + timeout_s - time.monotonic()),
+                                  or_until=lambda: os.path.lexists(report_path))  # fmt: skip
     waited = round(time.monotonic() - asked, 3)
     if not finished:
         return ProfileReport(wait_s=waited, problem=f"the profile was not ready within {timeout_s:g} s",
