@@ -299,3 +299,31 @@ def test_a_report_that_is_no_regular_file_is_not_read(tmp_path: Path) -> None:
     link.symlink_to(real)
     assert read_regular(link) is None and read_regular(real) == '{"verdict": "passed"}'
     assert read_report(tmp_path / "missing.json") == (None, "no report")
+
+
+@pytest.mark.usefixtures("cpu_profiling")
+def test_processes_taken_for_an_evaluation_stop_when_the_next_profiling_process_cannot_start(monkeypatch) -> None:
+    """Taking the profiling process starts the next one; when that start fails, the worker and the profiling process
+    already taken for this evaluation are stopped, not left running for the session's life."""
+    code = (Path(__file__).resolve().parent / "forgers" / "honest_slow.py").read_text(encoding="utf-8")
+    request = EvalRequest(candidate=Candidate(task="softmax", language="triton", code=code), device="cpu", timing=True,
+                          timing_method="gpumode-benchmark")  # fmt: skip
+    with EvaluatorSession("cpu") as session:
+        session.retire(session.take_profiler())
+        worker, profiler = session.take_worker(), session.idle_profiler
+        session.idle = worker  # as prestarted: the evaluation takes these two
+        assert profiler is not None and not worker.exited() and not profiler.exited()
+        real = session._start_worker
+
+        def no_profiler(*, profiler: bool = False):  # noqa: ANN202
+            if profiler:
+                raise OSError("cannot start another process")
+            return real(profiler=profiler)
+
+        monkeypatch.setattr(session, "_start_worker", no_profiler)
+        with pytest.raises(OSError, match="cannot start another process"):
+            evaluate_module._evaluate_once(session, request, resolve_task("softmax"), "gpumode-benchmark")
+        worker.process.wait(timeout=30)
+        profiler.process.wait(timeout=30)
+        assert worker.exited() and profiler.exited()
+        assert not worker.work.parent.exists() and not profiler.work.parent.exists()

@@ -191,16 +191,20 @@ def _evaluate_once(session: EvaluatorSession, request: EvalRequest, task: Task, 
     evaluation_id = session.next_evaluation_id()
     setup_started = time.monotonic()
     bench_salt = request.seed_salt if request.seed_salt is not None else secrets.randbits(62)
-    worker = session.take_worker()
-    scout = session.take_scout() if wants_scout(request) else None
-    profiler = session.take_profiler() if wants_profiler(request, low_memory=session.low_memory) else None
+    worker: WorkerProcess | None = None
+    scout: WorkerProcess | None = None
+    profiler: WorkerProcess | None = None
     probe: ResourceProbe | None = None
-    shared = scout is not None or profiler is not None
-    # Named unpredictably and created here: the shared folder is writable by every candidate of the session, and an
-    # earlier one could otherwise plant kernels or autotuner entries in the next evaluation's cache (a red-team
-    # review, session 19).
-    shared_cache = session.root / SHARED_DIR / f"{evaluation_id}-{secrets.token_hex(8)}-triton" if shared else None
-    try:
+    shared_cache: Path | None = None
+    try:  # taken inside the try: a process that fails to start leaves none of those already taken running
+        worker = session.take_worker()
+        scout = session.take_scout() if wants_scout(request) else None
+        profiler = session.take_profiler() if wants_profiler(request, low_memory=session.low_memory) else None
+        # Named unpredictably and created here: the shared folder is writable by every candidate of the session, and
+        # an earlier one could otherwise plant kernels or autotuner entries in the next evaluation's cache (a red-team
+        # review, session 19).
+        if scout is not None or profiler is not None:
+            shared_cache = session.root / SHARED_DIR / f"{evaluation_id}-{secrets.token_hex(8)}-triton"
         if wants_probe(request):  # beside the worker, on the CPU: nothing is timed there
             probe = _start_probe(session.root / f"{evaluation_id}-probe", request, task, method)
         (worker.work / CANDIDATE_FILE).write_text(request.candidate.code, encoding="utf-8")
@@ -257,7 +261,8 @@ def _evaluate_once(session: EvaluatorSession, request: EvalRequest, task: Task, 
             session.retire(profiler)
         if scout is not None:
             session.retire(scout, scout=True)
-        session.retire(worker)
+        if worker is not None:
+            session.retire(worker)
         if shared_cache is not None:
             shutil.rmtree(shared_cache, ignore_errors=True)
 

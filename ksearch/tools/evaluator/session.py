@@ -161,7 +161,12 @@ class EvaluatorSession:
         profiler, self.idle_profiler = self.idle_profiler, None
         profiler = self._alive_or_new(profiler, profiler=True)
         if self.prestart:
-            self.idle_profiler = self._start_worker(profiler=True)
+            try:
+                self.idle_profiler = self._start_worker(profiler=True)
+            except BaseException:
+                profiler.kill()  # the caller never got it: nothing else would stop it
+                shutil.rmtree(profiler.work.parent, ignore_errors=True)
+                raise
         return profiler
 
     def _alive_or_new(self, worker: WorkerProcess | None, *, profiler: bool = False) -> WorkerProcess:
