@@ -33,6 +33,9 @@ folder, and run
 
 then copy the returned ``ksearch.db`` over ``handrun/ws/ksearch.db``, read ``prompts/`` and ``drive.json``, write the
 next reply files and run the same command again. OUT then holds at most 4 files besides the prompts of that call.
+To spend GPU calls on evaluations only, answer the planner's and coder's prompts on the machine without the GPU with
+``--prompts-only`` (the run plans and writes there, and stops where kernels wait for the GPU; its coder prompts are
+saved as they come); then the GPU call evaluates them and drives to the next prompts.
 """
 
 from __future__ import annotations
@@ -110,17 +113,21 @@ def start(workspace: Path, run_id: str, run_args: list[str]) -> None:
         raise SystemExit(f"starting the run failed (exit {done.returncode})")
 
 
-def answer(run_id: str, workspace: Path, replies: Path, out: Path) -> tuple[str, list[str]]:
+def answer(run_id: str, workspace: Path, replies: Path, out: Path, prompts_only: bool = False) -> tuple[str, list[str]]:
     """Answer every open prompt that has a reply file, then drive the run on once.
 
-    Returns ``(state, missing)``: ``answered`` (drive again), ``finished``, or ``waiting`` with the reply file names
-    still missing (one per open prompt without a reply)."""
+    Returns ``(state, missing)``: ``answered`` (drive again), ``finished``, ``waiting`` with the reply file names
+    still missing (one per open prompt without a reply), or, with ``prompts_only``, ``device`` when every prompt is
+    answered and kernels wait for the GPU."""
     view = interactive_flow.pending(run_id, workspace=workspace)
     if view.status == "finished":
         return "finished", []
-    open_prompts = [w for w in view.prompts if not w.answered]
-    if not open_prompts:  # stopped, crashed, or answers recorded but not taken yet: drive it
-        run_flow.resume_run(run_id, workspace=workspace, on_event=print_event)
+    devices = [w for w in view.prompts if w.prompt.kind == "device"]
+    open_prompts = [w for w in view.prompts if not w.answered and w.prompt.kind != "device"]
+    if not open_prompts:  # stopped, crashed, answers recorded but not taken yet, or kernels to evaluate: drive it
+        if devices and prompts_only:
+            return "device", []
+        run_flow.resume_run(run_id, workspace=workspace, on_event=print_event, prompts_only=prompts_only)
         return "answered", []
     round_no = next_round(run_id, workspace)
     missing, given = [], 0
@@ -145,7 +152,7 @@ def answer(run_id: str, workspace: Path, replies: Path, out: Path) -> tuple[str,
         given += 1
     if not given:
         return "waiting", missing
-    run_flow.resume_run(run_id, workspace=workspace, on_event=print_event)
+    run_flow.resume_run(run_id, workspace=workspace, on_event=print_event, prompts_only=prompts_only)
     return "answered", []
 
 
@@ -220,6 +227,7 @@ def report(run_id: str, workspace: Path, out: Path, state: str, missing: list[st
         "device": row["device"],
         "status": row["status"],
         "stopped_because": {"finished": "the run finished", "waiting": "no reply file for the waiting prompt",
+                            "device": "--prompts-only: every prompt is answered, kernels wait for the GPU",
                             "error": f"error: {error}"}.get(state, "--max-answers reached"),
         "waiting_for": missing,
         "rounds_used": row["rounds_used"],
@@ -253,6 +261,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--run-id", required=True, help="the run to drive (started from the arguments after -- if new)")
     parser.add_argument("--save-db", type=Path, help="also write a one-file copy of the workspace database here")
     parser.add_argument("--max-answers", type=int, default=200, help="stop after this many drive steps (a guard)")
+    parser.add_argument("--prompts-only", action="store_true",
+                        help="on a machine without the run's GPU: answer and write prompts, stop where kernels wait "
+                             "for the GPU (run the script again there without this flag)")  # fmt: skip
     args = parser.parse_args(argv)
     workspace, out = args.workspace.resolve(), args.out.resolve()
     out.mkdir(parents=True, exist_ok=True)
@@ -263,7 +274,7 @@ def main(argv: list[str] | None = None) -> int:
         except RunNotFoundError:
             start(workspace, args.run_id, run_args)
         for _ in range(args.max_answers):
-            state, missing = answer(args.run_id, workspace, args.replies.resolve(), out)
+            state, missing = answer(args.run_id, workspace, args.replies.resolve(), out, args.prompts_only)
             if state != "answered":
                 break
     except KsearchError as exc:  # the run stays resumable: running this command again resumes it
@@ -279,7 +290,8 @@ def main(argv: list[str] | None = None) -> int:
     best = summary["best_latency_ms"]
     print(f"run {args.run_id}: {summary['status']} after {summary['rounds_used']} rounds; "
           f"best {summary['best_candidate_id'] or 'none'}" + (f" at {best:.4f} ms" if best else "") +
-          (f"; waiting for {', '.join(missing)}" if missing else ""))  # fmt: skip
+          (f"; waiting for {', '.join(missing)}" if missing else "") +
+          ("; kernels wait for the GPU" if state == "device" else ""))  # fmt: skip
     return 1 if error else 0
 
 

@@ -90,3 +90,23 @@ def test_replies_by_round_and_role_drive_a_run_until_they_run_out(tmp_path):
     again = runner.start_run(config, workspace=ws)
     assert again.status == "finished" and again.best is not None
     assert again.best.candidate_id == summary["best_candidate_id"]
+
+
+def test_prompts_only_writes_where_there_is_no_device_and_stops_where_kernels_wait_for_it(tmp_path):
+    ws, replies, out = tmp_path / "ws", tmp_path / "replies", tmp_path / "out"
+    replies.mkdir()
+    demo = demo_replies()
+    for key in ("plan:0:0", "write:c1:1"):
+        (replies / f"{NAMES[key]}.md").write_text(demo[key])
+
+    written = drive(ws, replies, out, "--prompts-only", "--", "softmax", "--device", "cpu", "--max-rounds", "6",
+                    "--stagnation-window", "2")  # fmt: skip
+    summary = json.loads((out / "drive.json").read_text())
+    assert summary["status"] == "waiting" and summary["trajectory"] == [], written.stdout
+    assert summary["stopped_because"].startswith("--prompts-only") and "kernels wait for the GPU" in written.stdout
+    assert sorted(p.name for p in (out / "prompts").iterdir()) == ["r01-coder.md", "r01-planner.md"]
+
+    evaluated = drive(ws, replies, out)  # where the device is: round 1 is evaluated, then round 2's prompt waits
+    summary = json.loads((out / "drive.json").read_text())
+    assert [(r["round"], r["verdict"]) for r in summary["trajectory"]] == [(1, "incorrect")], evaluated.stdout
+    assert summary["waiting_for"] == ["r02-coder"]

@@ -15,6 +15,7 @@ from ksearch.tasks.base import Task
 from ksearch.contracts.candidate import Candidate
 from ksearch.contracts.evaluation import Evaluation
 from ksearch.tools.evaluator import EvalRequest
+from ksearch.tools.fingerprint import DeviceInfo
 from ksearch.tools.gpu_pool import GpuPool
 from ksearch.store import Store
 
@@ -44,6 +45,11 @@ class SearchContext:
     """The run's frozen skill library (``config.skill_snapshot``), loaded once; never the live library."""
     close: Callable[[], None] | None = None
     """Stops the evaluator's processes (checkers, pre-started workers) when the run ends."""
+    device_info: DeviceInfo | None = None
+    """The device the run evaluates on, as probed there (or, with ``prompts_only``, as recorded when it was)."""
+    prompts_only: bool = False
+    """This process writes prompts only: ``evaluate`` and ``compare`` pause until a process with the device drives
+    the run (``ksearch.agent.device_pause``); every other process answers those pauses by evaluating."""
     stop_reason: str | None = None
     """Set (to "SIGINT", "SIGTERM", ...) to stop the run at the next node boundary; the node in progress finishes."""
 

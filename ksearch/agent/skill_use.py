@@ -17,6 +17,7 @@ from functools import partial
 from typing import Any
 
 import structlog
+from langgraph.errors import GraphBubbleUp
 
 from ksearch.agent.context import SearchContext
 from ksearch.agent.promotion import paired_comparison
@@ -131,6 +132,8 @@ def _measure_edge(ctx: SearchContext, base_id: str, candidate_id: str) -> Any:
             return ctx.compare(
                 ctx.eval_request(base, device), ctx.eval_request(candidate, device), rounds=ctx.config.promotion_rounds
             )
+    except GraphBubbleUp:  # a pause (the comparison waits for the device): not a failed measurement
+        raise
     except Exception as exc:  # noqa: BLE001 - the skill loses a measurement; the run goes on
         log.warning("skills.compare_failed", run_id=ctx.run_id, base=base_id, candidate=candidate_id, error=str(exc)[:300])
         return None

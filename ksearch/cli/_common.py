@@ -138,7 +138,10 @@ def print_waiting(outcome: RunOutcome) -> None:
     several = len(outcome.pending) > 1
     for w in outcome.pending:
         prompt = w.prompt
-        if prompt.kind == "approval":
+        if prompt.kind == "device":
+            out.print(f"  [yellow]{escape(prompt.key)}[/yellow]: waits for the GPU; continue with `ksearch resume {run_id}` "
+                      "on a machine that has it")  # fmt: skip
+        elif prompt.kind == "approval":
             node = prompt.details.get("node_id")
             out.print(f"  approval of a new best (node {escape(str(node))}): ksearch steer {run_id} approve|reject"
                       + (f" {node}" if several else ""))

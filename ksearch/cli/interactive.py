@@ -55,8 +55,13 @@ def pending(
     if not prompts:
         out.print(f"run [bold]{view.run_id}[/bold] ({view.status}) waits for nothing")
         return
+    devices = [w for w in prompts if w.prompt.kind == "device"]
+    prompts = [w for w in prompts if w.prompt.kind != "device"]
     several = sum(not w.answered for w in prompts) > 1
-    out.print(f"run [bold]{view.run_id}[/bold] ({view.status}) waits for {len(prompts)} answer(s)")
+    out.print(f"run [bold]{view.run_id}[/bold] ({view.status}) waits for {len(prompts)} answer(s)"
+              + (f" and for its device ({len(devices)} evaluation(s))" if devices else ""))  # fmt: skip
+    for w in devices:
+        out.print(f"[yellow]{escape(w.prompt.key)}[/yellow]: {escape(w.prompt.prompt)}")
     for w in prompts:
         p = w.prompt
         out.rule(f"{p.key}: {p.role} {'approval' if p.kind == 'approval' else 'prompt'} (attempt {p.attempt})")
@@ -83,6 +88,7 @@ def respond(
     file: Annotated[Path | None, typer.Option("--file", "-f", help="The reply ('-' or absent: read standard input).")] = None,
     key: Annotated[str | None, typer.Option("--key", "-k", help="Which prompt to answer, when the run waits for several.")] = None,
     no_drive: Annotated[bool, typer.Option("--no-drive", help="Only record the reply; the next `ksearch resume` takes it.")] = False,
+    prompts_only: Annotated[bool, typer.Option("--prompts-only", help="Drive the run on this machine without its GPU: plan and write here; each kernel waits for `ksearch resume RUN` on the GPU machine.")] = False,
 ) -> None:
     """Answer a paused run's prompt, then drive the run to its next pause or its end (exit 0 when it waits again)."""
     from ksearch.flows import inspect as inspect_flow
@@ -93,7 +99,7 @@ def respond(
     run_row = inspect_flow.run_row(run_id, ws)
     with Progress(run_row["config"].get("max_rounds", 0)) as progress:
         response = interactive_flow.respond(run_row["id"], reply, key=key, workspace=ws, on_event=progress,
-                                            drive=not no_drive)  # fmt: skip
+                                            drive=not no_drive, prompts_only=prompts_only)  # fmt: skip
     out.print(f"recorded the reply to [cyan]{escape(response.key)}[/cyan]")
     if response.busy:
         out.print(f"[yellow]{escape(response.busy)}[/yellow]: it takes the reply at its next step")

@@ -137,6 +137,7 @@ def resume(
     scheduler: Annotated[str | None, typer.Option("--scheduler", help="For a run made with --executor dask: go on with the Dask scheduler at this address (the run remembers it).")] = None,
     base_url: Annotated[str | None, typer.Option("--base-url", help="The OpenAI-compatible server to use (a server stored in the workspace that is not loopback is used only when named here).")] = None,
     trust_task: Annotated[bool, typer.Option("--trust-task", help="Import the run's task file although it lies inside the workspace folder (a received workspace could ship code there).")] = False,
+    prompts_only: Annotated[bool, typer.Option("--prompts-only", help="On a machine without the run's GPU: plan and write here (interactive prompts too); each kernel waits for `ksearch resume RUN` on the GPU machine.")] = False,
 ) -> None:
     """Continue a run from its last checkpoint (after a crash, a kill or Ctrl-C); without RUN, the latest unfinished run."""
     from ksearch.flows import inspect as inspect_flow
@@ -146,7 +147,7 @@ def resume(
     max_rounds = run_row["config"].get("max_rounds", 0)
     with Progress(max_rounds, announce_resume=True) as progress:
         outcome = runner.resume_run(run_row["id"], workspace=workspace_of(ctx), on_event=progress, scheduler=scheduler,
-                                    base_url=base_url, trust_task=trust_task)  # fmt: skip
+                                    base_url=base_url, trust_task=trust_task, prompts_only=prompts_only)  # fmt: skip
     print_outcome(outcome, workspace_of(ctx))
 
 

@@ -87,9 +87,16 @@ def latest_waiting_run(*, workspace: Path | None = None) -> str:
 
 
 def choose_prompt(prompts: list[Waiting], key: str | None, run_id: str) -> Waiting:
-    """The unanswered pause that ``key`` names, or the only one; a clear error otherwise."""
-    open_prompts = [w for w in prompts if not w.answered]
+    """The unanswered pause that ``key`` names, or the only one; a clear error otherwise (a kernel waiting for its
+    device is no prompt to answer)."""
+    open_prompts = [w for w in prompts if not w.answered and w.prompt.kind != "device"]
     if not open_prompts:
+        devices = [w for w in prompts if w.prompt.kind == "device"]
+        if devices:
+            raise UserError(
+                f"run {run_id} waits for its device, not for a reply ({len(devices)} evaluation(s))",
+                hint=f"continue it on a machine with the device: ksearch resume {run_id}",
+            )
         raise UserError(f"run {run_id} is not waiting for a reply", hint=f"see it with: ksearch show {run_id}")
     if key is not None:
         for w in open_prompts:
@@ -113,9 +120,11 @@ def respond(
     workspace: Path | None = None,
     on_event: EventSink | None = None,
     drive: bool = True,
+    prompts_only: bool = False,
 ) -> Response:
     """Record ``reply`` as the answer to the run's pending LLM prompt (``key``, or the only one), then drive the run
-    until its next pause or its end (``drive=False`` only records: the next ``resume`` or running driver takes it)."""
+    until its next pause or its end (``drive=False`` only records: the next ``resume`` or running driver takes it;
+    ``prompts_only``: drive it without its device, up to the next evaluation, as ``resume_run`` does)."""
     if not reply.strip():
         raise UserError("the reply is empty", hint="write the reply to a file and pass --file FILE (or pipe it in)")
     store = open_store(workspace)
@@ -148,7 +157,7 @@ def respond(
     response = Response(run_id=run_id, key=prompt.key)
     if drive:
         try:
-            response.outcome = resume_run(run_id, workspace=workspace, on_event=on_event)
+            response.outcome = resume_run(run_id, workspace=workspace, on_event=on_event, prompts_only=prompts_only)
         except RunBusyError as exc:
             response.busy = str(exc)
     return response

@@ -24,6 +24,7 @@ from typing import Any
 import structlog
 from langgraph.types import Command
 
+from ksearch.agent import device_pause
 from ksearch.agent.checkpoint import open_checkpointer
 from ksearch.agent.config import RunConfig
 from ksearch.agent.context import SearchContext
@@ -73,9 +74,12 @@ class RunOutcome:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-def build_context(config: RunConfig, store: Store, *, executor: Executor | None = None) -> SearchContext:
+def build_context(
+    config: RunConfig, store: Store, *, executor: Executor | None = None, prompts_only_on: DeviceInfo | None = None
+) -> SearchContext:
     """The run's services. ``executor``: evaluations go there (the caller keeps and closes it); by default the
-    config's executor is opened here and closed with the context."""
+    config's executor is opened here and closed with the context. ``prompts_only_on``: the run's recorded device;
+    no executor is opened and every evaluation pauses for a process that has the device (``agent.device_pause``)."""
     task = resolve_task(config.task)
     ensure_task_unchanged(config, task)  # a resumed or forked run never mixes verdicts of an edited task file
     if config.language not in task.languages:
@@ -83,6 +87,8 @@ def build_context(config: RunConfig, store: Store, *, executor: Executor | None 
             f"task {task.name} supports {', '.join(task.languages)}, not {config.language}",
             hint=f"use --language {task.languages[0]}",
         )
+    if prompts_only_on is not None:
+        return _context(config, store, task, None, prompts_only_on, close=None)
     owned = executor is None
     if executor is None:
         executor = open_executor(config)
@@ -93,8 +99,8 @@ def build_context(config: RunConfig, store: Store, *, executor: Executor | None 
             raise UserError(
                 f"--device {config.device} asked for a GPU, but none is visible to torch {where}".rstrip(),
                 hint="use --device cpu to check kernels under the Triton interpreter (correctness only); to answer a "
-                "paused GPU run on this machine, `ksearch respond RUN --no-drive` records the reply and `ksearch "
-                "resume RUN` on the GPU machine continues it",
+                "paused GPU run on this machine, add --prompts-only to `ksearch respond` or `ksearch resume`: the run "
+                "plans and writes here and each kernel waits for `ksearch resume RUN` on the GPU machine",
             )
         return _context(config, store, task, executor, info, close=executor.close if owned else None)
     except BaseException:
@@ -103,8 +109,9 @@ def build_context(config: RunConfig, store: Store, *, executor: Executor | None 
         raise
 
 
-def _context(config: RunConfig, store: Store, task: Task, executor: Executor, info: DeviceInfo,
+def _context(config: RunConfig, store: Store, task: Task, executor: Executor | None, info: DeviceInfo,
              close: Callable[[], None] | None) -> SearchContext:  # fmt: skip
+    """The services of a run; without an executor, of a process that writes prompts only (evaluations pause)."""
     recorder = StoreRecorder(store, config.run_id)
     b = config.budget
     llm = LLMClient(
@@ -125,13 +132,17 @@ def _context(config: RunConfig, store: Store, task: Task, executor: Executor, in
         store=store,
         task=task,
         llm=llm,
-        evaluate=executor.evaluate,
+        evaluate=executor.evaluate if executor is not None else device_pause.evaluate_later,
         eval_key=info.eval_key(task.name, target_gpu=config.target_gpu),
         device_description=device_description(info, task, config.target_gpu),
-        gpu_pool=build_gpu_pool(config),
-        compare=executor.compare if config.device != "cpu" else None,
+        gpu_pool=build_gpu_pool(config) if executor is not None else None,
+        compare=(executor.compare if executor is not None else device_pause.compare_later)
+        if config.device != "cpu"
+        else None,
         confirm_bests=config.device != "cpu",
         close=close,
+        device_info=info,
+        prompts_only=executor is None,
         skill_context=SkillContext(
             family=task_family(task.name), language=config.language, arch=arch_from_capability(info.capability)
         ),
@@ -202,6 +213,7 @@ def create_context(
             "fork_round": config.fork_round,
         }
     )
+    record_device(store, config.run_id, ctx)
     if config.replay_of:  # the replay applies the recorded run's steering acts at the steps where they took effect
         copy_acts(store, config.replay_of, config.run_id)
     return ctx
@@ -215,11 +227,15 @@ def resume_run(
     scheduler: str | None = None,
     base_url: str | None = None,
     trust_task: bool = False,
+    prompts_only: bool = False,
+    executor: Executor | None = None,
 ) -> RunOutcome:
     """Drive a run on from its last checkpoint. ``scheduler``: a run made with ``--executor dask`` goes on with the
     Dask scheduler at this address (a restarted cluster); the run's stored config remembers it. A stored LLM server
     or scheduler that is not loopback, and a task file inside the workspace, are used only when confirmed
-    (``base_url``, ``scheduler``, ``trust_task``: ``ksearch.flows.trust``)."""
+    (``base_url``, ``scheduler``, ``trust_task``: ``ksearch.flows.trust``). ``prompts_only``: plan and write on a
+    machine without the run's device, pausing at each evaluation for ``resume`` on a machine that has it.
+    ``executor``: evaluations go there (the caller keeps and closes it)."""
     store = open_store(workspace)
     ctx: SearchContext | None = None
     try:
@@ -235,7 +251,10 @@ def resume_run(
         command = f"ksearch resume {config.run_id}"
         config = trust.accept_endpoints(config, command=command, base_url=base_url, scheduler=scheduler)
         trust.check_task_file(config, workspace_dir(workspace), trusted=trust_task, command=command)
-        ctx = build_context(config, store)
+        recorded = recorded_device(run, config) if prompts_only else None
+        ctx = build_context(config, store, executor=executor, prompts_only_on=recorded)
+        if not prompts_only:
+            record_device(store, config.run_id, ctx)
         ctx.config = config = stamp_task(config, ctx.task)  # a run made before digests were recorded gets one now
         if config.model_dump(mode="json") != run["config"]:
             store.update_run(config.run_id, config=json.dumps(config.model_dump(mode="json"), sort_keys=True))
@@ -244,6 +263,24 @@ def resume_run(
         if ctx is not None:
             ctx.shutdown()
         store.close()
+
+
+def record_device(store: Store, run_id: str, ctx: SearchContext) -> None:
+    """Remember the device the run evaluates on, so that a machine without it can write the run's prompts."""
+    if ctx.device_info is not None and not ctx.prompts_only:
+        store.update_run(run_id, device_info=ctx.device_info.model_dump_json())
+
+
+def recorded_device(run: dict[str, Any], config: RunConfig) -> DeviceInfo:
+    """The device recorded for ``run`` where it last evaluated; a clear error when none is."""
+    text = run.get("device_info")
+    if not text:
+        raise UserError(
+            f"run {config.run_id} has no recorded device yet (it has not been driven on {config.device} by this "
+            "version of ksearch), so its prompts cannot be written on another machine",
+            hint=f"drive it once where {config.device} is: ksearch resume {config.run_id}",
+        )
+    return DeviceInfo.model_validate_json(text)
 
 
 def replay_config(
@@ -397,7 +434,8 @@ def _stream(graph: Any, payload: Any, cfg: dict[str, Any], ctx: SearchContext, o
 
 def _resume_command(graph: Any, cfg: dict[str, Any], ctx: SearchContext) -> Command | None:
     """``Command(resume={interrupt id: answer})`` for the pauses already answered in the store; None when none is."""
-    answers = resume_map(waiting_prompts(graph.get_state(cfg), ctx.store, ctx.run_id), ctx.store, ctx.run_id)
+    waiting = waiting_prompts(graph.get_state(cfg), ctx.store, ctx.run_id)
+    answers = resume_map(waiting, ctx.store, ctx.run_id, device_here=not ctx.prompts_only)
     return Command(resume=answers) if answers else None
 
 

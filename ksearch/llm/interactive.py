@@ -62,7 +62,7 @@ class ReplyFormat(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    kind: Literal["json", "code", "text", "approval"]
+    kind: Literal["json", "code", "text", "approval", "device"]
     description: str
     json_schema: dict[str, Any] | None = None
     """The JSON schema of the object asked for (``kind == "json"`` with a typed model)."""
@@ -73,11 +73,12 @@ class Prompt(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    kind: Literal["llm", "approval"] = "llm"
+    kind: Literal["llm", "approval", "device"] = "llm"
     key: str
-    """The LLM call key (``plan:0:0``, ``write:c1:2#repair1``) or, for an approval, ``approve:STEP:CANDIDATE``."""
+    """The LLM call key (``plan:0:0``, ``write:c1:2#repair1``), for an approval ``approve:STEP:CANDIDATE``, for a
+    kernel waiting for its device (a run driven with ``prompts_only``) ``device:evaluate:CANDIDATE``."""
     role: str
-    """``planner``, ``coder`` or, for approvals, ``person``."""
+    """``planner``, ``coder``, for approvals ``person``, for device pauses ``device``."""
     attempt: int = 0
     """0 for a first ask, k for the k-th repair of a reply that could not be used."""
     system: str | None = None
@@ -118,6 +119,27 @@ def approval_key(step: int, candidate_id: str) -> str:
     return f"approve:{step}:{candidate_id}"
 
 
+DEVICE_ANSWER = "the device is here"
+"""What a process that can evaluate answers a device pause with: the paused node runs again and evaluates."""
+
+
+def wait_for_device(key: str, what: str, device: str) -> None:
+    """Pause the graph until a process that has ``device`` drives the run (``key``: ``device:evaluate:CANDIDATE``).
+
+    A run driven with ``prompts_only`` (a machine without the run's GPU) stops here instead of evaluating: its prompts
+    are written and answered where the person is, its kernels evaluated where the GPU is. Only a process that can
+    evaluate answers the pause (``resume_map(..., device_here=True)``); it then finds its own evaluator in the node."""
+    ask(
+        Prompt(
+            kind="device",
+            key=key,
+            role="device",
+            prompt=f"{what} waits for {device}: `ksearch resume RUN` on a machine that has it evaluates it",
+            reply_format=ReplyFormat(kind="device", description=f"no reply: resume the run where {device} is"),
+        )
+    )
+
+
 # ---- a paused run, seen from outside the graph ------------------------------------------------------------------
 
 
@@ -132,7 +154,7 @@ class Waiting(BaseModel):
 
 def waiting_prompts(snapshot: Any, store: Store, run_id: str) -> list[Waiting]:
     """The pauses of a run from its latest checkpoint (``graph.get_state(cfg)``; subgraphs' pauses included), each
-    marked answered when the store already holds its answer. Nothing of the graph runs."""
+    marked answered when the store already holds its answer (a device pause never is). Nothing of the graph runs."""
     out = []
     for intr in getattr(snapshot, "interrupts", ()) or ():
         try:
@@ -143,8 +165,11 @@ def waiting_prompts(snapshot: Any, store: Store, run_id: str) -> list[Waiting]:
     return sorted(out, key=lambda w: w.prompt.key)
 
 
-def answer_for(store: Store, run_id: str, prompt: Prompt) -> Answer | None:
-    """The recorded answer to ``prompt``: the reply recorded under its call key, or the approve/reject act."""
+def answer_for(store: Store, run_id: str, prompt: Prompt, *, device_here: bool = False) -> Answer | None:
+    """The recorded answer to ``prompt``: the reply recorded under its call key, or the approve/reject act; a
+    device pause is answered only by a process that has the device (``device_here``)."""
+    if prompt.kind == "device":
+        return Answer(key=prompt.key, value=DEVICE_ANSWER) if device_here else None
     if prompt.kind == "approval":
         found = find_decision(store, run_id, int(prompt.details["step"]), str(prompt.details["candidate_id"]))
         return Answer(key=prompt.key, value=found["act"]) if found else None
@@ -152,11 +177,14 @@ def answer_for(store: Store, run_id: str, prompt: Prompt) -> Answer | None:
     return Answer(key=prompt.key, value=call["reply"]) if call else None
 
 
-def resume_map(waiting: list[Waiting], store: Store, run_id: str) -> dict[str, dict[str, str]]:
-    """``{interrupt id: answer}`` for every pause whose answer is recorded: what ``Command(resume=...)`` takes."""
+def resume_map(
+    waiting: list[Waiting], store: Store, run_id: str, *, device_here: bool = False
+) -> dict[str, dict[str, str]]:
+    """``{interrupt id: answer}`` for every pause whose answer is recorded (and every device pause, when the caller
+    has the device): what ``Command(resume=...)`` takes."""
     out = {}
     for w in waiting:
-        answer = answer_for(store, run_id, w.prompt)
+        answer = answer_for(store, run_id, w.prompt, device_here=device_here)
         if answer is not None:
             out[w.interrupt_id] = answer.model_dump()
     return out

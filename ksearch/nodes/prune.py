@@ -5,6 +5,7 @@ from __future__ import annotations
 from functools import partial
 
 import structlog
+from langgraph.errors import GraphBubbleUp
 from langgraph.runtime import Runtime
 
 from ksearch.agent.context import SearchContext
@@ -169,6 +170,8 @@ def promotion_decision(ctx: SearchContext, best: BestRef | None, challenger_id: 
         return decision
     try:
         record = paired_comparison(ctx.store, best.candidate_id, challenger_id, ctx.eval_key, partial(_measure, ctx))
+    except GraphBubbleUp:  # a pause (the comparison waits for the device): not a failed measurement
+        raise
     except Exception as exc:  # noqa: BLE001 - a failed re-measurement keeps the incumbent, never crashes the run
         log.warning("prune.compare_failed", run_id=ctx.run_id, challenger_id=challenger_id, error=str(exc)[:500])
         return Decision(promote=False, reason=f"paired comparison failed: {str(exc)[:200]}")

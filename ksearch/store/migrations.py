@@ -196,6 +196,13 @@ def m004_skills(db: sqlite_utils.Database) -> None:
     db["skill_snapshots"].create({"id": str, "skills": str, "created_at": float}, pk="id")
 
 
+@migration
+def m005_device_info(db: sqlite_utils.Database) -> None:
+    """The device a run evaluates on, as probed there (JSON of ``DeviceInfo``): a machine without that device can
+    then write the run's prompts, with the same hardware description and evaluation key (``resume --prompts-only``)."""
+    db["runs"].add_column("device_info", str)
+
+
 def migrate(db: sqlite_utils.Database) -> list[str]:
     """Apply every migration not yet recorded; returns the names applied now.
 
