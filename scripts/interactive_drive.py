@@ -7,7 +7,7 @@ Each reply file answers one prompt and is named by the round the prompt comes be
 ``r04-planner.md`` (the plan after round 3's cycle ended), with ``-repair1`` appended for a repair prompt
 (``r02-coder-repair1.md``) and ``rNN-approval.md`` (``approve`` or ``reject``) for a new best waiting for approval.
 A file named by the call key also answers (``plan_0_0.md``, ``write_c2_1.md``, ``write_c2_1-repair1.md``); it is the
-way to tell apart parallel prompts of one round.
+way to tell apart parallel prompts of one round, so those are saved and asked for by call key only.
 
 The loop: read what the run waits for (``ksearch pending``), save each prompt to ``OUT/prompts/NAME.md``, answer it
 with ``REPLIES/NAME.md`` (``ksearch respond``), and drive the run to its next pause; it stops when the run finishes or
@@ -80,6 +80,14 @@ def reply_names(prompt: Waiting, next_round: int) -> list[str]:
     return [by_round, by_key]
 
 
+def prompt_names(prompts: list[Waiting], next_round: int) -> list[list[str]]:
+    """``reply_names`` of each prompt, except that parallel prompts of one round (which share a round-and-role name)
+    are named by call key only: each is saved, and answered, under a name of its own."""
+    names = [reply_names(w, next_round) for w in prompts]
+    by_round = [n[0] for n in names]
+    return [n[1:] if by_round.count(n[0]) > 1 else n for n in names]
+
+
 def next_round(run_id: str, workspace: Path) -> int:
     """The round the run's next kernel will be: one after the last recorded round (the seed is round 0)."""
     attempts = inspect_flow.run_view(run_id, workspace).attempts
@@ -131,8 +139,7 @@ def answer(run_id: str, workspace: Path, replies: Path, out: Path, prompts_only:
         return "answered", []
     round_no = next_round(run_id, workspace)
     missing, given = [], 0
-    for waiting in open_prompts:
-        names = reply_names(waiting, round_no)
+    for waiting, names in zip(open_prompts, prompt_names(open_prompts, round_no), strict=True):
         saved = save_prompt(out, names[0], waiting)
         found = next((replies / f"{n}.md" for n in names if (replies / f"{n}.md").is_file()), None)
         if found is None:

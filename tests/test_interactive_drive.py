@@ -110,3 +110,24 @@ def test_prompts_only_writes_where_there_is_no_device_and_stops_where_kernels_wa
     summary = json.loads((out / "drive.json").read_text())
     assert [(r["round"], r["verdict"]) for r in summary["trajectory"]] == [(1, "incorrect")], evaluated.stdout
     assert summary["waiting_for"] == ["r02-coder"]
+
+
+def test_parallel_prompts_of_one_round_are_saved_and_answered_by_call_key():
+    """Two cycles' first kernels wait in the same round: a round-and-role name would save both prompts to one file
+    (the second overwriting the first, as in issue 33's search), so they go by call key; a lone prompt keeps both."""
+    import importlib.util
+
+    from ksearch.llm.interactive import Prompt, ReplyFormat, Waiting
+
+    spec = importlib.util.spec_from_file_location("interactive_drive", SCRIPT)
+    drive_module = importlib.util.module_from_spec(spec)
+    assert spec.loader is not None
+    spec.loader.exec_module(drive_module)
+
+    def waiting(key: str, role: str) -> Waiting:
+        reply = ReplyFormat(kind="code", description="code")
+        return Waiting(interrupt_id=key, prompt=Prompt(key=key, role=role, prompt="p", reply_format=reply))
+
+    both = drive_module.prompt_names([waiting("write:c1:1", "coder"), waiting("write:c2:1", "coder")], 1)
+    assert both == [["write_c1_1"], ["write_c2_1"]]
+    assert drive_module.prompt_names([waiting("plan:0:0", "planner")], 1) == [["r01-planner", "plan_0_0"]]

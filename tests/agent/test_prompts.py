@@ -92,3 +92,13 @@ def test_skill_role_prompts_render_from_real_inputs():
     text = simplify_prompt(services, ONLINE_ONE_ROW, 2, 16, [done], {"online_softmax": ["incorrect: overflow"]})
     assert "proposal 2 of at most 16" in text and "- row_batching at launch: rows per program" in text
     assert "- online_softmax: incorrect: overflow" in text and "Device: an H100" in text
+
+
+def test_the_first_plan_asks_for_rating_and_confidence_inside_each_node():
+    """Issue 33's hand-driven search: "Give rating and confidence" read as fields of the edit script, which has none,
+    and the first reply was sent back for repair; the prompt now says where they go."""
+    from ksearch.agent.edits import EditScript
+
+    text = render("plan_init", **{k: f"<{k}>" for k in template_placeholders("plan_init")})
+    assert 'Give each node a "rating"' in text and "inside the node" in text
+    assert "rating" not in EditScript.model_fields and "confidence" not in EditScript.model_fields
