@@ -99,6 +99,7 @@ def test_the_dry_pass_goes_on_past_calls_that_raise() -> None:
 def test_a_scout_worker_compiles_into_the_shared_cache_and_reports(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setattr(autotuner.Autotuner, "__init__", autotuner.Autotuner.__init__)  # restored after the worker
     monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "private"))
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "private-inductor"))
     (tmp_path / "candidate.py").write_text(OK)
     shared = tmp_path / "shared"
     request = WorkerRequest(
@@ -110,6 +111,7 @@ def test_a_scout_worker_compiles_into_the_shared_cache_and_reports(monkeypatch: 
     assert result.configs_passed == result.configs_total == len(SoftmaxTask().test_configs("cpu"))
     assert set(result.stage_seconds) == {"import", "calls", "compile"}
     assert os.environ["TRITON_CACHE_DIR"] == str(shared)
+    assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == str(shared / "inductor")  # torch.compile's graphs shared alike
 
 
 @pytest.fixture

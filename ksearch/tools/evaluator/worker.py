@@ -120,6 +120,10 @@ def prime_activation_probe(task: Any, config: Any) -> None:
         pass
 
 
+INDUCTOR_SUBDIR = "inductor"
+"""Inductor's cache inside an evaluation's shared cache folder (``WorkerRequest.triton_cache_dir``)."""
+
+
 class Worker:
     """One candidate, one process: load, correctness, timing (or compare). Override a phase to harden it further.
 
@@ -154,6 +158,10 @@ class Worker:
     def run(self) -> WorkerResult:
         if self.request.triton_cache_dir:  # shared with this evaluation's compile scout, and with nobody else
             os.environ["TRITON_CACHE_DIR"] = self.request.triton_cache_dir
+            # Inductor's graphs too: the profiling process then loads what torch.compile built in the worker instead
+            # of compiling it again (a public leaderboard kernel compiling for small shapes: 19 s of a 92 s verdict
+            # were its profiling process recompiling them, H200, session 21).
+            os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(self.request.triton_cache_dir, INDUCTOR_SUBDIR)
         if self.request.mode == "scout":
             return self.scout()
         if self.request.mode == "resources":
