@@ -127,7 +127,23 @@ def attempt_lines(store: Store, run_id: str, cycle_id: str) -> list[str]:
         latency = f", {1.0 / score:.4f} ms" if score else ""
         error = f" ({clip(str(a['error']), 160)})" if a.get("error") else ""
         lines.append(f"  attempt {a['attempt']} (round {a['round_index']}, {a['prompt_kind']}): {a['verdict']}{latency}{error}")
+        shapes = shape_means(store, a.get("evaluation_id"))
+        if shapes:
+            lines.append(f"    per shape (ms, the score's statistic): {shapes}")
     return lines
+
+
+def shape_means(store: Store, evaluation_id: str | None) -> str:
+    """Each timed shape's figure of one attempt, compactly (``b0 0.4395, b1 1.0837, ...``): without it a regression
+    of the cycle's other attempts could not be placed (issue 33's search: round 2 lost 33 % and the planner saw only
+    its geomean). '' when the attempt was not timed."""
+    if not evaluation_id:
+        return ""
+    try:
+        timings = store.get_evaluation(evaluation_id).timings
+    except KeyError:
+        return ""
+    return ", ".join(f"{t.config.split('_')[0]} {t.headline_ms:.4f}" for t in timings)
 
 
 def base_evaluation(state: SearchState, result: CycleResult, store: Store) -> Evaluation | None:

@@ -45,3 +45,20 @@ def test_the_rounds_of_a_cycle_are_listed_in_order(tmp_path: Path) -> None:
     assert "compile_error" in lines[3] and "shared memory" in lines[3]
     assert len(lines) == 4
     assert attempt_lines(store, "r", "c2") == []  # one round: the outcome line says it all
+
+
+def test_each_timed_attempt_of_a_cycle_shows_its_shapes(tmp_path: Path) -> None:
+    """Issue 33's search: the cycle's second attempt regressed by a third and the planner saw only its geomean."""
+    from ksearch.contracts.evaluation import Evaluation, Verdict
+
+    store = Store(tmp_path / "ksearch.db")
+    slower = Evaluation(verdict=Verdict.PASSED, device="cuda", configs_passed=2, configs_total=2,
+                        timings=[_timing("b0_n256_b2", mean=0.52, median=0.5), _timing("b6_n1024_b1", 3.9, 3.8)])
+    evaluation_id = store.record_evaluation("cand2", "key", slower)
+    for attempt, eid in ((1, "missing"), (2, evaluation_id)):
+        store.record_attempt({"run_id": "r", "cycle_id": "c1", "attempt": attempt, "round_index": attempt,
+                              "node_id": "n", "prompt_kind": "improve", "candidate_id": f"cand{attempt}",
+                              "evaluation_id": eid, "verdict": "passed", "score": 1.0, "error": None})  # fmt: skip
+    lines = attempt_lines(store, "r", "c1")
+    assert lines[2].startswith("  attempt 2") and lines[3] == "    per shape (ms, the score's statistic): b0 0.5200, b6 3.9000"
+    assert len(lines) == 4  # attempt 1's evaluation is not in the store: no shape line, no error
