@@ -28,6 +28,18 @@ def console_for(stream: TextIO, *, stderr: bool = False) -> Console:
 out = console_for(sys.stdout)
 err = console_for(sys.stderr, stderr=True)
 
+PIPE_RULE = 100
+"""A section rule's width in a pipe, where the console's width is unbounded (a rule there was 100,000 characters)."""
+
+
+def rule(title: str = "") -> None:
+    """A section rule on stdout: the terminal's width, or ``PIPE_RULE`` characters of plain text in a pipe."""
+    if out.width < PIPE_WIDTH:
+        out.rule(escape(title))
+        return
+    head = f"── {title} " if title else ""
+    print(head + "─" * max(3, PIPE_RULE - len(head)), flush=True)
+
 WorkspaceOpt = Annotated[
     Path | None,
     typer.Option("--workspace", "-w", help="Workspace folder holding ksearch.db and logs [env: KSEARCH_WORKSPACE; default ./.ksearch]"),

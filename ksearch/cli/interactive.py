@@ -21,7 +21,7 @@ from ksearch.cli.options import (
     RunIdOpt,
     TemperatureOpt,
 )
-from ksearch.cli._common import JsonOpt, Progress, RunIdArg, out, print_outcome, workspace_of
+from ksearch.cli._common import JsonOpt, Progress, RunIdArg, out, print_outcome, rule, workspace_of
 from ksearch.errors import UserError
 
 app = typer.Typer()
@@ -64,12 +64,12 @@ def pending(
         out.print(f"[yellow]{escape(w.prompt.key)}[/yellow]: {escape(w.prompt.prompt)}")
     for w in prompts:
         p = w.prompt
-        out.rule(f"{p.key}: {p.role} {'approval' if p.kind == 'approval' else 'prompt'} (attempt {p.attempt})")
+        rule(f"{p.key}: {p.role} {'approval' if p.kind == 'approval' else 'prompt'} (attempt {p.attempt})")
         if p.system:
             out.print("[dim]system prompt:[/dim]")
             print(p.system)
         print(p.prompt)
-        out.rule("expected reply")
+        rule("expected reply")
         out.print(escape(p.reply_format.description))
         if p.reply_format.json_schema:
             out.print("[dim](the JSON schema is in the prompt above; `--json` gives it as data)[/dim]")

@@ -69,3 +69,19 @@ def test_piped_tables_and_lines_are_whole(tmp_path):
     assert all(len(line) > 80 for line in rounds)  # one line each, as wide as its cells
     tasks = piped(tmp_path, "tasks")
     assert not any(line != line.rstrip() for line in tasks.stdout.splitlines())  # no padding to a width
+
+
+def test_pending_into_a_pipe_draws_short_rules(tmp_path):
+    """The pipe console's width is unbounded, so a rich rule there was 100,000 characters of '─' per section (seen
+    saving issue 33's prompts); sections are now marked by a plain 100-character rule."""
+    from ksearch.agent.config import RunConfig
+    from ksearch.flows import run as runner
+
+    ws = tmp_path / "ws"
+    waiting = runner.start_run(RunConfig(run_id="w", task="softmax", model="interactive", device="cpu"), workspace=ws)
+    assert waiting.status == "waiting"
+    shown = piped(ws, "pending", "w")
+    assert shown.returncode == 0, shown.stderr
+    rules = [line for line in shown.stdout.splitlines() if line.startswith("──")]
+    assert [line.split(" ")[1] for line in rules] == ["plan:0:0:", "expected"]
+    assert all(len(line) <= 120 for line in rules)
