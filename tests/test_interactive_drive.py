@@ -15,11 +15,11 @@ import pytest
 
 from ksearch.agent.config import RunConfig
 from ksearch.flows import run as runner
+from tests.helpers.scripts import demo_replies
 
 pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parents[1]
-DEMO = REPO / "examples" / "softmax-demo.jsonl"
 SCRIPT = REPO / "scripts" / "interactive_drive.py"
 # The demo's call keys, named as a person writing replies round by round names them (one cycle of 4 rounds, a
 # new plan, a cycle of 2 rounds).
@@ -33,11 +33,6 @@ NAMES = {
     "write:c2:1": "r05-coder",
     "write:c2:2": "write_c2_2",  # a file named by the call key answers too
 }
-
-
-def demo_replies() -> dict[str, str]:
-    lines = [line for line in DEMO.read_text().splitlines() if line.strip() and not line.startswith("//")]
-    return {entry["call_key"]: entry["reply"] for entry in map(json.loads, lines)}
 
 
 def drive(ws: Path, replies: Path, out: Path, *extra: str) -> subprocess.CompletedProcess[str]:

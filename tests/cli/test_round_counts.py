@@ -14,14 +14,9 @@ from ksearch.cli import app
 from ksearch.flows.report_gather import gather_run_report
 from ksearch.flows.workspace import DB_NAME
 from ksearch.store import Store
+from tests.helpers.scripts import demo_replies
 
 runner = CliRunner()
-DEMO = Path(__file__).resolve().parents[2] / "examples" / "softmax-demo.jsonl"
-
-
-def demo_replies() -> dict[str, str]:
-    lines = [line for line in DEMO.read_text().splitlines() if line.strip() and not line.startswith("//")]
-    return {entry["call_key"]: entry["reply"] for entry in map(json.loads, lines)}
 
 
 def flat(text: str) -> str:

@@ -16,17 +16,11 @@ import pytest
 from ksearch.agent.config import RunConfig
 from ksearch.flows import interactive
 from ksearch.flows import run as runner
-from tests.helpers.scripts import fenced, init_plan, row_kernel
+from tests.helpers.scripts import DEMO, demo_replies, fenced, init_plan, row_kernel
 
 pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parents[2]
-DEMO = REPO / "examples" / "softmax-demo.jsonl"
-
-
-def demo_replies() -> dict[str, str]:
-    lines = [line for line in DEMO.read_text().splitlines() if line.strip() and not line.startswith("//")]
-    return {entry["call_key"]: entry["reply"] for entry in map(json.loads, lines)}
 
 
 def cli(ws: Path, *args: str) -> list[str]:

@@ -4,7 +4,6 @@ tasks, start an interactive softmax run on the CPU, answer every prompt, steer i
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import sys
 from pathlib import Path
@@ -16,18 +15,12 @@ mcp = pytest.importorskip("mcp")
 from mcp import Client  # noqa: E402
 from mcp.client.stdio import StdioServerParameters  # noqa: E402
 
-from tests.helpers.scripts import WRONG_KERNEL, row_kernel  # noqa: E402
+from tests.helpers.scripts import WRONG_KERNEL, demo_replies, row_kernel  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parents[2]
-DEMO = REPO / "examples" / "softmax-demo.jsonl"
 TOOLS = {"list_tasks", "list_runs", "start_run", "pending", "respond", "steer", "fork_run", "show_run", "eval_file"}
-
-
-def demo_replies() -> dict[str, str]:
-    lines = [line for line in DEMO.read_text().splitlines() if line.strip() and not line.startswith("//")]
-    return {entry["call_key"]: entry["reply"] for entry in map(json.loads, lines)}
 
 
 def server(ws: Path) -> StdioServerParameters:

@@ -7,7 +7,6 @@ no GPU); what is tested is the split of the work, which never looks at the figur
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
@@ -19,12 +18,11 @@ from ksearch.flows import run as runner
 from ksearch.tools.evaluator.request import EvalRequest
 from ksearch.tools.executors.local import LocalExecutor
 from ksearch.tools.fingerprint import DeviceInfo
-from tests.helpers.scripts import fenced, init_plan, row_kernel
+from tests.helpers.scripts import DEMO, demo_replies, fenced, init_plan, row_kernel
 
 pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parents[2]
-DEMO = REPO / "examples" / "softmax-demo.jsonl"
 H100 = DeviceInfo(device="cuda:0", python="3.11", torch="2.13.0", triton="3.6.0", gpu="NVIDIA H100 80GB HBM3",
                   sms="132", memory_gb="79.2", capability="9.0", cuda="12.8", l2_mb="50.0")  # fmt: skip
 
@@ -49,11 +47,6 @@ class StandInGpu:
 
     def close(self) -> None:
         self.inner.close()
-
-
-def demo_replies() -> dict[str, str]:
-    lines = [line for line in DEMO.read_text().splitlines() if line.strip() and not line.startswith("//")]
-    return {entry["call_key"]: entry["reply"] for entry in map(json.loads, lines)}
 
 
 def config(run_id: str, model: str, **overrides) -> RunConfig:

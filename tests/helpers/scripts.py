@@ -5,6 +5,16 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+DEMO = Path(__file__).resolve().parents[2] / "examples" / "softmax-demo.jsonl"
+"""The scripted softmax demo: a replay file of a 6-round search (plans and kernels by call key)."""
+
+
+def demo_replies() -> dict[str, str]:
+    """The demo's replies by call key."""
+    lines = [line for line in DEMO.read_text().splitlines() if line.strip() and not line.startswith("//")]
+    return {entry["call_key"]: entry["reply"] for entry in map(json.loads, lines)}
+
+
 ROW_KERNEL = '''import time
 import torch
 import triton
