@@ -16,11 +16,11 @@ from ksearch.tools.evaluator.request import EvalRequest
 
 
 def evaluate_later(request: EvalRequest) -> Evaluation:
-    """Stands for ``SearchContext.evaluate``: pauses until a process with ``request.device`` drives the run."""
+    """Stands for ``SearchContext.evaluate``: pauses until a process with ``request.device`` drives the run. Kernels
+    are named by the last 10 characters of their id, as the prompts name them."""
     candidate = request.candidate.id
-    short = candidate.rpartition(":")[2][:12]
     method = f":{request.timing_method}" if request.timing_method else ""  # a confirmation is another pause
-    what = f"the evaluation of kernel {short}" + (f" ({request.timing_method})" if method else "")
+    what = f"the evaluation of kernel {candidate[-10:]}" + (f" ({request.timing_method})" if method else "")
     wait_for_device(f"device:evaluate:{candidate}{method}", what, request.device)
     raise _answered_here()
 
@@ -28,8 +28,7 @@ def evaluate_later(request: EvalRequest) -> Evaluation:
 def compare_later(incumbent: EvalRequest, challenger: EvalRequest, *, rounds: int = 5) -> Comparison:
     """Stands for ``SearchContext.compare``: pauses like ``evaluate_later``."""
     a, b = incumbent.candidate.id, challenger.candidate.id
-    short_a, short_b = a.rpartition(":")[2][:12], b.rpartition(":")[2][:12]
-    wait_for_device(f"device:compare:{a}:{b}", f"the paired comparison of kernels {short_a} and {short_b}",
+    wait_for_device(f"device:compare:{a}:{b}", f"the paired comparison of kernels {a[-10:]} and {b[-10:]}",
                     incumbent.device)  # fmt: skip
     raise _answered_here()
 

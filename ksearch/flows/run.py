@@ -253,8 +253,7 @@ def resume_run(
         trust.check_task_file(config, workspace_dir(workspace), trusted=trust_task, command=command)
         recorded = recorded_device(run, config) if prompts_only else None
         ctx = build_context(config, store, executor=executor, prompts_only_on=recorded)
-        if not prompts_only:
-            record_device(store, config.run_id, ctx)
+        record_device(store, config.run_id, ctx)
         ctx.config = config = stamp_task(config, ctx.task)  # a run made before digests were recorded gets one now
         if config.model_dump(mode="json") != run["config"]:
             store.update_run(config.run_id, config=json.dumps(config.model_dump(mode="json"), sort_keys=True))
@@ -266,7 +265,8 @@ def resume_run(
 
 
 def record_device(store: Store, run_id: str, ctx: SearchContext) -> None:
-    """Remember the device the run evaluates on, so that a machine without it can write the run's prompts."""
+    """Remember the device the run evaluates on, so that a machine without it can write the run's prompts (a process
+    that writes prompts only has nothing new to record)."""
     if ctx.device_info is not None and not ctx.prompts_only:
         store.update_run(run_id, device_info=ctx.device_info.model_dump_json())
 
