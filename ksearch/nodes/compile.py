@@ -9,6 +9,7 @@ import ast
 
 from langgraph.runtime import Runtime
 
+from ksearch import pyparse
 from ksearch.agent.context import SearchContext
 from ksearch.agent.state import CycleState
 from ksearch.tools import integrity
@@ -30,7 +31,7 @@ def compile_candidate(state: CycleState, runtime: Runtime[SearchContext]) -> dic
 def static_check(code: str, entry_point: str) -> str | None:
     """A syntax error or a missing entry point, as a message for the coder; None when the module looks runnable."""
     try:
-        tree = ast.parse(code)
+        tree = pyparse.parse(code)
     except SyntaxError as exc:
         return f"SyntaxError: {exc.msg} (line {exc.lineno}): {(exc.text or '').strip()}"
     for node in tree.body:

@@ -27,6 +27,7 @@ from typing import Any
 
 import torch
 
+from ksearch import pyparse
 from ksearch.errors import UserError
 
 CPU_BUDGET_BYTES = 8 << 20
@@ -106,7 +107,7 @@ def reduce_for_cpu(source: str, path: Path, budget: int = CPU_BUDGET_BYTES) -> R
 def scalable_constants(source: str) -> list[Constant]:
     """Module-level ``NAME = <int expression of literals>`` (also ``A = B = 128``) and ``NAME = (<ints>, ...)``."""
     found: list[Constant] = []
-    for stmt in ast.parse(source).body:
+    for stmt in pyparse.parse(source).body:
         if not (isinstance(stmt, ast.Assign) and all(isinstance(t, ast.Name) for t in stmt.targets)):
             continue
         name, value = " = ".join(t.id for t in stmt.targets if isinstance(t, ast.Name)), stmt.value

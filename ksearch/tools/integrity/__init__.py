@@ -52,9 +52,9 @@ narrowed to the harmless form so the nearby hack is still caught:
 
 from __future__ import annotations
 
-import ast
 from typing import TYPE_CHECKING
 
+from ksearch import pyparse
 from ksearch.contracts.evaluation import Rejection
 from ksearch.tools.integrity import reference_ops
 from ksearch.tools.integrity.base import Finding
@@ -81,7 +81,7 @@ def check_source(code: str, *, task_name: str | None = None, allow: frozenset[st
 def scan(code: str, *, task_name: str | None = None, allow: frozenset[str] = frozenset()) -> list[Finding]:
     """Every finding, ordered by rule priority then line. Empty for unparsable code."""
     try:
-        tree = ast.parse(code)
+        tree = pyparse.parse(code)
     except (SyntaxError, ValueError):
         return []
     task = _task(task_name)

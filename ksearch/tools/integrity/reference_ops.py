@@ -29,6 +29,7 @@ from collections.abc import Iterator
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
+from ksearch import pyparse
 from ksearch.tools.integrity.base import Finding, ScannerBase
 
 if TYPE_CHECKING:
@@ -84,7 +85,7 @@ def canonical(name: str) -> str:
 def reference_ops(source: str, reference_class: str) -> frozenset[str]:
     """Canonical names of the ops the reference class of ``source`` (a problem file) computes with."""
     try:
-        tree = ast.parse(source)
+        tree = pyparse.parse(source)
     except SyntaxError:
         return frozenset()
     scan = _Reachable(source, tree, start=reference_class, forward_only=True)
@@ -121,7 +122,7 @@ def waived(code: str, task: Task) -> list[str]:
     if not allowed:
         return []
     try:
-        tree = ast.parse(code)
+        tree = pyparse.parse(code)
     except (SyntaxError, ValueError):
         return []
     strict = _Strict(task)

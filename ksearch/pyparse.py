@@ -1,0 +1,21 @@
+"""``ast.parse`` that is safe to call from several threads of one process.
+
+CPython 3.11's ``ast`` module keeps the depth counter it uses while turning a parse tree into Python objects in state
+shared by every thread. When a garbage-collected finaliser releases the GIL in the middle of that conversion and
+another thread parses meanwhile, the first parse fails with ``SystemError: AST constructor recursion depth mismatch``
+(seen in CI: two parallel cycles of a search scanned their candidates at once). One lock around every parse this
+process makes removes the overlap; parses are milliseconds, so nothing waits long.
+"""
+
+from __future__ import annotations
+
+import ast
+import threading
+
+_PARSE_LOCK = threading.RLock()  # re-entrant: a finaliser that parses on the same thread must not deadlock
+
+
+def parse(source: str) -> ast.Module:
+    """``ast.parse(source)``, one thread at a time. Raises what ``ast.parse`` raises (SyntaxError, ValueError)."""
+    with _PARSE_LOCK:
+        return ast.parse(source)

@@ -1,0 +1,76 @@
+"""ksearch.pyparse: parses from two threads never overlap (CPython 3.11's shared AST depth counter, seen in CI)."""
+
+from __future__ import annotations
+
+import ast
+import gc
+import sys
+import threading
+from collections.abc import Callable
+
+import pytest
+
+from ksearch import pyparse
+
+SOURCE = "def f(x):\n    return [[(x + 1) * 2 for _ in range(3)] for _ in range(4)]\n" * 20
+
+
+def _parse_while_another_thread_parses(parse: Callable[[str], ast.Module]) -> tuple[bool, list[SystemError]]:
+    """Parse on this thread; a finaliser that the garbage collector runs in the middle of that parse lets a second
+    thread parse (waiting for it at most 0.5 s), as a GIL switch in a search with parallel cycles did.
+    Returns whether the finaliser ran during the parse and the SystemErrors either parse raised."""
+    this = threading.current_thread()
+    go, other_done = threading.Event(), threading.Event()
+    errors: list[SystemError] = []
+    fired: list[bool] = []
+
+    def other() -> None:
+        go.wait(5)
+        try:
+            parse(SOURCE)
+        except SystemError as exc:
+            errors.append(exc)
+        other_done.set()
+
+    class Trap:
+        def __del__(self) -> None:
+            if threading.current_thread() is this and not fired:
+                fired.append(True)
+                go.set()
+                other_done.wait(0.5)
+
+    thread = threading.Thread(target=other)
+    thread.start()
+    first, second = Trap(), Trap()
+    first.partner, second.partner = second, first  # a cycle: only the collector frees it, mid-parse
+    del first, second
+    threshold = gc.get_threshold()
+    gc.set_threshold(1)
+    try:
+        parse(SOURCE)
+    except SystemError as exc:
+        errors.append(exc)
+    finally:
+        gc.set_threshold(*threshold)
+        go.set()
+        thread.join(5)
+    return bool(fired), errors
+
+
+def test_the_harness_reproduces_the_interpreter_bug_with_plain_ast_parse() -> None:
+    fired, errors = _parse_while_another_thread_parses(ast.parse)
+    assert fired
+    if sys.version_info[:2] == (3, 11):
+        assert errors and "recursion depth mismatch" in str(errors[0])
+
+
+def test_parses_from_two_threads_do_not_overlap() -> None:
+    fired, errors = _parse_while_another_thread_parses(pyparse.parse)
+    assert fired
+    assert errors == []
+
+
+def test_parse_returns_the_module_and_raises_syntax_errors() -> None:
+    assert isinstance(pyparse.parse("x = 1\n").body[0], ast.Assign)
+    with pytest.raises(SyntaxError):
+        pyparse.parse("def (:\n")
