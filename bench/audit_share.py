@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import random
 import statistics
 import sys
 from dataclasses import asdict, dataclass
@@ -40,6 +41,14 @@ class ConfigShare:
     audited_mean_ms: float | None
     after_mean_ms: float | None
     """The windows right after an audited one (the call after the checker's gap)."""
+    fresh_audits: int = 0
+    """Windows whose last call ran on re-randomised activations (each needs a new reference in the checker)."""
+    fresh_gap_ms: float | None = None
+    """Median wall time from such a window's close to the next window's open: the audit's cost to the loop."""
+    audit_gaps_s: float = 0.0
+    """Sum of the gaps after every audited window."""
+    loop_s: float = 0.0
+    """The config's loop: first window opened to last closed (null windows included)."""
 
     @property
     def inflation(self) -> float:
@@ -51,10 +60,28 @@ def _mean(windows: list[dict]) -> float | None:
     return statistics.fmean(samples) if samples else None
 
 
+def _gaps(windows: list[dict]) -> tuple[list[float], float, float]:
+    """Over one config's closed windows in order (null ones included): the gaps after fresh audits (s), the sum of
+    the gaps after any audit (s), and the loop's span (s)."""
+    fresh: list[float] = []
+    audited = 0.0
+    for this, following in zip(windows, windows[1:]):
+        gap = following["opened"] - this["closed"]
+        if this.get("fresh"):
+            fresh.append(gap)
+        if this["audits"]:
+            audited += gap
+    span = windows[-1]["closed"] - windows[0]["opened"] if windows else 0.0
+    return fresh, audited, span
+
+
 def shares(ledger: dict, name: str = "") -> list[ConfigShare]:
     """Per config of one dumped ledger (``verdicts._dump_ledger``'s JSON)."""
     by_config: dict[int, list[dict]] = {}
+    every: dict[int, list[dict]] = {}
     for window in ledger["windows"]:
+        if window.get("closed") is not None:
+            every.setdefault(window["config"], []).append(window)
         if window.get("closed") is not None and window["samples_ms"] and not window.get("null"):  # null: no call
             by_config.setdefault(window["config"], []).append(window)
     out = []
@@ -64,13 +91,67 @@ def shares(ledger: dict, name: str = "") -> list[ConfigShare]:
         rest = [w for i, w in enumerate(windows) if i not in audited and i not in after]
         everything = _mean(windows)
         assert everything is not None
+        fresh_gaps, audit_gaps, span = _gaps(every.get(config, []))
         out.append(ConfigShare(
             ledger=name, config=config, windows=len(windows), audited=len(audited), mean_ms=everything,
             mean_without_ms=_mean(rest) or everything,
             audited_mean_ms=_mean([windows[i] for i in sorted(audited)]),
             after_mean_ms=_mean([windows[i] for i in sorted(after)]),
+            fresh_audits=len(fresh_gaps), fresh_gap_ms=statistics.median(fresh_gaps) * 1e3 if fresh_gaps else None,
+            audit_gaps_s=audit_gaps, loop_s=span,
         ))  # fmt: skip
     return out
+
+
+def expected_fresh_audits(rate: float, repeats: int = 100, trials: int = 4000) -> float:
+    """Mean number of re-randomised audits ``FreshPlan`` places in a loop of ``repeats`` (simulated with a seeded
+    generator; the loop waits for the plan's minimum, as GPU MODE's benchmark loop does)."""
+    from ksearch.tools.timing.primitives import FreshPlan
+
+    rng = random.Random(0)
+    total = 0
+    for _ in range(trials):
+        plan = FreshPlan(rate=rate, rng=rng)
+        position = 0
+        while position < repeats or not plan.satisfied():
+            if plan.wants(position):
+                plan.done += 1
+            position += 1
+        total += plan.done
+    return total / trials
+
+
+def rate_table(rows: list[ConfigShare], evaluations: int, rates: tuple[float, ...] = (0.125, 0.08, 0.06, 0.04)) -> str:
+    """What other re-randomisation rates would cost and buy, from these ledgers' gaps: per rate, the audits a loop
+    of 100 repeats expects, the audit gaps per evaluation (each config's median fresh gap times that count), and the
+    chance that two replaying kernels go unseen in one loop: one computing honestly on its first 10 calls only
+    (no fresh audit among the other 90), one computing honestly on a random half of its calls (every fresh audit
+    lands on an honest call). The leaderboard-mode confirmation of every new best checks every repeat regardless."""
+    lines = ["rate    audits/loop  audit gaps s/eval  escape: honest first 10  escape: honest half"]
+    for rate in rates:
+        count = expected_fresh_audits(rate)
+        gaps = sum((r.fresh_gap_ms or 0.0) / 1e3 * count for r in rows) / max(1, evaluations)
+        late = (1 - rate) ** 90
+        half = _mean_power(rate, 0.5)
+        lines.append(f"{rate:<6}  {count:>11.1f}  {gaps:>17.2f}  {late:>23.2e}  {half:>19.2e}")
+    return "\n".join(lines)
+
+
+def _mean_power(rate: float, honest: float, trials: int = 4000) -> float:
+    """E[honest ** k] over the number k of fresh audits FreshPlan places in a loop of 100 at ``rate``."""
+    from ksearch.tools.timing.primitives import FreshPlan
+
+    rng = random.Random(1)
+    total = 0.0
+    for _ in range(trials):
+        plan = FreshPlan(rate=rate, rng=rng)
+        position = 0
+        while position < 100 or not plan.satisfied():
+            if plan.wants(position):
+                plan.done += 1
+            position += 1
+        total += honest**plan.done
+    return total / trials
 
 
 def _ms(value: float | None) -> str:
@@ -92,6 +173,16 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{r.ledger:<32}{r.config:>6}  {r.windows:>7}  {r.audited:>7}  {r.mean_ms:.4f}  {r.mean_without_ms:.4f}  "
               f"{_ms(r.audited_mean_ms):>8}  {_ms(r.after_mean_ms):>8}  {r.inflation:.3f}")  # fmt: skip
     print(f"geomean inflation: {statistics.geometric_mean([r.inflation for r in rows]):.3f}")
+    print()
+    print("ledger                          config  fresh  gap ms   audit gaps s  loop s")
+    for r in rows:
+        print(f"{r.ledger:<32}{r.config:>6}  {r.fresh_audits:>5}  {_ms(r.fresh_gap_ms):>7}  {r.audit_gaps_s:>12.3f}  "
+              f"{r.loop_s:.3f}")  # fmt: skip
+    per_ledger = len(files)
+    print(f"per evaluation: audit gaps {sum(r.audit_gaps_s for r in rows) / per_ledger:.2f} s of "
+          f"{sum(r.loop_s for r in rows) / per_ledger:.2f} s of timing loops")
+    print()
+    print(rate_table(rows, per_ledger))
     if args.json:
         args.json.write_text(json.dumps([asdict(r) for r in rows], indent=1), encoding="utf-8")
     return 0
