@@ -35,3 +35,26 @@ def test_the_command_reads_a_dump_folder_and_says_when_it_is_empty(
     (tmp_path / "ledger-1.json").write_text(json.dumps({"windows": [_window(0, 1.0, ["audit"]), _window(0, 1.0)]}))
     assert bench.main([str(tmp_path), "--json", str(tmp_path / "rows.json")]) == 0
     assert json.loads((tmp_path / "rows.json").read_text())[0]["audited"] == 1
+
+
+def test_the_gap_after_each_fresh_audit_and_the_loop_span_are_measured() -> None:
+    bench = load_bench("audit_share")
+
+    def timed(opened: float, closed: float, *, audits: list[str] | None = None, fresh: bool = False) -> dict:
+        return {**_window(0, 1.0, audits), "opened": opened, "closed": closed, "fresh": fresh}
+
+    windows = [timed(0.0, 0.001), timed(0.002, 0.003, audits=["audit"], fresh=True), timed(0.033, 0.034),
+               timed(0.035, 0.036, audits=["bench"]), timed(0.046, 0.047)]  # fmt: skip
+    (row,) = bench.shares({"windows": windows}, "l")
+    assert row.fresh_audits == 1 and row.fresh_gap_ms == pytest.approx(30.0)
+    assert row.audit_gaps_s == pytest.approx(0.040) and row.loop_s == pytest.approx(0.047)
+
+
+def test_a_lower_rate_places_fewer_audits_never_under_the_minimum_and_misses_replays_more_often() -> None:
+    bench = load_bench("audit_share")
+    today, lower = bench.expected_fresh_audits(0.125, trials=500), bench.expected_fresh_audits(0.04, trials=500)
+    assert 12 < today < 16 and 4 < lower < 8 and bench.expected_fresh_audits(0.0, trials=200) == pytest.approx(2.0)
+    table = bench.rate_table([], 1, rates=(0.125, 0.04)).splitlines()
+    assert len(table) == 3 and table[1].startswith("0.125") and table[2].startswith("0.04")
+    escape = [float(line.split()[-2]) for line in table[1:]]
+    assert escape[0] < escape[1]
