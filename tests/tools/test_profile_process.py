@@ -327,3 +327,32 @@ def test_processes_taken_for_an_evaluation_stop_when_the_next_profiling_process_
         profiler.process.wait(timeout=30)
         assert worker.exited() and profiler.exited()
         assert not worker.work.parent.exists() and not profiler.work.parent.exists()
+
+
+@pytest.mark.usefixtures("cpu_profiling")
+def test_no_process_of_an_evaluation_outlives_it_when_no_new_process_can_start(monkeypatch) -> None:
+    """The machine refuses new processes (fork's EAGAIN, a full disk) after an evaluation took its worker, scout and
+    profiling process: taking the profiler fails on its successor, and retiring the scout would start one too. Every
+    process of the evaluation is still stopped and its folder removed (retiring never raises: a red-team review,
+    session 22, found the worker left running with the session unaware of it)."""
+    monkeypatch.setattr(evaluate_module, "wants_scout", lambda request: True)  # as on a GPU for a Triton candidate
+    code = (Path(__file__).resolve().parent / "forgers" / "honest_slow.py").read_text(encoding="utf-8")
+    request = EvalRequest(candidate=Candidate(task="softmax", language="triton", code=code), device="cpu", timing=True,
+                          profile=True, timing_method="gpumode-benchmark")  # fmt: skip
+    with EvaluatorSession("cpu") as session:
+        worker = session.idle
+        assert worker is not None
+        real, taken = session._start_worker, []
+
+        def refusing(*, profiler: bool = False):  # noqa: ANN202 - the scout and the profiler start, then nothing
+            if len(taken) >= 2:
+                raise OSError(11, "Resource temporarily unavailable (fork)")
+            taken.append(real(profiler=profiler))
+            return taken[-1]
+
+        monkeypatch.setattr(session, "_start_worker", refusing)
+        with pytest.raises(OSError, match="Resource temporarily unavailable"):
+            evaluate(request, session=session)
+        for process in (worker, *taken):
+            process.process.wait(timeout=30)
+            assert process.exited() and not process.work.parent.exists()

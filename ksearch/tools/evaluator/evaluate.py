@@ -26,7 +26,6 @@ from __future__ import annotations
 import os
 import random
 import secrets
-import shutil
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -40,6 +39,7 @@ from ksearch.tools import timing as timing_mod
 from ksearch.tools.containment import policy as containment
 from ksearch.tools.evaluator.processes import CANDIDATE_FILE, SHARED_DIR, CheckerFailure, WorkerProcess
 from ksearch.tools.evaluator.request import EvalRequest
+from ksearch.tools.evaluator.sandbox import remove_tree
 from ksearch.tools.evaluator.session import SCOUT_CALLS_S, EvaluatorSession, Outcome
 from ksearch.tools.evaluator.evidence import EXTENSION_MARKERS, probe_wanted, with_evidence
 from ksearch.tools.evaluator.probe import ResourceProbe
@@ -264,7 +264,7 @@ def _evaluate_once(session: EvaluatorSession, request: EvalRequest, task: Task, 
         if worker is not None:
             session.retire(worker)
         if shared_cache is not None:
-            shutil.rmtree(shared_cache, ignore_errors=True)
+            remove_tree(shared_cache)
 
 
 def wants_scout(request: EvalRequest) -> bool:

@@ -9,7 +9,6 @@ diagnostics): a probe stuck in the candidate's host code never holds an evaluati
 
 from __future__ import annotations
 
-import shutil
 import time
 from pathlib import Path
 
@@ -17,7 +16,7 @@ from ksearch.contracts.evaluation import Verdict
 from ksearch.contracts.exchange import WorkerRequest, WorkerResult
 from ksearch.tools.evaluator.evidence import VERDICTS_A_LIMIT_OVERRIDES, probe_report
 from ksearch.tools.evaluator.processes import CANDIDATE_FILE, WorkerProcess
-from ksearch.tools.evaluator.sandbox import read_report
+from ksearch.tools.evaluator.sandbox import read_report, remove_tree
 
 PROBE_GRACE_S = 5.0
 """How long the probe may still run after a verdict its figures cannot change (a timeout, a crash)."""
@@ -56,4 +55,4 @@ class ResourceProbe:
 
     def close(self) -> None:
         self.process.kill()
-        shutil.rmtree(self.process.work.parent, ignore_errors=True)
+        remove_tree(self.process.work.parent)

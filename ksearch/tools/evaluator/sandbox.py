@@ -186,6 +186,29 @@ def read_tail(path: Path, limit: int = 64 * 1024) -> str:
     return read_regular(path, limit, tail=True) or ""
 
 
+def remove_tree(path: Path) -> bool:
+    """Remove ``path`` and everything below it, best effort and never raising; whether it is gone.
+
+    The folders this removes were written by candidates, which may have made them hostile: ``shutil.rmtree``
+    recurses once per level in Python (3.11) and opens a descriptor per level, so a tree a thousand folders deep
+    raises ``RecursionError`` through ``ignore_errors`` (a red-team review, session 22). Then GNU ``rm -rf``, which
+    walks any depth without recursion, removes what is left."""
+    import shutil
+
+    try:
+        shutil.rmtree(path, ignore_errors=True)
+    except (RecursionError, OSError):
+        pass
+    if not os.path.lexists(path):
+        return True
+    try:
+        subprocess.run(["rm", "-rf", "--", str(path)], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL, timeout=300, check=False)  # fmt: skip
+    except (OSError, subprocess.SubprocessError):
+        pass
+    return not os.path.lexists(path)
+
+
 def die_with_parent(parent_pid: int) -> None:
     """Ask Linux to SIGKILL this process when the agent dies (even by SIGKILL), so no orphan keeps a GPU busy."""
     if not sys.platform.startswith("linux"):

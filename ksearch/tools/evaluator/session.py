@@ -28,7 +28,6 @@ import json
 import os
 import secrets
 import select
-import shutil
 import tempfile
 import time
 from pathlib import Path
@@ -39,7 +38,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from ksearch.contracts.exchange import CheckerCommand, CheckResult, Handoff, StagingHandle, WorkerRequest, WorkerResult
 from ksearch.tools.evaluator.ledger import TimingLedger
 from ksearch.tools.evaluator.processes import CheckerFailure, CheckerProcess, LineReader, WorkerProcess, parse_message
-from ksearch.tools.evaluator.sandbox import read_report
+from ksearch.tools.evaluator.sandbox import read_report, remove_tree
 
 CHECKER_START_S = 180.0
 """Time allowed for the checker to import torch and initialise the device."""
@@ -165,7 +164,7 @@ class EvaluatorSession:
                 self.idle_profiler = self._start_worker(profiler=True)
             except BaseException:
                 profiler.kill()  # the caller never got it: nothing else would stop it
-                shutil.rmtree(profiler.work.parent, ignore_errors=True)
+                remove_tree(profiler.work.parent)
                 raise
         return profiler
 
@@ -178,20 +177,26 @@ class EvaluatorSession:
         return worker
 
     def retire(self, worker: WorkerProcess, *, scout: bool = False) -> None:
-        """Kill ``worker`` and remove its folder; in a prestarting session, start the next of its kind."""
+        """Kill ``worker`` and remove its folder; in a prestarting session, start the next of its kind.
+
+        Never raises: it runs where an evaluation cleans up, one process after another, and an exception there would
+        skip the rest (a worker left running with its CUDA context: a red-team review, session 22) and hide the
+        evaluation's outcome. A successor that fails to start here is started when one is next taken."""
         worker.kill()
-        folder = worker.work.parent
-        shutil.rmtree(folder, ignore_errors=True)
+        remove_tree(worker.work.parent)
         if not self.prestart:
             return
-        if worker.profiler:
-            if self.idle_profiler is None:
-                self.idle_profiler = self._start_worker(profiler=True)
-        elif scout:
-            if self.idle_scout is None:
-                self.idle_scout = self._start_worker()
-        elif self.idle is None:
-            self.idle = self._start_worker()
+        try:
+            if worker.profiler:
+                if self.idle_profiler is None:
+                    self.idle_profiler = self._start_worker(profiler=True)
+            elif scout:
+                if self.idle_scout is None:
+                    self.idle_scout = self._start_worker()
+            elif self.idle is None:
+                self.idle = self._start_worker()
+        except Exception:  # noqa: BLE001 - see the docstring: ``_alive_or_new`` starts it when it is needed
+            pass
 
     def ask_checker(self, command: CheckerCommand, timeout: float) -> dict[str, Any]:
         assert self.checker is not None
@@ -211,7 +216,7 @@ class EvaluatorSession:
         if self.checker is not None:
             self.checker.close()
             self.checker = None
-        shutil.rmtree(self.root, ignore_errors=True)
+        remove_tree(self.root)
 
     def __enter__(self) -> EvaluatorSession:
         return self
