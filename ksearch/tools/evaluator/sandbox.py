@@ -20,8 +20,11 @@ import site
 import stat
 import subprocess
 import sys
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, TypeVar
 
 import ksearch
 
@@ -61,16 +64,32 @@ def spawn(
             Path(profile).mkdir(parents=True, exist_ok=True)
         prefix = policy.launcher_prefix(device, [cwd, *writable, *([Path(profile)] if profile else [])])
         policy.protect_parent()
-    return subprocess.Popen(
-        [*prefix, sys.executable, "-P", "-m", module, *args],
-        cwd=cwd,
-        env=env,
-        stdin=stdin,
-        stdout=stdout,
-        stderr=stderr,
-        start_new_session=True,
-        pass_fds=pass_fds,
-    )
+    argv = [*prefix, sys.executable, "-P", "-m", module, *args]
+    return on_spawner_thread(lambda: subprocess.Popen(argv, cwd=cwd, env=env, stdin=stdin, stdout=stdout,
+                                                      stderr=stderr, start_new_session=True, pass_fds=pass_fds))
+
+
+_T = TypeVar("_T")
+_spawner: ThreadPoolExecutor | None = None
+_spawner_lock = threading.Lock()
+
+
+def on_spawner_thread(start: Callable[[], _T]) -> _T:
+    """``start()`` (a process start) on one thread that lives as long as this process.
+
+    Linux ties ``PR_SET_PDEATHSIG`` (``die_with_parent``; the containment launcher sets it too) to the *thread*
+    that created the child: a checker or prestarted worker started from a LangGraph pool thread was SIGKILLed when
+    that pool shut down at the end of a ``graph.stream()``, though its session lived on for the next one (a
+    thread-safety review, session 22), losing the warm checker, its reference cache and the prestarted workers.
+    Started from this thread, they die with the process, as intended."""
+    global _spawner
+    with _spawner_lock:
+        if _spawner is None:
+            _spawner = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ksearch-spawner")
+        spawner = _spawner
+    if threading.current_thread().name.startswith("ksearch-spawner"):
+        return start()
+    return spawner.submit(start).result()
 
 
 def kill_group(pid: int) -> None:
