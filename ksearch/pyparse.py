@@ -5,6 +5,9 @@ shared by every thread. When a garbage-collected finaliser releases the GIL in t
 another thread parses meanwhile, the first parse fails with ``SystemError: AST constructor recursion depth mismatch``
 (seen in CI: two parallel cycles of a search scanned their candidates at once). One lock around every parse this
 process makes removes the overlap; parses are milliseconds, so nothing waits long.
+
+Not covered: the standard library's own parses (3.11's traceback formatting parses a line to place its ``^^^``
+markers). No node formats a traceback while others parse today; a log call with ``exc_info`` on a node thread would.
 """
 
 from __future__ import annotations

@@ -64,10 +64,34 @@ def test_the_harness_reproduces_the_interpreter_bug_with_plain_ast_parse() -> No
         assert errors and "recursion depth mismatch" in str(errors[0])
 
 
-def test_parses_from_two_threads_do_not_overlap() -> None:
-    fired, errors = _parse_while_another_thread_parses(pyparse.parse)
-    assert fired
-    assert errors == []
+def test_a_parse_waits_while_another_thread_parses(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The first parse is held inside ``ast.parse``; a second thread's parse must not start until it returns."""
+    real = ast.parse
+    inside, release = threading.Event(), threading.Event()
+    running: list[str] = []
+    overlapped: list[bool] = []
+
+    def held_parse(source: str, *args: object, **kwargs: object) -> ast.Module:
+        overlapped.append(bool(running))
+        running.append(source)
+        if source == "first = 1\n":
+            inside.set()
+            release.wait(5)
+        running.remove(source)
+        return real(source)
+
+    monkeypatch.setattr(ast, "parse", held_parse)
+    first = threading.Thread(target=pyparse.parse, args=("first = 1\n",))
+    second = threading.Thread(target=pyparse.parse, args=("second = 2\n",))
+    first.start()
+    assert inside.wait(5)
+    second.start()
+    second.join(0.3)
+    assert second.is_alive()  # waiting for the lock, not parsing beside the first
+    release.set()
+    first.join(5)
+    second.join(5)
+    assert overlapped == [False, False]
 
 
 def test_parse_returns_the_module_and_raises_syntax_errors() -> None:
