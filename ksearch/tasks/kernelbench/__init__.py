@@ -41,6 +41,7 @@ Beyond KernelBench (issue 36), each part in its own module:
 
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path
@@ -72,6 +73,7 @@ from ksearch.tasks.kernelbench.problem_files import (
 )
 from ksearch.tasks.kernelbench.sizes import CpuTooLarge, Reduction, load_source, reduce_for_cpu
 from ksearch.tasks.kernelbench.variants import VARIANT_SEED_BASE, VARIANTS, redraw
+from ksearch.tasks.seeding import seeded_global_rng
 from ksearch.contracts.evaluation import Mismatch
 
 NUM_CORRECT_TRIALS = 5
@@ -97,6 +99,10 @@ class UnjudgeableProblem(UserError):
 
 class OutputAliasesInput(RuntimeError):
     """Raised in the candidate's process when ``ModelNew`` returns (a view of) one of its inputs."""
+
+
+_LAZY_LOCK = threading.RLock()
+"""Guards the problem's lazily computed CPU reduction (``reduce_for_cpu`` toggles process-wide state while it runs)."""
 
 
 class KernelBenchTask(Task):
@@ -144,16 +150,19 @@ class KernelBenchTask(Task):
         """The problem module: as written on a GPU; on the CPU with its sizes reduced to fit (``sizes``)."""
         if device_kind(device) != "cpu":
             return self.problem
-        if self._cpu_problem is None:
-            reduction = self.cpu_reduction()
-            self._cpu_problem = load_source(reduction.source, self.path) if reduction.changes else self.problem
-        return self._cpu_problem
+        with _LAZY_LOCK:
+            if self._cpu_problem is None:
+                reduction = self.cpu_reduction()
+                self._cpu_problem = load_source(reduction.source, self.path) if reduction.changes else self.problem
+            return self._cpu_problem
 
     def cpu_reduction(self) -> Reduction:
-        """How the CPU checks this problem (raises ``CpuTooLarge`` when no reduction fits)."""
-        if self._reduction is None:
-            self._reduction = reduce_for_cpu(self.source, self.path)
-        return self._reduction
+        """How the CPU checks this problem (raises ``CpuTooLarge`` when no reduction fits). Computed once, by one
+        thread: a resumed run's parallel cycles all ask at once (each writes a kernel from the task's spec)."""
+        with _LAZY_LOCK:
+            if self._reduction is None:
+                self._reduction = reduce_for_cpu(self.source, self.path)
+            return self._reduction
 
     def device_note(self, device: str) -> str:
         """What a user should know about how ``device`` checks this problem ('' when nothing)."""
@@ -172,8 +181,7 @@ class KernelBenchTask(Task):
         return [TaskConfig(name="benchmark", params={}, seed=BENCHMARK_SEED, distribution=GET_INPUTS)]
 
     def make_inputs(self, config: TaskConfig, device: str) -> list[Any]:
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(config.seed)
+        with seeded_global_rng(config.seed):
             inputs = list(self.problem_for(device).get_inputs())
         inputs = list(to_device(inputs, device))
         if config.distribution in VARIANTS:
@@ -181,15 +189,13 @@ class KernelBenchTask(Task):
         return inputs
 
     def init_inputs(self, config: TaskConfig, device: str = "cuda") -> list[Any]:
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(config.seed)
+        with seeded_global_rng(config.seed):
             return list(self.problem_for(device).get_init_inputs())
 
     def build(self, cls: type, config: TaskConfig, device: str) -> torch.nn.Module:
         """``cls(*get_init_inputs())`` with the global RNG seeded by the config's seed, moved to ``device``."""
         init = self.init_inputs(config, device)
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(config.seed)
+        with seeded_global_rng(config.seed):
             model = cls(*init)
         return model.to(device) if isinstance(model, torch.nn.Module) else model
 

@@ -189,7 +189,7 @@ def footprint(source: str, path: Path) -> int | None:
         return None
     finally:
         Distribution.set_default_validate_args(validate)
-        for name in [n for n in sys.modules if n.startswith("ksearch_problem_meta_")]:
+        for name in [n for n in list(sys.modules) if n.startswith("ksearch_problem_meta_")]:  # others import meanwhile
             del sys.modules[name]
 
 

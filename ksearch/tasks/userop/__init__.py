@@ -45,6 +45,7 @@ import torch
 from ksearch.tasks._loading import ProblemFormatError, import_file, to_device, tolerance_for
 from ksearch.tasks.base import Task, TaskConfig, device_kind
 from ksearch.tasks.fresh_values import probed_activation_inputs
+from ksearch.tasks.seeding import seeded_global_rng
 from ksearch.contracts.evaluation import Mismatch
 
 DEFAULT_ENTRY_POINT = "kernel"
@@ -146,8 +147,7 @@ class UserOpTask(Task):
         if callable(self._make):
             inputs = self._make(params, config.seed, device)
         else:
-            with torch.random.fork_rng(devices=[]):
-                torch.manual_seed(config.seed)
+            with seeded_global_rng(config.seed):
                 inputs = self._get(params)
             inputs = to_device(inputs, device)
         if not isinstance(inputs, (list, tuple)):
