@@ -124,9 +124,10 @@ class ScriptedChatModel(ReplayChatModel):
     messages: list[list[BaseMessage]] = Field(default_factory=list)
 
     def _on_served(self, messages: list[BaseMessage], call_key: str | None) -> None:
-        self.prompts.append(str(messages[-1].text) if messages else "")
-        self.call_keys.append(call_key)
-        self.messages.append(list(messages))
+        with self._lock:  # parallel cycles: the three lists stay index-aligned
+            self.prompts.append(str(messages[-1].text) if messages else "")
+            self.call_keys.append(call_key)
+            self.messages.append(list(messages))
 
 
 def load_replay_entries(source: str) -> list[ReplayEntry]:
