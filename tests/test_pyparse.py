@@ -98,3 +98,19 @@ def test_parse_returns_the_module_and_raises_syntax_errors() -> None:
     assert isinstance(pyparse.parse("x = 1\n").body[0], ast.Assign)
     with pytest.raises(SyntaxError):
         pyparse.parse("def (:\n")
+
+
+def test_a_parse_disturbed_by_a_parse_outside_the_lock_is_repeated(monkeypatch: pytest.MonkeyPatch) -> None:
+    real, calls = ast.parse, []
+
+    def disturbed_once(source: str, *args: object, **kwargs: object) -> ast.Module:
+        calls.append(source)
+        if len(calls) == 1:
+            raise SystemError("AST constructor recursion depth mismatch (before=15, after=7)")
+        return real(source)
+
+    monkeypatch.setattr(ast, "parse", disturbed_once)
+    assert isinstance(pyparse.parse("x = 1\n").body[0], ast.Assign) and len(calls) == 2
+    monkeypatch.setattr(ast, "parse", lambda source: (_ for _ in ()).throw(SystemError("something else")))
+    with pytest.raises(SystemError, match="something else"):
+        pyparse.parse("x = 1\n")
