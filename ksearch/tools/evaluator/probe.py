@@ -28,11 +28,16 @@ class ResourceProbe:
     def __init__(self, folder: Path, code: str, request: WorkerRequest, limit_s: float) -> None:
         """``request``: the worker request to send, its paths still to be set (here, to the probe's own folder)."""
         self.process = WorkerProcess("cpu", folder, interpret=False)
-        (self.process.work / CANDIDATE_FILE).write_text(code, encoding="utf-8")
-        request = request.model_copy(update={"mode": "resources", "candidate_path": str(self.process.work / CANDIDATE_FILE),
-                                             "result_path": str(self.process.result_path),
-                                             "support_dir": str(self.process.work / "_support")})  # fmt: skip
-        self.process.send(request.model_dump_json())
+        try:
+            (self.process.work / CANDIDATE_FILE).write_text(code, encoding="utf-8")
+            request = request.model_copy(update={"mode": "resources",
+                                                 "candidate_path": str(self.process.work / CANDIDATE_FILE),
+                                                 "result_path": str(self.process.result_path),
+                                                 "support_dir": str(self.process.work / "_support")})  # fmt: skip
+            self.process.send(request.model_dump_json())
+        except BaseException:  # a full disk, a closed pipe: the caller never gets the probe, so stop it here
+            self.close()
+            raise
         self.deadline = time.monotonic() + limit_s
 
     def report(self, verdict: Verdict) -> tuple[WorkerResult | None, str]:
