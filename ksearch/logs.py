@@ -14,8 +14,12 @@ class WorkspaceLogHandler(logging.FileHandler):
     the run goes on and reports the disk problem where it matters (its database), not as a logging traceback."""
 
     def __init__(self, path: Path) -> None:
-        super().__init__(path, encoding="utf-8")
+        super().__init__(path, encoding="utf-8", delay=True)  # opened at the first event: looking writes nothing
         self.failed = False
+
+    def _open(self):  # type: ignore[no-untyped-def]  # noqa: ANN202 - logging's own hook, called at the first event
+        Path(self.baseFilename).parent.mkdir(parents=True, exist_ok=True)
+        return super()._open()
 
     def emit(self, record: logging.LogRecord) -> None:
         if not self.failed:
@@ -32,14 +36,11 @@ class WorkspaceLogHandler(logging.FileHandler):
 def configure_logging(log_file: Path, *, verbose: bool = False) -> None:
     """Every event goes to ``log_file`` as a JSON line; ``--verbose`` also echoes them to stderr.
 
-    A log that cannot be opened (a read-only workspace) is said in one line and skipped: commands that only read
-    the workspace still work, and those that write it fail on the database with their own clear error."""
-    handlers: list[logging.Handler] = []
-    try:
-        log_file.parent.mkdir(parents=True, exist_ok=True)
-        handlers.append(WorkspaceLogHandler(log_file))
-    except OSError as exc:
-        sys.stderr.write(f"warning: cannot write the log {log_file} ({exc.strerror or exc}); this command logs nothing\n")
+    The file and its folder are made at the first event, so a command that logs nothing (one that only looks at a
+    workspace) leaves no trace, not even in a folder that did not exist. A log that cannot be opened then (a
+    read-only workspace) is said in one line and skipped: commands that only read the workspace still work, and
+    those that write it fail on the database with their own clear error."""
+    handlers: list[logging.Handler] = [WorkspaceLogHandler(log_file)]
     if verbose:
         handlers.append(logging.StreamHandler(sys.stderr))
     if not handlers:

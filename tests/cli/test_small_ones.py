@@ -87,3 +87,12 @@ def test_a_config_with_an_unknown_device_is_invalid():
     with pytest.raises(ValueError, match="unknown device 'tpu'"):
         RunConfig(run_id="r", task="softmax", model="replay:x", device="tpu")
     assert RunConfig(run_id="r", task="softmax", model="replay:x", device="cuda:3").device == "cuda:3"
+
+
+@pytest.mark.parametrize("command", [["runs"], ["pending"], ["skills", "list"], ["tasks"]])
+def test_looking_at_a_workspace_that_does_not_exist_leaves_nothing_behind(tmp_path, command):
+    """The log file is made at the first event: a command that only looks creates no folder (a README audit found
+    ``WS/logs/ksearch.log`` made by every command)."""
+    ws = tmp_path / "ws"
+    cli.invoke(app, ["--workspace", str(ws), *command])
+    assert not ws.exists()
