@@ -103,13 +103,13 @@ def shares(ledger: dict, name: str = "") -> list[ConfigShare]:
     return out
 
 
-def expected_fresh_audits(rate: float, repeats: int = 100, trials: int = 4000) -> float:
-    """Mean number of re-randomised audits ``FreshPlan`` places in a loop of ``repeats`` (simulated with a seeded
-    generator; the loop waits for the plan's minimum, as GPU MODE's benchmark loop does)."""
+def fresh_audit_counts(rate: float, repeats: int = 100, trials: int = 4000, seed: int = 0) -> list[int]:
+    """How many re-randomised audits ``FreshPlan`` places in each of ``trials`` simulated loops of ``repeats``
+    (a seeded generator; the loop waits for the plan's minimum, as GPU MODE's benchmark loop does)."""
     from ksearch.tools.timing.primitives import FreshPlan
 
-    rng = random.Random(0)
-    total = 0
+    rng = random.Random(seed)
+    counts = []
     for _ in range(trials):
         plan = FreshPlan(rate=rate, rng=rng)
         position = 0
@@ -117,8 +117,13 @@ def expected_fresh_audits(rate: float, repeats: int = 100, trials: int = 4000) -
             if plan.wants(position):
                 plan.done += 1
             position += 1
-        total += plan.done
-    return total / trials
+        counts.append(plan.done)
+    return counts
+
+
+def expected_fresh_audits(rate: float, repeats: int = 100, trials: int = 4000) -> float:
+    """Mean number of re-randomised audits ``FreshPlan`` places in a loop of ``repeats``."""
+    return statistics.fmean(fresh_audit_counts(rate, repeats, trials, seed=0))
 
 
 def rate_table(rows: list[ConfigShare], evaluations: int, rates: tuple[float, ...] = (0.125, 0.08, 0.06, 0.04)) -> str:
@@ -139,19 +144,7 @@ def rate_table(rows: list[ConfigShare], evaluations: int, rates: tuple[float, ..
 
 def _mean_power(rate: float, honest: float, trials: int = 4000) -> float:
     """E[honest ** k] over the number k of fresh audits FreshPlan places in a loop of 100 at ``rate``."""
-    from ksearch.tools.timing.primitives import FreshPlan
-
-    rng = random.Random(1)
-    total = 0.0
-    for _ in range(trials):
-        plan = FreshPlan(rate=rate, rng=rng)
-        position = 0
-        while position < 100 or not plan.satisfied():
-            if plan.wants(position):
-                plan.done += 1
-            position += 1
-        total += honest**plan.done
-    return total / trials
+    return statistics.fmean(honest**k for k in fresh_audit_counts(rate, 100, trials, seed=1))
 
 
 def _ms(value: float | None) -> str:

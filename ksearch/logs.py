@@ -43,8 +43,6 @@ def configure_logging(log_file: Path, *, verbose: bool = False) -> None:
     handlers: list[logging.Handler] = [WorkspaceLogHandler(log_file)]
     if verbose:
         handlers.append(logging.StreamHandler(sys.stderr))
-    if not handlers:
-        handlers.append(logging.NullHandler())
     logging.basicConfig(level=logging.INFO, format="%(message)s", handlers=handlers, force=True)
     for noisy in ("httpx", "httpcore", "openai", "langchain", "langgraph"):
         logging.getLogger(noisy).setLevel(logging.WARNING)

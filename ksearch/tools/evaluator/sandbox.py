@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import signal
 import site
 import stat
@@ -212,8 +213,6 @@ def remove_tree(path: Path) -> bool:
     recurses once per level in Python (3.11) and opens a descriptor per level, so a tree a thousand folders deep
     raises ``RecursionError`` through ``ignore_errors`` (a red-team review, session 22). Then GNU ``rm -rf``, which
     walks any depth without recursion, removes what is left."""
-    import shutil
-
     try:
         shutil.rmtree(path, ignore_errors=True)
     except (RecursionError, OSError):
