@@ -49,6 +49,17 @@ class Decision(BaseModel):
     """The challenger's latency in leaderboard mode (``confirm``), when it was confirmed."""
 
 
+def promotion_line(decision: Decision) -> str:
+    """The decision as the planner reads it: whether the cycle's best became the run's best, the rule's reason (the
+    paired comparison's speedup and interval when one was measured) and the leaderboard-mode time when confirmed.
+    Without it the planner sees a cycle's single measurement but not the re-measurement that decided."""
+    verdict = "promoted, the run's new best" if decision.promote else "not promoted"
+    line = f"{verdict} ({decision.reason})"
+    if decision.confirmed_latency_ms is not None:
+        line += f"; leaderboard-mode confirmation {decision.confirmed_latency_ms:.4f} ms"
+    return line
+
+
 CONFIRM_TOLERANCE = 1.10
 """A challenger whose confirmed time is more than this times the incumbent's confirmed time is not promoted: the two
 leaderboard-mode times are separate evaluations (a few percent apart for the same kernel), so only a clear gap

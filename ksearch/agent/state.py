@@ -29,6 +29,8 @@ class CycleResult(BaseModel):
     last_candidate_id: str | None = None
     last_evaluation_id: str | None = None
     last_error: str | None = None
+    promotion: str | None = None
+    """What prune decided about the cycle's best, for the next plan (``promotion_line``); None before prune."""
 
 
 def merge_cycle_results(left: list[CycleResult] | None, right: list[CycleResult] | None) -> list[CycleResult]:

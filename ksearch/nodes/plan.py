@@ -188,6 +188,8 @@ def evidence_view(
         if r.passed and r.best_evaluation_id and r.best_candidate_id:
             ev = store.get_evaluation(r.best_evaluation_id)
             lines.append(f"Outcome: PASSED. Best of the cycle: {ev.summary()}")
+            if r.promotion:
+                lines.append(f"Promotion: {r.promotion}")
             evidence = evidence_text(ev, base_evaluation(state, r, store), "base")
             if evidence:
                 lines.append(evidence)

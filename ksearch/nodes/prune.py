@@ -10,7 +10,7 @@ from langgraph.runtime import Runtime
 
 from ksearch.agent.context import SearchContext
 from ksearch.llm.interactive import Prompt, ReplyFormat, approval_key, ask
-from ksearch.agent.promotion import Decision, confirmation_decision, decide, paired_comparison
+from ksearch.agent.promotion import Decision, confirmation_decision, decide, paired_comparison, promotion_line
 from ksearch.agent.state import BestRef, SearchState
 from ksearch.agent.steering import Act
 from ksearch.agent.world_model import SolutionRef, WorldModel, attach_solution, mark_failed
@@ -26,9 +26,11 @@ def prune(state: SearchState, runtime: Runtime[SearchContext]) -> dict:
     wm = state.world_model
     best = state.best
     rounds = state.rounds_used
+    evidence = []  # the cycle results as the next plan reads them: each passed one with its promotion decision
     for result in sorted(state.cycle_results, key=lambda r: r.cycle_id):
         rounds += result.rounds
         if not (result.passed and result.best_candidate_id and result.best_evaluation_id):
+            evidence.append(result)
             wm = mark_failed(wm, result.node_id)
             log.info("prune.failed_action", run_id=ctx.run_id, node_id=result.node_id, cycle_id=result.cycle_id)
             continue
@@ -63,6 +65,7 @@ def prune(state: SearchState, runtime: Runtime[SearchContext]) -> dict:
         runtime.stream_writer(
             {"event": "promotion", "node_id": result.node_id, **decision.model_dump(exclude={"needs_comparison"})}
         )
+        evidence.append(result.model_copy(update={"promotion": promotion_line(decision)}))
         if decision.promote:
             best = BestRef(
                 candidate_id=result.best_candidate_id,
@@ -89,7 +92,7 @@ def prune(state: SearchState, runtime: Runtime[SearchContext]) -> dict:
         "best": best,
         "rounds_used": rounds,
         "cycle_results": None,
-        "evidence": state.cycle_results,
+        "evidence": evidence,
         "step": state.step + 1,
         "done_reason": done,
     }

@@ -62,3 +62,31 @@ def test_each_timed_attempt_of_a_cycle_shows_its_shapes(tmp_path: Path) -> None:
     lines = attempt_lines(store, "r", "c1")
     assert lines[2].startswith("  attempt 2") and lines[3] == "    per shape (ms, the score's statistic): b0 0.5200, b6 3.9000"
     assert len(lines) == 4  # attempt 1's evaluation is not in the store: no shape line, no error
+
+
+def test_the_plan_is_told_whether_the_cycles_best_was_promoted_and_on_what_measurement(tmp_path: Path) -> None:
+    """Issue 33's search: a cycle's best read x1.005 faster and was not promoted (the paired comparison found no
+    gain); another was promoted at x1.058 with a leaderboard-mode time. The planner saw neither decision."""
+    from ksearch.agent.promotion import Decision, promotion_line
+    from ksearch.agent.state import CycleResult, SearchState
+    from ksearch.agent.world_model import ROOT_ID, Action, Node, WorldModel
+    from ksearch.contracts.candidate import Candidate
+    from ksearch.contracts.evaluation import Evaluation, Verdict
+    from ksearch.nodes.plan import evidence_view
+
+    store = Store(tmp_path / "ksearch.db")
+    candidate = store.ensure_candidate(Candidate(task="trimul", language="triton", code="def custom_kernel(d):\n    pass\n"))
+    evaluation = store.record_evaluation(candidate, "k", Evaluation(verdict=Verdict.PASSED, device="cuda",
+                                                                    latency_ms=0.9335, score=1 / 0.9335, timed=True))
+    promoted = promotion_line(Decision(promote=True, reason="paired comparison: speedup 1.0576x, 95% CI [1.0504, 1.0649]",
+                                       speedup=1.0576, ci_low=1.0504, ci_high=1.0649, confirmed_latency_ms=1.0495))
+    assert promoted == ("promoted, the run's new best (paired comparison: speedup 1.0576x, 95% CI [1.0504, 1.0649]); "
+                        "leaderboard-mode confirmation 1.0495 ms")
+    kept = promotion_line(Decision(promote=False, reason="single measurement not better (1.06 <= 1.07)"))
+    assert kept == "not promoted (single measurement not better (1.06 <= 1.07))"
+    wm = WorldModel(nodes={ROOT_ID: Node(id=ROOT_ID), "a": Node(id="a", parent_id=ROOT_ID, action=Action(title="do a"))})
+    result = CycleResult(cycle_id="c1", node_id="a", rounds=1, passed=True, stop_reason="x",
+                         best_candidate_id=candidate, best_evaluation_id=evaluation)  # fmt: skip
+    view = evidence_view([result.model_copy(update={"promotion": promoted})], SearchState(world_model=wm), store)
+    assert f"\nPromotion: {promoted}\n" in view
+    assert "Promotion:" not in evidence_view([result], SearchState(world_model=wm), store)  # before prune decides

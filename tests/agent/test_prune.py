@@ -118,7 +118,12 @@ def test_prune_folds_each_result_in_cycle_order_with_every_field_of_the_evidence
     assert wm.nodes["b"].status == NodeStatus.FAILED and wm.nodes["b"].solution is None
     assert wm.active_leaf_id == "b"  # the last folded
     assert out["rounds_used"] == 10 and out["step"] == 4 and out["cycle_results"] is None
-    assert out["evidence"] == state.cycle_results and out["done_reason"] is None
+    assert out["done_reason"] is None
+    # the results in cycle order, each passed one with what promotion decided (the next plan shows it)
+    folded, failed = out["evidence"]
+    assert failed == state.cycle_results[0] and failed.promotion is None
+    assert folded == state.cycle_results[1].model_copy(update={"promotion": folded.promotion})
+    assert folded.promotion.startswith("promoted, the run's new best (")
     assert out["best"] == BestRef(candidate_id=a_ids[0], evaluation_id=a_ids[1], node_id="a", score=4.0, latency_ms=0.25)
     assert events.of("pruned") == [{"event": "pruned", "rounds_used": 10, "done_reason": None}]
     assert [e["node_id"] for e in events.of("new_best")] == ["a"]
@@ -162,6 +167,8 @@ def test_a_slower_pass_is_attached_but_does_not_replace_the_best(tmp_path: Path)
     assert out["best"] == best and not events.of("new_best")
     assert out["world_model"].nodes["b"].solution.candidate_id == slower[0]
     assert ctx.store.get_run("r")["best_candidate_id"] == best_ids[0]
+    (result,) = out["evidence"]
+    assert result.promotion == f"not promoted ({events.of('promotion')[0]['reason']})"
 
 
 # ---- budgets --------------------------------------------------------------------------------------------------------
