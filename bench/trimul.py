@@ -7,7 +7,9 @@ Usage (on a GPU machine, from the repository root):
     python bench/trimul.py --solutions reference,triton,pytorch
 
 Solutions: ``reference`` is the task's own reference packaged as a GPU MODE submission (float32, TF32 off),
-``triton`` is examples/trimul_triton.py, ``pytorch`` is examples/trimul_submission.py. Each (solution, timing method)
+``triton`` is examples/trimul_triton.py, ``pytorch`` is examples/trimul_submission.py; any other name ending in
+``.py`` is read as a submission file (``--solutions pytorch,examples/trimul_triton_fast.py,submission.py`` puts a
+search's exported best beside both in one run). Each (solution, timing method)
 pair is one ``evaluate()``: a fresh sandboxed worker runs all 18 GPU MODE tests (masks really applied), then times the
 7 benchmarks with the method. Prints a table per method (per-shape latency, geometric mean, speedup over the
 reference) and writes trimul.json to $OUT when it is set (rewritten after every evaluation, so a partial run still
@@ -57,6 +59,11 @@ def versions() -> dict[str, str | None]:
     return info
 
 
+def solution_source(name: str, task: TrimulTask) -> str:
+    """A named solution's code, or a submission file's when the name is a path."""
+    return SOLUTIONS[name](task) if name in SOLUTIONS else Path(name).read_text(encoding="utf-8")
+
+
 def write_json(result: dict) -> None:
     if os.environ.get("OUT"):
         out = Path(os.environ["OUT"]) / "trimul.json"
@@ -65,13 +72,17 @@ def write_json(result: dict) -> None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--solutions", default="reference,triton", help=f"comma-separated, of {', '.join(SOLUTIONS)}")
+    parser.add_argument("--solutions", default="reference,triton",
+                        help=f"comma-separated, of {', '.join(SOLUTIONS)} or paths to submission files (*.py)")
     parser.add_argument("--modes", default="gpumode,robust", help="timing methods (gpumode, robust, gpumode-benchmark)")
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--run-timeout", type=float, default=600.0, help="seconds per worker pass")
     args = parser.parse_args()
     task = TrimulTask()
     solutions = args.solutions.split(",")
+    unknown = [name for name in solutions if name not in SOLUTIONS and not name.endswith(".py")]
+    if unknown:
+        parser.error(f"unknown solution(s) {', '.join(unknown)}: use {', '.join(SOLUTIONS)} or a path ending in .py")
     modes = args.modes.split(",")
     bench_names = [c.name for c in task.benchmark_configs(args.device)]
     result: dict = {"versions": versions(), "benchmarks": bench_names, "runs": []}
@@ -80,7 +91,7 @@ def main() -> int:
         for name in solutions:
             started = time.monotonic()
             evaluation = evaluate(EvalRequest(
-                candidate=Candidate(task="trimul", language=LANGUAGE.get(name, "triton"), code=SOLUTIONS[name](task),
+                candidate=Candidate(task="trimul", language=LANGUAGE.get(name, "triton"), code=solution_source(name, task),
                                     entry_point="custom_kernel"),
                 device=args.device, timing=True, timing_method=mode, run_timeout_s=args.run_timeout,
             ))  # fmt: skip
