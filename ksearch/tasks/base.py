@@ -123,6 +123,13 @@ class Task(ABC):
     def benchmark_configs(self, device: str) -> list[TaskConfig]:
         """Timed configs: real sizes on 'cuda', tiny ones on 'cpu' (the interpreter is slow)."""
 
+    def resource_configs(self) -> list[TaskConfig]:
+        """Extra configs for the resource probe of a CPU run aimed at a GPU (``--target-gpu``): small and cheap on
+        the CPU, but with the widths of the GPU's configs, where a kernel's block sizes follow a width (a tile of
+        ``next_power_of_2(C)``). The CPU configs alone specialise such a kernel for the CPU's small widths only, and
+        its figures at the GPU's widths would first be seen on the GPU. None by default."""
+        return []
+
     @abstractmethod
     def make_inputs(self, config: TaskConfig, device: str) -> list[Any]:
         """Fresh inputs, deterministic in ``config.seed`` (a private torch.Generator, never the global RNG)."""

@@ -155,7 +155,7 @@ def test_a_gpu_compiles_resources_agree_with_the_cpus_ahead_of_time_figures() ->
     sys.modules["trimul_on_gpu"] = module
     spec.loader.exec_module(module)
     task = TrimulTask()
-    for config in task.test_configs("cpu") + task.benchmark_configs("cpu"):
+    for config in task.test_configs("cpu") + task.benchmark_configs("cpu") + task.resource_configs():  # as the probe
         module.custom_kernel(as_data(task.make_inputs(config, "cuda"), config))
     torch.cuda.synchronize()
     on_gpu = loaded_resources(module)

@@ -189,3 +189,31 @@ def test_a_probe_stuck_in_the_candidate_never_holds_a_failed_evaluation_up(monke
     assert evaluation.verdict == Verdict.TIMEOUT, evaluation.log
     assert time.monotonic() - started < 4 + 30  # not the probe's own 64 s
     assert "the resource check for the target GPU did not finish in time" in evaluation.log
+
+
+def test_trimul_resource_configs_are_small_and_cover_every_gpu_width() -> None:
+    from ksearch.tasks.trimul import TrimulTask, shape_of
+
+    task = TrimulTask()
+    configs = task.resource_configs()
+    gpu_widths = {shape_of(c)[2] for c in task.test_configs("cuda") + task.benchmark_configs("cuda")}
+    assert {shape_of(c)[2] for c in configs} == gpu_widths == {128, 256, 384, 768}
+    assert all(shape_of(c)[:2] == (1, 16) and not c.params["nomask"] for c in configs)  # cheap, and the mask path
+    assert {c.name for c in configs}.isdisjoint(c.name for c in task.test_configs("cpu") + task.benchmark_configs("cpu"))
+    assert task.resource_configs() == configs  # deterministic: the probe of a replayed run compiles the same
+
+
+def test_a_kernel_tiled_by_the_width_is_checked_at_the_gpus_widths_not_only_the_cpus() -> None:
+    """Issue 33's search: its fused input kernel takes a [BM, next_power_of_2(C)] tile. The CPU configs (C of 16 and
+    32) compiled it at 12 KB of shared memory; the H200 compiled it at 49 KB for C=128. Opened to every width, the
+    same kernel needs far more than a block may have at C=768, and the CPU must say so before the GPU does."""
+    best = (REPO / "examples" / "trimul-record" / "submission.py").read_text()
+    assert best.count("if BC <= 128:") == 1
+    wide = best.replace("if BC <= 128:", "if BC <= 1024:")  # the fused path at every width
+    candidate = Candidate(task="trimul", language="triton", code=wide, entry_point="custom_kernel")
+    evaluation = evaluate(EvalRequest(candidate=candidate, device="cpu", target_gpu="h100"))
+    assert evaluation.verdict == Verdict.COMPILE_ERROR, evaluation.log
+    first = evaluation.log.splitlines()[0]
+    assert "_ln_proj_rows" in first and "shared memory" in first and "232448" in first, first
+    fused = sorted(r.shared_bytes for r in evaluation.resources if r.name == "_ln_proj_rows")
+    assert fused[0] <= 16384 and fused[-1] > 232448  # the CPU's widths fit; the GPU's widest does not

@@ -234,6 +234,12 @@ class TrimulTask(Task):
     def benchmark_configs(self, device: str) -> list[TaskConfig]:
         return list(_CPU_BENCHMARKS if device_kind(device) == "cpu" else _CUDA_BENCHMARKS)
 
+    def resource_configs(self) -> list[TaskConfig]:
+        """One masked config per width C of GPU MODE's configs (128, 256, 384, 768), at N=16, B=1: a kernel tiled by
+        C is compiled for the target at every width it will meet, not only the CPU's 16 and 32."""
+        widths = sorted({shape_of(c)[2] for c in _CUDA_TESTS + _CUDA_BENCHMARKS})
+        return [_config(f"cpu_r{i}", 16, 1, width, 31 + i, _F, "normal") for i, width in enumerate(widths)]
+
     def make_inputs(self, config: TaskConfig, device: str) -> list[Any]:
         """[x, mask, *weights in WEIGHT_KEYS order], all float32, from a private generator seeded with config.seed."""
         b, n, c, h = shape_of(config)

@@ -14,8 +14,9 @@ figures of every kernel (``WorkerResult.resources``); the parent holds them agai
 Trust: the probe runs the candidate's code, in its own sandboxed process like any worker, so its report is the
 candidate's word. It can only ever turn the candidate's own verdict into a compile error (a kernel over a limit),
 never improve a verdict or a score, and the limits are the parent's, so a candidate that lied about its figures
-would meet the real limit on the GPU. The figures are those of the CPU configs' specialisations: a kernel whose
-block sizes grow with the shape is checked for real when it runs on the GPU's shapes.
+would meet the real limit on the GPU. The figures are those of the CPU configs' specialisations and of the task's
+``resource_configs`` (small shapes at the GPU's widths: TriMul's C of 128-768): a kernel whose block sizes follow
+another dimension (N, or the row count) is checked for real when it runs on the GPU's shapes.
 """
 
 from __future__ import annotations
@@ -180,7 +181,7 @@ def probe_resources(worker: Any) -> WorkerResult:
     os.environ["TRITON_INTERPRET"] = "0"  # real JIT functions, compiled for the target instead of interpreted
     worker.enter("load")
     worker.install_support_modules()
-    configs = worker.task.test_configs("cpu") + worker.task.benchmark_configs("cpu")
+    configs = worker.task.test_configs("cpu") + worker.task.benchmark_configs("cpu") + worker.task.resource_configs()
     worker.configs_total = len(configs)
     from ksearch.tools.evaluator.guard import CandidateFailure
 
