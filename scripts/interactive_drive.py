@@ -62,8 +62,8 @@ from ksearch.flows import steering as steering_flow
 from ksearch.flows.workspace import DB_NAME, open_store
 
 HAND_WRITTEN_NOTE = (
-    "HAND-WRITTEN: every reply in this file was written by a person answering `--model interactive` prompts "
-    "(scripts/interactive_drive.py), not by a model."
+    "HAND-WRITTEN: every reply in this file was written by hand (by a person or a coding agent, outside ksearch's LLM "
+    "layer) answering `--model interactive` prompts (scripts/interactive_drive.py), not by a model called through ksearch."
 )
 _WRITE_KEY = re.compile(r"^write:(c\d+):(\d+)$")
 
