@@ -105,6 +105,9 @@ class WorkerRequest(BaseModel):
     evaluation's profiling process, which shares that cache, launches the configs the worker chose without tuning
     again. Set for the worker and the profiling process only, never for the compile scout (whose autotuner times
     nothing and would leave made-up timings there)."""
+    quick_test_tuning: bool = True
+    """On the correctness configs, Triton's autotuner times each config briefly and forgets its choices before timing
+    (``ksearch.tools.evaluator.tuning``); the timed configs are tuned by Triton's own benchmark."""
     low_memory: bool = False
     """The GPU has little free memory: drop each correctness call's inputs and give the allocator's free blocks back
     before handing its output off (the checker judges while this worker waits)."""

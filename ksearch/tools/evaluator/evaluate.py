@@ -51,6 +51,9 @@ if TYPE_CHECKING:
 
 SCOUT_VARIABLE = "KSEARCH_SCOUT"
 """Set to 0 to evaluate without compile scouts (``ksearch.tools.evaluator.scout``)."""
+QUICK_TUNING_VARIABLE = "KSEARCH_QUICK_TUNING"
+"""Set to 0 to let Triton's autotuner run its full benchmark on the correctness configs too
+(``ksearch.tools.evaluator.tuning``)."""
 YARDSTICK_METHOD = "gpumode-benchmark"
 """The method the yardstick (a bare loop of GPU MODE's benchmark mode) is read against."""
 NO_SCOUT_MARKERS = EXTENSION_MARKERS
@@ -376,4 +379,5 @@ def build_worker_request(
         support_dir=str(work / "_support"),
         yardstick_rounds=request.yardstick_rounds,
         profile=request.profile and request.timing,
+        quick_test_tuning=os.environ.get(QUICK_TUNING_VARIABLE, "1") != "0",
     )
