@@ -18,8 +18,10 @@ Usage (repo root, GPU machine): ``PYTHONPATH=$PWD python3 bench/evaluator.py`` [
    ``benchmark`` (two processes, timed from outside, torch import included, as a user running upstream's eval.py
    sees it) against ``ksearch eval trimul KERNEL --device cuda --json`` (one cold process: a user's first
    evaluation) and against an evaluation in a live session (what every candidate of a search after the first waits:
-   the checker and a worker already started), and the same with the compile scout switched off (``KSEARCH_SCOUT=0``);
-   the ratios ksearch / upstream (target at most 1/3);
+   the checker and a worker already started), and the same with the compile scout switched off (``KSEARCH_SCOUT=0``;
+   ``--skip-no-scout`` leaves it out); for an ``@triton.autotune`` kernel, also with Triton's full autotuning
+   benchmark on the correctness configs (``KSEARCH_QUICK_TUNING=0``); the ratios ksearch / upstream (target at most
+   1/3);
 2. stability of ``robust``: ``--repeats`` evaluations (0: skip) of the kernel in one session (each a new candidate hash);
    spread of the geomean and of each shape's median ((max - min) / median; targets 1 % and 3 %).
 """
@@ -118,7 +120,7 @@ def _geomean(values: list[float]) -> float:
     return math.exp(sum(math.log(v) for v in values) / len(values))
 
 
-def trimul_main(kernel: Path, repeats: int, *, speed: bool = True, official: str = "") -> int:
+def trimul_main(kernel: Path, repeats: int, *, speed: bool = True, official: str = "", skip_no_scout: bool = False) -> int:
     """Time to verdict against GPU MODE's procedure, and robust's stability, for one TriMul kernel."""
     import torch
     import triton
@@ -145,7 +147,8 @@ def trimul_main(kernel: Path, repeats: int, *, speed: bool = True, official: str
             return evaluation, time.perf_counter() - started
 
         if cold is not None:
-            _time_to_verdict(cold, report, evaluate, executor)
+            _time_to_verdict(cold, report, evaluate, executor, autotuned="triton.autotune" in code,
+                             skip_no_scout=skip_no_scout)
         else:
             evaluate("gpumode-benchmark", "session warm-up candidate")  # the session's first evaluation, not counted
             executor.wait_ready("cuda")
@@ -207,7 +210,8 @@ def _upstream_and_cold_eval(kernel: Path, official: str = "") -> tuple[float, fl
     return upstream_test, upstream_bench, cli_wall, cli_result
 
 
-def _time_to_verdict(cold: tuple[float, float, float, dict], report: dict, evaluate, executor) -> None:
+def _time_to_verdict(cold: tuple[float, float, float, dict], report: dict, evaluate, executor, *,
+                     autotuned: bool = False, skip_no_scout: bool = False) -> None:
     """Three evaluations in a live session (the first, one with the session warm, and one as warm with the compile
     scout off) beside the cold figures, into ``report``."""
     upstream_test, upstream_bench, cli_wall, cli_result = cold
@@ -218,12 +222,24 @@ def _time_to_verdict(cold: tuple[float, float, float, dict], report: dict, evalu
     warm, warm_s = evaluate("gpumode-benchmark", "second candidate")
     # The same without the compile scout (what it saves), with the session as warm.
     executor.wait_ready("cuda")
-    os.environ["KSEARCH_SCOUT"] = "0"
-    try:
-        unscouted, unscouted_s = evaluate("gpumode-benchmark", "third candidate, no compile scout")
-    finally:
-        os.environ.pop("KSEARCH_SCOUT", None)
-    executor.wait_ready("cuda")
+    unscouted, unscouted_s = warm, float("nan")
+    if not skip_no_scout:
+        os.environ["KSEARCH_SCOUT"] = "0"
+        try:
+            unscouted, unscouted_s = evaluate("gpumode-benchmark", "third candidate, no compile scout")
+        finally:
+            os.environ.pop("KSEARCH_SCOUT", None)
+        executor.wait_ready("cuda")
+    # An autotuned kernel: the same with Triton's full benchmark on the correctness configs too (what the short one
+    # there saves, ``ksearch.tools.evaluator.tuning``), with the session as warm.
+    full_tuning = None
+    if autotuned:
+        os.environ["KSEARCH_QUICK_TUNING"] = "0"
+        try:
+            full_tuning = evaluate("gpumode-benchmark", "fourth candidate, full autotuning on the tests")
+        finally:
+            os.environ.pop("KSEARCH_QUICK_TUNING", None)
+        executor.wait_ready("cuda")
     report["time_to_verdict_s"] = {
         "upstream_test": round(upstream_test, 2), "upstream_benchmark": round(upstream_bench, 2),
         "upstream_total": round(upstream, 2), "ksearch_eval_cli": round(cli_wall, 2),
@@ -234,6 +250,14 @@ def _time_to_verdict(cold: tuple[float, float, float, dict], report: dict, evalu
         "session_warm_no_scout": round(unscouted_s, 2), "ratio_session_no_scout": round(unscouted_s / upstream, 3),
         "stages_no_scout": unscouted.environment.get("stage_seconds", ""),
     }  # fmt: skip
+    if full_tuning is not None:
+        report["time_to_verdict_s"].update({
+            "session_warm_full_test_tuning": round(full_tuning[1], 2),
+            "ratio_session_full_test_tuning": round(full_tuning[1] / upstream, 3),
+            "stages_full_test_tuning": full_tuning[0].environment.get("stage_seconds", ""),
+            "verdict_full_test_tuning": full_tuning[0].verdict.value,
+            "latency_ms_warm": warm.latency_ms, "latency_ms_full_test_tuning": full_tuning[0].latency_ms,
+        })  # fmt: skip
     t = report["time_to_verdict_s"]
     print(f"time to verdict: upstream test {upstream_test:.1f} s + benchmark {upstream_bench:.1f} s = {upstream:.1f} s;"
           f" ksearch eval (cold process) {cli_wall:.1f} s = {t['ratio_cli']:.2f}x ({cli_result.get('verdict')});"
@@ -241,6 +265,10 @@ def _time_to_verdict(cold: tuple[float, float, float, dict], report: dict, evalu
           f" first in the session {first_s:.1f} s); without the compile scout {unscouted_s:.1f} s ="
           f" {t['ratio_session_no_scout']:.2f}x")
     print(f"  stages: cli {t['stages_cli']}; session {t['stages_warm']}; no scout {t['stages_no_scout']}", flush=True)
+    if full_tuning is not None:
+        print(f"  with Triton's full autotuning benchmark on the correctness configs too: {full_tuning[1]:.1f} s ="
+              f" {t['ratio_session_full_test_tuning']:.2f}x ({full_tuning[0].verdict.value}, {full_tuning[0].latency_ms}"
+              f" ms; short: {warm.latency_ms} ms); stages {t['stages_full_test_tuning']}", flush=True)
 
 
 def main() -> int:
@@ -250,6 +278,8 @@ def main() -> int:
     parser.add_argument("--task", choices=("softmax", "trimul"), default="softmax")
     parser.add_argument("kernel", nargs="?", default=str(REPO / "examples" / "trimul_triton.py"))
     parser.add_argument("--no-speed", action="store_true", help="trimul: only the robust stability part")
+    parser.add_argument("--skip-no-scout", action="store_true",
+                        help="trimul: leave out the live evaluation without the compile scout (saves one evaluation)")
     parser.add_argument("--official", default="", metavar="DIR",
                         help="trimul: time upstream with GPU MODE's own eval.py from DIR (your copy of "
                              "problems/bioml/trimul with utils.py and task.py) instead of bench/upstream_trimul.py")
@@ -257,7 +287,8 @@ def main() -> int:
     if _no_gpu():
         return 0
     if args.task == "trimul":
-        return trimul_main(Path(args.kernel).resolve(), args.repeats, speed=not args.no_speed, official=args.official)
+        return trimul_main(Path(args.kernel).resolve(), args.repeats, speed=not args.no_speed, official=args.official,
+                           skip_no_scout=args.skip_no_scout)
     import torch
 
     sys.path.insert(0, str(REPO))
