@@ -167,3 +167,12 @@ def test_on_a_gpu_the_pass_uses_tritons_do_bench_briefly_and_the_timed_key_gets_
     assert calls[3:] == [(25, 100)] * 3, calls
     assert len(module.add_one.cache) == 1
     assert float(x[0]) > before  # the kernel ran (tuning's own launches add to x as well: restore_value is not set)
+
+
+def test_a_triton_without_the_hooks_it_needs_tunes_as_always(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An autotuner without ``_bench`` (another Triton): the pass changes nothing and raises nothing."""
+    monkeypatch.delattr(autotuner.Autotuner, "_bench")
+    run = autotuner.Autotuner.run
+    with quick_tuning(bench=lambda call, quantiles=None: [1.0, 1.0, 1.0]):
+        assert autotuner.Autotuner.run is run
+    assert not hasattr(autotuner.Autotuner, "_bench")

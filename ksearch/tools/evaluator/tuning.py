@@ -47,8 +47,10 @@ def quick_tuning(bench: Callable[..., Any] = quick_bench) -> Iterator[None]:
         yield
         return
     tuner_class = autotuner.Autotuner
-    if isinstance(inspect.getattr_static(tuner_class, "do_bench", None), property):
-        yield  # a Triton whose benchmarker is a property: the instance cannot be given another
+    if not callable(getattr(tuner_class, "_bench", None)) or isinstance(
+        inspect.getattr_static(tuner_class, "do_bench", None), property
+    ):
+        yield  # a Triton whose autotuner is built otherwise: it tunes as it always does
         return
     original_bench, original_run = tuner_class._bench, tuner_class.run
     tuned: list[tuple[Any, Any]] = []
