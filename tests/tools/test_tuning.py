@@ -176,3 +176,66 @@ def test_a_triton_without_the_hooks_it_needs_tunes_as_always(monkeypatch: pytest
     with quick_tuning(bench=lambda call, quantiles=None: [1.0, 1.0, 1.0]):
         assert autotuner.Autotuner.run is run
     assert not hasattr(autotuner.Autotuner, "_bench")
+
+
+@pytest.mark.parametrize("quick", [True, False])
+def test_the_workers_whole_correctness_pass_and_only_it_runs_inside_quick_tuning(
+    quick: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The worker's wiring (``WorkerRequest.quick_test_tuning``, ``KSEARCH_QUICK_TUNING=0`` in the parent): every
+    test config's call happens inside the pass, and nothing when it is off."""
+    import contextlib
+    from types import SimpleNamespace
+
+    import torch
+
+    from ksearch.contracts.exchange import CheckerCommand, WorkerRequest
+    from ksearch.tools.evaluator import worker as worker_mod
+    from ksearch.tools.evaluator.checker import Checker
+    from ksearch.tools.evaluator.guard import Guard
+    from ksearch.tools.evaluator.staging import StagingWriter
+    from tests.tools.loopback import LoopbackChannel
+
+    checker = Checker("cpu")
+    checker.handle(CheckerCommand(op="begin", task="softmax", device="cpu", salt=5, bench_salt=5))
+    request = WorkerRequest(task="softmax", device="cpu", entry_point="kernel", candidate_path="", result_path="",
+                            timing=False, salt=5, bench_salt=5, flush_l2=False, staging=checker.staging.handle,
+                            quick_test_tuning=quick)  # fmt: skip
+    channel = LoopbackChannel(checker)
+    worker = worker_mod.Worker(request, channel)
+    worker.staging = StagingWriter(checker.staging.handle)
+    seen: list[tuple[int, int]] = []
+
+    @contextlib.contextmanager
+    def recording() -> Any:
+        entered = len(channel.handoffs)
+        yield
+        seen.append((entered, len(channel.handoffs)))
+
+    monkeypatch.setattr(worker_mod, "quick_tuning", recording)
+    worker.guard = Guard()  # after the stand-in: the guard would take the rebinding for the candidate's patch
+    try:
+        worker.check_correctness(SimpleNamespace(kernel=lambda x: torch.softmax(x, dim=-1)))
+    finally:
+        checker.staging.release()
+    tests = len(worker.task.test_configs("cpu"))
+    assert worker.configs_passed == tests
+    assert seen == ([(0, tests)] if quick else [])
+
+
+def test_the_parent_asks_for_the_short_tuning_unless_told_not_to(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
+    from ksearch.contracts.candidate import Candidate
+    from ksearch.tasks.registry import resolve_task
+    from ksearch.tools.evaluator import EvalRequest
+    from ksearch.tools.evaluator.evaluate import QUICK_TUNING_VARIABLE, build_worker_request
+
+    task = resolve_task("softmax")
+    request = EvalRequest(candidate=Candidate(task="softmax", language="triton", code="x = 1\n"), device="cpu")
+
+    def asked() -> bool:
+        return build_worker_request(request, tmp_path, tmp_path / "r.json", task, "robust", salt=1).quick_test_tuning
+
+    monkeypatch.delenv(QUICK_TUNING_VARIABLE, raising=False)
+    assert asked()
+    monkeypatch.setenv(QUICK_TUNING_VARIABLE, "0")
+    assert not asked()
