@@ -37,6 +37,7 @@ import tempfile
 import textwrap
 import time
 from pathlib import Path
+from unittest import mock
 
 REPO = Path(__file__).resolve().parents[1]
 OK_KERNEL = REPO / "tests" / "tasks" / "data" / "softmax_triton_ok.py"
@@ -120,7 +121,9 @@ def _geomean(values: list[float]) -> float:
     return math.exp(sum(math.log(v) for v in values) / len(values))
 
 
-def trimul_main(kernel: Path, repeats: int, *, speed: bool = True, official: str = "", skip_no_scout: bool = False) -> int:
+def trimul_main(
+    kernel: Path, repeats: int, *, speed: bool = True, official: str = "", skip_no_scout: bool = False
+) -> int:
     """Time to verdict against GPU MODE's procedure, and robust's stability, for one TriMul kernel."""
     import torch
     import triton
@@ -212,34 +215,33 @@ def _upstream_and_cold_eval(kernel: Path, official: str = "") -> tuple[float, fl
 
 def _time_to_verdict(cold: tuple[float, float, float, dict], report: dict, evaluate, executor, *,
                      autotuned: bool = False, skip_no_scout: bool = False) -> None:
-    """Three evaluations in a live session (the first, one with the session warm, and one as warm with the compile
-    scout off) beside the cold figures, into ``report``."""
+    """Evaluations in a live session beside the cold figures, into ``report``: the first, one with the session warm,
+    one as warm with the compile scout off (unless ``skip_no_scout``) and, for an ``autotuned`` kernel, one as warm
+    with Triton's full autotuning benchmark on the correctness configs too."""
+    from ksearch.tools.evaluator.evaluate import QUICK_TUNING_VARIABLE, SCOUT_VARIABLE
+
     upstream_test, upstream_bench, cli_wall, cli_result = cold
     upstream = upstream_test + upstream_bench
+
+    def evaluate_without(variable: str, tag: str):
+        """One evaluation with ``variable`` set to 0 in this process (the session's parent reads it), then the session
+        made ready again, so the next one starts as warm."""
+        with mock.patch.dict(os.environ, {variable: "0"}):
+            result = evaluate("gpumode-benchmark", tag)
+        executor.wait_ready("cuda")
+        return result
+
     _, first_s = evaluate("gpumode-benchmark", "session warm-up candidate")
     # The session starts its next worker ahead of need; in a search it has the LLM's next call to get ready.
     executor.wait_ready("cuda")
     warm, warm_s = evaluate("gpumode-benchmark", "second candidate")
-    # The same without the compile scout (what it saves), with the session as warm.
     executor.wait_ready("cuda")
-    unscouted, unscouted_s = warm, float("nan")
-    if not skip_no_scout:
-        os.environ["KSEARCH_SCOUT"] = "0"
-        try:
-            unscouted, unscouted_s = evaluate("gpumode-benchmark", "third candidate, no compile scout")
-        finally:
-            os.environ.pop("KSEARCH_SCOUT", None)
-        executor.wait_ready("cuda")
-    # An autotuned kernel: the same with Triton's full benchmark on the correctness configs too (what the short one
-    # there saves, ``ksearch.tools.evaluator.tuning``), with the session as warm.
+    # The same without the compile scout (what it saves), and for an autotuned kernel with the full autotuning
+    # benchmark on the tests too (what the short one there saves, ``ksearch.tools.evaluator.tuning``).
+    unscouted = None if skip_no_scout else evaluate_without(SCOUT_VARIABLE, "third candidate, no compile scout")
     full_tuning = None
     if autotuned:
-        os.environ["KSEARCH_QUICK_TUNING"] = "0"
-        try:
-            full_tuning = evaluate("gpumode-benchmark", "fourth candidate, full autotuning on the tests")
-        finally:
-            os.environ.pop("KSEARCH_QUICK_TUNING", None)
-        executor.wait_ready("cuda")
+        full_tuning = evaluate_without(QUICK_TUNING_VARIABLE, "fourth candidate, full autotuning on the tests")
     report["time_to_verdict_s"] = {
         "upstream_test": round(upstream_test, 2), "upstream_benchmark": round(upstream_bench, 2),
         "upstream_total": round(upstream, 2), "ksearch_eval_cli": round(cli_wall, 2),
@@ -247,28 +249,26 @@ def _time_to_verdict(cold: tuple[float, float, float, dict], report: dict, evalu
         "ratio_cli": round(cli_wall / upstream, 3), "ratio_session_warm": round(warm_s / upstream, 3),
         "stages_cli": cli_result.get("environment", {}).get("stage_seconds", ""),
         "stages_warm": warm.environment.get("stage_seconds", ""),
-        "session_warm_no_scout": round(unscouted_s, 2), "ratio_session_no_scout": round(unscouted_s / upstream, 3),
-        "stages_no_scout": unscouted.environment.get("stage_seconds", ""),
     }  # fmt: skip
-    if full_tuning is not None:
-        report["time_to_verdict_s"].update({
-            "session_warm_full_test_tuning": round(full_tuning[1], 2),
-            "ratio_session_full_test_tuning": round(full_tuning[1] / upstream, 3),
-            "stages_full_test_tuning": full_tuning[0].environment.get("stage_seconds", ""),
-            "verdict_full_test_tuning": full_tuning[0].verdict.value,
-            "latency_ms_warm": warm.latency_ms, "latency_ms_full_test_tuning": full_tuning[0].latency_ms,
-        })  # fmt: skip
     t = report["time_to_verdict_s"]
+    others = [(label, what, other) for label, what, other in (
+        ("no_scout", "without the compile scout", unscouted),
+        ("full_test_tuning", "with Triton's full autotuning benchmark on the correctness configs too", full_tuning),
+    ) if other is not None]  # fmt: skip
+    for label, _, (evaluation, seconds) in others:
+        t.update({f"session_warm_{label}": round(seconds, 2), f"ratio_session_{label}": round(seconds / upstream, 3),
+                  f"stages_{label}": evaluation.environment.get("stage_seconds", ""),
+                  f"verdict_{label}": evaluation.verdict.value,
+                  f"latency_ms_{label}": evaluation.latency_ms})  # fmt: skip
+    t["latency_ms_warm"] = warm.latency_ms
     print(f"time to verdict: upstream test {upstream_test:.1f} s + benchmark {upstream_bench:.1f} s = {upstream:.1f} s;"
           f" ksearch eval (cold process) {cli_wall:.1f} s = {t['ratio_cli']:.2f}x ({cli_result.get('verdict')});"
-          f" in a live session {warm_s:.1f} s = {t['ratio_session_warm']:.2f}x ({warm.verdict.value};"
-          f" first in the session {first_s:.1f} s); without the compile scout {unscouted_s:.1f} s ="
-          f" {t['ratio_session_no_scout']:.2f}x")
-    print(f"  stages: cli {t['stages_cli']}; session {t['stages_warm']}; no scout {t['stages_no_scout']}", flush=True)
-    if full_tuning is not None:
-        print(f"  with Triton's full autotuning benchmark on the correctness configs too: {full_tuning[1]:.1f} s ="
-              f" {t['ratio_session_full_test_tuning']:.2f}x ({full_tuning[0].verdict.value}, {full_tuning[0].latency_ms}"
-              f" ms; short: {warm.latency_ms} ms); stages {t['stages_full_test_tuning']}", flush=True)
+          f" in a live session {warm_s:.1f} s = {t['ratio_session_warm']:.2f}x ({warm.verdict.value}, {warm.latency_ms}"
+          f" ms; first in the session {first_s:.1f} s)")
+    print(f"  stages: cli {t['stages_cli']}; session {t['stages_warm']}", flush=True)
+    for label, what, (evaluation, seconds) in others:
+        print(f"  {what}: {seconds:.1f} s = {t[f'ratio_session_{label}']:.2f}x ({evaluation.verdict.value},"
+              f" {evaluation.latency_ms} ms); stages {t[f'stages_{label}']}", flush=True)
 
 
 def main() -> int:

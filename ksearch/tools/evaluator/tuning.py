@@ -7,12 +7,12 @@ public leaderboard TriMul kernel (11 configs, 3 keys) 10 s of its 72 s ``test`` 
 
 While ``quick_tuning`` is active (the worker's correctness pass), an autotuner that uses Triton's default benchmarker
 times each config with ``QUICK_WARMUP_MS`` of warm-up and ``QUICK_REP_MS`` of repeats instead, by the same
-``do_bench`` and the same statistic. Where the configs' times are far apart it picks what the full benchmark
-picks; where they are close the two may differ, as upstream's own choice between close configs can differ from run to
-run. The chosen config's output is checked as upstream checks its choice. On leaving, every choice made in the pass is forgotten and
-none was written to Triton's disk cache, so each timed config's key is tuned by Triton's own benchmark at its first,
-untimed call, as in upstream's fresh ``benchmark`` process. A candidate that brings its own benchmarker (``do_bench=``
-or the deprecated ``warmup``/``rep``) keeps it.
+``do_bench`` and the same statistic. Where the configs' times are far apart it picks what the full benchmark picks;
+where they are close the two may differ, as upstream's own choice between close configs can differ from run to run.
+The chosen config's output is checked as upstream checks its choice. On leaving, every choice made in the pass is
+forgotten and none was written to Triton's disk cache, so each timed config's key is tuned by Triton's own benchmark
+at its first, untimed call, as in upstream's fresh ``benchmark`` process. A candidate that brings its own
+benchmarker (``do_bench=`` or the deprecated ``warmup``/``rep``) keeps it.
 
 Nothing here decides a verdict or a score: it runs in the candidate's process, and the timed configs' outputs are
 judged by the checker whatever the autotuner chose.
