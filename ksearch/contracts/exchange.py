@@ -238,6 +238,9 @@ class CheckerCommand(BaseModel):
     """staging: use shared host memory from now on (the worker could not open a CUDA IPC buffer)."""
     low_memory: bool = False
     """begin: low-memory mode whatever the free memory (the checker also enters it by itself when little is free)."""
+    sampled_audits: bool = True
+    """begin: judge an audit's output (a timed call on re-randomised activations) at positions the checker draws, where
+    the task computes its reference there for less (``Task.expected_sample``); False: the whole output, always."""
     config_index: int = 0
     """seed: the benchmark config the seed is for."""
     kind: Literal["input", "activation"] = "input"

@@ -17,6 +17,7 @@ import json
 import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
@@ -58,6 +59,21 @@ class InputRole(StrEnum):
     PARAMETER = "parameter"
     """Fixed for a model (weights, block scales, biases, scalars such as ``sm_scale``): a kernel may cache what it
     derives from them. Never swapped; Python scalars cannot be written in place anyway."""
+
+
+@dataclass(frozen=True)
+class ExpectedSample:
+    """The reference at a random sample of one output tensor's positions: what an audit on re-randomised inputs
+    compares when the task can compute it for much less than the whole reference (``Task.expected_sample``)."""
+
+    shape: tuple[int, ...]
+    """The whole output's shape."""
+    index: tuple[Any, ...]
+    """What ``output[index]`` gathers: the sampled positions."""
+    values: torch.Tensor
+    """The reference at those positions (shape and dtype of ``output[index]`` for a right output)."""
+    positions: int
+    """How many output elements the sample covers (for messages)."""
 
 
 def device_kind(device: str) -> str:
@@ -205,6 +221,34 @@ class Task(ABC):
     def expected(self, config: TaskConfig, inputs: list[Any]) -> Any:
         """The reference output for ``inputs`` (a pristine clone). Override when the reference needs the config."""
         return self.reference(*inputs)
+
+    def expected_sample(self, config: TaskConfig, inputs: list[Any], generator: torch.Generator) -> ExpectedSample | None:
+        """The reference at positions drawn from ``generator`` (the checker's, unpredictable to the candidate), when
+        that costs far less than ``expected``: the checker then judges an audit's output (one call on re-randomised
+        activations among the timed repeats, there to catch an output replayed from another call) at those positions
+        only. None (the default): the whole reference is computed and compared. Only for a single-tensor output; the
+        values must agree with ``expected`` at those positions to within the float32 rounding of a reordered sum."""
+        return None
+
+    def check_sample(self, config: TaskConfig, output: Any, sample: ExpectedSample) -> Mismatch | None:
+        """``check`` at a sample's positions: the output's form (a tensor of the whole output's shape, on the device of
+        the reference), then the task's own comparison of ``output[sample.index]`` with ``sample.values``."""
+        where = config.name
+        if type(output) is not torch.Tensor:
+            return Mismatch(config=where, message=f"{where}: expected a torch.Tensor, got {type(output).__qualname__}")
+        if tuple(output.shape) != sample.shape:
+            return Mismatch(config=where, message=f"{where}: shape {tuple(output.shape)}, expected {sample.shape}")
+        if output.device != sample.values.device:
+            return Mismatch(config=where, message=f"{where}: device {output.device}, expected {sample.values.device}")
+        mismatch = self.check(config, output.detach()[sample.index], sample.values)
+        if mismatch is None:
+            return None
+        # Indices inside the sample mean nothing to a reader of the whole output: the message says where it was read.
+        return mismatch.model_copy(update={
+            "worst_index": [],
+            "message": f"{mismatch.message} (compared at {sample.positions} sampled positions of the output; "
+                       "indices are within the sample)",
+        })  # fmt: skip
 
     def output_buffers(self, config: TaskConfig, inputs: list[Any]) -> list[torch.Tensor] | None:
         """Tensors among ``inputs`` that the candidate writes its result into (destination-passing style), or None.

@@ -39,12 +39,16 @@ import torch
 from ksearch.contracts.candidate import Candidate
 from ksearch.contracts.evaluation import Mismatch
 from ksearch.tasks import sampling
-from ksearch.tasks.base import InputRole, Task, TaskConfig, device_kind
+from ksearch.tasks.base import ExpectedSample, InputRole, Task, TaskConfig, device_kind
 from ksearch.tasks.trimul import reference as _reference
 from ksearch.tasks.trimul.reference import WEIGHT_KEYS
+from ksearch.tasks.trimul.reference_sample import trimul_reference_at
 
 HIDDEN = 128
 DISTRIBUTIONS = ("normal", "cauchy")
+AUDIT_SAMPLE_ROWS = 32
+"""An audit's sampled reference covers this many rows i and as many columns j of the output (all of them below N =
+32): every (i, j) pair of the two, all channels (``TrimulTask.expected_sample``)."""
 
 
 def _config(
@@ -284,6 +288,20 @@ class TrimulTask(Task):
 
     def expected(self, config: TaskConfig, inputs: list[Any]) -> Any:
         return self.reference(*inputs)
+
+    def expected_sample(self, config: TaskConfig, inputs: list[Any], generator: torch.Generator) -> ExpectedSample:
+        """The reference at ``AUDIT_SAMPLE_ROWS`` rows and as many columns drawn from ``generator``: at N = 1024 a few
+        percent of the whole reference's work (``reference_sample``). An output replayed from another call is wrong
+        at nearly every position, so a sample of a thousand (i, j) pairs finds it as surely as the whole output."""
+        x, mask, *weights = inputs
+        n = x.shape[1]
+        count = min(n, AUDIT_SAMPLE_ROWS)
+        rows = torch.randperm(n, generator=generator, device=x.device)[:count]
+        cols = torch.randperm(n, generator=generator, device=x.device)[:count]
+        with fp32_exact():
+            values = trimul_reference_at(x, mask, dict(zip(WEIGHT_KEYS, weights, strict=True)), rows, cols)
+        return ExpectedSample(shape=tuple(x.shape), index=(slice(None), rows.view(-1, 1), cols.view(1, -1), slice(None)),
+                              values=values, positions=values.numel())  # fmt: skip
 
     def check(self, config: TaskConfig, output: Any, expected: torch.Tensor) -> Mismatch | None:
         """GPU MODE's rule: values within tolerance, whatever the output's floating dtype. Upstream subtracts the

@@ -35,7 +35,7 @@ import time
 import traceback
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ksearch.contracts.evaluation import Mismatch, Rejection, Verdict
 from ksearch.contracts.exchange import (
@@ -62,6 +62,9 @@ from ksearch.tools.evaluator.seeds import (
     salted_seed,
 )
 from ksearch.tools.evaluator.staging import StagingOwner
+
+if TYPE_CHECKING:
+    from ksearch.tasks.base import ExpectedSample
 
 CACHE_FRACTION = 0.2
 """Share of the GPU's memory the reference cache may hold."""
@@ -92,12 +95,14 @@ class Checker:
         self.current: EvaluationRecord | None = None
         self.largest_output: dict[str, int] = {}
         self.input_bytes: dict[tuple[str, str], int] = {}
+        """(task, benchmark config) -> bytes of its inputs (deterministic per config; kept across evaluations)."""
         self.input_costs: dict[tuple[str, str], tuple[list[float], list[float]]] = {}
         """(task, benchmark config) -> the milliseconds its ``make_inputs`` and its input digest took here, each time
         (kept across evaluations): the parent's allowance for the same work in the worker between timed windows."""
-        """(task, benchmark config) -> bytes of its inputs (deterministic per config; kept across evaluations)."""
         self.pipelined = os.environ.get("KSEARCH_CHECKER_PIPELINE", "1") != "0"
         """Judge correctness outputs while the worker runs the next config (``check``); 0 turns it off."""
+        self.sampled_audits = True
+        """This evaluation's choice (``begin``): judge an audit's output at sampled positions where the task can."""
         self.pending: tuple[EvaluationRecord, Handoff, Any, list[Any]] | None = None
         self.low_memory = False
         """This evaluation's mode (``begin``): judge before answering, cache nothing, give memory back after each."""
@@ -154,6 +159,7 @@ class Checker:
         if task is None:
             task = self.tasks[command.task] = resolve_task(command.task)
         self.current = EvaluationRecord(task=task, salt=command.salt, bench_salt=command.bench_salt)
+        self.sampled_audits = command.sampled_audits
         self.low_memory = command.low_memory or self._available_bytes() < LOW_MEMORY_BELOW
         if self.low_memory:
             self.cache.clear()
@@ -344,7 +350,11 @@ class Checker:
         import torch
 
         task = state.task
-        digest, expected = self._reference(task, config, h)
+        sample: ExpectedSample | None = None
+        if h.kind == "audit" and self.sampled_audits:
+            digest, expected, sample = self._retrying_out_of_memory(lambda: self._audit_reference(task, config, h))
+        else:
+            digest, expected = self._reference(task, config, h)
         if digest != h.digest:
             raise CheckFailed(
                 Verdict.REJECTED,
@@ -353,9 +363,10 @@ class Checker:
                 "were recorded or the task's input generator is not deterministic",
                 rule="input_digest",
             )
-        expecteds = list(expected) if isinstance(expected, (tuple, list)) else [expected]
         prepare_config = config.model_copy(update={"seed": h.prepare_seed})
-        check_layout(task, prepare_config, config.name, outputs, expecteds, expected, h)
+        if sample is None:
+            expecteds = list(expected) if isinstance(expected, (tuple, list)) else [expected]
+            check_layout(task, prepare_config, config.name, outputs, expecteds, expected, h)
         if not task.allow_nonfinite:
             for position, tensor in enumerate(outputs):
                 if (tensor.is_floating_point() or tensor.is_complex()) and not bool(torch.isfinite(tensor).all()):
@@ -366,7 +377,10 @@ class Checker:
                     raise CheckFailed(Verdict.INCORRECT, message,
                                 mismatch=Mismatch(config=config.name, worst_index=where, message=message))  # fmt: skip
         candidate = tuple(outputs) if task.output_is_tuple or len(outputs) != 1 else outputs[0]
-        mismatch = task.check(prepare_config, candidate, expected)
+        if sample is not None:
+            mismatch = task.check_sample(prepare_config, candidate, sample)
+        else:
+            mismatch = task.check(prepare_config, candidate, expected)
         state.outputs_checked += 1
         if mismatch is not None:
             label = {"bench": "timed output", "audit": "timed output on re-randomised inputs"}
@@ -391,6 +405,30 @@ class Checker:
         return self._retrying_out_of_memory(lambda: self._compute_reference(task, config, h, key))
 
     def _compute_reference(self, task: Any, config: Any, h: Handoff, key: tuple[Any, ...]) -> tuple[str, Any]:
+        inputs, digest = self._regenerated(task, config, h)
+        prepare_config = config.model_copy(update={"seed": h.prepare_seed})
+        expected = task.expected(prepare_config, inputs)  # after the digest; nothing reads the inputs again
+        del inputs
+        if not self.low_memory:
+            self.cache.put(key, digest, expected)
+        return digest, expected
+
+    def _audit_reference(self, task: Any, config: Any, h: Handoff) -> tuple[str, Any, ExpectedSample | None]:
+        """An audit's input digest and, where the task offers one, the reference at positions drawn here with the
+        system's randomness (``Task.expected_sample``), else the whole reference (then the sample is None). Never
+        cached: each audit has activations of its own."""
+        import torch
+
+        inputs, digest = self._regenerated(task, config, h)
+        prepare_config = config.model_copy(update={"seed": h.prepare_seed})
+        generator = torch.Generator(device=self.device).manual_seed(secrets.randbits(63))
+        sample = None if task.output_is_tuple else task.expected_sample(prepare_config, inputs, generator)
+        expected = task.expected(prepare_config, inputs) if sample is None else None
+        return digest, expected, sample
+
+    def _regenerated(self, task: Any, config: Any, h: Handoff) -> tuple[list[Any], str]:
+        """The inputs the handoff claims (its set's seed, and an audit's activation seed) made here, and their digest;
+        for a timed output, what making and digesting them cost (the parent's allowance for the worker's same work)."""
         started = time.perf_counter()
         inputs = task.make_inputs(config.model_copy(update={"seed": h.input_seed}), self.device)
         self._sync()
@@ -408,12 +446,7 @@ class Checker:
             costs = self.input_costs.setdefault((task.name, config.name), ([], []))
             costs[0].append((generated - started) * 1e3)
             costs[1].append((time.perf_counter() - digested) * 1e3)
-        prepare_config = config.model_copy(update={"seed": h.prepare_seed})
-        expected = task.expected(prepare_config, inputs)  # after the digest; nothing reads the inputs again
-        del inputs
-        if not self.low_memory:
-            self.cache.put(key, digest, expected)
-        return digest, expected
+        return inputs, digest
 
     def _staged(self, name: str, h: Handoff, *, private: bool = False) -> list[Any]:
         if h.generation != self.staging.generation:

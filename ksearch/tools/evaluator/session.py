@@ -56,6 +56,9 @@ call's median from 32 to 44 us (wall-clock events, ``bench/RESULTS.md``, session
 GPU, it is not measured yet."""
 LOW_MEMORY_VARIABLE = "KSEARCH_LOW_MEMORY"
 """Set to 1: every evaluation of the session in low-memory mode (else the checker enters it when little is free)."""
+SAMPLED_AUDITS_VARIABLE = "KSEARCH_SAMPLED_AUDITS"
+"""Set to 0: the checker judges each audit (a timed call on re-randomised activations) on the whole output, the whole
+reference computed for it, instead of at sampled positions where the task offers them (``Task.expected_sample``)."""
 
 
 class Outcome(BaseModel):
@@ -415,7 +418,8 @@ class EvaluatorSession:
         """Tell the checker an evaluation starts; the staging buffer the worker should use (None on a failure)."""
         answer = self.ask_checker(
             CheckerCommand(op="begin", evaluation=evaluation, task=task, device=self.device, salt=self.salt,
-                           bench_salt=bench_salt, low_memory=self.low_memory),  # fmt: skip
+                           bench_salt=bench_salt, low_memory=self.low_memory,
+                           sampled_audits=os.environ.get(SAMPLED_AUDITS_VARIABLE, "1") != "0"),  # fmt: skip
             max(timeout, CHECKER_START_S),
         )
         staging = answer.get("staging")
