@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ksearch.contracts.evaluation import Evaluation, KernelResources, RooflinePoint, Timing, Verdict
+from ksearch.tools.evaluator.kernel_profile import NOTE_CHARS, PROFILE_NOTE
 from ksearch.tools.evaluator.resources import over_limits, tuned_notes
 from ksearch.tools.gpu_specs import GpuSpec, gpu_spec, spec_for_device
 
@@ -107,10 +108,13 @@ def with_evidence(
     if evaluation.passed and evaluation.timed:
         update["roofline"] = roofline_points(task, evaluation.timings, evaluation.device, device)
         update["profile"] = list(worker.profile) if worker is not None else []
+        problem = profile_problem(worker)
+        if problem and not update["profile"]:
+            update["environment"] = {**evaluation.environment, "profile": problem}
     notes = list(probe.notes if probe is not None else [])
     if target_gpu:
         gpu = gpu_spec(target_gpu)
-        update["environment"] = {**evaluation.environment, "target_gpu": gpu.key,
+        update["environment"] = {**update.get("environment", evaluation.environment), "target_gpu": gpu.key,
                                   **(probe.environment if probe is not None else {})}  # fmt: skip
         if probe_problem:
             notes.append(probe_problem)
@@ -125,6 +129,14 @@ def with_evidence(
     if notes:
         update["log"] = "\n".join([evaluation.log.strip(), *(f"note: {n}" for n in notes)]).strip()
     return evaluation.model_copy(update=update)
+
+
+def profile_problem(worker: WorkerResult | None) -> str:
+    """Why the worker took no profile after its timing, from its note (``kernel_profile.PROFILE_NOTE``), or ''."""
+    for note in worker.notes if worker is not None else []:
+        if note.startswith(PROFILE_NOTE):
+            return note.removeprefix(PROFILE_NOTE)[:NOTE_CHARS]
+    return ""
 
 
 def probe_report(result_text: str | None) -> WorkerResult | None:

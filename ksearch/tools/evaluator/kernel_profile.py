@@ -8,8 +8,9 @@ never decide a verdict or a promotion. A call that fails here is left out (it al
 
 Where it runs: in a profiling process beside the worker (``ksearch.tools.evaluator.profile_process``), which starts
 the profiler ahead of need (``warm_up``: CUPTI's start costs 4-7 s once per process, bench/profile_start.py) and
-profiles once the worker has exited; or, where that process cannot share the worker's build (a C++ extension) or
-memory is short, in the worker after its timing phase (phase ``profile``, which the parent's ledger does not count).
+profiles once the worker has exited; or, where that process cannot share the worker's build (a C++ extension, the
+graphs ``torch.compile`` built) or memory is short, in the worker after its timing phase (phase ``profile``, which
+the parent's ledger does not count).
 """
 
 from __future__ import annotations
@@ -22,6 +23,13 @@ from ksearch.contracts.evaluation import ProfiledKernel, ShapeProfile
 
 PROFILE_KERNELS = 8
 """The kernels listed per shape (longest first); the rest are counted."""
+FAILURE_CHARS = 300
+"""A failed profiled call is quoted up to this many characters."""
+PROFILE_NOTE = "profile: "
+"""Prefix of a worker's note on the profile it could not take after its timing (the parent shows the rest as the
+evaluation's ``profile`` problem, as it does for a profiling process's)."""
+NOTE_CHARS = 400
+"""A worker's note is read up to this many characters (the report is the candidate's word)."""
 
 
 def summarise(config: str, call_ms: float, spans: Iterable[tuple[str, float, float]]) -> ShapeProfile:
@@ -94,6 +102,10 @@ def recorded(profiler: Any) -> tuple[dict[str, tuple[float, float]], list[tuple[
     return ranges, spans
 
 
+class NoProfiledCall(RuntimeError):
+    """Every profiled call failed (the candidate passed its checks): says why the first did."""
+
+
 class NoDeviceActivity(RuntimeError):
     """The profiler ran but saw no kernel: a profile would claim calls that launch nothing."""
 
@@ -138,6 +150,7 @@ def profile_shapes(worker: Any, module: Any) -> list[ShapeProfile]:
             torch.cuda.synchronize(worker.device)
 
     calls: dict[str, float] = {}
+    failures: list[str] = []
     started = time.perf_counter()
     with profile(activities=activities(worker.device)) as profiler:
         calls_started = time.perf_counter()
@@ -154,12 +167,15 @@ def profile_shapes(worker: Any, module: Any) -> list[ShapeProfile]:
                     fn(*args)
                     synchronize()
                     calls[config.name] = (time.perf_counter() - call_started) * 1000.0
-            except Exception:  # noqa: BLE001 - a diagnostic: a call that fails here is left out
+            except Exception as exc:  # noqa: BLE001 - a diagnostic: a call that fails here is left out
+                failures.append(f"{config.name}: {type(exc).__name__}: {exc}"[:FAILURE_CHARS])
                 continue
             finally:
                 inputs = args = None  # noqa: F841 - this config's tensors go before the next is made
         calls_ended = time.perf_counter()
     stopped = time.perf_counter()
+    if failures and not calls:
+        raise NoProfiledCall(f"no call could be profiled ({len(failures)} failed); {failures[0]}")
     ranges, spans = recorded(profiler)
     require_device_activity(worker.device, len(calls), spans)
     # Where the stage's time goes (the profiler's start, the calls, its stop, reading its events), in the evaluation's

@@ -82,7 +82,7 @@ from ksearch.tools.evaluator.guard import (
     poison,
     reject,
 )
-from ksearch.tools.evaluator.kernel_profile import profile_shapes
+from ksearch.tools.evaluator.kernel_profile import NOTE_CHARS, PROFILE_NOTE, profile_shapes
 from ksearch.tools.evaluator.profiling import profiled
 from ksearch.tools.evaluator.resources import loaded_resources
 from ksearch.tools.evaluator.sandbox import die_with_parent
@@ -134,7 +134,7 @@ class Worker:
 
     __slots__ = ("request", "channel", "task", "device", "phase", "configs_passed", "configs_total", "samples",
                  "yardstick_readings", "comparison", "guard", "staging", "stages", "_stage_started",
-                 "spin_cycles_per_ms", "resources", "profiles")  # fmt: skip
+                 "spin_cycles_per_ms", "resources", "profiles", "notes")  # fmt: skip
 
     def __init__(self, request: WorkerRequest, channel: Channel | None = None, task: Task | None = None) -> None:
         self.request = request
@@ -155,6 +155,7 @@ class Worker:
         """Clock cycles of the spin kernel per millisecond on this device (measured by the first timing runner)."""
         self.resources: list[KernelResources] = []
         self.profiles: list[ShapeProfile] = []
+        self.notes: list[str] = []
 
     # -- the template -------------------------------------------------------------------------------------------
     def run(self) -> WorkerResult:
@@ -193,7 +194,7 @@ class Worker:
                     self.measure(module)
                     if self.request.profile and self.device.startswith("cuda"):
                         self.enter("profile")  # after timing, outside every timed window: diagnostics only
-                        self.profiles = diagnostic(lambda: profile_shapes(self, module), [])
+                        self.profiles = self.profile_after_timing(module)
                         self.mark("profile")
                 self.resources = diagnostic(lambda: loaded_resources(module), [])
             else:
@@ -467,6 +468,15 @@ class Worker:
         return worker_environment(self.device, self.staging.handle.kind if self.staging is not None else None,
                                   low_memory=self.request.low_memory)  # fmt: skip
 
+    def profile_after_timing(self, module: Any) -> list[ShapeProfile]:
+        """The per-kernel profile taken in this process once the timing is over (a diagnostic: a failure leaves a note
+        for the evaluation, ``PROFILE_NOTE``, never a verdict)."""
+        try:
+            return profile_shapes(self, module)
+        except Exception as exc:  # noqa: BLE001 - diagnostics never decide a verdict
+            self.notes.append(f"{PROFILE_NOTE}{type(exc).__name__}: {exc}"[:NOTE_CHARS])
+            return []
+
     def result(
         self, verdict: Verdict, *, error: str = "", mismatch: Mismatch | None = None, rejection: Rejection | None = None
     ) -> WorkerResult:
@@ -474,7 +484,7 @@ class Worker:
             verdict=verdict, phase=self.phase, configs_passed=self.configs_passed, configs_total=self.configs_total,
             mismatch=mismatch, rejection=rejection, error=error, environment=self.environment(), samples=self.samples,
             comparison=self.comparison, stage_seconds=self.stages, yardstick=self.yardstick_readings,
-            resources=self.resources, profile=self.profiles,
+            resources=self.resources, profile=self.profiles, notes=self.notes,
         )  # fmt: skip
 
 
