@@ -172,6 +172,8 @@ def test_the_profiling_process_is_for_gpu_evaluations_that_can_share_the_workers
     assert not profiler_wanted(triton_code, "cpu")
     assert not profiler_wanted(triton_code, "cuda", low_memory=True)
     assert not profiler_wanted("from torch.utils.cpp_extension import load_inline\n", "cuda")
+    # torch.compile: the worker profiles after its timing (a profiling process would compile every graph again)
+    assert not profiler_wanted("import torch\nimport triton\nfast = torch.compile(slow)\n", "cuda")
     candidate = Candidate(task="softmax", language="triton", code=triton_code)
     assert wants_profiler(EvalRequest(candidate=candidate, device="cuda"), low_memory=False)
     assert not wants_profiler(EvalRequest(candidate=candidate, device="cuda", profile=False), low_memory=False)

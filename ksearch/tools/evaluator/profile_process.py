@@ -15,8 +15,10 @@ Trust: it is sandboxed like any worker and its report is the candidate's word. T
 model: it never decides a verdict, a score or a promotion, and what is read of the report is bounded here.
 
 Not used, the worker profiling after its timing instead: for a candidate that builds a C++ extension (this process
-would build its own copy), in low-memory mode (a third CUDA context beside a large task's tensors), and with
-``KSEARCH_PROFILE_PROCESS=0``.
+would build its own copy) or calls ``torch.compile`` (this process would trace and compile its graphs again, one
+per shape: on an H200 a public leaderboard kernel's profile calls took 17.8 s here, a 21.6 s profile stage of a 73 s
+verdict, against 0.16 s in its worker after the timing, whose profiler started in 0.02 s: session 25), in
+low-memory mode (a third CUDA context beside a large task's tensors), and with ``KSEARCH_PROFILE_PROCESS=0``.
 """
 
 from __future__ import annotations
@@ -46,12 +48,16 @@ NAME_LIMIT = 200
 """A kernel's name is cut to this many characters (the report is the candidate's word)."""
 
 
+IN_WORKER_MARKERS = (*EXTENSION_MARKERS, "torch.compile")
+"""Code holding one of these is profiled in its worker after the timing (see the module's docstring)."""
+
+
 def profiler_wanted(code: str, device: str, *, low_memory: bool = False) -> bool:
     """Whether an evaluation of ``code`` on ``device`` profiles in a process of its own."""
     return (
         device.startswith("cuda")
         and not low_memory
-        and not any(marker in code for marker in EXTENSION_MARKERS)
+        and not any(marker in code for marker in IN_WORKER_MARKERS)
         and os.environ.get(PROFILE_PROCESS_VARIABLE, "1") != "0"
     )
 
