@@ -78,6 +78,7 @@ def run(kernel: Path, variable: str, rounds: int, device: str = "cuda") -> dict[
                 stages = evaluation.environment.get("stage_seconds", "")
                 record = {"round": index, "verdict": evaluation.verdict.value, "wall_s": round(seconds, 2),
                           "latency_ms": evaluation.latency_ms, "stages": stage_seconds(stages),
+                          "means_ms": {t.config: t.mean_ms for t in evaluation.timings},
                           "audit_gaps_s": round(sum(r.audit_gaps_s for r in rows), 3),
                           "fresh_audits": sum(r.fresh_audits for r in rows),
                           "fresh_gap_ms": {r.config: r.fresh_gap_ms for r in rows},
@@ -99,6 +100,14 @@ def run(kernel: Path, variable: str, rounds: int, device: str = "cuda") -> dict[
         staged = " ".join(f"{n}={v:g}" for n, v in m["stages"].items())
         print(f"median {side:>3}: verdict {m['wall_s']:.2f} s, latency {m['latency_ms']} ms, audit gaps "
               f"{m['audit_gaps_s']:.2f} s; {staged}")  # fmt: skip
+    shapes = [name for name in (runs["on"][0]["means_ms"] if runs["on"] else {})]
+    if runs["on"] and runs["off"]:
+        print("per shape, geometric mean over rounds of each side's mean (ms), off / on:")
+        for name in shapes:
+            on = statistics.geometric_mean([r["means_ms"][name] for r in runs["on"] if name in r["means_ms"]])
+            off = statistics.geometric_mean([r["means_ms"][name] for r in runs["off"] if name in r["means_ms"]])
+            medians.setdefault("shapes", {})[name] = {"on_ms": on, "off_ms": off, "off_over_on": off / on}
+            print(f"  {name}: on {on:.4f}  off {off:.4f}  ratio {off / on:.3f}")
     return {"variable": variable, "kernel": str(kernel), "runs": runs, "median": medians}
 
 
