@@ -364,7 +364,7 @@ class Checker:
                 rule="input_digest",
             )
         prepare_config = config.model_copy(update={"seed": h.prepare_seed})
-        if sample is None:
+        if sample is None:  # (a sampled audit's layout is its set's: checked on the set's own timed output)
             expecteds = list(expected) if isinstance(expected, (tuple, list)) else [expected]
             check_layout(task, prepare_config, config.name, outputs, expecteds, expected, h)
         if not task.allow_nonfinite:
