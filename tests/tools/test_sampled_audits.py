@@ -150,3 +150,29 @@ def test_a_trimul_kernel_replaying_its_output_is_caught_by_a_sampled_audit(devic
     assert evaluation.verdict == Verdict.INCORRECT, evaluation.summary()
     message = evaluation.mismatch.message if evaluation.mismatch else evaluation.log
     assert "re-randomised inputs" in message and "sampled positions" in message, message
+
+
+def test_a_sampled_audit_still_checks_the_whole_outputs_layout(monkeypatch) -> None:
+    """For a task that wants contiguous outputs, an audit judged at sampled positions refuses other strides as a
+    whole-output check does (TriMul itself accepts any layout: it is made strict here)."""
+    from ksearch.tasks.base import Task
+
+    monkeypatch.setattr(TrimulTask, "output_strides", Task.output_strides)
+    checker = Checker("cpu")
+    try:
+        checker.handle(CheckerCommand(op="begin", task="trimul", device="cpu", salt=1, bench_salt=2))
+        writer = StagingWriter(checker.staging.handle)
+        writer.open(checker.staging.ensure(1 << 20))
+        handoff = _audit(checker, writer, 2, "audit")
+        assert checker.check(handoff).ok
+        checker.finish(timed=False)
+        checker.handle(CheckerCommand(op="begin", task="trimul", device="cpu", salt=1, bench_salt=2))
+        writer = StagingWriter(checker.staging.handle)
+        writer.open(checker.staging.ensure(1 << 20))
+        handoff = _audit(checker, writer, 2, "audit")
+        shape = handoff.shapes[0]
+        claimed = [1, shape[0], shape[0] * shape[1], shape[0] * shape[1] * shape[2]]  # column-major
+        reply = checker.check(handoff.model_copy(update={"strides": [claimed]}))
+        assert not reply.ok and "strides" in reply.message
+    finally:
+        checker.staging.release()

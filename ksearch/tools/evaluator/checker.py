@@ -364,9 +364,10 @@ class Checker:
                 rule="input_digest",
             )
         prepare_config = config.model_copy(update={"seed": h.prepare_seed})
-        if sample is None:  # (a sampled audit's layout is its set's: checked on the set's own timed output)
-            expecteds = list(expected) if isinstance(expected, (tuple, list)) else [expected]
-            check_layout(task, prepare_config, config.name, outputs, expecteds, expected, h)
+        if sample is not None:  # the layout is the whole output's: a tensor of its shape and dtype, with no data
+            expected = torch.empty(sample.shape, dtype=sample.values.dtype, device="meta")
+        expecteds = list(expected) if isinstance(expected, (tuple, list)) else [expected]
+        check_layout(task, prepare_config, config.name, outputs, expecteds, expected, h)
         if not task.allow_nonfinite:
             for position, tensor in enumerate(outputs):
                 if (tensor.is_floating_point() or tensor.is_complex()) and not bool(torch.isfinite(tensor).all()):
