@@ -74,7 +74,7 @@ def _component_row(task, config, repeats: int) -> dict:
     sampled_ms, sample = _timed_ms(lambda: task.expected_sample(config, audited, generator), repeats)
     sampled_compare_ms, mismatch = _timed_ms(lambda: task.check_sample(config, output, sample), repeats)
     assert mismatch is None
-    difference = float((sample.values - expected[sample.index]).abs().max())
+    difference = float((sample.values - sample.gather(expected)).abs().max())
     print(f"{config.name}: generate {generate_ms:.2f} + activations {activations_ms:.2f} + digest {digest_ms:.2f} ms;"
           f" whole reference {whole_ms:.2f} + compare {compare_ms:.2f} ms; sampled {sampled_ms:.2f} + compare"
           f" {sampled_compare_ms:.2f} ms ({sample.positions} of {expected.numel()} values, max |diff|"

@@ -63,17 +63,31 @@ class InputRole(StrEnum):
 
 @dataclass(frozen=True)
 class ExpectedSample:
-    """The reference at a random sample of one output tensor's positions: what an audit on re-randomised inputs
-    compares when the task can compute it for much less than the whole reference (``Task.expected_sample``)."""
+    """The reference on a grid of one output tensor's positions (per dimension every position or a subset): what an
+    audit on re-randomised inputs compares when the task can compute it for much less than the whole reference
+    (``Task.expected_sample``)."""
 
     shape: tuple[int, ...]
     """The whole output's shape."""
-    index: tuple[Any, ...]
-    """What ``output[index]`` gathers: the sampled positions."""
+    axes: tuple[torch.Tensor | None, ...]
+    """Per dimension of the output, the positions sampled (a 1-D index tensor), or None for every position."""
     values: torch.Tensor
-    """The reference at those positions (shape and dtype of ``output[index]`` for a right output)."""
-    positions: int
-    """How many output elements the sample covers (for messages)."""
+    """The reference on the grid: per dimension, the length of its positions (or of the whole dimension)."""
+
+    @property
+    def positions(self) -> int:
+        return self.values.numel()
+
+    def gather(self, output: torch.Tensor) -> torch.Tensor:
+        """``output`` on the grid, in the layout of ``values``."""
+        for dim, positions in enumerate(self.axes):
+            if positions is not None:
+                output = output.index_select(dim, positions)
+        return output
+
+    def output_index(self, index: list[int]) -> list[int]:
+        """An index into ``values`` as the index of the same element in the whole output."""
+        return [k if positions is None else int(positions[k]) for k, positions in zip(index, self.axes, strict=True)]
 
 
 def device_kind(device: str) -> str:
@@ -231,8 +245,9 @@ class Task(ABC):
         return None
 
     def check_sample(self, config: TaskConfig, output: Any, sample: ExpectedSample) -> Mismatch | None:
-        """``check`` at a sample's positions: the output's form (a tensor of the whole output's shape, on the device of
-        the reference), then the task's own comparison of ``output[sample.index]`` with ``sample.values``."""
+        """``check`` on a sample's grid: the output's form (a tensor of the whole output's shape, on the device of the
+        reference), then the task's own comparison of the output there with ``sample.values``; a mismatch names the
+        worst element by its index in the whole output."""
         where = config.name
         if type(output) is not torch.Tensor:
             return Mismatch(config=where, message=f"{where}: expected a torch.Tensor, got {type(output).__qualname__}")
@@ -240,14 +255,18 @@ class Task(ABC):
             return Mismatch(config=where, message=f"{where}: shape {tuple(output.shape)}, expected {sample.shape}")
         if output.device != sample.values.device:
             return Mismatch(config=where, message=f"{where}: device {output.device}, expected {sample.values.device}")
-        mismatch = self.check(config, output.detach()[sample.index], sample.values)
+        mismatch = self.check(config, sample.gather(output.detach()), sample.values)
         if mismatch is None:
             return None
-        # Indices inside the sample mean nothing to a reader of the whole output: the message says where it was read.
+        message = mismatch.message
+        worst = mismatch.worst_index
+        if len(worst) == len(sample.shape):
+            real = sample.output_index(worst)
+            message = message.replace(f"at {worst}", f"at {real}")
+            worst = real
         return mismatch.model_copy(update={
-            "worst_index": [],
-            "message": f"{mismatch.message} (compared at {sample.positions} sampled positions of the output; "
-                       "indices are within the sample)",
+            "worst_index": worst,
+            "message": f"{message} (compared at {sample.positions} sampled positions of the output)",
         })  # fmt: skip
 
     def output_buffers(self, config: TaskConfig, inputs: list[Any]) -> list[torch.Tensor] | None:

@@ -9,6 +9,7 @@ import torch
 from ksearch.contracts.evaluation import Verdict
 from ksearch.contracts.exchange import CheckerCommand, Handoff
 from ksearch.tasks.trimul import AUDIT_SAMPLE_ROWS, TrimulTask, _config
+from ksearch.tools.evaluator import checker as checker_mod
 from ksearch.tools.evaluator.checker import Checker
 from ksearch.tools.evaluator.seeds import input_digest, salted_seed
 from ksearch.tools.evaluator.staging import StagingWriter
@@ -24,10 +25,12 @@ def test_the_sampled_reference_is_the_whole_reference_at_its_positions(n, b, c, 
     whole = TASK.expected(config, inputs)
     sample = TASK.expected_sample(config, inputs, torch.Generator().manual_seed(11))
     count = min(n, AUDIT_SAMPLE_ROWS)
-    rows, cols = sample.index[1].reshape(-1), sample.index[2].reshape(-1)
+    rows, cols = sample.axes[1], sample.axes[2]
     assert sample.shape == tuple(whole.shape) and sample.positions == b * count * count * c
     assert len(set(rows.tolist())) == len(set(cols.tolist())) == count  # distinct rows and columns
-    torch.testing.assert_close(sample.values, whole[sample.index], atol=1e-5, rtol=1e-5)
+    assert sample.axes[0] is None and sample.axes[3] is None
+    torch.testing.assert_close(sample.values, whole[:, rows][:, :, cols], atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(sample.gather(whole), whole[:, rows][:, :, cols], atol=0, rtol=0)
     assert TASK.check_sample(config, whole, sample) is None
     assert TASK.check_sample(config, whole.to(torch.float16), sample) is None  # upstream's rule: any close dtype
 
@@ -35,7 +38,7 @@ def test_the_sampled_reference_is_the_whole_reference_at_its_positions(n, b, c, 
 def test_positions_depend_on_the_checkers_generator() -> None:
     config = _config("probe", 96, 1, 16, 7, False, "normal")
     inputs = TASK.make_inputs(config, "cpu")
-    drawn = {tuple(TASK.expected_sample(config, inputs, torch.Generator().manual_seed(seed)).index[1].reshape(-1).tolist())
+    drawn = {tuple(TASK.expected_sample(config, inputs, torch.Generator().manual_seed(seed)).axes[1].tolist())
              for seed in range(4)}  # fmt: skip
     assert len(drawn) == 4
 
@@ -47,57 +50,115 @@ def test_a_replayed_or_misshapen_output_fails_at_the_sampled_positions() -> None
     replayed = TASK.expected(config, [other[0], other[1], *inputs[2:]])  # the same weights, other activations
     sample = TASK.expected_sample(config, inputs, torch.Generator().manual_seed(3))
     mismatch = TASK.check_sample(config, replayed, sample)
-    assert mismatch is not None and "sampled positions" in mismatch.message and mismatch.worst_index == []
+    assert mismatch is not None and "sampled positions" in mismatch.message
+    b, i, j, c = mismatch.worst_index  # the worst element's index in the whole output, as the message says
+    assert i in sample.axes[1].tolist() and j in sample.axes[2].tolist() and f"at {[b, i, j, c]}" in mismatch.message
+    assert abs(float(replayed[b, i, j, c]) - float(TASK.expected(config, inputs)[b, i, j, c])) > TASK.atol
     wrong_shape = TASK.check_sample(config, replayed[:, :-1], sample)
     assert wrong_shape is not None and "shape" in wrong_shape.message
     assert "expected a torch.Tensor" in TASK.check_sample(config, (replayed,), sample).message
 
 
-def _audit(checker: Checker, writer: StagingWriter, bench_salt: int, output_of: str) -> Handoff:
-    """An audit of benchmark config 1 (N = 32) on activations the checker issued, as the worker makes and stages it:
-    ``output_of`` "audit" stages the right output, "set" the output of the set's own activations (a replay)."""
-    config = TASK.benchmark_configs("cpu")[1]
+def _audit(checker: Checker, writer: StagingWriter, bench_salt: int, output_of: str, config_index: int = 1) -> Handoff:
+    """An audit of a benchmark config (1: N = 32) on activations the checker issued, as the worker makes and stages
+    it: ``output_of`` "audit" stages the right output, "set" the output of the set's own activations (a replay),
+    "sparse" the right output with 16 scattered elements off by 1 (a lossy path wrong at a few elements)."""
+    config = TASK.benchmark_configs("cpu")[config_index]
     base = salted_seed(config.seed, bench_salt)
-    seed = checker.handle(CheckerCommand(op="seed", config_index=1, kind="activation"))["seed"]
+    seed = checker.handle(CheckerCommand(op="seed", config_index=config_index, kind="activation"))["seed"]
     inputs = TASK.make_inputs(config.model_copy(update={"seed": base}), "cpu")
     fresh = TASK.make_inputs(config.model_copy(update={"seed": seed}), "cpu")
     audited = [fresh[0], fresh[1], *inputs[2:]]
-    output = TASK.expected(config, audited if output_of == "audit" else inputs)
+    output = TASK.expected(config, audited if output_of != "set" else inputs)
+    if output_of == "sparse":
+        flat = output.view(-1)
+        flat[torch.randperm(flat.numel(), generator=torch.Generator().manual_seed(5))[:16]] += 1.0
     offsets = writer.stage([output])
-    return Handoff(kind="audit", config_index=1, config=config.name, prepare_seed=base, input_seed=base,
+    return Handoff(kind="audit", config_index=config_index, config=config.name, prepare_seed=base, input_seed=base,
                    activation_seed=seed, digest=input_digest(audited), shapes=[list(output.shape)],
                    dtypes=[str(output.dtype)], strides=[list(output.stride())], offsets=offsets,
                    generation=writer.handle.generation)  # fmt: skip
 
 
-@pytest.mark.parametrize("sampled", [True, False])
-def test_the_checker_judges_audits_at_sampled_positions_and_still_catches_a_replay(sampled: bool, monkeypatch) -> None:
-    whole_references = []
+@pytest.fixture
+def counted(monkeypatch) -> list[str]:
+    """The configs of every whole reference computed (the tests' own and the checker's)."""
+    whole_references: list[str] = []
     original = TrimulTask.expected
 
-    def counted(self, config, inputs):
+    def counting(self, config, inputs):  # noqa: ANN001, ANN202
         whole_references.append(config.name)
         return original(self, config, inputs)
 
-    monkeypatch.setattr(TrimulTask, "expected", counted)
+    monkeypatch.setattr(TrimulTask, "expected", counting)
+    return whole_references
+
+
+def _begin(checker: Checker, *, sampled: bool = True) -> StagingWriter:
+    assert checker.handle(CheckerCommand(op="begin", task="trimul", device="cpu", salt=1, bench_salt=2,
+                                         sampled_audits=sampled))["ok"]  # fmt: skip
+    writer = StagingWriter(checker.staging.handle)
+    writer.open(checker.staging.ensure(1 << 24))
+    return writer
+
+
+def _draw_whole(monkeypatch, draw) -> None:  # noqa: ANN001
+    """The checker's draw of whole audits made by ``draw()`` (its other draws, the seeds, left to ``secrets``)."""
+    real = checker_mod.secrets.randbelow
+    monkeypatch.setattr(checker_mod.secrets, "randbelow",
+                        lambda n: draw() if n == checker_mod.WHOLE_AUDIT_ODDS else real(n))  # fmt: skip
+
+
+def test_a_configs_first_audit_is_checked_whole_and_later_ones_at_sampled_positions(counted, monkeypatch) -> None:
+    """The first audit of each config is judged on the whole output; later ones at sampled positions, unless the
+    checker's draw (1 in ``WHOLE_AUDIT_ODDS``, made after the handoff) says whole; a replay is caught either way."""
+    draws = iter([1, 1, 0, 1])  # after the first audit: sampled, sampled, whole, sampled
+    _draw_whole(monkeypatch, lambda: next(draws))
     checker = Checker("cpu")
     try:
-        for output_of, passes in (("audit", True), ("set", False)):
-            answer = checker.handle(CheckerCommand(op="begin", task="trimul", device="cpu", salt=1, bench_salt=2,
-                                                   sampled_audits=sampled))  # fmt: skip
-            writer = StagingWriter(checker.staging.handle)
-            writer.open(checker.staging.ensure(1 << 20))
-            assert answer["ok"]
-            whole_references.clear()
+        writer = _begin(checker)
+        for output_of, whole, passes in (("audit", True, True), ("audit", False, True), ("audit", False, True),
+                                         ("audit", True, True), ("set", False, False)):  # fmt: skip
+            counted.clear()
             reply = checker.check(_audit(checker, writer, 2, output_of))
             assert reply.ok == passes, reply.message
-            # The whole reference is computed for an audit only when sampling is off (the test builds its own three).
-            assert len(whole_references) == (1 if sampled else 2)
-            check = checker.finish(timed=False)
-            if not passes:
-                assert check.verdict == Verdict.INCORRECT
-                assert "re-randomised inputs" in check.error
-                assert ("sampled positions" in check.error) == sampled
+            assert len(counted) == (2 if whole else 1)  # the test builds one itself
+        check = checker.finish(timed=False)
+        assert check.verdict == Verdict.INCORRECT
+        assert "re-randomised inputs" in check.error and "sampled positions" in check.error
+    finally:
+        checker.staging.release()
+
+
+def test_with_sampling_off_every_audit_is_checked_whole(counted) -> None:
+    checker = Checker("cpu")
+    try:
+        writer = _begin(checker, sampled=False)
+        for output_of, passes in (("audit", True), ("audit", True), ("set", False)):
+            counted.clear()
+            assert checker.check(_audit(checker, writer, 2, output_of)).ok == passes
+            assert len(counted) == 2
+        check = checker.finish(timed=False)
+        assert check.verdict == Verdict.INCORRECT and "sampled positions" not in check.error
+    finally:
+        checker.staging.release()
+
+
+def test_a_timed_path_wrong_at_a_few_elements_is_caught_by_the_whole_first_audit(monkeypatch) -> None:
+    """A red-team finding: with every audit sampled, a repeat-call path wrong at 16 of 65,536 elements passed nearly
+    every audit (N = 256 here: the sample is a sixty-fourth of the output). The first audit of each config is whole."""
+    configs = TASK.benchmark_configs("cpu") + [_config("cpu_b_wide", 256, 1, 32, 381, True, "normal")]
+    monkeypatch.setattr(TrimulTask, "benchmark_configs", lambda self, device: configs)
+    _draw_whole(monkeypatch, lambda: 1)  # never whole after the first
+    checker = Checker("cpu")
+    try:
+        writer = _begin(checker)
+        assert checker.check(_audit(checker, writer, 2, "audit", config_index=2)).ok  # the whole first audit, right
+        assert checker.check(_audit(checker, writer, 2, "sparse", config_index=2)).ok  # sampled: 16 errors unseen
+        checker.finish(timed=False)
+        writer = _begin(checker)
+        reply = checker.check(_audit(checker, writer, 2, "sparse", config_index=2))  # a new evaluation: whole first
+        assert not reply.ok and "16 of 2097152 values outside" in reply.message, reply.message
     finally:
         checker.staging.release()
 
@@ -130,12 +191,12 @@ def custom_kernel(data):
 
 
 @pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
-def test_a_trimul_kernel_replaying_its_output_is_caught_by_a_sampled_audit(device: str, monkeypatch) -> None:
-    """End to end (the CPU's timing enabled; on a GPU, TriMul's real shapes, where the sample is a small part of the
+def test_a_trimul_kernel_replaying_its_output_is_caught_by_an_audit(device: str, monkeypatch) -> None:
+    """End to end (the CPU's timing enabled; on a GPU, TriMul's real shapes, where a sample is a small part of the
     output): a kernel that computes once per input tensor and then replays is right on the tests (one call each) and
-    on the timed set's own values, and wrong on the audits' re-randomised activations, judged at sampled positions.
-    The static rules, which refuse this cache by its source (``output_caching``), are bypassed: the audit is the layer
-    under test."""
+    on the timed set's own values, and wrong on the audits' re-randomised activations (each config's first audit is
+    judged whole, later ones mostly at sampled positions). The static rules, which refuse this cache by its source
+    (``output_caching``), are bypassed: the audit is the layer under test."""
     import importlib
 
     from ksearch.contracts.candidate import Candidate
@@ -149,7 +210,7 @@ def test_a_trimul_kernel_replaying_its_output_is_caught_by_a_sampled_audit(devic
                                       run_timeout_s=240.0))  # fmt: skip
     assert evaluation.verdict == Verdict.INCORRECT, evaluation.summary()
     message = evaluation.mismatch.message if evaluation.mismatch else evaluation.log
-    assert "re-randomised inputs" in message and "sampled positions" in message, message
+    assert "re-randomised inputs" in message, message
 
 
 def test_a_sampled_audit_still_checks_the_whole_outputs_layout(monkeypatch) -> None:
@@ -158,17 +219,12 @@ def test_a_sampled_audit_still_checks_the_whole_outputs_layout(monkeypatch) -> N
     from ksearch.tasks.base import Task
 
     monkeypatch.setattr(TrimulTask, "output_strides", Task.output_strides)
+    _draw_whole(monkeypatch, lambda: 1)  # every audit after the first at sampled positions
     checker = Checker("cpu")
     try:
-        checker.handle(CheckerCommand(op="begin", task="trimul", device="cpu", salt=1, bench_salt=2))
-        writer = StagingWriter(checker.staging.handle)
-        writer.open(checker.staging.ensure(1 << 20))
-        handoff = _audit(checker, writer, 2, "audit")
-        assert checker.check(handoff).ok
-        checker.finish(timed=False)
-        checker.handle(CheckerCommand(op="begin", task="trimul", device="cpu", salt=1, bench_salt=2))
-        writer = StagingWriter(checker.staging.handle)
-        writer.open(checker.staging.ensure(1 << 20))
+        writer = _begin(checker)
+        assert checker.check(_audit(checker, writer, 2, "audit")).ok  # the first, whole
+        assert checker.check(_audit(checker, writer, 2, "audit")).ok  # sampled, contiguous
         handoff = _audit(checker, writer, 2, "audit")
         shape = handoff.shapes[0]
         claimed = [1, shape[0], shape[0] * shape[1], shape[0] * shape[1] * shape[2]]  # column-major

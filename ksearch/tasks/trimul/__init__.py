@@ -300,8 +300,7 @@ class TrimulTask(Task):
         cols = torch.randperm(n, generator=generator, device=x.device)[:count]
         with fp32_exact():
             values = trimul_reference_at(x, mask, dict(zip(WEIGHT_KEYS, weights, strict=True)), rows, cols)
-        return ExpectedSample(shape=tuple(x.shape), index=(slice(None), rows.view(-1, 1), cols.view(1, -1), slice(None)),
-                              values=values, positions=values.numel())  # fmt: skip
+        return ExpectedSample(shape=tuple(x.shape), axes=(None, rows, cols, None), values=values)
 
     def check(self, config: TaskConfig, output: Any, expected: torch.Tensor) -> Mismatch | None:
         """GPU MODE's rule: values within tolerance, whatever the output's floating dtype. Upstream subtracts the

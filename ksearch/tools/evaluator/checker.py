@@ -72,6 +72,11 @@ LOW_MEMORY_BELOW = 64 << 30
 """Device memory free for an evaluation (what no other process holds) under which it runs in low-memory mode: a
 TriMul evaluation pipelined with its reference cache peaks at about 35 GB in the checker and 20-28 GB in the worker."""
 CPU_CACHE_BYTES = 1 << 30
+WHOLE_AUDIT_ODDS = 8
+"""Audits judged at sampled positions (``Task.expected_sample``) still check some timed outputs whole: a config's
+first audit always, each later one with probability 1 / 8, drawn here after the handoff. A kernel that replays an
+output is wrong nearly everywhere and any sample finds it; one whose repeat calls take a cheaper path wrong at a few
+elements (a lossy precision, a rare race) is found only by a whole check, and cannot tell which calls get one."""
 _T = TypeVar("_T")
 
 
@@ -351,10 +356,12 @@ class Checker:
 
         task = state.task
         sample: ExpectedSample | None = None
-        if h.kind == "audit" and self.sampled_audits:
+        if h.kind == "audit" and self.sampled_audits and not self._whole_audit(state, h.config_index):
             digest, expected, sample = self._retrying_out_of_memory(lambda: self._audit_reference(task, config, h))
         else:
             digest, expected = self._reference(task, config, h)
+            if h.kind == "audit":
+                state.whole_audits.add(h.config_index)
         if digest != h.digest:
             raise CheckFailed(
                 Verdict.REJECTED,
@@ -410,9 +417,14 @@ class Checker:
         prepare_config = config.model_copy(update={"seed": h.prepare_seed})
         expected = task.expected(prepare_config, inputs)  # after the digest; nothing reads the inputs again
         del inputs
-        if not self.low_memory:
+        if not self.low_memory and h.kind != "audit":  # an audit's activations are its own: never asked for again
             self.cache.put(key, digest, expected)
         return digest, expected
+
+    @staticmethod
+    def _whole_audit(state: EvaluationRecord, config_index: int) -> bool:
+        """Whether this audit is checked on the whole output (``WHOLE_AUDIT_ODDS``)."""
+        return config_index not in state.whole_audits or secrets.randbelow(WHOLE_AUDIT_ODDS) == 0
 
     def _audit_reference(self, task: Any, config: Any, h: Handoff) -> tuple[str, Any, ExpectedSample | None]:
         """An audit's input digest and, where the task offers one, the reference at positions drawn here with the

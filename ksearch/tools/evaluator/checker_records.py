@@ -45,6 +45,8 @@ class EvaluationRecord:
     """Per benchmark config, the median time the input digest took here."""
     issued: set[tuple[int, int]] = field(default_factory=set)
     """(benchmark config, seed) of every fresh seed issued (``issue_seed``): the only fresh seeds it judges."""
+    whole_audits: set[int] = field(default_factory=set)
+    """Benchmark configs with an audit checked on the whole output (the first of each always is: ``Checker``)."""
     outputs_checked: int = 0
     failure: CheckFailed | None = None
 
