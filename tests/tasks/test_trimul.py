@@ -246,6 +246,8 @@ def test_check_uses_the_upstream_rule(task: TrimulTask) -> None:
     assert not channel_major.is_contiguous() and task.output_strides(config, expected) is None
     assert task.check(config, channel_major, expected) is None
     assert task.check(config, expected.int(), expected) is not None  # not a floating result
+    # float8 has no type promotion in torch (upstream's subtraction raises): a clear mismatch, not a checker crash
+    assert "dtype torch.float8_e4m3fn" in task.check(config, expected.to(torch.float8_e4m3fn), expected).message
 
 
 def test_spec_covers_math_interface_shapes_and_precision(task: TrimulTask) -> None:
