@@ -145,7 +145,7 @@ def test_with_sampling_off_every_audit_is_checked_whole(counted) -> None:
 
 
 def test_a_timed_path_wrong_at_a_few_elements_is_caught_by_the_whole_first_audit(monkeypatch) -> None:
-    """A red-team finding: with every audit sampled, a repeat-call path wrong at 16 of 65,536 elements passed nearly
+    """A red-team finding: with every audit sampled, a repeat-call path wrong at 16 of 2,097,152 elements passed nearly
     every audit (N = 256 here: the sample is a sixty-fourth of the output). The first audit of each config is whole."""
     configs = TASK.benchmark_configs("cpu") + [_config("cpu_b_wide", 256, 1, 32, 381, True, "normal")]
     monkeypatch.setattr(TrimulTask, "benchmark_configs", lambda self, device: configs)
@@ -163,31 +163,18 @@ def test_a_timed_path_wrong_at_a_few_elements_is_caught_by_the_whole_first_audit
         checker.staging.release()
 
 
-REPLAY = '''
-import torch
-import torch.nn.functional as F
+REPLAY = TASK.reference_submission_source() + """
 
+_honest = custom_kernel
 _LAST = {}
 
 
-def _trimul(x, mask, w):
-    c, h = x.shape[-1], w["left_proj.weight"].shape[0]
-    xn = F.layer_norm(x, (c,), w["norm.weight"], w["norm.bias"], 1e-5)
-    m = mask.unsqueeze(-1)
-    left = F.linear(xn, w["left_proj.weight"]) * m * torch.sigmoid(F.linear(xn, w["left_gate.weight"]))
-    right = F.linear(xn, w["right_proj.weight"]) * m * torch.sigmoid(F.linear(xn, w["right_gate.weight"]))
-    out = torch.einsum("bikh,bjkh->bijh", left, right)
-    out = F.layer_norm(out, (h,), w["to_out_norm.weight"], w["to_out_norm.bias"], 1e-5)
-    out = out * torch.sigmoid(F.linear(xn, w["out_gate.weight"]))
-    return F.linear(out, w["to_out.weight"])
-
-
 def custom_kernel(data):
-    x, mask, weights, config = data
+    x = data[0]
     if id(x) not in _LAST:  # computed once per input tensor (kept alive), replayed on every later call on it
-        _LAST[id(x)] = (x, _trimul(x, mask, weights))
+        _LAST[id(x)] = (x, _honest(data))
     return _LAST[id(x)][1].clone()
-'''
+"""
 
 
 @pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
