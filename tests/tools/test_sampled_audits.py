@@ -144,20 +144,23 @@ def test_with_sampling_off_every_audit_is_checked_whole(counted) -> None:
         checker.staging.release()
 
 
-def test_a_timed_path_wrong_at_a_few_elements_is_caught_by_the_whole_first_audit(monkeypatch) -> None:
-    """A red-team finding: with every audit sampled, a repeat-call path wrong at 16 of 2,097,152 elements passed nearly
-    every audit (N = 256 here: the sample is a sixty-fourth of the output). The first audit of each config is whole."""
+def test_a_timed_path_wrong_at_a_few_elements_is_caught_by_a_whole_audit(monkeypatch) -> None:
+    """A red-team finding: with every audit sampled, a repeat-call path wrong at 16 of 2,097,152 elements passed
+    nearly every audit (N = 256 here: a sample is a sixty-fourth of the output, so it meets one of the 16 about one
+    time in five). A config's first audit, and one in ``WHOLE_AUDIT_ODDS`` after it, are checked whole."""
     configs = TASK.benchmark_configs("cpu") + [_config("cpu_b_wide", 256, 1, 32, 381, True, "normal")]
     monkeypatch.setattr(TrimulTask, "benchmark_configs", lambda self, device: configs)
-    _draw_whole(monkeypatch, lambda: 1)  # never whole after the first
+    draws = iter([0])
+    _draw_whole(monkeypatch, lambda: next(draws))
     checker = Checker("cpu")
     try:
         writer = _begin(checker)
-        assert checker.check(_audit(checker, writer, 2, "audit", config_index=2)).ok  # the whole first audit, right
-        assert checker.check(_audit(checker, writer, 2, "sparse", config_index=2)).ok  # sampled: 16 errors unseen
+        reply = checker.check(_audit(checker, writer, 2, "sparse", config_index=2))  # the first audit: whole
+        assert not reply.ok and "16 of 2097152 values outside" in reply.message, reply.message
         checker.finish(timed=False)
         writer = _begin(checker)
-        reply = checker.check(_audit(checker, writer, 2, "sparse", config_index=2))  # a new evaluation: whole first
+        assert checker.check(_audit(checker, writer, 2, "audit", config_index=2)).ok  # the first, whole and right
+        reply = checker.check(_audit(checker, writer, 2, "sparse", config_index=2))  # a later one drawn whole
         assert not reply.ok and "16 of 2097152 values outside" in reply.message, reply.message
     finally:
         checker.staging.release()
