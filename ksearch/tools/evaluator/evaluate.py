@@ -37,6 +37,7 @@ from ksearch.redaction import redact_json
 from ksearch.tools import integrity
 from ksearch.tools import timing as timing_mod
 from ksearch.tools.containment import policy as containment
+from ksearch.tools.evaluator.gpu_sharing import Sharing, shared_gpu
 from ksearch.tools.evaluator.processes import CANDIDATE_FILE, SHARED_DIR, CheckerFailure, WorkerProcess
 from ksearch.tools.evaluator.request import EvalRequest
 from ksearch.tools.evaluator.sandbox import remove_tree
@@ -164,14 +165,27 @@ def _evaluate_with_retry(session: EvaluatorSession, request: EvalRequest, task: 
             # one it gets in low-memory mode, where the two never hold a large config's tensors at once.
             session.low_memory = True
             continue
-        if (attempt == 0 and evaluation.rejection is not None and evaluation.rejection.rule == "timing_forgery"
+        if (evaluation.rejection is not None and evaluation.rejection.rule == "timing_forgery"
                 and not outcome.stopped_out_of_order):  # fmt: skip
             # A forgery shows in every window of every run; an honest worker descheduled at the wrong moments on a
             # busy host passes the second run. Only a second such verdict stands (messages out of order are no
-            # scheduling accident: that verdict stands at once).
-            continue
+            # scheduling accident: that verdict stands at once), and not on a GPU someone else keeps busy.
+            if attempt == 0:
+                continue
+            sharing = _shared_gpu(session)
+            if sharing is not None:
+                raise HarnessError(f"no verdict for this candidate: {sharing.describe()} (the evidence that would "
+                                   f"have rejected it: {evaluation.rejection.evidence[:300]})")  # fmt: skip
         return evaluation
     raise HarnessError("the evaluator could not complete the evaluation")
+
+
+def _shared_gpu(session: EvaluatorSession) -> Sharing | None:
+    """Whether the session's GPU is busy with someone else's work (``gpu_sharing``), found from its checker."""
+    checker = session.checker
+    if checker is None or checker.process.poll() is not None:
+        return None
+    return shared_gpu(checker.process.pid)
 
 
 def _candidate_out_of_memory(outcome: Outcome) -> bool:

@@ -1,0 +1,164 @@
+"""Is someone else's work on the GPU this session times on?
+
+The parent's ledger holds each timed window's device time against its wall time (rule ``timing_forgery``). On a GPU
+that another process keeps busy, an honest kernel's launches wait behind the other's work, so its windows take wall
+time no device event of its own accounts for: the signature of a forged time. Measured on an H200 with four
+evaluations sharing it (session 26): ten honest files were rejected as timing forgeries, and all ten passed one at a
+time. A rejection names the candidate a cheat, so a ``timing_forgery`` verdict that would stand (after its retry) is
+first checked against the GPU: if the GPU is still busy once this evaluation's worker is gone, the evaluation is the
+harness's failure (``HarnessError``: no verdict, the run stops resumable), never the candidate's.
+
+How: ``nvidia-smi``, in the parent (trusted; the candidate's processes are gone or paused). The GPU is the one the
+session's checker holds a context on (found by the checker's pid among the compute processes); it is busy when its
+utilisation stays at ``BUSY_PERCENT`` or more in every one of ``SAMPLES`` readings ``SAMPLE_GAP_S`` apart (the last
+worker's own kernels, and a next worker's start, leave a reading within a fraction of a second). The processes on it
+outside this process's own tree are named in the error.
+
+What it cannot tell, and then the verdict stands as before: no ``nvidia-smi``; a container whose process ids differ
+from the driver's (the checker is not found); a neighbour that was busy during the timing loop and idle by the check.
+A candidate gains nothing here: the most it could do is make a forgery end as a stopped run instead of a rejection,
+and neither gives a score.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+BUSY_PERCENT = 10
+"""GPU utilisation (percent of the driver's sample period with a kernel running) that counts as someone's work."""
+SAMPLES = 6
+SAMPLE_GAP_S = 0.2
+NVIDIA_SMI_TIMEOUT_S = 10.0
+
+
+@dataclass(frozen=True)
+class ComputeApp:
+    """One process with a context on a GPU, as ``nvidia-smi --query-compute-apps`` lists it."""
+
+    uuid: str
+    pid: int
+    name: str
+    used_mib: int | None
+
+
+@dataclass(frozen=True)
+class Sharing:
+    """A GPU found busy with work that is not this session's."""
+
+    uuid: str
+    busy_percent: int
+    others: tuple[ComputeApp, ...]
+
+    def describe(self) -> str:
+        if self.others:
+            named = ", ".join(
+                f"pid {app.pid} ({Path(app.name).name or '?'}"
+                + (f", {app.used_mib} MiB)" if app.used_mib is not None else ")")
+                for app in self.others[:5]
+            )
+        else:
+            named = "none this process can see (another container's, or a process that has exited)"
+        return (
+            f"the GPU ({self.uuid}) stayed {self.busy_percent} % busy after this evaluation's worker had ended; other "
+            f"processes on it: {named}. On a shared GPU an honest kernel's timed windows wait behind the other work, "
+            f"which reads as a forged time, so ksearch gives no verdict: give it the GPU to itself while it times "
+            f"(CUDA_VISIBLE_DEVICES, an exclusive allocation) and evaluate or resume again"
+        )
+
+
+def parse_apps(text: str) -> list[ComputeApp]:
+    """Rows of ``--query-compute-apps=gpu_uuid,pid,process_name,used_memory --format=csv,noheader,nounits``."""
+    apps = []
+    for line in text.splitlines():
+        fields = [field.strip() for field in line.split(",")]
+        if len(fields) < 4 or not fields[1].isdigit():
+            continue
+        uuid, pid, memory = fields[0], int(fields[1]), fields[-1]
+        name = ",".join(fields[2:-1])  # a process name may itself hold commas
+        apps.append(ComputeApp(uuid, pid, name, int(memory) if memory.isdigit() else None))
+    return apps
+
+
+def parse_utilisation(text: str) -> dict[str, int]:
+    """Rows of ``--query-gpu=uuid,utilization.gpu --format=csv,noheader,nounits``: uuid -> percent."""
+    readings = {}
+    for line in text.splitlines():
+        fields = [field.strip() for field in line.split(",")]
+        if len(fields) == 2 and fields[1].isdigit():
+            readings[fields[0]] = int(fields[1])
+    return readings
+
+
+def process_tree(root: int, proc: Path = Path("/proc")) -> set[int]:
+    """``root`` and every process descended from it (from ``/proc``; just ``root`` where there is none)."""
+    children: dict[int, list[int]] = {}
+    try:
+        entries = [entry for entry in proc.iterdir() if entry.name.isdigit()]
+    except OSError:
+        return {root}
+    for entry in entries:
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue  # exited meanwhile
+        fields = stat[stat.rfind(")") + 2:].split()  # after the command name, which may hold spaces and parentheses
+        if len(fields) > 1 and fields[1].isdigit():
+            children.setdefault(int(fields[1]), []).append(int(entry.name))
+    tree, frontier = {root}, [root]
+    while frontier:
+        for child in children.get(frontier.pop(), []):
+            if child not in tree:
+                tree.add(child)
+                frontier.append(child)
+    return tree
+
+
+def judge(apps: list[ComputeApp], readings: list[dict[str, int]], ours: set[int], anchor: int) -> Sharing | None:
+    """The GPU ``anchor`` (a process of ours with a context) is on, if every reading finds it busy; else None.
+    Pure: the caller gathers ``apps`` and ``readings``."""
+    uuid = next((app.uuid for app in apps if app.pid == anchor), None)
+    if uuid is None or not readings or any(uuid not in reading for reading in readings):
+        return None
+    busy = min(reading[uuid] for reading in readings)
+    if busy < BUSY_PERCENT:
+        return None
+    others = sorted((app for app in apps if app.uuid == uuid and app.pid not in ours),
+                    key=lambda app: -(app.used_mib or 0))  # fmt: skip
+    return Sharing(uuid, busy, tuple(others))
+
+
+def shared_gpu(anchor: int) -> Sharing | None:
+    """Whether the GPU that process ``anchor`` holds a context on is busy with work outside this process's tree
+    (see the module docstring); None when it is not, or when ``nvidia-smi`` cannot tell."""
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
+        return None
+    apps_text = _query(smi, "--query-compute-apps=gpu_uuid,pid,process_name,used_memory")
+    if apps_text is None:
+        return None
+    apps = parse_apps(apps_text)
+    if all(app.pid != anchor for app in apps):
+        return None
+    readings = []
+    for index in range(SAMPLES):
+        if index:
+            time.sleep(SAMPLE_GAP_S)
+        text = _query(smi, "--query-gpu=uuid,utilization.gpu")
+        if text is None:
+            return None
+        readings.append(parse_utilisation(text))
+    return judge(apps, readings, process_tree(os.getpid()), anchor)
+
+
+def _query(smi: str, query: str) -> str | None:
+    try:
+        done = subprocess.run([smi, query, "--format=csv,noheader,nounits"], capture_output=True, text=True,
+                              timeout=NVIDIA_SMI_TIMEOUT_S, check=False)  # fmt: skip
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return done.stdout if done.returncode == 0 else None

@@ -1,0 +1,194 @@
+"""A timing forgery verdict is not given on a GPU someone else keeps busy (``gpu_sharing``): that evaluation is the
+harness's failure. On an H200 shared by four evaluations, ten honest files were rejected as ``timing_forgery``."""
+
+from __future__ import annotations
+
+import importlib
+import os
+import stat
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from ksearch.contracts.candidate import Candidate
+from ksearch.contracts.evaluation import Verdict
+from ksearch.tools.evaluator import EvalRequest, HarnessError, evaluate
+from ksearch.tools.evaluator.gpu_sharing import (
+    BUSY_PERCENT,
+    ComputeApp,
+    judge,
+    parse_apps,
+    parse_utilisation,
+    process_tree,
+    shared_gpu,
+)
+
+evaluate_module = importlib.import_module("ksearch.tools.evaluator.evaluate")
+FORGERS = Path(__file__).resolve().parent / "forgers"
+UUID = "GPU-8a3f2c1e-0000-4000-8000-000000000001"
+
+
+def test_parse_the_rows_nvidia_smi_prints() -> None:
+    apps = parse_apps(f"{UUID}, 4242, /usr/bin/python3, 20480\n"
+                      f"{UUID}, 77, my,odd,name, [N/A]\n"
+                      "No running processes found\n")  # fmt: skip
+    assert apps == [ComputeApp(UUID, 4242, "/usr/bin/python3", 20480), ComputeApp(UUID, 77, "my,odd,name", None)]
+    assert parse_utilisation(f"{UUID}, 87\nGPU-other, 0\nGPU-bad, [N/A]\n") == {UUID: 87, "GPU-other": 0}
+
+
+def test_judge_names_the_busy_gpu_of_the_anchor_and_the_processes_not_ours() -> None:
+    apps = [ComputeApp(UUID, 10, "checker", 900), ComputeApp(UUID, 11, "worker", 900),
+            ComputeApp(UUID, 500, "training.py", 40000), ComputeApp("GPU-other", 600, "elsewhere", 10)]  # fmt: skip
+    busy = [{UUID: 95, "GPU-other": 0}, {UUID: 60, "GPU-other": 0}]
+    sharing = judge(apps, busy, ours={1, 10, 11}, anchor=10)
+    assert sharing is not None and sharing.uuid == UUID and sharing.busy_percent == 60
+    assert [app.pid for app in sharing.others] == [500]  # not our checker or worker, not another GPU's process
+    assert "pid 500 (training.py, 40000 MiB)" in sharing.describe()
+
+
+@pytest.mark.parametrize(
+    ("readings", "anchor"),
+    [
+        ([{UUID: 95}, {UUID: BUSY_PERCENT - 1}], 10),  # idle at one reading: the last worker's own work fading
+        ([{UUID: 95}, {}], 10),  # a reading without the GPU: cannot tell
+        ([{UUID: 95}], 12345),  # the anchor holds no context (process ids of another namespace): cannot tell
+        ([], 10),
+    ],
+)
+def test_judge_says_nothing_when_it_cannot_tell_or_the_gpu_is_idle(readings: list, anchor: int) -> None:
+    apps = [ComputeApp(UUID, 10, "checker", 900), ComputeApp(UUID, 500, "training.py", 40000)]
+    assert judge(apps, readings, ours={10}, anchor=anchor) is None
+
+
+def test_process_tree_holds_our_children_and_not_others() -> None:
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        tree = process_tree(os.getpid())
+        assert os.getpid() in tree and child.pid in tree
+        assert 1 not in tree or os.getpid() == 1
+    finally:
+        child.kill()
+        child.wait()
+
+
+def _fake_nvidia_smi(folder: Path, utilisation: int, foreign_pid: int) -> None:
+    """A stand-in for ``nvidia-smi`` on a machine without a GPU: it lists the session's checker (found by its command
+    line) and one foreign process on one GPU at ``utilisation`` %. The real tool is exercised by the GPU test below."""
+    script = folder / "nvidia-smi"
+    script.write_text(
+        "#!/bin/sh\n"
+        'case "$1" in\n'
+        "  --query-compute-apps=*)\n"
+        '    for pid in $(pgrep -f "ksearch.tools.evaluator.checker"); do echo "' + UUID + ', $pid, python, 900"; done\n'
+        f'    echo "{UUID}, {foreign_pid}, other_job, 4096" ;;\n'
+        f'  --query-gpu=*) echo "{UUID}, {utilisation}" ;;\n'
+        "  *) exit 2 ;;\n"
+        "esac\n",
+        encoding="utf-8",
+    )
+    script.chmod(script.stat().st_mode | stat.S_IXUSR)
+
+
+def test_shared_gpu_reads_nvidia_smi(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _fake_nvidia_smi(tmp_path, 87, 999_999)
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    checker = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)", "ksearch.tools.evaluator.checker"])
+    try:
+        time.sleep(0.2)
+        sharing = shared_gpu(checker.pid)
+    finally:
+        checker.kill()
+        checker.wait()
+    assert sharing is not None and sharing.busy_percent == 87
+    neighbours = [app.pid for app in sharing.others]
+    assert 999_999 in neighbours and checker.pid not in neighbours  # the checker stand-in is our child: not listed
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    assert shared_gpu(os.getpid()) is None  # no nvidia-smi: cannot tell
+
+
+@pytest.fixture
+def _cpu_timing(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KSEARCH_CPU_TIMING", "1")
+    monkeypatch.setattr(evaluate_module.integrity, "check_source", lambda code, **kwargs: None)
+
+
+@pytest.mark.usefixtures("_cpu_timing")
+def test_a_forgery_on_a_busy_gpu_is_no_verdict_and_on_an_idle_one_is_rejected(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The whole path through real processes (wall-clock timing on the CPU): the forger's second ``timing_forgery``
+    verdict meets the GPU check; with the GPU busy the evaluation raises ``HarnessError`` naming the neighbour, with
+    it idle the rejection stands."""
+    code = (FORGERS / "forge_runner_slot.py").read_text(encoding="utf-8")
+    request = EvalRequest(candidate=Candidate(task="softmax", language="triton", code=code), device="cpu",
+                          timing=True, timing_method="gpumode-benchmark", run_timeout_s=240)  # fmt: skip
+    busy, idle = tmp_path / "busy", tmp_path / "idle"
+    busy.mkdir()
+    idle.mkdir()
+    _fake_nvidia_smi(busy, 90, 999_999)
+    _fake_nvidia_smi(idle, 0, 999_999)
+    monkeypatch.setenv("PATH", f"{busy}{os.pathsep}{os.environ['PATH']}")
+    with pytest.raises(HarnessError) as raised:
+        evaluate(request)
+    message = str(raised.value)
+    assert "pid 999999 (other_job" in message and "90 % busy" in message and "evaluator's clock" in message
+    monkeypatch.setenv("PATH", f"{idle}{os.pathsep}{os.environ['PATH']}")
+    evaluation = evaluate(request)
+    assert evaluation.verdict == Verdict.REJECTED and evaluation.rejection is not None
+    assert evaluation.rejection.rule == "timing_forgery"
+
+
+HOG = """
+import os, sys, time
+if os.fork():
+    os._exit(0)  # the hog is reparented away from the test: a neighbour, not one of ours
+os.setsid()
+import torch
+a = torch.randn(8192, 8192, device="cuda", dtype=torch.float16)
+torch.cuda.synchronize()
+with open(sys.argv[1], "w") as f:
+    f.write(str(os.getpid()))
+deadline = time.monotonic() + float(sys.argv[2])
+while time.monotonic() < deadline and not os.path.exists(sys.argv[1] + ".stop"):
+    for _ in range(20):
+        a @ a
+    torch.cuda.synchronize()
+"""
+
+
+@pytest.mark.gpu
+def test_an_honest_kernel_on_a_gpu_another_job_keeps_busy_is_never_rejected(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A real neighbour (a detached process running fp16 matmuls back to back) and the real ``nvidia-smi``: the GPU
+    check names it, and an honest kernel evaluated beside it passes or gets no verdict, never ``timing_forgery``.
+    (``honest_slow.py`` calls torch's softmax and sleeps: the static rules are off for it, as in test_trusted_timing.)"""
+    monkeypatch.setattr(evaluate_module.integrity, "check_source", lambda code, **kwargs: None)
+    pid_file = tmp_path / "hog.pid"
+    subprocess.run([sys.executable, "-c", HOG, str(pid_file), "300"], check=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not pid_file.exists() or not pid_file.read_text():
+            assert time.monotonic() < deadline, "the neighbour did not start"
+            time.sleep(0.2)
+        hog = int(pid_file.read_text())
+        time.sleep(2.0)
+        sharing = shared_gpu(hog)
+        print(f"neighbour {hog}: {sharing}")
+        assert sharing is not None and hog in [app.pid for app in sharing.others], sharing
+        code = (FORGERS / "honest_slow.py").read_text(encoding="utf-8")
+        request = EvalRequest(candidate=Candidate(task="softmax", language="triton", code=code), device="cuda",
+                              timing=True, timing_method="gpumode-benchmark", run_timeout_s=240)  # fmt: skip
+        try:
+            evaluation = evaluate(request)
+        except HarnessError as exc:
+            print(f"no verdict: {exc}")
+            assert f"pid {hog}" in str(exc)
+            return
+        print(f"verdict {evaluation.summary()}")
+        assert evaluation.verdict == Verdict.PASSED, evaluation.log
+    finally:
+        (tmp_path / "hog.pid.stop").touch()
