@@ -15,7 +15,8 @@ worker's own kernels, and a next worker's start, leave a reading within a fracti
 outside this process's own tree are named in the error.
 
 What it cannot tell, and then the verdict stands as before: no ``nvidia-smi``; a container whose process ids differ
-from the driver's (the checker is not found); a neighbour that was busy during the timing loop and idle by the check.
+from the driver's (the checker is not found); a MIG slice (no utilisation reading); a neighbour that was busy during
+the timing loop and idle by the check.
 A candidate gains nothing here: the most it could do is make a forgery end as a stopped run instead of a rejection,
 and neither gives a score.
 """
