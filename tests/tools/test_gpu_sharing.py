@@ -76,17 +76,26 @@ def test_process_tree_holds_our_children_and_not_others() -> None:
 
 def _fake_nvidia_smi(folder: Path, utilisation: int, foreign_pid: int) -> None:
     """A stand-in for ``nvidia-smi`` on a machine without a GPU: it lists the session's checker (found by its command
-    line) and one foreign process on one GPU at ``utilisation`` %. The real tool is exercised by the GPU test below."""
+    line in ``/proc``) and one foreign process on one GPU at ``utilisation`` %. The real tool is exercised by the GPU
+    test below."""
     script = folder / "nvidia-smi"
     script.write_text(
-        "#!/bin/sh\n"
-        'case "$1" in\n'
-        "  --query-compute-apps=*)\n"
-        '    for pid in $(pgrep -f "ksearch.tools.evaluator.checker"); do echo "' + UUID + ', $pid, python, 900"; done\n'
-        f'    echo "{UUID}, {foreign_pid}, other_job, 4096" ;;\n'
-        f'  --query-gpu=*) echo "{UUID}, {utilisation}" ;;\n'
-        "  *) exit 2 ;;\n"
-        "esac\n",
+        f"#!{sys.executable}\n"
+        "import os, sys\n"
+        "query = sys.argv[1] if len(sys.argv) > 1 else ''\n"
+        "if query.startswith('--query-compute-apps='):\n"
+        "    for pid in filter(str.isdigit, os.listdir('/proc')):\n"
+        "        try:\n"
+        "            line = open(f'/proc/{pid}/cmdline', 'rb').read()\n"
+        "        except OSError:\n"
+        "            continue\n"
+        "        if b'ksearch.tools.evaluator.checker' in line:\n"
+        f"            print('{UUID}, ' + pid + ', python, 900')\n"
+        f"    print('{UUID}, {foreign_pid}, other_job, 4096')\n"
+        "elif query.startswith('--query-gpu='):\n"
+        f"    print('{UUID}, {utilisation}')\n"
+        "else:\n"
+        "    sys.exit(2)\n",
         encoding="utf-8",
     )
     script.chmod(script.stat().st_mode | stat.S_IXUSR)
