@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import statistics
 import subprocess
@@ -54,7 +53,7 @@ def child(tree: Path, kernel: Path, evals: int, method: str, device: str) -> int
             means = [t.mean_ms for t in evaluation.timings if t.mean_ms]
             record = {
                 "index": index, "seconds": round(seconds, 3), "verdict": evaluation.verdict.value,
-                "score_ms": round(math.exp(sum(map(math.log, means)) / len(means)), 4) if means else None,
+                "score_ms": round(statistics.geometric_mean(means), 4) if means else None,
                 "stages": evaluation.environment.get("stage_seconds", ""),
             }  # fmt: skip
             print(MARK + json.dumps(record), flush=True)

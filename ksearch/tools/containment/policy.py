@@ -210,12 +210,21 @@ def ancestors() -> list[int]:
     found, pid = [], os.getpid()
     while pid > 1 and len(found) < 64:
         found.append(pid)
-        try:
-            with open(f"/proc/{pid}/stat") as f:
-                pid = int(f.read().rsplit(")", 1)[1].split()[1])
-        except (OSError, ValueError, IndexError):
+        parent = parent_pid(pid)
+        if parent is None:
             break
+        pid = parent
     return found
+
+
+def parent_pid(pid: int) -> int | None:
+    """The parent of process ``pid`` from ``/proc/PID/stat`` (after the command name, which may hold spaces and
+    parentheses); None when it has exited or there is no ``/proc``."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return int(f.read().rsplit(")", 1)[1].split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def record(device: str) -> dict[str, str]:

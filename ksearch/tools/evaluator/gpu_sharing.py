@@ -30,6 +30,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from ksearch.tools.containment.policy import parent_pid
+
 BUSY_PERCENT = 10
 """GPU utilisation (percent of the driver's sample period with a kernel running) that counts as someone's work."""
 SAMPLES = 6
@@ -95,21 +97,17 @@ def parse_utilisation(text: str) -> dict[str, int]:
     return readings
 
 
-def process_tree(root: int, proc: Path = Path("/proc")) -> set[int]:
+def process_tree(root: int) -> set[int]:
     """``root`` and every process descended from it (from ``/proc``; just ``root`` where there is none)."""
     children: dict[int, list[int]] = {}
     try:
-        entries = [entry for entry in proc.iterdir() if entry.name.isdigit()]
+        pids = [int(name) for name in os.listdir("/proc") if name.isdigit()]
     except OSError:
         return {root}
-    for entry in entries:
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue  # exited meanwhile
-        fields = stat[stat.rfind(")") + 2:].split()  # after the command name, which may hold spaces and parentheses
-        if len(fields) > 1 and fields[1].isdigit():
-            children.setdefault(int(fields[1]), []).append(int(entry.name))
+    for pid in pids:
+        parent = parent_pid(pid)
+        if parent is not None:  # None: exited meanwhile
+            children.setdefault(parent, []).append(pid)
     tree, frontier = {root}, [root]
     while frontier:
         for child in children.get(frontier.pop(), []):
@@ -119,10 +117,15 @@ def process_tree(root: int, proc: Path = Path("/proc")) -> set[int]:
     return tree
 
 
+def gpu_of(apps: list[ComputeApp], anchor: int) -> str | None:
+    """The uuid of the GPU process ``anchor`` holds a context on, if ``nvidia-smi`` lists it."""
+    return next((app.uuid for app in apps if app.pid == anchor), None)
+
+
 def judge(apps: list[ComputeApp], readings: list[dict[str, int]], ours: set[int], anchor: int) -> Sharing | None:
     """The GPU ``anchor`` (a process of ours with a context) is on, if every reading finds it busy; else None.
     Pure: the caller gathers ``apps`` and ``readings``."""
-    uuid = next((app.uuid for app in apps if app.pid == anchor), None)
+    uuid = gpu_of(apps, anchor)
     if uuid is None or not readings or any(uuid not in reading for reading in readings):
         return None
     busy = min(reading[uuid] for reading in readings)
@@ -143,7 +146,7 @@ def shared_gpu(anchor: int) -> Sharing | None:
     if apps_text is None:
         return None
     apps = parse_apps(apps_text)
-    if all(app.pid != anchor for app in apps):
+    if gpu_of(apps, anchor) is None:  # before a second of readings that could not be judged
         return None
     readings = []
     for index in range(SAMPLES):
