@@ -4,6 +4,7 @@ harness's failure. On an H200 shared by four evaluations, ten honest files were 
 from __future__ import annotations
 
 import importlib
+import json
 import os
 import stat
 import subprocess
@@ -25,8 +26,10 @@ from ksearch.tools.evaluator.gpu_sharing import (
     process_tree,
     shared_gpu,
 )
+from ksearch.tools.evaluator.sandbox import BARE_ENV, system_binary
 
 evaluate_module = importlib.import_module("ksearch.tools.evaluator.evaluate")
+gpu_sharing = importlib.import_module("ksearch.tools.evaluator.gpu_sharing")
 FORGERS = Path(__file__).resolve().parent / "forgers"
 UUID = "GPU-8a3f2c1e-0000-4000-8000-000000000001"
 
@@ -74,14 +77,15 @@ def test_process_tree_holds_our_children_and_not_others() -> None:
         child.wait()
 
 
-def _fake_nvidia_smi(folder: Path, utilisation: int, foreign_pid: int) -> None:
+def _fake_nvidia_smi(folder: Path, utilisation: int, foreign_pid: int) -> Path:
     """A stand-in for ``nvidia-smi`` on a machine without a GPU: it lists the session's checker (found by its command
-    line in ``/proc``) and one foreign process on one GPU at ``utilisation`` %. The real tool is exercised by the GPU
-    test below."""
+    line in ``/proc``) and one foreign process on one GPU at ``utilisation`` %, and writes the environment it was given
+    to ``env.json`` beside it. The real tool is exercised by the GPU test below."""
     script = folder / "nvidia-smi"
     script.write_text(
         f"#!{sys.executable}\n"
-        "import os, sys\n"
+        "import json, os, sys\n"
+        f"open({str(folder / 'env.json')!r}, 'w').write(json.dumps(dict(os.environ)))\n"
         "query = sys.argv[1] if len(sys.argv) > 1 else ''\n"
         "if query.startswith('--query-compute-apps='):\n"
         "    for pid in filter(str.isdigit, os.listdir('/proc')):\n"
@@ -99,11 +103,13 @@ def _fake_nvidia_smi(folder: Path, utilisation: int, foreign_pid: int) -> None:
         encoding="utf-8",
     )
     script.chmod(script.stat().st_mode | stat.S_IXUSR)
+    return script
 
 
-def test_shared_gpu_reads_nvidia_smi(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    _fake_nvidia_smi(tmp_path, 87, 999_999)
-    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+def test_shared_gpu_reads_nvidia_smi_with_a_bare_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = _fake_nvidia_smi(tmp_path, 87, 999_999)
+    monkeypatch.setattr(gpu_sharing, "nvidia_smi", lambda: str(fake))
+    monkeypatch.setenv("KSEARCH_TEST_API_KEY", "sk-must-not-leak")
     checker = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)", "ksearch.tools.evaluator.checker"])
     try:
         time.sleep(0.2)
@@ -114,8 +120,26 @@ def test_shared_gpu_reads_nvidia_smi(tmp_path: Path, monkeypatch: pytest.MonkeyP
     assert sharing is not None and sharing.busy_percent == 87
     neighbours = [app.pid for app in sharing.others]
     assert 999_999 in neighbours and checker.pid not in neighbours  # the checker stand-in is our child: not listed
-    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    assert json.loads((tmp_path / "env.json").read_text()) == BARE_ENV  # none of the parent's (its keys)
+    monkeypatch.setattr(gpu_sharing, "nvidia_smi", lambda: None)
     assert shared_gpu(os.getpid()) is None  # no nvidia-smi: cannot tell
+
+
+def test_a_tool_on_the_path_is_never_the_one_the_parent_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A candidate on a GPU (no Landlock there) can write an ``nvidia-smi`` or an ``rm`` into a folder its user owns
+    that comes first on the ``PATH``; the parent would run it with its own rights and keys."""
+    planted = tmp_path / "bin"
+    planted.mkdir()
+    for name in ("nvidia-smi", "rm"):
+        (planted / name).write_text("#!/bin/sh\nexit 0\n", encoding="utf-8")
+        (planted / name).chmod(0o755)
+    monkeypatch.setenv("PATH", f"{planted}{os.pathsep}{os.environ['PATH']}")
+    assert system_binary("rm") not in (None, str(planted / "rm")) and Path(system_binary("rm") or "").is_absolute()
+    assert gpu_sharing.nvidia_smi() != str(planted / "nvidia-smi")
+    assert system_binary("nvidia-smi", dirs=(str(planted),)) is None or os.geteuid() == 0  # not root's: refused
+    planted.chmod(0o777)  # a folder anybody may write to is refused whoever owns it
+    assert system_binary("rm", dirs=(str(planted),)) is None
+    planted.chmod(0o755)
 
 
 @pytest.fixture
@@ -137,14 +161,13 @@ def test_a_forgery_on_a_busy_gpu_is_no_verdict_and_on_an_idle_one_is_rejected(
     busy, idle = tmp_path / "busy", tmp_path / "idle"
     busy.mkdir()
     idle.mkdir()
-    _fake_nvidia_smi(busy, 90, 999_999)
-    _fake_nvidia_smi(idle, 0, 999_999)
-    monkeypatch.setenv("PATH", f"{busy}{os.pathsep}{os.environ['PATH']}")
+    busy_smi, idle_smi = _fake_nvidia_smi(busy, 90, 999_999), _fake_nvidia_smi(idle, 0, 999_999)
+    monkeypatch.setattr(gpu_sharing, "nvidia_smi", lambda: str(busy_smi))
     with pytest.raises(HarnessError) as raised:
         evaluate(request)
     message = str(raised.value)
     assert "pid 999999 (other_job" in message and "90 % busy" in message and "evaluator's clock" in message
-    monkeypatch.setenv("PATH", f"{idle}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setattr(gpu_sharing, "nvidia_smi", lambda: str(idle_smi))
     evaluation = evaluate(request)
     assert evaluation.verdict == Verdict.REJECTED and evaluation.rejection is not None
     assert evaluation.rejection.rule == "timing_forgery"

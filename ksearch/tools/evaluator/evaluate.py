@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING
 from ksearch.contracts.evaluation import Evaluation, Verdict
 from ksearch.contracts.exchange import CheckerCommand, CheckResult, StagingHandle, WorkerRequest
 from ksearch.errors import KsearchError
-from ksearch.redaction import redact_json
+from ksearch.redaction import redact, redact_json
 from ksearch.tools import integrity
 from ksearch.tools import timing as timing_mod
 from ksearch.tools.containment import policy as containment
@@ -45,7 +45,7 @@ from ksearch.tools.evaluator.session import SCOUT_CALLS_S, EvaluatorSession, Out
 from ksearch.tools.evaluator.evidence import EXTENSION_MARKERS, probe_wanted, with_evidence
 from ksearch.tools.evaluator.probe import ResourceProbe
 from ksearch.tools.evaluator.profile_process import ask_profiler, collect, profiler_wanted
-from ksearch.tools.evaluator.verdicts import assemble, parent_environment
+from ksearch.tools.evaluator.verdicts import assemble, parent_environment, worker_failed
 
 if TYPE_CHECKING:
     from ksearch.tasks.base import Task
@@ -172,10 +172,10 @@ def _evaluate_with_retry(session: EvaluatorSession, request: EvalRequest, task: 
             # scheduling accident: that verdict stands at once), and not on a GPU someone else keeps busy.
             if attempt == 0:
                 continue
-            sharing = _shared_gpu(session)
+            sharing = None if worker_failed(outcome) else _shared_gpu(session)  # the parent's ledger's finding only
             if sharing is not None:
                 raise HarnessError(f"no verdict for this candidate: {sharing.describe()} (the evidence that would "
-                                   f"have rejected it: {evaluation.rejection.evidence[:300]})")  # fmt: skip
+                                   f"have rejected it: {redact(evaluation.rejection.evidence[:300])})")  # fmt: skip
         return evaluation
     raise HarnessError("the evaluator could not complete the evaluation")
 
@@ -183,7 +183,7 @@ def _evaluate_with_retry(session: EvaluatorSession, request: EvalRequest, task: 
 def _shared_gpu(session: EvaluatorSession) -> Sharing | None:
     """Whether the session's GPU is busy with someone else's work (``gpu_sharing``), found from its checker."""
     checker = session.checker
-    if checker is None or checker.process.poll() is not None:
+    if checker is None or not checker.alive():  # not reaped: its process group stays the session's to kill
         return None
     return shared_gpu(checker.process.pid)
 

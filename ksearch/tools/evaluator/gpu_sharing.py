@@ -8,7 +8,10 @@ time. A rejection names the candidate a cheat, so a ``timing_forgery`` verdict t
 first checked against the GPU: if the GPU is still busy once this evaluation's worker is gone, the evaluation is the
 harness's failure (``HarnessError``: no verdict, the run stops resumable), never the candidate's.
 
-How: ``nvidia-smi``, in the parent (trusted; the candidate's processes are gone or paused). The GPU is the one the
+How: ``nvidia-smi``, in the parent (trusted; the candidate's processes are gone or paused), only from a system
+folder and with a bare environment (``sandbox.system_binary``: one a candidate put first on the ``PATH`` would run
+with the parent's rights and keys), and only on a finding of the parent's own ledger (a worker that reports
+``timing_forgery`` of itself is the candidate's word). The GPU is the one the
 session's checker holds a context on (found by the checker's pid among the compute processes); it is busy when its
 utilisation stays at ``BUSY_PERCENT`` or more in every one of ``SAMPLES`` readings ``SAMPLE_GAP_S`` apart (the last
 worker's own kernels, and a next worker's start, leave a reading within a fraction of a second). The processes on it
@@ -24,13 +27,13 @@ and neither gives a score.
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from ksearch.tools.containment.policy import parent_pid
+from ksearch.tools.evaluator.sandbox import BARE_ENV, system_binary
 
 BUSY_PERCENT = 10
 """GPU utilisation (percent of the driver's sample period with a kernel running) that counts as someone's work."""
@@ -139,7 +142,7 @@ def judge(apps: list[ComputeApp], readings: list[dict[str, int]], ours: set[int]
 def shared_gpu(anchor: int) -> Sharing | None:
     """Whether the GPU that process ``anchor`` holds a context on is busy with work outside this process's tree
     (see the module docstring); None when it is not, or when ``nvidia-smi`` cannot tell."""
-    smi = shutil.which("nvidia-smi")
+    smi = nvidia_smi()
     if smi is None:
         return None
     apps_text = _query(smi, "--query-compute-apps=gpu_uuid,pid,process_name,used_memory")
@@ -159,10 +162,25 @@ def shared_gpu(anchor: int) -> Sharing | None:
     return judge(apps, readings, process_tree(os.getpid()), anchor)
 
 
+def nvidia_smi() -> str | None:
+    return system_binary("nvidia-smi")
+
+
 def _query(smi: str, query: str) -> str | None:
+    """One query's output, or None if it failed or took too long (then the tool is abandoned: one stuck in the
+    driver may not even die when killed, and the evaluator must not hang on it)."""
     try:
-        done = subprocess.run([smi, query, "--format=csv,noheader,nounits"], capture_output=True, text=True,
-                              timeout=NVIDIA_SMI_TIMEOUT_S, check=False)  # fmt: skip
-    except (OSError, subprocess.SubprocessError):
+        process = subprocess.Popen([smi, query, "--format=csv,noheader,nounits"], stdin=subprocess.DEVNULL,
+                                   stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=BARE_ENV)  # fmt: skip
+    except OSError:
         return None
-    return done.stdout if done.returncode == 0 else None
+    try:
+        stdout, _ = process.communicate(timeout=NVIDIA_SMI_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        try:
+            process.communicate(timeout=1.0)
+        except subprocess.TimeoutExpired:
+            pass
+        return None
+    return stdout if process.returncode == 0 else None

@@ -206,6 +206,31 @@ def read_tail(path: Path, limit: int = 64 * 1024) -> str:
     return read_regular(path, limit, tail=True) or ""
 
 
+SYSTEM_BIN_DIRS = ("/usr/bin", "/bin", "/usr/sbin", "/sbin", "/usr/local/nvidia/bin")
+BARE_ENV = {"PATH": "/usr/bin:/bin", "LC_ALL": "C"}
+"""The whole environment the parent runs a system tool with: none of its own (its API keys), nothing a candidate set."""
+
+
+def system_binary(name: str, dirs: tuple[str, ...] = SYSTEM_BIN_DIRS) -> str | None:
+    """``name`` in a system folder where only root can have written it (the file and its folder owned by root and
+    writable by nobody else), or None. The parent never runs a tool found on its ``PATH``: on a GPU (no Landlock
+    there) a candidate can write to folders its user owns, which may come first on it (a virtual environment's
+    ``bin``), and a tool the parent runs has the parent's rights, its environment included. (A candidate running as
+    root can write root's files: this does not defend that setup.)"""
+    for folder in dirs:
+        path = os.path.join(folder, name)
+        try:
+            if _root_only(os.stat(folder)) and _root_only(os.stat(path)) and os.access(path, os.X_OK):
+                return path
+        except OSError:
+            continue
+    return None
+
+
+def _root_only(status: os.stat_result) -> bool:
+    return status.st_uid == 0 and not status.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+
+
 def remove_tree(path: Path) -> bool:
     """Remove ``path`` and everything below it, best effort and never raising; whether it is gone.
 
@@ -219,9 +244,12 @@ def remove_tree(path: Path) -> bool:
         pass
     if not os.path.lexists(path):
         return True
+    rm = system_binary("rm")  # never one a candidate put on the PATH (``system_binary``)
+    if rm is None:
+        return False
     try:
-        subprocess.run(["rm", "-rf", "--", str(path)], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                       stderr=subprocess.DEVNULL, timeout=300, check=False)  # fmt: skip
+        subprocess.run([rm, "-rf", "--", str(path)], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL, env=BARE_ENV, timeout=300, check=False)  # fmt: skip
     except (OSError, subprocess.SubprocessError):
         pass
     return not os.path.lexists(path)
