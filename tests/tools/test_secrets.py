@@ -118,12 +118,15 @@ def test_without_containment_the_exploit_gets_the_key_and_redaction_still_scrubs
 
 
 @linux_only
-@pytest.mark.parametrize("sandbox", ["auto", "off"])
+@pytest.mark.parametrize("sandbox", ["auto", "off", "userns,mountns,caps"])
 def test_the_workspace_database_is_hidden_from_kernels(tmp_path: Path, sandbox: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Landlock hides it where the machine has it; the mount layer covers it where it has not (a GPU's layers)."""
     from ksearch.tools.evaluator import EvalRequest, evaluate
 
     if sandbox == "auto" and "landlock" not in _available():
         pytest.skip(f"no Landlock here: {policy.probe(gpu=False)[1]}")
+    if sandbox.startswith("userns") and not set(sandbox.split(",")) <= set(_available()):
+        pytest.skip(f"this machine refuses part of {sandbox}: {policy.probe(gpu=False)[1]}")
     workspace = tmp_path / "ws"
     workspace.mkdir()
     database = workspace / "ksearch.db"
@@ -138,8 +141,8 @@ def test_the_workspace_database_is_hidden_from_kernels(tmp_path: Path, sandbox: 
     evaluation = evaluate(EvalRequest(candidate=candidate, device="cpu"))
     loot = [line for line in evaluation.log.splitlines() if "LOOT-REPORT" in line][0]
     assert SECRET not in evaluation.model_dump_json()
-    if sandbox == "auto":
-        assert "read=0 denied=1" in loot
+    if sandbox != "off":
+        assert "read=0 denied=1" in loot or "read=1 denied=0 found=0" in loot, loot  # closed, or covered (empty)
     else:
         assert "read=1" in loot and "[redacted]" in loot
 

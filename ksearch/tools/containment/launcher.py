@@ -9,6 +9,12 @@ It applies the layers the parent chose (``policy``), in this order, then ``exec`
             not even by ``/proc/*/cmdline``, and a process the candidate starts in a new session still dies with the
             worker (the namespace ends with its first process, a reaper whose child is the worker). The launcher
             stays outside as the namespace's parent and exits as the worker did.
+``mountns`` a mount namespace of its own (``pidns``'s, or a new one) in which the hidden paths are covered (an empty
+            read-only folder over a folder, ``/dev/null`` over a file) and every mount is read-only but the writable
+            folders (bind-mounted onto themselves first), ``/dev``, ``/proc`` and ``/sys``. Without Landlock (a
+            GPU) this is what keeps the workspace and the home's key files unread, and the ksearch installation the
+            next checker imports, a workspace's database or a cache another process reads unchanged. Undoing a
+            mount needs a capability, and ``caps`` leaves none.
 ``caps``    every capability dropped from the bounding set (root keeps uid 0 but has no capability after ``exec``:
             no ``CAP_SYS_PTRACE``, no ``CAP_DAC_OVERRIDE``), and no_new_privs (no setuid program gives them back).
 ``landlock`` reads everywhere except the hidden paths, writes only beneath the given folders and ``/dev``, no TCP
@@ -26,6 +32,7 @@ from __future__ import annotations
 import ctypes
 import json
 import os
+import re
 import signal
 import sys
 from collections.abc import Callable
@@ -33,7 +40,17 @@ from collections.abc import Callable
 FAILED = 121
 """Exit status of a launcher that could not apply a layer it was asked for."""
 CLONE_NEWNS, CLONE_NEWUSER, CLONE_NEWPID = 0x00020000, 0x10000000, 0x20000000
-MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REC, MS_PRIVATE = 2, 4, 8, 1 << 14, 1 << 18
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT, MS_BIND = 1, 2, 4, 8, 32, 4096
+MS_NOATIME, MS_NODIRATIME, MS_REC, MS_PRIVATE, MS_RELATIME, MS_STRICTATIME = 1024, 2048, 1 << 14, 1 << 18, 1 << 21, 1 << 24
+STATVFS_TO_MOUNT = ((os.ST_RDONLY, MS_RDONLY), (os.ST_NOSUID, MS_NOSUID), (os.ST_NODEV, MS_NODEV),
+                    (os.ST_NOEXEC, MS_NOEXEC), (os.ST_NOATIME, MS_NOATIME), (os.ST_NODIRATIME, MS_NODIRATIME),
+                    (os.ST_RELATIME, MS_RELATIME))  # fmt: skip
+SYS_MOUNT_SETATTR, AT_FDCWD, MOUNT_ATTR_RDONLY = 442, -100, 1
+"""``mount_setattr(2)`` (Linux 5.12+; one number on every architecture) sets read-only alone, whatever else the mount
+has; older kernels take a bind remount that repeats the mount's other flags (a user namespace may not clear them)."""
+ALWAYS_WRITABLE = ("/dev", "/proc", "/sys")
+"""Left as they are by ``mountns``: device files (CUDA's), this process's own ``/proc`` entries, and ``/sys`` (whose
+writable files need a capability the candidate does not have)."""
 PR_SET_PDEATHSIG, PR_CAPBSET_DROP, PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 1, 24, 47, 4
 
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -115,6 +132,83 @@ def fresh_proc() -> None:
     _check(_libc.mount(b"proc", b"/proc", b"proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, None), "mount proc")
 
 
+def mount_points(mountinfo: bytes) -> list[bytes]:
+    """The mount points of ``/proc/self/mountinfo``'s text, in its order (octal escapes of spaces and the like
+    decoded)."""
+    points = []
+    for line in mountinfo.splitlines():
+        fields = line.split(b" ")
+        if len(fields) > 4:
+            points.append(re.sub(rb"\\([0-7]{3})", lambda m: bytes([int(m.group(1), 8)]), fields[4]))
+    return points
+
+
+def beneath_any(path: bytes, roots: list[bytes]) -> bool:
+    return any(path == root or path.startswith(root.rstrip(b"/") + b"/") for root in roots)
+
+
+def private_mounts(hidden: list[str], writable: list[str], *, new_namespace: bool, setattr_call: bool = True) -> None:
+    """In a mount namespace of this process's own (``new_namespace``: unshare one; else ``pidns`` made it): ``hidden``
+    covered, every mount read-only but ``writable`` (and ``ALWAYS_WRITABLE``). Needs ``CAP_SYS_ADMIN`` over the
+    namespace: the user namespace's. ``setattr_call=False`` takes the older kernels' way (tests)."""
+    if new_namespace:
+        _check(_libc.unshare(CLONE_NEWNS), "unshare(CLONE_NEWNS)")
+        _check(_libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None), "mount --make-rprivate /")
+    for path in hidden:
+        cover(path)
+    folders = sorted({os.fsencode(os.path.realpath(w)) for w in writable if os.path.isdir(w)})
+    for folder in folders:  # its own mount, so that making its parent's mount read-only leaves it writable
+        _check(_libc.mount(folder, folder, None, MS_BIND | MS_REC, None), f"bind {os.fsdecode(folder)}")
+    keep = [*folders, *(os.fsencode(p) for p in ALWAYS_WRITABLE)]
+    with open("/proc/self/mountinfo", "rb") as f:
+        points = mount_points(f.read())
+    use_setattr = setattr_call
+    for point in dict.fromkeys(points):
+        if beneath_any(point, keep):
+            continue
+        if use_setattr:
+            attr = (ctypes.c_uint64 * 4)(MOUNT_ATTR_RDONLY, 0, 0, 0)
+            if _libc.syscall(SYS_MOUNT_SETATTR, AT_FDCWD, point, 0, ctypes.byref(attr), ctypes.sizeof(attr)) == 0:
+                continue
+            err = ctypes.get_errno()
+            if err == 38:  # ENOSYS: an older kernel
+                use_setattr = False
+            elif err in (2, 13):  # ENOENT, EACCES: a mount this user cannot reach by its path (nor can the candidate)
+                continue
+            else:
+                raise LayerError(f"mount_setattr {os.fsdecode(point)} read-only: {os.strerror(err)}")
+        _remount_read_only(point)
+    os.chdir(os.getcwd())  # the working folder was entered through the mount beneath its bind: enter it anew
+
+
+def cover(path: str) -> None:
+    """Put an empty, read-only folder over the folder ``path``, ``/dev/null`` over a file (nothing when it is gone)."""
+    try:
+        is_folder = os.path.isdir(path) and not os.path.islink(path)
+        if not os.path.lexists(path):
+            return
+    except OSError:
+        return
+    target = os.fsencode(path)
+    if is_folder:
+        _check(_libc.mount(b"tmpfs", target, b"tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, b"size=4k,mode=0"),
+               f"cover {path}")  # fmt: skip
+    else:
+        _check(_libc.mount(b"/dev/null", target, None, MS_BIND, None), f"cover {path}")
+
+
+def _remount_read_only(point: bytes) -> None:
+    try:
+        current = os.statvfs(point).f_flag
+    except (PermissionError, FileNotFoundError):
+        return
+    flags = MS_REMOUNT | MS_BIND | MS_RDONLY
+    flags |= sum(mount_flag for stat_flag, mount_flag in STATVFS_TO_MOUNT if current & stat_flag)
+    if not current & (os.ST_NOATIME | os.ST_RELATIME):
+        flags |= MS_STRICTATIME  # a locked atime setting must be repeated as it is
+    _check(_libc.mount(None, point, None, flags, None), f"remount {os.fsdecode(point)} read-only")
+
+
 def drop_capabilities() -> None:
     """Empty the bounding set (so that ``exec`` grants root no capability) and the ambient set; no_new_privs."""
     try:
@@ -193,6 +287,14 @@ def apply(spec: dict, *, probe: bool) -> tuple[list[str], dict[str, str]]:
         else:
             _fork_into_namespace()
             attempt("pidns", fresh_proc)
+    if "mountns" in layers:
+        if "userns" not in applied:
+            failed["mountns"] = "needs the user namespace"
+            if not probe:
+                raise LayerError("mountns: needs the user namespace")
+        else:
+            hidden, writable = list(spec.get("hidden", [])), list(spec.get("writable", []))
+            attempt("mountns", lambda: private_mounts(hidden, writable, new_namespace="pidns" not in applied))
     attempt("caps", drop_capabilities)
     attempt("landlock", lambda: apply_landlock(list(spec.get("hidden", [])), list(spec.get("writable", []))))
     return applied, failed

@@ -4,14 +4,16 @@ record of what was active.
 ``KSEARCH_SANDBOX`` chooses: ``auto`` (the default: every layer this machine allows, found by one probe per process
 and device kind), ``off`` (none: the scrubbed environment and private folders only), or a comma list of layers
 (exactly those; one that this machine refuses is an error that says why). Layers (``launcher`` says what each does):
-``userns``, ``pidns``, ``caps``, ``landlock`` for the candidate's process, and ``nondumpable`` for the process that
-starts candidates (the agent, a Dask worker): with it, no process of another privilege or of another user namespace
-can read its memory, environment or open files.
+``userns``, ``pidns``, ``mountns``, ``caps``, ``landlock`` for the candidate's process, and ``nondumpable`` for the
+process that starts candidates (the agent, a Dask worker): with it, no process of another privilege or of another user
+namespace can read its memory, environment or open files.
 
 ``pidns`` is left out of ``auto`` on a GPU: legacy CUDA IPC handles cannot be opened across PID namespaces, and the
 checker shares its output buffer with the worker through one (the evaluator would fall back to host memory, slower).
+``landlock`` is too (CUDA's initialisation fails under it); ``mountns`` does its two jobs there: the hidden paths
+unreadable, and nothing writable outside the worker's own folders.
 
-Paths hidden from candidates (``landlock``): every workspace this process opened (``hide``), the credential files
+Paths hidden from candidates (``landlock``, ``mountns``): every workspace this process opened (``hide``), the credential files
 and folders of the user's home (``HOME_SECRETS``), and ``KSEARCH_SANDBOX_HIDE`` (a ``:``-separated list). A path
 that holds something the worker needs (the Python installation, ksearch, its own folder) is never hidden.
 """
@@ -31,7 +33,7 @@ from ksearch.errors import KsearchError
 
 VARIABLE = "KSEARCH_SANDBOX"
 HIDE_VARIABLE = "KSEARCH_SANDBOX_HIDE"
-CHILD_LAYERS = ("userns", "pidns", "caps", "landlock")
+CHILD_LAYERS = ("userns", "pidns", "mountns", "caps", "landlock")
 LAYERS = (*CHILD_LAYERS, "nondumpable")
 HOME_SECRETS = (
     ".ssh", ".aws", ".azure", ".config", ".netrc", ".git-credentials", ".docker", ".kube", ".gnupg", ".pypirc",
