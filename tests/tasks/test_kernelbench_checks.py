@@ -182,6 +182,29 @@ def test_the_rules_judge_what_modelnew_runs(body: str, rule: str | None) -> None
     assert (rejection.rule if rejection else None) == rule, rejection
 
 
+@pytest.mark.parametrize(
+    ("host", "rule"),
+    [
+        ("auto y = at::empty_like(x); relu_kernel<<<g, b>>>(x.data_ptr<float>(), y.data_ptr<float>()); return y;", None),
+        ("return at::relu(x);", "reference_op"),
+        ("return torch::nn::functional::relu(x);", "reference_op"),
+        ("return x.clamp_min(0);", "reference_op"),
+        ("return x.contiguous()->relu();", "reference_op"),
+    ],
+    ids=["kernel", "aten", "functional", "method", "arrow"],
+)
+def test_the_rules_read_pytorch_ops_in_cuda_host_code(host: str, rule: str | None) -> None:
+    """``load_inline`` host code that calls ``at::relu`` hands the work to PyTorch as ``torch.relu`` does (a red-team
+    review, session 26: the rule read Python only); allocation stays allowed."""
+    relu = task("level1/19_ReLU.py")
+    source = ("#include <torch/extension.h>\n__global__ void relu_kernel(const float* x, float* y) {}\n"
+              f"torch::Tensor relu_host(torch::Tensor x) {{ {host} }}\n")  # fmt: skip
+    code = (RELU_KERNEL + f"\nSRC = {source!r}\n"
+            "\nclass ModelNew(nn.Module):\n    def forward(self, x):\n        return launch(x)\n")  # fmt: skip
+    rejection = integrity.check_source(code, task_name=relu.name)
+    assert (rejection.rule if rejection else None) == rule, rejection
+
+
 def test_an_unused_reference_copy_and_a_self_test_are_not_judged() -> None:
     relu = task("level1/19_ReLU.py")
     code = RELU_KERNEL + (

@@ -430,6 +430,25 @@ def test_an_operating_system_function_named_without_a_call_is_result_forgery(cod
     assert _rule(code) == "result_forgery", scan(code, task_name="softmax")
 
 
+ESCAPING_PROCESSES = ["posix_spawnp(&pid, \"sh\", NULL, NULL, argv, NULL);", "pid_t p = fork(); if (!p) setsid();",
+                      "daemon(1, 1);", "clone(fn, stack, SIGCHLD, NULL);", "setpgid(0, 0);", "::kill(1, 9);",
+                      "unshare(0x20000);"]  # fmt: skip
+
+
+@pytest.mark.parametrize("source", ESCAPING_PROCESSES)
+def test_a_process_started_from_host_code_is_result_forgery(source: str) -> None:
+    """A process that leaves the worker's group (a new session, a daemon) outlives the group kill where there is no
+    PID namespace (a GPU): a red-team review, session 26, planted a file that way. Tensor ``clone`` stays allowed."""
+    code = f'SRC = """#include <spawn.h>\nvoid f(char** argv) {{ pid_t pid; {source} }}"""\ndef kernel(x):\n    return x\n'
+    assert _rule(code) == "result_forgery", scan(code, task_name="softmax")
+
+
+def test_tensor_clone_in_host_code_passes() -> None:
+    code = ('SRC = """#include <torch/extension.h>\ntorch::Tensor f(torch::Tensor x) { auto y = x.clone(); '
+            'return at::clone(y); }"""\ndef kernel(x):\n    return x\n')  # fmt: skip
+    assert _rule(code) is None, scan(code, task_name="softmax")
+
+
 @pytest.mark.parametrize("code", OS_NEIGHBOURS, ids=["comment", "variable", "flags"])
 def test_words_like_operating_system_functions_in_ordinary_sources_pass(code: str) -> None:
     assert _rule(code) is None, scan(code, task_name="softmax")

@@ -10,7 +10,8 @@ copy of the reference):
   ``nn.ReLU()(x)`` are one op), of a high-level PyTorch compute op (KernelBench's static checker's list: matmul,
   convolutions, pooling, activations, softmax, norms, losses, clamp, dropout, any torch.nn.functional), ``a @ b``,
   or of a torch.nn layer the module holds (``self.conv(x)``; holding one for its weights is fine). A decoy kernel
-  launched beside the PyTorch call does not change that the result comes from PyTorch.
+  launched beside the PyTorch call does not change that the result comes from PyTorch. CUDA/C++ host code in the
+  file's strings (``load_inline``) is read too: ``at::relu(x)``, ``torch::nn::functional::relu(x)``, ``x.relu()``.
 - ``no_custom_kernel``: ``ModelNew`` launches no ``@triton.jit`` kernel (KernelBench's backend check).
 - ``reference_fallback`` (the rule of ``library``, widened): an ``except`` handler in that code calls any of the
   above (``self.fallback(x)``, ``x.clamp(min=0)``): a fallback is never allowed.
@@ -31,6 +32,7 @@ from typing import TYPE_CHECKING
 
 from ksearch import pyparse
 from ksearch.tools.integrity.base import Finding, ScannerBase
+from ksearch.tools.integrity.vocabulary import C_SOURCE_MARK
 
 if TYPE_CHECKING:
     from ksearch.tasks.base import Task
@@ -109,6 +111,9 @@ def findings(code: str, tree: ast.Module, task: Task | _Strict | None, *, allow:
         rule = "reference_fallback" if in_handler else "reference_op"
         detail = f"{'the except handler ' if in_handler else ''}calls {shown}, a PyTorch op, so PyTorch does the work"
         found.append(scan.finding(rule, node, detail))
+    for node, shown in native_op_calls(tree, known):
+        found.append(scan.finding("reference_op", node, f"the CUDA/C++ source calls {shown}, a PyTorch op, so PyTorch "
+                                  "does the work"))  # fmt: skip
     if not scan.launches():
         kernels = ", ".join(sorted(scan.kernels)) or "none defined"
         found.append(scan.finding("no_custom_kernel", scan.reached[0],
@@ -298,6 +303,25 @@ class _Reachable(ScannerBase):
                 if (self.resolve(node.func.value) or "") in self.kernels:
                     return True
         return False
+
+
+NATIVE_OP_CALL = re.compile(r"(?<![\w:])(?:at|torch|F)(?:::(?:nn|functional|native))*::(\w+)\s*\(|(?:\.|->)\s*(\w+)\s*\(")
+"""An ATen or libtorch call in C++ (``at::softmax(x, 1)``, ``torch::nn::functional::relu(x)``, ``x.matmul(w)``)."""
+
+
+def native_op_calls(tree: ast.Module, known: frozenset[str]) -> Iterator[tuple[ast.Constant, str]]:
+    """(the string, the call as written) for each PyTorch op of ``known`` that a CUDA/C++ source string calls: host
+    code handed to ``load_inline`` that calls ``at::softmax`` hands the work back to PyTorch as surely as Python's
+    ``torch.softmax`` (a red-team review, session 26: the rule read Python only)."""
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Constant) and isinstance(node.value, str) and C_SOURCE_MARK.search(node.value)):
+            continue
+        for match in NATIVE_OP_CALL.finditer(node.value):
+            name = match.group(1) or match.group(2)
+            op = canonical(name)
+            if op in known and op not in HARMLESS_OPS:
+                yield node, match.group(0).rstrip("( ")
+                break
 
 
 def _target_key(node: ast.AST) -> str | None:

@@ -164,7 +164,8 @@ OS_FUNCTIONS = (
     r"splice|vmsplice|socket|socketpair|connect|getsockopt|setsockopt|getsockname|getpeername|ioctl|fcntl|dup|dup2|"
     r"dup3|open|open64|openat|creat|fopen|fopen64|freopen|fdopen|mmap|mmap64|mprotect|syscall|dlopen|dlsym|dlvsym|"
     r"ptrace|process_vm_readv|process_vm_writev|popen|system|fork|vfork|execv|execve|execvp|execvpe|execl|execlp|"
-    r"execle|getppid|prctl)"
+    r"execle|getppid|prctl|posix_spawn|posix_spawnp|clone|clone3|daemon|setsid|setpgid|setpgrp|kill|killpg|tgkill|"
+    r"unshare|setns)"
 )
 HOST_IO_SOURCE = re.compile(
     r"(?<![\w.>:])(?:(?:std)?::\s*)?\b" + OS_FUNCTIONS + r"\s*\("
@@ -179,7 +180,8 @@ HOST_IO_SOURCE = re.compile(
 """The operating system called from a CUDA/C++ source: files, descriptors, sockets, processes, system calls, native
 libraries. A kernel's host code launches kernels and allocates tensors through torch; these are how it would write on
 the harness's channel (a socket the worker holds: a forged ``timed``, found by a red-team review in session 17) or
-read another process's files, from where no rule about Python can look. ``printf``/``fprintf`` stay allowed (they
+read another process's files, from where no rule about Python can look; or start a process that leaves the worker's
+process group and outlives it (``posix_spawn``, ``clone``, ``daemon``, ``setsid``: a red-team review, session 26). ``printf``/``fprintf`` stay allowed (they
 write on the worker's own standard streams)."""
 NATIVE_EVASION_SOURCE = re.compile(r"##")
 """Token pasting in a CUDA/C++ source: ``CAT(wri, te)`` reaches ``write`` without spelling it (found by a red-team
