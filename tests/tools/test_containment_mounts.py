@@ -1,9 +1,12 @@
-"""``mountns``: a candidate changes nothing outside its own folders, and the hidden paths stay unread, without Landlock.
+"""``mountns`` and ``netns``: a candidate changes nothing outside its own folders, reads none of the hidden paths and
+reaches no service on the machine, without Landlock.
 
 On a GPU Landlock is off (CUDA's initialisation fails under it), so before this layer a kernel could append to any
 file its user owns: the ksearch installation the next checker imports, the workspace database that holds every
 verdict (a red-team review, session 26). The exploit (``exploits/tamper_outside_folders.py``) is run through the real
-evaluator with the layers a GPU gets; what it changed is read from outside, by the test.
+evaluator with the layers a GPU gets; what it changed is read from outside, by the test. A second red-team review
+(session 27) wrote ``/proc/sys/kernel/core_pattern`` as root and reached an unauthenticated Dask scheduler on the
+loopback: ``PROC_READ_ONLY`` and ``netns``.
 """
 
 from __future__ import annotations
@@ -12,8 +15,10 @@ import importlib
 import json
 import os
 import secrets
+import socket
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -24,7 +29,7 @@ from ksearch.tools.containment import policy
 from ksearch.tools.containment.launcher import beneath_any, mount_points
 
 EXPLOITS = Path(__file__).resolve().parent / "exploits"
-GPU_LAYERS = "userns,mountns,caps"
+GPU_LAYERS = "userns,mountns,netns,caps"
 """What ``auto`` gives a candidate on a GPU where the machine allows user namespaces (no ``pidns``, no Landlock)."""
 linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="containment is Linux's")
 
@@ -48,6 +53,13 @@ def _targets(tmp_path: Path) -> dict[str, Path]:
 
 
 def _tamper(targets: dict[str, Path], sandbox: str, device: str, monkeypatch: pytest.MonkeyPatch) -> str:
+    code = (EXPLOITS / "tamper_outside_folders.py").read_text()
+    return _run(code.replace('["__TARGETS__"]', json.dumps([str(p) for p in targets.values()])), sandbox, device,
+                monkeypatch)  # fmt: skip
+
+
+def _run(code: str, sandbox: str, device: str, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The exploit's report, from the real evaluator with ``sandbox``'s layers and the static rules off."""
     from ksearch.tools.evaluator import EvalRequest, evaluate
 
     monkeypatch.setenv("KSEARCH_SANDBOX", sandbox)
@@ -55,8 +67,6 @@ def _tamper(targets: dict[str, Path], sandbox: str, device: str, monkeypatch: py
     # the static rules would refuse open() before it runs: this is the layer behind them
     monkeypatch.setattr(importlib.import_module("ksearch.tools.evaluator.evaluate").integrity, "check_source",
                         lambda code, **kwargs: None)  # fmt: skip
-    code = (EXPLOITS / "tamper_outside_folders.py").read_text()
-    code = code.replace('["__TARGETS__"]', json.dumps([str(p) for p in targets.values()]))
     candidate = Candidate(code=code, task="softmax", language="triton", entry_point="kernel")
     evaluation = evaluate(EvalRequest(candidate=candidate, device=device, timing=False))
     lines = [line for line in evaluation.log.splitlines() if "LOOT-REPORT" in line]
@@ -97,10 +107,71 @@ def test_without_the_mount_layer_the_tamper_works(tmp_path: Path, monkeypatch: p
     assert "changed=1" in loot and "planted" in targets["user"].read_text()
 
 
+class _Listener:
+    """A TCP service on 127.0.0.1 that records what connects (the exploit's report is not trusted)."""
+
+    def __init__(self) -> None:
+        self.server = socket.create_server(("127.0.0.1", 0))
+        self.port = self.server.getsockname()[1]
+        self.received: list[bytes] = []
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.server.accept()
+            except OSError:
+                return
+            with conn:
+                self.received.append(conn.recv(100))
+
+    def close(self) -> None:
+        self.server.close()
+
+
+def _reach(sandbox: str, device: str, monkeypatch: pytest.MonkeyPatch) -> tuple[str, list[bytes]]:
+    listener = _Listener()
+    try:
+        code = (EXPLOITS / "tamper_loopback_service.py").read_text().replace("PORT = 0", f"PORT = {listener.port}")
+        loot = _run(code, sandbox, device, monkeypatch)
+    finally:
+        listener.close()
+    return loot, listener.received
+
+
+@linux_only
+@pytest.mark.parametrize(("sandbox", "reached"), [(GPU_LAYERS, False), ("userns,mountns,caps", True)])
+def test_a_kernel_reaches_no_service_on_the_loopback(sandbox: str, reached: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With ``netns`` nothing connects; without it (the control) the exploit does reach the port."""
+    _needs(GPU_LAYERS)
+    loot, received = _reach(sandbox, "cpu", monkeypatch)
+    assert bool(received) == reached, (loot, received)
+    assert ("connected=1" in loot) == reached, loot
+
+
+@linux_only
+def test_root_cannot_change_the_kernels_settings() -> None:
+    """uid 0 passes the file modes of ``/proc/sys`` and ``/sys`` without any capability: both are read-only (the
+    session 27 red team wrote ``core_pattern`` and had the kernel run its helper as root outside every layer). The
+    probe writes back the value it read, so a failure changes nothing either."""
+    if os.geteuid() != 0:
+        pytest.skip("an ordinary user cannot write these files anyway")
+    _needs("userns,mountns,caps")
+    spec = json.dumps({"layers": ["userns", "mountns", "caps"], "hidden": [], "writable": ["/dev"]})
+    script = ('for f in /proc/sys/kernel/core_pattern /proc/sys/vm/swappiness; do v=$(cat $f); '
+              '(echo "$v" > $f) 2>/dev/null && echo "wrote $f"; done; '
+              'for f in /sys/kernel/mm/transparent_hugepage/enabled /sys/fs/cgroup/cgroup.procs; do '
+              '[ -e $f ] && touch $f 2>/dev/null && echo "wrote $f"; done; echo end')  # fmt: skip
+    done = subprocess.run([sys.executable, "-P", "-m", "ksearch.tools.containment.launcher", spec, "--", "/bin/sh",
+                           "-c", script], capture_output=True, text=True, timeout=60, check=False,
+                          env={**os.environ, "PYTHONPATH": str(Path(ksearch.__file__).resolve().parents[1])})  # fmt: skip
+    assert done.stdout.strip() == "end", done.stdout + done.stderr
+
+
 @linux_only
 @pytest.mark.gpu
-def test_a_kernel_on_a_gpu_changes_nothing_outside_its_folders(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    _needs("mountns", gpu=True)
+def test_a_kernel_on_a_gpu_changes_nothing_and_reaches_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _needs("mountns,netns", gpu=True)
     targets = _targets(tmp_path)
     try:
         loot = _tamper(targets, "auto", "cuda", monkeypatch)
@@ -108,7 +179,9 @@ def test_a_kernel_on_a_gpu_changes_nothing_outside_its_folders(tmp_path: Path, m
         changed = _unchanged(targets)
     assert changed == [], f"{changed} changed: {loot}"
     assert "own=1 changed=0" in loot, loot
-    assert "mountns" in policy.child_layers("cuda")
+    loot, received = _reach("auto", "cuda", monkeypatch)
+    assert received == [] and "connected=0" in loot, loot
+    assert {"mountns", "netns"} <= set(policy.child_layers("cuda"))
 
 
 @linux_only

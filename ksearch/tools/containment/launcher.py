@@ -11,10 +11,14 @@ It applies the layers the parent chose (``policy``), in this order, then ``exec`
             stays outside as the namespace's parent and exits as the worker did.
 ``mountns`` a mount namespace of its own (``pidns``'s, or a new one) in which the hidden paths are covered (an empty
             read-only folder over a folder, ``/dev/null`` over a file) and every mount is read-only but the writable
-            folders (bind-mounted onto themselves first), ``/dev``, ``/proc`` and ``/sys``. Without Landlock (a
+            folders (bind-mounted onto themselves first), ``/dev`` and ``/proc`` (not its system settings:
+            ``PROC_READ_ONLY``). Without Landlock (a
             GPU) this is what keeps the workspace and the home's key files unread, and the ksearch installation the
             next checker imports, a workspace's database or a cache another process reads unchanged. Undoing a
             mount needs a capability, and ``caps`` leaves none.
+``netns``   a network namespace of its own, with only a loopback interface that is down: no TCP, UDP or abstract
+            socket reaches anything outside (a Dask scheduler, a model server, another process's port), where
+            Landlock's network rules are missing (a GPU) or do not reach (UDP, abstract sockets before Linux 6.12).
 ``caps``    every capability dropped from the bounding set (root keeps uid 0 but has no capability after ``exec``:
             no ``CAP_SYS_PTRACE``, no ``CAP_DAC_OVERRIDE``), and no_new_privs (no setuid program gives them back).
 ``landlock`` reads everywhere except the hidden paths, writes only beneath the given folders and ``/dev``, no TCP
@@ -39,7 +43,7 @@ from collections.abc import Callable
 
 FAILED = 121
 """Exit status of a launcher that could not apply a layer it was asked for."""
-CLONE_NEWNS, CLONE_NEWUSER, CLONE_NEWPID = 0x00020000, 0x10000000, 0x20000000
+CLONE_NEWNS, CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET = 0x00020000, 0x10000000, 0x20000000, 0x40000000
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT, MS_BIND = 1, 2, 4, 8, 32, 4096
 MS_NOATIME, MS_NODIRATIME, MS_REC, MS_PRIVATE, MS_RELATIME, MS_STRICTATIME = 1024, 2048, 1 << 14, 1 << 18, 1 << 21, 1 << 24
 STATVFS_TO_MOUNT = ((os.ST_RDONLY, MS_RDONLY), (os.ST_NOSUID, MS_NOSUID), (os.ST_NODEV, MS_NODEV),
@@ -48,9 +52,13 @@ STATVFS_TO_MOUNT = ((os.ST_RDONLY, MS_RDONLY), (os.ST_NOSUID, MS_NOSUID), (os.ST
 SYS_MOUNT_SETATTR, AT_FDCWD, MOUNT_ATTR_RDONLY = 442, -100, 1
 """``mount_setattr(2)`` (Linux 5.12+; one number on every architecture) sets read-only alone, whatever else the mount
 has; older kernels take a bind remount that repeats the mount's other flags (a user namespace may not clear them)."""
-ALWAYS_WRITABLE = ("/dev", "/proc", "/sys")
-"""Left as they are by ``mountns``: device files (CUDA's), this process's own ``/proc`` entries, and ``/sys`` (whose
-writable files need a capability the candidate does not have)."""
+ALWAYS_WRITABLE = ("/dev", "/proc")
+"""Left writable by ``mountns``: device files (CUDA's), and this process's own ``/proc`` entries..."""
+PROC_READ_ONLY = ("/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus", "/proc/fs")
+"""... but not these: a candidate running as root (uid 0 passes the file modes without any capability) could write
+``/proc/sys/kernel/core_pattern``, crash, and have the kernel run its helper as root outside every namespace (a
+red-team review, session 27). ``/sys`` is read-only whole (CUDA only reads it; root could move itself out of its
+cgroup). Docker's read-only paths are the same list."""
 PR_SET_PDEATHSIG, PR_CAPBSET_DROP, PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 1, 24, 47, 4
 
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -157,14 +165,15 @@ def private_mounts(hidden: list[str], writable: list[str], *, new_namespace: boo
     for path in hidden:
         cover(path)
     folders = sorted({os.fsencode(os.path.realpath(w)) for w in writable if os.path.isdir(w)})
-    for folder in folders:  # its own mount, so that making its parent's mount read-only leaves it writable
+    protected = [os.fsencode(p) for p in PROC_READ_ONLY if os.path.exists(p)]
+    for folder in [*folders, *protected]:  # its own mount, so that it can be judged apart from the mount it is in
         _check(_libc.mount(folder, folder, None, MS_BIND | MS_REC, None), f"bind {os.fsdecode(folder)}")
     keep = [*folders, *(os.fsencode(p) for p in ALWAYS_WRITABLE)]
     with open("/proc/self/mountinfo", "rb") as f:
         points = mount_points(f.read())
     use_setattr = setattr_call
     for point in dict.fromkeys(points):
-        if beneath_any(point, keep):
+        if beneath_any(point, keep) and not beneath_any(point, protected):
             continue
         if use_setattr:
             attr = (ctypes.c_uint64 * 4)(MOUNT_ATTR_RDONLY, 0, 0, 0)
@@ -295,6 +304,13 @@ def apply(spec: dict, *, probe: bool) -> tuple[list[str], dict[str, str]]:
         else:
             hidden, writable = list(spec.get("hidden", [])), list(spec.get("writable", []))
             attempt("mountns", lambda: private_mounts(hidden, writable, new_namespace="pidns" not in applied))
+    if "netns" in layers:
+        if "userns" not in applied:
+            failed["netns"] = "needs the user namespace"
+            if not probe:
+                raise LayerError("netns: needs the user namespace")
+        else:
+            attempt("netns", lambda: _check(_libc.unshare(CLONE_NEWNET), "unshare(CLONE_NEWNET)"))
     attempt("caps", drop_capabilities)
     attempt("landlock", lambda: apply_landlock(list(spec.get("hidden", [])), list(spec.get("writable", []))))
     return applied, failed

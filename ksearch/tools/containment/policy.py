@@ -4,9 +4,9 @@ record of what was active.
 ``KSEARCH_SANDBOX`` chooses: ``auto`` (the default: every layer this machine allows, found by one probe per process
 and device kind), ``off`` (none: the scrubbed environment and private folders only), or a comma list of layers
 (exactly those; one that this machine refuses is an error that says why). Layers (``launcher`` says what each does):
-``userns``, ``pidns``, ``mountns``, ``caps``, ``landlock`` for the candidate's process, and ``nondumpable`` for the
-process that starts candidates (the agent, a Dask worker): with it, no process of another privilege or of another user
-namespace can read its memory, environment or open files.
+``userns``, ``pidns``, ``mountns``, ``netns``, ``caps``, ``landlock`` for the candidate's process, and ``nondumpable``
+for the process that starts candidates (the agent, a Dask worker): with it, no process of another privilege or of
+another user namespace can read its memory, environment or open files.
 
 ``pidns`` is left out of ``auto`` on a GPU: legacy CUDA IPC handles cannot be opened across PID namespaces, and the
 checker shares its output buffer with the worker through one (the evaluator would fall back to host memory, slower).
@@ -33,7 +33,7 @@ from ksearch.errors import KsearchError
 
 VARIABLE = "KSEARCH_SANDBOX"
 HIDE_VARIABLE = "KSEARCH_SANDBOX_HIDE"
-CHILD_LAYERS = ("userns", "pidns", "mountns", "caps", "landlock")
+CHILD_LAYERS = ("userns", "pidns", "mountns", "netns", "caps", "landlock")
 LAYERS = (*CHILD_LAYERS, "nondumpable")
 HOME_SECRETS = (
     ".ssh", ".aws", ".azure", ".config", ".netrc", ".git-credentials", ".docker", ".kube", ".gnupg", ".pypirc",
