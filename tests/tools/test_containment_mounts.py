@@ -227,3 +227,35 @@ def test_mount_points_are_read_with_their_escapes() -> None:
     assert mount_points(info) == [b"/", b"/mnt/with space", b"/dev/shm"]
     assert beneath_any(b"/dev/shm", [b"/dev"]) and beneath_any(b"/dev", [b"/dev"])
     assert not beneath_any(b"/devices", [b"/dev"]) and not beneath_any(b"/", [b"/dev"])
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except (OSError, IndexError):
+        return False
+
+
+@linux_only
+@pytest.mark.parametrize(("sandbox", "lingers"), [(GPU_LAYERS, False), ("off", True)])
+def test_no_process_of_a_candidate_outlives_its_evaluation(sandbox: str, lingers: bool,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """Without a PID namespace (a GPU's layers) a daemon leaves the worker's process group: the parent kills it by
+    the worker's user namespace. The control, without containment: the same daemon does outlive the evaluation
+    (and is killed here)."""
+    if sandbox != "off":
+        _needs(sandbox)
+    pid_file = Path(f"/dev/shm/ksearch-test-daemon-{secrets.token_hex(6)}")
+    code = (EXPLOITS / "tamper_lingering_daemon.py").read_text().replace("__PID_FILE__", str(pid_file))
+    try:
+        loot = _run(code, sandbox, "cpu", monkeypatch)
+        assert "daemon started" in loot
+        pid = int(pid_file.read_text().split()[0])
+        assert _alive(pid) == lingers, (pid, loot)
+    finally:
+        if pid_file.exists():
+            pid = int(pid_file.read_text().split()[0])
+            if _alive(pid):
+                os.kill(pid, 9)
+            pid_file.unlink()

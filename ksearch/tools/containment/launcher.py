@@ -4,7 +4,8 @@ It applies the layers the parent chose (``policy``), in this order, then ``exec`
 
 ``userns``  a new user namespace (the same uid and gid inside): from inside it, nothing outside can be ptraced and
             no ``/proc/PID/{environ,mem,fd}`` outside it can be read, even as root, since its capabilities count only
-            inside it.
+            inside it. No user namespace can be made inside it, so every process the candidate starts stays in it:
+            the parent kills them all by it when the worker ends, even those that left its process group.
 ``pidns``   with it, new PID and mount namespaces and a fresh ``/proc``: no other process of the machine is visible,
             not even by ``/proc/*/cmdline``, and a process the candidate starts in a new session still dies with the
             worker (the namespace ends with its first process, a reaper whose child is the worker). The launcher
@@ -132,6 +133,11 @@ def enter_namespaces(pid_namespace: bool) -> None:
             f.write(f"{gid} {gid} 1")
     except OSError as exc:
         raise LayerError(f"writing the user namespace's id maps: {exc}") from None
+    try:  # no user namespace inside this one: every process the candidate starts stays in it, where the parent finds
+        with open("/proc/sys/user/max_user_namespaces", "w") as f:  # and kills them (``sandbox.kill_user_namespace``)
+            f.write("0")  # (a nested one would also hand it capabilities over new mounts: session 27's red team)
+    except OSError:
+        pass  # a read-only /proc/sys (some containers): the nested namespace stays possible, nothing else changes
 
 
 def fresh_proc() -> None:

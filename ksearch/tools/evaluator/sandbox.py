@@ -22,6 +22,7 @@ import stat
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -99,6 +100,51 @@ def kill_group(pid: int) -> None:
         os.killpg(pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
+
+
+def user_namespace(pid: int) -> str | None:
+    """The user namespace of process ``pid`` (``user:[INODE]``); None when it has exited or cannot be read."""
+    try:
+        return os.readlink(f"/proc/{pid}/ns/user")
+    except OSError:
+        return None
+
+
+def kill_user_namespace(namespace: str | None, *, rounds: int = 5) -> int:
+    """SIGKILL every process in ``namespace`` (a candidate worker's user namespace, in which the launcher allows no
+    nested one); how many. Without a PID namespace (a GPU), a process the candidate started in a new session or as a
+    daemon outlives the group kill (a red-team review, session 27: it kept writing to the session's shared folder and
+    to /dev/shm after its evaluation). Never this process's own namespace. Each process is signalled through a pidfd
+    opened before its namespace is read again, so a pid reused meanwhile is never hit."""
+    if not namespace or namespace == user_namespace(os.getpid()):
+        return 0
+    killed = 0
+    for _ in range(rounds):  # again while it finds some: one may have forked during the scan
+        found = 0
+        try:
+            pids = [int(name) for name in os.listdir("/proc") if name.isdigit()]
+        except OSError:
+            return killed
+        for pid in pids:
+            if user_namespace(pid) != namespace:
+                continue
+            try:
+                handle = os.pidfd_open(pid)
+            except OSError:
+                continue
+            try:
+                if user_namespace(pid) == namespace:
+                    signal.pidfd_send_signal(handle, signal.SIGKILL)
+                    found += 1
+            except OSError:
+                pass
+            finally:
+                os.close(handle)
+        killed += found
+        if not found:
+            break
+        time.sleep(0.01)
+    return killed
 
 
 def signal_group(pid: int, signum: int) -> None:
