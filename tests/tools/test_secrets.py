@@ -193,3 +193,5 @@ def test_hidden_paths_never_hide_what_the_worker_needs(tmp_path: Path, monkeypat
     policy.hide(tmp_path)
     hidden = policy.hidden_paths(keep=[])
     assert str(REPO.resolve()) not in hidden and os.path.realpath(tmp_path) in hidden
+    assert str(REPO.resolve()) in policy.exposed_paths()  # and the evaluation's record says it could not be hidden
+    assert str(REPO.resolve()) in policy.record("cpu")["sandbox_missing"] or not policy.child_layers("cpu")

@@ -168,20 +168,32 @@ def needed_paths() -> list[str]:
 
 def hidden_paths(keep: list[str]) -> list[str]:
     """The paths hidden from a candidate: registered workspaces, the home's secrets, ``KSEARCH_SANDBOX_HIDE``; none
-    that holds (or is) a path in ``keep`` or ``needed_paths()``."""
+    that holds (or is) a path in ``keep`` or ``needed_paths()`` (``exposed_paths`` names those)."""
+    return _sort_hideable(keep)[0]
+
+
+def exposed_paths() -> list[str]:
+    """The paths asked to be hidden that cannot be, since they hold what a worker needs (a workspace that holds the
+    Python installation or ksearch, say): a candidate can read them. Recorded with every evaluation."""
+    return _sort_hideable([])[1]
+
+
+def _sort_hideable(keep: list[str]) -> tuple[list[str], list[str]]:
     home = os.path.expanduser("~")
     candidates = [*_hidden, *(os.path.join(home, name) for name in HOME_SECRETS), os.path.join(os.getcwd(), ".env")]
     candidates += [p for p in os.environ.get(HIDE_VARIABLE, "").split(os.pathsep) if p]
     needed = [os.path.realpath(p) for p in (*keep, *needed_paths())]
     hidden: list[str] = []
+    exposed: list[str] = []
     for path in candidates:
         resolved = os.path.realpath(path)
-        if not os.path.exists(resolved) or resolved in hidden or resolved == "/":
+        if not os.path.exists(resolved) or resolved in hidden or resolved in exposed or resolved == "/":
             continue
         if any(n == resolved or n.startswith(resolved.rstrip("/") + "/") for n in needed):
+            exposed.append(resolved)
             continue
         hidden.append(resolved)
-    return hidden
+    return hidden, exposed
 
 
 def launcher_prefix(device: str, writable: list[Path]) -> list[str]:
@@ -243,6 +255,9 @@ def record(device: str) -> dict[str, str]:
         missing = {"all": f"{VARIABLE}=off"}
     elif asked is not None:
         missing = {layer: f"not in {VARIABLE}" for layer in LAYERS if layer not in asked}
+    exposed = exposed_paths() if layers else []
+    if exposed:  # asked to be hidden, but they hold what the worker needs
+        missing["not hidden"] = ", ".join(exposed)[:300] + " (they hold the Python installation, ksearch or task data)"
     return {
         "sandbox": ",".join(active) or "none",
         "sandbox_missing": "; ".join(f"{k}: {v}" for k, v in missing.items()),
