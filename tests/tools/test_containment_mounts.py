@@ -19,6 +19,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -259,3 +260,40 @@ def test_no_process_of_a_candidate_outlives_its_evaluation(sandbox: str, lingers
             if _alive(pid):
                 os.kill(pid, 9)
             pid_file.unlink()
+
+
+def _contained_sleeper() -> subprocess.Popen[bytes]:
+    spec = json.dumps({"layers": ["userns"], "hidden": [], "writable": []})
+    return subprocess.Popen([sys.executable, "-P", "-m", "ksearch.tools.containment.launcher", spec, "--",
+                             "/bin/sleep", "30"], start_new_session=True,
+                            env={**os.environ, "PYTHONPATH": str(Path(ksearch.__file__).resolve().parents[1])})  # fmt: skip
+
+
+@linux_only
+def test_a_held_namespace_is_never_mistaken_for_a_later_one() -> None:
+    """The parent holds each worker's user namespace open: its number cannot pass to the next worker's, so the kill
+    by namespace (which runs again when a worker is retired) never reaches another worker."""
+    from ksearch.tools.evaluator.sandbox import UserNamespace, kill_user_namespace
+
+    _needs("userns")
+    assert UserNamespace.of(os.getpid()) is None  # never this process's own
+
+    def namespace_of(process: subprocess.Popen[bytes]) -> UserNamespace:
+        for _ in range(500):
+            held = UserNamespace.of(process.pid)
+            if held is not None:
+                return held
+            time.sleep(0.01)
+        raise AssertionError("the launcher never entered its namespace")
+
+    first = _contained_sleeper()
+    held = namespace_of(first)
+    assert kill_user_namespace(held) >= 1
+    first.wait(timeout=10)
+    second = _contained_sleeper()
+    try:
+        assert namespace_of(second).identity != held.identity
+        assert kill_user_namespace(held) == 0 and second.poll() is None
+    finally:
+        second.kill()
+        second.wait(timeout=10)

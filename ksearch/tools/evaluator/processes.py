@@ -18,6 +18,7 @@ from typing import Any
 from ksearch.contracts.exchange import CheckerCommand
 from ksearch.errors import KsearchError
 from ksearch.tools.evaluator.sandbox import (
+    UserNamespace,
     has_exited,
     kill_group,
     kill_user_namespace,
@@ -25,7 +26,6 @@ from ksearch.tools.evaluator.sandbox import (
     read_tail,
     signal_group,
     spawn,
-    user_namespace,
 )
 
 CANDIDATE_FILE = "candidate.py"
@@ -273,7 +273,7 @@ class WorkerProcess:
         self.messages = LineReader(self.channel.fileno(), self.channel)
         self.started = time.monotonic()
         self.ready_at: float | None = None
-        self.namespace: str | None = None
+        self.namespace: UserNamespace | None = None
         """The worker's user namespace, read when it is ready: every process the candidate starts is in it."""
         self.backlog: list[str] = []
         self.calibration: dict[str, float] = {}
@@ -313,7 +313,7 @@ class WorkerProcess:
         if message.get("op") != "ready":
             return False
         self.ready_at = time.monotonic()
-        self.namespace = user_namespace(self.process.pid)  # in its own by now (the launcher exec'd the worker)
+        self.namespace = UserNamespace.of(self.process.pid)  # in its own by now (the launcher exec'd the worker)
         figures = message.get("calibration")
         if isinstance(figures, dict):
             self.calibration = {k: float(v) for k, v in figures.items() if isinstance(v, (int, float))}
@@ -362,7 +362,7 @@ class WorkerProcess:
         signal_group(self.process.pid, signal.SIGCONT)
 
     def kill(self) -> None:
-        namespace = self.namespace or (None if self.exited() else user_namespace(self.process.pid))
+        namespace = self.namespace or (None if self.exited() else UserNamespace.of(self.process.pid))
         kill_group(self.process.pid)
         kill_user_namespace(namespace)  # what left the group (none where a PID namespace ended with it)
         try:

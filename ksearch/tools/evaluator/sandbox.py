@@ -23,6 +23,7 @@ import subprocess
 import sys
 import threading
 import time
+import weakref
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -102,21 +103,43 @@ def kill_group(pid: int) -> None:
         pass
 
 
-def user_namespace(pid: int) -> str | None:
-    """The user namespace of process ``pid`` (``user:[INODE]``); None when it has exited or cannot be read."""
+class UserNamespace:
+    """A candidate worker's user namespace, held open: while it is held the kernel cannot give its number to another
+    namespace (numbers of ended ones come back at once: a red-team review, session 27, saw two launchers in a row
+    get the same one), so ``kill_user_namespace`` never takes another worker for this one's."""
+
+    def __init__(self, pid: int) -> None:
+        self.fd = os.open(f"/proc/{pid}/ns/user", os.O_RDONLY | os.O_CLOEXEC)
+        info = os.fstat(self.fd)
+        self.identity = (info.st_dev, info.st_ino)
+        weakref.finalize(self, os.close, self.fd)
+
+    @staticmethod
+    def of(pid: int) -> UserNamespace | None:
+        """The namespace of ``pid`` when it is not this process's own (None then, or when it cannot be read)."""
+        try:
+            namespace = UserNamespace(pid)
+        except OSError:
+            return None
+        return None if namespace.identity == namespace_identity(os.getpid()) else namespace
+
+
+def namespace_identity(pid: int) -> tuple[int, int] | None:
     try:
-        return os.readlink(f"/proc/{pid}/ns/user")
+        info = os.stat(f"/proc/{pid}/ns/user")
     except OSError:
         return None
+    return info.st_dev, info.st_ino
 
 
-def kill_user_namespace(namespace: str | None, *, rounds: int = 5) -> int:
+def kill_user_namespace(namespace: UserNamespace | None, *, rounds: int = 5) -> int:
     """SIGKILL every process in ``namespace`` (a candidate worker's user namespace, in which the launcher allows no
     nested one); how many. Without a PID namespace (a GPU), a process the candidate started in a new session or as a
     daemon outlives the group kill (a red-team review, session 27: it kept writing to the session's shared folder and
-    to /dev/shm after its evaluation). Never this process's own namespace. Each process is signalled through a pidfd
-    opened before its namespace is read again, so a pid reused meanwhile is never hit."""
-    if not namespace or namespace == user_namespace(os.getpid()):
+    to /dev/shm after its evaluation). Each process is signalled through a pidfd opened before its namespace is read
+    again, so a pid reused meanwhile is never hit. A process that forks and exits faster than /proc is listed can
+    slip past (``seccomp`` keeps every process in the worker's group, which the group kill takes whole)."""
+    if namespace is None:
         return 0
     killed = 0
     for _ in range(rounds):  # again while it finds some: one may have forked during the scan
@@ -126,14 +149,14 @@ def kill_user_namespace(namespace: str | None, *, rounds: int = 5) -> int:
         except OSError:
             return killed
         for pid in pids:
-            if user_namespace(pid) != namespace:
+            if namespace_identity(pid) != namespace.identity:
                 continue
             try:
                 handle = os.pidfd_open(pid)
             except OSError:
                 continue
             try:
-                if user_namespace(pid) == namespace:
+                if namespace_identity(pid) == namespace.identity:
                     signal.pidfd_send_signal(handle, signal.SIGKILL)
                     found += 1
             except OSError:
