@@ -297,3 +297,67 @@ def test_a_held_namespace_is_never_mistaken_for_a_later_one() -> None:
     finally:
         second.kill()
         second.wait(timeout=10)
+
+
+@linux_only
+@pytest.mark.parametrize(("sandbox", "reached"), [(GPU_LAYERS + ",seccomp", False), (GPU_LAYERS, True)])
+def test_a_kernel_reaches_no_service_listening_on_a_path(tmp_path: Path, sandbox: str, reached: bool,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """Namespaces do not stop a connection to a socket on a path (the control reaches it); ``seccomp`` does."""
+    _needs(sandbox)
+    path = tmp_path / "svc.sock"
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(str(path))
+    server.listen()
+    received: list[bytes] = []
+
+    def serve() -> None:
+        try:
+            conn, _ = server.accept()
+        except OSError:
+            return
+        with conn:
+            received.append(conn.recv(100))
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        code = (EXPLOITS / "tamper_unix_socket.py").read_text().replace("__SOCKET_PATH__", str(path))
+        loot = _run(code, sandbox, "cpu", monkeypatch)
+        thread.join(timeout=2 if reached else 0.5)
+    finally:
+        server.close()
+    assert bool(received) == reached, (loot, received)
+
+
+@linux_only
+def test_a_pid_hopping_daemon_does_not_outlive_its_evaluation(monkeypatch: pytest.MonkeyPatch) -> None:
+    sandbox = GPU_LAYERS + ",seccomp"
+    _needs(sandbox)
+    pid_file = Path(f"/dev/shm/ksearch-test-hopper-{secrets.token_hex(6)}")
+    code = (EXPLOITS / "tamper_pid_hopper.py").read_text().replace("__PID_FILE__", str(pid_file))
+    try:
+        loot = _run(code, sandbox, "cpu", monkeypatch)
+        assert "hopper started" in loot
+        time.sleep(4.0)  # past its hopping: a survivor would be writing its heartbeat by now
+        assert not pid_file.exists(), pid_file.read_text()
+    finally:
+        if pid_file.exists():
+            pid = int(pid_file.read_text().split()[0])
+            if _alive(pid):
+                os.kill(pid, 9)
+            pid_file.unlink()
+
+
+def test_the_seccomp_filter_is_well_formed() -> None:
+    """Every jump lands inside the program and every path ends in a return, for each architecture it knows."""
+    from ksearch.tools.containment.launcher import RET, SECCOMP_SYSCALLS, LayerError, seccomp_program
+
+    for machine in SECCOMP_SYSCALLS:
+        program = seccomp_program(machine)
+        assert program[-1][0] == RET
+        for index, (code, jt, jf, _k) in enumerate(program):
+            if code & 0x07 == 0x05:  # a jump
+                assert index + 1 + max(jt, jf) < len(program)
+    with pytest.raises(LayerError, match="no system-call table"):
+        seccomp_program("riscv64")

@@ -22,6 +22,12 @@ It applies the layers the parent chose (``policy``), in this order, then ``exec`
             Landlock's network rules are missing (a GPU) or do not reach (UDP, abstract sockets before Linux 6.12).
 ``caps``    every capability dropped from the bounding set (root keeps uid 0 but has no capability after ``exec``:
             no ``CAP_SYS_PTRACE``, no ``CAP_DAC_OVERRIDE``), and no_new_privs (no setuid program gives them back).
+``seccomp`` a system-call filter (last, with no_new_privs): ``setsid`` and ``setpgid`` succeed without effect, so every
+            process the candidate starts stays in the worker's process group, which the parent's group kill takes
+            whole (a process that forked faster than /proc is read slipped past the kill by namespace: session 27's
+            red team); ``socket(AF_UNIX)`` fails, so no service listening on a path (a same-user Python forkserver
+            ran the red team's code outside every layer, root's docker socket) can be reached; ``io_uring`` (which
+            would open sockets past the filter) and 32-bit or x32 system calls (other numbers) fail.
 ``landlock`` reads everywhere except the hidden paths, writes only beneath the given folders and ``/dev``, no TCP
             (ABI 4+), no signals or abstract sockets outside (ABI 6+), no ptrace attach outside. Where nothing else
             keeps the ancestors' ``/proc`` entries away (an ordinary user without user namespaces), the parent hides
@@ -37,6 +43,7 @@ from __future__ import annotations
 import ctypes
 import json
 import os
+import platform
 import re
 import signal
 import sys
@@ -224,6 +231,49 @@ def _remount_read_only(point: bytes) -> None:
     _check(_libc.mount(None, point, None, flags, None), f"remount {os.fsdecode(point)} read-only")
 
 
+SECCOMP_SYSCALLS = {  # setsid, setpgid, socket, io_uring_setup; audit arch; whether x32 numbers exist
+    "x86_64": ((112, 109, 41, 425), 0xC000003E, True),
+    "aarch64": ((157, 154, 198, 425), 0xC00000B7, False),
+}
+AF_UNIX, EPERM, EAFNOSUPPORT = 1, 1, 97
+PR_SET_SECCOMP, SECCOMP_MODE_FILTER, PR_SET_NO_NEW_PRIVS = 22, 2, 38
+RET_ALLOW, RET_ERRNO = 0x7FFF0000, 0x00050000
+LD_ABS, JEQ, JGE, RET = 0x20, 0x15, 0x35, 0x06
+
+
+def seccomp_program(machine: str) -> list[tuple[int, int, int, int]]:
+    """The filter as classic BPF instructions (code, jump if true, jump if false, k) for ``machine``."""
+    if machine not in SECCOMP_SYSCALLS:
+        raise LayerError(f"seccomp: no system-call table for {machine}")
+    (setsid, setpgid, socket, io_uring), arch, x32 = SECCOMP_SYSCALLS[machine]
+    deny, fake_success, no_unix = RET_ERRNO | EPERM, RET_ERRNO | 0, RET_ERRNO | EAFNOSUPPORT
+    head = [(LD_ABS, 0, 0, 4), (JEQ, 1, 0, arch), (RET, 0, 0, deny), (LD_ABS, 0, 0, 0)]
+    if x32:
+        head += [(JGE, 0, 1, 0x40000000), (RET, 0, 0, deny)]
+    body = [
+        (JEQ, 0, 1, setsid), (RET, 0, 0, fake_success),
+        (JEQ, 0, 1, setpgid), (RET, 0, 0, fake_success),
+        (JEQ, 0, 1, io_uring), (RET, 0, 0, deny),
+        (JEQ, 0, 3, socket), (LD_ABS, 0, 0, 16), (JEQ, 0, 1, AF_UNIX), (RET, 0, 0, no_unix),
+        (RET, 0, 0, RET_ALLOW),
+    ]  # fmt: skip
+    return head + body
+
+
+def install_seccomp(machine: str) -> None:
+    class Instruction(ctypes.Structure):
+        _fields_ = [("code", ctypes.c_uint16), ("jt", ctypes.c_uint8), ("jf", ctypes.c_uint8), ("k", ctypes.c_uint32)]
+
+    class Program(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_uint16), ("filter", ctypes.POINTER(Instruction))]
+
+    instructions = seccomp_program(machine)
+    table = (Instruction * len(instructions))(*(Instruction(*i) for i in instructions))
+    program = Program(len(instructions), table)
+    _check(_libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(PR_SET_NO_NEW_PRIVS)")
+    _check(_libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(program), 0, 0), "prctl(PR_SET_SECCOMP)")
+
+
 def drop_capabilities() -> None:
     """Empty the bounding set (so that ``exec`` grants root no capability) and the ambient set; no_new_privs."""
     try:
@@ -238,7 +288,7 @@ def drop_capabilities() -> None:
                 break  # an ordinary user without CAP_SETPCAP: there is nothing to drop
             raise LayerError(f"prctl(PR_CAPBSET_DROP, {cap}): {os.strerror(err)}")
     _libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
-    _check(_libc.prctl(38, 1, 0, 0, 0), "prctl(PR_SET_NO_NEW_PRIVS)")
+    _check(_libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(PR_SET_NO_NEW_PRIVS)")
 
 
 def _has_any_capability() -> bool:
@@ -319,6 +369,7 @@ def apply(spec: dict, *, probe: bool) -> tuple[list[str], dict[str, str]]:
             attempt("netns", lambda: _check(_libc.unshare(CLONE_NEWNET), "unshare(CLONE_NEWNET)"))
     attempt("caps", drop_capabilities)
     attempt("landlock", lambda: apply_landlock(list(spec.get("hidden", [])), list(spec.get("writable", []))))
+    attempt("seccomp", lambda: install_seccomp(platform.machine()))
     return applied, failed
 
 

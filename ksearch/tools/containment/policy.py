@@ -4,9 +4,9 @@ record of what was active.
 ``KSEARCH_SANDBOX`` chooses: ``auto`` (the default: every layer this machine allows, found by one probe per process
 and device kind), ``off`` (none: the scrubbed environment and private folders only), or a comma list of layers
 (exactly those; one that this machine refuses is an error that says why). Layers (``launcher`` says what each does):
-``userns``, ``pidns``, ``mountns``, ``netns``, ``caps``, ``landlock`` for the candidate's process, and ``nondumpable``
-for the process that starts candidates (the agent, a Dask worker): with it, no process of another privilege or of
-another user namespace can read its memory, environment or open files.
+``userns``, ``pidns``, ``mountns``, ``netns``, ``caps``, ``landlock``, ``seccomp`` for the candidate's process, and
+``nondumpable`` for the process that starts candidates (the agent, a Dask worker): with it, no process of another
+privilege or of another user namespace can read its memory, environment or open files.
 
 ``pidns`` is left out of ``auto`` on a GPU: legacy CUDA IPC handles cannot be opened across PID namespaces, and the
 checker shares its output buffer with the worker through one (the evaluator would fall back to host memory, slower).
@@ -33,7 +33,7 @@ from ksearch.errors import KsearchError
 
 VARIABLE = "KSEARCH_SANDBOX"
 HIDE_VARIABLE = "KSEARCH_SANDBOX_HIDE"
-CHILD_LAYERS = ("userns", "pidns", "mountns", "netns", "caps", "landlock")
+CHILD_LAYERS = ("userns", "pidns", "mountns", "netns", "caps", "landlock", "seccomp")
 LAYERS = (*CHILD_LAYERS, "nondumpable")
 HOME_SECRETS = (
     ".ssh", ".aws", ".azure", ".config", ".netrc", ".git-credentials", ".docker", ".kube", ".gnupg", ".pypirc",
@@ -88,6 +88,11 @@ GPU_REFUSED = {
     "driver 580.159 and Linux 6.18; userns and caps keep other processes' /proc away there)",
 }
 """Layers a candidate on a GPU never gets by default, and why (``KSEARCH_SANDBOX`` naming one is refused there)."""
+GPU_UNVERIFIED = {
+    "seccomp": "not yet run with CUDA on a GPU (a CUDA MPS client connects to a Unix socket, which it refuses): "
+    f"name it in {VARIABLE} to use it",
+}
+"""Layers ``auto`` leaves out on a GPU until they have run there; ``KSEARCH_SANDBOX`` may name them."""
 
 
 def probe(gpu: bool) -> tuple[tuple[str, ...], dict[str, str]]:
@@ -129,7 +134,7 @@ def child_layers(device: str) -> tuple[str, ...]:
         return ()
     available, failed = probe(device != "cpu")
     if asked is None:
-        return available
+        return tuple(layer for layer in available if device == "cpu" or layer not in GPU_UNVERIFIED)
     missing = [layer for layer in asked if layer in CHILD_LAYERS and layer not in available]
     if missing:
         reasons = "; ".join(f"{layer}: {failed.get(layer, 'not available')}" for layer in missing)
@@ -251,6 +256,8 @@ def record(device: str) -> dict[str, str]:
     asked = requested()
     _, failed = probe(device != "cpu") if asked != () else ((), {})
     missing = {layer: why for layer, why in failed.items() if layer not in layers}
+    if device != "cpu":
+        missing |= {layer: why for layer, why in GPU_UNVERIFIED.items() if layer not in layers}
     if asked == ():
         missing = {"all": f"{VARIABLE}=off"}
     elif asked is not None:
