@@ -230,6 +230,15 @@ def test_mount_points_are_read_with_their_escapes() -> None:
     assert not beneath_any(b"/devices", [b"/dev"]) and not beneath_any(b"/", [b"/dev"])
 
 
+def _end_daemon(pid_file: Path) -> None:
+    """Kill the daemon whose pid ``pid_file`` holds, if it lives, and remove the file."""
+    if pid_file.exists():
+        pid = int(pid_file.read_text().split()[0])
+        if _alive(pid):
+            os.kill(pid, 9)
+        pid_file.unlink()
+
+
 def _alive(pid: int) -> bool:
     try:
         with open(f"/proc/{pid}/stat") as f:
@@ -255,11 +264,7 @@ def test_no_process_of_a_candidate_outlives_its_evaluation(sandbox: str, lingers
         pid = int(pid_file.read_text().split()[0])
         assert _alive(pid) == lingers, (pid, loot)
     finally:
-        if pid_file.exists():
-            pid = int(pid_file.read_text().split()[0])
-            if _alive(pid):
-                os.kill(pid, 9)
-            pid_file.unlink()
+        _end_daemon(pid_file)
 
 
 def _contained_sleeper() -> subprocess.Popen[bytes]:
@@ -342,11 +347,7 @@ def test_a_pid_hopping_daemon_does_not_outlive_its_evaluation(monkeypatch: pytes
         time.sleep(4.0)  # past its hopping: a survivor would be writing its heartbeat by now
         assert not pid_file.exists(), pid_file.read_text()
     finally:
-        if pid_file.exists():
-            pid = int(pid_file.read_text().split()[0])
-            if _alive(pid):
-                os.kill(pid, 9)
-            pid_file.unlink()
+        _end_daemon(pid_file)
 
 
 def test_the_seccomp_filter_is_well_formed() -> None:

@@ -342,31 +342,26 @@ def apply(spec: dict, *, probe: bool) -> tuple[list[str], dict[str, str]]:
                 raise LayerError(f"{name}: {exc}") from None
             failed[name] = str(exc)[:200]
 
-    pid_namespace = "pidns" in layers
-    attempt("userns", lambda: enter_namespaces(pid_namespace))
-    if pid_namespace:
-        if "userns" not in applied:
-            failed["pidns"] = "needs the user namespace"
-            if not probe:
-                raise LayerError("pidns: needs the user namespace")
-        else:
-            _fork_into_namespace()
-            attempt("pidns", fresh_proc)
-    if "mountns" in layers:
-        if "userns" not in applied:
-            failed["mountns"] = "needs the user namespace"
-            if not probe:
-                raise LayerError("mountns: needs the user namespace")
-        else:
-            hidden, writable = list(spec.get("hidden", [])), list(spec.get("writable", []))
-            attempt("mountns", lambda: private_mounts(hidden, writable, new_namespace="pidns" not in applied))
-    if "netns" in layers:
-        if "userns" not in applied:
-            failed["netns"] = "needs the user namespace"
-            if not probe:
-                raise LayerError("netns: needs the user namespace")
-        else:
-            attempt("netns", lambda: _check(_libc.unshare(CLONE_NEWNET), "unshare(CLONE_NEWNET)"))
+    def in_user_namespace(name: str) -> bool:
+        """Whether layer ``name``, which needs the user namespace, may be attempted (else it has failed)."""
+        if name not in layers:
+            return False
+        if "userns" in applied:
+            return True
+        failed[name] = "needs the user namespace"
+        if not probe:
+            raise LayerError(f"{name}: needs the user namespace")
+        return False
+
+    attempt("userns", lambda: enter_namespaces("pidns" in layers))
+    if in_user_namespace("pidns"):
+        _fork_into_namespace()
+        attempt("pidns", fresh_proc)
+    if in_user_namespace("mountns"):
+        hidden, writable = list(spec.get("hidden", [])), list(spec.get("writable", []))
+        attempt("mountns", lambda: private_mounts(hidden, writable, new_namespace="pidns" not in applied))
+    if in_user_namespace("netns"):
+        attempt("netns", lambda: _check(_libc.unshare(CLONE_NEWNET), "unshare(CLONE_NEWNET)"))
     attempt("caps", drop_capabilities)
     attempt("landlock", lambda: apply_landlock(list(spec.get("hidden", [])), list(spec.get("writable", []))))
     attempt("seccomp", lambda: install_seccomp(platform.machine()))
