@@ -13,10 +13,9 @@ It applies the layers the parent chose (``policy``), in this order, then ``exec`
 ``mountns`` a mount namespace of its own (``pidns``'s, or a new one) in which the hidden paths are covered (an empty
             read-only folder over a folder, ``/dev/null`` over a file) and every mount is read-only but the writable
             folders (bind-mounted onto themselves first), ``/dev`` and ``/proc`` (not its system settings:
-            ``PROC_READ_ONLY``). Without Landlock (a
-            GPU) this is what keeps the workspace and the home's key files unread, and the ksearch installation the
-            next checker imports, a workspace's database or a cache another process reads unchanged. Undoing a
-            mount needs a capability, and ``caps`` leaves none.
+            ``PROC_READ_ONLY``). Without Landlock (a GPU) this is what keeps the workspace and the home's key files
+            unread, and the ksearch installation the next checker imports, a workspace's database or a cache another
+            process reads unchanged. Undoing a mount needs a capability, and ``caps`` leaves none.
 ``netns``   a network namespace of its own, with only a loopback interface that is down: no TCP, UDP or abstract
             socket reaches anything outside (a Dask scheduler, a model server, another process's port), where
             Landlock's network rules are missing (a GPU) or do not reach (UDP, abstract sockets before Linux 6.12).
