@@ -109,11 +109,11 @@ def test_without_the_mount_layer_the_tamper_works(tmp_path: Path, monkeypatch: p
 
 
 class _Listener:
-    """A TCP service on 127.0.0.1 that records what connects (the exploit's report is not trusted)."""
+    """A service that records what connects to ``server`` (a bound, listening socket): the exploit's report is not
+    trusted."""
 
-    def __init__(self) -> None:
-        self.server = socket.create_server(("127.0.0.1", 0))
-        self.port = self.server.getsockname()[1]
+    def __init__(self, server: socket.socket) -> None:
+        self.server = server
         self.received: list[bytes] = []
         threading.Thread(target=self._serve, daemon=True).start()
 
@@ -126,18 +126,29 @@ class _Listener:
             with conn:
                 self.received.append(conn.recv(100))
 
-    def close(self) -> None:
+    def received_within(self, seconds: float) -> list[bytes]:
+        """What arrived, waiting up to ``seconds`` for a first message (the serving thread may lag the evaluation)."""
+        deadline = time.monotonic() + seconds
+        while not self.received and time.monotonic() < deadline:
+            time.sleep(0.02)
         self.server.close()
+        return self.received
 
 
 def _reach(sandbox: str, device: str, monkeypatch: pytest.MonkeyPatch) -> tuple[str, list[bytes]]:
-    listener = _Listener()
+    listener = _Listener(socket.create_server(("127.0.0.1", 0)))
+    port = listener.server.getsockname()[1]
     try:
-        code = (EXPLOITS / "tamper_loopback_service.py").read_text().replace("PORT = 0", f"PORT = {listener.port}")
+        code = (EXPLOITS / "tamper_loopback_service.py").read_text().replace("PORT = 0", f"PORT = {port}")
         loot = _run(code, sandbox, device, monkeypatch)
     finally:
-        listener.close()
-    return loot, listener.received
+        received = listener.received_within(1.0)
+    return loot, received
+
+
+def _repository_env() -> dict[str, str]:
+    """This environment with the repository's ksearch on the path (for the launcher run directly)."""
+    return {**os.environ, "PYTHONPATH": str(Path(ksearch.__file__).resolve().parents[1])}
 
 
 @linux_only
@@ -165,7 +176,7 @@ def test_root_cannot_change_the_kernels_settings() -> None:
               '[ -e $f ] && touch $f 2>/dev/null && echo "wrote $f"; done; echo end')  # fmt: skip
     done = subprocess.run([sys.executable, "-P", "-m", "ksearch.tools.containment.launcher", spec, "--", "/bin/sh",
                            "-c", script], capture_output=True, text=True, timeout=60, check=False,
-                          env={**os.environ, "PYTHONPATH": str(Path(ksearch.__file__).resolve().parents[1])})  # fmt: skip
+                          env=_repository_env())  # fmt: skip
     assert done.stdout.strip() == "end", done.stdout + done.stderr
 
 
@@ -213,7 +224,7 @@ print(attempt(lambda: os.listdir({str(hidden)!r})))
 print(attempt(lambda: open({str(outside)!r}).read()))
 """
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=False,
-                          env={**os.environ, "PYTHONPATH": str(Path(ksearch.__file__).resolve().parents[1])})  # fmt: skip
+                          env=_repository_env())  # fmt: skip
     assert done.returncode == 0, done.stderr
     wrote, created, listing, read = done.stdout.split("\n")[:4]
     assert (wrote, created, read) == ("2", "OSError", ""), done.stdout
@@ -271,7 +282,7 @@ def _contained_sleeper() -> subprocess.Popen[bytes]:
     spec = json.dumps({"layers": ["userns"], "hidden": [], "writable": []})
     return subprocess.Popen([sys.executable, "-P", "-m", "ksearch.tools.containment.launcher", spec, "--",
                              "/bin/sleep", "30"], start_new_session=True,
-                            env={**os.environ, "PYTHONPATH": str(Path(ksearch.__file__).resolve().parents[1])})  # fmt: skip
+                            env=_repository_env())  # fmt: skip
 
 
 @linux_only
@@ -314,24 +325,12 @@ def test_a_kernel_reaches_no_service_listening_on_a_path(tmp_path: Path, sandbox
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     server.bind(str(path))
     server.listen()
-    received: list[bytes] = []
-
-    def serve() -> None:
-        try:
-            conn, _ = server.accept()
-        except OSError:
-            return
-        with conn:
-            received.append(conn.recv(100))
-
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
+    listener = _Listener(server)
     try:
         code = (EXPLOITS / "tamper_unix_socket.py").read_text().replace("__SOCKET_PATH__", str(path))
         loot = _run(code, sandbox, "cpu", monkeypatch)
-        thread.join(timeout=2 if reached else 0.5)
     finally:
-        server.close()
+        received = listener.received_within(1.0)
     assert bool(received) == reached, (loot, received)
 
 

@@ -204,14 +204,10 @@ def private_mounts(hidden: list[str], writable: list[str], *, new_namespace: boo
 
 def cover(path: str) -> None:
     """Put an empty, read-only folder over the folder ``path``, ``/dev/null`` over a file (nothing when it is gone)."""
-    try:
-        is_folder = os.path.isdir(path) and not os.path.islink(path)
-        if not os.path.lexists(path):
-            return
-    except OSError:
+    if not os.path.lexists(path):
         return
     target = os.fsencode(path)
-    if is_folder:
+    if os.path.isdir(path) and not os.path.islink(path):
         _check(_libc.mount(b"tmpfs", target, b"tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, b"size=4k,mode=0"),
                f"cover {path}")  # fmt: skip
     else:

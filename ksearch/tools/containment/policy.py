@@ -13,9 +13,10 @@ checker shares its output buffer with the worker through one (the evaluator woul
 ``landlock`` is too (CUDA's initialisation fails under it); ``mountns`` does its two jobs there: the hidden paths
 unreadable, and nothing writable outside the worker's own folders.
 
-Paths hidden from candidates (``landlock``, ``mountns``): every workspace this process opened (``hide``), the credential files
-and folders of the user's home (``HOME_SECRETS``), and ``KSEARCH_SANDBOX_HIDE`` (a ``:``-separated list). A path
-that holds something the worker needs (the Python installation, ksearch, its own folder) is never hidden.
+Paths hidden from candidates (``landlock``, ``mountns``): every workspace this process opened (``hide``), the
+credential files and folders of the user's home (``HOME_SECRETS``), and ``KSEARCH_SANDBOX_HIDE`` (a ``:``-separated
+list). A path that holds something the worker needs (the Python installation, ksearch, its own folder) is never
+hidden (``exposed_paths``: the evaluation's record names it).
 """
 
 from __future__ import annotations

@@ -181,8 +181,8 @@ HOST_IO_SOURCE = re.compile(
 libraries. A kernel's host code launches kernels and allocates tensors through torch; these are how it would write on
 the harness's channel (a socket the worker holds: a forged ``timed``, found by a red-team review in session 17) or
 read another process's files, from where no rule about Python can look; or start a process that leaves the worker's
-process group and outlives it (``posix_spawn``, ``clone``, ``daemon``, ``setsid``: a red-team review, session 26). ``printf``/``fprintf`` stay allowed (they
-write on the worker's own standard streams)."""
+process group and outlives it (``posix_spawn``, ``clone``, ``daemon``, ``setsid``: a red-team review, session 26).
+``printf``/``fprintf`` stay allowed (they write on the worker's own standard streams)."""
 NATIVE_EVASION_SOURCE = re.compile(r"##")
 """Token pasting in a CUDA/C++ source: ``CAT(wri, te)`` reaches ``write`` without spelling it (found by a red-team
 review in session 19), so no rule on the source's names could see it. A kernel's host code needs none; write the
