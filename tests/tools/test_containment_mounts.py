@@ -31,7 +31,8 @@ from ksearch.tools.containment.launcher import beneath_any, mount_points
 
 EXPLOITS = Path(__file__).resolve().parent / "exploits"
 GPU_LAYERS = "userns,mountns,netns,caps"
-"""What ``auto`` gives a candidate on a GPU where the machine allows user namespaces (no ``pidns``, no Landlock)."""
+"""What ``auto`` gives a candidate on a GPU where the machine allows user namespaces (no ``pidns``, no Landlock) and
+a CUDA MPS daemon serves the GPU (no ``seccomp``); without MPS ``seccomp`` is added."""
 linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="containment is Linux's")
 
 
@@ -115,15 +116,23 @@ class _Listener:
     def __init__(self, server: socket.socket) -> None:
         self.server = server
         self.received: list[bytes] = []
+        self.closed = False
+        server.settimeout(0.1)  # the serving thread looks at ``closed`` this often
         threading.Thread(target=self._serve, daemon=True).start()
 
     def _serve(self) -> None:
-        while True:
+        while not self.closed:
             try:
+                if self.server.type == socket.SOCK_DGRAM:
+                    self.received.append(self.server.recv(100))
+                    continue
                 conn, _ = self.server.accept()
+            except TimeoutError:
+                continue
             except OSError:
                 return
             with conn:
+                conn.settimeout(5)
                 self.received.append(conn.recv(100))
 
     def received_within(self, seconds: float) -> list[bytes]:
@@ -131,6 +140,7 @@ class _Listener:
         deadline = time.monotonic() + seconds
         while not self.received and time.monotonic() < deadline:
             time.sleep(0.02)
+        self.closed = True
         self.server.close()
         return self.received
 
@@ -194,6 +204,54 @@ def test_a_kernel_on_a_gpu_changes_nothing_and_reaches_nothing(tmp_path: Path, m
     loot, received = _reach("auto", "cuda", monkeypatch)
     assert received == [] and "connected=0" in loot, loot
     assert {"mountns", "netns"} <= set(policy.child_layers("cuda"))
+
+
+@linux_only
+@pytest.mark.gpu
+def test_a_kernel_on_a_gpu_runs_under_seccomp_and_reaches_no_service_on_a_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """CUDA starts under ``seccomp`` (``auto`` on a GPU without MPS) and the Unix-socket exploit connects to nothing;
+    its pid-hopping daemon is gone after the evaluation."""
+    monkeypatch.delenv(policy.MPS_PIPE_VARIABLE, raising=False)
+    monkeypatch.setattr(policy, "MPS_DEFAULT_PIPE", str(tmp_path / "no-mps"))
+    _needs(GPU_LAYERS + ",seccomp", gpu=True)
+    assert "seccomp" in policy.child_layers("cuda")
+    loot, connected, sent = _reach_paths(tmp_path, "auto", "cuda", monkeypatch)
+    assert connected == [] and sent == [], (loot, connected, sent)
+    pid_file = Path(f"/dev/shm/ksearch-test-hopper-{secrets.token_hex(6)}")
+    code = (EXPLOITS / "tamper_pid_hopper.py").read_text().replace("__PID_FILE__", str(pid_file))
+    try:
+        assert "hopper started" in _run(code, "auto", "cuda", monkeypatch)
+        time.sleep(4.0)
+        assert not pid_file.exists(), pid_file.read_text()
+    finally:
+        _end_daemon(pid_file)
+
+
+def test_auto_withholds_seccomp_on_a_gpu_served_by_mps_and_says_why(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A CUDA client reaches an MPS daemon through a Unix socket, which ``seccomp`` refuses: where the daemon's
+    control socket exists (``CUDA_MPS_PIPE_DIRECTORY`` or the default folder), ``auto`` on a GPU leaves it out and
+    the evaluation's record says why; the CPU keeps it."""
+    pipe = tmp_path / "mps"
+    pipe.mkdir()
+    monkeypatch.delenv("KSEARCH_SANDBOX", raising=False)
+    monkeypatch.setattr(policy, "MPS_DEFAULT_PIPE", str(tmp_path / "no-mps"))
+    monkeypatch.setenv(policy.MPS_PIPE_VARIABLE, str(pipe))
+    assert policy.gpu_withheld() == {}
+    (pipe / "control").touch()
+    assert set(policy.gpu_withheld()) == {"seccomp"}
+    available = set(policy.probe(gpu=True)[0])
+    assert "seccomp" not in policy.child_layers("cuda")
+    if "seccomp" in available:
+        assert "MPS" in policy.record("cuda").get("sandbox_missing", "")
+    if "seccomp" in policy.probe(gpu=False)[0]:
+        assert "seccomp" in policy.child_layers("cpu")
+    monkeypatch.delenv(policy.MPS_PIPE_VARIABLE)
+    assert policy.gpu_withheld() == {}
+    assert ("seccomp" in policy.child_layers("cuda")) == ("seccomp" in available)
 
 
 @linux_only
@@ -315,23 +373,36 @@ def test_a_held_namespace_is_never_mistaken_for_a_later_one() -> None:
         second.wait(timeout=10)
 
 
+def _reach_paths(tmp_path: Path, sandbox: str, device: str,
+                 monkeypatch: pytest.MonkeyPatch) -> tuple[str, list[bytes], list[bytes]]:  # fmt: skip
+    """The Unix-socket exploit's report, and what reached the test's stream service and datagram socket."""
+    stream_path, datagram_path = tmp_path / "svc.sock", tmp_path / "log.sock"
+    stream = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    stream.bind(str(stream_path))
+    stream.listen()
+    datagrams = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    datagrams.bind(str(datagram_path))
+    listeners = _Listener(stream), _Listener(datagrams)
+    try:
+        code = (EXPLOITS / "tamper_unix_socket.py").read_text()
+        code = code.replace("__SOCKET_PATH__", str(stream_path)).replace("__DATAGRAM_PATH__", str(datagram_path))
+        loot = _run(code, sandbox, device, monkeypatch)
+    finally:
+        connected, sent = (listener.received_within(1.0) for listener in listeners)
+    return loot, connected, sent
+
+
 @linux_only
 @pytest.mark.parametrize(("sandbox", "reached"), [(GPU_LAYERS + ",seccomp", False), (GPU_LAYERS, True)])
 def test_a_kernel_reaches_no_service_listening_on_a_path(tmp_path: Path, sandbox: str, reached: bool,
                                                          monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
-    """Namespaces do not stop a connection to a socket on a path (the control reaches it); ``seccomp`` does."""
+    """Namespaces do not stop a connection or a datagram to a socket on a path (the control reaches both);
+    ``seccomp`` does, while the kernel may still create Unix sockets (CUDA's start needs one)."""
     _needs(sandbox)
-    path = tmp_path / "svc.sock"
-    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    server.bind(str(path))
-    server.listen()
-    listener = _Listener(server)
-    try:
-        code = (EXPLOITS / "tamper_unix_socket.py").read_text().replace("__SOCKET_PATH__", str(path))
-        loot = _run(code, sandbox, "cpu", monkeypatch)
-    finally:
-        received = listener.received_within(1.0)
-    assert bool(received) == reached, (loot, received)
+    loot, connected, sent = _reach_paths(tmp_path, sandbox, "cpu", monkeypatch)
+    assert bool(connected) == reached and bool(sent) == reached, (loot, connected, sent)
+    if not reached:
+        assert "connected=0" in loot and "sent=0" in loot and "No such file" in loot, loot
 
 
 @linux_only
@@ -361,3 +432,48 @@ def test_the_seccomp_filter_is_well_formed() -> None:
                 assert index + 1 + max(jt, jf) < len(program)
     with pytest.raises(LayerError, match="no system-call table"):
         seccomp_program("riscv64")
+
+
+def _filter(program: list[tuple[int, int, int, int]], data: bytes) -> int:
+    """A classic-BPF interpreter for the instructions the filter uses: its return value for ``struct seccomp_data``."""
+    accumulator, index = 0, 0
+    while True:
+        code, jt, jf, k = program[index]
+        if code == 0x20:  # LD | W | ABS
+            accumulator = int.from_bytes(data[k : k + 4], "little")
+        elif code == 0x06:  # RET | K
+            return k
+        elif code in (0x15, 0x35):  # JEQ | K, JGE | K
+            taken = accumulator == k if code == 0x15 else accumulator >= k
+            index += jt if taken else jf
+        else:
+            raise AssertionError(f"an instruction this interpreter does not know: {code:#x}")
+        index += 1
+
+
+@pytest.mark.parametrize("machine", ["x86_64", "aarch64"])
+def test_the_seccomp_filter_answers_each_call_as_documented(machine: str) -> None:
+    """The filter run on made-up calls: what each returns, for every architecture it knows."""
+    from ksearch.tools.containment.launcher import RET_ALLOW, RET_ERRNO, SECCOMP_SYSCALLS, seccomp_program
+
+    program = seccomp_program(machine)
+    (setsid, setpgid, connect, sendto, io_uring), arch, x32 = SECCOMP_SYSCALLS[machine]
+    socket_call = {"x86_64": 41, "aarch64": 198}[machine]
+
+    def call(nr: int, *args: int, audit_arch: int = arch) -> int:
+        words = [*args, *[0] * (6 - len(args))]
+        data = nr.to_bytes(4, "little") + audit_arch.to_bytes(4, "little") + bytes(8)
+        return _filter(program, data + b"".join(w.to_bytes(8, "little") for w in words))
+
+    enoent, eperm = RET_ERRNO | 2, RET_ERRNO | 1
+    assert call(setsid) == call(setpgid, 0, 0) == RET_ERRNO, "no effect, no error"
+    assert call(connect, 3, 0x7FFF_0000_1000, 110) == enoent, "as if nothing listened there"
+    assert call(sendto, 3, 0x1000, 5, 0, 0x7FFF_0000_2000, 110) == enoent, "a datagram to an address"
+    assert call(sendto, 3, 0x1000, 5, 0, 0x1_0000_0000, 110) == enoent, "an address in the high word only"
+    assert call(sendto, 3, 0x1000, 5, 0, 0, 0) == RET_ALLOW, "a connected socket's send"
+    assert call(socket_call, socket.AF_UNIX, socket.SOCK_STREAM) == RET_ALLOW, "CUDA's start makes one"
+    assert call(io_uring, 8, 0) == eperm
+    assert call(0) == RET_ALLOW  # read
+    assert call(connect, audit_arch=0x40000003) == eperm, "another architecture's numbers"
+    if x32:
+        assert call(0x40000000 + connect) == eperm, "x32's numbers"

@@ -24,9 +24,11 @@ It applies the layers the parent chose (``policy``), in this order, then ``exec`
 ``seccomp`` a system-call filter (last, with no_new_privs): ``setsid`` and ``setpgid`` succeed without effect, so every
             process the candidate starts stays in the worker's process group, which the parent's group kill takes
             whole (a process that forked faster than /proc is read slipped past the kill by namespace: session 27's
-            red team); ``socket(AF_UNIX)`` fails, so no service listening on a path (a same-user Python forkserver
-            ran the red team's code outside every layer, root's docker socket) can be reached; ``io_uring`` (which
-            would open sockets past the filter) and 32-bit or x32 system calls (other numbers) fail.
+            red team); ``connect`` fails as if nothing listened there, and so does ``sendto`` with an address, so
+            no service listening on a path (a same-user Python forkserver ran the red team's code outside every
+            layer; root's docker socket) can be reached; ``io_uring`` (which would connect past the filter) and
+            32-bit or x32 system calls (other numbers) fail. Creating a Unix socket stays allowed: CUDA's start
+            needs one (it failed with error 304 when ``socket(AF_UNIX)`` did, on an H200, session 28).
 ``landlock`` reads everywhere except the hidden paths, writes only beneath the given folders and ``/dev``, no TCP
             (ABI 4+), no signals or abstract sockets outside (ABI 6+), no ptrace attach outside. Where nothing else
             keeps the ancestors' ``/proc`` entries away (an ordinary user without user namespaces), the parent hides
@@ -226,11 +228,13 @@ def _remount_read_only(point: bytes) -> None:
     _check(_libc.mount(None, point, None, flags, None), f"remount {os.fsdecode(point)} read-only")
 
 
-SECCOMP_SYSCALLS = {  # setsid, setpgid, socket, io_uring_setup; audit arch; whether x32 numbers exist
-    "x86_64": ((112, 109, 41, 425), 0xC000003E, True),
-    "aarch64": ((157, 154, 198, 425), 0xC00000B7, False),
+SECCOMP_SYSCALLS = {  # setsid, setpgid, connect, sendto, io_uring_setup; audit arch; whether x32 numbers exist
+    "x86_64": ((112, 109, 42, 44, 425), 0xC000003E, True),
+    "aarch64": ((157, 154, 203, 206, 425), 0xC00000B7, False),
 }
-AF_UNIX, EPERM, EAFNOSUPPORT = 1, 1, 97
+EPERM, ENOENT = 1, 2
+SENDTO_ADDRESS = 16 + 4 * 8
+"""Offset of ``sendto``'s fifth argument (its destination address) in ``struct seccomp_data`` (low word first)."""
 PR_SET_SECCOMP, SECCOMP_MODE_FILTER, PR_SET_NO_NEW_PRIVS = 22, 2, 38
 RET_ALLOW, RET_ERRNO = 0x7FFF0000, 0x00050000
 LD_ABS, JEQ, JGE, RET = 0x20, 0x15, 0x35, 0x06
@@ -240,8 +244,8 @@ def seccomp_program(machine: str) -> list[tuple[int, int, int, int]]:
     """The filter as classic BPF instructions (code, jump if true, jump if false, k) for ``machine``."""
     if machine not in SECCOMP_SYSCALLS:
         raise LayerError(f"seccomp: no system-call table for {machine}")
-    (setsid, setpgid, socket, io_uring), arch, x32 = SECCOMP_SYSCALLS[machine]
-    deny, fake_success, no_unix = RET_ERRNO | EPERM, RET_ERRNO | 0, RET_ERRNO | EAFNOSUPPORT
+    (setsid, setpgid, connect, sendto, io_uring), arch, x32 = SECCOMP_SYSCALLS[machine]
+    deny, fake_success, nobody_there = RET_ERRNO | EPERM, RET_ERRNO | 0, RET_ERRNO | ENOENT
     head = [(LD_ABS, 0, 0, 4), (JEQ, 1, 0, arch), (RET, 0, 0, deny), (LD_ABS, 0, 0, 0)]
     if x32:
         head += [(JGE, 0, 1, 0x40000000), (RET, 0, 0, deny)]
@@ -249,7 +253,10 @@ def seccomp_program(machine: str) -> list[tuple[int, int, int, int]]:
         (JEQ, 0, 1, setsid), (RET, 0, 0, fake_success),
         (JEQ, 0, 1, setpgid), (RET, 0, 0, fake_success),
         (JEQ, 0, 1, io_uring), (RET, 0, 0, deny),
-        (JEQ, 0, 3, socket), (LD_ABS, 0, 0, 16), (JEQ, 0, 1, AF_UNIX), (RET, 0, 0, no_unix),
+        (JEQ, 0, 1, connect), (RET, 0, 0, nobody_there),  # ENOENT: what CUDA meets where no MPS daemon listens
+        (JEQ, 0, 5, sendto),  # with an address (either word not zero): a datagram to a path
+        (LD_ABS, 0, 0, SENDTO_ADDRESS), (JEQ, 0, 2, 0), (LD_ABS, 0, 0, SENDTO_ADDRESS + 4), (JEQ, 1, 0, 0),
+        (RET, 0, 0, nobody_there),
         (RET, 0, 0, RET_ALLOW),
     ]  # fmt: skip
     return head + body

@@ -89,11 +89,20 @@ GPU_REFUSED = {
     "driver 580.159 and Linux 6.18; userns and caps keep other processes' /proc away there)",
 }
 """Layers a candidate on a GPU never gets by default, and why (``KSEARCH_SANDBOX`` naming one is refused there)."""
-GPU_UNVERIFIED = {
-    "seccomp": "not yet run with CUDA on a GPU (a CUDA MPS client connects to a Unix socket, which it refuses): "
-    f"name it in {VARIABLE} to use it",
-}
-"""Layers ``auto`` leaves out on a GPU until they have run there; ``KSEARCH_SANDBOX`` may name them."""
+MPS_PIPE_VARIABLE = "CUDA_MPS_PIPE_DIRECTORY"
+MPS_DEFAULT_PIPE = "/tmp/nvidia-mps"
+"""Where a CUDA MPS control daemon keeps its named pipes and Unix sockets (NVIDIA's MPS documentation)."""
+
+
+def gpu_withheld() -> dict[str, str]:
+    """Layers ``auto`` leaves out on a GPU here, and why (``KSEARCH_SANDBOX`` may still name them). ``seccomp`` runs
+    with CUDA (an H200, session 28) but refuses ``connect``, through which a CUDA client reaches an MPS daemon's Unix
+    socket: where one serves the GPU a candidate would lose it (or, in exclusive-process mode, the GPU)."""
+    pipe = Path(os.environ.get(MPS_PIPE_VARIABLE) or MPS_DEFAULT_PIPE)
+    if (pipe / "control").exists():
+        return {"seccomp": f"a CUDA MPS daemon serves the GPUs here ({pipe}), and its clients connect to its Unix "
+                f"socket, which seccomp refuses: name it in {VARIABLE} to use it without MPS"}  # fmt: skip
+    return {}
 
 
 def probe(gpu: bool) -> tuple[tuple[str, ...], dict[str, str]]:
@@ -135,7 +144,8 @@ def child_layers(device: str) -> tuple[str, ...]:
         return ()
     available, failed = probe(device != "cpu")
     if asked is None:
-        return tuple(layer for layer in available if device == "cpu" or layer not in GPU_UNVERIFIED)
+        withheld = gpu_withheld() if device != "cpu" else {}
+        return tuple(layer for layer in available if layer not in withheld)
     missing = [layer for layer in asked if layer in CHILD_LAYERS and layer not in available]
     if missing:
         reasons = "; ".join(f"{layer}: {failed.get(layer, 'not available')}" for layer in missing)
@@ -258,7 +268,7 @@ def record(device: str) -> dict[str, str]:
     _, failed = probe(device != "cpu") if asked != () else ((), {})
     missing = {layer: why for layer, why in failed.items() if layer not in layers}
     if device != "cpu":
-        missing |= {layer: why for layer, why in GPU_UNVERIFIED.items() if layer not in layers}
+        missing |= {layer: why for layer, why in gpu_withheld().items() if layer not in layers}
     if asked == ():
         missing = {"all": f"{VARIABLE}=off"}
     elif asked is not None:
