@@ -108,6 +108,9 @@ class WorkerRequest(BaseModel):
     quick_test_tuning: bool = True
     """On the correctness configs, Triton's autotuner times each config briefly and forgets its choices before timing
     (``ksearch.tools.evaluator.tuning``); the timed configs are tuned by Triton's own benchmark."""
+    winnowed_tuning: bool = True
+    """On the timed configs, Triton's autotuner gives its full benchmark only to the configs within a margin of the
+    fastest on a short one (``ksearch.tools.evaluator.tuning.winnowed_tuning``); off, it fully benchmarks every one."""
     low_memory: bool = False
     """The GPU has little free memory: drop each correctness call's inputs and give the allocator's free blocks back
     before handing its output off (the checker judges while this worker waits)."""

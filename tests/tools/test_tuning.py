@@ -14,7 +14,7 @@ import pytest
 triton = pytest.importorskip("triton")
 from triton.runtime import autotuner  # noqa: E402
 
-from ksearch.tools.evaluator.tuning import quick_tuning  # noqa: E402
+from ksearch.tools.evaluator.tuning import WINNOW_STATE, quick_tuning, winnowed_tuning  # noqa: E402
 
 BLOCKS = (16, 32, 64)
 FULL_MS = {16: 3.0, 32: 2.0, 64: 1.0}  # the full benchmark's fastest: 64
@@ -49,9 +49,9 @@ class _Bench:
         return [ms, ms, ms]
 
 
-def _tuner(**kwargs: Any) -> tuple[Any, _Kernel]:
+def _tuner(blocks: tuple[int, ...] = BLOCKS, **kwargs: Any) -> tuple[Any, _Kernel]:
     kernel = _Kernel()
-    configs = [triton.Config({"BLOCK": block}) for block in BLOCKS]
+    configs = [triton.Config({"BLOCK": block}) for block in blocks]
     tuner = autotuner.Autotuner(kernel, ["x", "n", "BLOCK"], configs, ["n"], None, None, **kwargs)
     tuner.configs = configs  # another test may have made the CPU's autotuners keep their first config only
     return tuner, kernel
@@ -116,6 +116,88 @@ def test_the_autotuner_class_is_restored_even_when_the_pass_fails() -> None:
     assert (autotuner.Autotuner._bench, autotuner.Autotuner.run) == before
 
 
+WIDE = (16, 32, 64, 128)
+WIDE_SHORT_MS = {16: 3.0, 32: 1.0, 64: 1.05, 128: 1.2}  # 32 and 64 within 10 % of the fastest; 16 and 128 behind
+WIDE_FULL_MS = {16: 3.0, 32: 1.05, 64: 1.0, 128: 1.2}  # the full benchmark prefers 64
+
+
+class _Recorder(_Bench):
+    """A benchmarker from a table that also records which configs it timed."""
+
+    def __init__(self, kernel: _Kernel, table: dict[int, float]) -> None:
+        super().__init__(kernel, table)
+        self.timed: list[int] = []
+
+    def __call__(self, kernel_call: Any, quantiles: Any = None) -> list[float]:
+        result = super().__call__(kernel_call, quantiles)
+        self.timed.append(self.kernel.launches[-1])
+        return result
+
+
+def test_a_timed_key_gives_the_full_benchmark_to_the_contenders_only_and_the_full_benchmark_chooses() -> None:
+    tuner, kernel = _tuner(WIDE)
+    full, short = _Recorder(kernel, WIDE_FULL_MS), _Recorder(kernel, WIDE_SHORT_MS)
+    tuner.__dict__["do_bench"] = full
+    with winnowed_tuning(short=short) as tally:
+        tuner.run("x", 8)
+        assert short.timed == [16, 32, 64, 128], "every config is timed by the short benchmark first"
+        assert full.timed == [32, 64], "only the two within the margin of the fastest get the full one"
+        assert kernel.launches[-1] == 64, "among them the full benchmark chooses, not the short one"
+        timings = {config.kwargs["BLOCK"]: timing for config, timing in tuner.configs_timings.items()}
+        assert timings[16] == timings[128] == [float("inf")] * 3 and timings[64] == [1.0] * 3
+        tuner.run("x", 8)
+        assert len(short.timed) == 4 and len(full.timed) == 2, "a tuned key is not tuned again"
+    assert tuner.cache[(8,)].kwargs["BLOCK"] == 64, "the timed key keeps its choice"
+    assert (tally.keys, tally.briefly, tally.fully) == (1, 4, 2)
+    assert tally.describe() == "1 timed keys winnowed: 4 configs timed briefly, 2 fully"
+    assert WINNOW_STATE not in tuner.__dict__
+    tuner.run("x", 16)  # after the timing stage Triton tunes as always
+    assert full.timed[2:] == list(WIDE) and len(short.timed) == 4
+
+
+def test_winnowing_keeps_the_disk_cache_key_a_candidates_own_benchmarker_and_small_config_lists() -> None:
+    tuner, kernel = _tuner(WIDE)
+    full, short = _Recorder(kernel, WIDE_FULL_MS), _Recorder(kernel, WIDE_SHORT_MS)
+    tuner.__dict__["do_bench"] = full
+    tuner.cache_results = True
+    disk: list[list[int]] = []
+
+    def check_disk_cache(key: Any, configs: Any, bench_fn: Any) -> bool:
+        disk.append([config.kwargs["BLOCK"] for config in configs])
+        bench_fn()
+        return False
+
+    tuner.check_disk_cache = check_disk_cache
+    with winnowed_tuning(short=short):
+        tuner.run("x", 8)
+    assert disk == [list(WIDE)], "the profiling process finds the worker's choice under the same key"
+    assert full.timed == [32, 64]
+
+    own_kernel = _Kernel()
+    own = _Recorder(own_kernel, WIDE_FULL_MS)
+    owned, _ = _tuner(WIDE, do_bench=own)
+    owned.fn, own.kernel = own_kernel, own_kernel
+    never = _Recorder(own_kernel, WIDE_SHORT_MS)
+    with winnowed_tuning(short=never):
+        owned.run("x", 8)
+    assert never.timed == [] and own.timed == list(WIDE), "a candidate's own benchmarker times every config"
+
+    pair, pair_kernel = _tuner((16, 32))
+    pair_full = _Recorder(pair_kernel, FULL_MS)
+    pair.__dict__["do_bench"] = pair_full
+    unused = _Recorder(pair_kernel, QUICK_MS)
+    with winnowed_tuning(short=unused):
+        pair.run("x", 8)
+    assert unused.timed == [] and pair_full.timed == [16, 32], "two configs: nothing to save"
+
+
+def test_the_autotuner_class_is_restored_after_winnowing_even_when_the_timing_fails() -> None:
+    before = (autotuner.Autotuner._bench, autotuner.Autotuner.prune_configs, autotuner.Autotuner.run)
+    with pytest.raises(RuntimeError), winnowed_tuning(short=lambda call, quantiles=None: [1.0, 1.0, 1.0]):
+        raise RuntimeError("a candidate failed on a timed config")
+    assert (autotuner.Autotuner._bench, autotuner.Autotuner.prune_configs, autotuner.Autotuner.run) == before
+
+
 GPU_KERNEL = '''
 import triton
 import triton.language as tl
@@ -167,6 +249,60 @@ def test_on_a_gpu_the_pass_uses_tritons_do_bench_briefly_and_the_timed_key_gets_
     assert calls[3:] == [(25, 100)] * 3, calls
     assert len(module.add_one.cache) == 1
     assert float(x[0]) > before  # the kernel ran (tuning's own launches add to x as well: restore_value is not set)
+
+
+WIDE_GPU_KERNEL = '''
+import triton
+import triton.language as tl
+
+
+@triton.autotune(configs=[triton.Config({"BLOCK": b}, num_warps=w) for b in (32, 128, 1024) for w in (1, 4)],
+                 key=["n"])
+@triton.jit
+def add_one(x_ptr, n, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n
+    tl.store(x_ptr + offsets, tl.load(x_ptr + offsets, mask=mask) + 1, mask=mask)
+'''
+
+
+@pytest.mark.gpu
+def test_on_a_gpu_a_timed_key_is_winnowed_by_tritons_do_bench_and_the_full_benchmark_chooses(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A real ``@triton.autotune`` kernel of 6 configs on CUDA, Triton's own ``do_bench`` recorded: 6 short runs, then
+    the full one for the contenders only, whose fastest is chosen."""
+    import importlib.util
+
+    import torch
+    import triton.testing
+
+    path = tmp_path / "gpu_wide_add_one.py"
+    path.write_text(WIDE_GPU_KERNEL, encoding="utf-8")
+    spec = importlib.util.spec_from_file_location("gpu_wide_add_one", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    calls: list[tuple[Any, Any]] = []
+    real = triton.testing.do_bench
+
+    def recording(fn: Any, warmup: int = 25, rep: int = 100, **kwargs: Any) -> Any:
+        calls.append((warmup, rep))
+        return real(fn, warmup=warmup, rep=rep, **kwargs)
+
+    monkeypatch.setattr(triton.testing, "do_bench", recording)
+    x = torch.zeros(1 << 24, device="cuda")  # 64 MiB: BLOCK 32 with one warp is far behind BLOCK 1024
+    grid = lambda meta: (triton.cdiv(x.numel(), meta["BLOCK"]),)  # noqa: E731
+    with winnowed_tuning():
+        module.add_one[grid](x, x.numel())
+        torch.cuda.synchronize()
+    assert calls[:6] == [(1, 10)] * 6, calls
+    full = calls[6:]
+    assert full == [(25, 100)] * len(full) and 1 <= len(full) < 6, calls
+    timings = module.add_one.configs_timings
+    finite = {config: timing for config, timing in timings.items() if timing[0] != float("inf")}
+    assert len(finite) == len(full)
+    chosen = next(iter(module.add_one.cache.values()))
+    assert chosen in finite and finite[chosen] == min(finite.values())
 
 
 def test_a_triton_without_the_hooks_it_needs_tunes_as_always(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -223,19 +359,69 @@ def test_the_workers_whole_correctness_pass_and_only_it_runs_inside_quick_tuning
     assert seen == ([(0, tests)] if quick else [])
 
 
-def test_the_parent_asks_for_the_short_tuning_unless_told_not_to(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
+@pytest.mark.parametrize("winnow", [True, False])
+def test_the_workers_whole_timing_stage_and_only_it_runs_inside_winnowed_tuning(
+    winnow: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The worker's wiring (``WorkerRequest.winnowed_tuning``): every timed config's first call, where its key is
+    tuned, and its timing happen inside the winnowing, and nothing when it is off."""
+    import contextlib
+    from types import SimpleNamespace
+
+    import torch
+
+    from ksearch.contracts.exchange import CheckerCommand, WorkerRequest
+    from ksearch.tools.evaluator import worker as worker_mod
+    from ksearch.tools.evaluator.checker import Checker
+    from ksearch.tools.evaluator.guard import Guard
+    from ksearch.tools.evaluator.staging import StagingWriter
+    from tests.tools.loopback import LoopbackChannel
+
+    checker = Checker("cpu")
+    checker.handle(CheckerCommand(op="begin", task="softmax", device="cpu", salt=5, bench_salt=5))
+    request = WorkerRequest(task="softmax", device="cpu", entry_point="kernel", candidate_path="", result_path="",
+                            timing=True, time_cap_s=0.05, min_samples=3, salt=5, bench_salt=5, flush_l2=False,
+                            staging=checker.staging.handle, winnowed_tuning=winnow)  # fmt: skip
+    channel = LoopbackChannel(checker)
+    worker = worker_mod.Worker(request, channel)
+    worker.staging = StagingWriter(checker.staging.handle)
+    seen: list[tuple[int, int]] = []
+
+    @contextlib.contextmanager
+    def recording() -> Any:
+        entered = len(worker.samples)
+        yield
+        seen.append((entered, len(worker.samples)))
+
+    monkeypatch.setattr(worker_mod, "winnowed_tuning", recording)
+    worker.guard = Guard()  # after the stand-in, as above
+    try:
+        worker.measure(SimpleNamespace(kernel=lambda x: torch.softmax(x, dim=-1)))
+    finally:
+        checker.staging.release()
+    timed = len(worker.task.benchmark_configs("cpu"))
+    assert len(worker.samples) == timed
+    assert seen == ([(0, timed)] if winnow else [])
+
+
+@pytest.mark.parametrize("field", ["quick_test_tuning", "winnowed_tuning"])
+def test_the_parent_asks_for_the_short_tuning_unless_told_not_to(
+    field: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
     from ksearch.contracts.candidate import Candidate
     from ksearch.tasks.registry import resolve_task
     from ksearch.tools.evaluator import EvalRequest
-    from ksearch.tools.evaluator.evaluate import QUICK_TUNING_VARIABLE, build_worker_request
+    from ksearch.tools.evaluator.evaluate import QUICK_TUNING_VARIABLE, WINNOWED_TUNING_VARIABLE, build_worker_request
 
+    variable = {"quick_test_tuning": QUICK_TUNING_VARIABLE, "winnowed_tuning": WINNOWED_TUNING_VARIABLE}[field]
     task = resolve_task("softmax")
     request = EvalRequest(candidate=Candidate(task="softmax", language="triton", code="x = 1\n"), device="cpu")
 
     def asked() -> bool:
-        return build_worker_request(request, tmp_path, tmp_path / "r.json", task, "robust", salt=1).quick_test_tuning
+        worker_request = build_worker_request(request, tmp_path, tmp_path / "r.json", task, "robust", salt=1)
+        return getattr(worker_request, field)
 
-    monkeypatch.delenv(QUICK_TUNING_VARIABLE, raising=False)
+    monkeypatch.delenv(variable, raising=False)
     assert asked()
-    monkeypatch.setenv(QUICK_TUNING_VARIABLE, "0")
+    monkeypatch.setenv(variable, "0")
     assert not asked()

@@ -53,6 +53,7 @@ if TYPE_CHECKING:
 SCOUT_VARIABLE = "KSEARCH_SCOUT"
 """Set to 0 to evaluate without compile scouts (``ksearch.tools.evaluator.scout``)."""
 QUICK_TUNING_VARIABLE = "KSEARCH_QUICK_TUNING"
+WINNOWED_TUNING_VARIABLE = "KSEARCH_WINNOWED_TUNING"
 """Set to 0 to let Triton's autotuner run its full benchmark on the correctness configs too
 (``ksearch.tools.evaluator.tuning``)."""
 YARDSTICK_METHOD = "gpumode-benchmark"
@@ -394,4 +395,5 @@ def build_worker_request(
         yardstick_rounds=request.yardstick_rounds,
         profile=request.profile and request.timing,
         quick_test_tuning=os.environ.get(QUICK_TUNING_VARIABLE, "1") != "0",
+        winnowed_tuning=os.environ.get(WINNOWED_TUNING_VARIABLE, "1") != "0",
     )

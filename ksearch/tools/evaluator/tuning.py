@@ -1,4 +1,5 @@
-"""Triton's autotuner on the correctness configs: a short benchmark, forgotten before anything is timed.
+"""Triton's autotuner in the worker: a short benchmark on the correctness configs, forgotten before anything is
+timed; on the timed configs, Triton's full benchmark for the contenders only.
 
 GPU MODE's ``test`` mode calls an ``@triton.autotune`` kernel at each test shape, and Triton's autotuner then times
 every config at every new key with ``triton.testing.do_bench`` (25 ms of warm-up and 100 ms of repeats per config, an
@@ -14,6 +15,15 @@ forgotten and none was written to Triton's disk cache, so each timed config's ke
 at its first, untimed call, as in upstream's fresh ``benchmark`` process. A candidate that brings its own
 benchmarker (``do_bench=`` or the deprecated ``warmup``/``rep``) keeps it.
 
+On a timed config (``winnowed_tuning``, the worker's timing stage) the choice is Triton's full benchmark's, but only
+among the contenders: every config is first timed by the short benchmark, and one that reads more than
+``WINNOW_MARGIN`` slower than the fastest is not given the full one (its timing is recorded as infinite, as Triton
+records a config that fails to compile). Triton's full benchmark costs about 125 ms per config and key whatever the
+kernel (25 ms of warm-up, 100 ms of repeats); for a kernel of 12 configs on 7 timed shapes that was most of the timing
+stage (session 24). A config that far behind on the short benchmark does not win the full one, so the choice is the
+one upstream's fresh ``benchmark`` process makes, for less; the disk cache's key (the configs Triton pruned to) is
+unchanged, so the profiling process finds the worker's choices there.
+
 Nothing here decides a verdict or a score: it runs in the candidate's process, and the timed configs' outputs are
 judged by the checker whatever the autotuner chose.
 """
@@ -23,10 +33,19 @@ from __future__ import annotations
 import contextlib
 import inspect
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 QUICK_WARMUP_MS = 1
 QUICK_REP_MS = 10
+WINNOW_MARGIN = 0.10
+"""On a timed config, a config whose short benchmark reads more than this fraction slower than the fastest config's
+is not given Triton's full benchmark. The short benchmark's own spread is a few percent (10 ms of repeats, at least
+one). With 0.25, 45 of the 64 configs of examples/trimul_triton_autotune.py's 8 timed keys were contenders (H200,
+session 28): its configs lie close together."""
+WINNOW_STATE = "_ksearch_winnow"
+"""The autotuner instance's slot for the current key's short timings (set when Triton prunes the configs of a new key,
+which it does only for a key it has not tuned)."""
 _MISSING = object()
 
 
@@ -37,20 +56,46 @@ def quick_bench(kernel_call: Callable[[], Any], quantiles: Any = None) -> Any:
     return do_bench(kernel_call, warmup=QUICK_WARMUP_MS, rep=QUICK_REP_MS, quantiles=quantiles)
 
 
-@contextlib.contextmanager
-def quick_tuning(bench: Callable[..., Any] = quick_bench) -> Iterator[None]:
-    """While active, default-benchmarked autotuners time configs with ``bench``; on exit their choices are forgotten.
-    A no-op where Triton is missing or its autotuner's benchmarker cannot be set per instance."""
+def _autotuner_class() -> Any:
+    """Triton's ``Autotuner`` where it has the hooks this module sets (``_bench``, and ``do_bench`` settable per
+    instance), else None: a Triton whose autotuner is built otherwise tunes as it always does."""
     try:
         from triton.runtime import autotuner
     except Exception:  # noqa: BLE001 - no Triton, nothing is autotuned
-        yield
-        return
+        return None
     tuner_class = autotuner.Autotuner
     if not callable(getattr(tuner_class, "_bench", None)) or isinstance(
         inspect.getattr_static(tuner_class, "do_bench", None), property
     ):
-        yield  # a Triton whose autotuner is built otherwise: it tunes as it always does
+        return None
+    return tuner_class
+
+
+def _bench_with(original_bench: Callable[..., Any], bench: Callable[..., Any], tuner: Any, args: Any, config: Any,
+                meta: dict[str, Any]) -> Any:  # fmt: skip
+    """Triton's ``_bench`` of ``config`` with ``bench`` as the tuner's benchmarker for this one call."""
+    cached = tuner.__dict__.pop("do_bench", _MISSING)  # ``do_bench`` is a cached_property: the instance's slot
+    tuner.__dict__["do_bench"] = bench
+    try:
+        return original_bench(tuner, *args, config=config, **meta)
+    finally:
+        tuner.__dict__.pop("do_bench", None)
+        if cached is not _MISSING:
+            tuner.__dict__["do_bench"] = cached
+
+
+def _first(timing: Any) -> float:
+    """The statistic Triton's autotuner compares: the first of ``do_bench``'s quantiles, or its one figure."""
+    return float(timing[0] if isinstance(timing, (list, tuple)) else timing)
+
+
+@contextlib.contextmanager
+def quick_tuning(bench: Callable[..., Any] = quick_bench) -> Iterator[None]:
+    """While active, default-benchmarked autotuners time configs with ``bench``; on exit their choices are forgotten.
+    A no-op where Triton is missing or its autotuner's benchmarker cannot be set per instance."""
+    tuner_class = _autotuner_class()
+    if tuner_class is None:
+        yield
         return
     original_bench, original_run = tuner_class._bench, tuner_class.run
     tuned: list[tuple[Any, Any]] = []
@@ -58,14 +103,7 @@ def quick_tuning(bench: Callable[..., Any] = quick_bench) -> Iterator[None]:
     def short_bench(self: Any, *args: Any, config: Any, **meta: Any) -> Any:
         if getattr(self, "_do_bench", None) is not None:  # the candidate's own benchmarker
             return original_bench(self, *args, config=config, **meta)
-        cached = self.__dict__.pop("do_bench", _MISSING)  # ``do_bench`` is a cached_property: the instance's slot
-        self.__dict__["do_bench"] = bench
-        try:
-            return original_bench(self, *args, config=config, **meta)
-        finally:
-            self.__dict__.pop("do_bench", None)
-            if cached is not _MISSING:
-                self.__dict__["do_bench"] = cached
+        return _bench_with(original_bench, bench, self, args, config, meta)
 
     def forgetting_run(self: Any, *args: Any, **kwargs: Any) -> Any:
         cache = getattr(self, "cache", {})
@@ -87,3 +125,63 @@ def quick_tuning(bench: Callable[..., Any] = quick_bench) -> Iterator[None]:
         tuner_class.run = original_run  # type: ignore[method-assign]
         for tuner, key in tuned:
             tuner.cache.pop(key, None)
+
+
+@dataclass
+class WinnowTally:
+    """What the winnowing did in one timing stage, for the evaluation's record (``environment["autotuning"]``)."""
+
+    keys: int = 0
+    briefly: int = 0
+    """Configs timed by the short benchmark, over all keys."""
+    fully: int = 0
+    """Of those, the contenders given Triton's full benchmark."""
+
+    def describe(self) -> str:
+        return f"{self.keys} timed keys winnowed: {self.briefly} configs timed briefly, {self.fully} fully"
+
+
+@contextlib.contextmanager
+def winnowed_tuning(short: Callable[..., Any] = quick_bench, margin: float = WINNOW_MARGIN) -> Iterator[WinnowTally]:
+    """While active, a default-benchmarked autotuner tuning a new key times every config with ``short`` first and
+    gives Triton's full benchmark only to those within ``margin`` of the fastest; the rest are recorded as infinite.
+    Choices are kept (they are the timed configs'). A no-op where Triton's autotuner lacks the hooks."""
+    tally = WinnowTally()
+    tuner_class = _autotuner_class()
+    if tuner_class is None or not callable(getattr(tuner_class, "prune_configs", None)):
+        yield tally
+        return
+    original_prune, original_bench = tuner_class.prune_configs, tuner_class._bench
+    touched: list[Any] = []
+
+    def recording_prune(self: Any, *args: Any, **kwargs: Any) -> Any:
+        configs = original_prune(self, *args, **kwargs)
+        self.__dict__[WINNOW_STATE] = {"configs": list(configs), "short": None}
+        touched.append(self)
+        return configs
+
+    def winnowing_bench(self: Any, *args: Any, config: Any, **meta: Any) -> Any:
+        state = self.__dict__.get(WINNOW_STATE)
+        if state is None or getattr(self, "_do_bench", None) is not None or len(state["configs"]) < 3:
+            return original_bench(self, *args, config=config, **meta)  # the candidate's own benchmarker, or no gain
+        if state["short"] is None:
+            state["short"] = [(c, _bench_with(original_bench, short, self, args, c, meta)) for c in state["configs"]]
+            state["fastest"] = min(_first(timing) for _, timing in state["short"])
+            tally.keys += 1
+            tally.briefly += len(state["short"])
+        timing = next((timing for c, timing in state["short"] if c is config), None)
+        if timing is not None and _first(timing) > state["fastest"] * (1 + margin):
+            infinite = float("inf")
+            return [infinite] * len(timing) if isinstance(timing, (list, tuple)) else infinite
+        tally.fully += 1
+        return original_bench(self, *args, config=config, **meta)
+
+    tuner_class.prune_configs = recording_prune  # type: ignore[method-assign]
+    tuner_class._bench = winnowing_bench  # type: ignore[method-assign]
+    try:
+        yield tally
+    finally:
+        tuner_class.prune_configs = original_prune  # type: ignore[method-assign]
+        tuner_class._bench = original_bench  # type: ignore[method-assign]
+        for tuner in touched:
+            tuner.__dict__.pop(WINNOW_STATE, None)

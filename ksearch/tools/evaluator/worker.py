@@ -89,7 +89,7 @@ from ksearch.tools.evaluator.sandbox import die_with_parent
 from ksearch.tools.evaluator.seeds import input_digest, salted_seed
 from ksearch.tools.evaluator.staging import StagingWriter
 from ksearch.tools.evaluator.timing_runner import HarnessFault, WorkerTimingRunner
-from ksearch.tools.evaluator.tuning import quick_tuning
+from ksearch.tools.evaluator.tuning import WinnowTally, quick_tuning, winnowed_tuning
 from ksearch.tools.evaluator.worker_modes import run_compare, run_profiler, run_scout, run_yardstick
 from ksearch.tools.evaluator.worker_process import (
     cache_autotuning,
@@ -134,7 +134,7 @@ class Worker:
 
     __slots__ = ("request", "channel", "task", "device", "phase", "configs_passed", "configs_total", "samples",
                  "yardstick_readings", "comparison", "guard", "staging", "stages", "_stage_started",
-                 "spin_cycles_per_ms", "resources", "profiles", "notes")  # fmt: skip
+                 "spin_cycles_per_ms", "resources", "profiles", "notes", "winnowed")  # fmt: skip
 
     def __init__(self, request: WorkerRequest, channel: Channel | None = None, task: Task | None = None) -> None:
         self.request = request
@@ -156,6 +156,8 @@ class Worker:
         self.resources: list[KernelResources] = []
         self.profiles: list[ShapeProfile] = []
         self.notes: list[str] = []
+        self.winnowed: WinnowTally | None = None
+        """What Triton's autotuners did on the timed configs (``tuning.winnowed_tuning``)."""
 
     # -- the template -------------------------------------------------------------------------------------------
     def run(self) -> WorkerResult:
@@ -415,18 +417,21 @@ class Worker:
         method = timing_mod.get_method(self.request.timing_method)
         configs = self.task.benchmark_configs(self.device)
         self.configs_total = len(configs)
-        for index, config in enumerate(configs):
-            salted = self.salted(config, self.request.bench_salt)
-            prime_activation_probe(self.task, salted)
-            runner = WorkerTimingRunner(self, self.prepare(module, salted), salted, index)
-            if index == 0:
-                warm = WorkerTimingRunner(self, self.prepare(module, salted), salted, index, audited=False)
-                method.warm_up(warm, flush_l2=self.request.flush_l2)
-                del warm
-            run = method.run(runner, flush_l2=self.request.flush_l2)
-            self.samples.append(ConfigSamples(config=config.name, method=method.name, samples_ms=run.samples_ms))
-            self.configs_passed += 1
-            del runner
+        # each timed config's key is tuned at its first, untimed call: the full benchmark for the contenders only
+        with winnowed_tuning() if self.request.winnowed_tuning else contextlib.nullcontext() as tally:
+            self.winnowed = tally
+            for index, config in enumerate(configs):
+                salted = self.salted(config, self.request.bench_salt)
+                prime_activation_probe(self.task, salted)
+                runner = WorkerTimingRunner(self, self.prepare(module, salted), salted, index)
+                if index == 0:
+                    warm = WorkerTimingRunner(self, self.prepare(module, salted), salted, index, audited=False)
+                    method.warm_up(warm, flush_l2=self.request.flush_l2)
+                    del warm
+                run = method.run(runner, flush_l2=self.request.flush_l2)
+                self.samples.append(ConfigSamples(config=config.name, method=method.name, samples_ms=run.samples_ms))
+                self.configs_passed += 1
+                del runner
         self.mark("timing")
         if self.request.yardstick_rounds > 0:
             self.enter("yardstick")  # its loops are diagnostics: the parent's ledger counts no window of them
@@ -465,8 +470,11 @@ class Worker:
         self._stage_started = now
 
     def environment(self) -> dict[str, str]:
-        return worker_environment(self.device, self.staging.handle.kind if self.staging is not None else None,
-                                  low_memory=self.request.low_memory)  # fmt: skip
+        env = worker_environment(self.device, self.staging.handle.kind if self.staging is not None else None,
+                                 low_memory=self.request.low_memory)  # fmt: skip
+        if self.winnowed is not None and self.winnowed.keys:
+            env["autotuning"] = self.winnowed.describe()  # the candidate's process wrote it: a note, never a verdict
+        return env
 
     def profile_after_timing(self, module: Any) -> list[ShapeProfile]:
         """The per-kernel profile taken in this process once the timing is over (a diagnostic: a failure leaves a note
