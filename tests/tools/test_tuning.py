@@ -212,20 +212,15 @@ def add_one(x_ptr, n, BLOCK: tl.constexpr):
 '''
 
 
-@pytest.mark.gpu
-def test_on_a_gpu_the_pass_uses_tritons_do_bench_briefly_and_the_timed_key_gets_the_full_benchmark(
-    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A real ``@triton.autotune`` kernel on CUDA, Triton's own ``do_bench`` recorded: short inside the pass, Triton's
-    defaults (25 ms / 100 ms) after it, on the same key."""
+def _gpu_kernel(source: str, tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> tuple[Any, list[tuple[Any, Any]]]:
+    """``source`` imported as a module, and the (warm-up, repeats) of every call of Triton's ``do_bench`` from now."""
     import importlib.util
 
-    import torch
     import triton.testing
 
-    path = tmp_path / "gpu_add_one.py"
-    path.write_text(GPU_KERNEL, encoding="utf-8")
-    spec = importlib.util.spec_from_file_location("gpu_add_one", path)
+    path = tmp_path / "gpu_kernel.py"
+    path.write_text(source, encoding="utf-8")
+    spec = importlib.util.spec_from_file_location("gpu_kernel", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     calls: list[tuple[Any, Any]] = []
@@ -236,6 +231,18 @@ def test_on_a_gpu_the_pass_uses_tritons_do_bench_briefly_and_the_timed_key_gets_
         return real(fn, warmup=warmup, rep=rep, **kwargs)
 
     monkeypatch.setattr(triton.testing, "do_bench", recording)
+    return module, calls
+
+
+@pytest.mark.gpu
+def test_on_a_gpu_the_pass_uses_tritons_do_bench_briefly_and_the_timed_key_gets_the_full_benchmark(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A real ``@triton.autotune`` kernel on CUDA, Triton's own ``do_bench`` recorded: short inside the pass, Triton's
+    defaults (25 ms / 100 ms) after it, on the same key."""
+    import torch
+
+    module, calls = _gpu_kernel(GPU_KERNEL, tmp_path, monkeypatch)
     x = torch.zeros(100_000, device="cuda")
     grid = lambda meta: (triton.cdiv(x.numel(), meta["BLOCK"]),)  # noqa: E731
     with quick_tuning():
@@ -272,24 +279,9 @@ def test_on_a_gpu_a_timed_key_is_winnowed_by_tritons_do_bench_and_the_full_bench
 ) -> None:
     """A real ``@triton.autotune`` kernel of 6 configs on CUDA, Triton's own ``do_bench`` recorded: 6 short runs, then
     the full one for the contenders only, whose fastest is chosen."""
-    import importlib.util
-
     import torch
-    import triton.testing
 
-    path = tmp_path / "gpu_wide_add_one.py"
-    path.write_text(WIDE_GPU_KERNEL, encoding="utf-8")
-    spec = importlib.util.spec_from_file_location("gpu_wide_add_one", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    calls: list[tuple[Any, Any]] = []
-    real = triton.testing.do_bench
-
-    def recording(fn: Any, warmup: int = 25, rep: int = 100, **kwargs: Any) -> Any:
-        calls.append((warmup, rep))
-        return real(fn, warmup=warmup, rep=rep, **kwargs)
-
-    monkeypatch.setattr(triton.testing, "do_bench", recording)
+    module, calls = _gpu_kernel(WIDE_GPU_KERNEL, tmp_path, monkeypatch)
     x = torch.zeros(1 << 24, device="cuda")  # 64 MiB: BLOCK 32 with one warp is far behind BLOCK 1024
     grid = lambda meta: (triton.cdiv(x.numel(), meta["BLOCK"]),)  # noqa: E731
     with winnowed_tuning():
@@ -314,12 +306,14 @@ def test_a_triton_without_the_hooks_it_needs_tunes_as_always(monkeypatch: pytest
     assert not hasattr(autotuner.Autotuner, "_bench")
 
 
-@pytest.mark.parametrize("quick", [True, False])
-def test_the_workers_whole_correctness_pass_and_only_it_runs_inside_quick_tuning(
-    quick: bool, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize(("stage", "on"), [("correctness", True), ("correctness", False), ("timing", True),
+                                           ("timing", False)])  # fmt: skip
+def test_each_tuning_mode_wraps_its_whole_stage_and_nothing_when_off(
+    stage: str, on: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The worker's wiring (``WorkerRequest.quick_test_tuning``, ``KSEARCH_QUICK_TUNING=0`` in the parent): every
-    test config's call happens inside the pass, and nothing when it is off."""
+    """The worker's wiring: every test config's call happens inside ``quick_tuning``
+    (``WorkerRequest.quick_test_tuning``, ``KSEARCH_QUICK_TUNING=0`` in the parent), every timed config's first call,
+    where its key is tuned, and its timing inside ``winnowed_tuning`` (``winnowed_tuning``); neither when off."""
     import contextlib
     from types import SimpleNamespace
 
@@ -332,76 +326,37 @@ def test_the_workers_whole_correctness_pass_and_only_it_runs_inside_quick_tuning
     from ksearch.tools.evaluator.staging import StagingWriter
     from tests.tools.loopback import LoopbackChannel
 
+    correctness = stage == "correctness"
     checker = Checker("cpu")
     checker.handle(CheckerCommand(op="begin", task="softmax", device="cpu", salt=5, bench_salt=5))
+    fields: dict[str, Any] = (
+        {"timing": False, "quick_test_tuning": on} if correctness
+        else {"timing": True, "time_cap_s": 0.05, "min_samples": 3, "winnowed_tuning": on}
+    )  # fmt: skip
     request = WorkerRequest(task="softmax", device="cpu", entry_point="kernel", candidate_path="", result_path="",
-                            timing=False, salt=5, bench_salt=5, flush_l2=False, staging=checker.staging.handle,
-                            quick_test_tuning=quick)  # fmt: skip
+                            salt=5, bench_salt=5, flush_l2=False, staging=checker.staging.handle, **fields)  # fmt: skip
     channel = LoopbackChannel(checker)
     worker = worker_mod.Worker(request, channel)
     worker.staging = StagingWriter(checker.staging.handle)
+    progress = (lambda: len(channel.handoffs)) if correctness else (lambda: len(worker.samples))
     seen: list[tuple[int, int]] = []
 
     @contextlib.contextmanager
     def recording() -> Any:
-        entered = len(channel.handoffs)
+        entered = progress()
         yield
-        seen.append((entered, len(channel.handoffs)))
+        seen.append((entered, progress()))
 
-    monkeypatch.setattr(worker_mod, "quick_tuning", recording)
+    monkeypatch.setattr(worker_mod, "quick_tuning" if correctness else "winnowed_tuning", recording)
     worker.guard = Guard()  # after the stand-in: the guard would take the rebinding for the candidate's patch
+    module = SimpleNamespace(kernel=lambda x: torch.softmax(x, dim=-1))
     try:
-        worker.check_correctness(SimpleNamespace(kernel=lambda x: torch.softmax(x, dim=-1)))
+        worker.check_correctness(module) if correctness else worker.measure(module)
     finally:
         checker.staging.release()
-    tests = len(worker.task.test_configs("cpu"))
-    assert worker.configs_passed == tests
-    assert seen == ([(0, tests)] if quick else [])
-
-
-@pytest.mark.parametrize("winnow", [True, False])
-def test_the_workers_whole_timing_stage_and_only_it_runs_inside_winnowed_tuning(
-    winnow: bool, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The worker's wiring (``WorkerRequest.winnowed_tuning``): every timed config's first call, where its key is
-    tuned, and its timing happen inside the winnowing, and nothing when it is off."""
-    import contextlib
-    from types import SimpleNamespace
-
-    import torch
-
-    from ksearch.contracts.exchange import CheckerCommand, WorkerRequest
-    from ksearch.tools.evaluator import worker as worker_mod
-    from ksearch.tools.evaluator.checker import Checker
-    from ksearch.tools.evaluator.guard import Guard
-    from ksearch.tools.evaluator.staging import StagingWriter
-    from tests.tools.loopback import LoopbackChannel
-
-    checker = Checker("cpu")
-    checker.handle(CheckerCommand(op="begin", task="softmax", device="cpu", salt=5, bench_salt=5))
-    request = WorkerRequest(task="softmax", device="cpu", entry_point="kernel", candidate_path="", result_path="",
-                            timing=True, time_cap_s=0.05, min_samples=3, salt=5, bench_salt=5, flush_l2=False,
-                            staging=checker.staging.handle, winnowed_tuning=winnow)  # fmt: skip
-    channel = LoopbackChannel(checker)
-    worker = worker_mod.Worker(request, channel)
-    worker.staging = StagingWriter(checker.staging.handle)
-    seen: list[tuple[int, int]] = []
-
-    @contextlib.contextmanager
-    def recording() -> Any:
-        entered = len(worker.samples)
-        yield
-        seen.append((entered, len(worker.samples)))
-
-    monkeypatch.setattr(worker_mod, "winnowed_tuning", recording)
-    worker.guard = Guard()  # after the stand-in, as above
-    try:
-        worker.measure(SimpleNamespace(kernel=lambda x: torch.softmax(x, dim=-1)))
-    finally:
-        checker.staging.release()
-    timed = len(worker.task.benchmark_configs("cpu"))
-    assert len(worker.samples) == timed
-    assert seen == ([(0, timed)] if winnow else [])
+    configs = worker.task.test_configs("cpu") if correctness else worker.task.benchmark_configs("cpu")
+    assert worker.configs_passed == progress() == len(configs)
+    assert seen == ([(0, len(configs))] if on else [])
 
 
 @pytest.mark.parametrize("field", ["quick_test_tuning", "winnowed_tuning"])
