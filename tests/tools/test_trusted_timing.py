@@ -10,6 +10,7 @@ frames, ``gc`` and the worker's objects, which the rules refuse): this is the la
 from __future__ import annotations
 
 import importlib
+import os
 from pathlib import Path
 
 import pytest
@@ -119,6 +120,35 @@ def test_the_reader_drains_every_waiting_record_with_its_send_stamp() -> None:
         stamps = [stamp for stamp, _ in lines]
         assert reader.kernel_stamps and stamps == sorted(stamps)
     finally:
+        parent.close()
+        child.close()
+
+
+@pytest.mark.parametrize("stamped", [True, False])
+def test_descriptors_a_candidate_passes_over_the_channel_never_stay_in_the_parent(stamped: bool) -> None:
+    """A worker's end can send ``SCM_RIGHTS``; where the kernel does not stamp records (``stamped`` off) the reader's
+    ancillary buffer has room for them: the parent closes them at once (a red-team review, session 28)."""
+    import array
+    import socket
+
+    from ksearch.tools.evaluator.processes import LineReader, message_channel
+
+    if stamped:
+        parent, child = message_channel()
+    else:
+        parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    passed = [os.open(os.devnull, os.O_RDONLY) for _ in range(4)]
+    try:
+        before = set(os.listdir("/proc/self/fd"))
+        child.sendmsg([b'{"op": "go", "config": 0}\n'],
+                      [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", passed).tobytes())])  # fmt: skip
+        reader = LineReader(parent.fileno(), parent)
+        reader.drain()
+        assert [line for _, line in reader.stamped_lines(0.0)] == ['{"op": "go", "config": 0}']
+        assert set(os.listdir("/proc/self/fd")) <= before, "a passed descriptor stayed open in the parent"
+    finally:
+        for fd in passed:
+            os.close(fd)
         parent.close()
         child.close()
 

@@ -3,6 +3,7 @@ single-use candidate workers started ahead of need. Both speak JSON lines (``kse
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import select
@@ -65,6 +66,15 @@ def message_channel() -> tuple[socket.socket, socket.socket]:
     return parent, child
 
 
+def close_passed(data: bytes) -> None:
+    """Close the descriptors an ``SCM_RIGHTS`` message installed in this process (a red-team review, session 28:
+    where the kernel does not stamp records, the ancillary buffer had room for four a candidate could pass)."""
+    count = len(data) // 4
+    for fd in struct.unpack(f"{count}i", data[: count * 4]):
+        with contextlib.suppress(OSError):
+            os.close(fd)
+
+
 class LineReader:
     """Lines from a pipe (or a message socket, whose records carry the kernel's send times), read without blocking
     past a deadline."""
@@ -99,6 +109,8 @@ class LineReader:
                     if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS and len(data) >= 16:
                         seconds, nanoseconds = struct.unpack("qq", data[:16])
                         stamp = seconds + nanoseconds * 1e-9
+                    elif level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+                        close_passed(data)  # the worker sends none: whatever a candidate passed is closed at once
             else:
                 chunk = os.read(self.fd, 1 << 16)
         except (BlockingIOError, InterruptedError):
