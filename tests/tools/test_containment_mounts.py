@@ -11,6 +11,7 @@ loopback: ``PROC_READ_ONLY`` and ``netns``.
 
 from __future__ import annotations
 
+import ctypes
 import importlib
 import json
 import os
@@ -240,9 +241,9 @@ def test_auto_withholds_seccomp_on_a_gpu_served_by_mps_and_says_why(
     monkeypatch.delenv("KSEARCH_SANDBOX", raising=False)
     monkeypatch.setattr(policy, "MPS_DEFAULT_PIPE", str(tmp_path / "no-mps"))
     monkeypatch.setenv(policy.MPS_PIPE_VARIABLE, str(pipe))
-    assert policy.gpu_withheld() == {}
+    assert "seccomp" not in policy.gpu_withheld()
     (pipe / "control").touch()
-    assert set(policy.gpu_withheld()) == {"seccomp"}
+    assert "seccomp" in policy.gpu_withheld()
     available = set(policy.probe(gpu=True)[0])
     assert "seccomp" not in policy.child_layers("cuda")
     if "seccomp" in available:
@@ -250,7 +251,7 @@ def test_auto_withholds_seccomp_on_a_gpu_served_by_mps_and_says_why(
     if "seccomp" in policy.probe(gpu=False)[0]:
         assert "seccomp" in policy.child_layers("cpu")
     monkeypatch.delenv(policy.MPS_PIPE_VARIABLE)
-    assert policy.gpu_withheld() == {}
+    assert "seccomp" not in policy.gpu_withheld()
     assert ("seccomp" in policy.child_layers("cuda")) == ("seccomp" in available)
 
 
@@ -403,6 +404,34 @@ def test_a_kernel_reaches_no_service_listening_on_a_path(tmp_path: Path, sandbox
     assert bool(connected) == reached and bool(sent) == reached, (loot, connected, sent)
     if not reached:
         assert "connected=0" in loot and "sent=0" in loot and "No such file" in loot, loot
+
+
+def _queue(libc: ctypes.CDLL) -> int:
+    """A new System V message queue of this process's (IPC_PRIVATE, IPC_CREAT, mode 600): its id."""
+    queue = libc.msgget(0, 0o1000 | 0o600)
+    assert queue >= 0, f"msgget failed: errno {ctypes.get_errno()}"
+    return queue
+
+
+@linux_only
+@pytest.mark.parametrize(("sandbox", "reached"), [(GPU_LAYERS + ",ipcns", False), (GPU_LAYERS, True)])
+def test_a_kernel_reaches_no_system_v_queue_outside(sandbox: str, reached: bool,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """Without an IPC namespace (the control) the exploit's message lands in this process's queue; with ``ipcns``
+    the queue's id names nothing in the candidate's namespace. What arrived is read here, not from its report."""
+    _needs(sandbox)
+    libc = ctypes.CDLL(None, use_errno=True)
+    queue = _queue(libc)
+    buffer = ctypes.create_string_buffer(ctypes.sizeof(ctypes.c_long) + 32)
+    try:
+        code = (EXPLOITS / "tamper_sysv_queue.py").read_text().replace("QUEUE_ID = -1", f"QUEUE_ID = {queue}")
+        loot = _run(code, sandbox, "cpu", monkeypatch)
+        arrived = libc.msgrcv(queue, buffer, 32, 0, 0o4000)  # IPC_NOWAIT: -1 when the queue is empty
+    finally:
+        libc.msgctl(queue, 0, None)  # IPC_RMID
+    assert (arrived > 0) == reached, (loot, arrived)
+    if reached:
+        assert b"a message from a kernel" in buffer.raw
 
 
 @linux_only

@@ -19,6 +19,9 @@ It applies the layers the parent chose (``policy``), in this order, then ``exec`
 ``netns``   a network namespace of its own, with only a loopback interface that is down: no TCP, UDP or abstract
             socket reaches anything outside (a Dask scheduler, a model server, another process's port), where
             Landlock's network rules are missing (a GPU) or do not reach (UDP, abstract sockets before Linux 6.12).
+``ipcns``   an IPC namespace of its own: no System V message queue, semaphore or shared-memory segment, and no POSIX
+            message queue, of any process outside (a red-team review, session 28, sent a message into a same-user
+            queue outside). POSIX shared memory (``/dev/shm`` files, which CUDA and NCCL use) is not affected.
 ``caps``    every capability dropped from the bounding set (root keeps uid 0 but has no capability after ``exec``:
             no ``CAP_SYS_PTRACE``, no ``CAP_DAC_OVERRIDE``), and no_new_privs (no setuid program gives them back).
 ``seccomp`` a system-call filter (last, with no_new_privs): ``setsid`` and ``setpgid`` succeed without effect, so every
@@ -53,6 +56,7 @@ from collections.abc import Callable
 FAILED = 121
 """Exit status of a launcher that could not apply a layer it was asked for."""
 CLONE_NEWNS, CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET = 0x00020000, 0x10000000, 0x20000000, 0x40000000
+CLONE_NEWIPC = 0x08000000
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT, MS_BIND = 1, 2, 4, 8, 32, 4096
 MS_NOATIME, MS_NODIRATIME, MS_REC, MS_PRIVATE, MS_RELATIME, MS_STRICTATIME = 1024, 2048, 1 << 14, 1 << 18, 1 << 21, 1 << 24
 STATVFS_TO_MOUNT = ((os.ST_RDONLY, MS_RDONLY), (os.ST_NOSUID, MS_NOSUID), (os.ST_NODEV, MS_NODEV),
@@ -364,6 +368,8 @@ def apply(spec: dict, *, probe: bool) -> tuple[list[str], dict[str, str]]:
         attempt("mountns", lambda: private_mounts(hidden, writable, new_namespace="pidns" not in applied))
     if in_user_namespace("netns"):
         attempt("netns", lambda: _check(_libc.unshare(CLONE_NEWNET), "unshare(CLONE_NEWNET)"))
+    if in_user_namespace("ipcns"):
+        attempt("ipcns", lambda: _check(_libc.unshare(CLONE_NEWIPC), "unshare(CLONE_NEWIPC)"))
     attempt("caps", drop_capabilities)
     attempt("landlock", lambda: apply_landlock(list(spec.get("hidden", [])), list(spec.get("writable", []))))
     attempt("seccomp", lambda: install_seccomp(platform.machine()))

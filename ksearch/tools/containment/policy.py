@@ -4,7 +4,8 @@ record of what was active.
 ``KSEARCH_SANDBOX`` chooses: ``auto`` (the default: every layer this machine allows, found by one probe per process
 and device kind), ``off`` (none: the scrubbed environment and private folders only), or a comma list of layers
 (exactly those; one that this machine refuses is an error that says why). Layers (``launcher`` says what each does):
-``userns``, ``pidns``, ``mountns``, ``netns``, ``caps``, ``landlock``, ``seccomp`` for the candidate's process, and
+``userns``, ``pidns``, ``mountns``, ``netns``, ``ipcns``, ``caps``, ``landlock``, ``seccomp`` for the candidate's
+process, and
 ``nondumpable`` for the process that starts candidates (the agent, a Dask worker): with it, no process of another
 privilege or of another user namespace can read its memory, environment or open files.
 
@@ -34,7 +35,7 @@ from ksearch.errors import KsearchError
 
 VARIABLE = "KSEARCH_SANDBOX"
 HIDE_VARIABLE = "KSEARCH_SANDBOX_HIDE"
-CHILD_LAYERS = ("userns", "pidns", "mountns", "netns", "caps", "landlock", "seccomp")
+CHILD_LAYERS = ("userns", "pidns", "mountns", "netns", "ipcns", "caps", "landlock", "seccomp")
 LAYERS = (*CHILD_LAYERS, "nondumpable")
 HOME_SECRETS = (
     ".ssh", ".aws", ".azure", ".config", ".netrc", ".git-credentials", ".docker", ".kube", ".gnupg", ".pypirc",
@@ -98,11 +99,16 @@ def gpu_withheld() -> dict[str, str]:
     """Layers ``auto`` leaves out on a GPU here, and why (``KSEARCH_SANDBOX`` may still name them). ``seccomp`` runs
     with CUDA (an H200, session 28) but refuses ``connect``, through which a CUDA client reaches an MPS daemon's Unix
     socket: where one serves the GPU a candidate would lose it (or, in exclusive-process mode, the GPU)."""
+    withheld = dict(GPU_UNVERIFIED)
     pipe = Path(os.environ.get(MPS_PIPE_VARIABLE) or MPS_DEFAULT_PIPE)
     if (pipe / "control").exists():
-        return {"seccomp": f"a CUDA MPS daemon serves the GPUs here ({pipe}), and its clients connect to its Unix "
-                f"socket, which seccomp refuses: name it in {VARIABLE} to use it without MPS"}  # fmt: skip
-    return {}
+        withheld["seccomp"] = (f"a CUDA MPS daemon serves the GPUs here ({pipe}), and its clients connect to its Unix "
+                               f"socket, which seccomp refuses: name it in {VARIABLE} to use it without MPS")  # fmt: skip
+    return withheld
+
+
+GPU_UNVERIFIED = {"ipcns": f"not yet run with CUDA on a GPU: name it in {VARIABLE} to use it"}
+"""Layers ``auto`` leaves out on a GPU until they have run there with CUDA."""
 
 
 def probe(gpu: bool) -> tuple[tuple[str, ...], dict[str, str]]:
