@@ -5,9 +5,8 @@ record of what was active.
 and device kind), ``off`` (none: the scrubbed environment and private folders only), or a comma list of layers
 (exactly those; one that this machine refuses is an error that says why). Layers (``launcher`` says what each does):
 ``userns``, ``pidns``, ``mountns``, ``netns``, ``ipcns``, ``caps``, ``landlock``, ``seccomp`` for the candidate's
-process, and
-``nondumpable`` for the process that starts candidates (the agent, a Dask worker): with it, no process of another
-privilege or of another user namespace can read its memory, environment or open files.
+process, and ``nondumpable`` for the process that starts candidates (the agent, a Dask worker): with it, no process
+of another privilege or of another user namespace can read its memory, environment or open files.
 
 ``pidns`` is left out of ``auto`` on a GPU: legacy CUDA IPC handles cannot be opened across PID namespaces, and the
 checker shares its output buffer with the worker through one (the evaluator would fall back to host memory, slower).

@@ -53,9 +53,11 @@ if TYPE_CHECKING:
 SCOUT_VARIABLE = "KSEARCH_SCOUT"
 """Set to 0 to evaluate without compile scouts (``ksearch.tools.evaluator.scout``)."""
 QUICK_TUNING_VARIABLE = "KSEARCH_QUICK_TUNING"
-WINNOWED_TUNING_VARIABLE = "KSEARCH_WINNOWED_TUNING"
 """Set to 0 to let Triton's autotuner run its full benchmark on the correctness configs too
 (``ksearch.tools.evaluator.tuning``)."""
+WINNOWED_TUNING_VARIABLE = "KSEARCH_WINNOWED_TUNING"
+"""Set to 0 to let Triton's autotuner run its full benchmark on every config of a timed config's key, not only on the
+contenders (``ksearch.tools.evaluator.tuning.winnowed_tuning``)."""
 YARDSTICK_METHOD = "gpumode-benchmark"
 """The method the yardstick (a bare loop of GPU MODE's benchmark mode) is read against."""
 NO_SCOUT_MARKERS = EXTENSION_MARKERS
