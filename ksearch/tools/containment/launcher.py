@@ -33,7 +33,7 @@ It applies the layers the parent chose (``policy``), in this order, then ``exec`
             32-bit or x32 system calls (other numbers) fail. Creating a Unix socket stays allowed: CUDA's start
             needs one (it failed with error 304 when ``socket(AF_UNIX)`` did, on an H200, session 28).
 ``landlock`` reads everywhere except the hidden paths, writes only beneath the given folders and ``/dev``, no TCP
-            (ABI 4+), no signals or abstract sockets outside (ABI 6+), no ptrace attach outside. Where nothing else
+            (ABI 4+), no signals or (without ``netns``) abstract sockets outside (ABI 6+), no ptrace attach outside. Where nothing else
             keeps the ancestors' ``/proc`` entries away (an ordinary user without user namespaces), the parent hides
             their ``/proc/PID`` folders here too.
 
@@ -308,14 +308,14 @@ def _has_any_capability() -> bool:
     return False
 
 
-def apply_landlock(hidden: list[str], writable: list[str]) -> int:
+def apply_landlock(hidden: list[str], writable: list[str], *, abstract_sockets: bool = True) -> int:
     from ksearch.tools.containment import landlock
 
     abi = landlock.abi_version()
     if abi < 1:
         raise LayerError("Landlock is not available in this kernel")
     try:
-        ruleset = landlock.Ruleset(abi)
+        ruleset = landlock.Ruleset(abi, abstract_sockets=abstract_sockets)
         whole, listed = readable_roots(hidden)
         rules = [(root, landlock.READ) for root in whole] + [(folder, landlock.READ_DIR) for folder in listed]
         rules += [(folder, landlock.READ | landlock.write_rights(abi)) for folder in writable]
@@ -371,7 +371,9 @@ def apply(spec: dict, *, probe: bool) -> tuple[list[str], dict[str, str]]:
     if in_user_namespace("ipcns"):
         attempt("ipcns", lambda: _check(_libc.unshare(CLONE_NEWIPC), "unshare(CLONE_NEWIPC)"))
     attempt("caps", drop_capabilities)
-    attempt("landlock", lambda: apply_landlock(list(spec.get("hidden", [])), list(spec.get("writable", []))))
+    # in a network namespace of its own no abstract socket outside is visible: the scope would add nothing there
+    attempt("landlock", lambda: apply_landlock(list(spec.get("hidden", [])), list(spec.get("writable", [])),
+                                               abstract_sockets="netns" not in applied))  # fmt: skip
     attempt("seccomp", lambda: install_seccomp(platform.machine()))
     return applied, failed
 

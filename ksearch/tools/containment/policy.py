@@ -10,8 +10,9 @@ of another privilege or of another user namespace can read its memory, environme
 
 ``pidns`` is left out of ``auto`` on a GPU: legacy CUDA IPC handles cannot be opened across PID namespaces, and the
 checker shares its output buffer with the worker through one (the evaluator would fall back to host memory, slower).
-``landlock`` is too (CUDA's initialisation fails under it); ``mountns`` does its two jobs there: the hidden paths
-unreadable, and nothing writable outside the worker's own folders.
+``landlock`` and ``ipcns`` are too until they have run with CUDA (``GPU_UNVERIFIED``: CUDA's initialisation failed
+under the Landlock domain that also refused abstract sockets); ``mountns`` does Landlock's two jobs there: the hidden
+paths unreadable, and nothing writable outside the worker's own folders.
 
 Paths hidden from candidates (``landlock``, ``mountns``): every workspace this process opened (``hide``), the
 credential files and folders of the user's home (``HOME_SECRETS``), and ``KSEARCH_SANDBOX_HIDE`` (a ``:``-separated
@@ -85,8 +86,6 @@ def _launcher_argv(spec: dict, *, probe: bool = False) -> list[str]:
 
 GPU_REFUSED = {
     "pidns": "not on a GPU: CUDA IPC handles cannot cross PID namespaces",
-    "landlock": "not on a GPU: CUDA's initialisation fails under the Landlock domain (error 304, seen on an H100 with "
-    "driver 580.159 and Linux 6.18; userns and caps keep other processes' /proc away there)",
 }
 """Layers a candidate on a GPU never gets by default, and why (``KSEARCH_SANDBOX`` naming one is refused there)."""
 MPS_PIPE_VARIABLE = "CUDA_MPS_PIPE_DIRECTORY"
@@ -106,8 +105,13 @@ def gpu_withheld() -> dict[str, str]:
     return withheld
 
 
-GPU_UNVERIFIED = {"ipcns": f"not yet run with CUDA on a GPU: name it in {VARIABLE} to use it"}
-"""Layers ``auto`` leaves out on a GPU until they have run there with CUDA."""
+GPU_UNVERIFIED = {
+    "ipcns": f"not yet run with CUDA on a GPU: name it in {VARIABLE} to use it",
+    "landlock": "CUDA's initialisation failed under the Landlock domain (error 304, an H100 with driver 580.159 and "
+    "Linux 6.18) when it also refused abstract sockets, which netns now isolates instead; not yet run on a GPU "
+    f"without that: name it in {VARIABLE} to try (userns and caps keep other processes' /proc away there)",
+}
+"""Layers ``auto`` leaves out on a GPU until they have run there with CUDA (``KSEARCH_SANDBOX`` may name them)."""
 
 
 def probe(gpu: bool) -> tuple[tuple[str, ...], dict[str, str]]:
