@@ -191,6 +191,25 @@ def test_winnowing_keeps_the_disk_cache_key_a_candidates_own_benchmarker_and_sma
     assert unused.timed == [] and pair_full.timed == [16, 32], "two configs: nothing to save"
 
 
+def test_configs_that_fail_to_build_are_never_contenders_and_if_all_fail_triton_decides_as_always() -> None:
+    """A config Triton could not build reads infinite on the short benchmark: it gets no full one while another
+    config runs; when none runs, every config goes to the full benchmark as without winnowing."""
+    inf = float("inf")
+    tuner, kernel = _tuner(WIDE)
+    full = _Recorder(kernel, {16: inf, 32: 2.0, 64: 1.0, 128: inf})
+    tuner.__dict__["do_bench"] = full
+    with winnowed_tuning(short=_Recorder(kernel, {16: inf, 32: 2.0, 64: 1.0, 128: inf})):
+        tuner.run("x", 8)
+    assert full.timed == [64] and kernel.launches[-1] == 64
+
+    tuner, kernel = _tuner(WIDE)
+    full = _Recorder(kernel, dict.fromkeys(WIDE, inf))
+    tuner.__dict__["do_bench"] = full
+    with winnowed_tuning(short=_Recorder(kernel, dict.fromkeys(WIDE, inf))):
+        tuner.run("x", 8)
+    assert full.timed == list(WIDE)
+
+
 def test_the_autotuner_class_is_restored_after_winnowing_even_when_the_timing_fails() -> None:
     before = (autotuner.Autotuner._bench, autotuner.Autotuner.prune_configs, autotuner.Autotuner.run)
     with pytest.raises(RuntimeError), winnowed_tuning(short=lambda call, quantiles=None: [1.0, 1.0, 1.0]):
