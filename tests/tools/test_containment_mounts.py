@@ -11,12 +11,14 @@ loopback: ``PROC_READ_ONLY`` and ``netns``.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import importlib
 import json
 import os
 import secrets
 import socket
+import stat
 import subprocess
 import sys
 import threading
@@ -276,6 +278,53 @@ def test_a_named_pipe_outside_is_written_only_without_landlock(tmp_path: Path, l
     finally:
         os.close(reader)
     assert (arrived == b"from a kernel") == reached, (arrived, done.stdout)
+
+
+def _openable(path: str) -> bool:
+    try:
+        os.close(os.open(path, os.O_RDWR | os.O_NONBLOCK))
+        return True
+    except OSError:
+        return False
+
+
+def _machine_devices() -> list[str]:
+    """Device nodes of this machine beyond what a kernel needs that this process can open: block devices (a raw disk
+    holds every file a hidden path hides), loop control, KVM, the consoles, vsock."""
+    found = ["/dev/loop-control", "/dev/kvm", "/dev/tty1", "/dev/vsock"]
+    for root, _dirs, files in os.walk("/dev"):
+        for name in files:
+            path = os.path.join(root, name)
+            with contextlib.suppress(OSError):
+                if stat.S_ISBLK(os.stat(path).st_mode):
+                    found.append(path)
+    return [path for path in found if _openable(path)]
+
+
+@linux_only
+@pytest.mark.parametrize(("devices", "opened"), [("cpu", False), ("all", True)])
+def test_a_root_kernel_opens_none_of_the_machines_devices_with_the_minimal_dev(devices: str, opened: bool) -> None:
+    """Without capabilities uid 0 still passes the file modes of device nodes (a disk's root:disk 0660, loop control,
+    KVM, a console): with the machine's ``/dev`` (the control) the kernel opens them, with the minimal one none is
+    there, and what it needs (``/dev/null``, ``/dev/shm``, ``/dev/urandom``) works."""
+    _needs("userns,mountns,caps")
+    machine = _machine_devices()
+    if not machine:
+        pytest.skip("this process opens none of the machine's devices (not root, or a device cgroup)")
+    spec = json.dumps({"layers": ["userns", "mountns", "caps"], "hidden": [], "writable": ["/dev"],
+                       "devices": devices})  # fmt: skip
+    code = (f"import os\nopened = []\nfor path in {machine!r}:\n    try:\n"
+            "        os.close(os.open(path, os.O_RDWR | os.O_NONBLOCK))\n        opened.append(path)\n"
+            "    except OSError:\n        pass\nprint(opened)\nwith open('/dev/null', 'w') as f:\n    f.write('x')\n"
+            "print(len(os.urandom(8)), sorted(os.listdir('/dev')))")  # fmt: skip
+    done = subprocess.run([sys.executable, "-P", "-m", "ksearch.tools.containment.launcher", spec, "--",
+                           sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False,
+                          env=_repository_env())  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    inside, listing = done.stdout.splitlines()[:2]
+    assert (inside != "[]") == opened, done.stdout
+    if devices == "cpu":
+        assert listing.startswith("8 ") and "'null'" in listing and "'shm'" in listing, listing
 
 
 @linux_only

@@ -15,7 +15,9 @@ It applies the layers the parent chose (``policy``), in this order, then ``exec`
             folders (bind-mounted onto themselves first), ``/dev`` and ``/proc`` (not its system settings:
             ``PROC_READ_ONLY``). Without Landlock (a GPU) this is what keeps the workspace and the home's key files
             unread, and the ksearch installation the next checker imports, a workspace's database or a cache another
-            process reads unchanged. Undoing a mount needs a capability, and ``caps`` leaves none.
+            process reads unchanged. Undoing a mount needs a capability, and ``caps`` leaves none. ``/dev`` is a
+            minimal one (``minimal_dev``, where the spec's ``devices`` asks): no disk, loop, input or other device
+            node that a uid-0 candidate without capabilities could still open by the file modes.
 ``netns``   a network namespace of its own, with only a loopback interface that is down: no TCP, UDP or abstract
             socket reaches anything outside (a Dask scheduler, a model server, another process's port), where
             Landlock's network rules are missing (a GPU) or do not reach (UDP, abstract sockets before Linux 6.12).
@@ -50,6 +52,7 @@ import os
 import platform
 import re
 import signal
+import stat
 import sys
 from collections.abc import Callable
 
@@ -72,6 +75,11 @@ PROC_READ_ONLY = ("/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus", 
 ``/proc/sys/kernel/core_pattern``, crash, and have the kernel run its helper as root outside every namespace (a
 red-team review, session 27). ``/sys`` is read-only whole (CUDA only reads it; root could move itself out of its
 cgroup). Docker's read-only paths are the same list."""
+DEVICES_KEPT = ("null", "zero", "full", "random", "urandom", "tty", "shm")
+"""What a minimal ``/dev`` (``minimal_dev``) keeps of the machine's, each bound from it: ``shm`` is the host's folder
+(POSIX shared memory: the checker's staging buffer on the CPU). With ``gpu_devices``, every ``nvidia*`` entry too."""
+DEVICE_LINKS = {"fd": "/proc/self/fd", "stdin": "/proc/self/fd/0", "stdout": "/proc/self/fd/1",
+                "stderr": "/proc/self/fd/2"}  # fmt: skip
 PR_SET_PDEATHSIG, PR_CAPBSET_DROP, PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 1, 24, 47, 4
 
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -173,15 +181,19 @@ def beneath_any(path: bytes, roots: list[bytes]) -> bool:
     return any(path == root or path.startswith(root.rstrip(b"/") + b"/") for root in roots)
 
 
-def private_mounts(hidden: list[str], writable: list[str], *, new_namespace: bool, setattr_call: bool = True) -> None:
+def private_mounts(hidden: list[str], writable: list[str], *, new_namespace: bool, setattr_call: bool = True,
+                   devices: str = "all") -> None:  # fmt: skip
     """In a mount namespace of this process's own (``new_namespace``: unshare one; else ``pidns`` made it): ``hidden``
-    covered, every mount read-only but ``writable`` (and ``ALWAYS_WRITABLE``). Needs ``CAP_SYS_ADMIN`` over the
-    namespace: the user namespace's. ``setattr_call=False`` takes the older kernels' way (tests)."""
+    covered, ``/dev`` made minimal unless ``devices`` is ``all`` (``cpu``: ``DEVICES_KEPT``; ``gpu``: and ``nvidia*``),
+    every mount read-only but ``writable`` (and ``ALWAYS_WRITABLE``). Needs ``CAP_SYS_ADMIN`` over the namespace: the
+    user namespace's. ``setattr_call=False`` takes the older kernels' way (tests)."""
     if new_namespace:
         _check(_libc.unshare(CLONE_NEWNS), "unshare(CLONE_NEWNS)")
         _check(_libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None), "mount --make-rprivate /")
     for path in hidden:
         cover(path)
+    if devices != "all":
+        minimal_dev(gpu_devices=devices == "gpu")
     folders = sorted({os.fsencode(os.path.realpath(w)) for w in writable if os.path.isdir(w)})
     protected = [os.fsencode(p) for p in PROC_READ_ONLY if os.path.exists(p)]
     for folder in [*folders, *protected]:  # its own mount, so that it can be judged apart from the mount it is in
@@ -206,6 +218,31 @@ def private_mounts(hidden: list[str], writable: list[str], *, new_namespace: boo
                 raise LayerError(f"mount_setattr {os.fsdecode(point)} read-only: {os.strerror(err)}")
         _remount_read_only(point)
     os.chdir(os.getcwd())  # the working folder was entered through the mount beneath its bind: enter it anew
+
+
+def minimal_dev(*, gpu_devices: bool) -> None:
+    """Put a tmpfs over ``/dev`` holding only ``DEVICES_KEPT`` (and ``nvidia*`` with ``gpu_devices``), each bound from
+    the machine's, and ``DEVICE_LINKS``: no disk, loop, input, kvm, watchdog or other device node a uid-0 candidate
+    without capabilities could still open by the file modes (a raw disk holds every file a hidden path hides)."""
+    names = [name for name in DEVICES_KEPT if os.path.exists(f"/dev/{name}")]
+    if gpu_devices:
+        names += sorted(name for name in os.listdir("/dev") if name.startswith("nvidia"))
+    held = {name: os.open(f"/dev/{name}", os.O_PATH | os.O_CLOEXEC) for name in names}  # reachable once /dev is covered
+    try:
+        _check(_libc.mount(b"tmpfs", b"/dev", b"tmpfs", MS_NOSUID | MS_NOEXEC, b"mode=0755,size=64k"), "mount /dev")
+        for name, fd in held.items():
+            target = f"/dev/{name}"
+            if stat.S_ISDIR(os.fstat(fd).st_mode):
+                os.mkdir(target)
+            else:
+                os.close(os.open(target, os.O_CREAT | os.O_WRONLY | os.O_CLOEXEC, 0o644))
+            _check(_libc.mount(f"/proc/self/fd/{fd}".encode(), target.encode(), None, MS_BIND | MS_REC, None),
+                   f"bind /dev/{name}")  # fmt: skip
+        for name, link in DEVICE_LINKS.items():
+            os.symlink(link, f"/dev/{name}")
+    finally:
+        for fd in held.values():
+            os.close(fd)
 
 
 def cover(path: str) -> None:
@@ -365,7 +402,9 @@ def apply(spec: dict, *, probe: bool) -> tuple[list[str], dict[str, str]]:
         attempt("pidns", fresh_proc)
     if in_user_namespace("mountns"):
         hidden, writable = list(spec.get("hidden", [])), list(spec.get("writable", []))
-        attempt("mountns", lambda: private_mounts(hidden, writable, new_namespace="pidns" not in applied))
+        devices = str(spec.get("devices", "all"))
+        attempt("mountns", lambda: private_mounts(hidden, writable, new_namespace="pidns" not in applied,
+                                                  devices=devices))  # fmt: skip
     if in_user_namespace("netns"):
         attempt("netns", lambda: _check(_libc.unshare(CLONE_NEWNET), "unshare(CLONE_NEWNET)"))
     if in_user_namespace("ipcns"):

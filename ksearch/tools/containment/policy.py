@@ -233,7 +233,8 @@ def launcher_prefix(device: str, writable: list[Path]) -> list[str]:
     hidden = hidden_paths(keep)
     if "landlock" in layers and not environ_protected(layers):
         hidden += [f"/proc/{pid}" for pid in ancestors()]
-    spec = {"layers": list(layers), "hidden": hidden, "writable": [*keep, "/dev"]}
+    devices = "cpu" if device == "cpu" else "all"  # a GPU's minimal /dev has not run with CUDA yet
+    spec = {"layers": list(layers), "hidden": hidden, "writable": [*keep, "/dev"], "devices": devices}
     return _launcher_argv(spec)
 
 
