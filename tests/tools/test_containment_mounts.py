@@ -316,15 +316,60 @@ def test_a_root_kernel_opens_none_of_the_machines_devices_with_the_minimal_dev(d
     code = (f"import os\nopened = []\nfor path in {machine!r}:\n    try:\n"
             "        os.close(os.open(path, os.O_RDWR | os.O_NONBLOCK))\n        opened.append(path)\n"
             "    except OSError:\n        pass\nprint(opened)\nwith open('/dev/null', 'w') as f:\n    f.write('x')\n"
-            "print(len(os.urandom(8)), sorted(os.listdir('/dev')))")  # fmt: skip
-    done = subprocess.run([sys.executable, "-P", "-m", "ksearch.tools.containment.launcher", spec, "--",
-                           sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False,
-                          env=_repository_env())  # fmt: skip
+            "print(len(os.urandom(8)), sorted(os.listdir('/dev')))\nmaster, slave = os.openpty()\n"
+            "print(os.ttyname(slave))\ntry:\n    os.utime('/dev/null', (1, 1))\nexcept OSError as e:\n"
+            "    print(e)")  # fmt: skip
+    before = os.stat("/dev/null")
+    try:
+        done = subprocess.run([sys.executable, "-P", "-m", "ksearch.tools.containment.launcher", spec, "--",
+                               sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False,
+                              env=_repository_env())  # fmt: skip
+        changed = os.stat("/dev/null").st_mtime != before.st_mtime
+    finally:
+        os.utime("/dev/null", ns=(before.st_atime_ns, before.st_mtime_ns))
     assert done.returncode == 0, done.stderr
-    inside, listing = done.stdout.splitlines()[:2]
+    inside, listing, pty = done.stdout.splitlines()[:3]
     assert (inside != "[]") == opened, done.stdout
+    assert changed == opened, "the machine's /dev/null changed from inside: its node is the host's"
+    assert pty.startswith("/dev/pts/"), done.stdout
     if devices == "cpu":
         assert listing.startswith("8 ") and "'null'" in listing and "'shm'" in listing, listing
+
+
+@linux_only
+@pytest.mark.parametrize(("layers", "reached"), [(["userns", "mountns", "ipcns", "caps"], False),
+                                                 (["userns", "mountns", "caps"], True)])  # fmt: skip
+def test_an_mqueue_mount_does_not_open_the_hosts_queues_by_path(tmp_path: Path, layers: list[str],
+                                                                 reached: bool) -> None:  # fmt: skip
+    """A file on an mqueue file system is the queue itself, whatever the IPC namespace (session 28's red team,
+    through systemd's /dev/mqueue): ``ipcns`` in the candidate's mount namespace covers every mqueue mount. The
+    control, without it, sends into this process's queue by the file; what arrived is read here."""
+    _needs(",".join(layers))
+    libc = ctypes.CDLL(None, use_errno=True)
+    if not hasattr(libc, "mq_open"):
+        pytest.skip("this C library keeps POSIX message queues elsewhere (glibc before 2.34: librt)")
+    libc.mq_open.restype = ctypes.c_int
+    mqueue = tmp_path / "mq"
+    mqueue.mkdir()
+    if libc.mount(b"none", os.fsencode(mqueue), b"mqueue", 0, None) != 0:
+        pytest.skip(f"cannot mount an mqueue file system here (errno {ctypes.get_errno()})")
+    name = f"/ksearch-test-{secrets.token_hex(4)}"
+    queue = libc.mq_open(name.encode(), os.O_RDWR | os.O_CREAT | os.O_NONBLOCK, 0o600, None)
+    try:
+        assert queue >= 0, f"mq_open failed: errno {ctypes.get_errno()}"
+        code = (f"import ctypes, os\nlibc = ctypes.CDLL(None, use_errno=True)\ntry:\n"
+                f"    fd = os.open({str(mqueue) + name!r}, os.O_WRONLY)\n"
+                "    print(libc.mq_send(fd, b'from a kernel', 13, 0))\nexcept OSError as e:\n    print(e)")  # fmt: skip
+        done = _launch(layers, code, writable=[str(tmp_path)])
+        buffer = ctypes.create_string_buffer(8192)
+        arrived = libc.mq_receive(queue, buffer, 8192, None)
+    finally:
+        if queue >= 0:
+            libc.mq_close(queue)
+        libc.mq_unlink(name.encode())
+        libc.umount2(os.fsencode(mqueue), 2)  # MNT_DETACH
+    assert done.returncode == 0, done.stderr
+    assert (arrived > 0) == reached, (arrived, done.stdout)
 
 
 @linux_only

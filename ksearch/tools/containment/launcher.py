@@ -23,7 +23,8 @@ It applies the layers the parent chose (``policy``), in this order, then ``exec`
             Landlock's network rules are missing (a GPU) or do not reach (UDP, abstract sockets before Linux 6.12).
 ``ipcns``   an IPC namespace of its own: no System V message queue, semaphore or shared-memory segment, and no POSIX
             message queue, of any process outside (a red-team review, session 28, sent a message into a same-user
-            queue outside). POSIX shared memory (``/dev/shm`` files, which CUDA and NCCL use) is not affected.
+            queue outside); with ``mountns``, every ``mqueue`` mount covered (its files are the host's queues).
+            POSIX shared memory (``/dev/shm`` files, which CUDA and NCCL use) is not affected.
 ``caps``    every capability dropped from the bounding set (root keeps uid 0 but has no capability after ``exec``:
             no ``CAP_SYS_PTRACE``, no ``CAP_DAC_OVERRIDE``), and no_new_privs (no setuid program gives them back).
 ``seccomp`` a system-call filter (last, with no_new_privs): ``setsid`` and ``setpgid`` succeed without effect, so every
@@ -76,8 +77,9 @@ PROC_READ_ONLY = ("/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus", 
 red-team review, session 27). ``/sys`` is read-only whole (CUDA only reads it; root could move itself out of its
 cgroup). Docker's read-only paths are the same list."""
 DEVICES_KEPT = ("null", "zero", "full", "random", "urandom", "tty", "shm")
-"""What a minimal ``/dev`` (``minimal_dev``) keeps of the machine's, each bound from it: ``shm`` is the host's folder
-(POSIX shared memory: the checker's staging buffer on the CPU). With ``gpu_devices``, every ``nvidia*`` entry too."""
+"""What a minimal ``/dev`` (``minimal_dev``) keeps of the machine's, each bound from it, read-only but ``shm``, the
+host's folder (POSIX shared memory: the checker's staging buffer on the CPU). With ``gpu_devices``, every ``nvidia*``
+entry too. Its own ``devpts`` gives it ptys."""
 DEVICE_LINKS = {"fd": "/proc/self/fd", "stdin": "/proc/self/fd/0", "stdout": "/proc/self/fd/1",
                 "stderr": "/proc/self/fd/2"}  # fmt: skip
 PR_SET_PDEATHSIG, PR_CAPBSET_DROP, PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 1, 24, 47, 4
@@ -166,14 +168,19 @@ def fresh_proc() -> None:
     _check(_libc.mount(b"proc", b"/proc", b"proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, None), "mount proc")
 
 
-def mount_points(mountinfo: bytes) -> list[bytes]:
+def mount_points(mountinfo: bytes, fstype: bytes | None = None) -> list[bytes]:
     """The mount points of ``/proc/self/mountinfo``'s text, in its order (octal escapes of spaces and the like
-    decoded)."""
+    decoded); with ``fstype``, only the mounts of that file system type (the first field after `` - ``)."""
     points = []
     for line in mountinfo.splitlines():
         fields = line.split(b" ")
-        if len(fields) > 4:
-            points.append(re.sub(rb"\\([0-7]{3})", lambda m: bytes([int(m.group(1), 8)]), fields[4]))
+        if len(fields) <= 4:
+            continue
+        if fstype is not None:
+            tail = line.split(b" - ", 1)
+            if len(tail) < 2 or tail[1].split(b" ", 1)[0] != fstype:
+                continue
+        points.append(re.sub(rb"\\([0-7]{3})", lambda m: bytes([int(m.group(1), 8)]), fields[4]))
     return points
 
 
@@ -220,6 +227,17 @@ def private_mounts(hidden: list[str], writable: list[str], *, new_namespace: boo
     os.chdir(os.getcwd())  # the working folder was entered through the mount beneath its bind: enter it anew
 
 
+def own_ipc_namespace(*, cover_mqueues: bool) -> None:
+    """A new IPC namespace; with ``cover_mqueues`` (in the candidate's mount namespace) every ``mqueue`` mount covered
+    too: a file on one is the host's queue itself, whatever the IPC namespace (session 28's red team, through
+    systemd's ``/dev/mqueue``)."""
+    _check(_libc.unshare(CLONE_NEWIPC), "unshare(CLONE_NEWIPC)")
+    if cover_mqueues:
+        with open("/proc/self/mountinfo", "rb") as f:
+            for point in mount_points(f.read(), fstype=b"mqueue"):
+                cover(os.fsdecode(point))
+
+
 def minimal_dev(*, gpu_devices: bool) -> None:
     """Put a tmpfs over ``/dev`` holding only ``DEVICES_KEPT`` (and ``nvidia*`` with ``gpu_devices``), each bound from
     the machine's, and ``DEVICE_LINKS``: no disk, loop, input, kvm, watchdog or other device node a uid-0 candidate
@@ -238,11 +256,23 @@ def minimal_dev(*, gpu_devices: bool) -> None:
                 os.close(os.open(target, os.O_CREAT | os.O_WRONLY | os.O_CLOEXEC, 0o644))
             _check(_libc.mount(f"/proc/self/fd/{fd}".encode(), target.encode(), None, MS_BIND | MS_REC, None),
                    f"bind /dev/{name}")  # fmt: skip
+            if name != "shm":  # a device reads and writes on a read-only mount; chmod and chown of the host's
+                _remount_read_only(target.encode())  # node (uid 0 owns it) do not (session 28's red team)
         for name, link in DEVICE_LINKS.items():
             os.symlink(link, f"/dev/{name}")
+        _own_ptys()
     finally:
         for fd in held.values():
             os.close(fd)
+    _remount_read_only(b"/dev")
+
+
+def _own_ptys() -> None:
+    """A ``devpts`` instance of the candidate's own at ``/dev/pts`` (``openpty`` works, no pty of the machine is
+    visible); left out where the kernel refuses it, as a missing pty is no escape."""
+    os.mkdir("/dev/pts")
+    if _libc.mount(b"devpts", b"/dev/pts", b"devpts", MS_NOSUID | MS_NOEXEC, b"newinstance,ptmxmode=0666,mode=0620") == 0:
+        os.symlink("pts/ptmx", "/dev/ptmx")
 
 
 def cover(path: str) -> None:
@@ -408,7 +438,7 @@ def apply(spec: dict, *, probe: bool) -> tuple[list[str], dict[str, str]]:
     if in_user_namespace("netns"):
         attempt("netns", lambda: _check(_libc.unshare(CLONE_NEWNET), "unshare(CLONE_NEWNET)"))
     if in_user_namespace("ipcns"):
-        attempt("ipcns", lambda: _check(_libc.unshare(CLONE_NEWIPC), "unshare(CLONE_NEWIPC)"))
+        attempt("ipcns", lambda: own_ipc_namespace(cover_mqueues="mountns" in applied))
     attempt("caps", drop_capabilities)
     # in a network namespace of its own no abstract socket outside is visible: the scope would add nothing there
     attempt("landlock", lambda: apply_landlock(list(spec.get("hidden", [])), list(spec.get("writable", [])),
