@@ -193,9 +193,10 @@ def test_root_cannot_change_the_kernels_settings() -> None:
     assert done.stdout.strip() == "end", done.stdout + done.stderr
 
 
-def _launch(layers: list[str], code: str, writable: list[str] = ()) -> subprocess.CompletedProcess[str]:
-    """``python -c code`` through the launcher with ``layers``."""
-    spec = json.dumps({"layers": layers, "hidden": [], "writable": ["/dev", *writable]})
+def _launch(layers: list[str], code: str, writable: list[str] = (),
+            devices: str = "all") -> subprocess.CompletedProcess[str]:  # fmt: skip
+    """``python -c code`` through the launcher with ``layers`` (and ``devices``: ``minimal_dev``'s choice)."""
+    spec = json.dumps({"layers": layers, "hidden": [], "writable": ["/dev", *writable], "devices": devices})
     return subprocess.run([sys.executable, "-P", "-m", "ksearch.tools.containment.launcher", spec, "--",
                            sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False,
                           env=_repository_env())  # fmt: skip
@@ -211,8 +212,9 @@ def _landlock_abi() -> int:
 @pytest.mark.parametrize(("layers", "reached"), [(["userns", "landlock"], False),
                                                  (["userns", "netns", "landlock"], False),
                                                  (["userns"], True)])  # fmt: skip
-def test_no_abstract_socket_outside_is_reached_with_landlock_or_a_network_namespace(layers: list[str],
-                                                                                     reached: bool) -> None:  # fmt: skip
+def test_no_abstract_socket_outside_is_reached_with_landlock_or_a_network_namespace(
+    layers: list[str], reached: bool
+) -> None:
     """Landlock's abstract-socket scope where the candidate shares the network namespace, the namespace itself where
     it has one (the scope is then left out: CUDA's start failed under a domain with it); the control reaches the
     listener. What arrived is read here."""
@@ -237,8 +239,9 @@ def test_no_abstract_socket_outside_is_reached_with_landlock_or_a_network_namesp
 @linux_only
 @pytest.mark.parametrize(("layers", "survives"), [(GPU_LAYERS.split(",") + ["landlock"], True),
                                                   (GPU_LAYERS.split(","), False)])  # fmt: skip
-def test_without_a_pid_namespace_only_landlock_keeps_signals_from_processes_outside(layers: list[str],
-                                                                                    survives: bool) -> None:  # fmt: skip
+def test_without_a_pid_namespace_only_landlock_keeps_signals_from_processes_outside(
+    layers: list[str], survives: bool
+) -> None:
     """A GPU's layers have no PID namespace: a kernel can kill any process of its user outside (session 28's red
     team). Landlock's signal scope stops that (on the CPU here; whether CUDA starts under it is for a GPU to show)."""
     _needs(",".join(layers))
@@ -311,8 +314,6 @@ def test_a_root_kernel_opens_none_of_the_machines_devices_with_the_minimal_dev(d
     machine = _machine_devices()
     if not machine:
         pytest.skip("this process opens none of the machine's devices (not root, or a device cgroup)")
-    spec = json.dumps({"layers": ["userns", "mountns", "caps"], "hidden": [], "writable": ["/dev"],
-                       "devices": devices})  # fmt: skip
     code = (f"import os\nopened = []\nfor path in {machine!r}:\n    try:\n"
             "        os.close(os.open(path, os.O_RDWR | os.O_NONBLOCK))\n        opened.append(path)\n"
             "    except OSError:\n        pass\nprint(opened)\nwith open('/dev/null', 'w') as f:\n    f.write('x')\n"
@@ -321,9 +322,7 @@ def test_a_root_kernel_opens_none_of_the_machines_devices_with_the_minimal_dev(d
             "    print(e)")  # fmt: skip
     before = os.stat("/dev/null")
     try:
-        done = subprocess.run([sys.executable, "-P", "-m", "ksearch.tools.containment.launcher", spec, "--",
-                               sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False,
-                              env=_repository_env())  # fmt: skip
+        done = _launch(["userns", "mountns", "caps"], code, devices=devices)
         changed = os.stat("/dev/null").st_mtime != before.st_mtime
     finally:
         os.utime("/dev/null", ns=(before.st_atime_ns, before.st_mtime_ns))

@@ -36,9 +36,9 @@ It applies the layers the parent chose (``policy``), in this order, then ``exec`
             32-bit or x32 system calls (other numbers) fail. Creating a Unix socket stays allowed: CUDA's start
             needs one (it failed with error 304 when ``socket(AF_UNIX)`` did, on an H200, session 28).
 ``landlock`` reads everywhere except the hidden paths, writes only beneath the given folders and ``/dev``, no TCP
-            (ABI 4+), no signals or (without ``netns``) abstract sockets outside (ABI 6+), no ptrace attach outside. Where nothing else
-            keeps the ancestors' ``/proc`` entries away (an ordinary user without user namespaces), the parent hides
-            their ``/proc/PID`` folders here too.
+            (ABI 4+), no signals or (without ``netns``) abstract sockets outside (ABI 6+), no ptrace attach outside.
+            Where nothing else keeps the ancestors' ``/proc`` entries away (an ordinary user without user namespaces),
+            the parent hides their ``/proc/PID`` folders here too.
 
 A layer that fails is an error (exit code ``FAILED``), never silently skipped: the parent decided from a probe of the
 same steps (``--probe``), which instead reports what worked as one JSON line. Only the standard library is imported:
@@ -184,6 +184,12 @@ def mount_points(mountinfo: bytes, fstype: bytes | None = None) -> list[bytes]:
     return points
 
 
+def current_mounts(fstype: bytes | None = None) -> list[bytes]:
+    """``mount_points`` of this process's mount namespace now."""
+    with open("/proc/self/mountinfo", "rb") as f:
+        return mount_points(f.read(), fstype)
+
+
 def beneath_any(path: bytes, roots: list[bytes]) -> bool:
     return any(path == root or path.startswith(root.rstrip(b"/") + b"/") for root in roots)
 
@@ -206,8 +212,7 @@ def private_mounts(hidden: list[str], writable: list[str], *, new_namespace: boo
     for folder in [*folders, *protected]:  # its own mount, so that it can be judged apart from the mount it is in
         _check(_libc.mount(folder, folder, None, MS_BIND | MS_REC, None), f"bind {os.fsdecode(folder)}")
     keep = [*folders, *(os.fsencode(p) for p in ALWAYS_WRITABLE)]
-    with open("/proc/self/mountinfo", "rb") as f:
-        points = mount_points(f.read())
+    points = current_mounts()
     use_setattr = setattr_call
     for point in dict.fromkeys(points):
         if beneath_any(point, keep) and not beneath_any(point, protected):
@@ -233,9 +238,8 @@ def own_ipc_namespace(*, cover_mqueues: bool) -> None:
     systemd's ``/dev/mqueue``)."""
     _check(_libc.unshare(CLONE_NEWIPC), "unshare(CLONE_NEWIPC)")
     if cover_mqueues:
-        with open("/proc/self/mountinfo", "rb") as f:
-            for point in mount_points(f.read(), fstype=b"mqueue"):
-                cover(os.fsdecode(point))
+        for point in current_mounts(fstype=b"mqueue"):
+            cover(os.fsdecode(point))
 
 
 def minimal_dev(*, gpu_devices: bool) -> None:
@@ -271,7 +275,8 @@ def _own_ptys() -> None:
     """A ``devpts`` instance of the candidate's own at ``/dev/pts`` (``openpty`` works, no pty of the machine is
     visible); left out where the kernel refuses it, as a missing pty is no escape."""
     os.mkdir("/dev/pts")
-    if _libc.mount(b"devpts", b"/dev/pts", b"devpts", MS_NOSUID | MS_NOEXEC, b"newinstance,ptmxmode=0666,mode=0620") == 0:
+    options = b"newinstance,ptmxmode=0666,mode=0620"
+    if _libc.mount(b"devpts", b"/dev/pts", b"devpts", MS_NOSUID | MS_NOEXEC, options) == 0:
         os.symlink("pts/ptmx", "/dev/ptmx")
 
 

@@ -88,6 +88,13 @@ GPU_REFUSED = {
     "pidns": "not on a GPU: CUDA IPC handles cannot cross PID namespaces",
 }
 """Layers a candidate on a GPU never gets by default, and why (``KSEARCH_SANDBOX`` naming one is refused there)."""
+GPU_UNVERIFIED = {
+    "ipcns": f"not yet run with CUDA on a GPU: name it in {VARIABLE} to use it",
+    "landlock": "CUDA's initialisation failed under the Landlock domain (error 304, an H100 with driver 580.159 and "
+    "Linux 6.18) when it also refused abstract sockets, which netns now isolates instead; not yet run on a GPU "
+    f"without that: name it in {VARIABLE} to try (userns and caps keep other processes' /proc away there)",
+}
+"""Layers ``auto`` leaves out on a GPU until they have run there with CUDA (``KSEARCH_SANDBOX`` may name them)."""
 MPS_PIPE_VARIABLE = "CUDA_MPS_PIPE_DIRECTORY"
 MPS_DEFAULT_PIPE = "/tmp/nvidia-mps"
 """Where a CUDA MPS control daemon keeps its named pipes and Unix sockets (NVIDIA's MPS documentation)."""
@@ -100,18 +107,9 @@ def gpu_withheld() -> dict[str, str]:
     withheld = dict(GPU_UNVERIFIED)
     pipe = Path(os.environ.get(MPS_PIPE_VARIABLE) or MPS_DEFAULT_PIPE)
     if (pipe / "control").exists():
-        withheld["seccomp"] = (f"a CUDA MPS daemon serves the GPUs here ({pipe}), and its clients connect to its Unix "
-                               f"socket, which seccomp refuses: name it in {VARIABLE} to use it without MPS")  # fmt: skip
+        withheld["seccomp"] = (f"a CUDA MPS daemon serves the GPUs here ({pipe}), and its clients connect to its "
+                               f"Unix socket, which seccomp refuses: name it in {VARIABLE} to use it without MPS")
     return withheld
-
-
-GPU_UNVERIFIED = {
-    "ipcns": f"not yet run with CUDA on a GPU: name it in {VARIABLE} to use it",
-    "landlock": "CUDA's initialisation failed under the Landlock domain (error 304, an H100 with driver 580.159 and "
-    "Linux 6.18) when it also refused abstract sockets, which netns now isolates instead; not yet run on a GPU "
-    f"without that: name it in {VARIABLE} to try (userns and caps keep other processes' /proc away there)",
-}
-"""Layers ``auto`` leaves out on a GPU until they have run there with CUDA (``KSEARCH_SANDBOX`` may name them)."""
 
 
 def probe(gpu: bool) -> tuple[tuple[str, ...], dict[str, str]]:
