@@ -193,10 +193,12 @@ def test_root_cannot_change_the_kernels_settings() -> None:
     assert done.stdout.strip() == "end", done.stdout + done.stderr
 
 
-def _launch(layers: list[str], code: str, writable: list[str] = (),
-            devices: str = "all") -> subprocess.CompletedProcess[str]:  # fmt: skip
-    """``python -c code`` through the launcher with ``layers`` (and ``devices``: ``minimal_dev``'s choice)."""
-    spec = json.dumps({"layers": layers, "hidden": [], "writable": ["/dev", *writable], "devices": devices})
+def _launch(layers: list[str], code: str, writable: list[str] = (), devices: str = "all",
+            cuda: bool = False) -> subprocess.CompletedProcess[str]:  # fmt: skip
+    """``python -c code`` through the launcher with ``layers`` (``devices``: ``minimal_dev``'s choice; ``cuda``: a
+    GPU's candidate, for which Landlock leaves ``/proc`` writable)."""
+    spec = json.dumps({"layers": layers, "hidden": [], "writable": ["/dev", *writable], "devices": devices,
+                       "cuda": cuda})  # fmt: skip
     return subprocess.run([sys.executable, "-P", "-m", "ksearch.tools.containment.launcher", spec, "--",
                            sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False,
                           env=_repository_env())  # fmt: skip
@@ -206,6 +208,51 @@ def _landlock_abi() -> int:
     from ksearch.tools.containment.landlock import abi_version
 
     return abi_version()
+
+
+PROC_WRITER = """
+import subprocess, sys
+def attempt():
+    try:
+        with open("/proc/self/comm", "w") as f:
+            f.write("kernel")
+        return "wrote"
+    except OSError:
+        return "refused"
+print(attempt(), end=" ")
+if len(sys.argv) == 1:
+    print(subprocess.run([sys.executable, "-c", sys.argv[0] if sys.argv[0] != "-c" else CODE, "child"],
+                         capture_output=True, text=True).stdout)
+"""
+
+
+@linux_only
+@pytest.mark.parametrize("cuda", [True, False], ids=["gpu_candidate", "cpu_candidate"])
+def test_landlock_leaves_proc_writable_for_a_gpus_candidate_and_its_children(cuda: bool) -> None:
+    """CUDA's start writes beneath its process's ``/proc/PID`` (error 304 under Landlock otherwise, an H200 in session
+    29), in every process that starts CUDA: Inductor's compile workers failed with "Could not find an active GPU
+    backend" while only the worker's own ``/proc/PID`` was writable. A GPU's candidate (``cuda`` in the spec) and what
+    it starts may write there; a CPU's may not."""
+    if _landlock_abi() < 1:
+        pytest.skip("Landlock is not available in this kernel")
+    code = f"CODE = {PROC_WRITER!r}\n" + PROC_WRITER
+    done = _launch(["landlock"], code, cuda=cuda)
+    expected = "wrote wrote" if cuda else "refused refused"
+    assert done.stdout.strip() == expected, done.stdout + done.stderr
+
+
+def test_a_gpus_candidate_gets_the_minimal_dev_with_nvidia_nodes_and_proc_for_cuda(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """What the parent asks the launcher for: a CPU's candidate the minimal ``/dev``, a GPU's the one that keeps the
+    ``nvidia*`` nodes (it ran with CUDA on an H200, session 29) and ``/proc`` writable under Landlock."""
+    monkeypatch.setenv("KSEARCH_SANDBOX", "caps")
+    if "caps" not in policy.probe(gpu=True)[0] or "caps" not in policy.probe(gpu=False)[0]:
+        pytest.skip("this machine refuses the caps layer")
+    for device, devices, cuda in (("cpu", "cpu", False), ("cuda:0", "gpu", True)):
+        argv = policy.launcher_prefix(device, [])
+        spec = json.loads(argv[argv.index("--") - 1])
+        assert (spec["devices"], spec["cuda"]) == (devices, cuda)
 
 
 @linux_only
@@ -421,7 +468,7 @@ def test_auto_withholds_seccomp_on_a_gpu_served_by_mps_and_says_why(
     monkeypatch.delenv("KSEARCH_SANDBOX", raising=False)
     monkeypatch.setattr(policy, "MPS_DEFAULT_PIPE", str(tmp_path / "no-mps"))
     monkeypatch.setenv(policy.MPS_PIPE_VARIABLE, str(pipe))
-    assert "seccomp" not in policy.gpu_withheld()
+    assert policy.gpu_withheld() == {}  # every other layer has run with CUDA (an H200, sessions 28-29)
     (pipe / "control").touch()
     assert "seccomp" in policy.gpu_withheld()
     available = set(policy.probe(gpu=True)[0])

@@ -13,14 +13,15 @@ It applies the layers the parent chose (``policy``), in this order, then ``exec`
 ``mountns`` a mount namespace of its own (``pidns``'s, or a new one) in which the hidden paths are covered (an empty
             read-only folder over a folder, ``/dev/null`` over a file) and every mount is read-only but the writable
             folders (bind-mounted onto themselves first), ``/dev`` and ``/proc`` (not its system settings:
-            ``PROC_READ_ONLY``). Without Landlock (a GPU) this is what keeps the workspace and the home's key files
-            unread, and the ksearch installation the next checker imports, a workspace's database or a cache another
-            process reads unchanged. Undoing a mount needs a capability, and ``caps`` leaves none. ``/dev`` is a
-            minimal one (``minimal_dev``, where the spec's ``devices`` asks): no disk, loop, input or other device
-            node that a uid-0 candidate without capabilities could still open by the file modes.
+            ``PROC_READ_ONLY``). Without Landlock (a machine that refuses it) this is what keeps the workspace and the
+            home's key files unread, and the ksearch installation the next checker imports, a workspace's database or
+            a cache another process reads unchanged. Undoing a mount needs a capability, and ``caps`` leaves none.
+            ``/dev`` is a minimal one (``minimal_dev``, where the spec's ``devices`` asks; a GPU's keeps ``nvidia*``):
+            no disk, loop, input or other device node that a uid-0 candidate without capabilities could still open
+            by the file modes.
 ``netns``   a network namespace of its own, with only a loopback interface that is down: no TCP, UDP or abstract
             socket reaches anything outside (a Dask scheduler, a model server, another process's port), where
-            Landlock's network rules are missing (a GPU) or do not reach (UDP, abstract sockets before Linux 6.12).
+            Landlock's network rules are missing or do not reach (UDP, abstract sockets before Linux 6.12).
 ``ipcns``   an IPC namespace of its own: no System V message queue, semaphore or shared-memory segment, and no POSIX
             message queue, of any process outside (a red-team review, session 28, sent a message into a same-user
             queue outside); with ``mountns``, every ``mqueue`` mount covered (its files are the host's queues).
@@ -35,8 +36,10 @@ It applies the layers the parent chose (``policy``), in this order, then ``exec`
             layer; root's docker socket) can be reached; ``io_uring`` (which would connect past the filter) and
             32-bit or x32 system calls (other numbers) fail. Creating a Unix socket stays allowed: CUDA's start
             needs one (it failed with error 304 when ``socket(AF_UNIX)`` did, on an H200, session 28).
-``landlock`` reads everywhere except the hidden paths, writes only beneath the given folders and ``/dev``, no TCP
-            (ABI 4+), no signals or (without ``netns``) abstract sockets outside (ABI 6+), no ptrace attach outside.
+``landlock`` reads everywhere except the hidden paths, writes only beneath the given folders and ``/dev`` (and, for
+            a GPU's candidate, the spec's ``cuda``, ``/proc``: CUDA's start writes beneath its process's entry, in
+            every process that starts it), no TCP (ABI 4+), no signals or (without ``netns``) abstract sockets outside
+            (ABI 6+), no ptrace attach outside.
             Where nothing else keeps the ancestors' ``/proc`` entries away (an ordinary user without user namespaces),
             the parent hides their ``/proc/PID`` folders here too.
 
@@ -381,6 +384,8 @@ def _has_any_capability() -> bool:
 
 
 def apply_landlock(hidden: list[str], writable: list[str], *, abstract_sockets: bool = True) -> int:
+    """Landlock over this process and what it starts: reads everywhere but ``hidden``, writes beneath ``writable``,
+    and the network and scope rules of ``landlock.Ruleset``."""
     from ksearch.tools.containment import landlock
 
     abi = landlock.abi_version()
@@ -446,7 +451,10 @@ def apply(spec: dict, *, probe: bool) -> tuple[list[str], dict[str, str]]:
         attempt("ipcns", lambda: own_ipc_namespace(cover_mqueues="mountns" in applied))
     attempt("caps", drop_capabilities)
     # in a network namespace of its own no abstract socket outside is visible: the scope would add nothing there
-    attempt("landlock", lambda: apply_landlock(list(spec.get("hidden", [])), list(spec.get("writable", [])),
+    # CUDA's start writes beneath its process's /proc/PID (error 304 otherwise), in every process that starts CUDA
+    # (Inductor's compile workers too, session 29): for a GPU's candidate /proc stays writable, as mountns leaves it
+    writable = [*spec.get("writable", []), *(["/proc"] if spec.get("cuda") else [])]
+    attempt("landlock", lambda: apply_landlock(list(spec.get("hidden", [])), writable,
                                                abstract_sockets="netns" not in applied))  # fmt: skip
     attempt("seccomp", lambda: install_seccomp(platform.machine()))
     return applied, failed

@@ -10,9 +10,10 @@ of another privilege or of another user namespace can read its memory, environme
 
 ``pidns`` is left out of ``auto`` on a GPU: legacy CUDA IPC handles cannot be opened across PID namespaces, and the
 checker shares its output buffer with the worker through one (the evaluator would fall back to host memory, slower).
-``landlock`` and ``ipcns`` are too until they have run with CUDA (``GPU_UNVERIFIED``: CUDA's initialisation failed
-under the Landlock domain that also refused abstract sockets); ``mountns`` does Landlock's two jobs there: the hidden
-paths unreadable, and nothing writable outside the worker's own folders.
+Every other layer runs with CUDA (an H200, session 29): Landlock there leaves the process's own ``/proc/PID`` writable
+(CUDA's start writes beneath it) and, beside ``netns``, leaves abstract sockets to the network namespace; ``mountns``
+gives a GPU's candidate a minimal ``/dev`` with the ``nvidia*`` nodes. ``seccomp`` is withheld where a CUDA MPS daemon
+serves the GPU (``gpu_withheld``).
 
 Paths hidden from candidates (``landlock``, ``mountns``): every workspace this process opened (``hide``), the
 credential files and folders of the user's home (``HOME_SECRETS``), and ``KSEARCH_SANDBOX_HIDE`` (a ``:``-separated
@@ -88,13 +89,6 @@ GPU_REFUSED = {
     "pidns": "not on a GPU: CUDA IPC handles cannot cross PID namespaces",
 }
 """Layers a candidate on a GPU never gets by default, and why (``KSEARCH_SANDBOX`` naming one is refused there)."""
-GPU_UNVERIFIED = {
-    "ipcns": f"not yet run with CUDA on a GPU: name it in {VARIABLE} to use it",
-    "landlock": "CUDA's initialisation failed under the Landlock domain (error 304, an H100 with driver 580.159 and "
-    "Linux 6.18) when it also refused abstract sockets, which netns now isolates instead; not yet run on a GPU "
-    f"without that: name it in {VARIABLE} to try (userns and caps keep other processes' /proc away there)",
-}
-"""Layers ``auto`` leaves out on a GPU until they have run there with CUDA (``KSEARCH_SANDBOX`` may name them)."""
 MPS_PIPE_VARIABLE = "CUDA_MPS_PIPE_DIRECTORY"
 MPS_DEFAULT_PIPE = "/tmp/nvidia-mps"
 """Where a CUDA MPS control daemon keeps its named pipes and Unix sockets (NVIDIA's MPS documentation)."""
@@ -104,7 +98,7 @@ def gpu_withheld() -> dict[str, str]:
     """Layers ``auto`` leaves out on a GPU here, and why (``KSEARCH_SANDBOX`` may still name them). ``seccomp`` runs
     with CUDA (an H200, session 28) but refuses ``connect``, through which a CUDA client reaches an MPS daemon's Unix
     socket: where one serves the GPU a candidate would lose it (or, in exclusive-process mode, the GPU)."""
-    withheld = dict(GPU_UNVERIFIED)
+    withheld: dict[str, str] = {}
     pipe = Path(os.environ.get(MPS_PIPE_VARIABLE) or MPS_DEFAULT_PIPE)
     if (pipe / "control").exists():
         withheld["seccomp"] = (f"a CUDA MPS daemon serves the GPUs here ({pipe}), and its clients connect to its "
@@ -231,8 +225,9 @@ def launcher_prefix(device: str, writable: list[Path]) -> list[str]:
     hidden = hidden_paths(keep)
     if "landlock" in layers and not environ_protected(layers):
         hidden += [f"/proc/{pid}" for pid in ancestors()]
-    devices = "cpu" if device == "cpu" else "all"  # a GPU's minimal /dev has not run with CUDA yet
-    spec = {"layers": list(layers), "hidden": hidden, "writable": [*keep, "/dev"], "devices": devices}
+    devices = "cpu" if device == "cpu" else "gpu"  # the GPU's adds nvidia* (ran with CUDA on an H200, session 29)
+    spec = {"layers": list(layers), "hidden": hidden, "writable": [*keep, "/dev"], "devices": devices,
+            "cuda": device != "cpu"}  # fmt: skip
     return _launcher_argv(spec)
 
 
