@@ -166,6 +166,10 @@ class HandoffReply(BaseModel):
     """begin: the checker runs this evaluation in low-memory mode."""
     seed: int | None = None
     """seed: the seed the checker drew."""
+    preparing: bool = False
+    """seed (activation): the checker is computing this audit's reference now, from the seeds alone; the worker asks
+    for the verdicts so far (``settle``, answered once that is done) before the audited call, so that none of it runs
+    on the device while the candidate does."""
 
 
 class ConfigSamples(BaseModel):
@@ -248,6 +252,11 @@ class CheckerCommand(BaseModel):
     """seed: the benchmark config the seed is for."""
     kind: Literal["input", "activation"] = "input"
     """seed: a whole fresh input set, or new values for the activation inputs of a set (re-randomised in place)."""
+    input_seed: int | None = None
+    """seed (activation): the seed of the input set whose activations the new values replace."""
+    prepared_audits: bool = True
+    """begin: compute an audit's reference when its activation seed is issued (``Checker.prepare_audit``), while the
+    worker makes the same inputs, instead of after the audited call; False: after, as before."""
 
 
 class SeedRequest(BaseModel):
@@ -259,6 +268,8 @@ class SeedRequest(BaseModel):
     op: Literal["seed"] = "seed"
     config_index: int
     kind: Literal["input", "activation"]
+    input_seed: int | None = None
+    """activation: the seed of the input set to be re-randomised (the checker may prepare the audit's reference)."""
 
 
 class CheckResult(BaseModel):

@@ -47,6 +47,8 @@ from ksearch.contracts.exchange import (
 from ksearch.tools.evaluator.checker_records import (
     CheckFailed,
     EvaluationRecord,
+    InputClaim,
+    PreparedAudit,
     check_layout,
     checker_environment,
 )
@@ -109,6 +111,10 @@ class Checker:
         self.sampled_audits = True
         """This evaluation's choice (``begin``): judge an audit's output at sampled positions where the task can."""
         self.pending: tuple[EvaluationRecord, Handoff, Any, list[Any]] | None = None
+        self.prepared_audits = True
+        """This evaluation's choice (``begin``): prepare an audit's expectation when its activation seed is issued."""
+        self.to_prepare: tuple[EvaluationRecord, InputClaim] | None = None
+        self.prepared: PreparedAudit | None = None
         self.low_memory = False
         """This evaluation's mode (``begin``): judge before answering, cache nothing, give memory back after each."""
 
@@ -135,13 +141,14 @@ class Checker:
         if command.op == "finish":
             return self.finish(command.timed).model_dump()
         if command.op == "seed":
-            return self.issue_seed(command.config_index, command.kind).model_dump()
+            return self.issue_seed(command.config_index, command.kind, command.input_seed).model_dump()
         raise ValueError(f"unknown command {command.op!r}")
 
-    def issue_seed(self, config_index: int, kind: str) -> HandoffReply:
+    def issue_seed(self, config_index: int, kind: str, input_seed: int | None = None) -> HandoffReply:
         """A fresh seed for a timed call's inputs of benchmark config ``config_index``: a whole input set
         (``input``) or new activation values (``activation``), drawn now with the system's randomness and recorded,
-        so the checker judges an output on such inputs only when it issued their seed."""
+        so the checker judges an output on such inputs only when it issued their seed. New activations for the set
+        of ``input_seed``: the audit's expectation is prepared right after this answer (``prepare_audit``)."""
         state = self.current
         if state is None:
             return HandoffReply(ok=False, message="no evaluation in progress")
@@ -155,7 +162,39 @@ class Checker:
             if (config_index, seed) not in state.issued:
                 break
         state.issued.add((config_index, seed))
-        return HandoffReply(ok=True, seed=seed)
+        preparing = kind == "activation" and input_seed is not None and self.prepared_audits and not self.low_memory
+        if preparing:
+            assert input_seed is not None
+            self.to_prepare = (state, InputClaim("audit", config_index, base, input_seed, seed))
+        return HandoffReply(ok=True, seed=seed, preparing=preparing)
+
+    def prepare_audit(self) -> None:
+        """Compute the expectation of the audit whose activation seed was just issued (its inputs from the seeds, their
+        digest, the reference, sampled or whole), while the worker makes the same inputs: the worker then waits for
+        this (``settle``) before the audited call, so nothing of it runs beside the candidate, and the audit's handoff
+        is judged without the work. A claim this evaluation could not make, or any failure here, leaves nothing
+        prepared: the handoff is then judged from scratch, as before, and its own checks decide."""
+        if self.to_prepare is None:
+            return
+        state, claim = self.to_prepare
+        self.to_prepare = None
+        self.prepared = None
+        if state is not self.current or state.failure is not None:
+            return
+        task = state.task
+        configs = task.benchmark_configs(self.device)
+        index = input_set_index(claim.prepare_seed, claim.input_seed)
+        if index is None or (index >= FRESH_SET_BASE and (claim.config_index, claim.input_seed) not in state.issued):
+            return
+        config = configs[claim.config_index]
+        try:
+            digest, expected, sample, whole = self._retrying_out_of_memory(
+                lambda: self._audit_expectation(state, task, config, claim))
+            self._sync()
+        except Exception:  # noqa: BLE001 - judged from scratch at the handoff, where a failure is recorded
+            self._release_memory(collect=False)
+            return
+        self.prepared = PreparedAudit(state, claim, digest, expected, sample, whole)
 
     def begin(self, command: CheckerCommand) -> dict[str, Any]:
         from ksearch.tasks.registry import resolve_task
@@ -165,6 +204,8 @@ class Checker:
             task = self.tasks[command.task] = resolve_task(command.task)
         self.current = EvaluationRecord(task=task, salt=command.salt, bench_salt=command.bench_salt)
         self.sampled_audits = command.sampled_audits
+        self.prepared_audits = command.prepared_audits
+        self.to_prepare = self.prepared = None
         self.low_memory = command.low_memory or self._available_bytes() < LOW_MEMORY_BELOW
         if self.low_memory:
             self.cache.clear()
@@ -253,6 +294,7 @@ class Checker:
     def finish(self, timed: bool) -> CheckResult:
         state = self.current
         self.current = None
+        self.to_prepare = self.prepared = None
         self._release_memory()
         if state is None:
             return CheckResult(verdict=Verdict.CRASHED, error="the checker saw no evaluation begin")
@@ -293,7 +335,8 @@ class Checker:
             mismatch=mismatch, rejection=rejection, error=error, bench_input_bytes=dict(state.bench_input_bytes),
             bench_generation_ms=dict(state.bench_generation_ms), bench_digest_ms=dict(state.bench_digest_ms),
             environment={**checker_environment(self.device, peak=True),
-                         "memory_mode": "low" if self.low_memory else "normal"},
+                         "memory_mode": "low" if self.low_memory else "normal",
+                         "audits_prepared": f"{state.audits_prepared} of {state.audits}"},
         )  # fmt: skip
 
     # -- one output ----------------------------------------------------------------------------------------------
@@ -355,13 +398,22 @@ class Checker:
         import torch
 
         task = state.task
+        claim = InputClaim.of(h)
         sample: ExpectedSample | None = None
-        if h.kind == "audit" and self.sampled_audits and not self._whole_audit(state, h.config_index):
-            digest, expected, sample = self._retrying_out_of_memory(lambda: self._audit_reference(task, config, h))
-        else:
-            digest, expected = self._reference(task, config, h)
-            if h.kind == "audit":
+        if h.kind == "audit":
+            prepared, self.prepared = self.prepared, None
+            state.audits += 1
+            if prepared is not None and prepared.record is state and prepared.claim == claim:
+                digest, expected, sample, whole = prepared.digest, prepared.expected, prepared.sample, prepared.whole
+                state.audits_prepared += 1
+            else:
+                digest, expected, sample, whole = self._retrying_out_of_memory(
+                    lambda: self._audit_expectation(state, task, config, claim))
+            del prepared
+            if whole:
                 state.whole_audits.add(h.config_index)
+        else:
+            digest, expected = self._reference(task, config, claim)
         if digest != h.digest:
             raise CheckFailed(
                 Verdict.REJECTED,
@@ -405,41 +457,53 @@ class Checker:
                 state.bench_generation_ms[h.config_index] = statistics.median(costs[0])
                 state.bench_digest_ms[h.config_index] = statistics.median(costs[1])
 
-    def _reference(self, task: Any, config: Any, h: Handoff) -> tuple[str, Any]:
-        key = (task.name, h.kind == "test", config.name, h.prepare_seed, h.input_seed, h.activation_seed)
+    def _reference(self, task: Any, config: Any, claim: InputClaim) -> tuple[str, Any]:
+        key = (task.name, claim.kind == "test", config.name, claim.prepare_seed, claim.input_seed,
+               claim.activation_seed)  # fmt: skip
         found = self.cache.get(key)
         if found is not None:
             return found
-        return self._retrying_out_of_memory(lambda: self._compute_reference(task, config, h, key))
+        return self._retrying_out_of_memory(lambda: self._compute_reference(task, config, claim, key))
 
-    def _compute_reference(self, task: Any, config: Any, h: Handoff, key: tuple[Any, ...]) -> tuple[str, Any]:
-        inputs, digest = self._regenerated(task, config, h)
-        prepare_config = config.model_copy(update={"seed": h.prepare_seed})
+    def _compute_reference(self, task: Any, config: Any, claim: InputClaim, key: tuple[Any, ...]) -> tuple[str, Any]:
+        inputs, digest = self._regenerated(task, config, claim)
+        prepare_config = config.model_copy(update={"seed": claim.prepare_seed})
         expected = task.expected(prepare_config, inputs)  # after the digest; nothing reads the inputs again
         del inputs
-        if not self.low_memory and h.kind != "audit":  # an audit's activations are its own: never asked for again
+        if not self.low_memory and claim.kind != "audit":  # an audit's activations are its own: never asked again
             self.cache.put(key, digest, expected)
         return digest, expected
+
+    def _audit_expectation(self, state: EvaluationRecord, task: Any, config: Any,
+                           claim: InputClaim) -> tuple[str, Any, ExpectedSample | None, bool]:  # fmt: skip
+        """An audit's input digest and expectation: the reference at sampled positions where the task offers them,
+        else (and for the first audit of each config, and one in ``WHOLE_AUDIT_ODDS`` after it) the whole reference;
+        the last item says which (whole)."""
+        if self.sampled_audits and not self._whole_audit(state, claim.config_index):
+            digest, expected, sample = self._audit_reference(task, config, claim)
+            return digest, expected, sample, sample is None
+        digest, expected = self._compute_reference(task, config, claim, ())
+        return digest, expected, None, True
 
     @staticmethod
     def _whole_audit(state: EvaluationRecord, config_index: int) -> bool:
         """Whether this audit is checked on the whole output (``WHOLE_AUDIT_ODDS``)."""
         return config_index not in state.whole_audits or secrets.randbelow(WHOLE_AUDIT_ODDS) == 0
 
-    def _audit_reference(self, task: Any, config: Any, h: Handoff) -> tuple[str, Any, ExpectedSample | None]:
+    def _audit_reference(self, task: Any, config: Any, claim: InputClaim) -> tuple[str, Any, ExpectedSample | None]:
         """An audit's input digest and, where the task offers one, the reference at positions drawn here with the
         system's randomness (``Task.expected_sample``), else the whole reference (then the sample is None). Never
         cached: each audit has activations of its own."""
         import torch
 
-        inputs, digest = self._regenerated(task, config, h)
-        prepare_config = config.model_copy(update={"seed": h.prepare_seed})
+        inputs, digest = self._regenerated(task, config, claim)
+        prepare_config = config.model_copy(update={"seed": claim.prepare_seed})
         generator = torch.Generator(device=self.device).manual_seed(secrets.randbits(63))
         sample = None if task.output_is_tuple else task.expected_sample(prepare_config, inputs, generator)
         expected = task.expected(prepare_config, inputs) if sample is None else None
         return digest, expected, sample
 
-    def _regenerated(self, task: Any, config: Any, h: Handoff) -> tuple[list[Any], str]:
+    def _regenerated(self, task: Any, config: Any, h: InputClaim) -> tuple[list[Any], str]:
         """The inputs the handoff claims (its set's seed, and an audit's activation seed) made here, and their digest;
         for a timed output, what making and digesting them cost (the parent's allowance for the worker's same work)."""
         started = time.perf_counter()
@@ -496,6 +560,7 @@ def serve(device: str, commands: Any, answers: Any) -> None:
         answers.flush()
         with profile.around():
             checker.judge_pending()  # while the worker runs its next config
+            checker.prepare_audit()  # while the worker makes the audit's inputs
     checker.staging.release()
 
 

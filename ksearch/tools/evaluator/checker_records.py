@@ -24,6 +24,22 @@ class CheckFailed(Exception):
         """The checker could not judge (its device memory ran out): no verdict about the candidate."""
 
 
+@dataclass(frozen=True)
+class InputClaim:
+    """The seeds an output's inputs were made from: a handoff's, or those of an audit the checker prepares when it
+    issues the audit's activation seed (``Checker.prepare_audit``), before the audited call."""
+
+    kind: str
+    config_index: int
+    prepare_seed: int
+    input_seed: int
+    activation_seed: int | None = None
+
+    @classmethod
+    def of(cls, h: Handoff) -> InputClaim:
+        return cls(h.kind, h.config_index, h.prepare_seed, h.input_seed, h.activation_seed)
+
+
 def significant_strides(shape: tuple[int, ...], strides: list[int]) -> list[tuple[int, int]]:
     return [(i, s) for i, (n, s) in enumerate(zip(shape, strides, strict=True)) if n > 1]
 
@@ -48,6 +64,10 @@ class EvaluationRecord:
     whole_audits: set[int] = field(default_factory=set)
     """Benchmark configs with an audit checked on the whole output (the first of each always is: ``Checker``)."""
     outputs_checked: int = 0
+    audits: int = 0
+    """Audits (timed calls on re-randomised activations) judged; ``audits_prepared`` of them on an expectation
+    prepared when their seed was issued (``Checker.prepare_audit``)."""
+    audits_prepared: int = 0
     failure: CheckFailed | None = None
 
 
@@ -81,3 +101,17 @@ def checker_environment(device: str, *, peak: bool = False) -> dict[str, str]:
         if peak:
             env["checker_peak_gpu_mib"] = str(torch.cuda.max_memory_reserved(index) >> 20)
     return env
+
+
+@dataclass
+class PreparedAudit:
+    """An audit's expectation computed before its handoff: used only by a handoff of the same evaluation that claims
+    the same seeds (any other is judged from scratch, as before)."""
+
+    record: EvaluationRecord
+    claim: InputClaim
+    digest: str
+    expected: Any
+    sample: Any
+    whole: bool
+    """Judged on the whole output (``Checker._whole_audit`` drew it): recorded as such when the handoff uses it."""

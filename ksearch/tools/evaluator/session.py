@@ -59,6 +59,9 @@ LOW_MEMORY_VARIABLE = "KSEARCH_LOW_MEMORY"
 SAMPLED_AUDITS_VARIABLE = "KSEARCH_SAMPLED_AUDITS"
 """Set to 0: the checker judges each audit (a timed call on re-randomised activations) on the whole output, the whole
 reference computed for it, instead of at sampled positions where the task offers them (``Task.expected_sample``)."""
+PREPARED_AUDITS_VARIABLE = "KSEARCH_PREPARED_AUDITS"
+"""Set to 0: the checker computes an audit's reference after the audited call, instead of while the worker makes the
+same inputs (``Checker.prepare_audit``)."""
 
 
 class Outcome(BaseModel):
@@ -382,8 +385,10 @@ class EvaluatorSession:
             elif message.get("op") == "settle":
                 command = CheckerCommand(op="settle", evaluation=evaluation)
             elif message.get("op") == "seed":
+                input_seed = message.get("input_seed")
                 command = CheckerCommand(op="seed", evaluation=evaluation, config_index=int(message.get("config_index", -1)),
-                                         kind=message.get("kind"))  # fmt: skip
+                                         kind=message.get("kind"),
+                                         input_seed=None if input_seed is None else int(input_seed))  # fmt: skip
             else:
                 from ksearch.contracts.exchange import Handoff
 
@@ -419,7 +424,8 @@ class EvaluatorSession:
         answer = self.ask_checker(
             CheckerCommand(op="begin", evaluation=evaluation, task=task, device=self.device, salt=self.salt,
                            bench_salt=bench_salt, low_memory=self.low_memory,
-                           sampled_audits=os.environ.get(SAMPLED_AUDITS_VARIABLE, "1") != "0"),  # fmt: skip
+                           sampled_audits=os.environ.get(SAMPLED_AUDITS_VARIABLE, "1") != "0",
+                           prepared_audits=os.environ.get(PREPARED_AUDITS_VARIABLE, "1") != "0"),  # fmt: skip
             max(timeout, CHECKER_START_S),
         )
         staging = answer.get("staging")

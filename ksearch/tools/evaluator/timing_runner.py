@@ -136,7 +136,7 @@ class WorkerTimingRunner:
     def call_on(self, index: int, *, fresh: bool = False, reuse_args: bool = True, clone: bool = False) -> _Call:
         task = self.worker.task
         if fresh:  # a whole new input set, its seed drawn by the checker now (unpredictable in this process)
-            seed = self._issued_seed("input") or self._seed(index)
+            seed = self._issued_seed("input")[0] or self._seed(index)
             inputs = task.make_inputs(self.config.model_copy(update={"seed": seed}), self.worker.device)
             return _Call(self.fn, task.call_args(inputs, self.config), inputs, index, seed, self.config)
         if index not in self.sets:
@@ -289,7 +289,7 @@ class WorkerTimingRunner:
         positions = task.activation_inputs(self.config)
         if positions is not None and not positions:
             return None
-        seed = self._issued_seed("activation")
+        seed, preparing = self._issued_seed("activation", input_seed=call.seed)
         if seed is None:  # no checker to issue one (direct use): a seed of the audit range
             seed = input_set_seed(self.config.seed, AUDIT_BASE + random.randrange(MAX_INPUT_SETS - AUDIT_BASE))
         fresh = task.make_inputs(self.config.model_copy(update={"seed": seed}), self.worker.device)
@@ -310,18 +310,22 @@ class WorkerTimingRunner:
         after = list(call.inputs)
         for position, source in values:
             after[position] = source
-        return FreshValues(seed, values, input_digest(after))
+        fresh_values = FreshValues(seed, values, input_digest(after))
+        if preparing:  # the checker computes the audit's expectation meanwhile: none of it may run beside the call
+            self.worker.settle(spin=self.worker.device.startswith("cuda"))
+        return fresh_values
 
-    def _issued_seed(self, kind: str) -> int | None:
-        """A seed the checker draws now for this config's fresh inputs (``input``) or activations (``activation``);
-        None when nothing is audited (no checker to ask)."""
+    def _issued_seed(self, kind: str, *, input_seed: int | None = None) -> tuple[int | None, bool]:
+        """A seed the checker draws now for this config's fresh inputs (``input``) or activations (``activation``,
+        of the set of ``input_seed``), and whether the checker is preparing that audit's expectation (then the worker
+        waits for it before the audited call); None when nothing is audited (no checker to ask)."""
         if not self.audited or self.worker.staging is None:
-            return None
-        reply = self.worker.channel.ask(SeedRequest(config_index=self.index, kind=kind),  # type: ignore[arg-type]
-                                        spin=self.worker.device.startswith("cuda"))  # fmt: skip
+            return None, False
+        request = SeedRequest(config_index=self.index, kind=kind, input_seed=input_seed)  # type: ignore[arg-type]
+        reply = self.worker.channel.ask(request, spin=self.worker.device.startswith("cuda"))
         if not reply.ok or reply.seed is None:
             raise HarnessFault(f"the checker issued no {kind} seed for config {self.config.name}: {reply.message}")
-        return reply.seed
+        return reply.seed, reply.preparing
 
     def rerandomise(self, call: _Call, values: FreshValues) -> None:
         """Copy the new values into the set's activations through ``.data`` (same tensors, same version counter),

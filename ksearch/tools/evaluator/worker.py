@@ -378,10 +378,12 @@ class Worker:
         )
         self._answered(self.channel.ask(message, spin=self.phase == "timing" and self.device.startswith("cuda")))
 
-    def settle(self) -> None:
-        """Wait for the checker's verdict on every correctness output (it judges each while the next config runs)."""
+    def settle(self, *, spin: bool = False) -> None:
+        """Wait for the checker's verdict on every correctness output (it judges each while the next config runs) and
+        for whatever it does after its last answer (an audit's expectation, prepared while the worker made the same
+        inputs). ``spin``: in timing on a GPU, as the handoffs wait."""
         if self.staging is not None:
-            self._answered(self.channel.ask(SettleRequest()))
+            self._answered(self.channel.ask(SettleRequest(), spin=spin))
 
     @staticmethod
     def _answered(reply: HandoffReply) -> None:

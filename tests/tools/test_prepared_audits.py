@@ -1,0 +1,186 @@
+"""An audit's expectation prepared when its activation seed is issued (``Checker.prepare_audit``): computed from the
+seeds alone after the seed's answer, used only by a handoff of the same evaluation claiming the same seeds, and
+judged exactly as one computed at the handoff (a replay is caught, a wrong claim is judged from scratch)."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import pytest
+import torch
+
+from ksearch.contracts.evaluation import Verdict
+from ksearch.contracts.exchange import CheckerCommand, Handoff
+from ksearch.tasks.trimul import TrimulTask
+from ksearch.tools.evaluator import checker as checker_mod
+from ksearch.tools.evaluator.checker import Checker
+from ksearch.tools.evaluator.seeds import input_digest, input_set_seed, salted_seed
+from ksearch.tools.evaluator.staging import StagingWriter
+
+TASK = TrimulTask()
+BENCH_SALT = 2
+CONFIG_INDEX = 1
+
+
+@pytest.fixture
+def counted(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The configs of every reference the checker computes, whole or sampled."""
+    computed: list[str] = []
+    whole, sampled = TrimulTask.expected, TrimulTask.expected_sample
+
+    def counting_whole(self, config, inputs):
+        computed.append(config.name)
+        return whole(self, config, inputs)
+
+    def counting_sample(self, config, inputs, generator):
+        computed.append(config.name)
+        return sampled(self, config, inputs, generator)
+
+    monkeypatch.setattr(TrimulTask, "expected", counting_whole)
+    monkeypatch.setattr(TrimulTask, "expected_sample", counting_sample)
+    return computed
+
+
+@pytest.fixture
+def checker():
+    made = Checker("cpu")
+    yield made
+    made.staging.release()
+
+
+def _begin(checker: Checker, **options: bool) -> StagingWriter:
+    reply = checker.handle(CheckerCommand(op="begin", task="trimul", device="cpu", salt=1, bench_salt=BENCH_SALT,
+                                          **options))  # fmt: skip
+    assert reply["ok"]
+    writer = StagingWriter(checker.staging.handle)
+    writer.open(checker.staging.ensure(1 << 24))
+    return writer
+
+
+def _base() -> int:
+    return salted_seed(TASK.benchmark_configs("cpu")[CONFIG_INDEX].seed, BENCH_SALT)
+
+
+def _seed(checker: Checker, input_seed: int | None) -> dict:
+    return checker.handle(CheckerCommand(op="seed", config_index=CONFIG_INDEX, kind="activation", input_seed=input_seed))
+
+
+def _handoff(writer: StagingWriter, activation_seed: int, *, replay: bool = False) -> Handoff:
+    """The audit the worker makes on the set of seed ``_base()`` with ``activation_seed``'s activations: the right
+    output, or (``replay``) the output of the set's own activations."""
+    config = TASK.benchmark_configs("cpu")[CONFIG_INDEX]
+    base = _base()
+    with torch.no_grad():
+        inputs = TASK.make_inputs(config.model_copy(update={"seed": base}), "cpu")
+        fresh = TASK.make_inputs(config.model_copy(update={"seed": activation_seed}), "cpu")
+        audited = [fresh[0], fresh[1], *inputs[2:]]
+        output = TrimulTask.reference(TASK, *(inputs if replay else audited))  # not counted: the worker's side
+    offsets = writer.stage([output])
+    return Handoff(kind="audit", config_index=CONFIG_INDEX, config=config.name, prepare_seed=base, input_seed=base,
+                   activation_seed=activation_seed, digest=input_digest(audited), shapes=[list(output.shape)],
+                   dtypes=[str(output.dtype)], strides=[list(output.stride())], offsets=offsets,
+                   generation=writer.handle.generation)  # fmt: skip
+
+
+def test_a_prepared_audit_is_judged_without_computing_its_reference_again(checker: Checker, counted: list[str]) -> None:
+    writer = _begin(checker)
+    for replay, passes in ((False, True), (False, True), (True, False)):
+        reply = _seed(checker, _base())
+        assert reply["ok"] and reply["preparing"]
+        counted.clear()
+        checker.prepare_audit()
+        assert len(counted) == 1 and checker.prepared is not None  # whole for the config's first audit, then sampled
+        assert checker.check(_handoff(writer, reply["seed"], replay=replay)).ok == passes
+        assert len(counted) == 1 and checker.prepared is None  # nothing computed at the handoff
+    result = checker.finish(timed=False)
+    assert result.verdict == Verdict.INCORRECT and "re-randomised inputs" in result.error
+    assert result.environment["audits_prepared"] == "3 of 3"
+
+
+def test_an_audit_claiming_other_seeds_is_judged_from_scratch(checker: Checker, counted: list[str],
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """Prepared for one activation seed, handed off with another the checker issued: the preparation is dropped and
+    the handoff judged on its own claim (a replay caught; the config's first whole audit is the one judged, not the
+    dropped one)."""
+    real = checker_mod.secrets.randbelow  # later audits sampled, never drawn whole
+    monkeypatch.setattr(checker_mod.secrets, "randbelow", lambda n: 1 if n == checker_mod.WHOLE_AUDIT_ODDS else real(n))
+    writer = _begin(checker)
+    first = _seed(checker, _base())
+    checker.prepare_audit()
+    second = _seed(checker, None)  # no input set named: nothing to prepare
+    assert not second["preparing"] and checker.prepared is not None
+    checker.prepare_audit()
+    assert checker.prepared is not None  # the first's preparation is kept until a handoff or another preparation
+    counted.clear()
+    assert checker.check(_handoff(writer, second["seed"])).ok
+    assert counted == [TASK.benchmark_configs("cpu")[CONFIG_INDEX].name] and checker.prepared is None
+    assert checker.current is not None and checker.current.whole_audits == {CONFIG_INDEX}
+    assert not checker.check(_handoff(writer, first["seed"], replay=True)).ok  # judged from scratch, still caught
+    assert checker.finish(timed=False).environment["audits_prepared"] == "0 of 2"
+
+
+@pytest.mark.parametrize("input_seed", ["unknown set", "fresh set never issued"])
+def test_nothing_is_prepared_for_a_set_the_evaluation_cannot_have(checker: Checker, counted: list[str],
+                                                                 input_seed: str) -> None:  # fmt: skip
+    _begin(checker)
+    seed = 12345 if input_seed == "unknown set" else input_set_seed(_base(), checker_mod.FRESH_SET_BASE + 3)
+    assert _seed(checker, seed)["preparing"]
+    counted.clear()
+    checker.prepare_audit()
+    assert checker.prepared is None and counted == []
+
+
+@pytest.mark.parametrize("options", [{"prepared_audits": False}, {"low_memory": True}])
+def test_no_preparation_when_switched_off_or_in_low_memory(checker: Checker, counted: list[str],
+                                                          options: dict[str, bool]) -> None:  # fmt: skip
+    writer = _begin(checker, **options)
+    reply = _seed(checker, _base())
+    assert reply["ok"] and not reply["preparing"]
+    checker.prepare_audit()
+    assert checker.prepared is None
+    counted.clear()
+    assert checker.check(_handoff(writer, reply["seed"])).ok
+    assert len(counted) == 1  # computed at the handoff
+
+
+def test_a_preparation_that_fails_leaves_the_handoff_to_judge(checker: Checker,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    writer = _begin(checker)
+    reply = _seed(checker, _base())
+    real = TrimulTask.make_inputs
+    monkeypatch.setattr(TrimulTask, "make_inputs", lambda self, config, device: 1 / 0)
+    checker.prepare_audit()
+    assert checker.prepared is None and checker.current is not None and checker.current.failure is None
+    monkeypatch.setattr(TrimulTask, "make_inputs", real)
+    assert checker.check(_handoff(writer, reply["seed"])).ok
+
+
+def test_the_checker_prepares_after_it_has_answered_the_seed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``serve`` writes the seed's answer first (the worker makes its inputs meanwhile) and prepares after it."""
+    seen: list[int] = []
+    answers = io.StringIO()
+    monkeypatch.setattr(Checker, "prepare_audit", lambda self: seen.append(len(answers.getvalue().splitlines())))
+    begin = CheckerCommand(op="begin", task="trimul", device="cpu", salt=1, bench_salt=BENCH_SALT)
+    seed = CheckerCommand(op="seed", config_index=CONFIG_INDEX, kind="activation", input_seed=_base())
+    commands = [begin.model_dump_json(), seed.model_dump_json(), CheckerCommand(op="shutdown").model_dump_json()]
+    checker_mod.serve("cpu", iter(commands), answers)
+    lines = answers.getvalue().splitlines()
+    assert json.loads(lines[2])["preparing"] is True
+    assert seen == [2, 3]  # after the answer to begin (ready + begin), after the seed's
+
+
+def test_an_honest_trimul_kernel_has_every_audit_prepared(monkeypatch: pytest.MonkeyPatch) -> None:
+    """End to end on the CPU's timing: the worker names the set it re-randomises, waits for the preparation, and
+    every audit right after a re-randomisation uses it. Only the check of each loop's last repeat, when that repeat
+    was not itself re-randomised (one per config at most), is on activations an earlier audit already had: judged
+    from scratch."""
+    from ksearch.tools.evaluator import EvalRequest, evaluate
+
+    monkeypatch.setenv("KSEARCH_CPU_TIMING", "1")
+    evaluation = evaluate(EvalRequest(candidate=TASK.reference_candidate(), device="cpu", timing=True,
+                                      timing_method="gpumode-benchmark", run_timeout_s=240.0))  # fmt: skip
+    assert evaluation.verdict == Verdict.PASSED, evaluation.log
+    used, _, total = evaluation.environment["audits_prepared"].partition(" of ")
+    configs = len(TASK.benchmark_configs("cpu"))
+    assert int(total) >= 2 * configs and int(total) - configs <= int(used) <= int(total)
