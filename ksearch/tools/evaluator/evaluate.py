@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING
 
 from ksearch.contracts.evaluation import Evaluation, Verdict
 from ksearch.contracts.exchange import CheckerCommand, CheckResult, StagingHandle, WorkerRequest
-from ksearch.errors import KsearchError
+from ksearch.errors import KsearchError, UserError
 from ksearch.redaction import redact, redact_json
 from ksearch.tools import integrity
 from ksearch.tools import timing as timing_mod
@@ -46,6 +46,7 @@ from ksearch.tools.evaluator.evidence import EXTENSION_MARKERS, probe_wanted, wi
 from ksearch.tools.evaluator.probe import ResourceProbe
 from ksearch.tools.evaluator.profile_process import ask_profiler, collect, profiler_wanted
 from ksearch.tools.evaluator.verdicts import assemble, parent_environment, worker_failed
+from ksearch.tools.timing.primitives import AUDIT_RATE
 
 if TYPE_CHECKING:
     from ksearch.tasks.base import Task
@@ -58,6 +59,9 @@ QUICK_TUNING_VARIABLE = "KSEARCH_QUICK_TUNING"
 WINNOWED_TUNING_VARIABLE = "KSEARCH_WINNOWED_TUNING"
 """Set to 0 to let Triton's autotuner run its full benchmark on every config of a timed config's key, not only on the
 contenders (``ksearch.tools.evaluator.tuning.winnowed_tuning``)."""
+AUDIT_RATE_VARIABLE = "KSEARCH_AUDIT_RATE"
+"""A number from 0 to 1: the chance each repeat after a timing loop's first audit is re-randomised and audited
+(default ``AUDIT_RATE``; at 0 a loop still audits at least twice). Recorded in each evaluation's environment."""
 YARDSTICK_METHOD = "gpumode-benchmark"
 """The method the yardstick (a bare loop of GPU MODE's benchmark mode) is read against."""
 NO_SCOUT_MARKERS = EXTENSION_MARKERS
@@ -364,6 +368,8 @@ def _stamp(evaluation: Evaluation, outcome: Outcome, device: str) -> Evaluation:
         seconds.update({k: v for k, v in outcome.result.stage_seconds.items() if k.startswith("profile_")})
     text = " ".join(f"{k}={v:g}s" for k, v in seconds.items())
     environment = {**evaluation.environment, "stage_seconds": text, **containment.record(device)}
+    if evaluation.timed:
+        environment["audit_rate"] = f"{audit_rate():g}"
     return evaluation.model_copy(update={"environment": environment})
 
 
@@ -398,4 +404,20 @@ def build_worker_request(
         profile=request.profile and request.timing,
         quick_test_tuning=os.environ.get(QUICK_TUNING_VARIABLE, "1") != "0",
         winnowed_tuning=os.environ.get(WINNOWED_TUNING_VARIABLE, "1") != "0",
+        audit_rate=audit_rate(),
     )
+
+
+def audit_rate() -> float:
+    """``KSEARCH_AUDIT_RATE`` or ``AUDIT_RATE``; a ``UserError`` that says what is allowed for anything else."""
+    text = os.environ.get(AUDIT_RATE_VARIABLE, "").strip()
+    if not text:
+        return AUDIT_RATE
+    try:
+        rate = float(text)
+    except ValueError:
+        rate = -1.0
+    if not 0.0 <= rate <= 1.0:
+        raise UserError(f"{AUDIT_RATE_VARIABLE}={text!r}: give a number from 0 to 1 (the chance each timed repeat is "
+                        f"re-randomised and audited; default {AUDIT_RATE})")  # fmt: skip
+    return rate

@@ -416,7 +416,7 @@ class Worker:
     def measure(self, module: Any) -> None:
         freeze_heap()
         release_cached_memory(self.device)
-        method = timing_mod.get_method(self.request.timing_method)
+        method = timing_method(self.request)
         configs = self.task.benchmark_configs(self.device)
         self.configs_total = len(configs)
         # each timed config's key is tuned at its first, untimed call: the full benchmark for the contenders only
@@ -498,6 +498,12 @@ class Worker:
         )  # fmt: skip
 
 
+
+def timing_method(request: WorkerRequest) -> timing_mod.TimingMethod:
+    """The timing method ``request`` names, re-randomising at the rate the parent chose (``KSEARCH_AUDIT_RATE``)."""
+    return timing_mod.get_method(request.timing_method, audit_rate=request.audit_rate)
+
+
 def main(argv: list[str] | None = None) -> int:
     faulthandler.enable()  # a segfault still leaves a Python stack in stderr for the log
     if os.environ.get("KSEARCH_PARENT_PID"):
@@ -526,3 +532,4 @@ if __name__ == "__main__":
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(status)  # skip atexit hooks and non-daemon threads a candidate may have left behind
+

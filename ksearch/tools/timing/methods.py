@@ -60,6 +60,7 @@ from typing import TYPE_CHECKING, Any
 
 from ksearch.contracts.exchange import FLUSH_BYTES  # noqa: F401 - re-exported by ksearch.tools.timing
 from ksearch.tools.timing.primitives import (  # noqa: F401 - MAX_INPUT_SETS, SEED_STRIDE re-exported
+    AUDIT_RATE,
     MAX_INPUT_SETS,
     SEED_STRIDE,
     Call,
@@ -178,12 +179,13 @@ class GpuModeBenchmark(_GpuModeRepeats):
     )
     max_time_s: float = 10.0
     warmup_time_s: float = 0.1
+    audit_rate: float = AUDIT_RATE
     rng: random.Random = field(default_factory=random.SystemRandom)
 
     def run(self, runner: TimingRunner, *, flush_l2: bool) -> MethodRun:
         call = self._first_checked_call(runner)
         return self._repeat(runner, lambda _: call, max_time_s=self.max_time_s, audit_each=False, audit_last=True,
-                            fresh=FreshPlan(rng=self.rng))  # fmt: skip
+                            fresh=FreshPlan(rate=self.audit_rate, rng=self.rng))  # fmt: skip
 
 
 @dataclass
@@ -232,6 +234,7 @@ class Robust(TimingMethod):
     fresh_value_audits: bool = True
     """Re-randomise the activations before the last call of some blocks and check that call (off in ``compare``,
     which checks nothing)."""
+    audit_rate: float = AUDIT_RATE
     rng: random.Random = field(default_factory=random.SystemRandom)
 
     def run(self, runner: TimingRunner, *, flush_l2: bool) -> MethodRun:
@@ -249,7 +252,7 @@ class Robust(TimingMethod):
         runner.synchronize()
         result = MethodRun()
         per_call_s = (runner.wall() - started) / calls  # until a block is timed: an upper bound on the device time
-        fresh = FreshPlan(rng=self.rng) if self.fresh_value_audits else None
+        fresh = FreshPlan(rate=self.audit_rate, rng=self.rng) if self.fresh_value_audits else None
         started: float | None = None
         i, block_index = 0, 0
         while True:
@@ -421,11 +424,16 @@ def method_names() -> tuple[str, ...]:
     return tuple(_REGISTRY)
 
 
-def get_method(name: str) -> TimingMethod:
+def get_method(name: str, *, audit_rate: float | None = None) -> TimingMethod:
+    """A new instance of method ``name``; ``audit_rate``: its ``FreshPlan.rate`` where it re-randomises at random
+    repeats (GPU MODE's benchmark mode, robust; the others audit every repeat or once per trial)."""
     try:
-        return _REGISTRY[name]()
+        method = _REGISTRY[name]()
     except KeyError:
         raise TimingError(f"unknown timing method {name!r}; known methods: {', '.join(_REGISTRY)}") from None
+    if audit_rate is not None and hasattr(method, "audit_rate"):
+        method.audit_rate = audit_rate  # type: ignore[attr-defined]
+    return method
 
 
 def resolve_method(task: Task, requested: str | None) -> str:

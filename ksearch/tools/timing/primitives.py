@@ -102,6 +102,13 @@ class TimingRunner(Protocol):
         input set)."""
 
 
+AUDIT_RATE = 0.125
+"""The chance that each repeat after a loop's first audit is re-randomised and audited (``FreshPlan.rate``): about 14
+audits per loop of 100 repeats. Each costs the checker's and the worker's making of the inputs and the checker's
+reference (8-14 ms of TriMul's verdict on an H200), so this is the verdict time's main cost beyond upstream's;
+``KSEARCH_AUDIT_RATE`` chooses another (bench/RESULTS.md, session 22, models what each rate buys)."""
+
+
 @dataclass
 class FreshPlan:
     """Where a loop re-randomises its inputs before a call and audits that call: one position among the first
@@ -110,7 +117,7 @@ class FreshPlan:
 
     minimum: int = 2
     first_within: int = 3
-    rate: float = 0.125
+    rate: float = AUDIT_RATE
     rng: random.Random = field(default_factory=random.SystemRandom)
     done: int = 0
     _first: int | None = None
@@ -123,7 +130,7 @@ class FreshPlan:
         if position < self._first:
             return False
         behind = self.done < self.minimum and position >= self.first_within
-        return self.rng.random() < (0.5 if behind else self.rate)
+        return self.rng.random() < (max(0.5, self.rate) if behind else self.rate)
 
     def satisfied(self) -> bool:
         return self.done >= self.minimum
