@@ -83,7 +83,23 @@ def _handoff(writer: StagingWriter, activation_seed: int, *, replay: bool = Fals
                    generation=writer.handle.generation)  # fmt: skip
 
 
-def test_a_prepared_audit_is_judged_without_computing_its_reference_again(checker: Checker, counted: list[str]) -> None:
+def _never_drawn_whole(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The checker's draws of whole audits (each recorded here) never say whole; its other draws left to ``secrets``."""
+    real, draws = checker_mod.secrets.randbelow, []
+
+    def draw(n: int) -> int:
+        if n == checker_mod.WHOLE_AUDIT_ODDS:
+            draws.append(n)
+            return 1
+        return real(n)
+
+    monkeypatch.setattr(checker_mod.secrets, "randbelow", draw)
+    return draws
+
+
+def test_a_prepared_audit_is_judged_without_computing_its_reference_again(checker: Checker, counted: list[str],
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    _never_drawn_whole(monkeypatch)
     writer = _begin(checker)
     for replay, passes in ((False, True), (False, True), (True, False)):
         reply = _seed(checker, _base())
@@ -118,6 +134,50 @@ def test_an_audit_claiming_other_seeds_is_judged_from_scratch(checker: Checker, 
     assert checker.current is not None and checker.current.whole_audits == {CONFIG_INDEX}
     assert not checker.check(_handoff(writer, first["seed"], replay=True)).ok  # judged from scratch, still caught
     assert checker.finish(timed=False).environment["audits_prepared"] == "0 of 2"
+
+
+def test_the_draw_of_a_whole_audit_is_made_after_the_output_is_staged_never_while_preparing(
+    checker: Checker, counted: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A red-team finding (session 29): a whole reference costs ~40x a sample, and the worker waits for the
+    preparation before the audited call, so a draw made while preparing told the kernel which audits are whole (it
+    could then be lossy on all the others). Preparation is whole only for a config's first audit, which is no
+    secret; a later audit is prepared sampled, and the draw at the handoff may still ask for the whole output."""
+    draws = _never_drawn_whole(monkeypatch)
+    writer = _begin(checker)
+    for audit in range(3):
+        seed = _seed(checker, _base())["seed"]
+        checker.prepare_audit()
+        assert len(draws) == max(0, audit - 1)  # no draw while preparing, the config's first (whole) audit included
+        assert checker.check(_handoff(writer, seed)).ok
+        assert len(draws) == audit  # one per later audit, at its handoff
+    real = checker_mod.secrets.randbelow
+    monkeypatch.setattr(checker_mod.secrets, "randbelow", lambda n: 0 if n == checker_mod.WHOLE_AUDIT_ODDS else real(n))
+    seed = _seed(checker, _base())["seed"]
+    counted.clear()
+    checker.prepare_audit()
+    assert checker.prepared is not None and not checker.prepared.whole
+    reply = checker.check(_handoff(writer, seed, replay=True))
+    assert not reply.ok and "sampled positions" not in reply.message  # drawn whole at the handoff: judged whole
+    assert len(counted) == 2  # the prepared sample, then the whole reference
+    assert checker.finish(timed=False).environment["audits_prepared"] == "3 of 4"
+
+
+def test_a_worker_asking_for_seeds_without_end_is_refused(checker: Checker,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """Once draws keep meeting issued seeds (here every draw), the checker stops drawing and the evaluation fails as
+    a forged record, instead of looping for ever (a red team reached that by issuing all 40,000)."""
+    _begin(checker)
+    first = _seed(checker, None)
+    assert first["ok"]
+    monkeypatch.setattr(checker_mod.secrets, "randbelow", lambda n: 0)
+    assert checker.current is not None
+    checker.current.issued.add((CONFIG_INDEX, input_set_seed(_base(), checker_mod.AUDIT_BASE)))
+    again = _seed(checker, None)
+    assert not again["ok"] and "nearly all" in again["message"]
+    result = checker.finish(timed=False)
+    assert result.verdict == Verdict.REJECTED and result.rejection is not None
+    assert result.rejection.rule == "forged_record"
 
 
 @pytest.mark.parametrize("input_seed", ["unknown set", "fresh set never issued"])
@@ -170,11 +230,10 @@ def test_the_checker_prepares_after_it_has_answered_the_seed(monkeypatch: pytest
     assert seen == [2, 3]  # after the answer to begin (ready + begin), after the seed's
 
 
-def test_an_honest_trimul_kernel_has_every_audit_prepared(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_honest_trimul_kernel_has_its_audits_prepared(monkeypatch: pytest.MonkeyPatch) -> None:
     """End to end on the CPU's timing: the worker names the set it re-randomises, waits for the preparation, and
-    every audit right after a re-randomisation uses it. Only the check of each loop's last repeat, when that repeat
-    was not itself re-randomised (one per config at most), is on activations an earlier audit already had: judged
-    from scratch."""
+    audits use it. Judged from scratch: the check of each loop's last repeat when that repeat was not itself
+    re-randomised (on activations an earlier audit had), and an audit drawn whole at its handoff (1 in 8)."""
     from ksearch.tools.evaluator import EvalRequest, evaluate
 
     monkeypatch.setenv("KSEARCH_CPU_TIMING", "1")
@@ -183,4 +242,4 @@ def test_an_honest_trimul_kernel_has_every_audit_prepared(monkeypatch: pytest.Mo
     assert evaluation.verdict == Verdict.PASSED, evaluation.log
     used, _, total = evaluation.environment["audits_prepared"].partition(" of ")
     configs = len(TASK.benchmark_configs("cpu"))
-    assert int(total) >= 2 * configs and int(total) - configs <= int(used) <= int(total)
+    assert int(total) >= 2 * configs and 0 < int(used) <= int(total)

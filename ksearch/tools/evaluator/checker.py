@@ -74,6 +74,9 @@ LOW_MEMORY_BELOW = 64 << 30
 """Device memory free for an evaluation (what no other process holds) under which it runs in low-memory mode: a
 TriMul evaluation pipelined with its reference cache peaks at about 35 GB in the checker and 20-28 GB in the worker."""
 CPU_CACHE_BYTES = 1 << 30
+SEED_DRAWS = 1_000
+"""Draws of a fresh seed before the checker concludes a config's range is nearly spent (a worker asking again and
+again: a loop of the harness asks for a few hundred of the 40,000 or 59,000)."""
 WHOLE_AUDIT_ODDS = 8
 """Audits judged at sampled positions (``Task.expected_sample``) still check some timed outputs whole: a config's
 first audit always, each later one with probability 1 / 8, drawn here after the handoff. A kernel that replays an
@@ -157,10 +160,15 @@ class Checker:
             return HandoffReply(ok=False, message=f"no benchmark config {config_index}")
         low, high = (FRESH_SET_BASE, AUDIT_BASE) if kind == "input" else (AUDIT_BASE, MAX_INPUT_SETS)
         base = salted_seed(configs[config_index].seed, state.bench_salt)
-        while True:  # never the same seed twice for a config: each fresh call has inputs of its own
+        for _ in range(SEED_DRAWS):  # never the same seed twice for a config: each fresh call has inputs of its own
             seed = input_set_seed(base, low + secrets.randbelow(high - low))
             if (config_index, seed) not in state.issued:
                 break
+        else:  # nearly every seed of the range issued: no loop of the harness asks for a fraction of that many
+            message = (f"{configs[config_index].name}: the worker asked for {kind} seeds until nearly all "
+                       f"{high - low} were issued; the harness's loops ask for a few hundred at most")  # fmt: skip
+            state.failure = state.failure or CheckFailed(Verdict.REJECTED, message, rule="forged_record")
+            return HandoffReply(ok=False, message=message)
         state.issued.add((config_index, seed))
         preparing = kind == "activation" and input_seed is not None and self.prepared_audits and not self.low_memory
         if preparing:
@@ -170,10 +178,13 @@ class Checker:
 
     def prepare_audit(self) -> None:
         """Compute the expectation of the audit whose activation seed was just issued (its inputs from the seeds, their
-        digest, the reference, sampled or whole), while the worker makes the same inputs: the worker then waits for
-        this (``settle``) before the audited call, so nothing of it runs beside the candidate, and the audit's handoff
-        is judged without the work. A claim this evaluation could not make, or any failure here, leaves nothing
-        prepared: the handoff is then judged from scratch, as before, and its own checks decide."""
+        digest, the reference), while the worker makes the same inputs: the worker then waits for this (``settle``)
+        before the audited call, so nothing of it runs beside the candidate, and the audit's handoff is judged without
+        the work. Whole only where it must be (a config's first audit, or sampling off): the draw of a later whole
+        audit is made at the handoff, after the output is staged, since the worker could time this preparation (a
+        whole reference costs ~40x a sample) and be honest only on the audits drawn whole (a red team, session 29).
+        A claim this evaluation could not make, or any failure here, leaves nothing prepared: the handoff is then
+        judged from scratch, as before, and its own checks decide."""
         if self.to_prepare is None:
             return
         state, claim = self.to_prepare
@@ -187,9 +198,10 @@ class Checker:
         if index is None or (index >= FRESH_SET_BASE and (claim.config_index, claim.input_seed) not in state.issued):
             return
         config = configs[claim.config_index]
+        whole = self._whole_required(state, claim.config_index)
         try:
             digest, expected, sample, whole = self._retrying_out_of_memory(
-                lambda: self._audit_expectation(state, task, config, claim))
+                lambda: self._audit_expectation(task, config, claim, whole=whole))
             self._sync()
         except Exception:  # noqa: BLE001 - judged from scratch at the handoff, where a failure is recorded
             self._release_memory(collect=False)
@@ -403,13 +415,17 @@ class Checker:
         if h.kind == "audit":
             prepared, self.prepared = self.prepared, None
             state.audits += 1
-            if prepared is not None and prepared.record is state and prepared.claim == claim:
-                digest, expected, sample, whole = prepared.digest, prepared.expected, prepared.sample, prepared.whole
+            matched = prepared if prepared is not None and prepared.record is state and prepared.claim == claim else None
+            # drawn here, after the output is staged (never while preparing: ``prepare_audit``)
+            whole = (self._whole_required(state, h.config_index) or (matched is not None and matched.whole)
+                     or secrets.randbelow(WHOLE_AUDIT_ODDS) == 0)  # fmt: skip
+            if matched is not None and matched.whole == whole:
+                digest, expected, sample = matched.digest, matched.expected, matched.sample
                 state.audits_prepared += 1
             else:
                 digest, expected, sample, whole = self._retrying_out_of_memory(
-                    lambda: self._audit_expectation(state, task, config, claim))
-            del prepared
+                    lambda: self._audit_expectation(task, config, claim, whole=whole))
+            del prepared, matched
             if whole:
                 state.whole_audits.add(h.config_index)
         else:
@@ -474,21 +490,20 @@ class Checker:
             self.cache.put(key, digest, expected)
         return digest, expected
 
-    def _audit_expectation(self, state: EvaluationRecord, task: Any, config: Any,
-                           claim: InputClaim) -> tuple[str, Any, ExpectedSample | None, bool]:  # fmt: skip
-        """An audit's input digest and expectation: the reference at sampled positions where the task offers them,
-        else (and for the first audit of each config, and one in ``WHOLE_AUDIT_ODDS`` after it) the whole reference;
-        the last item says which (whole)."""
-        if self.sampled_audits and not self._whole_audit(state, claim.config_index):
+    def _audit_expectation(self, task: Any, config: Any, claim: InputClaim, *,
+                           whole: bool) -> tuple[str, Any, ExpectedSample | None, bool]:  # fmt: skip
+        """An audit's input digest and expectation: with ``whole`` (a config's first audit, one in
+        ``WHOLE_AUDIT_ODDS`` after it, or sampling off) the whole reference, else the reference at sampled positions
+        where the task offers them (else the whole one); the last item says whether it is whole."""
+        if not whole:
             digest, expected, sample = self._audit_reference(task, config, claim)
             return digest, expected, sample, sample is None
         digest, expected = self._compute_reference(task, config, claim, ())
         return digest, expected, None, True
 
-    @staticmethod
-    def _whole_audit(state: EvaluationRecord, config_index: int) -> bool:
-        """Whether this audit is checked on the whole output (``WHOLE_AUDIT_ODDS``)."""
-        return config_index not in state.whole_audits or secrets.randbelow(WHOLE_AUDIT_ODDS) == 0
+    def _whole_required(self, state: EvaluationRecord, config_index: int) -> bool:
+        """Whether this config's next audit is checked whole whatever the draw: its first, or sampling off."""
+        return not self.sampled_audits or config_index not in state.whole_audits
 
     def _audit_reference(self, task: Any, config: Any, claim: InputClaim) -> tuple[str, Any, ExpectedSample | None]:
         """An audit's input digest and, where the task offers one, the reference at positions drawn here with the

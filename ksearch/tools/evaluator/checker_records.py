@@ -114,4 +114,5 @@ class PreparedAudit:
     expected: Any
     sample: Any
     whole: bool
-    """Judged on the whole output (``Checker._whole_audit`` drew it): recorded as such when the handoff uses it."""
+    """The whole reference (only where the audit must be whole: a config's first, or sampling off; never drawn while
+    preparing): recorded as the config's whole audit when the handoff uses it."""

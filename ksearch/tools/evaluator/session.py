@@ -393,7 +393,7 @@ class EvaluatorSession:
                 from ksearch.contracts.exchange import Handoff
 
                 command = CheckerCommand(op="handoff", evaluation=evaluation, handoff=Handoff.model_validate(message))
-        except (ValidationError, ValueError) as exc:
+        except (ValidationError, ValueError, TypeError, OverflowError) as exc:  # int() of a list, of an infinity
             return {"op": "reply", "ok": False, "message": f"malformed message from the worker: {exc}"[:300]}
         try:
             return self.ask_checker(command, timeout)
