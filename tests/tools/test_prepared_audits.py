@@ -243,3 +243,15 @@ def test_an_honest_trimul_kernel_has_its_audits_prepared(monkeypatch: pytest.Mon
     used, _, total = evaluation.environment["audits_prepared"].partition(" of ")
     configs = len(TASK.benchmark_configs("cpu"))
     assert int(total) >= 2 * configs and 0 < int(used) <= int(total)
+
+
+@pytest.mark.parametrize("message", [{"op": "seed", "config_index": 0, "kind": "activation", "input_seed": [1]},
+                                     {"op": "seed", "config_index": 0, "kind": "activation", "input_seed": float("inf")},
+                                     {"op": "seed", "config_index": [0], "kind": "activation"}])  # fmt: skip
+def test_a_seed_request_with_numbers_that_are_not_numbers_is_answered_as_malformed(message: dict) -> None:
+    """The parent answers it without asking the checker (a red team's list and infinity raised out of ``evaluate``)."""
+    from ksearch.tools.evaluator.session import EvaluatorSession
+
+    session = EvaluatorSession.__new__(EvaluatorSession)  # nothing of it is reached before the checker is asked
+    answer = session._relay(message, "evaluation", 1.0, None)  # type: ignore[arg-type]
+    assert answer is not None and answer["ok"] is False and "malformed message" in answer["message"]
