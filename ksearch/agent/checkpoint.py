@@ -9,7 +9,7 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.checkpoint.sqlite import SqliteSaver
 
 from ksearch.agent import cycle_logic, state, world_model
-from ksearch.store.connection import BUSY_TIMEOUT_S, workspace_error
+from ksearch.store.connection import BUSY_TIMEOUT_S, retry_locked, workspace_error
 
 # Pydantic classes that appear in checkpoints: registered so they load as themselves (not dicts) without warnings.
 STATE_CLASSES = [
@@ -45,9 +45,9 @@ def open_checkpointer(db_path: Path) -> SqliteSaver:
     except sqlite3.Error as exc:
         raise workspace_error(exc, Path(db_path)) from exc
     try:
-        conn.execute("PRAGMA journal_mode=WAL")
+        retry_locked(lambda: conn.execute("PRAGMA journal_mode=WAL"))
         saver = SqliteSaver(conn, serde=JsonPlusSerializer(allowed_msgpack_modules=STATE_CLASSES))
-        saver.setup()
+        retry_locked(saver.setup)  # CREATE TABLE IF NOT EXISTS and its column check: safe to run again
     except sqlite3.Error as exc:
         conn.close()
         raise workspace_error(exc, Path(db_path)) from exc

@@ -5,12 +5,36 @@ worded as one ``WorkspaceError`` naming the file and what to do.
 from __future__ import annotations
 
 import sqlite3
+import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 from ksearch.errors import WorkspaceError
 
 BUSY_TIMEOUT_S = 30.0
 """How long a write waits for another process's write (two runs in one workspace take turns)."""
+
+_T = TypeVar("_T")
+
+
+def retry_locked(step: Callable[[], _T], *, timeout_s: float = BUSY_TIMEOUT_S) -> _T:
+    """``step()``, run again after a short pause while SQLite says the database is locked, for up to ``timeout_s``.
+
+    SQLite refuses some locks at once instead of waiting the busy timeout: switching a new file to WAL while another
+    process opens it, or a schema write after another process changed the schema. Two runs starting in one new
+    workspace failed that way about one time in three (session 29); each step given here may simply be run again."""
+    deadline = time.monotonic() + timeout_s
+    pause = 0.01
+    while True:
+        try:
+            return step()
+        except sqlite3.OperationalError as exc:
+            text = str(exc).lower()
+            if ("locked" not in text and "busy" not in text) or time.monotonic() > deadline:
+                raise
+        time.sleep(pause)
+        pause = min(pause * 2, 0.2)
 
 
 def workspace_error(exc: BaseException, path: Path) -> WorkspaceError:
@@ -53,7 +77,7 @@ def open_connection(path: Path) -> sqlite3.Connection:
     except (OSError, sqlite3.Error) as exc:
         raise workspace_error(exc, path) from exc
     try:
-        conn.execute("PRAGMA journal_mode=WAL")
+        retry_locked(lambda: conn.execute("PRAGMA journal_mode=WAL"))
         conn.execute("PRAGMA synchronous=NORMAL")
         conn.execute(f"PRAGMA busy_timeout={int(BUSY_TIMEOUT_S * 1000)}")
     except sqlite3.Error as exc:
