@@ -498,7 +498,6 @@ class Worker:
         )  # fmt: skip
 
 
-
 def timing_method(request: WorkerRequest) -> timing_mod.TimingMethod:
     """The timing method ``request`` names, re-randomising at the rate the parent chose (``KSEARCH_AUDIT_RATE``)."""
     return timing_mod.get_method(request.timing_method, audit_rate=request.audit_rate)
@@ -532,4 +531,3 @@ if __name__ == "__main__":
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(status)  # skip atexit hooks and non-daemon threads a candidate may have left behind
-
