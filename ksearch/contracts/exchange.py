@@ -108,9 +108,9 @@ class WorkerRequest(BaseModel):
     quick_test_tuning: bool = True
     """On the correctness configs, Triton's autotuner times each config briefly and forgets its choices before timing
     (``ksearch.tools.evaluator.tuning``); the timed configs are tuned by Triton's own benchmark."""
-    audit_rate: float = Field(default=0.125, ge=0.0, le=1.0)
-    """The chance each later repeat of a timing loop is re-randomised and audited
-    (``ksearch.tools.timing.primitives.AUDIT_RATE``, ``KSEARCH_AUDIT_RATE``)."""
+    audit_rate: float | None = Field(default=None, ge=0.0, le=1.0)
+    """The chance each later repeat of a timing loop is re-randomised and audited (``KSEARCH_AUDIT_RATE``); None: the
+    methods' own (``ksearch.tools.timing.primitives.AUDIT_RATE``)."""
     winnowed_tuning: bool = True
     """On the timed configs, Triton's autotuner gives its full benchmark only to the configs within a margin of the
     fastest on a short one (``ksearch.tools.evaluator.tuning.winnowed_tuning``); off, it fully benchmarks every one."""

@@ -10,10 +10,10 @@ of another privilege or of another user namespace can read its memory, environme
 
 ``pidns`` is left out of ``auto`` on a GPU: legacy CUDA IPC handles cannot be opened across PID namespaces, and the
 checker shares its output buffer with the worker through one (the evaluator would fall back to host memory, slower).
-Every other layer runs with CUDA (an H200, session 29): Landlock there leaves the process's own ``/proc/PID`` writable
-(CUDA's start writes beneath it) and, beside ``netns``, leaves abstract sockets to the network namespace; ``mountns``
-gives a GPU's candidate a minimal ``/dev`` with the ``nvidia*`` nodes. ``seccomp`` is withheld where a CUDA MPS daemon
-serves the GPU (``gpu_withheld``).
+Every other layer runs with CUDA (an H200, session 29): Landlock there leaves ``/proc`` writable (CUDA's start writes
+beneath its process's entry, in every process that starts it) and, beside ``netns``, leaves abstract sockets to the
+network namespace; ``mountns`` gives a GPU's candidate a minimal ``/dev`` with the ``nvidia*`` nodes. ``seccomp`` is
+withheld where a CUDA MPS daemon serves the GPU (``gpu_withheld``).
 
 Paths hidden from candidates (``landlock``, ``mountns``): every workspace this process opened (``hide``), the
 credential files and folders of the user's home (``HOME_SECRETS``), and ``KSEARCH_SANDBOX_HIDE`` (a ``:``-separated

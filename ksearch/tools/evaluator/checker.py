@@ -415,7 +415,7 @@ class Checker:
         if h.kind == "audit":
             prepared, self.prepared = self.prepared, None
             state.audits += 1
-            matched = prepared if prepared is not None and prepared.record is state and prepared.claim == claim else None
+            matched = prepared if prepared and prepared.record is state and prepared.claim == claim else None
             # drawn here, after the output is staged (never while preparing: ``prepare_audit``)
             whole = (self._whole_required(state, h.config_index) or (matched is not None and matched.whole)
                      or secrets.randbelow(WHOLE_AUDIT_ODDS) == 0)  # fmt: skip
@@ -518,23 +518,23 @@ class Checker:
         expected = task.expected(prepare_config, inputs) if sample is None else None
         return digest, expected, sample
 
-    def _regenerated(self, task: Any, config: Any, h: InputClaim) -> tuple[list[Any], str]:
-        """The inputs the handoff claims (its set's seed, and an audit's activation seed) made here, and their digest;
+    def _regenerated(self, task: Any, config: Any, claim: InputClaim) -> tuple[list[Any], str]:
+        """The inputs ``claim`` names (its set's seed, and an audit's activation seed) made here, and their digest;
         for a timed output, what making and digesting them cost (the parent's allowance for the worker's same work)."""
         started = time.perf_counter()
-        inputs = task.make_inputs(config.model_copy(update={"seed": h.input_seed}), self.device)
+        inputs = task.make_inputs(config.model_copy(update={"seed": claim.input_seed}), self.device)
         self._sync()
         generated = time.perf_counter()
         self.input_bytes[(task.name, config.name)] = nbytes_of(inputs)
-        if h.activation_seed is not None:
-            fresh = task.make_inputs(config.model_copy(update={"seed": h.activation_seed}), self.device)
+        if claim.activation_seed is not None:
+            fresh = task.make_inputs(config.model_copy(update={"seed": claim.activation_seed}), self.device)
             positions = task.activation_inputs(config)
             for position in range(len(inputs)) if positions is None else positions:
                 inputs[position] = fresh[position]
             del fresh
         digested = time.perf_counter()
         digest = input_digest(inputs)
-        if h.kind != "test":  # the same work the worker does between timed windows, timed here where it is trusted
+        if claim.kind != "test":  # the same work the worker does between timed windows, timed here where it is trusted
             costs = self.input_costs.setdefault((task.name, config.name), ([], []))
             costs[0].append((generated - started) * 1e3)
             costs[1].append((time.perf_counter() - digested) * 1e3)
