@@ -255,3 +255,34 @@ def test_a_seed_request_with_numbers_that_are_not_numbers_is_answered_as_malform
     session = EvaluatorSession.__new__(EvaluatorSession)  # nothing of it is reached before the checker is asked
     answer = session._relay(message, "evaluation", 1.0, None)  # type: ignore[arg-type]
     assert answer is not None and answer["ok"] is False and "malformed message" in answer["message"]
+
+
+def test_audits_of_one_set_make_its_other_inputs_once_and_a_reference_cannot_spoil_them(
+    checker: Checker, monkeypatch: pytest.MonkeyPatch
+) -> None:  # fmt: skip
+    """Each audit makes its own activations; the set's other inputs (TriMul's weights) are made at its first audit and
+    kept, and every audit gets a copy: a reference that writes into a weight spoils only its own."""
+    _never_drawn_whole(monkeypatch)
+    made: list[int] = []
+    real_make, real_expected = TrimulTask.make_inputs, TrimulTask.expected
+
+    def counting_make(self, config, device):
+        made.append(config.seed)
+        return real_make(self, config, device)
+
+    def scribbling_expected(self, config, inputs):
+        out = real_expected(self, config, inputs)
+        inputs[2].add_(1.0)  # a reference written carelessly: it changes a weight after using it
+        return out
+
+    monkeypatch.setattr(TrimulTask, "make_inputs", counting_make)
+    monkeypatch.setattr(TrimulTask, "expected", scribbling_expected)
+    writer = _begin(checker, sampled_audits=False)  # every audit whole: the careless reference runs each time
+    for audit in range(3):
+        reply = _seed(checker, _base())
+        made.clear()
+        checker.prepare_audit()
+        assert checker.prepared is not None
+        assert made == ([reply["seed"], _base()] if audit == 0 else [reply["seed"]])
+        assert checker.check(_handoff(writer, reply["seed"])).ok  # the expectation of the base's own weights
+    assert checker.kept is not None and checker.kept[0][2] == _base()

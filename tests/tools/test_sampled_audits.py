@@ -59,10 +59,12 @@ def test_a_replayed_or_misshapen_output_fails_at_the_sampled_positions() -> None
     assert "expected a torch.Tensor" in TASK.check_sample(config, (replayed,), sample).message
 
 
-def _audit(checker: Checker, writer: StagingWriter, bench_salt: int, output_of: str, config_index: int = 1) -> Handoff:
+def _audit(checker: Checker, writer: StagingWriter, bench_salt: int, output_of: str, config_index: int = 1,
+           nan_at: tuple[int, int] | None = None) -> Handoff:  # fmt: skip
     """An audit of a benchmark config (1: N = 32) on activations the checker issued, as the worker makes and stages
     it: ``output_of`` "audit" stages the right output, "set" the output of the set's own activations (a replay),
-    "sparse" the right output with 16 scattered elements off by 1 (a lossy path wrong at a few elements)."""
+    "sparse" the right output with 16 scattered elements off by 1 (a lossy path wrong at a few elements); ``nan_at``:
+    a NaN at that (row, column) of the output."""
     config = TASK.benchmark_configs("cpu")[config_index]
     base = salted_seed(config.seed, bench_salt)
     seed = checker.handle(CheckerCommand(op="seed", config_index=config_index, kind="activation"))["seed"]
@@ -73,6 +75,8 @@ def _audit(checker: Checker, writer: StagingWriter, bench_salt: int, output_of: 
     if output_of == "sparse":
         flat = output.view(-1)
         flat[torch.randperm(flat.numel(), generator=torch.Generator().manual_seed(5))[:16]] += 1.0
+    if nan_at is not None:
+        output[0, nan_at[0], nan_at[1], 0] = float("nan")
     offsets = writer.stage([output])
     return Handoff(kind="audit", config_index=config_index, config=config.name, prepare_seed=base, input_seed=base,
                    activation_seed=seed, digest=input_digest(audited), shapes=[list(output.shape)],
@@ -162,6 +166,36 @@ def test_a_timed_path_wrong_at_a_few_elements_is_caught_by_a_whole_audit(monkeyp
         assert checker.check(_audit(checker, writer, 2, "audit", config_index=2)).ok  # the first, whole and right
         reply = checker.check(_audit(checker, writer, 2, "sparse", config_index=2))  # a later one drawn whole
         assert not reply.ok and "16 of 2097152 values outside" in reply.message, reply.message
+    finally:
+        checker.staging.release()
+
+
+def test_non_finite_values_are_swept_for_in_a_whole_audit_and_at_the_positions_of_a_sampled_one(monkeypatch) -> None:
+    """The whole output's sweep for NaN and inf costs up to 2.3 ms of each audit on a GPU, so a sampled audit looks at
+    its positions only (where ``check`` refuses them); the whole audits sweep the whole output."""
+    configs = TASK.benchmark_configs("cpu") + [_config("cpu_b_wide", 256, 1, 32, 381, True, "normal")]
+    monkeypatch.setattr(TrimulTask, "benchmark_configs", lambda self, device: configs)
+    monkeypatch.setattr(checker_mod.secrets, "randbits", lambda bits: 12345)  # the sample's positions, known here
+    draws = iter([1, 1, 0])  # after the first audit: sampled, sampled, whole
+    _draw_whole(monkeypatch, lambda: next(draws))
+    config = configs[2]
+    inputs = TASK.make_inputs(config, "cpu")
+    axes = TASK.expected_sample(config, inputs, torch.Generator().manual_seed(12345)).axes
+    rows, cols = set(axes[1].tolist()), set(axes[2].tolist())
+    outside = (min(set(range(256)) - rows), min(set(range(256)) - cols))
+    inside = (min(rows), min(cols))
+    checker = Checker("cpu")
+    try:
+        writer = _begin(checker)
+        assert checker.check(_audit(checker, writer, 2, "audit", config_index=2)).ok  # the config's first: whole
+        assert checker.check(_audit(checker, writer, 2, "audit", config_index=2, nan_at=outside)).ok  # sampled
+        reply = checker.check(_audit(checker, writer, 2, "audit", config_index=2, nan_at=inside))  # sampled
+        assert not reply.ok and "non-finite" in reply.message, reply.message
+        checker.finish(timed=False)
+        writer = _begin(checker)
+        assert checker.check(_audit(checker, writer, 2, "audit", config_index=2)).ok
+        reply = checker.check(_audit(checker, writer, 2, "audit", config_index=2, nan_at=outside))  # drawn whole
+        assert not reply.ok and "non-finite" in reply.message, reply.message
     finally:
         checker.staging.release()
 

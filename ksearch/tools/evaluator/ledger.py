@@ -462,15 +462,16 @@ def allowance_ms(windows: list[Window], shape: MethodShape, calibration: Calibra
 def gap_allowance_ms(before: Window, after: Window, shape: MethodShape, calibration: Calibration, facts: ConfigFacts) -> float:
     """The wall time (ms) the harness's own work may take between two windows, besides waiting for the checker: its
     loop overhead; after an audited window, staging, comparing and digesting its output and inputs; before a window
-    on fresh inputs (or fresh activation values), making and digesting them. Making and digesting inputs may take
-    ``GENERATION_FACTOR`` times what the checker took for the same work (it makes and digests the same inputs)."""
+    on fresh inputs (or fresh activation values), making them (the worker digests them only after the call). Making
+    and digesting inputs may take ``GENERATION_FACTOR`` times what the checker took for the same work (it makes and
+    digests the same inputs)."""
     overhead = max(MIN_CALL_OVERHEAD_MS, calibration.gap_overhead_ms) * OVERHEAD_FACTOR
     copy_ms_per_byte = 1.5 * 3 / (max(calibration.copy_gbps, 1.0) * 1e6)  # staged, then compared (read twice)
     allowed = overhead
     if before.audits:
         allowed += overhead + DIGEST_MS + GENERATION_FACTOR * facts.digest_ms + before.staged_bytes * copy_ms_per_byte
     if shape.fresh_inputs_every_window or after.fresh:
-        allowed += overhead + DIGEST_MS + GENERATION_FACTOR * (facts.generation_ms + facts.digest_ms)
+        allowed += overhead + DIGEST_MS + GENERATION_FACTOR * facts.generation_ms
     return allowed
 
 

@@ -18,9 +18,13 @@ from typing import Any
 
 SEED_MODULUS = 2**31 - 2**22
 """Salted seeds stay below 2**31 (even after ``+ 13 * index``) so tasks may feed them to any RNG."""
-DIGEST_SAMPLE = 16384
-"""Elements sampled (evenly strided) per tensor for the input digest. (65536 made each digest of a TriMul input set,
-a dozen tensors, take ~3 ms of hashing on the host: in every audit, in the worker and the checker alike.)"""
+DIGEST_SAMPLE = 4096
+"""Elements sampled (evenly strided) per tensor for the input digest. It is computed three times per audit, twice of
+them on the loop's path (the worker's, after the call; the checker's, while the worker waits): on an H200's host,
+16384 (a dozen TriMul tensors, ~0.5 MB) took 1.5-1.8 ms, 1.0 of it hashing, and 4096 0.6 ms (session 30). The digest
+says the inputs are the ones the seeds make and that the call left them so; a sample of any size is at known
+positions, so it catches a kernel that overwrites its inputs (a scratch buffer), not one that hides a mark in them:
+what stops a kernel that tells an audit by a mark of its own is the checked output and ``audit_evasion``."""
 SEED_STRIDE = 13
 """Input set ``k`` of a config uses seed ``base + 13 * k`` (GPU MODE's ``seed += 13``), for every method."""
 MAX_INPUT_SETS = 100_000
@@ -55,7 +59,7 @@ def input_digest(inputs: list[Any]) -> str:
     """A cheap digest of a list of inputs: dtype, shape and an evenly strided sample of each tensor's bytes."""
     import torch
 
-    h = hashlib.blake2b(digest_size=16)
+    h = hashlib.sha256()  # hardware-accelerated on current hosts: twice blake2b's speed here
     samples = []  # gathered on the device and copied to the host once (one synchronisation, not one per tensor)
     for item in inputs:
         if isinstance(item, torch.Tensor):
@@ -78,4 +82,4 @@ def input_digest(inputs: list[Any]) -> str:
         by_device.setdefault(sample.device, []).append(sample)
     for group in by_device.values():
         h.update(torch.cat(group).cpu().numpy().tobytes())
-    return h.hexdigest()
+    return h.hexdigest()[:32]
