@@ -5,7 +5,8 @@ it regenerates the inputs, digests them, computes the reference and compares (se
 of timing loops per evaluation on an H200). With ``Task.expected_sample`` the checker computes the reference at
 sampled positions only. Per TriMul benchmark config, the checker's steps timed on the device (median of
 ``--repeats``): making the set's inputs, making the audit's activations, the digest, the whole reference and its
-comparison, the sampled reference and its comparison; and how far the sampled values are from the whole reference's.
+comparison, the sampled reference and its comparison, how far the sampled values are from the whole reference's; the
+check for non-finite values every audit makes of the whole output, and the worker's staging copy of it.
 What it does to a verdict: ``bench/live_ab.py --variable KSEARCH_SAMPLED_AUDITS``.
 
     python bench/audit_cost.py [--repeats 5]
@@ -75,15 +76,18 @@ def _component_row(task, config, repeats: int) -> dict:
     sampled_compare_ms, mismatch = _timed_ms(lambda: task.check_sample(config, output, sample), repeats)
     assert mismatch is None
     difference = float((sample.values - sample.gather(expected)).abs().max())
+    finite_ms, _ = _timed_ms(lambda: bool(torch.isfinite(output).all()), repeats)  # the judge's check of any audit
+    staging = torch.empty(output.numel() * output.element_size(), dtype=torch.uint8, device="cuda")
+    stage_ms, _ = _timed_ms(lambda: staging.view(output.dtype).view(output.shape).copy_(output), repeats)  # worker
     print(f"{config.name}: generate {generate_ms:.2f} + activations {activations_ms:.2f} + digest {digest_ms:.2f} ms;"
           f" whole reference {whole_ms:.2f} + compare {compare_ms:.2f} ms; sampled {sampled_ms:.2f} + compare"
           f" {sampled_compare_ms:.2f} ms ({sample.positions} of {expected.numel()} values, max |diff|"
-          f" {difference:.2e})", flush=True)  # fmt: skip
+          f" {difference:.2e}); non-finite check {finite_ms:.2f}, staging copy {stage_ms:.2f} ms", flush=True)  # fmt: skip
     return {"config": config.name, "generate_ms": generate_ms, "activations_ms": activations_ms,
             "digest_ms": digest_ms, "whole_reference_ms": whole_ms, "whole_compare_ms": compare_ms,
             "sampled_reference_ms": sampled_ms, "sampled_compare_ms": sampled_compare_ms,
             "sampled_positions": sample.positions, "output_elements": expected.numel(),
-            "max_abs_difference": difference}  # fmt: skip
+            "max_abs_difference": difference, "nonfinite_check_ms": finite_ms, "staging_copy_ms": stage_ms}  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -103,6 +103,51 @@ def shares(ledger: dict, name: str = "") -> list[ConfigShare]:
     return out
 
 
+def _relays_in(relays: list[list[float]], start: float, end: float) -> list[tuple[float, float]]:
+    return sorted((a, b) for a, b in relays if start <= a <= end)
+
+
+def anatomy(ledger: dict) -> dict[int, dict[str, float]]:
+    """Per config, the median of each phase (ms) of the wall time a re-randomised audit adds, read from the parent's
+    stamps: before the audited window, its lead (the last window's close to the first request), the seed request's
+    round trip, the worker's making of the values (to the next request), the wait for the checker's preparation (the
+    settle), its tail (to the window's open); after it, the worker's checks and staging (to the handoff), the
+    checker's judgement (the handoff's round trip) and the tail to the next window. ``plain``: the median gap between
+    two windows with no audit or request between them, the loop's floor."""
+    every: dict[int, list[dict]] = {}
+    for window in ledger["windows"]:
+        if window.get("closed") is not None:
+            every.setdefault(window["config"], []).append(window)
+    relays = ledger.get("relays", [])
+    out: dict[int, dict[str, float]] = {}
+    for config, windows in sorted(every.items()):
+        phases: dict[str, list[float]] = {}
+        plain: list[float] = []
+        for before, this, after in zip(windows, windows[1:], windows[2:]):
+            pre = _relays_in(relays, before["closed"], this["opened"])
+            post = _relays_in(relays, this["closed"], after["opened"])
+            if not this.get("fresh"):
+                if not pre and not before["audits"]:
+                    plain.append(this["opened"] - before["closed"])
+                continue
+            if len(pre) != 2 or len(post) != 1:
+                continue  # not the prepared audit's shape (seed request, settle; handoff)
+            (s1, a1), (s2, a2) = pre
+            (s3, a3), = post
+            for name, value in (
+                ("lead", s1 - before["closed"]), ("seed", a1 - s1), ("make", s2 - a1), ("settle", a2 - s2),
+                ("tail", this["opened"] - a2), ("checks", s3 - this["closed"]), ("judge", a3 - s3),
+                ("next", after["opened"] - a3),
+            ):
+                phases.setdefault(name, []).append(value * 1e3)
+        if phases:
+            row = {name: statistics.median(values) for name, values in phases.items()}
+            row["audits"] = float(len(phases["lead"]))
+            row["plain"] = statistics.median(plain) * 1e3 if plain else float("nan")
+            out[config] = row
+    return out
+
+
 def fresh_audit_counts(rate: float, repeats: int = 100, trials: int = 4000, seed: int = 0) -> list[int]:
     """How many re-randomised audits ``FreshPlan`` places in each of ``trials`` simulated loops of ``repeats``
     (a seeded generator; the loop waits for the plan's minimum, as GPU MODE's benchmark loop does)."""
@@ -174,6 +219,13 @@ def main(argv: list[str] | None = None) -> int:
     per_ledger = len(files)
     print(f"per evaluation: audit gaps {sum(r.audit_gaps_s for r in rows) / per_ledger:.2f} s of "
           f"{sum(r.loop_s for r in rows) / per_ledger:.2f} s of timing loops")
+    print()
+    print("what one re-randomised audit adds, per phase (median ms; the parent's stamps; see anatomy):")
+    names = ("lead", "seed", "make", "settle", "tail", "checks", "judge", "next", "plain")
+    print("ledger                          config  audits  " + "  ".join(f"{n:>6}" for n in names))
+    for path in files:
+        for config, row in anatomy(json.loads(path.read_text(encoding="utf-8"))).items():
+            print(f"{path.name:<32}{config:>6}  {int(row['audits']):>6}  " + "  ".join(f"{row[n]:>6.2f}" for n in names))
     print()
     print(rate_table(rows, per_ledger))
     if args.json:

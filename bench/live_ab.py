@@ -10,7 +10,7 @@ verdict wall time, its stages, the score, and the audit gaps read from the ledge
     python bench/live_ab.py KERNEL --variable KSEARCH_PROFILE_PROCESS --rounds 1    # profiling process vs worker
 
 The variable must be one the parent reads at each evaluation (not one read when a process starts). Needs a CUDA GPU.
-Writes ``$OUT/bench_live_ab_<variable>.json`` when ``OUT`` is set.
+Writes ``$OUT/bench_live_ab_<variable>.json`` and the ledgers under ``$OUT/ledgers_<variable>`` when ``OUT`` is set.
 """
 
 from __future__ import annotations
@@ -54,7 +54,8 @@ def run(kernel: Path, variable: str, rounds: int, device: str = "cuda") -> dict[
 
     code = kernel.read_text(encoding="utf-8")
     entry_point = resolve_task("trimul").entry_point
-    ledgers = Path(tempfile.mkdtemp(prefix="live-ab-"))
+    out = os.environ.get("OUT")  # the ledgers come back with the report (bench/audit_share.py reads them)
+    ledgers = Path(out) / f"ledgers_{variable}" if out else Path(tempfile.mkdtemp(prefix="live-ab-"))
     runs: dict[str, list[dict[str, Any]]] = {"on": [], "off": []}
     with LocalExecutor() as executor:
         def evaluate(tag: str, env: dict[str, str]) -> tuple[Any, float]:

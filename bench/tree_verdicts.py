@@ -1,6 +1,7 @@
 """Live-session time to verdict of two ksearch source trees side by side, on one machine in one call.
 
     python bench/tree_verdicts.py KERNEL.py --tree old=DIR --tree new=. [--rounds 3] [--evals 2] [--method M]
+    python bench/tree_verdicts.py KERNEL.py --tree old=DIR --tree new=. --tree rare=.,KSEARCH_AUDIT_RATE=0.05
 
 Each round starts one process per tree (order alternating between rounds), with ``PYTHONPATH`` set to that tree so
 its evaluator's own worker and checker processes import that tree's code. A process opens a session, spends one
@@ -11,6 +12,7 @@ before it on the same GPU, the same day (the question "is the verdict within a f
 answered from figures taken on different machines).
 
 A tree is any checkout of this repository (``git archive REV | tar -x -C DIR``); it needs the same dependencies.
+``,VAR=VALUE`` after a tree's folder sets a variable in its process (one tree under two settings).
 """
 
 from __future__ import annotations
@@ -60,8 +62,9 @@ def child(tree: Path, kernel: Path, evals: int, method: str, device: str) -> int
     return 0
 
 
-def run_tree(name: str, tree: Path, kernel: Path, evals: int, method: str, device: str) -> list[dict]:
-    env = dict(os.environ)
+def run_tree(name: str, tree: Path, kernel: Path, evals: int, method: str, device: str,
+             variables: dict[str, str]) -> list[dict]:  # fmt: skip
+    env = {**os.environ, **variables}
     env["PYTHONPATH"] = os.pathsep.join([str(tree), *filter(None, env.get("PYTHONPATH", "").split(os.pathsep))])
     command = [sys.executable, str(Path(__file__).resolve()), "--child", str(tree), str(kernel),
                "--evals", str(evals), "--method", method, "--device", device]  # fmt: skip
@@ -88,16 +91,17 @@ def main() -> int:
     kernel = args.kernel.resolve()
     if args.child is not None:
         return child(args.child.resolve(), kernel, args.evals, args.method, args.device)
-    trees = [(spec.split("=", 1)[0], Path(spec.split("=", 1)[1]).resolve()) for spec in args.tree]
-    if len(trees) < 2:
-        parser.error("give at least two --tree NAME=DIR")
-    seconds: dict[str, list[float]] = {name: [] for name, _ in trees}
+    parsed = [_tree(spec) for spec in args.tree]
+    trees = [tree for tree in parsed if tree is not None]
+    if len(trees) < 2 or len(trees) < len(parsed):
+        parser.error("give at least two --tree NAME=DIR[,VAR=VALUE...]")
+    seconds: dict[str, list[float]] = {name: [] for name, _, _ in trees}
     for round_index in range(args.rounds):
         order = trees if round_index % 2 == 0 else trees[::-1]
-        print(f"round {round_index + 1}: " + ", ".join(name for name, _ in order), flush=True)
-        for name, tree in order:
-            seconds[name] += [r["seconds"] for r in run_tree(name, tree, kernel, args.evals, args.method, args.device)
-                              if r["verdict"] == "passed"]  # fmt: skip
+        print(f"round {round_index + 1}: " + ", ".join(name for name, _, _ in order), flush=True)
+        for name, tree, variables in order:
+            records = run_tree(name, tree, kernel, args.evals, args.method, args.device, variables)
+            seconds[name] += [r["seconds"] for r in records if r["verdict"] == "passed"]
     first = trees[0][0]
     for name, values in seconds.items():
         if not values:
@@ -108,6 +112,15 @@ def main() -> int:
         print(f"{name}: median {median:.2f} s over {len(values)} (min {min(values):.2f}, max {max(values):.2f}); "
               f"{ratio:.3f}x {first}")
     return 0
+
+
+def _tree(spec: str) -> tuple[str, Path, dict[str, str]] | None:
+    """``NAME=DIR[,VAR=VALUE...]`` -> (name, folder, variables), or None when malformed."""
+    name, _, rest = spec.partition("=")
+    folder, *assignments = rest.split(",")
+    if not name or not folder or not all("=" in a for a in assignments):
+        return None
+    return name, Path(folder).resolve(), dict(a.split("=", 1) for a in assignments)
 
 
 if __name__ == "__main__":
