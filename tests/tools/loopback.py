@@ -12,7 +12,7 @@ from ksearch.tools.evaluator.channel import Channel
 
 
 class LoopbackChannel(Channel):
-    """``Channel.ask`` answered by an in-process ``Checker`` (the session's relay, without processes)."""
+    """``Channel.request`` answered by an in-process ``Checker`` (the session's relay, without processes)."""
 
     def __init__(self, checker: Checker) -> None:
         super().__init__(None, None)
@@ -23,6 +23,7 @@ class LoopbackChannel(Channel):
         """Per message, whether the worker asked to wait for the answer without sleeping."""
         self.sent: list[str] = []
         """Messages the worker sent without waiting for an answer (timed windows), in order."""
+        self.answers_due: list[HandoffReply] = []
 
     def send(self, payload: str) -> None:
         self.sent.append(payload)
@@ -30,8 +31,7 @@ class LoopbackChannel(Channel):
     def phase(self, name: str) -> None:
         self.phases.append(name)
 
-    def ask(self, message: BaseModel, *, spin: bool = False) -> HandoffReply:
-        self.spins.append(spin)
+    def request(self, message: BaseModel) -> None:
         data: dict[str, Any] = message.model_dump()
         if data.get("op") == "grow":
             answer = self.checker.handle(CheckerCommand(op="staging", min_bytes=data["min_bytes"]))
@@ -44,4 +44,8 @@ class LoopbackChannel(Channel):
             self.handoffs.append(handoff)
             answer = self.checker.handle(CheckerCommand(op="handoff", handoff=handoff))
         self.checker.judge_pending()  # as the checker's serve loop does after each answer
-        return HandoffReply.model_validate(answer)
+        self.answers_due.append(HandoffReply.model_validate(answer))
+
+    def answer(self, *, spin: bool = False) -> HandoffReply:
+        self.spins.append(spin)
+        return self.answers_due.pop(0)

@@ -302,14 +302,13 @@ def test_the_gap_allowance_of_each_kind_of_pair() -> None:
     # after an audit: the loop again, the digest's fixed cost, 1.5 x the checker's digest, the staged outputs read 3x
     audited = _pair(audits=("audit",), staged=10**6)
     assert gap_allowance_ms(*audited, plain, CAL_GAP, FACTS) == pytest.approx(0.75 + 0.75 + 0.3 + 6.0 + 1.0, rel=1e-12)
-    # before fresh values: the loop again, the fixed cost of a synchronisation, 1.5 x making them (the worker digests
-    # them only after the call, in the gap an audit is allowed)
+    # before fresh values: the loop again, the digest's fixed cost, 1.5 x (making + digesting) them
     fresh = _pair(fresh=True)
-    assert gap_allowance_ms(*fresh, plain, CAL_GAP, FACTS) == pytest.approx(0.75 + 0.75 + 0.3 + 3.0, rel=1e-12)
+    assert gap_allowance_ms(*fresh, plain, CAL_GAP, FACTS) == pytest.approx(0.75 + 0.75 + 0.3 + 9.0, rel=1e-12)
     both = _pair(audits=("bench",), fresh=True)
-    assert gap_allowance_ms(*both, plain, CAL_GAP, FACTS) == pytest.approx(0.75 + 7.05 + 4.05, rel=1e-12)
+    assert gap_allowance_ms(*both, plain, CAL_GAP, FACTS) == pytest.approx(0.75 + 7.05 + 10.05, rel=1e-12)
     # GPU MODE's procedure makes a whole input set between any two windows
-    assert gap_allowance_ms(*_pair(), METHOD_SHAPES["gpumode"], CAL_GAP, FACTS) == pytest.approx(4.8, rel=1e-12)
+    assert gap_allowance_ms(*_pair(), METHOD_SHAPES["gpumode"], CAL_GAP, FACTS) == pytest.approx(10.8, rel=1e-12)
 
 
 def test_the_gap_overheads_and_copy_rate_have_floors() -> None:
@@ -375,17 +374,17 @@ def test_a_new_method_run_starts_a_new_timeline() -> None:
 
 
 def test_the_checkers_costs_of_each_config_reach_the_gap_rule() -> None:
-    """After an audit, 1.5 x the digest time (4 ms: 7.8 ms allowed); before fresh values, 1.5 x making them (4 ms:
-    7.8 ms allowed; the worker digests them only after the call, so the digest time counts there only)."""
+    """After an audit, 1.5 x the digest time (4 ms: 7.8 ms allowed); before fresh values, 1.5 x making and digesting
+    them (2 + 4 ms: 10.8 ms allowed)."""
     after_audit = _chain(19.5, audited=(0,))  # 19.5 - 7.8 = 11.7 <= 10 + 1.95
     assert _gap_judge(after_audit, generation_ms={0: 2.0}, digest_ms={0: 4.0}) is None
     assert _gap_judge(after_audit, generation_ms={0: 4.0}, digest_ms={0: 2.0}).rule == "timing_forgery"  # 4.8 allowed
     assert _gap_judge(_chain(20.0, audited=(0,)), generation_ms={0: 2.0}, digest_ms={0: 4.0}).rule == "timing_forgery"
     assert _gap_judge(after_audit).rule == "timing_forgery"  # no digest time from the checker: 1.8 allowed
-    before_fresh = _chain(19.5, fresh=(1,))  # 19.5 - 7.8 = 11.7 <= 10 + 1.95
-    assert _gap_judge(before_fresh, generation_ms={0: 4.0}, digest_ms={0: 2.0}) is None
-    assert _gap_judge(before_fresh, generation_ms={0: 2.0}, digest_ms={0: 4.0}).rule == "timing_forgery"  # 4.8
-    assert _gap_judge(before_fresh, digest_ms={0: 8.0}).rule == "timing_forgery"  # 1.8 allowed
+    before_fresh = _chain(23.0, fresh=(1,))  # 23 - 10.8 = 12.2 <= 10 + 2.3
+    assert _gap_judge(before_fresh, generation_ms={0: 2.0}, digest_ms={0: 4.0}) is None
+    assert _gap_judge(before_fresh, digest_ms={0: 4.0}).rule == "timing_forgery"  # 7.8 allowed
+    assert _gap_judge(before_fresh, generation_ms={0: 2.0}).rule == "timing_forgery"  # 4.8 allowed
     assert _gap_judge(before_fresh, generation_ms={1: 6.0}, digest_ms={1: 6.0}).rule == "timing_forgery"  # another config
     # a config the checker gave no costs for is allowed none: 1.8 ms (it would pass with 1 ms of either)
     assert _gap_judge(_chain(13.0, audited=(0,))) is None  # 13 - 1.8 = 11.2 <= 10 + 1.3

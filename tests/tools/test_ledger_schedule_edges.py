@@ -360,3 +360,14 @@ def test_a_runs_end_is_malformed_without_a_closed_window_of_it_or_with_a_count_t
         assert ledger.windows[-1].numbers == []
     ledger.ran(0, 0, 1)
     assert ledger.windows[-1].numbers == [1]
+
+
+def test_gpumode_benchmarks_replayed_stop_rule_reads_the_repeats_no_audit_disturbed() -> None:
+    """As the worker's loop: the re-randomised repeats (1 and 3) and the repeats after them read 3 ms, the others
+    1 ms; without the four disturbed ones three repeats agree at the seventh, where the loop must stop (counting them
+    all, it would have to run on)."""
+    samples = [1.0, 3.0, 3.0, 3.0, 3.0, 1.0, 1.0, 1.0]
+    assert judge_loops(_gpumode(_spaced(7), samples[:7], fresh=frozenset({1, 3})), "gpumode-benchmark", ["a"]) is None
+    ran_on = _gpumode(_spaced(8), samples, fresh=frozenset({1, 3}))
+    assert "stops after 7:" in _evidence(ran_on, "gpumode-benchmark")
+    assert not timing_methods.gpumode_should_stop(samples[:7], 0.0)  # what counting every repeat would say

@@ -9,6 +9,7 @@ import pytest
 
 from ksearch.tasks.softmax import SoftmaxTask
 from ksearch.tools import timing
+from ksearch.tools.timing.stats import UndisturbedSamples
 from ksearch.tools.evaluator import comparison_from_samples
 from ksearch.tools.evaluator.worker import CompareSamples
 
@@ -478,3 +479,54 @@ def test_gpu_mode_loops_put_null_windows_between_their_repeats_and_none_in_the_w
     robust = FakeRunner()
     timing.get_method("robust").run(robust, flush_l2=True)
     assert robust.nulls == 0  # blocks of calls: the null windows' rule is for one-call windows
+
+
+class DisturbedRunner(FakeRunner):
+    """Calls take 1 fake ms, except a call on re-randomised activations and the call after it: 3 ms (the host and the
+    device back from the audit's gap, as on a GPU)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.slow_next = 0
+
+    def call_on(self, index: int, **kwargs: bool) -> FakeCall:
+        call = super().call_on(index, **kwargs)
+        runner = self
+
+        class _Disturbed(FakeCall):
+            def __call__(self) -> int:
+                out = super().__call__()
+                if runner.slow_next:
+                    runner.clock[0] += 2.0
+                    runner.slow_next -= 1
+                return out
+
+        return _Disturbed(runner, call.index, call.args, call.kind)
+
+    def rerandomise(self, call: FakeCall, values: object) -> None:
+        super().rerandomise(call, values)
+        self.slow_next = 2
+
+
+def test_gpumode_benchmarks_stop_rule_reads_the_repeats_no_audit_disturbed() -> None:
+    """The audited repeats and the ones after them read slower; counted by the rule they would keep the loop going
+    (the std_err of 1 and 3 ms samples never falls under 0.1 %) to its 100 repeats. Read without them, the rule stops
+    once its two re-randomised repeats are done and three undisturbed ones agree."""
+    for _ in range(20):  # the audits' positions are drawn anew each time
+        runner = DisturbedRunner()
+        run = timing.get_method("gpumode-benchmark").run(runner, flush_l2=False)
+        assert len(runner.fresh_audited) >= 2
+        assert len(run.samples_ms) < 100, run.samples_ms
+        undisturbed = UndisturbedSamples()
+        for position, sample in enumerate(run.samples_ms, start=2):  # calls are counted from the checked first one
+            undisturbed.add(sample, position in runner.fresh_audited)
+        assert len(undisturbed.kept) >= 3 and max(undisturbed.kept) < 1.01  # the slow ones all left out
+        assert timing.gpumode_should_stop(undisturbed.kept, 0.0, max_repeats=undisturbed.cap(100))
+
+
+def test_undisturbed_samples_leave_out_each_audited_repeat_and_the_next() -> None:
+    kept = UndisturbedSamples()
+    for sample, audited in ((1.0, False), (5.0, True), (4.0, False), (1.1, False), (6.0, True), (7.0, True), (3.0, False),
+                            (1.2, False)):  # fmt: skip
+        kept.add(sample, audited)
+    assert kept.kept == [1.0, 1.1, 1.2] and kept.disturbed == 5 and kept.cap(100) == 95

@@ -247,3 +247,25 @@ def test_compare_times_both_candidates_in_alternating_runs_on_the_same_inputs(ch
         assert sorted(set(indices)) == list(range(8)) and indices == sorted(indices)
         assert ends[config] == [(run, indices.count(run)) for run in range(8)]
     assert not channel.handoffs  # unaudited: both were checked before they were compared
+
+
+def test_the_worker_does_its_own_work_while_the_checker_prepares_and_reads_the_answer_even_if_it_fails(
+    checker: Checker,
+) -> None:  # fmt: skip
+    """``settle(meanwhile=...)``: the new values' digest is taken after the settle request is sent and before its
+    answer is read (the checker prepares the audit meanwhile: no time of the loop's); a failure there still reads the
+    answer, so the next request is not answered with this one's."""
+    worker, _, channel = _runner(checker, lambda x: x)
+    order: list[str] = []
+    real_request, real_answer = channel.request, channel.answer
+    channel.request = lambda message: (order.append(message.model_dump()["op"]), real_request(message))[1]
+    channel.answer = lambda *, spin=False: (order.append("answer"), real_answer(spin=spin))[1]
+    worker.settle(meanwhile=lambda: order.append("digest"))
+    assert order == ["settle", "digest", "answer"]
+
+    def failing() -> None:
+        raise RuntimeError("a device error")
+
+    with pytest.raises(RuntimeError):
+        worker.settle(meanwhile=failing)
+    assert order[3:] == ["settle", "answer"] and not channel.answers_due

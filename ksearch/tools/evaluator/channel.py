@@ -57,12 +57,19 @@ class Channel:
 
     def ask(self, message: BaseModel, *, spin: bool = False) -> HandoffReply:
         """Send ``message`` and read the answer; ``spin``: wait for it without sleeping (``spin_until_readable``)."""
+        self.request(message)
+        return self.answer(spin=spin)
+
+    def request(self, message: BaseModel) -> None:
+        """Send ``message``, whose answer ``answer`` reads: the worker may do its own work in between."""
         self.send(message.model_dump_json())
         if self.doorbell_fd is not None:
             try:
                 os.write(self.doorbell_fd, b"!")
             except OSError:
                 pass  # a full pipe already rings
+
+    def answer(self, *, spin: bool = False) -> HandoffReply:
         if spin and self.answers is not None:
             spin_until_readable(self.answers.fileno(), SPIN_WAIT_S)
         line = self.answers.readline() if self.answers is not None else ""

@@ -38,7 +38,7 @@ from pydantic import BaseModel, ConfigDict
 
 from ksearch.tools.timing import methods as timing_methods
 from ksearch.tools.timing.primitives import FreshPlan
-from ksearch.tools.timing.stats import gpumode_should_stop, robust_should_stop
+from ksearch.tools.timing.stats import UndisturbedSamples, gpumode_should_stop, robust_should_stop
 
 KERNEL_JITTER_S = 0.010
 """Per config, with the kernel's send stamps: scheduling of the worker between an event and its message, and the
@@ -462,16 +462,15 @@ def allowance_ms(windows: list[Window], shape: MethodShape, calibration: Calibra
 def gap_allowance_ms(before: Window, after: Window, shape: MethodShape, calibration: Calibration, facts: ConfigFacts) -> float:
     """The wall time (ms) the harness's own work may take between two windows, besides waiting for the checker: its
     loop overhead; after an audited window, staging, comparing and digesting its output and inputs; before a window
-    on fresh inputs (or fresh activation values), making them (the worker digests them only after the call). Making
-    and digesting inputs may take ``GENERATION_FACTOR`` times what the checker took for the same work (it makes and
-    digests the same inputs)."""
+    on fresh inputs (or fresh activation values), making and digesting them. Making and digesting inputs may take
+    ``GENERATION_FACTOR`` times what the checker took for the same work (it makes and digests the same inputs)."""
     overhead = max(MIN_CALL_OVERHEAD_MS, calibration.gap_overhead_ms) * OVERHEAD_FACTOR
     copy_ms_per_byte = 1.5 * 3 / (max(calibration.copy_gbps, 1.0) * 1e6)  # staged, then compared (read twice)
     allowed = overhead
     if before.audits:
         allowed += overhead + DIGEST_MS + GENERATION_FACTOR * facts.digest_ms + before.staged_bytes * copy_ms_per_byte
     if shape.fresh_inputs_every_window or after.fresh:
-        allowed += overhead + DIGEST_MS + GENERATION_FACTOR * facts.generation_ms
+        allowed += overhead + DIGEST_MS + GENERATION_FACTOR * (facts.generation_ms + facts.digest_ms)
     return allowed
 
 
@@ -593,20 +592,25 @@ def _gpumode_schedule(
     if any(len(w.samples_ms) != 1 for w in timed):
         return Finding("timing_forgery", f"config {name}: a window of GPU MODE's loop holds other than one call")
     loop_method = timing_methods.get_method(method)
+    caps = {name: getattr(loop_method, name) for name in ("max_time_s", "max_wall_s", "max_repeats")}
     fresh_loop = method == "gpumode-benchmark"
     minimum = FreshPlan().minimum
     samples: list[float] = []
+    undisturbed = UndisturbedSamples() if fresh_loop else None  # as the worker's loop keeps it
     stops, fresh_done = [], 0
     for k, window in enumerate(timed):
         samples.append(window.samples_ms[0])
+        judged, cap = samples, caps["max_repeats"]
+        if undisturbed is not None:
+            undisturbed.add(window.samples_ms[0], window.fresh)
+            judged, cap = undisturbed.kept, undisturbed.cap(cap)
         fresh_done += window.fresh
         walls = _stop_walls(window, run[0].opened, timeline)
         satisfied = (not fresh_loop or fresh_done >= minimum
-                     or k + 1 >= timing_methods.FRESH_WAIT_FACTOR * loop_method.max_repeats)  # type: ignore[attr-defined]
+                     or k + 1 >= timing_methods.FRESH_WAIT_FACTOR * caps["max_repeats"])  # fmt: skip
         stops.append(tuple(
-            satisfied and gpumode_should_stop(samples, wall, max_time_s=loop_method.max_time_s,  # type: ignore[attr-defined]
-                                              max_wall_s=loop_method.max_wall_s,  # type: ignore[attr-defined]
-                                              max_repeats=loop_method.max_repeats)  # type: ignore[attr-defined]
+            satisfied and gpumode_should_stop(judged, wall, max_time_s=caps["max_time_s"],
+                                              max_wall_s=caps["max_wall_s"], max_repeats=cap)
             for wall in walls
         ))  # fmt: skip
     return _stop_breach(name, stops, "GPU MODE's stop rule")  # type: ignore[arg-type]

@@ -75,12 +75,12 @@ class HostEvent:
 
 
 class FreshValues(NamedTuple):
-    """New activation values for one input set: the seed they were drawn with and (position, tensor) pairs. (No
-    digest of the set they make: the checker regenerates the same values from the seed and compares its digest with
-    the one the audit's handoff carries, so a digest here would only add to the wait before the audited call.)"""
+    """New activation values for one input set: the seed they were drawn with, (position, tensor) pairs, and the
+    digest of the set once they are in place."""
 
     seed: int
     pairs: list[tuple[int, Any]]
+    digest: str
 
 
 class WorkerTimingRunner:
@@ -115,9 +115,7 @@ class WorkerTimingRunner:
         self._tensor = refs.get("torch.Tensor", (None, None, torch.Tensor))[2]
         self._wall = refs.get("time.perf_counter", (None, None, time.perf_counter))[2]
         self._sleep = refs.get("torch.cuda._sleep", (None, None, getattr(torch.cuda, "_sleep", None)))[2]
-        self.sets: dict[int, tuple[list[Any], str | None, tuple[Any, ...]]] = {}
-        """Input set index -> its inputs, their digest (None once re-randomised: the checker's regenerated digest
-        judges it), the call's arguments."""
+        self.sets: dict[int, tuple[list[Any], str, tuple[Any, ...]]] = {}
         self._flush: Any = None
         self._audits = 0
         self._closed: dict[int, int] = {}
@@ -282,9 +280,10 @@ class WorkerTimingRunner:
                        window=self._closed.get(self.run, 0))  # fmt: skip
 
     def fresh_values(self, call: _Call) -> FreshValues | None:
-        """A fresh activation seed and per declared activation position its new values (generated now, outside any
-        window; the loop synchronises before its next window); None when the task declares no such inputs or nothing
-        is audited."""
+        """A fresh activation seed, per declared activation position its new values, and the digest the set will
+        have (generated now, outside any window: the digest synchronises); None when the task declares no such
+        inputs or nothing is audited. While the checker prepares the audit's expectation the worker waits for it
+        anyway: the digest is taken then, off the loop's path (``Worker.settle``'s ``meanwhile``)."""
         if not self.audited:
             return None
         task = self.worker.task
@@ -309,10 +308,19 @@ class WorkerTimingRunner:
                     "with the seed): the task must declare only value inputs in Task.activation_inputs"
                 )
             values.append((position, source))
-        fresh_values = FreshValues(seed, values)
+        after = list(call.inputs)
+        for position, source in values:
+            after[position] = source
+        digests: list[str] = []
+
+        def digest() -> None:
+            digests.append(input_digest(after))
+
         if preparing:  # the checker computes the audit's expectation meanwhile: none of it may run beside the call
-            self.worker.settle(spin=self.worker.device.startswith("cuda"))
-        return fresh_values
+            self.worker.settle(spin=self.worker.device.startswith("cuda"), meanwhile=digest)
+        else:
+            digest()
+        return FreshValues(seed, values, digests[0])
 
     def _issued_seed(self, kind: str, *, input_seed: int | None = None) -> tuple[int | None, bool]:
         """A seed the checker draws now for this config's fresh inputs (``input``) or activations (``activation``,
@@ -328,11 +336,10 @@ class WorkerTimingRunner:
 
     def rerandomise(self, call: _Call, values: FreshValues) -> None:
         """Copy the new values into the set's activations through ``.data`` (same tensors, same version counter),
-        in stream order with no synchronisation; later audits of the set are judged on them (the checker compares
-        their digest: the one this process kept for the set no longer holds)."""
+        in stream order with no synchronisation; later audits of the set are judged on them."""
         for position, source in values.pairs:
             call.inputs[position].data.copy_(source)
         self.activation[call.index] = values.seed
         if call.index in self.sets:
             inputs, _, args = self.sets[call.index]
-            self.sets[call.index] = (inputs, None, args)
+            self.sets[call.index] = (inputs, values.digest, args)

@@ -378,12 +378,22 @@ class Worker:
         )
         self._answered(self.channel.ask(message, spin=self.phase == "timing" and self.device.startswith("cuda")))
 
-    def settle(self, *, spin: bool = False) -> None:
+    def settle(self, *, spin: bool = False, meanwhile: Callable[[], object] | None = None) -> None:
         """Wait for the checker's verdict on every correctness output (it judges each while the next config runs) and
         for whatever it does after its last answer (an audit's expectation, prepared while the worker made the same
-        inputs). ``spin``: in timing on a GPU, as the handoffs wait."""
-        if self.staging is not None:
-            self._answered(self.channel.ask(SettleRequest(), spin=spin))
+        inputs). ``spin``: in timing on a GPU, as the handoffs wait. ``meanwhile``: the worker's own work, done
+        after the request is sent and before the answer is read (the answer is read even if it fails)."""
+        if self.staging is None:
+            if meanwhile is not None:
+                meanwhile()
+            return
+        self.channel.request(SettleRequest())
+        try:
+            if meanwhile is not None:
+                meanwhile()
+        finally:
+            reply = self.channel.answer(spin=spin)
+        self._answered(reply)
 
     @staticmethod
     def _answered(reply: HandoffReply) -> None:

@@ -22,8 +22,9 @@ Methods:
     one call whose output the checker judges, then ``sync; start; out = fn(data); end; sync`` on that SAME object
     (so caches a kernel keeps in it, such as derived weights, persist as upstream), no L2 flush, at most 100 repeats,
     stopping after >= 3 when std_err/mean < 0.001, or 10 s of summed kernel time, or 120 s of wall time (and not
-    before two repeats ran on re-randomised activations). Headline: mean. Checked: the re-randomised repeats and the
-    last one; inputs must be unchanged.
+    before two repeats ran on re-randomised activations); the rule reads, as the score does, the repeats no audit
+    disturbed (``UndisturbedSamples``). Headline: mean. Checked: the re-randomised repeats and the last one; inputs
+    must be unchanged.
 ``gpumode`` (upstream GPU MODE ``leaderboard`` mode, the scored one)
     warm-up as above with a 10 ms budget; per config a first checked call, then every repeat on freshly generated
     inputs (``seed += 13``) and a new argument object, ``sync; start; fn; end; sync``, and the checker rechecks every
@@ -71,7 +72,7 @@ from ksearch.tools.timing.primitives import (  # noqa: F401 - MAX_INPUT_SETS, SE
     TimingRunner,
     rerandomised,
 )
-from ksearch.tools.timing.stats import gpumode_should_stop, robust_should_stop
+from ksearch.tools.timing.stats import UndisturbedSamples, gpumode_should_stop, robust_should_stop
 
 if TYPE_CHECKING:
     from ksearch.tasks.base import Task
@@ -110,6 +111,7 @@ class _GpuModeRepeats(TimingMethod):
     ) -> MethodRun:
         """``measured``: the windows go to the parent (False for the warm-up, whose samples upstream discards)."""
         result = MethodRun()
+        undisturbed = UndisturbedSamples() if fresh is not None else None
         started, i = runner.wall(), 0
         while True:
             if measured and (i < NULL_FIRST or i % NULL_EVERY == 0):
@@ -130,9 +132,12 @@ class _GpuModeRepeats(TimingMethod):
                 runner.synchronize()
                 result.samples_ms.append(runner.elapsed(start, end))
             i += 1
+            judged, cap = result.samples_ms, self.max_repeats
+            if undisturbed is not None:  # a loop that audits: the rule reads the repeats no audit disturbed
+                undisturbed.add(result.samples_ms[-1], refreshed)
+                judged, cap = undisturbed.kept, undisturbed.cap(self.max_repeats)
             stop = gpumode_should_stop(
-                result.samples_ms, runner.wall() - started,
-                max_time_s=max_time_s, max_wall_s=self.max_wall_s, max_repeats=self.max_repeats,
+                judged, runner.wall() - started, max_time_s=max_time_s, max_wall_s=self.max_wall_s, max_repeats=cap,
             ) and (fresh is None or fresh.satisfied() or i >= FRESH_WAIT_FACTOR * self.max_repeats)  # fmt: skip
             # Between repeats upstream does next to nothing; the full host checks (guard, output form) run on the
             # first and the last repeat and whenever the output is audited, a type check on the others. The timers

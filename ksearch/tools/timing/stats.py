@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import statistics
+from dataclasses import dataclass, field
 
 # -- pure statistics and stop rules -------------------------------------------------------------------------------
 def relative_standard_error(samples: list[float]) -> float:
@@ -63,6 +64,32 @@ def gpumode_should_stop(
     variance = sum(map(lambda x: (x - mean) ** 2, samples))  # noqa: C417 - upstream's form, kept for its cost
     err = math.sqrt(variance / (runs - 1)) / math.sqrt(runs)
     return (mean > 0 and err / mean < target_rel_err) or mean * runs / 1000.0 > max_time_s or wall_s > max_wall_s
+
+
+@dataclass
+class UndisturbedSamples:
+    """What GPU MODE's stop rule reads in a loop that audits (``gpumode-benchmark``): the samples of the repeats no
+    audit disturbed, and how many others there were. An audited repeat (re-randomised just before, the checker's answer
+    awaited after) and the repeat right after its gap read slower than the loop's others (0.1-0.2 ms on TriMul on an
+    H200), so the score leaves them out (``ledger.scored_samples``); counted by the stop rule they kept b6's loop going
+    to 44-98 repeats where the same kernel's undisturbed repeats met the rule within ten (session 30's ledgers). The
+    rule reads the repeats upstream's uninterrupted loop would have; its cap of repeats still counts every one
+    (``cap``). The worker's loop and the parent's replay of it both keep one of these."""
+
+    kept: list[float] = field(default_factory=list)
+    disturbed: int = 0
+    _after_audit: bool = False
+
+    def add(self, sample: float, audited: bool) -> None:
+        if audited or self._after_audit:
+            self.disturbed += 1
+        else:
+            self.kept.append(sample)
+        self._after_audit = audited
+
+    def cap(self, max_repeats: int) -> int:
+        """The cap on undisturbed repeats that stops the loop at ``max_repeats`` repeats in all."""
+        return max_repeats - self.disturbed
 
 
 def summarize(samples: list[float]) -> dict[str, float | int]:
