@@ -71,10 +71,10 @@ class UndisturbedSamples:
     """What GPU MODE's stop rule reads in a loop that audits (``gpumode-benchmark``): the samples of the repeats no
     audit disturbed, and how many others there were. An audited repeat (re-randomised just before, the checker's answer
     awaited after) and the repeat right after its gap read slower than the loop's others (0.1-0.2 ms on TriMul on an
-    H200), so the score leaves them out (``ledger.scored_samples``); counted by the stop rule they kept b6's loop going
-    to 44-98 repeats where the same kernel's undisturbed repeats met the rule within ten (session 30's ledgers). The
-    rule reads the repeats upstream's uninterrupted loop would have; its cap of repeats still counts every one
-    (``cap``). The worker's loop and the parent's replay of it both keep one of these."""
+    H200), so the score leaves them out (``ledger.scored_samples``); counted by the stop rule they kept b6's loops going
+    to 29, 44, 48 and 62 repeats where the undisturbed ones met the rule after 9, 26, 7 and 51 (session 30's ledgers,
+    replayed). The rule reads the repeats upstream's uninterrupted loop would have; its cap of repeats still counts
+    every one (``cap``). The worker's loop and the parent's replay of it both keep one of these."""
 
     kept: list[float] = field(default_factory=list)
     disturbed: int = 0
