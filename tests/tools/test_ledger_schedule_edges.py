@@ -364,10 +364,12 @@ def test_a_runs_end_is_malformed_without_a_closed_window_of_it_or_with_a_count_t
 
 def test_gpumode_benchmarks_replayed_stop_rule_reads_the_repeats_no_audit_disturbed() -> None:
     """As the worker's loop: the re-randomised repeats (1 and 3) and the repeats after them read 3 ms, the others
-    1 ms; without the four disturbed ones three repeats agree at the seventh, where the loop must stop (counting them
-    all, it would have to run on)."""
-    samples = [1.0, 3.0, 3.0, 3.0, 3.0, 1.0, 1.0, 1.0]
-    assert judge_loops(_gpumode(_spaced(7), samples[:7], fresh=frozenset({1, 3})), "gpumode-benchmark", ["a"]) is None
-    ran_on = _gpumode(_spaced(8), samples, fresh=frozenset({1, 3}))
-    assert "stops after 7:" in _evidence(ran_on, "gpumode-benchmark")
-    assert not timing_methods.gpumode_should_stop(samples[:7], 0.0)  # what counting every repeat would say
+    1 ms. Without the four disturbed ones the repeats agree from the seventh, but the loop goes on until the score can
+    leave them out (half its windows and three, its audited last one apart): it must stop at the tenth (counting every
+    repeat, it would have to run on)."""
+    samples = [1.0, 3.0, 3.0, 3.0, 3.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0]
+    assert judge_loops(_gpumode(_spaced(10), samples[:10], fresh=frozenset({1, 3})), "gpumode-benchmark", ["a"]) is None
+    assert "stops after 10:" in _evidence(_gpumode(_spaced(11), samples, fresh=frozenset({1, 3})), "gpumode-benchmark")
+    assert "ended after 9 timed windows" in _evidence(_gpumode(_spaced(9), samples[:9], fresh=frozenset({1, 3})),
+                                                       "gpumode-benchmark")  # fmt: skip
+    assert not timing_methods.gpumode_should_stop(samples[:10], 0.0)  # what counting every repeat would say

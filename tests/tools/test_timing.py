@@ -511,7 +511,8 @@ class DisturbedRunner(FakeRunner):
 def test_gpumode_benchmarks_stop_rule_reads_the_repeats_no_audit_disturbed() -> None:
     """The audited repeats and the ones after them read slower; counted by the rule they would keep the loop going
     (the std_err of 1 and 3 ms samples never falls under 0.1 %) to its 100 repeats. Read without them, the rule stops
-    once its two re-randomised repeats are done and three undisturbed ones agree."""
+    once its two re-randomised repeats are done and the undisturbed repeats agree, and not before the score can leave
+    the disturbed ones out (at least half the windows and three, the last, audited, not among them)."""
     for _ in range(20):  # the audits' positions are drawn anew each time
         runner = DisturbedRunner()
         run = timing.get_method("gpumode-benchmark").run(runner, flush_l2=False)
@@ -520,8 +521,10 @@ def test_gpumode_benchmarks_stop_rule_reads_the_repeats_no_audit_disturbed() -> 
         undisturbed = UndisturbedSamples()
         for position, sample in enumerate(run.samples_ms, start=2):  # calls are counted from the checked first one
             undisturbed.add(sample, position in runner.fresh_audited)
-        assert len(undisturbed.kept) >= 3 and max(undisturbed.kept) < 1.01  # the slow ones all left out
-        assert timing.gpumode_should_stop(undisturbed.kept, 0.0, max_repeats=undisturbed.cap(100))
+        assert max(undisturbed.kept) < 1.01  # the slow ones all left out
+        scored = len(undisturbed.kept) - (run.samples_ms[-1] == undisturbed.kept[-1])
+        assert scored >= max(3, len(run.samples_ms) / 2)
+        assert undisturbed.should_stop(0.0, max_time_s=10.0, max_wall_s=120.0, max_repeats=100)
 
 
 def test_undisturbed_samples_leave_out_each_audited_repeat_and_the_next() -> None:
@@ -529,4 +532,20 @@ def test_undisturbed_samples_leave_out_each_audited_repeat_and_the_next() -> Non
     for sample, audited in ((1.0, False), (5.0, True), (4.0, False), (1.1, False), (6.0, True), (7.0, True), (3.0, False),
                             (1.2, False)):  # fmt: skip
         kept.add(sample, audited)
-    assert kept.kept == [1.0, 1.1, 1.2] and kept.disturbed == 5 and kept.cap(100) == 95
+    assert kept.kept == [1.0, 1.1, 1.2] and kept.disturbed == 5 and kept.total_ms == pytest.approx(28.3)
+
+
+def test_the_undisturbed_rule_waits_for_a_scorable_loop_and_its_caps_count_every_repeat() -> None:
+    caps = {"max_time_s": 10.0, "max_wall_s": 120.0, "max_repeats": 100}
+    steady = UndisturbedSamples()
+    for audited in (False, True, False, False, False):  # kept: 0, 3, 4 of five; the last, audited, is not scored
+        steady.add(1.0, audited)
+    assert not steady.should_stop(0.0, **caps)  # two scored of five
+    steady.add(1.0, False)
+    assert steady.should_stop(0.0, **caps)  # three of six
+    assert not UndisturbedSamples(kept=[1.0, 1.0], disturbed=0).should_stop(0.0, **caps)  # fewer than three repeats
+    slow = UndisturbedSamples()
+    for audited in (False, True, False, True):  # 3 s repeats: 12 s of kernel time, one of it undisturbed
+        slow.add(3000.0, audited)
+    assert slow.should_stop(0.0, **caps)
+    assert UndisturbedSamples(kept=[1.0], disturbed=99).should_stop(0.0, **caps)  # the hundredth repeat

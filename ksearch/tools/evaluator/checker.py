@@ -27,6 +27,7 @@ The protocol both sides share is in ``ksearch.contracts.exchange`` (records) and
 from __future__ import annotations
 
 import argparse
+import copy
 import os
 import secrets
 import statistics
@@ -309,7 +310,7 @@ class Checker:
     def finish(self, timed: bool) -> CheckResult:
         state = self.current
         self.current = None
-        self.to_prepare = self.prepared = None
+        self.to_prepare = self.prepared = self.kept = None
         self._release_memory()
         if state is None:
             return CheckResult(verdict=Verdict.CRASHED, error="the checker saw no evaluation begin")
@@ -534,7 +535,7 @@ class Checker:
             positions = task.activation_inputs(config)
             if positions is not None:
                 for position, value in self._kept_inputs(task, config, claim.input_seed, positions).items():
-                    inputs[position] = value.clone() if hasattr(value, "clone") else value  # a reference may write it
+                    inputs[position] = copy.deepcopy(value)  # a reference may write it (tensors are cloned)
         self._sync()
         generated = time.perf_counter()
         self.input_bytes[(task.name, config.name)] = nbytes_of(inputs)

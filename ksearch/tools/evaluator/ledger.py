@@ -38,7 +38,13 @@ from pydantic import BaseModel, ConfigDict
 
 from ksearch.tools.timing import methods as timing_methods
 from ksearch.tools.timing.primitives import FreshPlan
-from ksearch.tools.timing.stats import UndisturbedSamples, gpumode_should_stop, robust_should_stop
+from ksearch.tools.timing.stats import (
+    SCORED_MIN_SHARE,
+    SCORED_MIN_WINDOWS,
+    UndisturbedSamples,
+    gpumode_should_stop,
+    robust_should_stop,
+)
 
 KERNEL_JITTER_S = 0.010
 """Per config, with the kernel's send stamps: scheduling of the worker between an event and its message, and the
@@ -329,9 +335,6 @@ class ConfigFacts:
     digest_ms: float = 0.0
 
 
-SCORED_MIN_SHARE = 0.5
-"""The score leaves out the windows an audit disturbed only while at least this share of a config's windows (and
-``MEDIAN_MIN_WINDOWS``) remain; else it counts every window."""
 
 
 def scored_samples(ledger: TimingLedger, config: int, method: str) -> tuple[list[float], int]:
@@ -354,7 +357,7 @@ def scored_samples(ledger: TimingLedger, config: int, method: str) -> tuple[list
     disturbed = {i for i, w in enumerate(windows) if w.audits}
     disturbed |= {i + 1 for i in disturbed}
     kept = [w for i, w in enumerate(windows) if i not in disturbed]
-    if len(kept) < max(MEDIAN_MIN_WINDOWS, SCORED_MIN_SHARE * len(windows)):
+    if len(kept) < max(SCORED_MIN_WINDOWS, SCORED_MIN_SHARE * len(windows)):
         return everything, 0
     return [x for w in kept for x in w.samples_ms], len(windows) - len(kept)
 
@@ -600,17 +603,15 @@ def _gpumode_schedule(
     stops, fresh_done = [], 0
     for k, window in enumerate(timed):
         samples.append(window.samples_ms[0])
-        judged, cap = samples, caps["max_repeats"]
         if undisturbed is not None:
             undisturbed.add(window.samples_ms[0], window.fresh)
-            judged, cap = undisturbed.kept, undisturbed.cap(cap)
         fresh_done += window.fresh
         walls = _stop_walls(window, run[0].opened, timeline)
         satisfied = (not fresh_loop or fresh_done >= minimum
                      or k + 1 >= timing_methods.FRESH_WAIT_FACTOR * caps["max_repeats"])  # fmt: skip
         stops.append(tuple(
-            satisfied and gpumode_should_stop(judged, wall, max_time_s=caps["max_time_s"],
-                                              max_wall_s=caps["max_wall_s"], max_repeats=cap)
+            satisfied and (undisturbed.should_stop(wall, **caps) if undisturbed is not None
+                           else gpumode_should_stop(samples, wall, **caps))
             for wall in walls
         ))  # fmt: skip
     return _stop_breach(name, stops, "GPU MODE's stop rule")  # type: ignore[arg-type]

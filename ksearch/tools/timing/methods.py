@@ -132,13 +132,13 @@ class _GpuModeRepeats(TimingMethod):
                 runner.synchronize()
                 result.samples_ms.append(runner.elapsed(start, end))
             i += 1
-            judged, cap = result.samples_ms, self.max_repeats
+            caps = {"max_time_s": max_time_s, "max_wall_s": self.max_wall_s, "max_repeats": self.max_repeats}
             if undisturbed is not None:  # a loop that audits: the rule reads the repeats no audit disturbed
                 undisturbed.add(result.samples_ms[-1], refreshed)
-                judged, cap = undisturbed.kept, undisturbed.cap(self.max_repeats)
-            stop = gpumode_should_stop(
-                judged, runner.wall() - started, max_time_s=max_time_s, max_wall_s=self.max_wall_s, max_repeats=cap,
-            ) and (fresh is None or fresh.satisfied() or i >= FRESH_WAIT_FACTOR * self.max_repeats)  # fmt: skip
+                rule = undisturbed.should_stop(runner.wall() - started, **caps)
+            else:
+                rule = gpumode_should_stop(result.samples_ms, runner.wall() - started, **caps)
+            stop = rule and (fresh is None or fresh.satisfied() or i >= FRESH_WAIT_FACTOR * self.max_repeats)
             # Between repeats upstream does next to nothing; the full host checks (guard, output form) run on the
             # first and the last repeat and whenever the output is audited, a type check on the others. The timers
             # the loop uses are the harness's own references, so a replaced timer cannot change a sample.

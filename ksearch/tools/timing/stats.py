@@ -66,30 +66,52 @@ def gpumode_should_stop(
     return (mean > 0 and err / mean < target_rel_err) or mean * runs / 1000.0 > max_time_s or wall_s > max_wall_s
 
 
+SCORED_MIN_WINDOWS = 3
+SCORED_MIN_SHARE = 0.5
+"""A ``gpumode-benchmark`` score leaves out the windows an audit disturbed only while at least this share of a
+config's windows (and ``SCORED_MIN_WINDOWS``) remain; else it counts every window (``ledger.scored_samples``)."""
+
+
 @dataclass
 class UndisturbedSamples:
-    """What GPU MODE's stop rule reads in a loop that audits (``gpumode-benchmark``): the samples of the repeats no
-    audit disturbed, and how many others there were. An audited repeat (re-randomised just before, the checker's answer
-    awaited after) and the repeat right after its gap read slower than the loop's others (0.1-0.2 ms on TriMul on an
-    H200), so the score leaves them out (``ledger.scored_samples``); counted by the stop rule they kept b6's loops going
-    to 29, 44, 48 and 62 repeats where the undisturbed ones met the rule after 9, 26, 7 and 51 (session 30's ledgers,
-    replayed). The rule reads the repeats upstream's uninterrupted loop would have; its cap of repeats still counts
-    every one (``cap``). The worker's loop and the parent's replay of it both keep one of these."""
+    """GPU MODE's stop rule in a loop that audits (``gpumode-benchmark``), on the repeats no audit disturbed. An
+    audited repeat (re-randomised just before, the checker's answer awaited after) and the repeat right after its gap
+    read slower than the loop's others (0.1-0.2 ms on TriMul on an H200), so the score leaves them out
+    (``ledger.scored_samples``); counted by the stop rule they kept b6's loops going to 29, 44, 48 and 62 repeats where
+    this rule stops after 10, 26, 41 and 51 (session 30's ledgers, replayed). So the rule's precision
+    test reads the repeats upstream's uninterrupted loop would have, and only once the score will read them too (the
+    loop's last repeat is audited, so the score leaves it out as well); its caps (repeats, kernel time, wall time) count
+    every repeat, as upstream's. The worker's loop and the parent's replay of it both keep one of these."""
 
     kept: list[float] = field(default_factory=list)
     disturbed: int = 0
+    total_ms: float = 0.0
     _after_audit: bool = False
+    _last_kept: bool = False
 
     def add(self, sample: float, audited: bool) -> None:
-        if audited or self._after_audit:
-            self.disturbed += 1
-        else:
+        self.total_ms += sample
+        self._last_kept = not (audited or self._after_audit)
+        if self._last_kept:
             self.kept.append(sample)
+        else:
+            self.disturbed += 1
         self._after_audit = audited
 
-    def cap(self, max_repeats: int) -> int:
-        """The cap on undisturbed repeats that stops the loop at ``max_repeats`` repeats in all."""
-        return max_repeats - self.disturbed
+    def should_stop(self, wall_s: float, *, max_time_s: float, max_wall_s: float, max_repeats: int) -> bool:
+        """``gpumode_should_stop`` with its precision test on the undisturbed repeats, once enough of them would be
+        scored were the loop to stop now."""
+        runs = len(self.kept) + self.disturbed
+        if runs >= max_repeats:
+            return True
+        if runs < 3:
+            return False
+        if self.total_ms / 1000.0 > max_time_s or wall_s > max_wall_s:
+            return True
+        scored = len(self.kept) - self._last_kept  # the last repeat is audited: the score leaves it out
+        if scored < max(SCORED_MIN_WINDOWS, SCORED_MIN_SHARE * runs):
+            return False
+        return gpumode_should_stop(self.kept, 0.0, max_time_s=math.inf, max_wall_s=math.inf, max_repeats=runs + 1)
 
 
 def summarize(samples: list[float]) -> dict[str, float | int]:
