@@ -466,6 +466,9 @@ def _fork_into_namespace() -> None:
     waits and exits as the worker did."""
     status_r, status_w = os.pipe()
     alive_r, alive_w = os.pipe()
+    # opened before any fork: the worker's mount layer then changes the /dev this namespace's processes see, and
+    # opening /dev/null after it raced with it (CI, session 30: FileNotFoundError in the namespace's first process)
+    null = os.open(os.devnull, os.O_RDONLY)
     first = os.fork()
     if first == 0:
         os.close(status_r)
@@ -477,10 +480,11 @@ def _fork_into_namespace() -> None:
         if worker == 0:
             os.close(status_w)
             os.close(alive_r)
+            os.close(null)
             _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
             os.environ["KSEARCH_PARENT_PID"] = "1"  # its parent, the namespace's first process
             return
-        _close_all_but({1, 2, status_w})
+        _close_all_but({1, 2, status_w}, null)
         while True:
             try:
                 pid, status = os.wait()
@@ -493,7 +497,7 @@ def _fork_into_namespace() -> None:
                 os._exit(0)  # the namespace, and whatever the candidate left in it, ends here
     os.close(status_w)
     os.close(alive_r)
-    _close_all_but({1, 2, status_r, alive_w})
+    _close_all_but({1, 2, status_r, alive_w}, null)
     while True:
         try:
             os.waitpid(first, 0)
@@ -520,12 +524,12 @@ def _closed(fd: int) -> bool:
         return False
 
 
-def _close_all_but(keep: set[int]) -> None:
-    """Close every descriptor but ``keep`` and the message pipe (stdin becomes /dev/null: the worker reads its requests
-    alone). The message pipe stays open here until this process exits, after the worker: the parent takes its end of
-    file for the worker's exit, and must find the exit status (mirrored by the launcher) by then. (No listing of
-    ``/proc/self/fd``: the namespace's own /proc may already be mounted over it.)"""
-    null = os.open(os.devnull, os.O_RDONLY)
+def _close_all_but(keep: set[int], null: int) -> None:
+    """Close every descriptor but ``keep`` and the message pipe (stdin becomes ``null``, /dev/null opened before the
+    worker's mounts: the worker reads its requests alone). The message pipe stays open here until this process exits,
+    after the worker: the parent takes its end of file for the worker's exit, and must find the exit status (mirrored
+    by the launcher) by then. (No listing of ``/proc/self/fd``: the namespace's own /proc may already be mounted over
+    it.)"""
     os.dup2(null, 0)
     message = os.environ.get("KSEARCH_MSG_FD", "")
     keep = keep | {0} | ({int(message)} if message.isdigit() else set())
