@@ -101,7 +101,7 @@ class FakeCall:
         r.calls.append(self.index)
         r.args_seen.append(self.args)
         r.trace.append("call")
-        r.clock[0] += 1.0 + 0.001 * (len(r.calls) % 3)
+        r.clock[0] += 1.0 + 0.001 * (len(r.calls) % 3) + r.extra_ms()
         return self.index
 
 
@@ -130,6 +130,10 @@ class FakeRunner:
         self.trace: list[str] = []
         self._set_args: dict[int, object] = {}
         self._pending_fresh: set[int] = set()
+
+    def extra_ms(self) -> float:
+        """Fake time the call just made takes beyond its 1 ms (subclasses vary it)."""
+        return 0.0
 
     def call_on(self, index: int, *, fresh: bool = False, reuse_args: bool = True, clone: bool = False) -> FakeCall:
         if fresh:
@@ -372,17 +376,8 @@ def test_gpumode_benchmark_reuses_one_data_object_like_upstream() -> None:
 class NoisyRunner(FakeRunner):
     """Calls alternate between 1 and 2 fake ms, so only the kernel-time budget stops the repeats."""
 
-    def call_on(self, index: int, **kwargs: bool) -> FakeCall:
-        call = super().call_on(index, **kwargs)
-        runner = self
-
-        class _Noisy(FakeCall):
-            def __call__(self) -> int:
-                out = super().__call__()
-                runner.clock[0] += len(runner.calls) % 2
-                return out
-
-        return _Noisy(runner, call.index, call.args, call.kind)
+    def extra_ms(self) -> float:
+        return float(len(self.calls) % 2)
 
 
 def test_gpumode_warm_up_is_upstreams_first_case_with_a_small_budget() -> None:
@@ -489,19 +484,11 @@ class DisturbedRunner(FakeRunner):
         super().__init__()
         self.slow_next = 0
 
-    def call_on(self, index: int, **kwargs: bool) -> FakeCall:
-        call = super().call_on(index, **kwargs)
-        runner = self
-
-        class _Disturbed(FakeCall):
-            def __call__(self) -> int:
-                out = super().__call__()
-                if runner.slow_next:
-                    runner.clock[0] += 2.0
-                    runner.slow_next -= 1
-                return out
-
-        return _Disturbed(runner, call.index, call.args, call.kind)
+    def extra_ms(self) -> float:
+        if not self.slow_next:
+            return 0.0
+        self.slow_next -= 1
+        return 2.0
 
     def rerandomise(self, call: FakeCall, values: object) -> None:
         super().rerandomise(call, values)

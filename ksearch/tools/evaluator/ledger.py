@@ -335,8 +335,6 @@ class ConfigFacts:
     digest_ms: float = 0.0
 
 
-
-
 def scored_samples(ledger: TimingLedger, config: int, method: str) -> tuple[list[float], int]:
     """The samples a config's score is computed from, and how many windows were left out of it.
 

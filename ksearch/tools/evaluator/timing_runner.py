@@ -311,16 +311,13 @@ class WorkerTimingRunner:
         after = list(call.inputs)
         for position, source in values:
             after[position] = source
-        digests: list[str] = []
-
-        def digest() -> None:
-            digests.append(input_digest(after))
-
         if preparing:  # the checker computes the audit's expectation meanwhile: none of it may run beside the call
-            self.worker.settle(spin=self.worker.device.startswith("cuda"), meanwhile=digest)
+            spin = self.worker.device.startswith("cuda")
+            digest = self.worker.settle(spin=spin, meanwhile=lambda: input_digest(after))
         else:
-            digest()
-        return FreshValues(seed, values, digests[0])
+            digest = input_digest(after)
+        assert digest is not None
+        return FreshValues(seed, values, digest)
 
     def _issued_seed(self, kind: str, *, input_seed: int | None = None) -> tuple[int | None, bool]:
         """A seed the checker draws now for this config's fresh inputs (``input``) or activations (``activation``,

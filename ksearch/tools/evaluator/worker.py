@@ -48,7 +48,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from ksearch.contracts.evaluation import (
     KernelResources,
@@ -104,6 +104,7 @@ from ksearch.tools.evaluator.worker_process import (
 
 CANDIDATE_MODULE = "candidate"
 CHALLENGER_MODULE = "challenger"
+_T = TypeVar("_T")
 
 
 HARNESS_FAULT = "harness:"
@@ -378,22 +379,21 @@ class Worker:
         )
         self._answered(self.channel.ask(message, spin=self.phase == "timing" and self.device.startswith("cuda")))
 
-    def settle(self, *, spin: bool = False, meanwhile: Callable[[], object] | None = None) -> None:
+    def settle(self, *, spin: bool = False, meanwhile: Callable[[], _T] | None = None) -> _T | None:
         """Wait for the checker's verdict on every correctness output (it judges each while the next config runs) and
         for whatever it does after its last answer (an audit's expectation, prepared while the worker made the same
         inputs). ``spin``: in timing on a GPU, as the handoffs wait. ``meanwhile``: the worker's own work, done
-        after the request is sent and before the answer is read (the answer is read even if it fails)."""
+        after the request is sent and before the answer is read (the answer is read even if it fails); its result
+        is returned."""
         if self.staging is None:
-            if meanwhile is not None:
-                meanwhile()
-            return
+            return meanwhile() if meanwhile is not None else None
         self.channel.request(SettleRequest())
         try:
-            if meanwhile is not None:
-                meanwhile()
+            result = meanwhile() if meanwhile is not None else None
         finally:
             reply = self.channel.answer(spin=spin)
         self._answered(reply)
+        return result
 
     @staticmethod
     def _answered(reply: HandoffReply) -> None:

@@ -112,6 +112,7 @@ class _GpuModeRepeats(TimingMethod):
         """``measured``: the windows go to the parent (False for the warm-up, whose samples upstream discards)."""
         result = MethodRun()
         undisturbed = UndisturbedSamples() if fresh is not None else None
+        caps = {"max_time_s": max_time_s, "max_wall_s": self.max_wall_s, "max_repeats": self.max_repeats}
         started, i = runner.wall(), 0
         while True:
             if measured and (i < NULL_FIRST or i % NULL_EVERY == 0):
@@ -132,7 +133,6 @@ class _GpuModeRepeats(TimingMethod):
                 runner.synchronize()
                 result.samples_ms.append(runner.elapsed(start, end))
             i += 1
-            caps = {"max_time_s": max_time_s, "max_wall_s": self.max_wall_s, "max_repeats": self.max_repeats}
             if undisturbed is not None:  # a loop that audits: the rule reads the repeats no audit disturbed
                 undisturbed.add(result.samples_ms[-1], refreshed)
                 rule = undisturbed.should_stop(runner.wall() - started, **caps)
