@@ -352,10 +352,13 @@ def test_the_checker_judges_fresh_inputs_only_on_seeds_it_issued() -> None:
 @pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="reads a process's environment from /proc")
 def test_the_checkers_openmp_threads_sleep_when_its_work_ends() -> None:
     """Spinning OpenMP threads of the checker took the worker's CPU for the timed call right after each audit (a 22 us
-    kernel's call read 3.4 ms there on a 2-core machine)."""
+    kernel's call read 3.4 ms there on a 2-core machine). Read once the checker is ready: ``Popen`` returns when the
+    exec closes its error pipe, before the kernel has set the new image's environment, and /proc reads it empty
+    until then (CI of 7e388e4 read ``[b'']``)."""
     from ksearch.tools.evaluator import EvaluatorSession
 
     with EvaluatorSession("cpu", prestart=False) as session:
         assert session.checker is not None
+        session.checker.wait_ready(60)
         environ = Path(f"/proc/{session.checker.process.pid}/environ").read_bytes().split(b"\0")
     assert b"OMP_WAIT_POLICY=PASSIVE" in environ
