@@ -12,7 +12,9 @@ before it on the same GPU, the same day (the question "is the verdict within a f
 answered from figures taken on different machines).
 
 A tree is any checkout of this repository (``git archive REV | tar -x -C DIR``); it needs the same dependencies.
-``,VAR=VALUE`` after a tree's folder sets a variable in its process (one tree under two settings).
+``,VAR=VALUE`` after a tree's folder sets a variable in its process (one tree under two settings);
+``TREE_VERDICTS_PROFILE=0`` asks that tree's evaluations for no per-kernel profile (``EvalRequest.profile``, issue
+31), to tell the trusted timing's cost from the profile's against a tree older than both.
 """
 
 from __future__ import annotations
@@ -43,13 +45,15 @@ def child(tree: Path, kernel: Path, evals: int, method: str, device: str) -> int
         return 2
     entry_point = resolve_task("trimul").entry_point
     code = kernel.read_text(encoding="utf-8")
+    unprofiled = {"profile": False} if os.environ.get("TREE_VERDICTS_PROFILE") == "0" else {}
     with LocalExecutor() as executor:
         for index in range(evals + 1):
             tag = "warm-up" if index == 0 else f"evaluation {index}"
             candidate = Candidate(task="trimul", language="triton", code=f"{code}\n# {tree.name} {tag}\n",
                                   entry_point=entry_point)  # fmt: skip
             started = time.perf_counter()
-            evaluation = executor.evaluate(EvalRequest(candidate=candidate, device=device, timing_method=method))
+            evaluation = executor.evaluate(EvalRequest(candidate=candidate, device=device, timing_method=method,
+                                                       **unprofiled))  # fmt: skip
             seconds = time.perf_counter() - started
             executor.wait_ready(device)  # as a search has the LLM's next call to get the next worker ready
             means = [t.mean_ms for t in evaluation.timings if t.mean_ms]
