@@ -24,11 +24,21 @@ Usage (repository root):
     PYTHONPATH=$PWD python3 bench/throughput.py --device cuda --task trimul --json $OUT/throughput.json
     # split it when a command may last at most 10 minutes:
     PYTHONPATH=$PWD python3 bench/throughput.py --device cuda --backends local --parallel 1 --json $OUT/local-1.json
+    # two GPUs of one host (issue 12): one GPU against both, local executor and a Dask worker per GPU:
+    PYTHONPATH=$PWD python3 bench/throughput.py --device cuda --gpus 0 --parallel 1 --minutes 3 --json $OUT/g1.json
+    PYTHONPATH=$PWD python3 bench/throughput.py --device cuda --gpus 0,1 --parallel 2 --minutes 3 --json $OUT/g2.json
     # CPU smoke (Triton interpreter, correctness only; about 3 minutes):
     PYTHONPATH=$PWD python3 bench/throughput.py --device cpu --delay 2 --rounds 6
 
 On the CPU the local executor runs parallel evaluations side by side on the cores (there is no GPU to lease), and
 the dask worker one at a time, like a GPU: only the dask numbers model one device there.
+
+``--gpus SPEC`` (``all``, a count, or indices ``0,1``) spreads the run over those GPUs: the local executor leases
+them from the run's GPU pool (``--gpus`` of ``ksearch run``), the dask backend starts one ``ksearch worker --gpu N``
+per GPU. Each row then also says how many GPUs timed a candidate and how many pairs of evaluations were timed on one
+GPU at once (``same_gpu_overlaps``, which must be 0), read from the run's store: the checker names each
+evaluation's GPU by its UUID and the parent records when its worker was timing (``timed_epoch_s``). Without
+``--gpus``, GPU 0 alone (``cuda:0``), as before.
 """
 
 from __future__ import annotations
@@ -56,6 +66,7 @@ from ksearch.agent.config import RunConfig
 from ksearch.errors import KsearchError
 from ksearch.flows import driving
 from ksearch.flows import run as runner
+from ksearch.flows.workspace import DB_NAME
 from ksearch.logs import configure_logging
 from ksearch.tools.executors import Busy, DaskExecutor, Executor, LocalExecutor
 from tests.faults.llm_server import Reply, Request, loopback_llm
@@ -93,30 +104,78 @@ def responder(kernel: str, delay_s: float) -> Any:
 
 
 @contextmanager
-def dask_cluster(device: str, folder: Path) -> Iterator[str]:
-    """A scheduler in this process and one ``ksearch worker`` process for GPU 0 (or the interpreter)."""
+def dask_cluster(device: str, folder: Path, gpus: list[int] | None = None) -> Iterator[str]:
+    """A scheduler in this process and one ``ksearch worker`` process per GPU of ``gpus`` (default GPU 0; on the
+    CPU one worker for the interpreter)."""
     from distributed import Client, LocalCluster
 
     cluster = LocalCluster(n_workers=0, processes=False, protocol="tcp", host="127.0.0.1", scheduler_port=0,
                            dashboard_address=":0")  # fmt: skip
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p)}
-    argv = [sys.executable, "-m", "ksearch.cli", "--workspace", str(folder / "worker-ws"), "worker",
-            "--scheduler", cluster.scheduler_address, *(["--gpu", "0"] if device != "cpu" else [])]  # fmt: skip
-    log = open(folder / "worker.log", "wb")  # noqa: SIM115 - closed below
-    worker = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT)
+    owned: list[int | None] = [None] if device == "cpu" else list(gpus or [0])
+    workers: list[tuple[subprocess.Popen[bytes], Any]] = []
+    for gpu in owned:
+        suffix = "cpu" if gpu is None else f"gpu{gpu}"
+        argv = [sys.executable, "-m", "ksearch.cli", "--workspace", str(folder / f"worker-ws-{suffix}"), "worker",
+                "--scheduler", cluster.scheduler_address, *(["--gpu", str(gpu)] if gpu is not None else [])]  # fmt: skip
+        log = open(folder / f"worker-{suffix}.log", "wb")  # noqa: SIM115 - closed below
+        workers.append((subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT), log))
     client = Client(cluster.scheduler_address, set_as_default=False)
     try:
-        client.wait_for_workers(1, timeout=300)
+        client.wait_for_workers(len(workers), timeout=300)
         yield cluster.scheduler_address
     finally:
         client.close()
-        worker.send_signal(signal.SIGTERM)
-        try:
-            worker.wait(60)
-        except subprocess.TimeoutExpired:
-            worker.kill()
-        log.close()
+        for worker, _ in workers:
+            worker.send_signal(signal.SIGTERM)
+        for worker, log in workers:
+            try:
+                worker.wait(60)
+            except subprocess.TimeoutExpired:
+                worker.kill()
+            log.close()
         cluster.close()
+
+
+def same_gpu_overlaps(spans: list[tuple[str, float, float]]) -> int:
+    """Pairs of ``(gpu, start, end)`` spans on one GPU that overlap in time (touching ends do not)."""
+    count = 0
+    by_gpu: dict[str, list[tuple[float, float]]] = {}
+    for gpu, start, end in spans:
+        by_gpu.setdefault(gpu, []).append((start, end))
+    for intervals in by_gpu.values():
+        intervals.sort()
+        for i, (_, end) in enumerate(intervals):
+            for start, _ in intervals[i + 1:]:
+                if start >= end:
+                    break
+                count += 1
+    return count
+
+
+def timed_spans(store_path: Path) -> list[tuple[str, float, float]]:
+    """``(gpu, start, end)`` of every timed evaluation in a run's store: the GPU by the checker's UUID (else the
+    device the evaluation leased), the span from the parent's record of the worker's timing phase."""
+    import sqlite_utils
+
+    from ksearch.contracts.evaluation import Evaluation
+
+    if not store_path.exists():
+        return []
+    database = sqlite_utils.Database(store_path)
+    try:
+        reports = [row["report"] for row in database["evaluations"].rows_where(select="report")]
+    finally:
+        database.close()
+    spans = []
+    for report in reports:
+        environment = Evaluation.model_validate_json(report).environment
+        span = environment.get("timed_epoch_s")
+        if not span:
+            continue
+        start, end = (float(x) for x in span.split("-"))
+        spans.append((environment.get("gpu_uuid") or environment.get("leased_device", "?"), start, end))
+    return spans
 
 
 def busy_seconds(intervals: list[Busy], start: float, end: float) -> float:
@@ -133,11 +192,12 @@ def busy_seconds(intervals: list[Busy], start: float, end: float) -> float:
 
 def measure(args: argparse.Namespace, backend: str, parallel: int, executor: Executor, scheduler: str | None,
             base_url: str, folder: Path) -> dict[str, Any]:  # fmt: skip
-    device = ("cuda:0" if backend == "local" else "cuda") if args.device == "cuda" else "cpu"
+    one_gpu = args.gpus is None
+    device = ("cuda:0" if backend == "local" and one_gpu else "cuda") if args.device == "cuda" else "cpu"
     config = RunConfig(
         run_id=f"{backend}-p{parallel}", task=args.task, model="openai:bench", base_url=base_url, device=device,
         max_rounds=args.rounds, stagnation_window=args.stagnation_window, parallel_cycles=parallel,
-        skills=False, lift_skills=False, executor=backend, scheduler=scheduler,
+        skills=False, lift_skills=False, executor=backend, scheduler=scheduler, gpus=args.gpus or "all",
     )  # fmt: skip
     done = {"rounds": 0}
 
@@ -171,6 +231,7 @@ def measure(args: argparse.Namespace, backend: str, parallel: int, executor: Exe
     first = min((b.started for b in work), default=end)
     last = max((b.ended for b in work), default=end)
     steady = max(last - first, 1e-9)
+    spans = timed_spans(folder / config.run_id / DB_NAME)
     return {
         "backend": backend,
         "parallel": parallel,
@@ -183,6 +244,10 @@ def measure(args: argparse.Namespace, backend: str, parallel: int, executor: Exe
         "steady_s": round(steady, 1),
         "steady_busy_fraction": round(busy_seconds(work, first, last) / steady, 3),
         "mean_evaluation_s": round(sum(b.ended - b.started for b in evaluations) / max(1, len(evaluations)), 2),
+        "gpus": args.gpus or ("0" if args.device == "cuda" else ""),
+        "timed_evaluations": len(spans),
+        "gpus_timing": len({gpu for gpu, _, _ in spans}),
+        "same_gpu_overlaps": same_gpu_overlaps(spans),
         "stopped": stopped,
     }
 
@@ -196,6 +261,8 @@ def main() -> None:
     parser.add_argument("--parallel", type=int, nargs="+", default=[1, 2, 4])
     parser.add_argument("--backends", nargs="+", choices=["local", "dask"], default=["local", "dask"])
     parser.add_argument("--stagnation-window", type=int, default=5)
+    parser.add_argument("--gpus", default=None, help="GPUs to spread the run over (all, a count, or indices 0,1; "
+                        "default: GPU 0 alone)")  # fmt: skip
     parser.add_argument("--minutes", type=float, default=None, help="stop each configuration after this long")
     parser.add_argument("--json", type=Path, default=None, help="write the results here (also $OUT/bench_throughput.json)")
     parser.add_argument("--keep", type=Path, default=None, help="keep the workspaces in this folder")
@@ -203,6 +270,8 @@ def main() -> None:
     args.task = args.task or ("trimul" if args.device == "cuda" else "softmax")
     args.delay = args.delay if args.delay is not None else (20.0 if args.device == "cuda" else 2.0)
     if args.device == "cpu":
+        if args.gpus is not None:
+            raise SystemExit("bench/throughput.py: --gpus needs --device cuda")
         os.environ.setdefault("TRITON_INTERPRET", "1")
     elif not LocalExecutor().device_info("cuda:0").is_gpu:
         raise SystemExit("bench/throughput.py: no CUDA GPU visible; use --device cpu for the smoke run")
@@ -213,7 +282,7 @@ def main() -> None:
     results: list[dict[str, Any]] = []
     with loopback_llm(responder(kernel, args.delay)) as server:
         for backend in args.backends:
-            with _backend(backend, args.device, folder) as scheduler:
+            with _backend(backend, args.device, folder, gpu_indices(args.gpus)) as scheduler:
                 for parallel in args.parallel:
                     executor: Executor = DaskExecutor(scheduler) if scheduler else LocalExecutor()
                     try:
@@ -247,12 +316,21 @@ def _write(args: argparse.Namespace, results: list[dict[str, Any]]) -> dict[str,
 
 
 @contextmanager
-def _backend(backend: str, device: str, folder: Path) -> Iterator[str | None]:
+def _backend(backend: str, device: str, folder: Path, gpus: list[int] | None) -> Iterator[str | None]:
     if backend == "local":
         yield None
         return
-    with dask_cluster(device, folder) as address:
+    with dask_cluster(device, folder, gpus) as address:
         yield address
+
+
+def gpu_indices(spec: str | None) -> list[int] | None:
+    """The GPU indices of a ``--gpus`` value (probed in a subprocess, as ``ksearch run`` does); None without one."""
+    if spec is None:
+        return None
+    from ksearch.tools.gpu_pool import GpuPool
+
+    return [int(device.split(":")[1]) for device in GpuPool.from_spec(spec).devices]
 
 
 def _line(row: dict[str, Any]) -> str:
@@ -260,7 +338,8 @@ def _line(row: dict[str, Any]) -> str:
     return (f"{row['backend']:>5} parallel {row['parallel']}: {row['evaluations']} candidates in {row['wall_s']:.0f} s = "
             f"{row['candidates_per_hour']:.0f}/h, device busy {100 * row['busy_fraction']:.0f}% "
             f"({100 * row['steady_busy_fraction']:.0f}% from the first evaluation to the last), "
-            f"{row['mean_evaluation_s']:.1f} s per evaluation{stopped}")  # fmt: skip
+            f"{row['mean_evaluation_s']:.1f} s per evaluation; {row['timed_evaluations']} timed on "
+            f"{row['gpus_timing']} GPU(s), {row['same_gpu_overlaps']} timed at once on one GPU{stopped}")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -71,15 +71,22 @@ def test_the_parent_asks_for_the_rate_and_the_worker_times_with_it(monkeypatch: 
 
 def test_an_honest_evaluation_records_the_rate_it_asked_for(monkeypatch: pytest.MonkeyPatch) -> None:
     """End to end on the CPU's timing at twice the default rate: an honest kernel passes, its audits reached the
-    checker, and the rate is in the evaluation's record."""
+    checker, and the rate is in the evaluation's record, with the device it leased and when its worker was timing
+    (what ``bench/throughput.py`` reads to show no two evaluations were timed on one GPU at once)."""
+    import time
+
     from ksearch.tools.evaluator import EvalRequest, evaluate
 
     task = TrimulTask()
     monkeypatch.setenv("KSEARCH_CPU_TIMING", "1")
     monkeypatch.setenv(AUDIT_RATE_VARIABLE, "0.25")
+    began = time.time()
     evaluation = evaluate(EvalRequest(candidate=task.reference_candidate(), device="cpu", timing=True,
                                       timing_method="gpumode-benchmark", run_timeout_s=240.0))  # fmt: skip
     assert evaluation.verdict == Verdict.PASSED, evaluation.log
     assert evaluation.environment["audit_rate"] == "0.25"
     _, _, audits = evaluation.environment["audits_prepared"].partition(" of ")
     assert int(audits) >= 2 * len(task.benchmark_configs("cpu"))
+    assert evaluation.environment["leased_device"] == "cpu"
+    start, end = (float(x) for x in evaluation.environment["timed_epoch_s"].split("-"))
+    assert began < start < end < time.time()

@@ -97,10 +97,23 @@ def checker_environment(device: str, *, peak: bool = False) -> dict[str, str]:
         index = torch.device(device).index or 0
         major, minor = torch.cuda.get_device_capability(index)
         env.update(device_name=torch.cuda.get_device_name(index), compute_capability=f"{major}.{minor}",
-                   cuda=str(torch.version.cuda))  # fmt: skip
+                   cuda=str(torch.version.cuda), gpu_uuid=_gpu_uuid(index))  # fmt: skip
         if peak:
             env["checker_peak_gpu_mib"] = str(torch.cuda.max_memory_reserved(index) >> 20)
     return env
+
+
+def _gpu_uuid(index: int) -> str:
+    """The GPU's UUID as the driver names it (``GPU-...``, as ``nvidia-smi`` shows it): one GPU has one name whatever
+    ``CUDA_VISIBLE_DEVICES`` numbers it in each process; empty where torch does not say (a record, never worth a
+    failed evaluation)."""
+    import torch
+
+    try:
+        uuid = getattr(torch.cuda.get_device_properties(index), "uuid", None)
+        return f"GPU-{uuid}" if uuid is not None else ""
+    except Exception:  # noqa: BLE001 - see above
+        return ""
 
 
 @dataclass

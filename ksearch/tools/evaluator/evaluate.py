@@ -367,9 +367,12 @@ def _stamp(evaluation: Evaluation, outcome: Outcome, device: str) -> Evaluation:
     if outcome.result is not None:  # the worker's own breakdown of its profile stage (a diagnostic, like the stage)
         seconds.update({k: v for k, v in outcome.result.stage_seconds.items() if k.startswith("profile_")})
     text = " ".join(f"{k}={v:g}s" for k, v in seconds.items())
-    environment = {**evaluation.environment, "stage_seconds": text, **containment.record(device)}
+    environment = {**evaluation.environment, "stage_seconds": text, **containment.record(device),
+                   "leased_device": device}  # fmt: skip
     if evaluation.timed:
         environment["audit_rate"] = f"{audit_rate():g}"
+    if outcome.timed_span is not None:
+        environment["timed_epoch_s"] = "{:.3f}-{:.3f}".format(*outcome.timed_span)
     return evaluation.model_copy(update={"environment": environment})
 
 

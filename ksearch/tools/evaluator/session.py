@@ -93,6 +93,10 @@ class Outcome(BaseModel):
     stopped_out_of_order: bool = False
     """The worker was stopped at the first timing message out of order (``ledger.out_of_order``: no honest worker
     sends one)."""
+    timed_span: tuple[float, float] | None = None
+    """Epoch seconds on the session's clock from the worker's ``timing`` phase to the phase after it (or its end):
+    when the device was timing this candidate, to show that no two evaluations were timed on one GPU at once
+    (``bench/throughput.py``). Announced by the worker, so a record of scheduling, not evidence for a verdict."""
 
 
 class EvaluatorSession:
@@ -319,6 +323,7 @@ class EvaluatorSession:
                     outcome.phase_seconds[outcome.phase] = round(now - phase_started, 3)
                     phase_started = now
                     new = str(message.get("phase", outcome.phase))
+                    _mark_timed_span(outcome, new)
                     timing_seen = timing_seen or new == "timing"
                     if new in ("run", "timing") and outcome.phase in ("start", "load"):
                         deadline = now + run_timeout_s
@@ -354,6 +359,7 @@ class EvaluatorSession:
                 outcome.timed_out = True
                 break
         outcome.phase_seconds[outcome.phase] = round(time.monotonic() - phase_started, 3)
+        _mark_timed_span(outcome, None)
         ledger.kernel_clock = worker.messages.kernel_stamps
         if worker.messages.crowded_records:
             ledger.malformed.append(f"{worker.messages.crowded_records} records held several messages under one stamp")
@@ -470,3 +476,13 @@ def _itemsize(dtype: str) -> int:
 
 
 __all__ = ["EvaluatorSession", "LineReader", "Outcome"]
+
+
+def _mark_timed_span(outcome: Outcome, new_phase: str | None) -> None:
+    """Open ``outcome.timed_span`` when the worker enters its timing phase, close it when it leaves (``new_phase``
+    None: the worker's messages ended)."""
+    now = time.time()
+    if new_phase == "timing" and outcome.phase != "timing":
+        outcome.timed_span = (now, now)
+    elif outcome.phase == "timing" and new_phase != "timing" and outcome.timed_span is not None:
+        outcome.timed_span = (outcome.timed_span[0], now)
