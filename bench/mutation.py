@@ -140,6 +140,15 @@ TARGETS: tuple[Target, ...] = (
 )
 
 EQUIVALENT: dict[str, str] = {
+    "ksearch/tools/timing/stats.py::UndisturbedSamples._last_kept: False -> True":
+        "add() sets it before should_stop reads it (should_stop returns before reading it below three repeats)",
+    "ksearch/tools/timing/stats.py::UndisturbedSamples.should_stop: 0.0 -> 1.0":
+        "the inner rule's wall cap is infinite: any wall time given to it is never over it",
+    "ksearch/tools/timing/stats.py::UndisturbedSamples.should_stop: 1 -> 2":
+        "the inner rule's repeat cap only has to exceed the kept repeats, which are at most runs: runs + 2 does too",
+    "ksearch/tools/timing/stats.py::UndisturbedSamples.should_stop: gpumode_should_stop(... max_wall_s=math.inf, "
+    "max_repeats=runs + 1 ...) -> gpumode_should_stop(... max_wall_s=runs + 1, max_repeats=math.inf ...)":
+        "the inner rule gets a wall time of 0.0, never over runs + 1, and an infinite repeat cap is never reached",
     "ksearch/tools/evaluator/ledger.py::_pairs: before.run == after.run and before.closed is not None -> "
     "before.run == after.run":
         "the windows come from by_config(), which keeps closed windows only",

@@ -536,3 +536,30 @@ def test_the_undisturbed_rule_waits_for_a_scorable_loop_and_its_caps_count_every
         slow.add(3000.0, audited)
     assert slow.should_stop(0.0, **caps)
     assert UndisturbedSamples(kept=[1.0], disturbed=99).should_stop(0.0, **caps)  # the hundredth repeat
+
+
+def test_the_undisturbed_rule_keeps_upstreams_strict_caps_from_the_third_repeat() -> None:
+    """Upstream's caps are strict (``>``): a loop exactly at one goes on, one past it stops, from the third repeat."""
+    caps = {"max_time_s": 30.0, "max_wall_s": 120.0, "max_repeats": 100}
+    at_caps = UndisturbedSamples()
+    for _ in range(3):
+        at_caps.add(10_000.0, False)  # 30.0 s of kernel time exactly; two of three scored, too few for precision
+    assert not at_caps.should_stop(0.0, **caps)
+    assert not at_caps.should_stop(120.0, **caps)  # the wall exactly at its cap
+    assert at_caps.should_stop(120.5, **caps)
+    past = UndisturbedSamples()
+    for _ in range(3):
+        past.add(10_001.0, False)
+    assert past.should_stop(0.0, **caps)  # the third repeat is the first the caps are read at
+
+
+def test_the_undisturbed_rule_goes_on_while_its_kept_repeats_are_imprecise() -> None:
+    """Enough repeats to score, but their spread is far over upstream's 0.1 %: no cap of the inner rule may end the
+    loop, whether the last repeat was kept or audited."""
+    caps = {"max_time_s": 30.0, "max_wall_s": 120.0, "max_repeats": 100}
+    noisy = UndisturbedSamples()
+    for index in range(9):
+        noisy.add(2.0 if index % 2 == 0 else 1.0, False)
+    assert not noisy.should_stop(0.0, **caps)
+    noisy.add(1.5, True)  # nine kept of ten, the audited last left out
+    assert not noisy.should_stop(0.0, **caps)
