@@ -140,6 +140,12 @@ TARGETS: tuple[Target, ...] = (
 )
 
 EQUIVALENT: dict[str, str] = {
+    "ksearch/tools/evaluator/ledger.py::_schedule_problem: _robust_schedule(... run, timed ...) -> "
+    "_robust_schedule(... timed, run ...)":
+        "_robust_schedule returns at once unless run and timed are as long, and a robust run with no null window "
+        "holds the same windows as its timed ones",
+    "ksearch/tools/evaluator/ledger.py::_gpumode_schedule: zip(... seen, expected ...) -> zip(... expected, seen ...)":
+        "the first position where two strings differ does not depend on which is read first",
     "ksearch/tools/timing/stats.py::UndisturbedSamples._last_kept: False -> True":
         "add() sets it before should_stop reads it (should_stop returns before reading it below three repeats)",
     "ksearch/tools/timing/stats.py::UndisturbedSamples.should_stop: 0.0 -> 1.0":

@@ -257,6 +257,12 @@ def test_an_answer_on_the_next_windows_stamp_was_waited_for() -> None:
     assert _walls(Window(0, 0, 1.25, 1.5, [1.0]), [Window(0, 0, 2.0, 2.25, [1.0])], [(1.625, 2.0)]) == (0.25, 1.25)
 
 
+def test_a_request_sent_and_answered_on_the_next_windows_stamp_was_waited_for() -> None:
+    """The bound is inclusive for the request too: stamps are coarse, and one sent on the next window's stamp may have
+    been answered before that window opened."""
+    assert _walls(Window(0, 0, 1.25, 1.5, [1.0]), [Window(0, 0, 2.0, 2.25, [1.0])], [(2.0, 2.0)]) == (0.25, 1.25)
+
+
 # ---- flashinfer-bench's count -------------------------------------------------------------------------------------
 
 
