@@ -475,8 +475,6 @@ def _itemsize(dtype: str) -> int:
     return 1 if name == "bool" else 4
 
 
-__all__ = ["EvaluatorSession", "LineReader", "Outcome"]
-
 
 def _mark_timed_span(outcome: Outcome, new_phase: str | None) -> None:
     """Open ``outcome.timed_span`` when the worker enters its timing phase, close it when it leaves (``new_phase``
@@ -486,3 +484,6 @@ def _mark_timed_span(outcome: Outcome, new_phase: str | None) -> None:
         outcome.timed_span = (now, now)
     elif outcome.phase == "timing" and new_phase != "timing" and outcome.timed_span is not None:
         outcome.timed_span = (outcome.timed_span[0], now)
+
+
+__all__ = ["EvaluatorSession", "LineReader", "Outcome"]
