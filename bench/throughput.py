@@ -328,9 +328,9 @@ def gpu_indices(spec: str | None) -> list[int] | None:
     """The GPU indices of a ``--gpus`` value (probed in a subprocess, as ``ksearch run`` does); None without one."""
     if spec is None:
         return None
-    from ksearch.tools.gpu_pool import GpuPool
+    from ksearch.tools.gpu_pool import parse_spec, probe_gpus
 
-    return [int(device.split(":")[1]) for device in GpuPool.from_spec(spec).devices]
+    return parse_spec(spec, probe_gpus())
 
 
 def _line(row: dict[str, Any]) -> str:

@@ -475,7 +475,6 @@ def _itemsize(dtype: str) -> int:
     return 1 if name == "bool" else 4
 
 
-
 def _mark_timed_span(outcome: Outcome, new_phase: str | None) -> None:
     """Open ``outcome.timed_span`` when the worker enters its timing phase, close it when it leaves (``new_phase``
     None: the worker's messages ended)."""
