@@ -24,9 +24,12 @@ Usage (repository root):
     PYTHONPATH=$PWD python3 bench/throughput.py --device cuda --task trimul --json $OUT/throughput.json
     # split it when a command may last at most 10 minutes:
     PYTHONPATH=$PWD python3 bench/throughput.py --device cuda --backends local --parallel 1 --json $OUT/local-1.json
-    # two GPUs of one host (issue 12): one GPU against both, local executor and a Dask worker per GPU:
-    PYTHONPATH=$PWD python3 bench/throughput.py --device cuda --gpus 0 --parallel 1 --minutes 3 --json $OUT/g1.json
-    PYTHONPATH=$PWD python3 bench/throughput.py --device cuda --gpus 0,1 --parallel 2 --minutes 3 --json $OUT/g2.json
+    # two GPUs of one host (issue 12): one GPU (--gpus 1, a count: the first) against both, four cycles per GPU,
+    # local executor and a Dask worker per GPU (bench/RESULTS.md, GPU session 32):
+    PYTHONPATH=$PWD python3 bench/throughput.py --device cuda --task trimul --delay 20 --backends local --gpus 1 \
+        --parallel 4 --minutes 3 --json $OUT/g1.json
+    PYTHONPATH=$PWD python3 bench/throughput.py --device cuda --task trimul --delay 20 --backends local --gpus 0,1 \
+        --parallel 8 --minutes 3 --json $OUT/g2.json
     # CPU smoke (Triton interpreter, correctness only; about 3 minutes):
     PYTHONPATH=$PWD python3 bench/throughput.py --device cpu --delay 2 --rounds 6
 
@@ -247,6 +250,7 @@ def measure(args: argparse.Namespace, backend: str, parallel: int, executor: Exe
         "gpus": args.gpus or ("0" if args.device == "cuda" else ""),
         "timed_evaluations": len(spans),
         "gpus_timing": len({gpu for gpu, _, _ in spans}),
+        "gpu_ids": sorted({gpu for gpu, _, _ in spans}),  # a UUID from the checker, else the leased device's name
         "same_gpu_overlaps": same_gpu_overlaps(spans),
         "stopped": stopped,
     }

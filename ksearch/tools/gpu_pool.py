@@ -55,7 +55,9 @@ def parse_spec(spec: str, names: list[str]) -> list[int]:
     elif text.isdigit():
         count = int(text)
         if not 1 <= count <= available:
-            raise UserError(f"--gpus {spec}: asked for {count} GPUs, {available} visible", hint="use --gpus all")
+            raise UserError(f"--gpus {spec}: asked for {count} GPUs, {available} visible",
+                            hint="a number is a count (--gpus 1: the first GPU); name one GPU as --gpus cuda:0 or "
+                            "--gpus 0, ; all of them: --gpus all")  # fmt: skip
         indices = list(range(count))
     else:
         try:

@@ -119,3 +119,10 @@ def test_from_spec_probes_the_real_gpus_in_a_subprocess() -> None:
     assert len(pool) == torch.cuda.device_count()
     with pool.lease() as device:
         assert device.startswith("cuda:")
+
+
+def test_a_count_of_zero_says_how_to_name_one_gpu_by_index() -> None:
+    """``--gpus 0`` reads as a count (a common slip for GPU 0): the hint says how to name a GPU by its index."""
+    with pytest.raises(UserError) as raised:
+        parse_spec("0", [H100] * 2)
+    assert "cuda:0" in (raised.value.hint or "")
