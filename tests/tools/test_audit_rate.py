@@ -70,9 +70,9 @@ def test_the_parent_asks_for_the_rate_and_the_worker_times_with_it(monkeypatch: 
 
 
 def test_an_honest_evaluation_records_the_rate_it_asked_for(monkeypatch: pytest.MonkeyPatch) -> None:
-    """End to end on the CPU's timing at twice the default rate: an honest kernel passes, its audits reached the
-    checker, and the rate is in the evaluation's record, with the device it leased and when its worker was timing
-    (what ``bench/throughput.py`` reads to show no two evaluations were timed on one GPU at once)."""
+    """End to end on the CPU's timing at 0.25 (four times the default rate): an honest kernel passes, its audits
+    reached the checker, and the rate is in the evaluation's record, with the device it leased and when its worker
+    was timing (what ``bench/throughput.py`` reads to show no two evaluations were timed on one GPU at once)."""
     import time
 
     from ksearch.tools.evaluator import EvalRequest, evaluate
