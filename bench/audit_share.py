@@ -171,7 +171,9 @@ def expected_fresh_audits(rate: float, repeats: int = 100, trials: int = 4000) -
     return statistics.fmean(fresh_audit_counts(rate, repeats, trials, seed=0))
 
 
-def rate_table(rows: list[ConfigShare], evaluations: int, rates: tuple[float, ...] = (0.125, 0.08, 0.0625, 0.04)) -> str:
+def rate_table(
+    rows: list[ConfigShare], evaluations: int, rates: tuple[float, ...] = (0.125, 0.08, 0.0625, 0.04)
+) -> str:
     """What other re-randomisation rates would cost and buy, from these ledgers' gaps: per rate, the audits a loop
     of 100 repeats expects, the audit gaps per evaluation (each config's median fresh gap times that count), and the
     chance that two replaying kernels go unseen in one loop: one computing honestly on its first 10 calls only
