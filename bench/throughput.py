@@ -235,6 +235,7 @@ def measure(args: argparse.Namespace, backend: str, parallel: int, executor: Exe
     last = max((b.ended for b in work), default=end)
     steady = max(last - first, 1e-9)
     spans = timed_spans(folder / config.run_id / DB_NAME)
+    gpu_ids = sorted({gpu for gpu, _, _ in spans})  # a UUID from the checker, else the leased device's name
     return {
         "backend": backend,
         "parallel": parallel,
@@ -249,8 +250,8 @@ def measure(args: argparse.Namespace, backend: str, parallel: int, executor: Exe
         "mean_evaluation_s": round(sum(b.ended - b.started for b in evaluations) / max(1, len(evaluations)), 2),
         "gpus": args.gpus or ("0" if args.device == "cuda" else ""),
         "timed_evaluations": len(spans),
-        "gpus_timing": len({gpu for gpu, _, _ in spans}),
-        "gpu_ids": sorted({gpu for gpu, _, _ in spans}),  # a UUID from the checker, else the leased device's name
+        "gpus_timing": len(gpu_ids),
+        "gpu_ids": gpu_ids,
         "same_gpu_overlaps": same_gpu_overlaps(spans),
         "stopped": stopped,
     }
