@@ -187,6 +187,19 @@ def test_unknown_layers_are_one_clear_error(monkeypatch: pytest.MonkeyPatch) -> 
         policy.requested()
 
 
+@pytest.mark.parametrize(
+    ("value", "agent_layers"),
+    [("auto", ("nondumpable",)), ("off", ()), ("userns,mountns,netns,caps,nondumpable", ("nondumpable",)),
+     ("userns,mountns,netns,caps", ())],
+)  # fmt: skip
+def test_a_list_protects_the_agent_only_when_it_names_nondumpable(
+    value: str, agent_layers: tuple[str, ...], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The README's stricter example names ``nondumpable``: a list gives exactly its layers, the agent's included."""
+    monkeypatch.setenv("KSEARCH_SANDBOX", value)
+    assert policy.parent_layers() == agent_layers
+
+
 def test_hidden_paths_never_hide_what_the_worker_needs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(policy, "_hidden", [])
     policy.hide(REPO)  # holds ksearch itself: hiding it would break every worker
