@@ -459,3 +459,49 @@ def test_words_like_operating_system_functions_in_ordinary_sources_pass(code: st
 def test_an_operating_system_function_held_in_braces_or_a_condition_is_result_forgery(source: str) -> None:
     code = f'SRC = """#include <unistd.h>\\n{source}"""\ndef kernel(x):\n    return x\n'
     assert _rule(code) == "result_forgery", scan(code, task_name="softmax")
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "import torch\ng = torch.cuda.CUDAGraph()\n",
+        "import torch\ndef kernel(x):\n    with torch.cuda.graph(torch.cuda.CUDAGraph()):\n        return x\n",
+        "import torch\nkernel = torch.compile(lambda x: x, mode='reduce-overhead')\n",
+    ],
+)
+def test_the_cuda_graphs_the_coder_prompt_forbids_are_refused(code: str) -> None:
+    """write_kernel.txt tells the model these are refused (so it does not spend rounds on them); the rule must agree."""
+    from ksearch.prompts import template_text
+
+    prompt = template_text("write_kernel")
+    assert all(name in prompt for name in ("torch.cuda.CUDAGraph", "torch.cuda.graph", 'mode="reduce-overhead"'))
+    assert "cuda_graph_replay" in {finding.rule for finding in scan(code, task_name="softmax")}
+
+
+_HONEST_GRAPH = '''
+import torch
+
+_GRAPHS = {}
+
+
+def kernel(x):
+    key = (tuple(x.shape), x.dtype, x.device)
+    if key not in _GRAPHS:
+        static_x, static_y = torch.empty_like(x), torch.empty_like(x)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            e = (static_x - static_x.amax(dim=-1, keepdim=True)).exp()
+            static_y.copy_(e / e.sum(dim=-1, keepdim=True))
+        _GRAPHS[key] = (graph, static_x, static_y)
+    graph, static_x, static_y = _GRAPHS[key]
+    static_x.copy_(x)
+    graph.replay()
+    return static_y.clone()
+'''
+
+
+def test_an_honest_cuda_graph_keyed_by_shape_is_refused_by_the_graph_rule_alone() -> None:
+    """A known false rejection (README, Known limits): copy in, replay, copy out, so every call computes from its own
+    input, and only ``cuda_graph_replay`` refuses it. A change that narrows the rule (and runs the exploit corpus on a
+    GPU) should turn this into a pass and move the kernel into the honest corpus."""
+    assert {finding.rule for finding in scan(_HONEST_GRAPH, task_name="softmax")} == {"cuda_graph_replay"}
