@@ -467,6 +467,7 @@ def test_an_operating_system_function_held_in_braces_or_a_condition_is_result_fo
         "import torch\ng = torch.cuda.CUDAGraph()\n",
         "import torch\ndef kernel(x):\n    with torch.cuda.graph(torch.cuda.CUDAGraph()):\n        return x\n",
         "import torch\nkernel = torch.compile(lambda x: x, mode='reduce-overhead')\n",
+        "import torch\nkernel = torch.compile(lambda x: x, mode='max-autotune')\n",
     ],
 )
 def test_the_cuda_graphs_the_coder_prompt_forbids_are_refused(code: str) -> None:
@@ -474,7 +475,7 @@ def test_the_cuda_graphs_the_coder_prompt_forbids_are_refused(code: str) -> None
     from ksearch.prompts import template_text
 
     prompt = template_text("write_kernel")
-    assert all(name in prompt for name in ("torch.cuda.CUDAGraph", "torch.cuda.graph", 'mode="reduce-overhead"'))
+    assert all(name in prompt for name in ("torch.cuda.CUDAGraph", "torch.cuda.graph", '"reduce-overhead"', '"max-autotune"'))
     assert "cuda_graph_replay" in {finding.rule for finding in scan(code, task_name="softmax")}
 
 
