@@ -506,3 +506,101 @@ def test_an_honest_cuda_graph_keyed_by_shape_is_refused_by_the_graph_rule_alone(
     input, and only ``cuda_graph_replay`` refuses it. A change that narrows the rule (and runs the exploit corpus on a
     GPU) should turn this into a pass and move the kernel into the honest corpus."""
     assert {finding.rule for finding in scan(_HONEST_GRAPH, task_name="softmax")} == {"cuda_graph_replay"}
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "import torch\nMODE = 'reduce-overhead'\nk = torch.compile(lambda x: x, mode=MODE)\n",
+        "import torch\nBIG = True\nMODE = 'default' if BIG else 'max-autotune'\nk = torch.compile(lambda x: x, mode=MODE)\n",
+        "import torch\nMODE = 'default'\nMODE = 'reduce-overhead'\nk = torch.compile(lambda x: x, mode=MODE)\n",
+        "import torch\nfor MODE in ['default', 'reduce-overhead']:\n    k = torch.compile(lambda x: x, mode=MODE)\n",
+        "import torch\ndef make(m):\n    return torch.compile(lambda x: x, mode=m)\n",
+        "import torch\ncfg = {'mode': 'reduce-overhead'}\nk = torch.compile(lambda x: x, **cfg)\n",
+        "import torch, functools\nk = functools.partial(torch.compile, mode='reduce-overhead')(lambda x: x)\n",
+        "import torch\nk = torch.compile(lambda x: x, backend='cudagraphs')\n",
+        "import torch\nk = torch.compile(lambda x: x, options={'triton.cudagraphs': True})\n",
+        "import torch\nOPTS = {'triton.cudagraphs': True}\nk = torch.compile(lambda x: x, options=OPTS)\n",
+        "import torch\nOPTS = {}\nOPTS['triton.cudagraphs'] = True\nk = torch.compile(lambda x: x, options=OPTS)\n",
+        "import torch\nON = {'triton.cudagraphs': True}\nk = torch.compile(lambda x: x, options={**ON})\n",
+        "import task\nk = task.torch.compile(lambda x: x, mode='reduce-overhead')\n",
+        "import torch\nMODE: str = 'reduce-overhead'\nk = torch.compile(lambda x: x, mode=MODE)\n",
+        "import torch\nBIG = True\nk = torch.compile(lambda x: x, mode='reduce-overhead' if BIG else 'default')\n",
+        "import torch\ndef make(m):\n    return torch.compile(lambda x: x, mode='default' if m else m)\n",
+        "import torch\ndef make(m):\n    return torch.compile(lambda x: x, mode=m if m else 'default')\n",
+        "import torch\nA = B\nB = A\nk = torch.compile(lambda x: x, mode=A)\n",
+        "import torch\nA = 'reduce-overhead'\nB = A\nk = torch.compile(lambda x: x, mode=B)\n",
+        "import torch\nMODE, N = 'reduce-overhead', 1\nk = torch.compile(lambda x: x, mode=MODE)\n",
+        "import torch\nMODE = 'max-'\nMODE += 'autotune'\nk = torch.compile(lambda x: x, mode=MODE)\n",
+        "import torch\nKEY = 'triton.cudagraphs'\nk = torch.compile(lambda x: x, options={KEY: True})\n",
+        "import torch\nBIG = True\nKEY = 'max_autotune' if BIG else 'triton.cudagraphs'\n"
+        "k = torch.compile(lambda x: x, options={KEY: True})\n",
+        "import torch\ndef make(flag):\n    return torch.compile(lambda x: x, options={'triton.cudagraphs': flag})\n",
+        "import torch\nBIG = True\nk = torch.compile(lambda x: x, options={'triton.cudagraphs': True if BIG else False})\n",
+        "import torch\nOPTS = {}\nOPTS.update({'triton.cudagraphs': True})\nk = torch.compile(lambda x: x, options=OPTS)\n",
+        "import torch\nOPTS = {}\nOPTS = {'triton.cudagraphs': True}\nk = torch.compile(lambda x: x, options=OPTS)\n",
+        "import torch\nk = torch.compile(lambda x: x, options=dict(cudagraphs=True))\n",
+        "import torch\ndef make(o):\n    return torch.compile(lambda x: x, options=o)\n",
+        "import torch\nimport math as MODE\nMODE = 'default'\nk = torch.compile(lambda x: x, mode=MODE)\n",
+        "import torch\nfrom math import tau\ntau = 'default'\nk = torch.compile(lambda x: x, mode=tau)\n",
+        "import torch\ndef MODE():\n    pass\nMODE = 'default'\nk = torch.compile(lambda x: x, mode=MODE)\n",
+        "import torch\ndef make(m='default'):\n    if not m:\n        m = 'default'\n"
+        "    return torch.compile(lambda x: x, mode=m)\n",
+        "import torch, functools\ndef f(x):\n    return x\nk = functools.partial(torch.compile, f, mode='reduce-overhead')()\n",
+        "import torch\nMODE = 'reduce-' + 'overhead'\nk = torch.compile(lambda x: x, mode=MODE)\n",
+        "import torch\ndef make_opts(**kw):\n    return kw\nk = torch.compile(lambda x: x, options=make_opts(max_autotune=True))\n",
+        "import torch\nk = torch.compile(lambda x: x, options=dict({'triton.cudagraphs': True}))\n",
+        "import torch\nON = {'triton.cudagraphs': True}\nk = torch.compile(lambda x: x, options=dict(max_autotune=True, **ON))\n",
+        "import torch\nk = torch.compile(lambda x: x, options=dict(max_autotune=True, cudagraphs=True))\n",
+        "import torch\ndef make():\n    return {}\nOPTS = make()\nk = torch.compile(lambda x: x, options=OPTS)\n",
+    ],
+    ids=["name", "conditional", "reassigned", "loop", "parameter", "splat", "partial", "backend", "options",
+         "options-name", "options-filled-later", "options-splat", "through-task", "annotated", "first-branch",
+         "unreadable-second-branch", "unreadable-first-branch", "name-cycle", "name-chain", "unpacked", "augmented",
+         "key-name", "key-either", "setting-unreadable", "setting-either", "options-updated", "options-reassigned",
+         "options-dict-call", "options-parameter", "imported-as", "imported-from", "defined", "parameter-reassigned",
+         "partial-with-function", "concatenated", "options-from-a-function", "dict-of-a-dict", "dict-of-a-splat",
+         "dict-call-second-key", "options-name-of-a-call"],
+)  # fmt: skip
+def test_torch_compile_settings_that_turn_cuda_graphs_on_are_refused_however_written(code: str) -> None:
+    """Read wherever the module binds them; a setting the rules cannot read is refused, not guessed."""
+    assert "cuda_graph_replay" in {finding.rule for finding in scan(code, task_name="softmax")}
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "import torch\nk = torch.compile(lambda x: x, mode='default', fullgraph=True, dynamic=False)\n",
+        "import torch\nk = torch.compile(lambda x: x, mode=None)\n",
+        "import torch\nMODE = 'max-autotune-no-cudagraphs'\nk = torch.compile(lambda x: x, mode=MODE)\n",
+        "import torch\nBIG = True\nk = torch.compile(lambda x: x, mode='default' if BIG else 'max-autotune-no-cudagraphs')\n",
+        "import torch\nk = torch.compile(lambda x: x, options={'triton.cudagraphs': False, 'max_autotune': True})\n",
+        "import torch\ndef backend(gm, inputs):\n    return gm\nk = torch.compile(lambda x: x, backend=backend)\n",
+        "import torch\nk = torch.compile(lambda x: x, backend='inductor')\n",
+        "import torch\nMODE: str = 'default'\nk = torch.compile(lambda x: x, mode=MODE)\n",
+        "import torch\nk = torch.compile(lambda x: x, options={1: True, 'max_autotune': True})\n",
+        "import torch\nOPTS = {'max_autotune': True}\nk = torch.compile(lambda x: x, options=OPTS)\n",
+        "import torch\nk = torch.compile(lambda x: x, options=dict(max_autotune=True))\n",
+        "import torch\ndef scaled(x, mode):\n    return x\ndef kernel(x, m):\n    return scaled(x, mode=m)\n",
+        "import torch\ndef kernel(x, m):\n    return torch.compile(lambda y: y)(x)\n",
+        "import torch\nJOINED = list(map('-'.join, []))\n",
+        "import torch\ndef timed(fn, mode):\n    return fn\nk = timed(torch.compile(lambda x: x), mode='reduce-overhead')\n",
+        "import torch\nOPTS = {'max_autotune': True}\nGPU = torch.cuda.is_available()\n"
+        "k = torch.compile(lambda x: x, options=OPTS)\n",
+    ],
+    ids=["default", "none", "no-cudagraphs-name", "conditional", "options-off", "backend-function", "inductor",
+         "annotated", "odd-key", "options-name", "options-dict-call", "other-calls-mode", "plain",
+         "unnamed-argument", "compiled-function-passed-on", "options-name-beside-attributes"],
+)  # fmt: skip
+def test_torch_compile_without_cuda_graphs_passes(code: str) -> None:
+    assert scan(code, task_name="softmax") == []
+
+
+@pytest.mark.parametrize(
+    "code",
+    ["import torch\ndef kernel(x):\n    return x.as_subclass(torch.Tensor)\n",
+     "import torch\ndef kernel(x):\n    return torch.overrides.has_torch_function((x,))\n"],
+    ids=["method", "module"],
+)  # fmt: skip
+def test_a_subclass_is_refused_by_its_method_or_by_its_module(code: str) -> None:
+    assert "tensor_subclass" in {finding.rule for finding in scan(code, task_name="softmax")}
