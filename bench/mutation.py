@@ -50,7 +50,6 @@ import sys
 import tempfile
 import time
 import traceback
-from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -134,6 +133,26 @@ TARGETS: tuple[Target, ...] = (
         ),
     ),
     Target(
+        "ksearch/tools/timing/primitives.py",
+        ("tests/tools/test_fresh_plan.py",
+         "tests/tools/test_audit_rate.py::test_a_plans_audits_follow_its_rate_and_never_fall_below_the_minimum"),
+        functions=("FreshPlan", "rerandomised"),
+    ),  # fmt: skip
+    Target(
+        "ksearch/tools/evaluator/gpu_sharing.py",
+        tuple(f"tests/tools/test_gpu_sharing.py::{name}" for name in (
+            "test_parse_the_rows_nvidia_smi_prints", "test_judge_names_the_busy_gpu_of_the_anchor_and_the_processes_not_ours",
+            "test_judge_says_nothing_when_it_cannot_tell_or_the_gpu_is_idle", "test_rows_that_are_not_data_are_skipped",
+            "test_a_gpu_at_exactly_the_threshold_is_busy", "test_the_threshold_is_the_one_the_readme_states",
+            "test_the_other_processes_are_named_largest_first", "test_process_tree_holds_our_children_and_not_others",
+        )),  # the evaluations in that file take 30 s: the pure parts are pinned by these
+        functions=("BUSY_PERCENT", "parse_apps", "parse_utilisation", "process_tree", "gpu_of", "judge"),
+    ),  # fmt: skip
+    Target(
+        "ksearch/tools/integrity/streams.py",
+        ("tests/tools/test_integrity.py", "tests/tools/test_integrity_edges.py", HONEST_STATIC),
+    ),
+    Target(
         "ksearch/tools/integrity/writes.py",
         ("tests/tools/test_integrity.py", "tests/tools/test_integrity_edges.py", HONEST_STATIC),
         functions=("WriteRules._open", "WriteRules._env_use_allowed", "WriteRules._patched", "_settable"),
@@ -141,6 +160,17 @@ TARGETS: tuple[Target, ...] = (
 )
 
 EQUIVALENT: dict[str, str] = {
+    "ksearch/tools/integrity/streams.py::StreamRules._bindings: isinstance(node, ast.AnnAssign) and node.value is "
+    "not None -> isinstance(node, ast.AnnAssign)":
+        "an annotation without a value binds nothing readable either way: unmapped, its Name makes the bindings "
+        "empty; mapped to None, _literal_values(None) and _bound_dict([..., None]) read nothing",
+    "ksearch/tools/evaluator/gpu_sharing.py::judge: uuid is None or not readings or any((uuid not in reading for "
+    "reading in readings)) -> not readings or any((uuid not in reading for reading in readings))":
+        "a reading's keys are uuid strings, so with no uuid (None) every non-empty reading lacks it and the check "
+        "after it returns None as well",
+    "ksearch/tools/timing/primitives.py::FreshPlan.wants: position < self._first -> position <= self._first":
+        "the line before returns for position == self._first, so the two comparisons differ on no position that "
+        "reaches them",
     "ksearch/tools/evaluator/ledger.py::_schedule_problem: _robust_schedule(... run, timed ...) -> "
     "_robust_schedule(... timed, run ...)":
         "_robust_schedule returns at once unless run and timed are as long, and a robust run with no null window "

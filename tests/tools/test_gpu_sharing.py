@@ -66,6 +66,31 @@ def test_judge_says_nothing_when_it_cannot_tell_or_the_gpu_is_idle(readings: lis
     assert judge(apps, readings, ours={10}, anchor=anchor) is None
 
 
+def test_rows_that_are_not_data_are_skipped() -> None:
+    """A header row (a tool that ignores ``noheader``) and a row of another query's shape are not read as data."""
+    assert parse_apps("gpu_uuid, pid, process_name, used_gpu_memory [MiB]\n") == []
+    assert parse_utilisation(f"uuid, utilization.gpu [%]\n{UUID}, 87, extra\n") == {}
+
+
+def test_a_gpu_at_exactly_the_threshold_is_busy() -> None:
+    apps = [ComputeApp(UUID, 10, "checker", 900)]
+    sharing = judge(apps, [{UUID: BUSY_PERCENT}] * 3, ours={10}, anchor=10)
+    assert sharing is not None and sharing.busy_percent == BUSY_PERCENT
+
+
+def test_the_threshold_is_the_one_the_readme_states() -> None:
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    assert f"at least {BUSY_PERCENT} % busy" in " ".join(readme.split())
+
+
+def test_the_other_processes_are_named_largest_first() -> None:
+    apps = [ComputeApp(UUID, 10, "checker", 900), ComputeApp(UUID, 20, "small", 100),
+            ComputeApp(UUID, 30, "unknown", None), ComputeApp(UUID, 40, "tiny", 1), ComputeApp(UUID, 50, "big", 40000)]  # fmt: skip
+    sharing = judge(apps, [{UUID: 90}], ours={10}, anchor=10)
+    assert sharing is not None
+    assert [app.pid for app in sharing.others] == [50, 20, 40, 30]  # memory unknown counts as none
+
+
 def test_process_tree_holds_our_children_and_not_others() -> None:
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
     try:
