@@ -153,6 +153,16 @@ TARGETS: tuple[Target, ...] = (
         ("tests/tools/test_integrity.py", "tests/tools/test_integrity_edges.py", HONEST_STATIC),
     ),
     Target(
+        "ksearch/tools/integrity/processes.py",
+        ("tests/tools/test_integrity_rules.py", "tests/tools/test_integrity.py", "tests/tools/test_integrity_edges.py",
+         "tests/tools/test_integrity_reach.py", HONEST_STATIC),
+    ),  # fmt: skip
+    Target(
+        "ksearch/tools/integrity/library.py",
+        ("tests/tools/test_integrity_rules.py", "tests/tools/test_integrity.py", "tests/tools/test_integrity_edges.py",
+         HONEST_STATIC),
+    ),  # fmt: skip
+    Target(
         "ksearch/tools/integrity/writes.py",
         ("tests/tools/test_integrity.py", "tests/tools/test_integrity_edges.py", HONEST_STATIC),
         functions=("WriteRules._open", "WriteRules._env_use_allowed", "WriteRules._patched", "_settable"),
@@ -160,6 +170,35 @@ TARGETS: tuple[Target, ...] = (
 )
 
 EQUIVALENT: dict[str, str] = {
+    "ksearch/tools/integrity/processes.py::ProcessRules._threading_misuse: isinstance(parent, ast.Attribute) and "
+    "parent.value is node and (parent.attr in SAFE_THREADING) -> isinstance(parent, ast.Attribute) and parent.attr "
+    "in SAFE_THREADING":
+        "a Name under an Attribute is always its value (an Attribute's other field is a string)",
+    "ksearch/tools/integrity/processes.py::ProcessRules._import: node.module or '' -> node.module":
+        "only a relative import has no module, and it returned before this line",
+    "ksearch/tools/integrity/processes.py::ProcessRules._import: node.module or '' -> node.module and ''":
+        "only a relative import has no module, and it returned before this line; '' matches no import rule, nor "
+        "does the module name the line adds beside its names' full ones (they extend it)",
+    "ksearch/tools/integrity/processes.py::ProcessRules._import: node.module or '' -> ''":
+        "as above: the module's own name adds nothing to the full names of what it imports",
+    "ksearch/tools/integrity/processes.py::ProcessRules._introspection_attribute: native and (not "
+    "matches(self.resolve(node.value), NATIVE_LOADERS)) -> native":
+        "each deeper attribute of the chain reports the same finding (same line, snippet and loader), which scan() "
+        "keeps once",
+    "ksearch/tools/integrity/library.py::LibraryRules._forbidden_call: self.forbidden and (not "
+    "name.startswith('triton.')) and (id(node) not in self.self_test) -> not name.startswith('triton.') and "
+    "id(node) not in self.self_test":
+        "with nothing forbidden, matches() finds no prefix",
+    "ksearch/tools/integrity/library.py::LibraryRules._forbidden_call: self.forbidden and (not "
+    "name.startswith('triton.')) and (id(node) not in self.self_test) -> self.forbidden and (not "
+    "name.startswith('triton.'))":
+        "the scanner's walk never visits the self-test's nodes, so no call there reaches this rule",
+    "ksearch/tools/integrity/library.py::LibraryRules._forbidden_call: 'triton.' -> 'triton'":
+        "a resolved name that starts with 'triton' but not 'triton.' is another module, which the allow-list of "
+        "imports (unlisted_import) refuses whatever it calls",
+    "ksearch/tools/integrity/library.py::LibraryRules._reference_class: node.bases and all((isinstance(s, ast.Pass) "
+    "for s in body)) -> all((isinstance(s, ast.Pass) for s in body))":
+        "without bases there is no base name to match the reference's",
     "ksearch/tools/integrity/streams.py::StreamRules._bindings: isinstance(node, ast.AnnAssign) and node.value is "
     "not None -> isinstance(node, ast.AnnAssign)":
         "an annotation without a value binds nothing readable either way: unmapped, its Name makes the bindings "

@@ -52,10 +52,8 @@ class LibraryRules(ScannerBase):
         if not name:
             return
         if self.forbidden and not name.startswith("triton.") and id(node) not in self.self_test:
-            hit = matches(name, self.forbidden) or (
-                method and any(p == f".{method}" for p in self.forbidden) and f".{method}"
-            )
-            if hit and name not in ALLOWED_TORCH_CALLS:
+            # a forbidden ".softmax" matches any call of that method: ``name`` ends with it (``matches``)
+            if matches(name, self.forbidden) and name not in ALLOWED_TORCH_CALLS:
                 yield self.finding("forbidden_op", node, f"calls {name}")
 
     def _try(self, node: ast.Try) -> Iterator[Finding]:

@@ -53,7 +53,7 @@ class ProcessRules(ScannerBase):
     def _threading_misuse(self) -> str | None:
         """Why the module's use of ``threading`` is more than locks (None when it only uses Lock/RLock): every load
         of a name bound to the module must be ``.Lock`` or ``.RLock`` of it, and there must be at least one."""
-        uses = 0
+        locks = False
         for node in ast.walk(self.tree):
             if id(node) in self.self_test:
                 continue
@@ -63,11 +63,11 @@ class ProcessRules(ScannerBase):
                 continue
             parent = self.parents.get(id(node))
             if isinstance(parent, ast.Attribute) and parent.value is node and parent.attr in SAFE_THREADING:
-                uses += 1
+                locks = True
                 continue
             used = f"threading.{parent.attr}" if isinstance(parent, ast.Attribute) else "the threading module itself"
             return f"uses {used} at line {node.lineno}"
-        return None if uses else "without using its Lock or RLock"
+        return None if locks else "without using its Lock or RLock"
 
     def _import(self, node: ast.Import | ast.ImportFrom) -> Iterator[Finding]:
         if isinstance(node, ast.ImportFrom):
