@@ -33,6 +33,8 @@ def rules(code: str, task: str | None = "softmax") -> set[str]:
         ("import torch\nif __name__ == torch.__name__:\n" + MAIN_SOFTMAX, "forbidden_op", True),
         ("import torch\nfrom math import pi, tau as __name__\nif __name__ == '__main__':\n" + MAIN_SOFTMAX,
          "forbidden_op", True),
+        ("import torch\nif __name__ != '__main__':\n" + MAIN_SOFTMAX, "forbidden_op", True),
+        ("import torch\nif __name__:\n" + MAIN_SOFTMAX, "forbidden_op", True),
         # the forbidden op: any library's, never Triton's own function of the same name
         (JIT + "@triton.jit\ndef k(p):\n    tl.store(p, tl.softmax(tl.load(p)))\n", "forbidden_op", False),
         ("import torch\ndef kernel(x):\n    return x.softmax(-1)\n", "forbidden_op", True),
@@ -69,6 +71,7 @@ def rules(code: str, task: str | None = "softmax") -> set[str]:
          "reference_fallback", False),
     ],
     ids=["main", "main-reversed", "main-chained", "other-name", "other-string", "not-a-constant", "name-imported",
+         "not-main", "not-a-comparison",
          "triton-softmax", "method", "torch-in-handler", "allocation-in-handler", "tensor-method-in-handler",
          "library-method-in-handler", "triton-in-handler", "unnamed-call-in-handler", "inherits-with-docstring",
          "inherits-and-adds", "no-base", "one-base-of-two", "inherits-reference", "inherits-reference-model",

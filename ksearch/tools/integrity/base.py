@@ -26,6 +26,17 @@ class Finding:
         return f"line {self.line}: `{self.snippet}`: {self.detail} ({RULES[self.rule]})"
 
 
+def is_main_test(test: ast.expr) -> bool:
+    """Whether an ``if`` tests ``__name__ == "__main__"`` (either way round): a self-test that never runs when the
+    harness imports the module."""
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Eq)):
+        return False
+    sides = [test.left, test.comparators[0]]
+    names = [s for s in sides if isinstance(s, ast.Name) and s.id == "__name__"]
+    consts = [s for s in sides if isinstance(s, ast.Constant) and s.value == "__main__"]
+    return len(names) == 1 and len(consts) == 1
+
+
 class ScannerBase:
     """One parsed module, read once; the rule families are mixins over it."""
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from ksearch.tools.integrity.base import Finding, ScannerBase
+from ksearch.tools.integrity.base import Finding, ScannerBase, is_main_test
 from ksearch.tools.integrity.vocabulary import ALLOWED_TORCH_CALLS, LIBRARY_METHODS, matches
 
 
@@ -34,19 +34,10 @@ class LibraryRules(ScannerBase):
                 return set()
         inside: set[int] = set()
         for stmt in self.tree.body:
-            if isinstance(stmt, ast.If) and self._is_main_test(stmt.test):
+            if isinstance(stmt, ast.If) and is_main_test(stmt.test):
                 for part in stmt.body:
                     inside.update(id(n) for n in ast.walk(part))
         return inside
-
-    @staticmethod
-    def _is_main_test(test: ast.expr) -> bool:
-        if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Eq)):
-            return False
-        sides = [test.left, test.comparators[0]]
-        names = [s for s in sides if isinstance(s, ast.Name) and s.id == "__name__"]
-        consts = [s for s in sides if isinstance(s, ast.Constant) and s.value == "__main__"]
-        return len(names) == 1 and len(consts) == 1
 
     def _forbidden_call(self, node: ast.Call, name: str | None, method: str | None) -> Iterator[Finding]:
         if not name:

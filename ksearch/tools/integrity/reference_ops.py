@@ -31,7 +31,7 @@ from functools import lru_cache
 from typing import TYPE_CHECKING
 
 from ksearch import pyparse
-from ksearch.tools.integrity.base import Finding, ScannerBase
+from ksearch.tools.integrity.base import Finding, ScannerBase, is_main_test
 from ksearch.tools.integrity.vocabulary import C_SOURCE_MARK
 
 if TYPE_CHECKING:
@@ -168,7 +168,7 @@ class _Reachable(ScannerBase):
     def _definitions(self) -> dict[str, list[ast.stmt]]:
         found: dict[str, list[ast.stmt]] = {}
         for stmt in self.tree.body:
-            if isinstance(stmt, ast.If) and _is_main_test(stmt.test):
+            if isinstance(stmt, ast.If) and is_main_test(stmt.test):
                 continue  # a self-test never runs when the harness imports the module
             names: list[str] = []
             if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
@@ -337,15 +337,6 @@ def _tensor_like(node: ast.AST) -> bool:
     """In the reference: a method call on a local value (``x.sum()``), not on ``self`` or a constant."""
     return isinstance(node, (ast.Name, ast.Call, ast.Subscript, ast.BinOp, ast.Attribute)) and not (
         isinstance(node, ast.Name) and node.id == "self"
-    )
-
-
-def _is_main_test(test: ast.expr) -> bool:
-    if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Eq)):
-        return False
-    sides = [test.left, test.comparators[0]]
-    return any(isinstance(s, ast.Name) and s.id == "__name__" for s in sides) and any(
-        isinstance(s, ast.Constant) and s.value == "__main__" for s in sides
     )
 
 
