@@ -553,6 +553,9 @@ def test_an_honest_cuda_graph_keyed_by_shape_is_refused_by_the_graph_rule_alone(
         "import torch\nON = {'triton.cudagraphs': True}\nk = torch.compile(lambda x: x, options=dict(max_autotune=True, **ON))\n",
         "import torch\nk = torch.compile(lambda x: x, options=dict(max_autotune=True, cudagraphs=True))\n",
         "import torch\ndef make():\n    return {}\nOPTS = make()\nk = torch.compile(lambda x: x, options=OPTS)\n",
+        "import torch\ndef make(b):\n    return torch.compile(lambda x: x, backend=b)\n",
+        "import torch\ndef be(gm, inputs):\n    return gm\nbe = 'cudagraphs'\nk = torch.compile(lambda x: x, backend=be)\n",
+        "import torch\nk = torch.compile(lambda x: x, backend=torch.cuda)\n",
     ],
     ids=["name", "conditional", "reassigned", "loop", "parameter", "splat", "partial", "backend", "options",
          "options-name", "options-filled-later", "options-splat", "through-task", "annotated", "first-branch",
@@ -560,7 +563,8 @@ def test_an_honest_cuda_graph_keyed_by_shape_is_refused_by_the_graph_rule_alone(
          "key-name", "key-either", "setting-unreadable", "setting-either", "options-updated", "options-reassigned",
          "options-dict-call", "options-parameter", "imported-as", "imported-from", "defined", "parameter-reassigned",
          "partial-with-function", "concatenated", "options-from-a-function", "dict-of-a-dict", "dict-of-a-splat",
-         "dict-call-second-key", "options-name-of-a-call"],
+         "dict-call-second-key", "options-name-of-a-call", "backend-parameter", "backend-function-rebound",
+         "backend-attribute"],
 )  # fmt: skip
 def test_torch_compile_settings_that_turn_cuda_graphs_on_are_refused_however_written(code: str) -> None:
     """Read wherever the module binds them; a setting the rules cannot read is refused, not guessed."""
@@ -577,6 +581,7 @@ def test_torch_compile_settings_that_turn_cuda_graphs_on_are_refused_however_wri
         "import torch\nk = torch.compile(lambda x: x, options={'triton.cudagraphs': False, 'max_autotune': True})\n",
         "import torch\ndef backend(gm, inputs):\n    return gm\nk = torch.compile(lambda x: x, backend=backend)\n",
         "import torch\nk = torch.compile(lambda x: x, backend='inductor')\n",
+        "import torch\nk = torch.compile(lambda x: x, backend=lambda gm, inputs: gm)\n",
         "import torch\nMODE: str = 'default'\nk = torch.compile(lambda x: x, mode=MODE)\n",
         "import torch\nk = torch.compile(lambda x: x, options={1: True, 'max_autotune': True})\n",
         "import torch\nOPTS = {'max_autotune': True}\nk = torch.compile(lambda x: x, options=OPTS)\n",
@@ -589,6 +594,7 @@ def test_torch_compile_settings_that_turn_cuda_graphs_on_are_refused_however_wri
         "k = torch.compile(lambda x: x, options=OPTS)\n",
     ],
     ids=["default", "none", "no-cudagraphs-name", "conditional", "options-off", "backend-function", "inductor",
+         "backend-lambda",
          "annotated", "odd-key", "options-name", "options-dict-call", "other-calls-mode", "plain",
          "unnamed-argument", "compiled-function-passed-on", "options-name-beside-attributes"],
 )  # fmt: skip

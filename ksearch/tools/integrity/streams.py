@@ -72,8 +72,8 @@ class StreamRules(ScannerBase):
                                    "the rules: pass mode=, backend= and options= by name, as literals")  # fmt: skip
             elif kw.arg in ("mode", "backend"):
                 values = self._literal_values(kw.value)
-                if values is None and kw.arg == "backend":
-                    continue  # a backend function: what it compiles to is read where it is written
+                if values is None and kw.arg == "backend" and self._is_function(kw.value):
+                    continue  # a backend function of the module's: what it compiles to is read where it is written
                 if values is None:
                     yield self.finding("cuda_graph_replay", node, f"torch.compile's {kw.arg} is not a literal the rules "
                                        "can read: give it as a string")  # fmt: skip
@@ -82,6 +82,16 @@ class StreamRules(ScannerBase):
                     yield self.finding("cuda_graph_replay", node, f"torch.compile({kw.arg}={value!r}) replays CUDA graphs")
             elif kw.arg == "options":
                 yield from self._compile_options(node, kw.value)
+
+    def _is_function(self, value: ast.expr) -> bool:
+        """A lambda, or a name the module defines with ``def`` (nothing else binds it)."""
+        if isinstance(value, ast.Lambda):
+            return True
+        if not isinstance(value, ast.Name):
+            return False
+        binders = [node for node in ast.walk(self.tree) if _binds_otherwise(node, value.id) or (
+            isinstance(node, ast.Name) and node.id == value.id and not isinstance(node.ctx, ast.Load))]  # fmt: skip
+        return len(binders) == 1 and isinstance(binders[0], (ast.FunctionDef, ast.AsyncFunctionDef))
 
     def _compile_options(self, node: ast.Call, value: ast.expr) -> Iterator[Finding]:
         if isinstance(value, ast.Call) and self.is_builtin(value.func, frozenset({"dict"})) and not value.args and all(
