@@ -556,6 +556,7 @@ def test_an_honest_cuda_graph_keyed_by_shape_is_refused_by_the_graph_rule_alone(
         "import torch\ndef make(b):\n    return torch.compile(lambda x: x, backend=b)\n",
         "import torch\ndef be(gm, inputs):\n    return gm\nbe = 'cudagraphs'\nk = torch.compile(lambda x: x, backend=be)\n",
         "import torch\nk = torch.compile(lambda x: x, backend=torch.cuda)\n",
+        "import torch\ndef fast():\n    return 'reduce-overhead'\nk = torch.compile(lambda x: x, mode=fast)\n",
     ],
     ids=["name", "conditional", "reassigned", "loop", "parameter", "splat", "partial", "backend", "options",
          "options-name", "options-filled-later", "options-splat", "through-task", "annotated", "first-branch",
@@ -564,7 +565,7 @@ def test_an_honest_cuda_graph_keyed_by_shape_is_refused_by_the_graph_rule_alone(
          "options-dict-call", "options-parameter", "imported-as", "imported-from", "defined", "parameter-reassigned",
          "partial-with-function", "concatenated", "options-from-a-function", "dict-of-a-dict", "dict-of-a-splat",
          "dict-call-second-key", "options-name-of-a-call", "backend-parameter", "backend-function-rebound",
-         "backend-attribute"],
+         "backend-attribute", "mode-function"],
 )  # fmt: skip
 def test_torch_compile_settings_that_turn_cuda_graphs_on_are_refused_however_written(code: str) -> None:
     """Read wherever the module binds them; a setting the rules cannot read is refused, not guessed."""

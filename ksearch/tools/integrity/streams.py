@@ -70,10 +70,10 @@ class StreamRules(ScannerBase):
             if kw.arg is None:
                 yield self.finding("cuda_graph_replay", node, "torch.compile(**settings) hides its mode and options from "
                                    "the rules: pass mode=, backend= and options= by name, as literals")  # fmt: skip
+            elif kw.arg == "backend" and self._is_function(kw.value):
+                continue  # a backend function of the module's: what it compiles to is read where it is written
             elif kw.arg in ("mode", "backend"):
                 values = self._literal_values(kw.value)
-                if values is None and kw.arg == "backend" and self._is_function(kw.value):
-                    continue  # a backend function of the module's: what it compiles to is read where it is written
                 if values is None:
                     yield self.finding("cuda_graph_replay", node, f"torch.compile's {kw.arg} is not a literal the rules "
                                        "can read: give it as a string")  # fmt: skip
