@@ -162,7 +162,8 @@ TARGETS: tuple[Target, ...] = (
         ("tests/tools/test_integrity_rules.py", "tests/tools/test_integrity.py", "tests/tools/test_integrity_edges.py",
          HONEST_STATIC),
     ),  # fmt: skip
-    Target("ksearch/tools/integrity/base.py", ("tests/tools/test_integrity_rules.py",), functions=("is_main_test",)),
+    Target("ksearch/tools/integrity/base.py", ("tests/tools/test_integrity_rules.py", "tests/tools/test_integrity.py"),
+           functions=("is_main_test", "binds", "binds_otherwise")),  # fmt: skip
     Target(
         "ksearch/tools/integrity/reference_ops.py",
         ("tests/tasks/test_kernelbench_checks.py", "tests/tools/test_integrity.py", HONEST_STATIC),

@@ -26,6 +26,27 @@ class Finding:
         return f"line {self.line}: `{self.snippet}`: {self.detail} ({RULES[self.rule]})"
 
 
+def binds(node: ast.AST, name: str) -> bool:
+    """Whether ``node`` binds ``name``: an assignment, ``del``, loop or ``with`` target, a parameter, an import, a
+    definition, an ``except ... as``, a ``match`` capture."""
+    return (isinstance(node, ast.Name) and node.id == name and not isinstance(node.ctx, ast.Load)) or binds_otherwise(
+        node, name
+    )
+
+
+def binds_otherwise(node: ast.AST, name: str) -> bool:
+    """Whether ``node`` binds ``name`` without a ``Name`` target: a parameter, an import, a definition, an
+    ``except ... as``, a ``match`` capture."""
+    if isinstance(node, ast.arg):
+        return node.arg == name
+    if isinstance(node, (ast.Import, ast.ImportFrom)):
+        return name in {alias.asname or alias.name.split(".")[0] for alias in node.names}
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.ExceptHandler, ast.MatchAs,
+                         ast.MatchStar)):  # fmt: skip
+        return node.name == name
+    return False
+
+
 def is_main_test(test: ast.expr) -> bool:
     """Whether an ``if`` tests ``__name__ == "__main__"`` (either way round): a self-test that never runs when the
     harness imports the module."""

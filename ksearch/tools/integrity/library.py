@@ -11,7 +11,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from ksearch.tools.integrity.base import Finding, ScannerBase, is_main_test
+from ksearch.tools.integrity.base import Finding, ScannerBase, binds, is_main_test
 from ksearch.tools.integrity.vocabulary import ALLOWED_TORCH_CALLS, LIBRARY_METHODS, matches
 
 
@@ -23,15 +23,8 @@ class LibraryRules(ScannerBase):
         """Nodes inside a top-level ``if __name__ == "__main__":`` body: a self-test that never runs when the
         harness imports the module, so it may call the library op it checks against. Empty when the module binds
         ``__name__`` itself (which could make the block run)."""
-        for node in ast.walk(self.tree):
-            if isinstance(node, ast.Name) and node.id == "__name__" and not isinstance(node.ctx, ast.Load):
-                return set()
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name == "__name__":
-                return set()
-            if isinstance(node, (ast.Import, ast.ImportFrom)) and any(a.asname == "__name__" for a in node.names):
-                return set()
-            if isinstance(node, ast.arg) and node.arg == "__name__":
-                return set()
+        if any(binds(node, "__name__") for node in ast.walk(self.tree)):
+            return set()
         inside: set[int] = set()
         for stmt in self.tree.body:
             if isinstance(stmt, ast.If) and is_main_test(stmt.test):

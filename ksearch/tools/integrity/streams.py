@@ -15,7 +15,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from ksearch.tools.integrity.base import Finding, ScannerBase
+from ksearch.tools.integrity.base import Finding, ScannerBase, binds, binds_otherwise
 from ksearch.tools.integrity.vocabulary import (
     GRAPH_CALLS,
     SUBCLASS_CALLS,
@@ -34,39 +34,26 @@ def _is_compile(name: str | None) -> bool:
     return name is not None and (name == "torch.compile" or name.endswith(".torch.compile"))
 
 
-def _binds_otherwise(node: ast.AST, name: str) -> bool:
-    """Whether ``node`` binds ``name`` without a ``Name`` target: a parameter, an import, a definition, an
-    ``except ... as``, a ``match`` capture."""
-    if isinstance(node, ast.arg):
-        return node.arg == name
-    if isinstance(node, (ast.Import, ast.ImportFrom)):
-        return name in {alias.asname or alias.name.split(".")[0] for alias in node.names}
-    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.ExceptHandler, ast.MatchAs,
-                         ast.MatchStar)):  # fmt: skip
-        return node.name == name
-    return False
-
-
 class StreamRules(ScannerBase):
     def _stream_call(self, node: ast.Call, name: str | None, method: str | None) -> Iterator[Finding]:
         if not name:
             return
         if matches(name, GRAPH_CALLS):
             yield self.finding("cuda_graph_replay", node, f"calls {name}")
-        if _is_compile(name):
-            yield from self._compile_settings(node, node.keywords)
-        elif any(isinstance(arg, (ast.Name, ast.Attribute)) and _is_compile(self.resolve(arg)) for arg in node.args):
-            yield from self._compile_settings(node, node.keywords)  # functools.partial(torch.compile, mode=...)
+        if _is_compile(name) or any(  # torch.compile(...), or functools.partial(torch.compile, mode=...)
+            isinstance(arg, (ast.Name, ast.Attribute)) and _is_compile(self.resolve(arg)) for arg in node.args
+        ):
+            yield from self._compile_settings(node)
         if matches(name, SUBCLASS_CALLS) or method in SUBCLASS_METHODS:
             yield self.finding("tensor_subclass", node, f"calls {name}")
 
-    def _compile_settings(self, node: ast.Call, keywords: list[ast.keyword]) -> Iterator[Finding]:
+    def _compile_settings(self, node: ast.Call) -> Iterator[Finding]:
         """``torch.compile``'s settings that turn CUDA graphs on: ``mode`` and ``backend`` (``GRAPH_COMPILE_SETTINGS``)
         and an ``options`` key naming ``cudagraphs`` that is not off. Each is read wherever the module binds it to
         literals (a name assigned a string, either branch of a conditional); a setting the rules cannot read (a
         parameter, ``**settings``, options built at run time) is refused rather than guessed (a red-team pass,
         session 33: a mode held in a name, ``**settings``, ``options`` and ``functools.partial`` all got past)."""
-        for kw in keywords:
+        for kw in node.keywords:
             if kw.arg is None:
                 yield self.finding("cuda_graph_replay", node, "torch.compile(**settings) hides its mode and options from "
                                    "the rules: pass mode=, backend= and options= by name, as literals")  # fmt: skip
@@ -89,8 +76,7 @@ class StreamRules(ScannerBase):
             return True
         if not isinstance(value, ast.Name):
             return False
-        binders = [node for node in ast.walk(self.tree) if _binds_otherwise(node, value.id) or (
-            isinstance(node, ast.Name) and node.id == value.id and not isinstance(node.ctx, ast.Load))]  # fmt: skip
+        binders = [node for node in ast.walk(self.tree) if binds(node, value.id)]
         return len(binders) == 1 and isinstance(binders[0], (ast.FunctionDef, ast.AsyncFunctionDef))
 
     def _compile_options(self, node: ast.Call, value: ast.expr) -> Iterator[Finding]:
@@ -159,7 +145,7 @@ class StreamRules(ScannerBase):
                 if id(node) not in plain:
                     return []
                 found.append(plain[id(node)])
-            elif _binds_otherwise(node, name):
+            elif binds_otherwise(node, name):
                 return []
         return found
 
