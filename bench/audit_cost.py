@@ -79,15 +79,28 @@ def _component_row(task, config, repeats: int) -> dict:
     finite_ms, _ = _timed_ms(lambda: bool(torch.isfinite(output).all()), repeats)  # the judge's check of any audit
     staging = torch.empty(output.numel() * output.element_size(), dtype=torch.uint8, device="cuda")
     stage_ms, _ = _timed_ms(lambda: staging.view(output.dtype).view(output.shape).copy_(output), repeats)  # worker
-    print(f"{config.name}: generate {generate_ms:.2f} + activations {activations_ms:.2f} + digest {digest_ms:.2f} ms;"
-          f" whole reference {whole_ms:.2f} + compare {compare_ms:.2f} ms; sampled {sampled_ms:.2f} + compare"
-          f" {sampled_compare_ms:.2f} ms ({sample.positions} of {expected.numel()} values, max |diff|"
-          f" {difference:.2e}); non-finite check {finite_ms:.2f}, staging copy {stage_ms:.2f} ms", flush=True)  # fmt: skip
-    return {"config": config.name, "generate_ms": generate_ms, "activations_ms": activations_ms,
-            "digest_ms": digest_ms, "whole_reference_ms": whole_ms, "whole_compare_ms": compare_ms,
-            "sampled_reference_ms": sampled_ms, "sampled_compare_ms": sampled_compare_ms,
-            "sampled_positions": sample.positions, "output_elements": expected.numel(),
-            "max_abs_difference": difference, "nonfinite_check_ms": finite_ms, "staging_copy_ms": stage_ms}  # fmt: skip
+    print(
+        f"{config.name}: generate {generate_ms:.2f} + activations {activations_ms:.2f} + digest {digest_ms:.2f} ms;"
+        f" whole reference {whole_ms:.2f} + compare {compare_ms:.2f} ms; sampled {sampled_ms:.2f} + compare"
+        f" {sampled_compare_ms:.2f} ms ({sample.positions} of {expected.numel()} values, max |diff|"
+        f" {difference:.2e}); non-finite check {finite_ms:.2f}, staging copy {stage_ms:.2f} ms",
+        flush=True,
+    )
+    return {
+        "config": config.name,
+        "generate_ms": generate_ms,
+        "activations_ms": activations_ms,
+        "digest_ms": digest_ms,
+        "whole_reference_ms": whole_ms,
+        "whole_compare_ms": compare_ms,
+        "sampled_reference_ms": sampled_ms,
+        "sampled_compare_ms": sampled_compare_ms,
+        "sampled_positions": sample.positions,
+        "output_elements": expected.numel(),
+        "max_abs_difference": difference,
+        "nonfinite_check_ms": finite_ms,
+        "staging_copy_ms": stage_ms,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -92,14 +92,22 @@ def shares(ledger: dict, name: str = "") -> list[ConfigShare]:
         everything = _mean(windows)
         assert everything is not None
         fresh_gaps, audit_gaps, span = _gaps(every.get(config, []))
-        out.append(ConfigShare(
-            ledger=name, config=config, windows=len(windows), audited=len(audited), mean_ms=everything,
-            mean_without_ms=_mean(rest) or everything,
-            audited_mean_ms=_mean([windows[i] for i in sorted(audited)]),
-            after_mean_ms=_mean([windows[i] for i in sorted(after)]),
-            fresh_audits=len(fresh_gaps), fresh_gap_ms=statistics.median(fresh_gaps) * 1e3 if fresh_gaps else None,
-            audit_gaps_s=audit_gaps, loop_s=span,
-        ))  # fmt: skip
+        out.append(
+            ConfigShare(
+                ledger=name,
+                config=config,
+                windows=len(windows),
+                audited=len(audited),
+                mean_ms=everything,
+                mean_without_ms=_mean(rest) or everything,
+                audited_mean_ms=_mean([windows[i] for i in sorted(audited)]),
+                after_mean_ms=_mean([windows[i] for i in sorted(after)]),
+                fresh_audits=len(fresh_gaps),
+                fresh_gap_ms=statistics.median(fresh_gaps) * 1e3 if fresh_gaps else None,
+                audit_gaps_s=audit_gaps,
+                loop_s=span,
+            )
+        )
     return out
 
 
@@ -133,10 +141,15 @@ def anatomy(ledger: dict) -> dict[int, dict[str, float]]:
             if len(pre) != 2 or len(post) != 1:
                 continue  # not the prepared audit's shape (seed request, settle; handoff)
             (s1, a1), (s2, a2) = pre
-            (s3, a3), = post
+            ((s3, a3),) = post
             for name, value in (
-                ("lead", s1 - before["closed"]), ("seed", a1 - s1), ("make", s2 - a1), ("settle", a2 - s2),
-                ("tail", this["opened"] - a2), ("checks", s3 - this["closed"]), ("judge", a3 - s3),
+                ("lead", s1 - before["closed"]),
+                ("seed", a1 - s1),
+                ("make", s2 - a1),
+                ("settle", a2 - s2),
+                ("tail", this["opened"] - a2),
+                ("checks", s3 - this["closed"]),
+                ("judge", a3 - s3),
                 ("next", after["opened"] - a3),
             ):
                 phases.setdefault(name, []).append(value * 1e3)
@@ -210,24 +223,32 @@ def main(argv: list[str] | None = None) -> int:
     rows = [row for path in files for row in shares(json.loads(path.read_text(encoding="utf-8")), path.name)]
     print("ledger                          config  windows  audited  mean ms   without   audited   after     inflation")
     for r in rows:
-        print(f"{r.ledger:<32}{r.config:>6}  {r.windows:>7}  {r.audited:>7}  {r.mean_ms:.4f}  {r.mean_without_ms:.4f}  "
-              f"{_ms(r.audited_mean_ms):>8}  {_ms(r.after_mean_ms):>8}  {r.inflation:.3f}")  # fmt: skip
+        print(
+            f"{r.ledger:<32}{r.config:>6}  {r.windows:>7}  {r.audited:>7}  {r.mean_ms:.4f}  {r.mean_without_ms:.4f}  "
+            f"{_ms(r.audited_mean_ms):>8}  {_ms(r.after_mean_ms):>8}  {r.inflation:.3f}"
+        )
     print(f"geomean inflation: {statistics.geometric_mean([r.inflation for r in rows]):.3f}")
     print()
     print("ledger                          config  fresh  gap ms   audit gaps s  loop s")
     for r in rows:
-        print(f"{r.ledger:<32}{r.config:>6}  {r.fresh_audits:>5}  {_ms(r.fresh_gap_ms):>7}  {r.audit_gaps_s:>12.3f}  "
-              f"{r.loop_s:.3f}")  # fmt: skip
+        print(
+            f"{r.ledger:<32}{r.config:>6}  {r.fresh_audits:>5}  {_ms(r.fresh_gap_ms):>7}  {r.audit_gaps_s:>12.3f}  "
+            f"{r.loop_s:.3f}"
+        )
     per_ledger = len(files)
-    print(f"per evaluation: audit gaps {sum(r.audit_gaps_s for r in rows) / per_ledger:.2f} s of "
-          f"{sum(r.loop_s for r in rows) / per_ledger:.2f} s of timing loops")
+    print(
+        f"per evaluation: audit gaps {sum(r.audit_gaps_s for r in rows) / per_ledger:.2f} s of "
+        f"{sum(r.loop_s for r in rows) / per_ledger:.2f} s of timing loops"
+    )
     print()
     print("what one re-randomised audit adds, per phase (median ms; the parent's stamps; see anatomy):")
     names = ("lead", "seed", "make", "settle", "tail", "checks", "judge", "next", "plain")
     print("ledger                          config  audits  " + "  ".join(f"{n:>6}" for n in names))
     for path in files:
         for config, row in anatomy(json.loads(path.read_text(encoding="utf-8"))).items():
-            print(f"{path.name:<32}{config:>6}  {int(row['audits']):>6}  " + "  ".join(f"{row[n]:>6.2f}" for n in names))
+            print(
+                f"{path.name:<32}{config:>6}  {int(row['audits']):>6}  " + "  ".join(f"{row[n]:>6.2f}" for n in names)
+            )
     print()
     print(rate_table(rows, per_ledger))
     if args.json:

@@ -31,8 +31,14 @@ def instrument() -> dict[str, float]:
     """Wrap Triton's compile and the autotuner's benchmark; the totals accumulate in the returned dict."""
     from triton.runtime import autotuner, jit
 
-    totals = {"triton_compile_s": 0.0, "triton_compiles": 0, "autotune_bench_s": 0.0, "config_timings": 0,
-              "compile_inside_bench_s": 0.0, "keys_tuned": 0}  # fmt: skip
+    totals = {
+        "triton_compile_s": 0.0,
+        "triton_compiles": 0,
+        "autotune_bench_s": 0.0,
+        "config_timings": 0,
+        "compile_inside_bench_s": 0.0,
+        "keys_tuned": 0,
+    }
     inside = {"bench": False}
     compile_, bench, run = jit.JITFunction._do_compile, autotuner.Autotuner._bench, autotuner.Autotuner.run
 

@@ -137,12 +137,19 @@ def trimul_main(
     entry_point = resolve_task("trimul").entry_point
 
     code = kernel.read_text(encoding="utf-8")
-    report: dict = {"device": torch.cuda.get_device_name(0), "torch": torch.__version__, "triton": triton.__version__,
-                    "kernel": str(kernel.relative_to(REPO) if kernel.is_relative_to(REPO) else kernel)}  # fmt: skip
+    report: dict = {
+        "device": torch.cuda.get_device_name(0),
+        "torch": torch.__version__,
+        "triton": triton.__version__,
+        "kernel": str(kernel.relative_to(REPO) if kernel.is_relative_to(REPO) else kernel),
+    }
     print(f"device {report['device']}, torch {report['torch']}, triton {report['triton']}, kernel {report['kernel']}")
 
-    cold = _upstream_and_cold_eval(kernel, official) if speed else None  # before the session exists, so nothing else runs
+    cold = (
+        _upstream_and_cold_eval(kernel, official) if speed else None
+    )  # before the session exists, so nothing else runs
     with LocalExecutor() as executor:
+
         def evaluate(method: str, tag: str):
             candidate = Candidate(task="trimul", language="triton", code=f"{code}\n# {tag}\n", entry_point=entry_point)
             started = time.perf_counter()
@@ -150,8 +157,9 @@ def trimul_main(
             return evaluation, time.perf_counter() - started
 
         if cold is not None:
-            _time_to_verdict(cold, report, evaluate, executor, autotuned="triton.autotune" in code,
-                             skip_no_scout=skip_no_scout)
+            _time_to_verdict(
+                cold, report, evaluate, executor, autotuned="triton.autotune" in code, skip_no_scout=skip_no_scout
+            )
         else:
             evaluate("gpumode-benchmark", "session warm-up candidate")  # the session's first evaluation, not counted
             executor.wait_ready("cuda")
@@ -171,10 +179,17 @@ def trimul_main(
     geomeans = [_geomean(r) for r in runs]
     spread_geo = (max(geomeans) - min(geomeans)) / statistics.median(geomeans)
     per_shape = [(max(col) - min(col)) / statistics.median(col) for col in zip(*runs, strict=True)]
-    report["robust"] = {"medians_ms": runs, "geomeans_ms": geomeans, "geomean_spread": spread_geo,
-                        "shape_spreads": per_shape}  # fmt: skip
-    print(f"robust over {repeats} evaluations: geomean spread {spread_geo * 100:.2f} % (target 1 %), per shape "
-          + ", ".join(f"{s * 100:.2f}" for s in per_shape) + " % (target 3 %)")
+    report["robust"] = {
+        "medians_ms": runs,
+        "geomeans_ms": geomeans,
+        "geomean_spread": spread_geo,
+        "shape_spreads": per_shape,
+    }
+    print(
+        f"robust over {repeats} evaluations: geomean spread {spread_geo * 100:.2f} % (target 1 %), per shape "
+        + ", ".join(f"{s * 100:.2f}" for s in per_shape)
+        + " % (target 3 %)"
+    )
     _write_report(report)
     return 0
 
@@ -201,20 +216,35 @@ def _upstream_and_cold_eval(kernel: Path, official: str = "") -> tuple[float, fl
     # Upstream as a user meets a NEW kernel: Triton's own start-up files already built on the machine (a trivial kernel
     # compiled into a fresh cache first), the kernel's compile not cached for `test`, cached by then for `benchmark`.
     upstream_cache = {"TRITON_CACHE_DIR": tempfile.mkdtemp(prefix="upstream-triton-")}
-    run_json([sys.executable, "-c", "import torch; from ksearch.tools.evaluator.warmup import warm_up_triton; "
-              "warm_up_triton('cuda'); print('{}')"], upstream_cache)  # fmt: skip
+    run_json(
+        [
+            sys.executable,
+            "-c",
+            "import torch; from ksearch.tools.evaluator.warmup import warm_up_triton; "
+            "warm_up_triton('cuda'); print('{}')",
+        ],
+        upstream_cache,
+    )
     extra = ["--official", official] if official else []
     upstream_test, _ = timed([sys.executable, "bench/upstream_trimul.py", "test", str(kernel), *extra], upstream_cache)
-    upstream_bench, _ = timed([sys.executable, "bench/upstream_trimul.py", "benchmark", str(kernel), *extra],
-                              upstream_cache)
+    upstream_bench, _ = timed(
+        [sys.executable, "bench/upstream_trimul.py", "benchmark", str(kernel), *extra], upstream_cache
+    )
     cli_wall, cli_result = timed(
         [sys.executable, "-m", "ksearch.cli", "eval", "trimul", str(kernel), "--device", "cuda", "--json"]
     )
     return upstream_test, upstream_bench, cli_wall, cli_result
 
 
-def _time_to_verdict(cold: tuple[float, float, float, dict], report: dict, evaluate, executor, *,
-                     autotuned: bool = False, skip_no_scout: bool = False) -> None:
+def _time_to_verdict(
+    cold: tuple[float, float, float, dict],
+    report: dict,
+    evaluate,
+    executor,
+    *,
+    autotuned: bool = False,
+    skip_no_scout: bool = False,
+) -> None:
     """Evaluations in a live session beside the cold figures, into ``report``: the first, one with the session warm,
     one as warm with the compile scout off (unless ``skip_no_scout``) and, for an ``autotuned`` kernel, one as warm
     with Triton's full autotuning benchmark on the correctness configs too."""
@@ -243,32 +273,50 @@ def _time_to_verdict(cold: tuple[float, float, float, dict], report: dict, evalu
     if autotuned:
         full_tuning = evaluate_without(QUICK_TUNING_VARIABLE, "fourth candidate, full autotuning on the tests")
     report["time_to_verdict_s"] = {
-        "upstream_test": round(upstream_test, 2), "upstream_benchmark": round(upstream_bench, 2),
-        "upstream_total": round(upstream, 2), "ksearch_eval_cli": round(cli_wall, 2),
-        "session_first": round(first_s, 2), "session_warm": round(warm_s, 2),
-        "ratio_cli": round(cli_wall / upstream, 3), "ratio_session_warm": round(warm_s / upstream, 3),
+        "upstream_test": round(upstream_test, 2),
+        "upstream_benchmark": round(upstream_bench, 2),
+        "upstream_total": round(upstream, 2),
+        "ksearch_eval_cli": round(cli_wall, 2),
+        "session_first": round(first_s, 2),
+        "session_warm": round(warm_s, 2),
+        "ratio_cli": round(cli_wall / upstream, 3),
+        "ratio_session_warm": round(warm_s / upstream, 3),
         "stages_cli": cli_result.get("environment", {}).get("stage_seconds", ""),
         "stages_warm": warm.environment.get("stage_seconds", ""),
-    }  # fmt: skip
+    }
     t = report["time_to_verdict_s"]
-    others = [(label, what, other) for label, what, other in (
-        ("no_scout", "without the compile scout", unscouted),
-        ("full_test_tuning", "with Triton's full autotuning benchmark on the correctness configs too", full_tuning),
-    ) if other is not None]  # fmt: skip
+    others = [
+        (label, what, other)
+        for label, what, other in (
+            ("no_scout", "without the compile scout", unscouted),
+            ("full_test_tuning", "with Triton's full autotuning benchmark on the correctness configs too", full_tuning),
+        )
+        if other is not None
+    ]
     for label, _, (evaluation, seconds) in others:
-        t.update({f"session_warm_{label}": round(seconds, 2), f"ratio_session_{label}": round(seconds / upstream, 3),
-                  f"stages_{label}": evaluation.environment.get("stage_seconds", ""),
-                  f"verdict_{label}": evaluation.verdict.value,
-                  f"latency_ms_{label}": evaluation.latency_ms})  # fmt: skip
+        t.update(
+            {
+                f"session_warm_{label}": round(seconds, 2),
+                f"ratio_session_{label}": round(seconds / upstream, 3),
+                f"stages_{label}": evaluation.environment.get("stage_seconds", ""),
+                f"verdict_{label}": evaluation.verdict.value,
+                f"latency_ms_{label}": evaluation.latency_ms,
+            }
+        )
     t["latency_ms_warm"] = warm.latency_ms
-    print(f"time to verdict: upstream test {upstream_test:.1f} s + benchmark {upstream_bench:.1f} s = {upstream:.1f} s;"
-          f" ksearch eval (cold process) {cli_wall:.1f} s = {t['ratio_cli']:.2f}x ({cli_result.get('verdict')});"
-          f" in a live session {warm_s:.1f} s = {t['ratio_session_warm']:.2f}x ({warm.verdict.value}, {warm.latency_ms}"
-          f" ms; first in the session {first_s:.1f} s)")
+    print(
+        f"time to verdict: upstream test {upstream_test:.1f} s + benchmark {upstream_bench:.1f} s = {upstream:.1f} s;"
+        f" ksearch eval (cold process) {cli_wall:.1f} s = {t['ratio_cli']:.2f}x ({cli_result.get('verdict')});"
+        f" in a live session {warm_s:.1f} s = {t['ratio_session_warm']:.2f}x ({warm.verdict.value}, {warm.latency_ms}"
+        f" ms; first in the session {first_s:.1f} s)"
+    )
     print(f"  stages: cli {t['stages_cli']}; session {t['stages_warm']}", flush=True)
     for label, what, (evaluation, seconds) in others:
-        print(f"  {what}: {seconds:.1f} s = {t[f'ratio_session_{label}']:.2f}x ({evaluation.verdict.value},"
-              f" {evaluation.latency_ms} ms); stages {t[f'stages_{label}']}", flush=True)
+        print(
+            f"  {what}: {seconds:.1f} s = {t[f'ratio_session_{label}']:.2f}x ({evaluation.verdict.value},"
+            f" {evaluation.latency_ms} ms); stages {t[f'stages_{label}']}",
+            flush=True,
+        )
 
 
 def main() -> int:
@@ -278,17 +326,29 @@ def main() -> int:
     parser.add_argument("--task", choices=("softmax", "trimul"), default="softmax")
     parser.add_argument("kernel", nargs="?", default=str(REPO / "examples" / "trimul_triton.py"))
     parser.add_argument("--no-speed", action="store_true", help="trimul: only the robust stability part")
-    parser.add_argument("--skip-no-scout", action="store_true",
-                        help="trimul: leave out the live evaluation without the compile scout (saves one evaluation)")
-    parser.add_argument("--official", default="", metavar="DIR",
-                        help="trimul: time upstream with GPU MODE's own eval.py from DIR (your copy of "
-                             "problems/bioml/trimul with utils.py and task.py) instead of bench/upstream_trimul.py")
+    parser.add_argument(
+        "--skip-no-scout",
+        action="store_true",
+        help="trimul: leave out the live evaluation without the compile scout (saves one evaluation)",
+    )
+    parser.add_argument(
+        "--official",
+        default="",
+        metavar="DIR",
+        help="trimul: time upstream with GPU MODE's own eval.py from DIR (your copy of "
+        "problems/bioml/trimul with utils.py and task.py) instead of bench/upstream_trimul.py",
+    )
     args = parser.parse_args()
     if _no_gpu():
         return 0
     if args.task == "trimul":
-        return trimul_main(Path(args.kernel).resolve(), args.repeats, speed=not args.no_speed, official=args.official,
-                           skip_no_scout=args.skip_no_scout)
+        return trimul_main(
+            Path(args.kernel).resolve(),
+            args.repeats,
+            speed=not args.no_speed,
+            official=args.official,
+            skip_no_scout=args.skip_no_scout,
+        )
     import torch
 
     sys.path.insert(0, str(REPO))
@@ -297,7 +357,9 @@ def main() -> int:
     extra = Path(tempfile.mkdtemp(prefix="ksearch-bench-"))
     (extra / "bench_large_task.py").write_text(_LARGE_TASK, encoding="utf-8")
     (extra / "sitecustomize.py").write_text(_SITECUSTOMIZE, encoding="utf-8")
-    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(extra), str(REPO), os.environ.get("PYTHONPATH", "")) if p)
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        p for p in (str(extra), str(REPO), os.environ.get("PYTHONPATH", "")) if p
+    )
     sys.path.insert(0, str(extra))
     import ksearch.tasks.registry as registry
 
@@ -314,7 +376,10 @@ def main() -> int:
     cold, cold_s = _evaluate(code)
     warm, warm_s = _evaluate(code + "\n# same kernel, another hash\n")
     report["time_to_verdict_s"] = {"cold": round(cold_s, 2), "warm": round(warm_s, 2)}
-    report["stage_seconds"] = {"cold": cold.environment.get("stage_seconds", ""), "warm": warm.environment.get("stage_seconds", "")}
+    report["stage_seconds"] = {
+        "cold": cold.environment.get("stage_seconds", ""),
+        "warm": warm.environment.get("stage_seconds", ""),
+    }
     print(f"time to verdict: cold {cold_s:.1f} s ({cold.verdict.value}), warm {warm_s:.1f} s ({warm.verdict.value})")
     print(f"  stages: cold {report['stage_seconds']['cold']}; warm {report['stage_seconds']['warm']}")
     if not cold.passed:
@@ -354,10 +419,19 @@ def main() -> int:
         bare_median = statistics.median(bare_ms)
         spread = (max(medians) - min(medians)) / harness if len(medians) > 1 else None
         ratio = harness / bare_median
-        entry = {"config": name, "shape": [m, n], "harness_median_ms": harness, "do_bench_median_ms": bare_median,
-                 "ratio": ratio, "medians_ms": medians, "do_bench_ms": bare_ms, "samples": samples, "spread": spread,
-                 "within_3pct": (abs(ratio - 1) <= 0.03) if bare_median >= 0.05 else None,
-                 "spread_within_2pct": (spread <= 0.02) if spread is not None else None}  # fmt: skip
+        entry = {
+            "config": name,
+            "shape": [m, n],
+            "harness_median_ms": harness,
+            "do_bench_median_ms": bare_median,
+            "ratio": ratio,
+            "medians_ms": medians,
+            "do_bench_ms": bare_ms,
+            "samples": samples,
+            "spread": spread,
+            "within_3pct": (abs(ratio - 1) <= 0.03) if bare_median >= 0.05 else None,
+            "spread_within_2pct": (spread <= 0.02) if spread is not None else None,
+        }
         table.append(entry)
         spread_text = f"{spread * 100:7.2f}%" if spread is not None else "      -"
         print(f"{name:<22}{harness:>12.4f}{bare_median:>13.4f}{ratio:>8.3f}{spread_text:>9}")

@@ -46,12 +46,21 @@ def upstream_seconds(kernel: Path, official: str) -> tuple[float, float]:
     from fidelity import run_json
 
     env = {"TRITON_CACHE_DIR": tempfile.mkdtemp(prefix="upstream-triton-")}
-    run_json([sys.executable, "-c", "import torch; from ksearch.tools.evaluator.warmup import warm_up_triton; "
-              "warm_up_triton('cuda'); print('{}')"], env)  # fmt: skip
+    run_json(
+        [
+            sys.executable,
+            "-c",
+            "import torch; from ksearch.tools.evaluator.warmup import warm_up_triton; "
+            "warm_up_triton('cuda'); print('{}')",
+        ],
+        env,
+    )
     extra = ["--official", official] if official else []
     walls = []
     for mode in ("test", "benchmark"):
-        result, wall, returncode = run_json([sys.executable, "bench/upstream_trimul.py", mode, str(kernel), *extra], env)
+        result, wall, returncode = run_json(
+            [sys.executable, "bench/upstream_trimul.py", mode, str(kernel), *extra], env
+        )
         if returncode != 0:
             raise RuntimeError(f"upstream {mode} failed (rc {returncode}): {json.dumps(result)[-2000:]}")
         walls.append(wall)
@@ -95,18 +104,25 @@ def main() -> int:
     from ksearch.tools.executors.local import LocalExecutor
     from ksearch.tools.gpu_specs import spec_for_device
 
-    report: dict = {"device": torch.cuda.get_device_name(0), "torch": torch.__version__, "triton": triton.__version__,
-                    "cpu_cores": len(os.sched_getaffinity(0))}  # fmt: skip
+    report: dict = {
+        "device": torch.cuda.get_device_name(0),
+        "torch": torch.__version__,
+        "triton": triton.__version__,
+        "cpu_cores": len(os.sched_getaffinity(0)),
+    }
     print(f"device {report['device']}, torch {report['torch']}, triton {report['triton']}, {report['cpu_cores']} cores")
     upstream = None
     if not args.no_upstream:
         test_s, bench_s = upstream_seconds(AUTOTUNED, args.official)
         upstream = test_s + bench_s
         report["upstream_autotuned_s"] = {"test": round(test_s, 2), "benchmark": round(bench_s, 2)}
-        print(f"upstream on the autotuned kernel: test {test_s:.1f} s + benchmark {bench_s:.1f} s = {upstream:.1f} s",
-              flush=True)
+        print(
+            f"upstream on the autotuned kernel: test {test_s:.1f} s + benchmark {bench_s:.1f} s = {upstream:.1f} s",
+            flush=True,
+        )
 
     with LocalExecutor() as executor:
+
         def evaluate(path: Path, tag: str, *, profile: bool = True):
             code = path.read_text(encoding="utf-8") + f"\n# {tag}\n"
             candidate = Candidate(task="trimul", language="triton", code=code, entry_point="custom_kernel")
@@ -115,58 +131,82 @@ def main() -> int:
             seconds = time.perf_counter() - started
             executor.wait_ready("cuda")  # what an LLM call gives the next worker in a search
             if not evaluation.passed:
-                raise RuntimeError(f"{path.name} ({tag}) did not pass: {evaluation.summary()}\n{evaluation.log[-3000:]}")
+                raise RuntimeError(
+                    f"{path.name} ({tag}) did not pass: {evaluation.summary()}\n{evaluation.log[-3000:]}"
+                )
             return evaluation, seconds
 
         evaluate(SIMPLE, "session warm-up")
         on, off, profile_stage, complete = [], [], [], []
         for i in range(args.pairs):
-            for profiled in ((True, False) if i % 2 == 0 else (False, True)):
+            for profiled in (True, False) if i % 2 == 0 else (False, True):
                 evaluation, seconds = evaluate(SIMPLE, f"pair {i} profile {profiled}", profile=profiled)
                 (on if profiled else off).append(seconds)
                 if profiled:
                     profile_stage.append(_stages(evaluation).get("profile", 0.0) / seconds)
                     shapes = [t.config for t in evaluation.timings]
-                    complete.append([p.config for p in evaluation.roofline] == shapes
-                                    and [p.config for p in evaluation.profile] == shapes)  # fmt: skip
+                    complete.append(
+                        [p.config for p in evaluation.roofline] == shapes
+                        and [p.config for p in evaluation.profile] == shapes
+                    )
                     last = evaluation
         cost = (statistics.median(on) - statistics.median(off)) / statistics.median(on)
-        report["profile"] = {"verdict_s_on": on, "verdict_s_off": off, "share_by_difference": round(cost, 4),
-                             "share_of_profile_stage": [round(s, 4) for s in profile_stage],
-                             "every_shape_has_roofline_and_profile": all(complete),
-                             "roofline": [p.describe() for p in last.roofline],
-                             "profile": [p.describe() for p in last.profile]}  # fmt: skip
-        print(f"profile cost: verdict {statistics.median(on):.2f} s with, {statistics.median(off):.2f} s without = "
-              f"{cost * 100:.1f} %; the profile stage was {', '.join(f'{s * 100:.1f}' for s in profile_stage)} % of "
-              f"its verdict (target < 10 %); every shape has roofline and profile: {all(complete)}")
+        report["profile"] = {
+            "verdict_s_on": on,
+            "verdict_s_off": off,
+            "share_by_difference": round(cost, 4),
+            "share_of_profile_stage": [round(s, 4) for s in profile_stage],
+            "every_shape_has_roofline_and_profile": all(complete),
+            "roofline": [p.describe() for p in last.roofline],
+            "profile": [p.describe() for p in last.profile],
+        }
+        print(
+            f"profile cost: verdict {statistics.median(on):.2f} s with, {statistics.median(off):.2f} s without = "
+            f"{cost * 100:.1f} %; the profile stage was {', '.join(f'{s * 100:.1f}' for s in profile_stage)} % of "
+            f"its verdict (target < 10 %); every shape has roofline and profile: {all(complete)}"
+        )
         for line in report["profile"]["roofline"]:
             print(f"  {line}")
         print("  " + "\n  ".join(report["profile"]["profile"][:2]), flush=True)
 
         autotuned, autotuned_s = evaluate(AUTOTUNED, "autotuned, live session")
-        report["autotuned_session"] = {"verdict_s": round(autotuned_s, 2), "stages": autotuned.environment.get("stage_seconds", "")}
+        report["autotuned_session"] = {
+            "verdict_s": round(autotuned_s, 2),
+            "stages": autotuned.environment.get("stage_seconds", ""),
+        }
         if upstream:
             report["autotuned_session"]["ratio"] = round(autotuned_s / upstream, 3)
         ratio = f" = {autotuned_s / upstream:.2f}x upstream (target <= 0.33x)" if upstream else ""
-        print(f"autotuned kernel in a live session: {autotuned_s:.1f} s{ratio}; stages "
-              f"{autotuned.environment.get('stage_seconds', '')}", flush=True)
+        print(
+            f"autotuned kernel in a live session: {autotuned_s:.1f} s{ratio}; stages "
+            f"{autotuned.environment.get('stage_seconds', '')}",
+            flush=True,
+        )
 
     gpu = spec_for_device(report["device"])
     if gpu is not None:
         from ksearch.tools.evaluator import evaluate as evaluate_once
 
         code = SIMPLE.read_text(encoding="utf-8")
-        ahead = evaluate_once(EvalRequest(candidate=Candidate(task="trimul", language="triton", code=code,
-                                                                entry_point="custom_kernel"),
-                                            device="cpu", target_gpu=gpu.key))  # fmt: skip
+        ahead = evaluate_once(
+            EvalRequest(
+                candidate=Candidate(task="trimul", language="triton", code=code, entry_point="custom_kernel"),
+                device="cpu",
+                target_gpu=gpu.key,
+            )
+        )
 
         def figures(resources) -> list:
-            return sorted((r.name, r.shared_bytes, r.registers, r.spilled_bytes, r.num_warps, r.num_stages) for r in resources)
+            return sorted(
+                (r.name, r.shared_bytes, r.registers, r.spilled_bytes, r.num_warps, r.num_stages) for r in resources
+            )
 
         jit, aot = figures(gpu_jit_resources(SIMPLE)), figures(ahead.resources)
         report["agreement"] = {"target": gpu.key, "gpu_jit": jit, "cpu_ahead_of_time": aot, "equal": jit == aot}
-        print(f"resources, GPU JIT vs CPU ahead of time for {gpu.key}: {'equal' if jit == aot else 'DIFFERENT'} "
-              f"({len(jit)} kernels)")
+        print(
+            f"resources, GPU JIT vs CPU ahead of time for {gpu.key}: {'equal' if jit == aot else 'DIFFERENT'} "
+            f"({len(jit)} kernels)"
+        )
         if jit != aot:
             print(f"  GPU: {jit}\n  CPU: {aot}")
     out = os.environ.get("OUT")

@@ -71,7 +71,9 @@ def run_json(command: list[str], extra_env: dict[str, str] | None = None) -> tup
             raise json.JSONDecodeError("no object", proc.stdout, 0)
         result, _ = json.JSONDecoder().raw_decode(proc.stdout, start)
     except json.JSONDecodeError:
-        raise RuntimeError(f"{' '.join(command)} printed no JSON (rc {proc.returncode}):\n{proc.stderr[-3000:]}") from None
+        raise RuntimeError(
+            f"{' '.join(command)} printed no JSON (rc {proc.returncode}):\n{proc.stderr[-3000:]}"
+        ) from None
     return result, wall, proc.returncode
 
 
@@ -81,23 +83,47 @@ def upstream_means(kernel: str, method: str, official: str = "") -> tuple[list[f
     command = [sys.executable, "bench/upstream_trimul.py", UPSTREAM_MODE[method], kernel]
     result, wall, _ = run_json(command + (["--official", official] if official else []))
     if not result.get("passed"):
-        raise RuntimeError(f"upstream procedure failed {kernel}: {result.get('cases', [])[-1:]} {result.get('stderr', '')}")
+        raise RuntimeError(
+            f"upstream procedure failed {kernel}: {result.get('cases', [])[-1:]} {result.get('stderr', '')}"
+        )
     cases = result["cases"]
     return [case["mean"] / 1e6 for case in cases], wall, [case.get("median", math.nan) / 1e6 for case in cases]
 
 
-def ksearch_means(kernel: str, method: str, yardstick: int = 0) -> tuple[list[float], float, dict, list[float], list[float]]:
+def ksearch_means(
+    kernel: str, method: str, yardstick: int = 0
+) -> tuple[list[float], float, dict, list[float], list[float]]:
     """Per-shape means in ms from ``ksearch eval``, its wall time, its environment, per-shape medians and, with
     ``yardstick`` rounds, per-shape ratios ksearch / bare loop measured in the kernel's own process."""
-    command = [sys.executable, "-m", "ksearch.cli", "eval", "trimul", kernel, "--device", "cuda",
-               "--timing-method", method, "--json"] + (["--yardstick", str(yardstick)] if yardstick else [])  # fmt: skip
+    command = [
+        sys.executable,
+        "-m",
+        "ksearch.cli",
+        "eval",
+        "trimul",
+        kernel,
+        "--device",
+        "cuda",
+        "--timing-method",
+        method,
+        "--json",
+    ] + (["--yardstick", str(yardstick)] if yardstick else [])
     result, wall, _ = run_json(command)
     if result.get("verdict") != "passed":
-        raise RuntimeError(f"ksearch eval did not pass {kernel}: {result.get('verdict')} {result.get('log', '')[-2000:]}")
+        raise RuntimeError(
+            f"ksearch eval did not pass {kernel}: {result.get('verdict')} {result.get('log', '')[-2000:]}"
+        )
     timings = result["timings"]
-    same_process = [statistics.fmean(y["ksearch_ms"]) / statistics.fmean(y["bare_ms"]) for y in result.get("yardstick", [])]
-    return ([t["mean_ms"] for t in timings], wall, result.get("environment", {}), [t["median_ms"] for t in timings],
-            same_process)  # fmt: skip
+    same_process = [
+        statistics.fmean(y["ksearch_ms"]) / statistics.fmean(y["bare_ms"]) for y in result.get("yardstick", [])
+    ]
+    return (
+        [t["mean_ms"] for t in timings],
+        wall,
+        result.get("environment", {}),
+        [t["median_ms"] for t in timings],
+        same_process,
+    )
 
 
 def _spreads(rows: list[list[float]]) -> list[float]:
@@ -158,8 +184,13 @@ def same_process_report(kernel: str, entry: dict, rows: list[list[float]]) -> li
     shapes = [log_interval(list(column)) for column in zip(*rows, strict=True)]
     per_process_geo = [geomean(row) for row in rows]
     g, g_low, g_high = log_interval(per_process_geo)
-    entry["same_process"] = {"rows": rows, "ratios": [s[0] for s in shapes], "intervals_95": [s[1:] for s in shapes],
-                             "geomean_ratio": g, "geomean_interval_95": [g_low, g_high]}  # fmt: skip
+    entry["same_process"] = {
+        "rows": rows,
+        "ratios": [s[0] for s in shapes],
+        "intervals_95": [s[1:] for s in shapes],
+        "geomean_ratio": g,
+        "geomean_interval_95": [g_low, g_high],
+    }
     print(f"  same process (ksearch eval --yardstick, {len(rows)} processes): ksearch / bare upstream loop")
     for i, (ratio, low, high) in enumerate(shapes):
         flag = "" if abs(ratio - 1) <= SHAPE_BAR else "  <-- over 3 %"
@@ -178,12 +209,21 @@ def main() -> int:
     parser.add_argument("kernels", nargs="*", default=DEFAULT_KERNELS)
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--method", choices=sorted(UPSTREAM_MODE), default="gpumode-benchmark")
-    parser.add_argument("--yardstick", type=int, default=3, metavar="N",
-                        help="rounds of the same-process comparison in each ksearch process (ksearch eval --yardstick; "
-                             "gpumode-benchmark only; 0: off)")
-    parser.add_argument("--official", default="", metavar="DIR",
-                        help="time the upstream side with GPU MODE's own eval.py from DIR (your copy of "
-                             "problems/bioml/trimul with utils.py and task.py) instead of bench/upstream_trimul.py's loop")
+    parser.add_argument(
+        "--yardstick",
+        type=int,
+        default=3,
+        metavar="N",
+        help="rounds of the same-process comparison in each ksearch process (ksearch eval --yardstick; "
+        "gpumode-benchmark only; 0: off)",
+    )
+    parser.add_argument(
+        "--official",
+        default="",
+        metavar="DIR",
+        help="time the upstream side with GPU MODE's own eval.py from DIR (your copy of "
+        "problems/bioml/trimul with utils.py and task.py) instead of bench/upstream_trimul.py's loop",
+    )
     args = parser.parse_args()
     try:
         import torch
@@ -196,11 +236,20 @@ def main() -> int:
     device = torch.cuda.get_device_name(0)
     import triton
 
-    print(f"device {device}, torch {torch.__version__}, triton {triton.__version__}, method {args.method}, upstream "
-          f"side: {'GPU MODE eval.py from ' + args.official if args.official else 'bench/upstream_trimul.py'}", flush=True)
-    report: dict = {"device": device, "torch": torch.__version__, "triton": triton.__version__,
-                    "method": args.method, "rounds": args.rounds, "kernels": {},
-                    "upstream": "GPU MODE eval.py" if args.official else "bench/upstream_trimul.py"}  # fmt: skip
+    print(
+        f"device {device}, torch {torch.__version__}, triton {triton.__version__}, method {args.method}, upstream "
+        f"side: {'GPU MODE eval.py from ' + args.official if args.official else 'bench/upstream_trimul.py'}",
+        flush=True,
+    )
+    report: dict = {
+        "device": device,
+        "torch": torch.__version__,
+        "triton": triton.__version__,
+        "method": args.method,
+        "rounds": args.rounds,
+        "kernels": {},
+        "upstream": "GPU MODE eval.py" if args.official else "bench/upstream_trimul.py",
+    }
     failures: list[str] = []
     yardstick = args.yardstick if args.method == "gpumode-benchmark" else 0
     for kernel in args.kernels:
@@ -224,29 +273,46 @@ def main() -> int:
         up, ks = _mean_rows(ups), _mean_rows(ours)
         ratios = [k / u for k, u in zip(ks, up, strict=True)]
         g_up, g_ks = geomean(up), geomean(ks)
-        entry = {"upstream_ms": up, "ksearch_ms": ks, "ratios": ratios, "geomean_upstream_ms": g_up,
-                 "geomean_ksearch_ms": g_ks, "geomean_ratio": g_ks / g_up, "walls_s": walls,
-                 "upstream_rounds": ups, "ksearch_rounds": ours, "stages": stages, "medians_ms": medians}  # fmt: skip
+        entry = {
+            "upstream_ms": up,
+            "ksearch_ms": ks,
+            "ratios": ratios,
+            "geomean_upstream_ms": g_up,
+            "geomean_ksearch_ms": g_ks,
+            "geomean_ratio": g_ks / g_up,
+            "walls_s": walls,
+            "upstream_rounds": ups,
+            "ksearch_rounds": ours,
+            "stages": stages,
+            "medians_ms": medians,
+        }
         report["kernels"][kernel] = entry
         mid_up, mid_ks = _mean_rows(medians["upstream"]), _mean_rows(medians["ksearch"])
         noise = _spreads(ups)
         intervals = [ratio_interval(list(o), list(t)) for o, t in zip(zip(*ours), zip(*ups), strict=True)]
         entry["upstream_round_spread"] = noise
         entry["ratio_interval_95"] = intervals
-        print(f"\n{kernel}\n  shape  upstream ms  ksearch ms  ratio  95 % interval   (medians: upstream  ksearch)  "
-              "upstream's own spread")
+        print(
+            f"\n{kernel}\n  shape  upstream ms  ksearch ms  ratio  95 % interval   (medians: upstream  ksearch)  "
+            "upstream's own spread"
+        )
         for i, (u, k, r) in enumerate(zip(up, ks, ratios, strict=True)):
             flag = "" if abs(r - 1) <= SHAPE_BAR else "  <-- over 3 %"
             low, high = intervals[i]
             if flag and low <= 1 <= high:
                 flag += " (not resolved: the interval holds 1)"
-            print(f"  b{i}     {u:10.4f}  {k:10.4f}  {r:6.3f}  [{low:5.3f}, {high:5.3f}]   {mid_up[i]:9.4f} {mid_ks[i]:9.4f}"
-                  f"   {noise[i] * 100:5.1f} %{flag}")
+            print(
+                f"  b{i}     {u:10.4f}  {k:10.4f}  {r:6.3f}  [{low:5.3f}, {high:5.3f}]   {mid_up[i]:9.4f} {mid_ks[i]:9.4f}"
+                f"   {noise[i] * 100:5.1f} %{flag}"
+            )
             if flag:
                 failures.append(f"{kernel} b{i}: ratio {r:.3f}")
         flag = "" if abs(g_ks / g_up - 1) <= GEOMEAN_BAR else "  <-- over 2 %"
-        print(f"  geomean {g_up:8.4f}  {g_ks:10.4f}  {g_ks / g_up:6.3f}{flag}   walls upstream {walls['upstream']} "
-              f"ksearch {walls['ksearch']}", flush=True)
+        print(
+            f"  geomean {g_up:8.4f}  {g_ks:10.4f}  {g_ks / g_up:6.3f}{flag}   walls upstream {walls['upstream']} "
+            f"ksearch {walls['ksearch']}",
+            flush=True,
+        )
         if flag:
             failures.append(f"{kernel} geomean: ratio {g_ks / g_up:.3f}")
         if same_process:

@@ -54,8 +54,9 @@ def loop(fn, data, box: list) -> list[float]:  # noqa: ANN001 - the loop of upst
         durations.append(start.elapsed_time(end))
         del output
         s = upstream.stats([d * 1e6 for d in durations])
-        if len(durations) > 2 and (s["err"] / s["mean"] < 0.001 or s["mean"] * s["runs"] > 10e9
-                                   or time.perf_counter_ns() - started > 120e9):  # fmt: skip
+        if len(durations) > 2 and (
+            s["err"] / s["mean"] < 0.001 or s["mean"] * s["runs"] > 10e9 or time.perf_counter_ns() - started > 120e9
+        ):
             break
     return durations
 
@@ -93,21 +94,30 @@ def main() -> int:
     for round_index in range(args.rounds):
         order = VARIANTS if round_index % 2 == 0 else VARIANTS[::-1]
         for variant in order:
-            done = subprocess.run([sys.executable, __file__, kernel, "--case", str(args.case), "--child", variant],
-                                  capture_output=True, text=True, check=False)  # fmt: skip
+            done = subprocess.run(
+                [sys.executable, __file__, kernel, "--case", str(args.case), "--child", variant],
+                capture_output=True,
+                text=True,
+                check=False,
+            )
             lines = [line for line in done.stdout.splitlines() if line.startswith(MARK)]
             if done.returncode or not lines:
                 print(f"{variant}: exit {done.returncode}\n{done.stderr[-3000:]}", file=sys.stderr)
                 continue
-            ms = json.loads(lines[-1][len(MARK):])["ms"]
+            ms = json.loads(lines[-1][len(MARK) :])["ms"]
             means[variant].append(statistics.fmean(ms))
-            print(f"round {round_index + 1} {variant:8s} mean {statistics.fmean(ms):.4f} median "
-                  f"{statistics.median(ms):.4f} ms over {len(ms)}; first {[round(x, 4) for x in ms[:5]]}", flush=True)
+            print(
+                f"round {round_index + 1} {variant:8s} mean {statistics.fmean(ms):.4f} median "
+                f"{statistics.median(ms):.4f} ms over {len(ms)}; first {[round(x, 4) for x in ms[:5]]}",
+                flush=True,
+            )
     base = statistics.median(means["upstream"]) if means["upstream"] else float("nan")
     for variant, values in means.items():
         if values:
-            print(f"{variant:8s} median of means {statistics.median(values):.4f} ms = "
-                  f"{statistics.median(values) / base:.3f}x upstream ({len(values)} processes)")
+            print(
+                f"{variant:8s} median of means {statistics.median(values):.4f} ms = "
+                f"{statistics.median(values) / base:.3f}x upstream ({len(values)} processes)"
+            )
     return 0
 
 

@@ -65,31 +65,38 @@ class Column:
     error: str = ""
 
 
-def measure(definition: str, method: str, device: str, folder: Path, workloads: int | None,
-            languages: list[str]) -> list[Column]:  # fmt: skip
+def measure(
+    definition: str, method: str, device: str, folder: Path, workloads: int | None, languages: list[str]
+) -> list[Column]:
     """The reference's column, then one per shipped solution, for one timing method."""
     search, final = (workloads, False) if workloads else (None, True)
     reference = Column("reference", method)
     started = time.monotonic()
     try:
-        baseline, ref_eval = measure_flashinfer_baseline(resolve_task(canonical_name(definition, search=search, final=final)),
-                                                         device, timing_method=method)  # fmt: skip
+        baseline, ref_eval = measure_flashinfer_baseline(
+            resolve_task(canonical_name(definition, search=search, final=final)), device, timing_method=method
+        )
     except Exception as exc:  # noqa: BLE001 - report it in the table and go on
         reference.error = f"{type(exc).__name__}: {exc}"[:1500]
         return [reference]
     reference.verdict, reference.configs = str(ref_eval.verdict), f"{ref_eval.configs_passed}/{ref_eval.configs_total}"
     reference.ms, reference.device = baseline, ref_eval.device
     reference.seconds = round(time.monotonic() - started, 1)
-    path = write_flashinfer_baseline(folder / f"{definition}-{method}.json", baseline, method=method, device=ref_eval.device)
+    path = write_flashinfer_baseline(
+        folder / f"{definition}-{method}.json", baseline, method=method, device=ref_eval.device
+    )
     task = resolve_task(canonical_name(definition, search=search, final=final, baseline=path))
     columns = [reference]
     for language in [lang for lang in solution_languages(definition) if lang in languages]:
         column = Column(language, method)
         started = time.monotonic()
-        candidate = Candidate(task=task.name, language=language, code=solution_source(definition, language), entry_point="run")
+        candidate = Candidate(
+            task=task.name, language=language, code=solution_source(definition, language), entry_point="run"
+        )
         try:
-            evaluation = evaluate(EvalRequest(candidate=candidate, device=device, timing=True, timing_method=method,
-                                              run_timeout_s=600.0))  # fmt: skip
+            evaluation = evaluate(
+                EvalRequest(candidate=candidate, device=device, timing=True, timing_method=method, run_timeout_s=600.0)
+            )
         except Exception as exc:  # noqa: BLE001
             column.error = f"{type(exc).__name__}: {exc}"[:1500]
         else:
@@ -110,8 +117,12 @@ def table(definition: str, columns: list[Column]) -> str:
     heads = [f"{labels.get(c.kernel, c.kernel)} {c.method}" for c in columns]
     workloads = list(dict.fromkeys(name for c in columns for name in c.ms))
     devices = sorted({c.device for c in columns if c.device})
-    lines = [f"### {definition} ({', '.join(devices) or 'no device'})", "",
-             "| workload | " + " | ".join(heads) + " |", "|---" * (len(heads) + 1) + "|"]  # fmt: skip
+    lines = [
+        f"### {definition} ({', '.join(devices) or 'no device'})",
+        "",
+        "| workload | " + " | ".join(heads) + " |",
+        "|---" * (len(heads) + 1) + "|",
+    ]
     for name in workloads:
         cells = [f"{c.ms[name]:.4f}" if name in c.ms else "-" for c in columns]
         lines.append(f"| {name.removeprefix('synthetic-')} | " + " | ".join(cells) + " |")

@@ -29,10 +29,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from ksearch.contracts.candidate import Candidate  # noqa: E402
+from ksearch.flows.baselines import measure_baseline, speedup  # noqa: E402
 from ksearch.tasks.kernelbench import KernelBenchTask  # noqa: E402
 from ksearch.tasks.kernelbench.problem_files import find_problem  # noqa: E402
-from ksearch.flows.baselines import measure_baseline, speedup  # noqa: E402
-from ksearch.contracts.candidate import Candidate  # noqa: E402
 from ksearch.tools.evaluator import EvalRequest, evaluate  # noqa: E402
 
 DATA = REPO / "tests" / "tasks" / "data" / "kernelbench"
@@ -72,13 +72,24 @@ def main() -> int:
             solution, _sizes = PROBLEMS[spec]
             task = KernelBenchTask(find_problem(spec, root))
             started = time.monotonic()
-            ours = evaluate(EvalRequest(
-                candidate=Candidate(task=task.name, language="triton", code=(DATA / "solutions" / solution).read_text(),
-                                    entry_point="ModelNew"),
-                device=args.device, timing=True,
-            ))  # fmt: skip
+            ours = evaluate(
+                EvalRequest(
+                    candidate=Candidate(
+                        task=task.name,
+                        language="triton",
+                        code=(DATA / "solutions" / solution).read_text(),
+                        entry_point="ModelNew",
+                    ),
+                    device=args.device,
+                    timing=True,
+                )
+            )
             eager = measure_baseline(task, device=args.device, mode="eager", workspace=workspace)
-            compiled = None if args.no_compile else measure_baseline(task, device=args.device, mode="compile", workspace=workspace)
+            compiled = (
+                None
+                if args.no_compile
+                else measure_baseline(task, device=args.device, mode="compile", workspace=workspace)
+            )
             row = {
                 "problem": task.title.removeprefix("KernelBench "),
                 "verdict": ours.verdict.value,
@@ -91,19 +102,32 @@ def main() -> int:
                 "ours_timings": [t.model_dump() for t in ours.timings],
                 "eager_timings": [t.model_dump() for t in eager.timings],
                 "compile_timings": [t.model_dump() for t in compiled.timings] if compiled else [],
-                "notes": "; ".join(x for x in (ours.log[:300] if not ours.passed else "",
-                                               "" if eager.latency_ms else f"eager: {eager.verdict} {eager.log[:200]}",
-                                               "" if not compiled or compiled.latency_ms else f"compile: {compiled.verdict} {compiled.log[:200]}") if x),  # fmt: skip
+                "notes": "; ".join(
+                    x
+                    for x in (
+                        ours.log[:300] if not ours.passed else "",
+                        "" if eager.latency_ms else f"eager: {eager.verdict} {eager.log[:200]}",
+                        ""
+                        if not compiled or compiled.latency_ms
+                        else f"compile: {compiled.verdict} {compiled.log[:200]}",
+                    )
+                    if x
+                ),
                 "wall_s": round(time.monotonic() - started, 1),
             }
             rows.append(row)
-            print(json.dumps({k: row[k] for k in ("problem", "verdict", "ours_ms", "eager_ms", "compile_ms", "wall_s")}), flush=True)
+            print(
+                json.dumps({k: row[k] for k in ("problem", "verdict", "ours_ms", "eager_ms", "compile_ms", "wall_s")}),
+                flush=True,
+            )
     fmt = lambda v, suffix="": "-" if v is None else f"{v:.4f}{suffix}"  # noqa: E731
     header = f"{'problem':34} {'verdict':10} {'eager ms':>10} {'compile ms':>11} {'ours ms':>10} {'vs eager':>9} {'vs compile':>10}"
     print("\n" + header + "\n" + "-" * len(header))
     for r in rows:
-        print(f"{r['problem']:34} {r['verdict']:10} {fmt(r['eager_ms']):>10} {fmt(r['compile_ms']):>11} {fmt(r['ours_ms']):>10} "
-              f"{fmt(r['speedup_vs_eager'], 'x'):>9} {fmt(r['speedup_vs_compile'], 'x'):>10}")
+        print(
+            f"{r['problem']:34} {r['verdict']:10} {fmt(r['eager_ms']):>10} {fmt(r['compile_ms']):>11} {fmt(r['ours_ms']):>10} "
+            f"{fmt(r['speedup_vs_eager'], 'x'):>9} {fmt(r['speedup_vs_compile'], 'x'):>10}"
+        )
         if r["notes"]:
             print(f"    note: {r['notes']}")
     result = {"rows": rows, "python": sys.version.split()[0]}
@@ -111,8 +135,11 @@ def main() -> int:
         import torch
         import triton
 
-        result.update(torch=torch.__version__, triton=triton.__version__,
-                      gpu=torch.cuda.get_device_name(0) if torch.cuda.is_available() else None)  # fmt: skip
+        result.update(
+            torch=torch.__version__,
+            triton=triton.__version__,
+            gpu=torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
+        )
     except Exception:  # noqa: BLE001 - versions are a courtesy
         pass
     if os.environ.get("OUT"):

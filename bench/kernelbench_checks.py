@@ -28,8 +28,8 @@ import torch  # noqa: E402
 
 from ksearch.contracts.candidate import Candidate  # noqa: E402
 from ksearch.tasks.kernelbench import KernelBenchTask, UnjudgeableProblem  # noqa: E402
-from ksearch.tasks.kernelbench.problem_files import kernelbench_root, parse_ids, problems  # noqa: E402
 from ksearch.tasks.kernelbench.judging import check_of  # noqa: E402
+from ksearch.tasks.kernelbench.problem_files import kernelbench_root, parse_ids, problems  # noqa: E402
 from ksearch.tasks.kernelbench.variants import VARIANTS  # noqa: E402
 from ksearch.tools.evaluator import EvalRequest, EvaluatorSession, evaluate  # noqa: E402
 
@@ -43,8 +43,10 @@ def variants_not_judged(task: KernelBenchTask, device: str) -> list[str]:
         if config.distribution in VARIANTS:
             expected = task.expected(config, task.make_inputs(config, device))
             tensors = expected if isinstance(expected, (tuple, list)) else [expected]
-            if any(isinstance(t, torch.Tensor) and t.is_floating_point() and not bool(torch.isfinite(t).all())
-                   for t in tensors):  # fmt: skip
+            if any(
+                isinstance(t, torch.Tensor) and t.is_floating_point() and not bool(torch.isfinite(t).all())
+                for t in tensors
+            ):
                 skipped.append(config.name)
             del expected, tensors
     if device.startswith("cuda"):
@@ -76,13 +78,19 @@ def main() -> int:
                 row["variants_not_judged"] = variants_not_judged(task, args.device)
                 code = task.source.rstrip() + "\n\nModelNew = Model\n"
                 candidate = Candidate(task=task.name, language="triton", code=code, entry_point="ModelNew")
-                evaluation = evaluate(EvalRequest(candidate=candidate, device=args.device, timing=False), session=session)
-                row.update(verdict=evaluation.verdict.value, check=check_of(evaluation), detail=evaluation.summary()[:300])
+                evaluation = evaluate(
+                    EvalRequest(candidate=candidate, device=args.device, timing=False), session=session
+                )
+                row.update(
+                    verdict=evaluation.verdict.value, check=check_of(evaluation), detail=evaluation.summary()[:300]
+                )
             row["seconds"] = round(time.monotonic() - started, 1)
             rows.append(row)
-            print(f"{problem_id:>4} {row['verdict']:<12} {row.get('check') or '':<20} "
-                  f"not judged: {','.join(row.get('variants_not_judged', [])) or '-':<30} {row['seconds']:>6}s  {task.title}",
-                  flush=True)  # fmt: skip
+            print(
+                f"{problem_id:>4} {row['verdict']:<12} {row.get('check') or '':<20} "
+                f"not judged: {','.join(row.get('variants_not_judged', [])) or '-':<30} {row['seconds']:>6}s  {task.title}",
+                flush=True,
+            )
             if out is not None:
                 out.write_text(json.dumps(rows, indent=2))
     false_rejections: dict[str, list[int]] = {}
@@ -91,9 +99,14 @@ def main() -> int:
             false_rejections.setdefault(row["check"], []).append(row["problem"])
     skipped = {v: [r["problem"] for r in rows if v in r.get("variants_not_judged", [])] for v in VARIANTS}
     print(f"\n{sum(r['verdict'] == 'passed' for r in rows)}/{len(rows)} references pass every check")
-    print("checks failing the reference (false rejections):", json.dumps(false_rejections) if false_rejections else "none")
+    print(
+        "checks failing the reference (false rejections):", json.dumps(false_rejections) if false_rejections else "none"
+    )
     print("unjudgeable (reference not deterministic):", [r["problem"] for r in rows if r["verdict"] == "unjudgeable"])
-    print("variants not judged (reference not finite), problems per variant:", json.dumps({v: len(p) for v, p in skipped.items()}))
+    print(
+        "variants not judged (reference not finite), problems per variant:",
+        json.dumps({v: len(p) for v, p in skipped.items()}),
+    )
     print("checked at reduced sizes on the CPU:", sum(1 for r in rows if r["cpu"]), "of", len(rows))
     return 0
 

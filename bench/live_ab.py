@@ -58,12 +58,14 @@ def run(kernel: Path, variable: str, rounds: int, device: str = "cuda") -> dict[
     ledgers = Path(out) / f"ledgers_{variable}" if out else Path(tempfile.mkdtemp(prefix="live-ab-"))
     runs: dict[str, list[dict[str, Any]]] = {"on": [], "off": []}
     with LocalExecutor() as executor:
+
         def evaluate(tag: str, env: dict[str, str]) -> tuple[Any, float]:
             candidate = Candidate(task="trimul", language="triton", code=f"{code}\n# {tag}\n", entry_point=entry_point)
             with mock.patch.dict(os.environ, env):
                 started = time.perf_counter()
-                evaluation = executor.evaluate(EvalRequest(candidate=candidate, device=device,
-                                                           timing_method="gpumode-benchmark"))  # fmt: skip
+                evaluation = executor.evaluate(
+                    EvalRequest(candidate=candidate, device=device, timing_method="gpumode-benchmark")
+                )
                 seconds = time.perf_counter() - started
             executor.wait_ready(device)  # the next evaluation starts as warm (a search has the LLM's call for this)
             return evaluation, seconds
@@ -74,20 +76,31 @@ def run(kernel: Path, variable: str, rounds: int, device: str = "cuda") -> dict[
                 folder = ledgers / f"{side}-{index}"
                 env = {LEDGER_DUMP_VARIABLE: str(folder), **({variable: "0"} if side == "off" else {})}
                 evaluation, seconds = evaluate(f"{side} {index}", env)
-                rows = [r for path in sorted(folder.glob("ledger-*.json"))
-                        for r in shares(json.loads(path.read_text(encoding="utf-8")), path.name)]  # fmt: skip
+                rows = [
+                    r
+                    for path in sorted(folder.glob("ledger-*.json"))
+                    for r in shares(json.loads(path.read_text(encoding="utf-8")), path.name)
+                ]
                 stages = evaluation.environment.get("stage_seconds", "")
-                record = {"round": index, "verdict": evaluation.verdict.value, "wall_s": round(seconds, 2),
-                          "latency_ms": evaluation.latency_ms, "stages": stage_seconds(stages),
-                          "means_ms": {t.config: t.mean_ms for t in evaluation.timings},
-                          "audit_gaps_s": round(sum(r.audit_gaps_s for r in rows), 3),
-                          "fresh_audits": sum(r.fresh_audits for r in rows),
-                          "fresh_gap_ms": {r.config: r.fresh_gap_ms for r in rows},
-                          "problem": evaluation.environment.get("profile", "")}  # fmt: skip
+                record = {
+                    "round": index,
+                    "verdict": evaluation.verdict.value,
+                    "wall_s": round(seconds, 2),
+                    "latency_ms": evaluation.latency_ms,
+                    "stages": stage_seconds(stages),
+                    "means_ms": {t.config: t.mean_ms for t in evaluation.timings},
+                    "audit_gaps_s": round(sum(r.audit_gaps_s for r in rows), 3),
+                    "fresh_audits": sum(r.fresh_audits for r in rows),
+                    "fresh_gap_ms": {r.config: r.fresh_gap_ms for r in rows},
+                    "problem": evaluation.environment.get("profile", ""),
+                }
                 runs[side].append(record)
-                print(f"{variable} {side:>3} round {index}: {record['verdict']} in {seconds:.2f} s, "
-                      f"{evaluation.latency_ms} ms, audit gaps {record['audit_gaps_s']:.2f} s over "
-                      f"{record['fresh_audits']} fresh audits; {stages}", flush=True)  # fmt: skip
+                print(
+                    f"{variable} {side:>3} round {index}: {record['verdict']} in {seconds:.2f} s, "
+                    f"{evaluation.latency_ms} ms, audit gaps {record['audit_gaps_s']:.2f} s over "
+                    f"{record['fresh_audits']} fresh audits; {stages}",
+                    flush=True,
+                )
     medians = {}
     for side, records in runs.items():
         names = sorted({name for r in records for name in r["stages"]})
@@ -96,11 +109,13 @@ def run(kernel: Path, variable: str, rounds: int, device: str = "cuda") -> dict[
             "latency_ms": statistics.median(r["latency_ms"] or 0.0 for r in records),
             "audit_gaps_s": statistics.median(r["audit_gaps_s"] for r in records),
             "stages": {n: statistics.median(r["stages"].get(n, 0.0) for r in records) for n in names},
-        }  # fmt: skip
+        }
         m = medians[side]
         staged = " ".join(f"{n}={v:g}" for n, v in m["stages"].items())
-        print(f"median {side:>3}: verdict {m['wall_s']:.2f} s, latency {m['latency_ms']} ms, audit gaps "
-              f"{m['audit_gaps_s']:.2f} s; {staged}")  # fmt: skip
+        print(
+            f"median {side:>3}: verdict {m['wall_s']:.2f} s, latency {m['latency_ms']} ms, audit gaps "
+            f"{m['audit_gaps_s']:.2f} s; {staged}"
+        )
     shapes = [name for name in (runs["on"][0]["means_ms"] if runs["on"] else {})]
     if runs["on"] and runs["off"]:
         print("per shape, geometric mean over rounds of each side's mean (ms), off / on:")

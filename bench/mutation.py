@@ -74,8 +74,10 @@ HONEST_STATIC = "tests/tools/test_honest_corpus.py::test_every_static_rule_lets_
 """The honest corpus through every static rule: a rule made too eager rejects one of them."""
 
 TARGETS: tuple[Target, ...] = (
-    Target("ksearch/agent/promotion.py", ("tests/agent/test_promotion_rules.py", "tests/agent/test_promotion.py",
-                                          "tests/agent/test_evidence_view.py")),  # the last: promotion_line
+    Target(
+        "ksearch/agent/promotion.py",
+        ("tests/agent/test_promotion_rules.py", "tests/agent/test_promotion.py", "tests/agent/test_evidence_view.py"),
+    ),  # the last: promotion_line
     Target("ksearch/nodes/prune.py", ("tests/agent/test_prune.py", "tests/agent/test_promotion.py")),
     Target("ksearch/agent/selection.py", ("tests/agent/test_selection.py", "tests/agent/test_steering.py")),
     Target("ksearch/agent/cycle_logic.py", ("tests/agent/test_cycle_logic.py",)),
@@ -93,14 +95,30 @@ TARGETS: tuple[Target, ...] = (
     ),
     Target("ksearch/tools/timing/stats.py", ("tests/tools/test_stats.py", "tests/tools/test_timing.py")),
     Target("ksearch/tools/timing/roofline.py", ("tests/tools/test_stats.py", "tests/tools/test_timing.py")),
-    Target("ksearch/tools/evaluator/ledger.py", ("tests/tools/test_ledger.py", "tests/tools/test_ledger_edges.py",
-                                                 "tests/tools/test_ledger_schedule.py", "tests/tools/test_ledger_schedule_edges.py")),
+    Target(
+        "ksearch/tools/evaluator/ledger.py",
+        (
+            "tests/tools/test_ledger.py",
+            "tests/tools/test_ledger_edges.py",
+            "tests/tools/test_ledger_schedule.py",
+            "tests/tools/test_ledger_schedule_edges.py",
+        ),
+    ),
     Target(
         "ksearch/tasks/base.py",
         ("tests/tasks/test_task_base.py", "tests/tasks/test_tolerance_fast_path.py"),
         functions=(
-            "MIN_LATENCY_MS", "Task.activation_inputs", "Task.definition_digest", "Task.output_strides", "Task.check",
-            "Task.form_mismatch", "Task.score", "tolerance_mismatch", "_count_outside", "_chunks", "_contiguous_strides",
+            "MIN_LATENCY_MS",
+            "Task.activation_inputs",
+            "Task.definition_digest",
+            "Task.output_strides",
+            "Task.check",
+            "Task.form_mismatch",
+            "Task.score",
+            "tolerance_mismatch",
+            "_count_outside",
+            "_chunks",
+            "_contiguous_strides",
         ),
     ),
     Target(
@@ -112,58 +130,93 @@ TARGETS: tuple[Target, ...] = (
         "ksearch/store/store.py",
         ("tests/tools/test_store_lookups.py", "tests/tools/test_store.py"),
         functions=(
-            "Store.evaluation_id", "Store.find_evaluation", "Store.record_evaluation", "Store.get_evaluation_key",
-            "ensure_comparison", "find_comparison",
+            "Store.evaluation_id",
+            "Store.find_evaluation",
+            "Store.record_evaluation",
+            "Store.get_evaluation_key",
+            "ensure_comparison",
+            "find_comparison",
         ),
     ),
     Target(
         "ksearch/tools/integrity/caching.py",
         ("tests/tools/test_integrity.py", "tests/tools/test_integrity_edges.py", HONEST_STATIC),
         functions=(
-            "CachingRules._memoised_function", "CachingRules._keyed_caches", "CachingRules._replayed_outputs",
-            "CachingRules._container_key", "CachingRules._fingerprint", "CachingRules._is_input",
+            "CachingRules._memoised_function",
+            "CachingRules._keyed_caches",
+            "CachingRules._replayed_outputs",
+            "CachingRules._container_key",
+            "CachingRules._fingerprint",
+            "CachingRules._is_input",
         ),
     ),
     Target(
         "ksearch/tools/integrity/reach.py",
         ("tests/tools/test_integrity_reach.py", "tests/tools/test_integrity_edges.py", HONEST_STATIC),
         functions=(
-            "ReachRules._import_path", "ReachRules._steps", "ReachRules._reach_call", "ReachRules._named_attribute",
-            "ReachRules._starts_with_letter", "_private_status", "_leads_to", "_plain_chain",
+            "ReachRules._import_path",
+            "ReachRules._steps",
+            "ReachRules._reach_call",
+            "ReachRules._named_attribute",
+            "ReachRules._starts_with_letter",
+            "_private_status",
+            "_leads_to",
+            "_plain_chain",
         ),
     ),
     Target(
         "ksearch/tools/timing/primitives.py",
-        ("tests/tools/test_fresh_plan.py",
-         "tests/tools/test_audit_rate.py::test_a_plans_audits_follow_its_rate_and_never_fall_below_the_minimum"),
+        (
+            "tests/tools/test_fresh_plan.py",
+            "tests/tools/test_audit_rate.py::test_a_plans_audits_follow_its_rate_and_never_fall_below_the_minimum",
+        ),
         functions=("FreshPlan", "rerandomised"),
-    ),  # fmt: skip
+    ),
     Target(
         "ksearch/tools/evaluator/gpu_sharing.py",
-        tuple(f"tests/tools/test_gpu_sharing.py::{name}" for name in (
-            "test_parse_the_rows_nvidia_smi_prints", "test_judge_names_the_busy_gpu_of_the_anchor_and_the_processes_not_ours",
-            "test_judge_says_nothing_when_it_cannot_tell_or_the_gpu_is_idle", "test_rows_that_are_not_data_are_skipped",
-            "test_a_gpu_at_exactly_the_threshold_is_busy", "test_the_threshold_is_the_one_the_readme_states",
-            "test_the_other_processes_are_named_largest_first", "test_process_tree_holds_our_children_and_not_others",
-        )),  # the evaluations in that file take 30 s: the pure parts are pinned by these
+        tuple(
+            f"tests/tools/test_gpu_sharing.py::{name}"
+            for name in (
+                "test_parse_the_rows_nvidia_smi_prints",
+                "test_judge_names_the_busy_gpu_of_the_anchor_and_the_processes_not_ours",
+                "test_judge_says_nothing_when_it_cannot_tell_or_the_gpu_is_idle",
+                "test_rows_that_are_not_data_are_skipped",
+                "test_a_gpu_at_exactly_the_threshold_is_busy",
+                "test_the_threshold_is_the_one_the_readme_states",
+                "test_the_other_processes_are_named_largest_first",
+                "test_process_tree_holds_our_children_and_not_others",
+            )
+        ),  # the evaluations in that file take 30 s: the pure parts are pinned by these
         functions=("BUSY_PERCENT", "parse_apps", "parse_utilisation", "process_tree", "gpu_of", "judge"),
-    ),  # fmt: skip
+    ),
     Target(
         "ksearch/tools/integrity/streams.py",
         ("tests/tools/test_integrity.py", "tests/tools/test_integrity_edges.py", HONEST_STATIC),
     ),
     Target(
         "ksearch/tools/integrity/processes.py",
-        ("tests/tools/test_integrity_rules.py", "tests/tools/test_integrity.py", "tests/tools/test_integrity_edges.py",
-         "tests/tools/test_integrity_reach.py", HONEST_STATIC),
-    ),  # fmt: skip
+        (
+            "tests/tools/test_integrity_rules.py",
+            "tests/tools/test_integrity.py",
+            "tests/tools/test_integrity_edges.py",
+            "tests/tools/test_integrity_reach.py",
+            HONEST_STATIC,
+        ),
+    ),
     Target(
         "ksearch/tools/integrity/library.py",
-        ("tests/tools/test_integrity_rules.py", "tests/tools/test_integrity.py", "tests/tools/test_integrity_edges.py",
-         HONEST_STATIC),
-    ),  # fmt: skip
-    Target("ksearch/tools/integrity/base.py", ("tests/tools/test_integrity_rules.py", "tests/tools/test_integrity.py"),
-           functions=("is_main_test", "binds", "binds_otherwise")),  # fmt: skip
+        (
+            "tests/tools/test_integrity_rules.py",
+            "tests/tools/test_integrity.py",
+            "tests/tools/test_integrity_edges.py",
+            HONEST_STATIC,
+        ),
+    ),
+    Target(
+        "ksearch/tools/integrity/base.py",
+        ("tests/tools/test_integrity_rules.py", "tests/tools/test_integrity.py"),
+        functions=("is_main_test", "binds", "binds_otherwise"),
+    ),
     Target(
         "ksearch/tools/integrity/reference_ops.py",
         ("tests/tasks/test_kernelbench_checks.py", "tests/tools/test_integrity.py", HONEST_STATIC),
@@ -178,170 +231,115 @@ TARGETS: tuple[Target, ...] = (
 EQUIVALENT: dict[str, str] = {
     "ksearch/tools/integrity/processes.py::ProcessRules._threading_misuse: isinstance(parent, ast.Attribute) and "
     "parent.value is node and (parent.attr in SAFE_THREADING) -> isinstance(parent, ast.Attribute) and parent.attr "
-    "in SAFE_THREADING":
-        "a Name under an Attribute is always its value (an Attribute's other field is a string)",
-    "ksearch/tools/integrity/processes.py::ProcessRules._import: node.module or '' -> node.module":
-        "only a relative import has no module, and it returned before this line",
-    "ksearch/tools/integrity/processes.py::ProcessRules._import: node.module or '' -> node.module and ''":
-        "only a relative import has no module, and it returned before this line; '' matches no import rule, nor "
-        "does the module name the line adds beside its names' full ones (they extend it)",
-    "ksearch/tools/integrity/processes.py::ProcessRules._import: node.module or '' -> ''":
-        "as above: the module's own name adds nothing to the full names of what it imports",
+    "in SAFE_THREADING": "a Name under an Attribute is always its value (an Attribute's other field is a string)",
+    "ksearch/tools/integrity/processes.py::ProcessRules._import: node.module or '' -> node.module": "only a relative import has no module, and it returned before this line",
+    "ksearch/tools/integrity/processes.py::ProcessRules._import: node.module or '' -> node.module and ''": "only a relative import has no module, and it returned before this line; '' matches no import rule, nor "
+    "does the module name the line adds beside its names' full ones (they extend it)",
+    "ksearch/tools/integrity/processes.py::ProcessRules._import: node.module or '' -> ''": "as above: the module's own name adds nothing to the full names of what it imports",
     "ksearch/tools/integrity/processes.py::ProcessRules._introspection_attribute: native and (not "
-    "matches(self.resolve(node.value), NATIVE_LOADERS)) -> native":
-        "each deeper attribute of the chain reports the same finding (same line, snippet and loader), which scan() "
-        "keeps once",
+    "matches(self.resolve(node.value), NATIVE_LOADERS)) -> native": "each deeper attribute of the chain reports the same finding (same line, snippet and loader), which scan() "
+    "keeps once",
     "ksearch/tools/integrity/library.py::LibraryRules._forbidden_call: self.forbidden and (not "
     "name.startswith('triton.')) and (id(node) not in self.self_test) -> not name.startswith('triton.') and "
-    "id(node) not in self.self_test":
-        "with nothing forbidden, matches() finds no prefix",
+    "id(node) not in self.self_test": "with nothing forbidden, matches() finds no prefix",
     "ksearch/tools/integrity/library.py::LibraryRules._forbidden_call: self.forbidden and (not "
     "name.startswith('triton.')) and (id(node) not in self.self_test) -> self.forbidden and (not "
-    "name.startswith('triton.'))":
-        "the scanner's walk never visits the self-test's nodes, so no call there reaches this rule",
-    "ksearch/tools/integrity/library.py::LibraryRules._forbidden_call: 'triton.' -> 'triton'":
-        "a resolved name that starts with 'triton' but not 'triton.' is another module, which the allow-list of "
-        "imports (unlisted_import) refuses whatever it calls",
+    "name.startswith('triton.'))": "the scanner's walk never visits the self-test's nodes, so no call there reaches this rule",
+    "ksearch/tools/integrity/library.py::LibraryRules._forbidden_call: 'triton.' -> 'triton'": "a resolved name that starts with 'triton' but not 'triton.' is another module, which the allow-list of "
+    "imports (unlisted_import) refuses whatever it calls",
     "ksearch/tools/integrity/library.py::LibraryRules._reference_class: node.bases and all((isinstance(s, ast.Pass) "
-    "for s in body)) -> all((isinstance(s, ast.Pass) for s in body))":
-        "without bases there is no base name to match the reference's",
+    "for s in body)) -> all((isinstance(s, ast.Pass) for s in body))": "without bases there is no base name to match the reference's",
     "ksearch/tools/integrity/streams.py::StreamRules._bindings: isinstance(node, ast.AnnAssign) and node.value is "
-    "not None -> isinstance(node, ast.AnnAssign)":
-        "an annotation without a value binds nothing readable either way: unmapped, its Name makes the bindings "
-        "empty; mapped to None, _literal_values(None) and _bound_dict([..., None]) read nothing",
+    "not None -> isinstance(node, ast.AnnAssign)": "an annotation without a value binds nothing readable either way: unmapped, its Name makes the bindings "
+    "empty; mapped to None, _literal_values(None) and _bound_dict([..., None]) read nothing",
     "ksearch/tools/evaluator/gpu_sharing.py::judge: uuid is None or not readings or any((uuid not in reading for "
-    "reading in readings)) -> not readings or any((uuid not in reading for reading in readings))":
-        "a reading's keys are uuid strings, so with no uuid (None) every non-empty reading lacks it and the check "
-        "after it returns None as well",
-    "ksearch/tools/timing/primitives.py::FreshPlan.wants: position < self._first -> position <= self._first":
-        "the line before returns for position == self._first, so the two comparisons differ on no position that "
-        "reaches them",
+    "reading in readings)) -> not readings or any((uuid not in reading for reading in readings))": "a reading's keys are uuid strings, so with no uuid (None) every non-empty reading lacks it and the check "
+    "after it returns None as well",
+    "ksearch/tools/timing/primitives.py::FreshPlan.wants: position < self._first -> position <= self._first": "the line before returns for position == self._first, so the two comparisons differ on no position that "
+    "reaches them",
     "ksearch/tools/evaluator/ledger.py::_schedule_problem: _robust_schedule(... run, timed ...) -> "
-    "_robust_schedule(... timed, run ...)":
-        "_robust_schedule returns at once unless run and timed are as long, and a robust run with no null window "
-        "holds the same windows as its timed ones",
-    "ksearch/tools/evaluator/ledger.py::_gpumode_schedule: zip(... seen, expected ...) -> zip(... expected, seen ...)":
-        "the first position where two strings differ does not depend on which is read first",
-    "ksearch/tools/timing/stats.py::UndisturbedSamples._last_kept: False -> True":
-        "add() sets it before should_stop reads it (should_stop returns before reading it below three repeats)",
-    "ksearch/tools/timing/stats.py::UndisturbedSamples.should_stop: 0.0 -> 1.0":
-        "the inner rule's wall cap is infinite: any wall time given to it is never over it",
-    "ksearch/tools/timing/stats.py::UndisturbedSamples.should_stop: 1 -> 2":
-        "the inner rule's repeat cap only has to exceed the kept repeats, which are at most runs: runs + 2 does too",
+    "_robust_schedule(... timed, run ...)": "_robust_schedule returns at once unless run and timed are as long, and a robust run with no null window "
+    "holds the same windows as its timed ones",
+    "ksearch/tools/evaluator/ledger.py::_gpumode_schedule: zip(... seen, expected ...) -> zip(... expected, seen ...)": "the first position where two strings differ does not depend on which is read first",
+    "ksearch/tools/timing/stats.py::UndisturbedSamples._last_kept: False -> True": "add() sets it before should_stop reads it (should_stop returns before reading it below three repeats)",
+    "ksearch/tools/timing/stats.py::UndisturbedSamples.should_stop: 0.0 -> 1.0": "the inner rule's wall cap is infinite: any wall time given to it is never over it",
+    "ksearch/tools/timing/stats.py::UndisturbedSamples.should_stop: 1 -> 2": "the inner rule's repeat cap only has to exceed the kept repeats, which are at most runs: runs + 2 does too",
     "ksearch/tools/timing/stats.py::UndisturbedSamples.should_stop: gpumode_should_stop(... max_wall_s=math.inf, "
-    "max_repeats=runs + 1 ...) -> gpumode_should_stop(... max_wall_s=runs + 1, max_repeats=math.inf ...)":
-        "the inner rule gets a wall time of 0.0, never over runs + 1, and an infinite repeat cap is never reached",
+    "max_repeats=runs + 1 ...) -> gpumode_should_stop(... max_wall_s=runs + 1, max_repeats=math.inf ...)": "the inner rule gets a wall time of 0.0, never over runs + 1, and an infinite repeat cap is never reached",
     "ksearch/tools/evaluator/ledger.py::_pairs: before.run == after.run and before.closed is not None -> "
-    "before.run == after.run":
-        "the windows come from by_config(), which keeps closed windows only",
+    "before.run == after.run": "the windows come from by_config(), which keeps closed windows only",
     "ksearch/tools/evaluator/ledger.py::_spread_problem: blocks and medians < SPREAD_RATIO * sums -> "
-    "medians < SPREAD_RATIO * sums":
-        "without blocks both sums are 0, and 0 < 0.5 * 0 is false",
+    "medians < SPREAD_RATIO * sums": "without blocks both sums are 0, and 0 < 0.5 * 0 is false",
     "ksearch/nodes/prune.py::promotion_decision: not decision.needs_comparison or best is None -> "
-    "not decision.needs_comparison":
-        "decide() asks for a comparison only when there is an incumbent, so best is never None then",
-    "ksearch/agent/selection.py::_sort_key: 0 -> 1":
-        "every frontier node descends from the root: its top branch is a child of the root, which _branch_cycles "
-        "always counts, so the default is never read",
+    "not decision.needs_comparison": "decide() asks for a comparison only when there is an incumbent, so best is never None then",
+    "ksearch/agent/selection.py::_sort_key: 0 -> 1": "every frontier node descends from the root: its top branch is a child of the root, which _branch_cycles "
+    "always counts, so the default is never read",
     "ksearch/agent/selection.py::frontier_report: 0 -> 1": "as for _sort_key: the default is never read",
     "ksearch/agent/selection.py::_is_deferred: node.action is not None and (not node.pinned) and "
     "(node.action.difficulty > policy.max_difficulty) -> not node.pinned and node.action.difficulty > "
-    "policy.max_difficulty":
-        "only frontier nodes are judged, and every one has an action",
+    "policy.max_difficulty": "only frontier nodes are judged, and every one has an action",
     "ksearch/agent/selection.py::select_actions: n <= 0 -> n < 0": "for n = 0 the slice [:0] is [] like the early return",
     "ksearch/agent/edit_ops.py::format_validation_error: err['type'] == 'extra_forbidden' and loc -> "
-    "err['type'] == 'extra_forbidden'":
-        "pydantic's extra_forbidden errors always name the extra field in loc",
-    "ksearch/agent/edits.py::_add_node: new.id is not None and s.taken(new.id) -> s.taken(new.id)":
-        "taken(None) is False: no node has the id None",
-    "ksearch/agent/edits.py::_apply_delete: node.parent_id or ROOT_ID -> node.parent_id":
-        "the root cannot be deleted and every other node has a parent",
+    "err['type'] == 'extra_forbidden'": "pydantic's extra_forbidden errors always name the extra field in loc",
+    "ksearch/agent/edits.py::_add_node: new.id is not None and s.taken(new.id) -> s.taken(new.id)": "taken(None) is False: no node has the id None",
+    "ksearch/agent/edits.py::_apply_delete: node.parent_id or ROOT_ID -> node.parent_id": "the root cannot be deleted and every other node has a parent",
     "ksearch/agent/world_model.py::WorldModel.frontier: not node.is_action or node.id == ROOT_ID or "
-    "self.is_pruned(node.id) -> not node.is_action or self.is_pruned(node.id)":
-        "the root has no parent, and the frontier skips parentless nodes two lines below",
+    "self.is_pruned(node.id) -> not node.is_action or self.is_pruned(node.id)": "the root has no parent, and the frontier skips parentless nodes two lines below",
     "ksearch/agent/world_model.py::WorldModel.best_node: n.solution and n.solution.score is not None -> "
-    "n.solution.score is not None":
-        "solved_nodes() holds only nodes with a solution",
-    "ksearch/agent/world_model.py::WorldModel.best_node: n.solution.score or 0.0 -> n.solution.score":
-        "only scored nodes are sorted, and `or 0.0` maps the one falsy score, 0.0, to itself",
-    "ksearch/tasks/base.py::Task.check: form is not None or output.numel() == 0 -> form is not None":
-        "an empty output has no value outside the tolerance: tolerance_mismatch returns None for it too",
-    "ksearch/tasks/base.py::tolerance_mismatch: 1.0 -> 2.0":
-        "the initial worst excess (-1) is replaced by the first element counted outside the tolerance, whose excess "
-        "is > 0, before it is read",
-    "ksearch/tasks/base.py::tolerance_mismatch: 0 -> 1 #2":
-        "the initial worst position is replaced with the worst excess, before it is read",
+    "n.solution.score is not None": "solved_nodes() holds only nodes with a solution",
+    "ksearch/agent/world_model.py::WorldModel.best_node: n.solution.score or 0.0 -> n.solution.score": "only scored nodes are sorted, and `or 0.0` maps the one falsy score, 0.0, to itself",
+    "ksearch/tasks/base.py::Task.check: form is not None or output.numel() == 0 -> form is not None": "an empty output has no value outside the tolerance: tolerance_mismatch returns None for it too",
+    "ksearch/tasks/base.py::tolerance_mismatch: 1.0 -> 2.0": "the initial worst excess (-1) is replaced by the first element counted outside the tolerance, whose excess "
+    "is > 0, before it is read",
+    "ksearch/tasks/base.py::tolerance_mismatch: 0 -> 1 #2": "the initial worst position is replaced with the worst excess, before it is read",
     "ksearch/tasks/base.py::_count_outside: sub(... g, e ...) -> sub(... e, g ...)": "|g - e| == |e - g| exactly",
-    "ksearch/tools/fingerprint.py::task_signature: True -> False":
-        "the configs hash is compared only with itself; either key order is deterministic (a change of order "
-        "after an upgrade misses the cache once, like a harness version bump, and never reuses a wrong verdict)",
-    "ksearch/tools/fingerprint.py::DeviceInfo.describe: self.gpu or '' -> self.gpu":
-        "describe returns before this line when gpu is None, and an empty name is '' either way",
-    "ksearch/store/store.py::ensure_comparison: True -> False":
-        "the stored report is read back with json.loads: the key order is lost either way",
+    "ksearch/tools/fingerprint.py::task_signature: True -> False": "the configs hash is compared only with itself; either key order is deterministic (a change of order "
+    "after an upgrade misses the cache once, like a harness version bump, and never reuses a wrong verdict)",
+    "ksearch/tools/fingerprint.py::DeviceInfo.describe: self.gpu or '' -> self.gpu": "describe returns before this line when gpu is None, and an empty name is '' either way",
+    "ksearch/store/store.py::ensure_comparison: True -> False": "the stored report is read back with json.loads: the key order is lost either way",
     "ksearch/tools/integrity/caching.py::CachingRules._replayed_outputs: isinstance(n, ast.Return) and "
-    "n.value is not None -> isinstance(n, ast.Return)":
-        "a bare return has no root and no lookup: it adds nothing either way",
+    "n.value is not None -> isinstance(n, ast.Return)": "a bare return has no root and no lookup: it adds nothing either way",
     "ksearch/tools/integrity/caching.py::CachingRules._fingerprint: self.resolve(node.func) or '' -> "
-    "self.resolve(node.func)":
-        "matches() returns None for None as for ''",
-    "ksearch/tools/integrity/caching.py::CachingRules._fingerprint: params | tainted -> params":
-        "a tainted name is found when the walk reaches the name itself",
-    "ksearch/tools/integrity/caching.py::CachingRules._fingerprint: params | tainted -> tainted":
-        "a parameter is found when the walk reaches the bare attribute (x.data_ptr)",
+    "self.resolve(node.func)": "matches() returns None for None as for ''",
+    "ksearch/tools/integrity/caching.py::CachingRules._fingerprint: params | tainted -> params": "a tainted name is found when the walk reaches the name itself",
+    "ksearch/tools/integrity/caching.py::CachingRules._fingerprint: params | tainted -> tainted": "a parameter is found when the walk reaches the bare attribute (x.data_ptr)",
     "ksearch/tools/integrity/caching.py::CachingRules._fingerprint: any((self._is_input(a, params) or "
     "self._fingerprint(a, tainted, params) for a in node.args)) -> all((self._is_input(a, params) or "
-    "self._fingerprint(a, tainted, params) for a in node.args))":
-        "id and hash take one argument; for the other builtins a skipped branch lets the walk reach the same "
-        "fingerprinted argument",
+    "self._fingerprint(a, tainted, params) for a in node.args))": "id and hash take one argument; for the other builtins a skipped branch lets the walk reach the same "
+    "fingerprinted argument",
     "ksearch/tools/integrity/caching.py::CachingRules._fingerprint: self._is_input(a, params) or "
-    "self._fingerprint(a, tainted, params) -> self._is_input(a, params)":
-        "the test only decides whether to answer early: when it is skipped the walk reaches the same argument",
+    "self._fingerprint(a, tainted, params) -> self._is_input(a, params)": "the test only decides whether to answer early: when it is skipped the walk reaches the same argument",
     "ksearch/tools/integrity/caching.py::CachingRules._fingerprint: self.is_builtin(node.func, FINGERPRINT_BUILTINS) "
-    "and any((self._is_input(a, params)... -> any((self._is_input(a, params)...":
-        "every answer of the walk is True: a call other than id or hash answers only when an argument is "
-        "fingerprinted, which the walk finds when it reaches that argument, and id and hash are in the list",
+    "and any((self._is_input(a, params)... -> any((self._is_input(a, params)...": "every answer of the walk is True: a call other than id or hash answers only when an argument is "
+    "fingerprinted, which the walk finds when it reaches that argument, and id and hash are in the list",
     "ksearch/tools/integrity/caching.py::CachingRules._fingerprint: ...t({'id', 'hash'})) is not None or "
-    "any((self._fingerprint(a, tainted, params) for a in node.args)) -> ...t({'id', 'hash'})) is not None":
-        "a fingerprinted argument of another builtin is found when the walk reaches it (no answer is False)",
+    "any((self._fingerprint(a, tainted, params) for a in node.args)) -> ...t({'id', 'hash'})) is not None": "a fingerprinted argument of another builtin is found when the walk reaches it (no answer is False)",
     "ksearch/tools/integrity/caching.py::CachingRules._fingerprint: any((self._fingerprint(a, tainted, params) for a "
-    "in node.args)) -> all((self._fingerprint(a, tainted, params) for a in node.args))":
-        "as above: for id and hash the first test decides, for the others the walk reaches the argument",
+    "in node.args)) -> all((self._fingerprint(a, tainted, params) for a in node.args))": "as above: for id and hash the first test decides, for the others the walk reaches the argument",
     "ksearch/tools/integrity/reach.py::ReachRules._reach_call: name and matches(name, ATTRGETTERS) -> "
-    "matches(name, ATTRGETTERS)":
-        "matches(None, ...) is None",
+    "matches(name, ATTRGETTERS)": "matches(None, ...) is None",
     "ksearch/tools/integrity/reach.py::ReachRules._reach_call: name and matches(name, DENIED_CALLS) -> "
-    "matches(name, DENIED_CALLS)":
-        "matches(None, ...) is None",
+    "matches(name, DENIED_CALLS)": "matches(None, ...) is None",
     "ksearch/tools/integrity/reach.py::ReachRules._reach_call: name and matches(name, ANNOTATION_EVALUATORS) -> "
-    "matches(name, ANNOTATION_EVALUATORS)":
-        "matches(None, ...) and matches('', ...) are None",
+    "matches(name, ANNOTATION_EVALUATORS)": "matches(None, ...) and matches('', ...) are None",
     "ksearch/tools/integrity/reach.py::ReachRules._named_attribute: isinstance(target, ast.Attribute) and "
-    "_plain_chain(target) -> _plain_chain(target)":
-        "_plain_chain holds only for a name or an attribute chain over one, and a bare name passes the first test",
+    "_plain_chain(target) -> _plain_chain(target)": "_plain_chain holds only for a name or an attribute chain over one, and a bare name passes the first test",
     "ksearch/tools/integrity/reach.py::ReachRules._named_attribute: base and plain and self._is_module_name(base) "
-    "-> plain and self._is_module_name(base)":
-        "a plain chain always resolves to a dotted name, never None",
+    "-> plain and self._is_module_name(base)": "a plain chain always resolves to a dotted name, never None",
     "ksearch/tools/integrity/reach.py::ReachRules._starts_with_letter: isinstance(first, ast.Constant) and "
-    "bool(SAFE_NAME_START.match(str(first.value))) -> bool(SAFE_NAME_START.match(str(first.value)))":
-        "str() of a formatted value's AST node starts with '<', never a letter",
+    "bool(SAFE_NAME_START.match(str(first.value))) -> bool(SAFE_NAME_START.match(str(first.value)))": "str() of a formatted value's AST node starts with '<', never a letter",
     "ksearch/tools/integrity/reach.py::_private_status: dotted.startswith(entry) or dotted == entry.rstrip('.') -> "
-    "dotted.startswith(entry)":
-        "only 'torch.ops.' ends with a dot, and 'torch.ops' has no private step, so it is never judged here",
+    "dotted.startswith(entry)": "only 'torch.ops.' ends with a dot, and 'torch.ops' has no private step, so it is never judged here",
     "ksearch/tools/integrity/writes.py::WriteRules._env_use_allowed: isinstance(parent, ast.Subscript) and "
-    "parent.value is node -> isinstance(parent, ast.Subscript)":
-        "os.environ as an index is no constant build variable: refused either way",
+    "parent.value is node -> isinstance(parent, ast.Subscript)": "os.environ as an index is no constant build variable: refused either way",
     "ksearch/tools/integrity/writes.py::WriteRules._env_use_allowed: isinstance(parent, ast.Compare) and "
     "len(parent.ops) == 1 and (parent.comparators[0] is node) -> isinstance(parent, ast.Compare) and "
-    "len(parent.ops) == 1":
-        "with one operator os.environ is the comparator or the left operand, and as the left operand it is no "
-        "constant build variable: refused either way",
+    "len(parent.ops) == 1": "with one operator os.environ is the comparator or the left operand, and as the left operand it is no "
+    "constant build variable: refused either way",
     "ksearch/tools/integrity/writes.py::WriteRules._env_use_allowed: isinstance(parent, ast.Attribute) and "
-    "parent.value is node -> isinstance(parent, ast.Attribute)":
-        "the only child of an attribute node is its value",
-    "ksearch/tools/integrity/writes.py::_settable: False -> True":
-        "a target without a dotted name holds no module attribute for the loop below to find either",
-}  # fmt: skip
+    "parent.value is node -> isinstance(parent, ast.Attribute)": "the only child of an attribute node is its value",
+    "ksearch/tools/integrity/writes.py::_settable: False -> True": "a target without a dotted name holds no module attribute for the loop below to find either",
+}
 """Mutants that cannot change what the module decides, by ``Mutant.key``, with the reason."""
 
 
@@ -363,16 +361,38 @@ OPERATORS: dict[str, str] = {
 
 _BOUNDARY = {ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt}
 _NEGATE = {
-    ast.Lt: ast.GtE, ast.LtE: ast.Gt, ast.Gt: ast.LtE, ast.GtE: ast.Lt, ast.Eq: ast.NotEq, ast.NotEq: ast.Eq,
-    ast.Is: ast.IsNot, ast.IsNot: ast.Is, ast.In: ast.NotIn, ast.NotIn: ast.In,
-}  # fmt: skip
-_ARITHMETIC = {ast.Add: ast.Sub, ast.Sub: ast.Add, ast.Mult: ast.Div, ast.Div: ast.Mult, ast.FloorDiv: ast.Mult,
-               ast.Pow: ast.Mult}  # fmt: skip
-_DROP_SIDES = {ast.Add: ("left", "right"), ast.Mult: ("left", "right"), ast.Sub: ("left",), ast.Div: ("left",),
-               ast.FloorDiv: ("left",), ast.BitOr: ("left", "right"), ast.BitAnd: ("left", "right")}  # fmt: skip
+    ast.Lt: ast.GtE,
+    ast.LtE: ast.Gt,
+    ast.Gt: ast.LtE,
+    ast.GtE: ast.Lt,
+    ast.Eq: ast.NotEq,
+    ast.NotEq: ast.Eq,
+    ast.Is: ast.IsNot,
+    ast.IsNot: ast.Is,
+    ast.In: ast.NotIn,
+    ast.NotIn: ast.In,
+}
+_ARITHMETIC = {
+    ast.Add: ast.Sub,
+    ast.Sub: ast.Add,
+    ast.Mult: ast.Div,
+    ast.Div: ast.Mult,
+    ast.FloorDiv: ast.Mult,
+    ast.Pow: ast.Mult,
+}
+_DROP_SIDES = {
+    ast.Add: ("left", "right"),
+    ast.Mult: ("left", "right"),
+    ast.Sub: ("left",),
+    ast.Div: ("left",),
+    ast.FloorDiv: ("left",),
+    ast.BitOr: ("left", "right"),
+    ast.BitAnd: ("left", "right"),
+}
 _SWAPPED_NAMES = {"min": "max", "max": "min", "any": "all", "all": "any"}
-_NO_SWAP = frozenset({"isinstance", "issubclass", "getattr", "hasattr", "setattr", "delattr", "print", "min", "max",
-                      "format", "finding"})  # fmt: skip
+_NO_SWAP = frozenset(
+    {"isinstance", "issubclass", "getattr", "hasattr", "setattr", "delattr", "print", "min", "max", "format", "finding"}
+)
 """Calls whose neighbouring arguments are not swapped: a type error at once, or commutative."""
 _LOGGERS = frozenset({"log", "logger", "logging", "warnings", "structlog"})
 _MEMBERSHIP_MAX = 12
@@ -490,8 +510,19 @@ def _is_logging(node: ast.Call) -> bool:
 def _swappable(node: ast.AST) -> bool:
     """A value that could stand where its neighbour stands: not a literal (``get(k, [])``, ``f(x, False)``: a type
     error or nonsense at once), not text, not a lambda."""
-    literal = (ast.Constant, ast.JoinedStr, ast.List, ast.Tuple, ast.Dict, ast.Set, ast.ListComp, ast.DictComp,
-               ast.SetComp, ast.GeneratorExp, ast.Lambda)  # fmt: skip
+    literal = (
+        ast.Constant,
+        ast.JoinedStr,
+        ast.List,
+        ast.Tuple,
+        ast.Dict,
+        ast.Set,
+        ast.ListComp,
+        ast.DictComp,
+        ast.SetComp,
+        ast.GeneratorExp,
+        ast.Lambda,
+    )
     return not isinstance(node, literal)
 
 
@@ -558,12 +589,18 @@ class _Finder(ast.NodeVisitor):
         if value is None:
             return
         name = None
-        if isinstance(statement, ast.Assign) and len(statement.targets) == 1 and isinstance(statement.targets[0], ast.Name):
+        if (
+            isinstance(statement, ast.Assign)
+            and len(statement.targets) == 1
+            and isinstance(statement.targets[0], ast.Name)
+        ):
             name = statement.targets[0].id
         elif isinstance(statement, ast.AnnAssign) and isinstance(statement.target, ast.Name):
             name = statement.target.id
         number = value.operand if isinstance(value, ast.UnaryOp) and isinstance(value.op, ast.USub) else value
-        if name is None or not (_is_number(number) or (isinstance(number, ast.Constant) and isinstance(number.value, bool))):
+        if name is None or not (
+            _is_number(number) or (isinstance(number, ast.Constant) and isinstance(number.value, bool))
+        ):
             return
         self.scope.append(name)
         self.visit(value)
@@ -620,7 +657,11 @@ class _Finder(ast.NodeVisitor):
         if elements is not None:
             for element in elements:
                 rest = [e for e in elements if e is not element]
-                kept = ast.Set(elts=rest) if isinstance(collection, ast.Set) else type(collection)(elts=rest, ctx=ast.Load())
+                kept = (
+                    ast.Set(elts=rest)
+                    if isinstance(collection, ast.Set)
+                    else type(collection)(elts=rest, ctx=ast.Load())
+                )
                 start, end = self.source.span(collection)
                 text = ast.unparse(kept) if rest else "()"
                 self._add(owner, "membership", [_Edit(start, end, text)], ast.unparse(collection), text)
@@ -650,7 +691,9 @@ class _Finder(ast.NodeVisitor):
             mutated = copy.deepcopy(node)
             mutated.op = replacement()
             start, end = self.source.span(node)
-            self._add(node, "arithmetic", [_Edit(start, end, ast.unparse(mutated))], ast.unparse(node), ast.unparse(mutated))
+            self._add(
+                node, "arithmetic", [_Edit(start, end, ast.unparse(mutated))], ast.unparse(node), ast.unparse(mutated)
+            )
         self.visit(node.value)
 
     def visit_BoolOp(self, node: ast.BoolOp) -> None:
@@ -672,9 +715,7 @@ class _Finder(ast.NodeVisitor):
 
     def _negate_test(self, test: ast.expr) -> None:
         """``if x`` -> ``if not x`` where no other operator already inverts the test (comparisons, and/or, not)."""
-        if not isinstance(test, (ast.Compare, ast.BoolOp, ast.UnaryOp)) and not (
-            isinstance(test, ast.Constant)
-        ):
+        if not isinstance(test, (ast.Compare, ast.BoolOp, ast.UnaryOp)) and not (isinstance(test, ast.Constant)):
             self._replace(test, "invert", ast.UnaryOp(op=ast.Not(), operand=copy.deepcopy(test)))
 
     def visit_If(self, node: ast.If) -> None:
@@ -756,7 +797,10 @@ def mutants_of(path: str, text: str, functions: tuple[str, ...] = (), *, validat
             try:
                 identity = ast.dump(ast.parse(mutated))
             except SyntaxError as exc:  # a bug of this script, not of the module: say so, never count it
-                print(f"warning: {path}:{node.lineno} [{operator}] makes invalid code ({exc.msg}); skipped", file=sys.stderr)
+                print(
+                    f"warning: {path}:{node.lineno} [{operator}] makes invalid code ({exc.msg}); skipped",
+                    file=sys.stderr,
+                )
                 continue
         if identity == original or identity in seen:
             continue
@@ -807,9 +851,12 @@ class _Slot:
 
 def _copy_repository(destination: Path) -> None:
     shutil.copytree(
-        REPO, destination,
-        ignore=shutil.ignore_patterns(".git", "__pycache__", "*.pyc", ".venv", ".pytest_cache", "workspace", "*.egg-info"),
-    )  # fmt: skip
+        REPO,
+        destination,
+        ignore=shutil.ignore_patterns(
+            ".git", "__pycache__", "*.pyc", ".venv", ".pytest_cache", "workspace", "*.egg-info"
+        ),
+    )
 
 
 def preload(targets: list[Target]) -> int:
@@ -830,8 +877,10 @@ def preload(targets: list[Target]) -> int:
         try:
             names = json.loads(listing.read_text())
         except (OSError, json.JSONDecodeError):
-            print(f"warning: could not list the tests' imports; children start cold\n{out.stdout[-2000:]}",
-                  file=sys.stderr)  # fmt: skip
+            print(
+                f"warning: could not list the tests' imports; children start cold\n{out.stdout[-2000:]}",
+                file=sys.stderr,
+            )
             return 0
     _as_conftest_does()
     loaded = 0
@@ -895,9 +944,13 @@ def _start(slot: _Slot, job: _Job, timeout: float, spawn: bool) -> None:
     if spawn:
         with open(slot.log, "wb") as log:
             slot.process = subprocess.Popen(
-                [sys.executable, "-m", "pytest", *arguments], cwd=slot.root, env=_child_environment(slot.root),
-                stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-            )  # fmt: skip
+                [sys.executable, "-m", "pytest", *arguments],
+                cwd=slot.root,
+                env=_child_environment(slot.root),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
         slot.pid = slot.process.pid
         return
     sys.stdout.flush()
@@ -975,8 +1028,9 @@ def _outcome(slot: _Slot, code: int | None, equivalent: dict[str, str]) -> Outco
     return Outcome(name, key, "error", seconds, f"exit code {code}: {_shorten(text[-600:], 400)}")
 
 
-def run_jobs(jobs: list[_Job], slots: list[_Slot], timeout_of, spawn: bool, equivalent: dict[str, str],
-             report) -> list[tuple[_Job, Outcome]]:  # fmt: skip
+def run_jobs(
+    jobs: list[_Job], slots: list[_Slot], timeout_of, spawn: bool, equivalent: dict[str, str], report
+) -> list[tuple[_Job, Outcome]]:
     """Run every job, ``len(slots)`` at a time; ``report(job, outcome)`` is called as each ends."""
     pending = collections.deque(jobs)
     done: list[tuple[_Job, Outcome]] = []
@@ -1026,8 +1080,10 @@ def _row(name: str, counts: collections.Counter) -> str:
     killed = counts["killed"] + counts["timeout"]
     judged = counts["mutants"] - counts["equivalent"] - counts["error"]
     rate = f"{100.0 * killed / judged:.1f}%" if judged else "-"
-    return (f"| {name} | {counts['mutants']} | {killed} ({counts['timeout']}) | {counts['equivalent']} | "
-            f"{counts['survived']} | {counts['error']} | {rate} |")  # fmt: skip
+    return (
+        f"| {name} | {counts['mutants']} | {killed} ({counts['timeout']}) | {counts['equivalent']} | "
+        f"{counts['survived']} | {counts['error']} | {rate} |"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -1035,8 +1091,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--module", action="append", default=[], help="only targets whose path contains this")
     parser.add_argument("--list", action="store_true", help="print the mutants and exit")
     parser.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1), help="mutants run at once")
-    parser.add_argument("--timeout", type=float, default=None,
-                        help="seconds per mutant (default: 5 x its module's baseline + 20)")  # fmt: skip
+    parser.add_argument(
+        "--timeout", type=float, default=None, help="seconds per mutant (default: 5 x its module's baseline + 20)"
+    )
     parser.add_argument("--spawn", action="store_true", help="a fresh `python -m pytest` per mutant instead of fork")
     parser.add_argument("--json", type=Path, default=None, help="write every outcome to this file")
     args = parser.parse_args(argv)
@@ -1066,17 +1123,22 @@ def main(argv: list[str] | None = None) -> int:
         for index in range(max(1, args.jobs)):
             _copy_repository(scratch / f"copy{index}")
             slots.append(_Slot(scratch / f"copy{index}"))
-        print(f"{sum(len(m) for m in mutants.values())} mutants in {len(targets)} modules; {len(slots)} at a time; "
-              f"{'a fresh interpreter per mutant' if args.spawn else f'forked after preloading {loaded} modules'}",
-              flush=True)  # fmt: skip
+        print(
+            f"{sum(len(m) for m in mutants.values())} mutants in {len(targets)} modules; {len(slots)} at a time; "
+            f"{'a fresh interpreter per mutant' if args.spawn else f'forked after preloading {loaded} modules'}",
+            flush=True,
+        )
 
         baselines: dict[str, Outcome] = {}
 
         def note(job: _Job, outcome: Outcome) -> None:
             if job.mutant is None:
                 baselines[job.target.path] = outcome
-                print(f"baseline {job.target.path}: {outcome.status} in {outcome.seconds:.1f} s"
-                      + (f" ({outcome.detail})" if outcome.detail else ""), flush=True)  # fmt: skip
+                print(
+                    f"baseline {job.target.path}: {outcome.status} in {outcome.seconds:.1f} s"
+                    + (f" ({outcome.detail})" if outcome.detail else ""),
+                    flush=True,
+                )
             else:
                 mark = {"killed": ".", "timeout": "T", "survived": "S", "equivalent": "e", "error": "E"}[outcome.status]
                 print(mark, end="", flush=True)
@@ -1123,9 +1185,15 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"warning: listed as equivalent but killed: {outcome.mutant}", file=sys.stderr)
     print(f"\n{time.monotonic() - began:.0f} s in all")
     if args.json is not None:
-        args.json.write_text(json.dumps(
-            {"baselines": {k: asdict(v) for k, v in baselines.items()},
-             "outcomes": [asdict(o) for _, outcomes in results for o in outcomes]}, indent=1))  # fmt: skip
+        args.json.write_text(
+            json.dumps(
+                {
+                    "baselines": {k: asdict(v) for k, v in baselines.items()},
+                    "outcomes": [asdict(o) for _, outcomes in results for o in outcomes],
+                },
+                indent=1,
+            )
+        )
     return 0
 
 

@@ -122,16 +122,20 @@ def beside(folder: Path) -> dict:
     time.sleep(3.0)
     started = time.time()
     env = {**os.environ, "VARIANT": "cpu+cuda"}
-    profiler = subprocess.run([sys.executable, str(folder / "profile_start_child.py")], env=env, capture_output=True,
-                              text=True, timeout=120)  # fmt: skip
+    profiler = subprocess.run(
+        [sys.executable, str(folder / "profile_start_child.py")], env=env, capture_output=True, text=True, timeout=120
+    )
     ended = time.time()
     rows = json.loads(timing.communicate(timeout=60)[0].strip().splitlines()[-1])
     inside = [us for stamp, us in rows if started <= stamp <= ended]
     outside = [us for stamp, us in rows if stamp < started]
-    return {"profiler_process_s": round(ended - started, 2), "profiler_rc": profiler.returncode,
-            "launch_us_before": round(statistics.median(outside), 2) if outside else None,
-            "launch_us_beside_profiler": round(statistics.median(inside), 2) if inside else None,
-            "batches_beside": len(inside)}  # fmt: skip
+    return {
+        "profiler_process_s": round(ended - started, 2),
+        "profiler_rc": profiler.returncode,
+        "launch_us_before": round(statistics.median(outside), 2) if outside else None,
+        "launch_us_beside_profiler": round(statistics.median(inside), 2) if inside else None,
+        "batches_beside": len(inside),
+    }
 
 
 def main() -> int:

@@ -22,12 +22,17 @@ SEED = (Path(__file__).resolve().parents[1] / "examples" / "trimul_triton.py").r
 
 
 def _plan(ops: list[dict]) -> str:
-    return json.dumps({"kernel_summary": "TriMul is dominated by the N^3 contraction", "open_questions": ["q"], "ops": ops})
+    return json.dumps(
+        {"kernel_summary": "TriMul is dominated by the N^3 contraction", "open_questions": ["q"], "ops": ops}
+    )
 
 
 def _insert(parent: str, node_id: str, title: str) -> dict:
-    return {"op": "insert", "parent_id": parent,
-            "node": {"id": node_id, "decision": "d", "choice": node_id, "action": {"title": title, "score": 0.8}}}  # fmt: skip
+    return {
+        "op": "insert",
+        "parent_id": parent,
+        "node": {"id": node_id, "decision": "d", "choice": node_id, "action": {"title": title, "score": 0.8}},
+    }
 
 
 def _fenced(code: str) -> str:
@@ -42,8 +47,17 @@ def script(path: Path) -> Path:
         ("write:c1:1", _fenced(SEED)),
         ("write:c1:2", _fenced(broken)),
         ("write:c1:3", _fenced(wrong)),
-        ("plan:1:0", json.dumps({"ops": [{"op": "update", "node_id": "a", "patch": {"notes": "CURRENT: ok"}},
-                                         _insert("a", "a1", "Smaller epilogue tiles")]})),  # fmt: skip
+        (
+            "plan:1:0",
+            json.dumps(
+                {
+                    "ops": [
+                        {"op": "update", "node_id": "a", "patch": {"notes": "CURRENT: ok"}},
+                        _insert("a", "a1", "Smaller epilogue tiles"),
+                    ]
+                }
+            ),
+        ),
         ("write:c2:1", _fenced(SEED.replace("epi_block_m = 32", "epi_block_m = 16"))),
         ("plan:2:0", json.dumps({"ops": []})),
     ]
@@ -64,8 +78,15 @@ def main() -> int:
     folder = Path(tempfile.mkdtemp(prefix="ksearch-prompts-"))
     configure_logging(folder / "ksearch.log")  # the run's events go to the file, the lengths alone to stdout
     settings = {"target_gpu": args.target_gpu} if args.target_gpu else {}
-    config = RunConfig(run_id="prompts", task="trimul", model=f"replay:{script(folder / 'replies.jsonl')}", device="cpu",
-                       max_rounds=4, stagnation_window=2, **settings)  # fmt: skip
+    config = RunConfig(
+        run_id="prompts",
+        task="trimul",
+        model=f"replay:{script(folder / 'replies.jsonl')}",
+        device="cpu",
+        max_rounds=4,
+        stagnation_window=2,
+        **settings,
+    )
     runner.start_run(config, workspace=folder / "ws")
     store = runner.open_store(folder / "ws")
     try:

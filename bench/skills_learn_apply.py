@@ -41,14 +41,14 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from ksearch.agent.config import RunConfig  # noqa: E402
-from ksearch.llm.replay import load_replay_entries  # noqa: E402
 from ksearch.errors import RunNotFoundError  # noqa: E402
 from ksearch.flows import run as runner  # noqa: E402
 from ksearch.flows import skills as skills_flow  # noqa: E402
 from ksearch.flows.placement import resolve_device  # noqa: E402
+from ksearch.llm.parsing import extract_code  # noqa: E402
+from ksearch.llm.replay import load_replay_entries  # noqa: E402
 from ksearch.skills.evidence import EvidenceKind  # noqa: E402
 from ksearch.skills.library import library_views, load_evidence  # noqa: E402
-from ksearch.llm.parsing import extract_code  # noqa: E402
 
 LEARN_SESSION = "learn-expert"
 SEARCH_RUN = "search"
@@ -95,37 +95,68 @@ def _trimul_variants(expert: str) -> dict[str, str]:
         return f'"""{text}"""\n' + body
 
     # step 1: the contraction's operands in fp16 on tensor cores -> float32 operands, exact (IEEE) float32 dot
-    fp32 = doc("TriMul in Triton (examples/trimul_triton.py without fp16 contraction operands: left/right are "
-               "float32 and the contraction is an exact float32 dot).")  # fmt: skip
-    fp32 = replace_once(fp32, "tl.store(out_ptr + off, val.to(tl.float16), mask=out_ok)", "tl.store(out_ptr + off, val, mask=out_ok)")
+    fp32 = doc(
+        "TriMul in Triton (examples/trimul_triton.py without fp16 contraction operands: left/right are "
+        "float32 and the contraction is an exact float32 dot)."
+    )
+    fp32 = replace_once(
+        fp32, "tl.store(out_ptr + off, val.to(tl.float16), mask=out_ok)", "tl.store(out_ptr + off, val, mask=out_ok)"
+    )
     fp32 = replace_once(fp32, "acc += tl.dot(a, bt)", 'acc += tl.dot(a, bt, input_precision="ieee")')
-    fp32 = replace_once(fp32, "left = torch.empty((B, H, N, N), dtype=torch.float16, device=dev)",
-                        "left = torch.empty((B, H, N, N), dtype=torch.float32, device=dev)")  # fmt: skip
-    fp32 = replace_once(fp32, "right = torch.empty((B, H, N, N), dtype=torch.float16, device=dev)",
-                        "right = torch.empty((B, H, N, N), dtype=torch.float32, device=dev)")  # fmt: skip
+    fp32 = replace_once(
+        fp32,
+        "left = torch.empty((B, H, N, N), dtype=torch.float16, device=dev)",
+        "left = torch.empty((B, H, N, N), dtype=torch.float32, device=dev)",
+    )
+    fp32 = replace_once(
+        fp32,
+        "right = torch.empty((B, H, N, N), dtype=torch.float16, device=dev)",
+        "right = torch.empty((B, H, N, N), dtype=torch.float32, device=dev)",
+    )
 
     # a wrong proposal: treat the mask as all ones (masked configurations fail)
-    no_mask = replace_once(fp32, "        m = tl.load(mask_ptr + rows, mask=row_ok, other=0.0)\n        val = acc_p * gate * m[:, None]\n",
-                           "        val = acc_p * gate\n")  # fmt: skip
+    no_mask = replace_once(
+        fp32,
+        "        m = tl.load(mask_ptr + rows, mask=row_ok, other=0.0)\n        val = acc_p * gate * m[:, None]\n",
+        "        val = acc_p * gate\n",
+    )
 
     # step 3 (after step 1): the projection writes row-major [B*N*N, H]; torch makes the channel-major copy
-    row_major = doc("TriMul in Triton (examples/trimul_triton.py without fp16 contraction operands and without the "
-                    "channel-major store: the projection writes row-major, torch permutes).")  # fmt: skip
+    row_major = doc(
+        "TriMul in Triton (examples/trimul_triton.py without fp16 contraction operands and without the "
+        "channel-major store: the projection writes row-major, torch permutes)."
+    )
     row_major = fp32.replace(fp32[: fp32.index('"""', 3) + 3], row_major[: row_major.index('"""', 3) + 3])
-    row_major = replace_once(row_major, "    GATED_PROJ: tl.constexpr, CHANNEL_MAJOR: tl.constexpr,\n", "    GATED_PROJ: tl.constexpr,\n")
+    row_major = replace_once(
+        row_major, "    GATED_PROJ: tl.constexpr, CHANNEL_MAJOR: tl.constexpr,\n", "    GATED_PROJ: tl.constexpr,\n"
+    )
     row_major = replace_once(
         row_major,
         row_major[row_major.index("    if CHANNEL_MAJOR:\n") : row_major.index("@triton.jit\ndef _contract_kernel")],
         "    tl.store(out_ptr + rows[:, None] * H + hs[None, :], val, mask=out_ok)\n\n\n",
     )
-    row_major = replace_once(row_major, "left = torch.empty((B, H, N, N), dtype=torch.float32, device=dev)",
-                             "left_rows = torch.empty((M, H), dtype=torch.float32, device=dev)")  # fmt: skip
-    row_major = replace_once(row_major, "right = torch.empty((B, H, N, N), dtype=torch.float32, device=dev)",
-                             "right_rows = torch.empty((M, H), dtype=torch.float32, device=dev)")  # fmt: skip
+    row_major = replace_once(
+        row_major,
+        "left = torch.empty((B, H, N, N), dtype=torch.float32, device=dev)",
+        "left_rows = torch.empty((M, H), dtype=torch.float32, device=dev)",
+    )
+    row_major = replace_once(
+        row_major,
+        "right = torch.empty((B, H, N, N), dtype=torch.float32, device=dev)",
+        "right_rows = torch.empty((M, H), dtype=torch.float32, device=dev)",
+    )
     row_major = replace_once(row_major, "for wp, wg, out, gated, channel_major in (", "for wp, wg, out, gated in (")
-    row_major = replace_once(row_major, 'weights["left_gate.weight"], left, True, True),', 'weights["left_gate.weight"], left_rows, True),')
-    row_major = replace_once(row_major, 'weights["right_gate.weight"], right, True, True),', 'weights["right_gate.weight"], right_rows, True),')
-    row_major = replace_once(row_major, 'weights["out_gate.weight"], gate, False, False),', 'weights["out_gate.weight"], gate, False),')
+    row_major = replace_once(
+        row_major, 'weights["left_gate.weight"], left, True, True),', 'weights["left_gate.weight"], left_rows, True),'
+    )
+    row_major = replace_once(
+        row_major,
+        'weights["right_gate.weight"], right, True, True),',
+        'weights["right_gate.weight"], right_rows, True),',
+    )
+    row_major = replace_once(
+        row_major, 'weights["out_gate.weight"], gate, False, False),', 'weights["out_gate.weight"], gate, False),'
+    )
     row_major = replace_once(row_major, "GATED_PROJ=gated, CHANNEL_MAJOR=channel_major,", "GATED_PROJ=gated,")
     row_major = replace_once(
         row_major,
@@ -138,12 +169,16 @@ def _trimul_variants(expert: str) -> dict[str, str]:
     # the search's own starting point: step 1's kernel with smaller contraction tiles; and the skill applied to it
     tiles = ("    bi = min(64, _pow2_at_least(N))\n", "    bi = min(32, _pow2_at_least(N))\n")
     parent = replace_once(fp32, *tiles)
-    parent = parent.replace(parent[: parent.index('"""', 3) + 3],
-                            '"""TriMul in Triton: float32 channel-major operands, an exact float32 contraction in 32x32 tiles."""')  # fmt: skip
+    parent = parent.replace(
+        parent[: parent.index('"""', 3) + 3],
+        '"""TriMul in Triton: float32 channel-major operands, an exact float32 contraction in 32x32 tiles."""',
+    )
     child = replace_once(expert, *tiles)
-    child = child.replace(child[: child.index('"""', 3) + 3],
-                          '"""TriMul in Triton: fp16 channel-major operands on tensor cores (float32 accumulation) in '
-                          '32x32 contraction tiles."""')  # fmt: skip
+    child = child.replace(
+        child[: child.index('"""', 3) + 3],
+        '"""TriMul in Triton: fp16 channel-major operands on tensor cores (float32 accumulation) in '
+        '32x32 contraction tiles."""',
+    )
     for name, code in (("fp32", fp32), ("row_major", row_major), ("parent", parent)):
         assert "dtype=torch.float16" not in code, name
     assert "CHANNEL_MAJOR" not in row_major and "dtype=torch.float16" in child
@@ -151,8 +186,14 @@ def _trimul_variants(expert: str) -> dict[str, str]:
 
 
 def _simplify(category: str, locus: str, removed: str, backward_edit: str, reason: str, code: str) -> str:
-    head = {"done": False, "category": category, "locus": locus, "removed": removed, "backward_edit": backward_edit,
-            "reason": reason}  # fmt: skip
+    head = {
+        "done": False,
+        "category": category,
+        "locus": locus,
+        "removed": removed,
+        "backward_edit": backward_edit,
+        "reason": reason,
+    }
     return json.dumps(head) + "\n\n" + fenced(code)
 
 
@@ -171,20 +212,29 @@ def trimul_scenario(walk: str, arch_is_gpu: bool) -> Scenario:
         "before_snippet": 'acc += tl.dot(a, bt, input_precision="ieee")',
         "after_snippet": "acc += tl.dot(a, bt)  # fp16 operands, float32 accumulator",
         "preconditions": [
-            {"category": "data_types", "text": "the tolerance admits fp16 operands (TriMul: 2e-2) with a float32 "
-             "accumulator; gated, masked projections keep |values| small enough for fp16"},
-            {"category": "layout", "text": "the operands are laid out so that each (b, h) slice is a plain N x N "
-             "matrix (channel-major), so the contraction is one batched GEMM"},
+            {
+                "category": "data_types",
+                "text": "the tolerance admits fp16 operands (TriMul: 2e-2) with a float32 "
+                "accumulator; gated, masked projections keep |values| small enough for fp16",
+            },
+            {
+                "category": "layout",
+                "text": "the operands are laid out so that each (b, h) slice is a plain N x N "
+                "matrix (channel-major), so the contraction is one batched GEMM",
+            },
             {"category": "hardware", "text": "fp16 tensor cores (sm70 and later)"},
         ],
         "requires": [{"locus": "hardware", "name": "tensor_cores"}] if arch_is_gpu else [],
         "provides": [{"locus": "trimul.contract", "name": "fp16_operands", "detect": ["dtype=torch.float16"]}],
         "conflicts": [],
-        "effects": ["the N^3 contraction moves from float32 FMA to fp16 tensor-core MMA, and its operand traffic "
-                    "halves"],
-        "risks": ["the LayerNorm statistics must stay float32 (Cauchy inputs have huge outliers)",
-                  "the mask must still be applied before the contraction: dropping it fails the masked tests"],
-    }  # fmt: skip
+        "effects": [
+            "the N^3 contraction moves from float32 FMA to fp16 tensor-core MMA, and its operand traffic halves"
+        ],
+        "risks": [
+            "the LayerNorm statistics must stay float32 (Cauchy inputs have huge outliers)",
+            "the mask must still be applied before the contraction: dropping it fails the masked tests",
+        ],
+    }
     channel_major = {
         "category": "channel_major_store",
         "intent": "Write the gated projections straight into the layout the contraction reads, instead of "
@@ -204,36 +254,69 @@ def trimul_scenario(walk: str, arch_is_gpu: bool) -> Scenario:
         "conflicts": [],
         "effects": ["one fewer full read and write of the two [B, N, N, H] operands"],
         "risks": ["strided stores along p: keep BLOCK_M a multiple of 32 so the stores stay coalesced"],
-    }  # fmt: skip
+    }
     replies = [
-        ("simplify:1", _simplify("fp16_contraction_operands", "trimul.contract",
-                                 "fp16 operands of the triangle contraction (tensor cores)",
-                                 "left/right stored as float32; the contraction's tl.dot runs in IEEE float32",
-                                 "left and right are allocated as torch.float16 and stored with .to(tl.float16)",
-                                 v["fp32"])),
-    ]  # fmt: skip
+        (
+            "simplify:1",
+            _simplify(
+                "fp16_contraction_operands",
+                "trimul.contract",
+                "fp16 operands of the triangle contraction (tensor cores)",
+                "left/right stored as float32; the contraction's tl.dot runs in IEEE float32",
+                "left and right are allocated as torch.float16 and stored with .to(tl.float16)",
+                v["fp32"],
+            ),
+        ),
+    ]
     if walk == "full":
         replies += [
-            ("simplify:2", _simplify("fused_mask", "trimul.proj_epilogue", "the mask multiply in the projection "
-                                     "epilogue (the mask is all ones in most configurations)",
-                                     "val = acc_p * gate, without the mask", "the kernel loads mask_ptr per row",
-                                     v["no_mask"])),
-            ("simplify:3", _simplify("channel_major_store", "trimul.proj_store",
-                                     "the channel-major store of the projection kernel",
-                                     "store row-major [B*N*N, H]; torch permutes to [B, H, N, N] before the contraction",
-                                     "CHANNEL_MAJOR branch in _ln_proj_kernel", v["row_major"])),
-            ("simplify:4", json.dumps({"done": True, "reason": "the remaining mechanisms (fused LayerNorm and "
-                                       "projection, the fp16 projection dot) are kept for this demonstration"})),
+            (
+                "simplify:2",
+                _simplify(
+                    "fused_mask",
+                    "trimul.proj_epilogue",
+                    "the mask multiply in the projection epilogue (the mask is all ones in most configurations)",
+                    "val = acc_p * gate, without the mask",
+                    "the kernel loads mask_ptr per row",
+                    v["no_mask"],
+                ),
+            ),
+            (
+                "simplify:3",
+                _simplify(
+                    "channel_major_store",
+                    "trimul.proj_store",
+                    "the channel-major store of the projection kernel",
+                    "store row-major [B*N*N, H]; torch permutes to [B, H, N, N] before the contraction",
+                    "CHANNEL_MAJOR branch in _ln_proj_kernel",
+                    v["row_major"],
+                ),
+            ),
+            (
+                "simplify:4",
+                json.dumps(
+                    {
+                        "done": True,
+                        "reason": "the remaining mechanisms (fused LayerNorm and "
+                        "projection, the fp16 projection dot) are kept for this demonstration",
+                    }
+                ),
+            ),
             ("lift:3", json.dumps(channel_major)),
-        ]  # fmt: skip
+        ]
     else:
         replies += [("simplify:2", json.dumps({"done": True, "reason": "short walk: one removal only"}))]
     replies.append(("lift:1", json.dumps(fp16)))
     return Scenario(
-        task="trimul", expert_file=expert_file, learn_replies=replies, apply_category="fp16_contraction_operands",
-        parent_code=v["parent"], parent_title="Float32 channel-major operands, exact float32 contraction, 32x32 tiles",
-        child_code=v["child"], child_title="fp16 contraction operands on tensor cores",
-    )  # fmt: skip
+        task="trimul",
+        expert_file=expert_file,
+        learn_replies=replies,
+        apply_category="fp16_contraction_operands",
+        parent_code=v["parent"],
+        parent_title="Float32 channel-major operands, exact float32 contraction, 32x32 tiles",
+        child_code=v["child"],
+        child_title="fp16 contraction operands on tensor cores",
+    )
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -249,11 +332,15 @@ def softmax_scenario() -> Scenario:
     whole_row = replace_once(codes["simplify:3"], launch, launch[:-1] + ", num_warps=4)")
     online = replace_once(codes["simplify:1"], "BLOCK=block)", "BLOCK=block, num_warps=4)")
     return Scenario(
-        task="softmax", expert_file=REPO / "examples" / "softmax_expert.py", learn_replies=replies,
+        task="softmax",
+        expert_file=REPO / "examples" / "softmax_expert.py",
+        learn_replies=replies,
         apply_category="online_softmax",
-        parent_code=whole_row, parent_title="One program per row, the whole row in one block",
-        child_code=online, child_title="Stream the row online",
-    )  # fmt: skip
+        parent_code=whole_row,
+        parent_title="One program per row, the whole row in one block",
+        child_code=online,
+        child_title="Stream the row online",
+    )
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -269,18 +356,41 @@ def write_replies(path: Path, replies: list[tuple[str, str]]) -> Path:
 
 
 def search_replies(sc: Scenario, skill_id: str) -> list[tuple[str, str]]:
-    plan0 = {"kernel_summary": f"{sc.task}: start from a plain kernel, then apply learned skills",
-             "open_questions": ["how much does the learned skill give on code it was not learned from?"],
-             "ops": [{"op": "insert", "parent_id": "root", "node": {
-                 "id": "a", "decision": "Starting kernel", "choice": "plain",
-                 "action": {"title": sc.parent_title, "difficulty": 1, "score": 0.9}}}]}  # fmt: skip
-    plan1 = {"ops": [
-        {"op": "update", "node_id": "a", "patch": {"notes": "FOLLOW_THROUGH: yes", "rating": 6}},
-        {"op": "insert", "parent_id": "a", "node": {"id": "a1", "action": {
-            "title": sc.child_title, "difficulty": 2, "score": 0.9, "skill_id": skill_id}}},
-    ]}  # fmt: skip
-    return [("plan:0:0", json.dumps(plan0)), ("write:c1:1", fenced(sc.parent_code)),
-            ("plan:1:0", json.dumps(plan1)), ("write:c2:1", fenced(sc.child_code))]  # fmt: skip
+    plan0 = {
+        "kernel_summary": f"{sc.task}: start from a plain kernel, then apply learned skills",
+        "open_questions": ["how much does the learned skill give on code it was not learned from?"],
+        "ops": [
+            {
+                "op": "insert",
+                "parent_id": "root",
+                "node": {
+                    "id": "a",
+                    "decision": "Starting kernel",
+                    "choice": "plain",
+                    "action": {"title": sc.parent_title, "difficulty": 1, "score": 0.9},
+                },
+            }
+        ],
+    }
+    plan1 = {
+        "ops": [
+            {"op": "update", "node_id": "a", "patch": {"notes": "FOLLOW_THROUGH: yes", "rating": 6}},
+            {
+                "op": "insert",
+                "parent_id": "a",
+                "node": {
+                    "id": "a1",
+                    "action": {"title": sc.child_title, "difficulty": 2, "score": 0.9, "skill_id": skill_id},
+                },
+            },
+        ]
+    }
+    return [
+        ("plan:0:0", json.dumps(plan0)),
+        ("write:c1:1", fenced(sc.parent_code)),
+        ("plan:1:0", json.dumps(plan1)),
+        ("write:c2:1", fenced(sc.child_code)),
+    ]
 
 
 class Results:
@@ -297,10 +407,16 @@ def main() -> int:
     parser.add_argument("out", type=Path, help="directory for results (created; re-running on it reuses everything)")
     parser.add_argument("--task", choices=("trimul", "softmax"), default="trimul")
     parser.add_argument("--device", default="auto", help="auto, cuda, cuda:N or cpu")
-    parser.add_argument("--walk", choices=("full", "short"), default="full",
-                        help="TriMul only. full: three scripted removals (one wrong); short: only the removal of the "
-                        "skill the search applies (fewer GPU evaluations)")
-    parser.add_argument("--compare-rounds", type=int, default=5, help="rounds of each paired re-measurement of the walk")
+    parser.add_argument(
+        "--walk",
+        choices=("full", "short"),
+        default="full",
+        help="TriMul only. full: three scripted removals (one wrong); short: only the removal of the "
+        "skill the search applies (fewer GPU evaluations)",
+    )
+    parser.add_argument(
+        "--compare-rounds", type=int, default=5, help="rounds of each paired re-measurement of the walk"
+    )
     args = parser.parse_args()
 
     out: Path = args.out.resolve()
@@ -310,8 +426,16 @@ def main() -> int:
     device = resolve_device(args.device)
     on_gpu = device != "cpu"
     sc = trimul_scenario(args.walk, on_gpu) if args.task == "trimul" else softmax_scenario()
-    results = Results(out, {"task": sc.task, "device": device, "walk": args.walk, "expert": str(sc.expert_file),
-                            "scripted": "every model reply is hand-written (see learn-replies.jsonl, search-replies.jsonl)"})  # fmt: skip
+    results = Results(
+        out,
+        {
+            "task": sc.task,
+            "device": device,
+            "walk": args.walk,
+            "expert": str(sc.expert_file),
+            "scripted": "every model reply is hand-written (see learn-replies.jsonl, search-replies.jsonl)",
+        },
+    )
     t0 = time.monotonic()
 
     def log(message: str) -> None:
@@ -329,17 +453,32 @@ def main() -> int:
 
     log(f"learning from {sc.expert_file.name} on {device} (session {LEARN_SESSION})")
     report = skills_flow.learn_from_expert(
-        sc.expert_file, sc.task, model=f"replay:{learn_file}", workspace=ws, device=device, session=LEARN_SESSION,
-        compare_rounds=args.compare_rounds, on_event=on_learn,
-    )  # fmt: skip
+        sc.expert_file,
+        sc.task,
+        model=f"replay:{learn_file}",
+        workspace=ws,
+        device=device,
+        session=LEARN_SESSION,
+        compare_rounds=args.compare_rounds,
+        on_event=on_learn,
+    )
     (out / "learn-report.json").write_text(skills_flow.report_json(report) + "\n", encoding="utf-8")
     learned = {v.skill.category: v.skill_id for v in report.skills}
-    results.phase("learn", seconds=round(time.monotonic() - t0, 1), expert=report.expert.summary(),
-                  termination=report.walk.termination,
-                  steps=[{k: s.model_dump(mode="json").get(k) for k in ("index", "category", "verdict", "accepted",
-                                                                         "reason", "speedup", "ci_low", "ci_high")}
-                         for s in report.walk.steps],
-                  skills=learned, lift_errors=report.lift_errors)  # fmt: skip
+    results.phase(
+        "learn",
+        seconds=round(time.monotonic() - t0, 1),
+        expert=report.expert.summary(),
+        termination=report.walk.termination,
+        steps=[
+            {
+                k: s.model_dump(mode="json").get(k)
+                for k in ("index", "category", "verdict", "accepted", "reason", "speedup", "ci_low", "ci_high")
+            }
+            for s in report.walk.steps
+        ],
+        skills=learned,
+        lift_errors=report.lift_errors,
+    )
     if sc.apply_category not in learned:
         log(f"the walk did not yield a {sc.apply_category} skill (see results.json): no search to run")
         return 1
@@ -347,8 +486,16 @@ def main() -> int:
     # ---- 2. a search that applies it
     skill_id = learned[sc.apply_category]
     search_file = write_replies(out / "search-replies.jsonl", search_replies(sc, skill_id))
-    config = RunConfig(run_id=SEARCH_RUN, task=sc.task, model=f"replay:{search_file}", device=device, max_rounds=2,
-                       max_attempts_per_cycle=1, stagnation_window=1, lift_skills=False)  # fmt: skip
+    config = RunConfig(
+        run_id=SEARCH_RUN,
+        task=sc.task,
+        model=f"replay:{search_file}",
+        device=device,
+        max_rounds=2,
+        max_attempts_per_cycle=1,
+        stagnation_window=1,
+        lift_skills=False,
+    )
     t1 = time.monotonic()
 
     def on_run(event: str, data: dict) -> None:
@@ -386,19 +533,37 @@ def main() -> int:
                 "timings": [t.model_dump(mode="json") for t in evaluation.timings] if evaluation else [],
             }
         trials = [e.model_dump(mode="json") for e in load_evidence(store, skill_id) if e.kind == EvidenceKind.TRIAL]
-        library = [{"skill_id": v.skill_id, "category": v.skill.category, "status": v.status.value,
-                    "estimate": v.estimate.model_dump(mode="json")} for v in library_views(store)]  # fmt: skip
+        library = [
+            {
+                "skill_id": v.skill_id,
+                "category": v.skill.category,
+                "status": v.status.value,
+                "estimate": v.estimate.model_dump(mode="json"),
+            }
+            for v in library_views(store)
+        ]
     finally:
         store.close()
     shown = skill_id in prompts.get("plan:1:0", "")
     recipe_given = f"Skill {skill_id}" in prompts.get("write:c2:1", "")
-    results.phase("search", seconds=round(time.monotonic() - t1, 1), status=status, skill_id=skill_id,
-                  evaluations=evaluations, skill_in_planner_prompt=shown, recipe_in_coder_prompt=recipe_given,
-                  trials=trials, library=library)  # fmt: skip
+    results.phase(
+        "search",
+        seconds=round(time.monotonic() - t1, 1),
+        status=status,
+        skill_id=skill_id,
+        evaluations=evaluations,
+        skill_in_planner_prompt=shown,
+        recipe_in_coder_prompt=recipe_given,
+        trials=trials,
+        library=library,
+    )
     final = next(item for item in library if item["skill_id"] == skill_id)
-    log(f"skill {skill_id} ({sc.apply_category}) is now {final['status']}; trials: "
-        + "; ".join(f"{t['verdict']} x{t['speedup']} [{t['ci_low']}, {t['ci_high']}] held_out={t['held_out']}"
-                    for t in trials))  # fmt: skip
+    log(
+        f"skill {skill_id} ({sc.apply_category}) is now {final['status']}; trials: "
+        + "; ".join(
+            f"{t['verdict']} x{t['speedup']} [{t['ci_low']}, {t['ci_high']}] held_out={t['held_out']}" for t in trials
+        )
+    )
     log(f"results in {out / 'results.json'}; workspace {ws}")
     return 0
 

@@ -45,9 +45,12 @@ def by_run(samples: list[tuple[float, float, float, float]], runs: list[dict]) -
         row = {"side": run["side"], "seconds": round(run["end"] - run["start"], 1), "samples": len(inside)}
         if inside:
             clocks = sorted(s[1] for s in inside)
-            row.update(sm_mhz=round(statistics.fmean(clocks)), sm_mhz_p10=round(clocks[len(clocks) // 10]),
-                       power_w=round(statistics.fmean(s[2] for s in inside)),
-                       temperature_c=round(statistics.fmean(s[3] for s in inside), 1))  # fmt: skip
+            row.update(
+                sm_mhz=round(statistics.fmean(clocks)),
+                sm_mhz_p10=round(clocks[len(clocks) // 10]),
+                power_w=round(statistics.fmean(s[2] for s in inside)),
+                temperature_c=round(statistics.fmean(s[3] for s in inside), 1),
+            )
         out.append(row)
     return out
 

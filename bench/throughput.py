@@ -97,10 +97,16 @@ def responder(kernel: str, delay_s: float) -> Any:
         if number == 0:
             return Reply(text=init_plan([(f"a{i}", round(0.9 - 0.05 * i, 2)) for i in range(8)]), delay_s=delay_s)
         ops = [
-            {"op": "insert", "parent_id": "root",
-             "node": {"id": f"p{number}x{i}", "action": {"title": f"Variant {number}.{i}", "difficulty": 2, "score": 0.8}}}
+            {
+                "op": "insert",
+                "parent_id": "root",
+                "node": {
+                    "id": f"p{number}x{i}",
+                    "action": {"title": f"Variant {number}.{i}", "difficulty": 2, "score": 0.8},
+                },
+            }
             for i in range(3)  # RunConfig.max_new_nodes
-        ]  # fmt: skip
+        ]
         return Reply(text=json.dumps({"ops": ops}), delay_s=delay_s)
 
     return respond
@@ -112,15 +118,25 @@ def dask_cluster(device: str, folder: Path, gpus: list[int] | None = None) -> It
     CPU one worker for the interpreter)."""
     from distributed import Client, LocalCluster
 
-    cluster = LocalCluster(n_workers=0, processes=False, protocol="tcp", host="127.0.0.1", scheduler_port=0,
-                           dashboard_address=":0")  # fmt: skip
+    cluster = LocalCluster(
+        n_workers=0, processes=False, protocol="tcp", host="127.0.0.1", scheduler_port=0, dashboard_address=":0"
+    )
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p)}
     owned: list[int | None] = [None] if device == "cpu" else list(gpus or [0])
     workers: list[tuple[subprocess.Popen[bytes], Any]] = []
     for gpu in owned:
         suffix = "cpu" if gpu is None else f"gpu{gpu}"
-        argv = [sys.executable, "-m", "ksearch.cli", "--workspace", str(folder / f"worker-ws-{suffix}"), "worker",
-                "--scheduler", cluster.scheduler_address, *(["--gpu", str(gpu)] if gpu is not None else [])]  # fmt: skip
+        argv = [
+            sys.executable,
+            "-m",
+            "ksearch.cli",
+            "--workspace",
+            str(folder / f"worker-ws-{suffix}"),
+            "worker",
+            "--scheduler",
+            cluster.scheduler_address,
+            *(["--gpu", str(gpu)] if gpu is not None else []),
+        ]
         log = open(folder / f"worker-{suffix}.log", "wb")  # noqa: SIM115 - closed below
         workers.append((subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT), log))
     client = Client(cluster.scheduler_address, set_as_default=False)
@@ -149,7 +165,7 @@ def same_gpu_overlaps(spans: list[tuple[str, float, float]]) -> int:
     for intervals in by_gpu.values():
         intervals.sort()
         for i, (_, end) in enumerate(intervals):
-            for start, _ in intervals[i + 1:]:
+            for start, _ in intervals[i + 1 :]:
                 if start >= end:
                     break
                 count += 1
@@ -193,24 +209,47 @@ def busy_seconds(intervals: list[Busy], start: float, end: float) -> float:
     return total
 
 
-def measure(args: argparse.Namespace, backend: str, parallel: int, executor: Executor, scheduler: str | None,
-            base_url: str, folder: Path) -> dict[str, Any]:  # fmt: skip
+def measure(
+    args: argparse.Namespace,
+    backend: str,
+    parallel: int,
+    executor: Executor,
+    scheduler: str | None,
+    base_url: str,
+    folder: Path,
+) -> dict[str, Any]:
     one_gpu = args.gpus is None
     device = ("cuda:0" if backend == "local" and one_gpu else "cuda") if args.device == "cuda" else "cpu"
     config = RunConfig(
-        run_id=f"{backend}-p{parallel}", task=args.task, model="openai:bench", base_url=base_url, device=device,
-        max_rounds=args.rounds, stagnation_window=args.stagnation_window, parallel_cycles=parallel,
-        skills=False, lift_skills=False, executor=backend, scheduler=scheduler, gpus=args.gpus or "all",
-    )  # fmt: skip
+        run_id=f"{backend}-p{parallel}",
+        task=args.task,
+        model="openai:bench",
+        base_url=base_url,
+        device=device,
+        max_rounds=args.rounds,
+        stagnation_window=args.stagnation_window,
+        parallel_cycles=parallel,
+        skills=False,
+        lift_skills=False,
+        executor=backend,
+        scheduler=scheduler,
+        gpus=args.gpus or "all",
+    )
     done = {"rounds": 0}
 
     def on_event(event: str, data: dict[str, Any]) -> None:
         if event == "round":
             done["rounds"] += 1
-            print(f"  {backend} p={parallel} round {done['rounds']:>3}: {data['verdict']} "
-                  f"({time.monotonic() - began:.0f} s)", file=sys.stderr, flush=True)  # fmt: skip
+            print(
+                f"  {backend} p={parallel} round {done['rounds']:>3}: {data['verdict']} "
+                f"({time.monotonic() - began:.0f} s)",
+                file=sys.stderr,
+                flush=True,
+            )
 
-    timer = threading.Timer(args.minutes * 60, driving.request_stop, args=("bench time limit",)) if args.minutes else None
+    timer = (
+        threading.Timer(args.minutes * 60, driving.request_stop, args=("bench time limit",)) if args.minutes else None
+    )
     stopped = None
     began = time.monotonic()
     start = time.time()
@@ -258,7 +297,9 @@ def measure(args: argparse.Namespace, backend: str, parallel: int, executor: Exe
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cuda")
     parser.add_argument("--task", default=None, help="trimul (default on cuda) or softmax (default on cpu)")
     parser.add_argument("--delay", type=float, default=None, help="seconds per LLM call (default 20 on cuda, 2 on cpu)")
@@ -266,10 +307,13 @@ def main() -> None:
     parser.add_argument("--parallel", type=int, nargs="+", default=[1, 2, 4])
     parser.add_argument("--backends", nargs="+", choices=["local", "dask"], default=["local", "dask"])
     parser.add_argument("--stagnation-window", type=int, default=5)
-    parser.add_argument("--gpus", default=None, help="GPUs to spread the run over (all, a count, or indices 0,1; "
-                        "default: GPU 0 alone)")  # fmt: skip
+    parser.add_argument(
+        "--gpus", default=None, help="GPUs to spread the run over (all, a count, or indices 0,1; default: GPU 0 alone)"
+    )
     parser.add_argument("--minutes", type=float, default=None, help="stop each configuration after this long")
-    parser.add_argument("--json", type=Path, default=None, help="write the results here (also $OUT/bench_throughput.json)")
+    parser.add_argument(
+        "--json", type=Path, default=None, help="write the results here (also $OUT/bench_throughput.json)"
+    )
     parser.add_argument("--keep", type=Path, default=None, help="keep the workspaces in this folder")
     args = parser.parse_args()
     args.task = args.task or ("trimul" if args.device == "cuda" else "softmax")
@@ -291,7 +335,9 @@ def main() -> None:
                 for parallel in args.parallel:
                     executor: Executor = DaskExecutor(scheduler) if scheduler else LocalExecutor()
                     try:
-                        info = executor.device_info("cpu" if args.device == "cpu" else ("cuda" if scheduler else "cuda:0"))
+                        info = executor.device_info(
+                            "cpu" if args.device == "cpu" else ("cuda" if scheduler else "cuda:0")
+                        )
                         row = measure(args, backend, parallel, executor, scheduler, server.base_url, folder)
                     finally:
                         executor.close()
@@ -340,11 +386,13 @@ def gpu_indices(spec: str | None) -> list[int] | None:
 
 def _line(row: dict[str, Any]) -> str:
     stopped = f" (stopped: {row['stopped']})" if row["stopped"] else ""
-    return (f"{row['backend']:>5} parallel {row['parallel']}: {row['evaluations']} candidates in {row['wall_s']:.0f} s = "
-            f"{row['candidates_per_hour']:.0f}/h, device busy {100 * row['busy_fraction']:.0f}% "
-            f"({100 * row['steady_busy_fraction']:.0f}% from the first evaluation to the last), "
-            f"{row['mean_evaluation_s']:.1f} s per evaluation; {row['timed_evaluations']} timed on "
-            f"{row['gpus_timing']} GPU(s), {row['same_gpu_overlaps']} timed at once on one GPU{stopped}")  # fmt: skip
+    return (
+        f"{row['backend']:>5} parallel {row['parallel']}: {row['evaluations']} candidates in {row['wall_s']:.0f} s = "
+        f"{row['candidates_per_hour']:.0f}/h, device busy {100 * row['busy_fraction']:.0f}% "
+        f"({100 * row['steady_busy_fraction']:.0f}% from the first evaluation to the last), "
+        f"{row['mean_evaluation_s']:.1f} s per evaluation; {row['timed_evaluations']} timed on "
+        f"{row['gpus_timing']} GPU(s), {row['same_gpu_overlaps']} timed at once on one GPU{stopped}"
+    )
 
 
 if __name__ == "__main__":

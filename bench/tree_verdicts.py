@@ -33,12 +33,11 @@ MARK = "VERDICT "
 
 def child(tree: Path, kernel: Path, evals: int, method: str, device: str) -> int:
     """Runs in the tree's own process: a session, one warm-up evaluation, then ``evals`` timed ones."""
+    import ksearch
     from ksearch.contracts.candidate import Candidate
     from ksearch.tasks.registry import resolve_task
     from ksearch.tools.evaluator import EvalRequest
     from ksearch.tools.executors.local import LocalExecutor
-
-    import ksearch
 
     if not Path(ksearch.__file__).resolve().is_relative_to(tree):
         print(f"ksearch came from {ksearch.__file__}, not from {tree}", file=sys.stderr)
@@ -49,36 +48,55 @@ def child(tree: Path, kernel: Path, evals: int, method: str, device: str) -> int
     with LocalExecutor() as executor:
         for index in range(evals + 1):
             tag = "warm-up" if index == 0 else f"evaluation {index}"
-            candidate = Candidate(task="trimul", language="triton", code=f"{code}\n# {tree.name} {tag}\n",
-                                  entry_point=entry_point)  # fmt: skip
+            candidate = Candidate(
+                task="trimul", language="triton", code=f"{code}\n# {tree.name} {tag}\n", entry_point=entry_point
+            )
             started = time.perf_counter()
-            evaluation = executor.evaluate(EvalRequest(candidate=candidate, device=device, timing_method=method,
-                                                       **unprofiled))  # fmt: skip
+            evaluation = executor.evaluate(
+                EvalRequest(candidate=candidate, device=device, timing_method=method, **unprofiled)
+            )
             seconds = time.perf_counter() - started
             executor.wait_ready(device)  # as a search has the LLM's next call to get the next worker ready
             means = [t.mean_ms for t in evaluation.timings if t.mean_ms]
             record = {
-                "index": index, "seconds": round(seconds, 3), "verdict": evaluation.verdict.value,
+                "index": index,
+                "seconds": round(seconds, 3),
+                "verdict": evaluation.verdict.value,
                 "score_ms": round(statistics.geometric_mean(means), 4) if means else None,
                 "stages": evaluation.environment.get("stage_seconds", ""),
-            }  # fmt: skip
+            }
             print(MARK + json.dumps(record), flush=True)
     return 0
 
 
-def run_tree(name: str, tree: Path, kernel: Path, evals: int, method: str, device: str,
-             variables: dict[str, str]) -> list[dict]:  # fmt: skip
+def run_tree(
+    name: str, tree: Path, kernel: Path, evals: int, method: str, device: str, variables: dict[str, str]
+) -> list[dict]:
     env = {**os.environ, **variables}
     env["PYTHONPATH"] = os.pathsep.join([str(tree), *filter(None, env.get("PYTHONPATH", "").split(os.pathsep))])
-    command = [sys.executable, str(Path(__file__).resolve()), "--child", str(tree), str(kernel),
-               "--evals", str(evals), "--method", method, "--device", device]  # fmt: skip
+    command = [
+        sys.executable,
+        str(Path(__file__).resolve()),
+        "--child",
+        str(tree),
+        str(kernel),
+        "--evals",
+        str(evals),
+        "--method",
+        method,
+        "--device",
+        device,
+    ]
     done = subprocess.run(command, cwd=tree, env=env, capture_output=True, text=True, check=False)
-    records = [json.loads(line[len(MARK):]) for line in done.stdout.splitlines() if line.startswith(MARK)]
+    records = [json.loads(line[len(MARK) :]) for line in done.stdout.splitlines() if line.startswith(MARK)]
     if done.returncode != 0 or len(records) != evals + 1:
         print(f"{name}: exit {done.returncode}\n{done.stdout[-2000:]}\n{done.stderr[-4000:]}", file=sys.stderr)
     for record in records:
-        print(f"  {name}: {'warm-up' if record['index'] == 0 else 'eval':8s} {record['seconds']:6.2f} s "
-              f"{record['verdict']} {record['score_ms']} ms  {record['stages']}", flush=True)
+        print(
+            f"  {name}: {'warm-up' if record['index'] == 0 else 'eval':8s} {record['seconds']:6.2f} s "
+            f"{record['verdict']} {record['score_ms']} ms  {record['stages']}",
+            flush=True,
+        )
     return [r for r in records if r["index"] > 0]
 
 
@@ -113,8 +131,10 @@ def main() -> int:
             continue
         median = statistics.median(values)
         ratio = median / statistics.median(seconds[first]) if seconds[first] else float("nan")
-        print(f"{name}: median {median:.2f} s over {len(values)} (min {min(values):.2f}, max {max(values):.2f}); "
-              f"{ratio:.3f}x {first}")
+        print(
+            f"{name}: median {median:.2f} s over {len(values)} (min {min(values):.2f}, max {max(values):.2f}); "
+            f"{ratio:.3f}x {first}"
+        )
     return 0
 
 

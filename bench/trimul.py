@@ -29,8 +29,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from ksearch.tasks.trimul import TrimulTask  # noqa: E402
 from ksearch.contracts.candidate import Candidate  # noqa: E402
+from ksearch.tasks.trimul import TrimulTask  # noqa: E402
 from ksearch.tools.evaluator import EvalRequest, evaluate  # noqa: E402
 
 SOLUTIONS = {
@@ -52,8 +52,11 @@ def versions() -> dict[str, str | None]:
         import torch
         import triton
 
-        info.update(torch=torch.__version__, triton=triton.__version__,
-                    gpu=torch.cuda.get_device_name(0) if torch.cuda.is_available() else None)  # fmt: skip
+        info.update(
+            torch=torch.__version__,
+            triton=triton.__version__,
+            gpu=torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
+        )
     except Exception:  # noqa: BLE001 - versions are a courtesy
         pass
     return info
@@ -72,8 +75,11 @@ def write_json(result: dict) -> None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--solutions", default="reference,triton",
-                        help=f"comma-separated, of {', '.join(SOLUTIONS)} or paths to submission files (*.py)")
+    parser.add_argument(
+        "--solutions",
+        default="reference,triton",
+        help=f"comma-separated, of {', '.join(SOLUTIONS)} or paths to submission files (*.py)",
+    )
     parser.add_argument("--modes", default="gpumode,robust", help="timing methods (gpumode, robust, gpumode-benchmark)")
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--run-timeout", type=float, default=600.0, help="seconds per worker pass")
@@ -90,11 +96,20 @@ def main() -> int:
     for mode in modes:
         for name in solutions:
             started = time.monotonic()
-            evaluation = evaluate(EvalRequest(
-                candidate=Candidate(task="trimul", language=LANGUAGE.get(name, "triton"), code=solution_source(name, task),
-                                    entry_point="custom_kernel"),
-                device=args.device, timing=True, timing_method=mode, run_timeout_s=args.run_timeout,
-            ))  # fmt: skip
+            evaluation = evaluate(
+                EvalRequest(
+                    candidate=Candidate(
+                        task="trimul",
+                        language=LANGUAGE.get(name, "triton"),
+                        code=solution_source(name, task),
+                        entry_point="custom_kernel",
+                    ),
+                    device=args.device,
+                    timing=True,
+                    timing_method=mode,
+                    run_timeout_s=args.run_timeout,
+                )
+            )
             run = {
                 "solution": name,
                 "mode": mode,
@@ -110,8 +125,23 @@ def main() -> int:
             }
             result["runs"].append(run)
             write_json(result)
-            print(json.dumps({k: run[k] for k in ("solution", "mode", "verdict", "configs_passed", "latency_ms",
-                                                  "geomean_mean_ms", "wall_s")}), flush=True)  # fmt: skip
+            print(
+                json.dumps(
+                    {
+                        k: run[k]
+                        for k in (
+                            "solution",
+                            "mode",
+                            "verdict",
+                            "configs_passed",
+                            "latency_ms",
+                            "geomean_mean_ms",
+                            "wall_s",
+                        )
+                    }
+                ),
+                flush=True,
+            )
             if run["log"]:
                 print("    " + run["log"][:600].replace("\n", "\n    "), flush=True)
 

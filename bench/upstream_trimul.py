@@ -46,18 +46,34 @@ import torch  # noqa: F401 - imported at start-up, as upstream's eval.py does (i
 
 HIDDEN = 128
 TESTS = [  # (seqlen, bs, dim, seed, nomask, distribution): GPU MODE's 18 TriMul tests
-    (32, 1, 128, 9371, True, "normal"), (32, 1, 128, 1092, False, "normal"), (64, 2, 256, 2291, True, "normal"),
-    (64, 2, 256, 210284, False, "normal"), (128, 1, 768, 81934, True, "normal"), (256, 1, 128, 1932, True, "normal"),
-    (256, 1, 128, 10432, False, "normal"), (768, 2, 128, 731, True, "normal"), (1024, 1, 384, 53121, False, "normal"),
-    (1024, 1, 768, 31, True, "normal"), (1024, 1, 768, 4921, False, "normal"), (32, 1, 128, 937321, True, "cauchy"),
-    (64, 2, 256, 2291, True, "cauchy"), (128, 1, 768, 8134, True, "cauchy"), (256, 1, 128, 932, True, "cauchy"),
-    (768, 2, 128, 31, True, "cauchy"), (1024, 1, 384, 5321, False, "cauchy"), (1024, 1, 768, 491, False, "cauchy"),
-]  # fmt: skip
+    (32, 1, 128, 9371, True, "normal"),
+    (32, 1, 128, 1092, False, "normal"),
+    (64, 2, 256, 2291, True, "normal"),
+    (64, 2, 256, 210284, False, "normal"),
+    (128, 1, 768, 81934, True, "normal"),
+    (256, 1, 128, 1932, True, "normal"),
+    (256, 1, 128, 10432, False, "normal"),
+    (768, 2, 128, 731, True, "normal"),
+    (1024, 1, 384, 53121, False, "normal"),
+    (1024, 1, 768, 31, True, "normal"),
+    (1024, 1, 768, 4921, False, "normal"),
+    (32, 1, 128, 937321, True, "cauchy"),
+    (64, 2, 256, 2291, True, "cauchy"),
+    (128, 1, 768, 8134, True, "cauchy"),
+    (256, 1, 128, 932, True, "cauchy"),
+    (768, 2, 128, 31, True, "cauchy"),
+    (1024, 1, 384, 5321, False, "cauchy"),
+    (1024, 1, 768, 491, False, "cauchy"),
+]
 BENCHMARKS = [  # the 7 scored shapes
-    (256, 2, 128, 9371, True, "normal"), (768, 1, 128, 381, True, "cauchy"), (256, 2, 384, 2301, False, "normal"),
-    (512, 1, 128, 12819, True, "normal"), (1024, 1, 128, 381, True, "cauchy"), (768, 1, 384, 481, False, "normal"),
+    (256, 2, 128, 9371, True, "normal"),
+    (768, 1, 128, 381, True, "cauchy"),
+    (256, 2, 384, 2301, False, "normal"),
+    (512, 1, 128, 12819, True, "normal"),
+    (1024, 1, 128, 381, True, "cauchy"),
+    (768, 1, 384, 481, False, "normal"),
     (1024, 1, 384, 23291, True, "normal"),
-]  # fmt: skip
+]
 TASK_SHIM = '''"""The types GPU MODE's submission template imports (``from task import input_t, output_t``)."""
 from typing import Dict, Tuple, TypeVar
 
@@ -87,12 +103,17 @@ def generate_input(seqlen: int, bs: int, dim: int, seed: int, nomask: bool, dist
         return torch.randn(*size, device="cuda", dtype=torch.float32, generator=gen) * scale
 
     weights = {
-        "norm.weight": randn(dim), "norm.bias": randn(dim),
-        "left_proj.weight": randn(h, dim, scale=h**-0.5), "right_proj.weight": randn(h, dim, scale=h**-0.5),
-        "left_gate.weight": randn(h, dim, scale=h**-0.5), "right_gate.weight": randn(h, dim, scale=h**-0.5),
-        "out_gate.weight": randn(h, dim, scale=h**-0.5), "to_out_norm.weight": randn(h), "to_out_norm.bias": randn(h),
+        "norm.weight": randn(dim),
+        "norm.bias": randn(dim),
+        "left_proj.weight": randn(h, dim, scale=h**-0.5),
+        "right_proj.weight": randn(h, dim, scale=h**-0.5),
+        "left_gate.weight": randn(h, dim, scale=h**-0.5),
+        "right_gate.weight": randn(h, dim, scale=h**-0.5),
+        "out_gate.weight": randn(h, dim, scale=h**-0.5),
+        "to_out_norm.weight": randn(h),
+        "to_out_norm.bias": randn(h),
         "to_out.weight": randn(dim, h, scale=dim**-0.5),
-    }  # fmt: skip
+    }
     return x, mask, weights, {"dim": dim, "hidden_dim": h}
 
 
@@ -177,8 +198,15 @@ def stats(durations: list[float]) -> dict:
     std = math.sqrt(sum((d - mean) ** 2 for d in durations) / (runs - 1)) if runs > 1 else 0.0
     ordered = sorted(durations)
     median = (ordered[(runs - 1) // 2] + ordered[runs // 2]) / 2
-    return {"runs": runs, "mean": mean, "std": std, "err": std / math.sqrt(runs), "best": min(durations),
-            "worst": max(durations), "median": median}  # fmt: skip
+    return {
+        "runs": runs,
+        "mean": mean,
+        "std": std,
+        "err": std / math.sqrt(runs),
+        "best": min(durations),
+        "worst": max(durations),
+        "median": median,
+    }
 
 
 def run_benchmark(path: str, case: tuple, recheck: bool, max_repeats: int, max_time_ns: float) -> dict | str:
@@ -214,7 +242,11 @@ def run_benchmark(path: str, case: tuple, recheck: bool, max_repeats: int, max_t
         durations.append(duration)
         if i > 1:
             s = stats(durations)
-            if s["err"] / s["mean"] < 0.001 or s["mean"] * s["runs"] > max_time_ns or time.perf_counter_ns() - started > 120e9:
+            if (
+                s["err"] / s["mean"] < 0.001
+                or s["mean"] * s["runs"] > max_time_ns
+                or time.perf_counter_ns() - started > 120e9
+            ):
                 break
     return stats(durations)
 
@@ -229,8 +261,10 @@ def case_line(case: tuple) -> str:
     """One line of upstream's case file (``seqlen: 256; bs: 2; ...``). ``nomask`` is written as upstream writes it,
     so its parser keeps it as the string it always was."""
     seqlen, bs, dim, seed, nomask, distribution = case
-    return (f"seqlen: {seqlen}; bs: {bs}; dim: {dim}; hiddendim: {HIDDEN}; seed: {seed}; nomask: {nomask}; "
-            f"distribution: {distribution}")
+    return (
+        f"seqlen: {seqlen}; bs: {bs}; dim: {dim}; hiddendim: {HIDDEN}; seed: {seed}; nomask: {nomask}; "
+        f"distribution: {distribution}"
+    )
 
 
 def run_official(eval_dir: str | Path, mode: str, submission: str | Path) -> dict:
@@ -253,20 +287,39 @@ def run_official(eval_dir: str | Path, mode: str, submission: str | Path) -> dic
     started = time.perf_counter()
     results = work / "popcorn.txt"
     with open(results, "w", encoding="utf-8") as sink:
-        proc = subprocess.run([sys.executable, "eval.py", name, "cases.txt"], cwd=work, pass_fds=(sink.fileno(),),
-                              env={**os.environ, "POPCORN_FD": str(sink.fileno())}, capture_output=True, text=True)
+        proc = subprocess.run(
+            [sys.executable, "eval.py", name, "cases.txt"],
+            cwd=work,
+            pass_fds=(sink.fileno(),),
+            env={**os.environ, "POPCORN_FD": str(sink.fileno())},
+            capture_output=True,
+            text=True,
+        )
     wall = round(time.perf_counter() - started, 2)
     values = dict(line.split(": ", 1) for line in results.read_text(encoding="utf-8").splitlines() if ": " in line)
-    result: dict = {"mode": mode, "official_mode": name, "submission": str(submission), "wall_s": wall,
-                    "passed": values.get("check") == "pass" and proc.returncode == 0, "cases": [],
-                    "stderr": proc.stderr[-2000:]}
+    result: dict = {
+        "mode": mode,
+        "official_mode": name,
+        "submission": str(submission),
+        "wall_s": wall,
+        "passed": values.get("check") == "pass" and proc.returncode == 0,
+        "cases": [],
+        "stderr": proc.stderr[-2000:],
+    }
     for i, case in enumerate(cases):
         if mode == "test":
-            result["cases"].append({"case": list(case), "passed": values.get(f"test.{i}.status") == "pass",
-                                    "message": values.get(f"test.{i}.error", "")})
+            result["cases"].append(
+                {
+                    "case": list(case),
+                    "passed": values.get(f"test.{i}.status") == "pass",
+                    "message": values.get(f"test.{i}.error", ""),
+                }
+            )
         elif f"benchmark.{i}.mean" in values:
             stats_ = {k: float(values[f"benchmark.{i}.{k}"]) for k in ("mean", "std", "err", "best", "worst")}
-            result["cases"].append({"case": list(case), "passed": True, "runs": int(float(values[f"benchmark.{i}.runs"])), **stats_})
+            result["cases"].append(
+                {"case": list(case), "passed": True, "runs": int(float(values[f"benchmark.{i}.runs"])), **stats_}
+            )
     shutil.rmtree(work, ignore_errors=True)
     return result
 
@@ -277,9 +330,13 @@ def main() -> int:
     parser.add_argument("mode", choices=("test", "benchmark", "leaderboard"))
     parser.add_argument("submission")
     parser.add_argument("--json", default="")
-    parser.add_argument("--official", default="", metavar="DIR",
-                        help="run GPU MODE's own eval.py from DIR (a copy of problems/bioml/trimul with utils.py and "
-                             "task.py) instead of the loop written here")
+    parser.add_argument(
+        "--official",
+        default="",
+        metavar="DIR",
+        help="run GPU MODE's own eval.py from DIR (a copy of problems/bioml/trimul with utils.py and "
+        "task.py) instead of the loop written here",
+    )
     args = parser.parse_args()
     if args.official:
         result = run_official(args.official, args.mode, args.submission)

@@ -30,6 +30,8 @@ class RunNotFoundError(UserError):
 
 class RunBusyError(UserError):
     """Another live process is driving the run."""
+
+
 class SkillNotFoundError(UserError):
     """No skill of that id (or snapshot) in the workspace."""
 

@@ -53,13 +53,13 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from ksearch.llm.interactive import Waiting
 from ksearch.errors import KsearchError, RunNotFoundError
 from ksearch.flows import inspect as inspect_flow
 from ksearch.flows import interactive as interactive_flow
 from ksearch.flows import run as run_flow
 from ksearch.flows import steering as steering_flow
 from ksearch.flows.workspace import DB_NAME, open_store
+from ksearch.llm.interactive import Waiting
 
 HAND_WRITTEN_NOTE = (
     "HAND-WRITTEN: every reply in this file was written by hand (by a person or a coding agent, outside ksearch's LLM "
@@ -112,8 +112,19 @@ def start(workspace: Path, run_id: str, run_args: list[str]) -> None:
     """Start the run with ``ksearch run ... --model interactive`` (it drives to the first prompt and exits 0)."""
     if not run_args:
         raise SystemExit(f"run {run_id} is not in {workspace}: give the task and run options after `--` to start it")
-    command = [sys.executable, "-m", "ksearch.cli", "--workspace", str(workspace), "run", *run_args,
-               "--model", "interactive", "--run-id", run_id]  # fmt: skip
+    command = [
+        sys.executable,
+        "-m",
+        "ksearch.cli",
+        "--workspace",
+        str(workspace),
+        "run",
+        *run_args,
+        "--model",
+        "interactive",
+        "--run-id",
+        run_id,
+    ]
     print("$ " + " ".join(command[1:]), flush=True)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
     done = subprocess.run(command, env=env)
@@ -143,7 +154,9 @@ def answer(run_id: str, workspace: Path, replies: Path, out: Path, prompts_only:
         saved = save_prompt(out, names[0], waiting)
         found = next((replies / f"{n}.md" for n in names if (replies / f"{n}.md").is_file()), None)
         if found is None:
-            print(f"waiting for {waiting.prompt.key}: prompt saved to {saved}; write the reply as {replies / names[0]}.md")
+            print(
+                f"waiting for {waiting.prompt.key}: prompt saved to {saved}; write the reply as {replies / names[0]}.md"
+            )
             missing.append(names[0])
             continue
         text = found.read_text(encoding="utf-8")
@@ -152,8 +165,14 @@ def answer(run_id: str, workspace: Path, replies: Path, out: Path, prompts_only:
             decision = text.strip().split()[0].lower() if text.strip() else ""
             if decision not in ("approve", "reject"):
                 raise SystemExit(f"{found} must start with `approve` or `reject`")
-            steering_flow.steer(run_id, decision, {"node_id": waiting.prompt.details.get("node_id")},
-                                author="interactive_drive", workspace=workspace, drive=False)  # fmt: skip
+            steering_flow.steer(
+                run_id,
+                decision,
+                {"node_id": waiting.prompt.details.get("node_id")},
+                author="interactive_drive",
+                workspace=workspace,
+                drive=False,
+            )
         else:
             interactive_flow.respond(run_id, text, key=waiting.prompt.key, workspace=workspace, drive=False)
         given += 1
@@ -225,7 +244,9 @@ def save_db(workspace: Path, dest: Path) -> None:
         source.close()
 
 
-def report(run_id: str, workspace: Path, out: Path, state: str, missing: list[str], error: str | None) -> dict[str, Any]:
+def report(
+    run_id: str, workspace: Path, out: Path, state: str, missing: list[str], error: str | None
+) -> dict[str, Any]:
     row = inspect_flow.run_row(run_id, workspace)
     rows = trajectory(run_id, workspace)
     summary = {
@@ -233,25 +254,34 @@ def report(run_id: str, workspace: Path, out: Path, state: str, missing: list[st
         "task": row["task"],
         "device": row["device"],
         "status": row["status"],
-        "stopped_because": {"finished": "the run finished", "waiting": "no reply file for the waiting prompt",
-                            "device": "--prompts-only: every prompt is answered, kernels wait for the GPU",
-                            "error": f"error: {error}"}.get(state, "--max-answers reached"),
+        "stopped_because": {
+            "finished": "the run finished",
+            "waiting": "no reply file for the waiting prompt",
+            "device": "--prompts-only: every prompt is answered, kernels wait for the GPU",
+            "error": f"error: {error}",
+        }.get(state, "--max-answers reached"),
         "waiting_for": missing,
         "rounds_used": row["rounds_used"],
         "done_reason": row["done_reason"],
         "best_candidate_id": row["best_candidate_id"],
         "best_score": row["best_score"],
         "best_latency_ms": inspect_flow.evaluation(row["best_evaluation_id"], workspace).latency_ms
-        if row.get("best_evaluation_id") else None,
+        if row.get("best_evaluation_id")
+        else None,
         "trajectory": rows,
-    }  # fmt: skip
+    }
     (out / "drive.json").write_text(json.dumps(summary, indent=1) + "\n", encoding="utf-8")
-    table = ["| round | cycle | attempt | node | action | verdict | latency (ms) | score |", "|---|---|---|---|---|---|---|---|"]
+    table = [
+        "| round | cycle | attempt | node | action | verdict | latency (ms) | score |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for r in rows:
         latency = "" if r["latency_ms"] is None else f"{r['latency_ms']:.4f}"
         score = "" if r["score"] is None else f"{r['score']:.4g}"
-        table.append(f"| {r['round']} | {r['cycle']} | {r['attempt']} | {r['node']} | {r['action'] or ''} | "
-                     f"{r['verdict']} | {latency} | {score} |")  # fmt: skip
+        table.append(
+            f"| {r['round']} | {r['cycle']} | {r['attempt']} | {r['node']} | {r['action'] or ''} | "
+            f"{r['verdict']} | {latency} | {score} |"
+        )
     (out / "trajectory.md").write_text("\n".join(table) + "\n", encoding="utf-8")
     (out / "replies.jsonl").write_text(hand_written_replay(run_id, workspace), encoding="utf-8")
     return summary
@@ -268,9 +298,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--run-id", required=True, help="the run to drive (started from the arguments after -- if new)")
     parser.add_argument("--save-db", type=Path, help="also write a one-file copy of the workspace database here")
     parser.add_argument("--max-answers", type=int, default=200, help="stop after this many drive steps (a guard)")
-    parser.add_argument("--prompts-only", action="store_true",
-                        help="on a machine without the run's GPU: answer and write prompts, stop where kernels wait "
-                             "for the GPU (run the script again there without this flag)")  # fmt: skip
+    parser.add_argument(
+        "--prompts-only",
+        action="store_true",
+        help="on a machine without the run's GPU: answer and write prompts, stop where kernels wait "
+        "for the GPU (run the script again there without this flag)",
+    )
     args = parser.parse_args(argv)
     workspace, out = args.workspace.resolve(), args.out.resolve()
     out.mkdir(parents=True, exist_ok=True)
@@ -295,10 +328,13 @@ def main(argv: list[str] | None = None) -> int:
         if args.save_db is not None and (workspace / DB_NAME).is_file():
             save_db(workspace, args.save_db.resolve())
     best = summary["best_latency_ms"]
-    print(f"run {args.run_id}: {summary['status']} after {summary['rounds_used']} rounds; "
-          f"best {summary['best_candidate_id'] or 'none'}" + (f" at {best:.4f} ms" if best else "") +
-          (f"; waiting for {', '.join(missing)}" if missing else "") +
-          ("; kernels wait for the GPU" if state == "device" else ""))  # fmt: skip
+    print(
+        f"run {args.run_id}: {summary['status']} after {summary['rounds_used']} rounds; "
+        f"best {summary['best_candidate_id'] or 'none'}"
+        + (f" at {best:.4f} ms" if best else "")
+        + (f"; waiting for {', '.join(missing)}" if missing else "")
+        + ("; kernels wait for the GPU" if state == "device" else "")
+    )
     return 1 if error else 0
 
 

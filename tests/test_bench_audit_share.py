@@ -43,8 +43,13 @@ def test_the_gap_after_each_fresh_audit_and_the_loop_span_are_measured() -> None
     def timed(opened: float, closed: float, *, audits: list[str] | None = None, fresh: bool = False) -> dict:
         return {**_window(0, 1.0, audits), "opened": opened, "closed": closed, "fresh": fresh}
 
-    windows = [timed(0.0, 0.001), timed(0.002, 0.003, audits=["audit"], fresh=True), timed(0.033, 0.034),
-               timed(0.035, 0.036, audits=["bench"]), timed(0.046, 0.047)]  # fmt: skip
+    windows = [
+        timed(0.0, 0.001),
+        timed(0.002, 0.003, audits=["audit"], fresh=True),
+        timed(0.033, 0.034),
+        timed(0.035, 0.036, audits=["bench"]),
+        timed(0.046, 0.047),
+    ]
     (row,) = bench.shares({"windows": windows}, "l")
     assert row.fresh_audits == 1 and row.fresh_gap_ms == pytest.approx(30.0)
     assert row.audit_gaps_s == pytest.approx(0.040) and row.loop_s == pytest.approx(0.047)

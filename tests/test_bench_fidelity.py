@@ -10,7 +10,6 @@ import pytest
 
 from tests.helpers.bench_scripts import load_bench
 
-
 fidelity = load_bench("fidelity")
 upstream = load_bench("upstream_trimul")
 
@@ -40,7 +39,7 @@ def test_case_lines_are_upstreams_format() -> None:
 
 
 FAKE_EVAL = textwrap.dedent(
-    '''
+    """
     import os, sys
     mode, cases = sys.argv[1], open(sys.argv[2]).read().splitlines()
     out = os.fdopen(int(os.environ["POPCORN_FD"]), "w")
@@ -56,7 +55,7 @@ FAKE_EVAL = textwrap.dedent(
                 print(f"benchmark.{i}.{key}: {value}", file=out)
     print("check: pass", file=out)
     out.close()
-    '''
+    """
 )
 
 

@@ -18,7 +18,10 @@ def _mutants(source: str, functions: tuple[str, ...] = ()) -> list[tuple[str, st
 
 
 def test_a_comparison_gets_its_boundary_and_its_negation() -> None:
-    assert _mutants("def f(a, b):\n    return a < b\n") == [("boundary", "a < b", "a <= b"), ("negate", "a < b", "a >= b")]
+    assert _mutants("def f(a, b):\n    return a < b\n") == [
+        ("boundary", "a < b", "a <= b"),
+        ("negate", "a < b", "a >= b"),
+    ]
     assert ("negate", "x is None", "x is not None") in _mutants("def f(x):\n    return x is None\n")
 
 
@@ -45,14 +48,20 @@ def test_neighbouring_arguments_are_swapped_but_not_literals() -> None:
     found = _mutants("def f(a, b, d):\n    g(a, b, 1)\n    h(x=a, y=b)\n    d.get(a, [])\n    isinstance(a, b)\n")
     assert ("swap-args", "g(... a, b ...)", "g(... b, a ...)") in found
     assert ("swap-args", "h(... x=a, y=b ...)", "h(... x=b, y=a ...)") in found
-    assert [m for m in found if m[0] == "swap-args"] == [("swap-args", "g(... a, b ...)", "g(... b, a ...)"),
-                                                       ("swap-args", "h(... x=a, y=b ...)", "h(... x=b, y=a ...)")]  # fmt: skip
+    assert [m for m in found if m[0] == "swap-args"] == [
+        ("swap-args", "g(... a, b ...)", "g(... b, a ...)"),
+        ("swap-args", "h(... x=a, y=b ...)", "h(... x=b, y=a ...)"),
+    ]
 
 
 def test_one_element_is_dropped_from_a_small_literal_set() -> None:
     found = _mutants("def f(c, s):\n    return c in 'wax' or s.startswith(('_', '.'))\n")
     assert {(b, a) for op, b, a in found if op == "membership"} == {
-        ("'wax'", "'ax'"), ("'wax'", "'wx'"), ("'wax'", "'wa'"), ("('_', '.')", "('.',)"), ("('_', '.')", "('_',)")
+        ("'wax'", "'ax'"),
+        ("'wax'", "'wx'"),
+        ("'wax'", "'wa'"),
+        ("('_', '.')", "('.',)"),
+        ("('_', '.')", "('_',)"),
     }
 
 

@@ -20,8 +20,6 @@ REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "bench" / "skills_learn_apply.py"
 
 
-
-
 def test_the_trimul_script_edits_apply_and_its_skills_keep_their_contracts():
     script = load_bench("skills_learn_apply")
     expert = (REPO / "examples" / "trimul_triton.py").read_text()
@@ -47,8 +45,14 @@ def test_the_trimul_script_edits_apply_and_its_skills_keep_their_contracts():
 @pytest.mark.slow
 def test_the_script_learns_then_applies_a_skill_on_the_cpu(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    done = subprocess.run([sys.executable, str(SCRIPT), str(tmp_path / "out"), "--task", "softmax", "--device", "cpu"],
-                          cwd=REPO, env=env, capture_output=True, text=True, timeout=600)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, str(SCRIPT), str(tmp_path / "out"), "--task", "softmax", "--device", "cpu"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     results = json.loads((tmp_path / "out" / "results.json").read_text())
     learn, search = results["phases"]["learn"], results["phases"]["search"]

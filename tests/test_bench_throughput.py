@@ -30,8 +30,9 @@ def test_spans_are_read_from_the_store_by_the_checkers_gpu_name(tmp_path: Path) 
     ]
     for index, environment in enumerate(environments):
         candidate_id = store.ensure_candidate(Candidate(task="trimul", language="triton", code=f"x = {index}\n"))
-        store.record_evaluation(candidate_id, "key", Evaluation(verdict=Verdict.PASSED, device="H200",
-                                                                environment=environment))  # fmt: skip
+        store.record_evaluation(
+            candidate_id, "key", Evaluation(verdict=Verdict.PASSED, device="H200", environment=environment)
+        )
     store.close()
     spans = sorted(throughput.timed_spans(tmp_path / "ksearch.db"))
     assert spans == [("GPU-a", 100.0, 101.5), ("GPU-a", 101.0, 102.0), ("cuda:1", 100.5, 101.0)]

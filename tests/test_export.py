@@ -8,13 +8,13 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from ksearch.flows import run as runner
 from ksearch.agent.config import RunConfig
 from ksearch.cli import app
-from ksearch.errors import UserError
-from ksearch.flows.export import FORMATS, ExportFormat, Exported, export_run, load_best, register_format, render
 from ksearch.contracts.candidate import Candidate
 from ksearch.contracts.evaluation import Evaluation, Verdict
+from ksearch.errors import UserError
+from ksearch.flows import run as runner
+from ksearch.flows.export import FORMATS, Exported, ExportFormat, export_run, load_best, register_format, render
 from ksearch.tools.evaluator import EvalRequest, evaluate
 from tests.helpers.scripts import fenced, init_plan, write_script
 
@@ -25,8 +25,9 @@ SUBMISSION = ROOT / "examples" / "trimul_submission.py"
 def _store_with_best(ws: Path, task: str, code: str, entry_point: str, run_id: str = "r1", evaluation=None):
     store = runner.open_store(ws)
     cid = store.ensure_candidate(Candidate(task=task, language="triton", code=code, entry_point=entry_point))
-    store.create_run({"id": run_id, "task": task, "model": "replay:x", "language": "triton", "device": "cpu",
-                      "config": {}})
+    store.create_run(
+        {"id": run_id, "task": task, "model": "replay:x", "language": "triton", "device": "cpu", "config": {}}
+    )
     fields = {"best_candidate_id": cid}
     if evaluation is not None:
         fields["best_evaluation_id"] = store.record_evaluation(cid, "k", evaluation)
@@ -78,8 +79,9 @@ def test_gpumode_warns_about_the_word_stream_and_refuses_other_interfaces(tmp_pa
 def test_a_run_without_a_best_cannot_be_exported(tmp_path):
     store = runner.open_store(tmp_path / "ws")
     try:
-        store.create_run({"id": "empty", "task": "softmax", "model": "m", "language": "triton", "device": "cpu",
-                          "config": {}})
+        store.create_run(
+            {"id": "empty", "task": "softmax", "model": "m", "language": "triton", "device": "cpu", "config": {}}
+        )
         with pytest.raises(UserError, match="no best candidate"):
             export_run(store, "empty", "module", tmp_path / "x.py")
     finally:
@@ -119,9 +121,12 @@ def test_round_trip_a_trimul_run_exported_as_a_submission_passes_evaluation(tmp_
     assert result.exit_code == 0, result.output
     exported = (tmp_path / "sub.py").read_text()
     assert exported.startswith("# GPU MODE submission for trimul") and "run tri" in exported
-    evaluation = evaluate(EvalRequest(
-        candidate=Candidate(task="trimul", language="triton", code=exported, entry_point="custom_kernel"), device="cpu"
-    ))
+    evaluation = evaluate(
+        EvalRequest(
+            candidate=Candidate(task="trimul", language="triton", code=exported, entry_point="custom_kernel"),
+            device="cpu",
+        )
+    )
     assert evaluation.verdict == Verdict.PASSED, evaluation.log
 
     printed = CliRunner().invoke(app, ["--workspace", str(ws), "export", "tri", "--output", "-"])

@@ -67,17 +67,23 @@ KERNELS = [
     _flashinfer("mla_decode_triton", MLA, f"solution:{MLA}:triton"),
     _flashinfer("mla_prefill_reference", PREFILL, "reference"),
     _flashinfer("moe_torch", MOE, f"solution:{MOE}:triton"),
-    Kernel("kernelbench", "level1_1_LeakyReLU", f"kernelbench:{DATA / 'kernelbench/KernelBench/level1/1_LeakyReLU.py'}",
-           str(DATA / "kernelbench" / "solutions" / "level1_1_ok.py")),
+    Kernel(
+        "kernelbench",
+        "level1_1_LeakyReLU",
+        f"kernelbench:{DATA / 'kernelbench/KernelBench/level1/1_LeakyReLU.py'}",
+        str(DATA / "kernelbench" / "solutions" / "level1_1_ok.py"),
+    ),
     Kernel("userop", "my_op_triton", str(EXAMPLES / "my_op.py"), str(DATA / "my_op_triton.py")),
-]  # fmt: skip
+]
 
 
 def _cases() -> list:
     cases = []
     for kernel in KERNELS:
         if kernel.family == "flashinfer" and not HAS_FIB:
-            cases.append(pytest.param(kernel, "-", id=f"{kernel.label}", marks=pytest.mark.skip(reason="no flashinfer-bench")))
+            cases.append(
+                pytest.param(kernel, "-", id=f"{kernel.label}", marks=pytest.mark.skip(reason="no flashinfer-bench"))
+            )
             continue
         for method in resolve_task(kernel.task).timing_methods:
             cases.append(pytest.param(kernel, method, id=f"{kernel.family}-{kernel.label}-{method}"))
@@ -86,9 +92,11 @@ def _cases() -> list:
 
 def _line(kernel: Kernel, method: str, evaluation: Evaluation, seconds: float) -> str:
     latency = f"{evaluation.latency_ms:.4f} ms" if evaluation.latency_ms is not None else "no latency"
-    text = (f"smoke {kernel.family:<11} {kernel.label:<22} {method:<17} {evaluation.verdict.value:<13} "
-            f"{evaluation.configs_passed}/{evaluation.configs_total} configs, {len(evaluation.timings)} timed, "
-            f"{latency}, {seconds:.0f} s on {evaluation.device}")  # fmt: skip
+    text = (
+        f"smoke {kernel.family:<11} {kernel.label:<22} {method:<17} {evaluation.verdict.value:<13} "
+        f"{evaluation.configs_passed}/{evaluation.configs_total} configs, {len(evaluation.timings)} timed, "
+        f"{latency}, {seconds:.0f} s on {evaluation.device}"
+    )
     if not evaluation.passed:
         text += " | " + " ".join(evaluation.log.strip().splitlines()[-1:])[:300]
     return text
@@ -102,8 +110,16 @@ def test_shipped_kernel_passes_and_is_timed(kernel: Kernel, method: str) -> None
     task = resolve_task(canonical_task_name(kernel.task))
     candidate = Candidate(task=task.name, language=kernel.language, code=kernel.code(), entry_point=task.entry_point)
     started = time.monotonic()
-    evaluation = evaluate(EvalRequest(candidate=candidate, device="cuda", timing=True, timing_method=method,
-                                      run_timeout_s=600.0, harness_baseline=kernel.source == "reference"))  # fmt: skip
+    evaluation = evaluate(
+        EvalRequest(
+            candidate=candidate,
+            device="cuda",
+            timing=True,
+            timing_method=method,
+            run_timeout_s=600.0,
+            harness_baseline=kernel.source == "reference",
+        )
+    )
     line = _line(kernel, method, evaluation, time.monotonic() - started)
     print(line)
     if os.environ.get(LOG_ENV):

@@ -37,8 +37,9 @@ NAMES = {
 
 def drive(ws: Path, replies: Path, out: Path, *extra: str) -> subprocess.CompletedProcess[str]:
     command = [sys.executable, str(SCRIPT), str(ws), str(replies), str(out), "--run-id", "hand", *extra]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=600, cwd=REPO,
-                          env={**os.environ, "PYTHONPATH": str(REPO)})  # fmt: skip
+    done = subprocess.run(
+        command, capture_output=True, text=True, timeout=600, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)}
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     return done
 
@@ -53,8 +54,16 @@ def test_replies_by_round_and_role_drive_a_run_until_they_run_out(tmp_path):
     first = drive(ws, replies, out, "--", "softmax", "--device", "cpu", "--max-rounds", "6", "--stagnation-window", "2")
     summary = json.loads((out / "drive.json").read_text())
     assert summary["status"] == "waiting" and summary["waiting_for"] == ["r03-coder"], first.stdout
-    assert [(r["round"], r["cycle"], r["verdict"]) for r in summary["trajectory"]] == [(1, "c1", "incorrect"), (2, "c1", "passed")]
-    assert sorted(p.name for p in (out / "prompts").iterdir()) == ["r01-coder.md", "r01-planner.md", "r02-coder.md", "r03-coder.md"]
+    assert [(r["round"], r["cycle"], r["verdict"]) for r in summary["trajectory"]] == [
+        (1, "c1", "incorrect"),
+        (2, "c1", "passed"),
+    ]
+    assert sorted(p.name for p in (out / "prompts").iterdir()) == [
+        "r01-coder.md",
+        "r01-planner.md",
+        "r02-coder.md",
+        "r03-coder.md",
+    ]
     planner = (out / "prompts" / "r01-planner.md").read_text()
     assert "WORLD MODEL (planner)" in planner and '"ops"' in planner  # the prompt and the JSON schema of the reply
     assert "write the reply as" in first.stdout and "r03-coder.md" in first.stdout
@@ -80,8 +89,14 @@ def test_replies_by_round_and_role_drive_a_run_until_they_run_out(tmp_path):
     lines = (out / "replies.jsonl").read_text().splitlines()
     assert lines[0].startswith("// HAND-WRITTEN") and json.loads(lines[1])["note"].startswith("HAND-WRITTEN")
     assert [json.loads(line)["call_key"] for line in lines[1:]][5:8] == ["plan:1:0", "plan:1:0#repair1", "write:c2:1"]
-    config = RunConfig(run_id="again", task="softmax", model=f"replay:{out / 'replies.jsonl'}", device="cpu",
-                       max_rounds=6, stagnation_window=2)  # fmt: skip
+    config = RunConfig(
+        run_id="again",
+        task="softmax",
+        model=f"replay:{out / 'replies.jsonl'}",
+        device="cpu",
+        max_rounds=6,
+        stagnation_window=2,
+    )
     again = runner.start_run(config, workspace=ws)
     assert again.status == "finished" and again.best is not None
     assert again.best.candidate_id == summary["best_candidate_id"]
@@ -94,8 +109,20 @@ def test_prompts_only_writes_where_there_is_no_device_and_stops_where_kernels_wa
     for key in ("plan:0:0", "write:c1:1"):
         (replies / f"{NAMES[key]}.md").write_text(demo[key])
 
-    written = drive(ws, replies, out, "--prompts-only", "--", "softmax", "--device", "cpu", "--max-rounds", "6",
-                    "--stagnation-window", "2")  # fmt: skip
+    written = drive(
+        ws,
+        replies,
+        out,
+        "--prompts-only",
+        "--",
+        "softmax",
+        "--device",
+        "cpu",
+        "--max-rounds",
+        "6",
+        "--stagnation-window",
+        "2",
+    )
     summary = json.loads((out / "drive.json").read_text())
     assert summary["status"] == "waiting" and summary["trajectory"] == [], written.stdout
     assert summary["stopped_because"].startswith("--prompts-only") and "kernels wait for the GPU" in written.stdout

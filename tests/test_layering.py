@@ -67,5 +67,9 @@ def test_no_import_cycles_between_modules() -> None:
 def test_the_checker_never_imports_the_worker_side() -> None:
     """The trusted checker must not import the candidate's process code (guard, worker, timing runner)."""
     graph = deps.module_graph()
-    worker_side = {"ksearch.tools.evaluator.worker", "ksearch.tools.evaluator.guard", "ksearch.tools.evaluator.timing_runner"}
+    worker_side = {
+        "ksearch.tools.evaluator.worker",
+        "ksearch.tools.evaluator.guard",
+        "ksearch.tools.evaluator.timing_runner",
+    }
     assert graph["ksearch.tools.evaluator.checker"] & worker_side == set()

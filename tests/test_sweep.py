@@ -59,9 +59,14 @@ def script_for(tmp_path: Path, problem_id: int) -> Path:
 def test_sweep_is_resumable(tmp_path: Path) -> None:
     ws = tmp_path / "ws"
     spec = SweepSpec(
-        suite="kernelbench:1", model=f"replay:{tmp_path}/p{{problem}}.jsonl", problems="1-2", max_rounds=1,
-        device="cpu", kernelbench_root=str(DATA), stagnation_window=1,
-    )  # fmt: skip
+        suite="kernelbench:1",
+        model=f"replay:{tmp_path}/p{{problem}}.jsonl",
+        problems="1-2",
+        max_rounds=1,
+        device="cpu",
+        kernelbench_root=str(DATA),
+        stagnation_window=1,
+    )
     script_for(tmp_path, 1)  # problem 2 has no script yet: its run cannot start
 
     events: list[tuple[str, int]] = []
@@ -86,10 +91,17 @@ def test_sweep_is_resumable(tmp_path: Path) -> None:
     run_id = f"{sweep_name(spec)}-p2"
     with pytest.raises(KeyboardInterrupt):
         runner.start_run(
-            RunConfig(run_id=run_id, task=load_manifest(path).entries["2"].task, model=f"replay:{tmp_path}/p2.jsonl",
-                      device="cpu", max_rounds=1, stagnation_window=1),
-            workspace=ws, on_event=interrupt,
-        )  # fmt: skip
+            RunConfig(
+                run_id=run_id,
+                task=load_manifest(path).entries["2"].task,
+                model=f"replay:{tmp_path}/p2.jsonl",
+                device="cpu",
+                max_rounds=1,
+                stagnation_window=1,
+            ),
+            workspace=ws,
+            on_event=interrupt,
+        )
     store = runner.open_store(ws)
     try:
         assert store.get_run(run_id)["status"] == "interrupted"
@@ -119,15 +131,30 @@ def test_sweep_command_prints_table_and_json(tmp_path: Path) -> None:
     from ksearch.cli import app
 
     script_for(tmp_path, 1)
-    args = ["--workspace", str(tmp_path / "ws"), "sweep", "kernelbench:1", "--problems", "1",
-            "--model", f"replay:{tmp_path}/p{{problem}}.jsonl", "--max-rounds", "1", "--device", "cpu",
-            "--kernelbench-root", str(DATA), "--stagnation-window", "1"]  # fmt: skip
+    args = [
+        "--workspace",
+        str(tmp_path / "ws"),
+        "sweep",
+        "kernelbench:1",
+        "--problems",
+        "1",
+        "--model",
+        f"replay:{tmp_path}/p{{problem}}.jsonl",
+        "--max-rounds",
+        "1",
+        "--device",
+        "cpu",
+        "--kernelbench-root",
+        str(DATA),
+        "--stagnation-window",
+        "1",
+    ]
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
     assert "fast_0 = 1.000" in result.output and "1/1 correct" in result.output
     again = CliRunner().invoke(app, [*args, "--json"])
     assert again.exit_code == 0, again.output
-    data = json.loads(again.stdout[again.stdout.index("{"):])
+    data = json.loads(again.stdout[again.stdout.index("{") :])
     assert data["summary"]["fast_p"]["0"] == 1.0 and data["problems"][0]["status"] == "finished"
 
 
@@ -143,22 +170,48 @@ def test_sweep_counts_the_kernelbench_checks_and_lists_unjudgeable_problems_apar
     root = tmp_path / "checkout"
     shutil.copytree(corpus / "KernelBench" / "level2", root / "KernelBench" / "level2")
     code = (corpus / "honest" / "conv_relu_bias_torch_conv.py").read_text()  # keeps the convolution in PyTorch
-    write_script(tmp_path / "p1.jsonl", [("plan:0:0", init_plan([("a", 0.9)])), ("write:c1:1", fenced(code)),
-                                         ("plan:1:0", json.dumps({"ops": []}))])  # fmt: skip
-    spec = SweepSpec(suite="kernelbench:2", model=f"replay:{tmp_path}/p{{problem}}.jsonl", problems="1,66",
-                     max_rounds=1, device="cpu", kernelbench_root=str(root), stagnation_window=1)  # fmt: skip
+    write_script(
+        tmp_path / "p1.jsonl",
+        [("plan:0:0", init_plan([("a", 0.9)])), ("write:c1:1", fenced(code)), ("plan:1:0", json.dumps({"ops": []}))],
+    )
+    spec = SweepSpec(
+        suite="kernelbench:2",
+        model=f"replay:{tmp_path}/p{{problem}}.jsonl",
+        problems="1,66",
+        max_rounds=1,
+        device="cpu",
+        kernelbench_root=str(root),
+        stagnation_window=1,
+    )
     events: list[tuple[str, int]] = []
     rep = run_sweep(spec, workspace=tmp_path / "ws", on_problem=lambda e, entry: events.append((e, entry.problem_id)))
     assert events == [("start", 1), ("done", 1), ("unjudgeable", 66)]
     by_id = {p.problem_id: p for p in rep.problems}
     assert by_id[1].checks == {"reference_op": 1} and not by_id[1].correct
-    assert by_id[66].status == "unjudgeable" and "Dropout" in (by_id[66].error or "") and "self.eval()" in by_id[66].error
+    assert (
+        by_id[66].status == "unjudgeable" and "Dropout" in (by_id[66].error or "") and "self.eval()" in by_id[66].error
+    )
     assert rep.summary["checks"] == {"reference_op": 1} and rep.summary["unjudgeable"] == [66]
     assert rep.summary["n"] == 2 and rep.summary["fast_p"]["0"] == 0.0  # KernelBench's denominator: every problem
 
-    args = ["--workspace", str(tmp_path / "ws2"), "sweep", "kernelbench:2?allow=reference_op", "--problems", "1",
-            "--model", f"replay:{tmp_path}/p{{problem}}.jsonl", "--max-rounds", "1", "--device", "cpu",
-            "--kernelbench-root", str(root), "--stagnation-window", "1"]  # fmt: skip
+    args = [
+        "--workspace",
+        str(tmp_path / "ws2"),
+        "sweep",
+        "kernelbench:2?allow=reference_op",
+        "--problems",
+        "1",
+        "--model",
+        f"replay:{tmp_path}/p{{problem}}.jsonl",
+        "--max-rounds",
+        "1",
+        "--device",
+        "cpu",
+        "--kernelbench-root",
+        str(root),
+        "--stagnation-window",
+        "1",
+    ]
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
     text = " ".join(result.output.split())  # the console wraps long lines

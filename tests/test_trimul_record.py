@@ -20,8 +20,16 @@ def test_the_recorded_trimul_search_replays_every_round_on_the_cpu(tmp_path):
     lines = [json.loads(line) for line in (RECORD / "replies.jsonl").read_text().splitlines() if line.startswith("{")]
     assert lines[0]["note"].startswith("HAND-WRITTEN")
     kernels = [entry["call_key"] for entry in lines if entry["call_key"].startswith("write:")]
-    config = RunConfig(run_id="replayed", task="trimul", model=f"replay:{RECORD / 'replies.jsonl'}", device="cpu",
-                       max_rounds=len(kernels), max_attempts_per_cycle=2, stagnation_window=2, parallel_cycles=2)  # fmt: skip
+    config = RunConfig(
+        run_id="replayed",
+        task="trimul",
+        model=f"replay:{RECORD / 'replies.jsonl'}",
+        device="cpu",
+        max_rounds=len(kernels),
+        max_attempts_per_cycle=2,
+        stagnation_window=2,
+        parallel_cycles=2,
+    )
     outcome = runner.start_run(config, workspace=tmp_path / "ws")
     assert outcome.status == "finished" and outcome.rounds_used == len(kernels) >= 10
     store = runner.open_store(tmp_path / "ws")

@@ -46,8 +46,22 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     for name in ("pyproject.toml", "README.md"):
         shutil.copy2(REPO / name, source / name)
     out = tmp_path_factory.mktemp("wheel")
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--quiet", "-w", str(out),
-                    str(source)], check=True, timeout=300)  # fmt: skip
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "--quiet",
+            "-w",
+            str(out),
+            str(source),
+        ],
+        check=True,
+        timeout=300,
+    )
     (built,) = out.glob("ksearch-*.whl")
     return built
 
@@ -66,36 +80,77 @@ def test_installed_wheel_lists_tasks_runs_the_demo_and_a_flashinfer_task(wheel: 
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
     python = venv / "bin" / "python"
-    purelib = Path(subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
-                                  check=True, capture_output=True, text=True).stdout.strip())  # fmt: skip
+    purelib = Path(
+        subprocess.run(
+            [str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
+    )
     ours = {sysconfig.get_path("purelib"), *site.getsitepackages()}
     (purelib / "outer-site-packages.pth").write_text("".join(f"{d}\n" for d in sorted(ours) if Path(d).is_dir()))
-    subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "--no-deps", "--no-index", "--quiet",
-                    str(wheel)], check=True, timeout=300)  # fmt: skip
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "--python",
+            str(python),
+            "install",
+            "--no-deps",
+            "--no-index",
+            "--quiet",
+            str(wheel),
+        ],
+        check=True,
+        timeout=300,
+    )
 
     work = tmp_path / "elsewhere"  # not the checkout: its ksearch/ must not be importable from the current folder
     work.mkdir()
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
-    env.update(KSEARCH_WORKSPACE=str(tmp_path / "workspace"), PATH=f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}",
-               COLUMNS="200")  # fmt: skip
+    env.update(
+        KSEARCH_WORKSPACE=str(tmp_path / "workspace"),
+        PATH=f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}",
+        COLUMNS="200",
+    )
     env.pop("FIB_DATASET_PATH", None)
 
     def ksearch(*args: str, timeout: float = 300) -> str:
-        done = subprocess.run([str(venv / "bin" / "ksearch"), *args], cwd=work, env=env, capture_output=True, text=True,
-                              timeout=timeout)  # fmt: skip
+        done = subprocess.run(
+            [str(venv / "bin" / "ksearch"), *args], cwd=work, env=env, capture_output=True, text=True, timeout=timeout
+        )
         assert done.returncode == 0, f"ksearch {' '.join(args)} exited {done.returncode}:\n{done.stdout}\n{done.stderr}"
         return done.stdout
 
-    where = subprocess.run([str(python), "-c", "import ksearch; print(ksearch.__file__)"], cwd=work, env=env,
-                           check=True, capture_output=True, text=True).stdout.strip()  # fmt: skip
+    where = subprocess.run(
+        [str(python), "-c", "import ksearch; print(ksearch.__file__)"],
+        cwd=work,
+        env=env,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
     assert Path(where).is_relative_to(purelib), f"ksearch came from {where}, not the installed wheel"
 
     listing = ksearch("tasks")
     for name in ("softmax", "trimul", *(f"flashinfer:{d}" for d in _builtin_definitions())):
         assert name in listing, listing
 
-    demo = ksearch("run", "softmax", "--model", f"replay:{REPO / 'examples' / 'softmax-demo.jsonl'}", "--device", "cpu",
-                   "--max-rounds", "6", "--stagnation-window", "2", timeout=600)  # fmt: skip
+    demo = ksearch(
+        "run",
+        "softmax",
+        "--model",
+        f"replay:{REPO / 'examples' / 'softmax-demo.jsonl'}",
+        "--device",
+        "cpu",
+        "--max-rounds",
+        "6",
+        "--stagnation-window",
+        "2",
+        timeout=600,
+    )
     assert "best kernel" in demo and "passed" in demo, demo
 
     if importlib.util.find_spec("flashinfer_bench") is None:

@@ -8,6 +8,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from ksearch.contracts.identifiers import check_run_id
+
 _DEVICE = re.compile(r"cpu|cuda(:\d+)?")
 
 
@@ -170,7 +171,9 @@ class RunConfig(BaseModel):
             if not self.scheduler:
                 raise ValueError("--executor dask needs --scheduler ADDR (the Dask scheduler, e.g. tcp://host:8786)")
             if self.device.startswith("cuda:"):
-                raise ValueError("with --executor dask the cluster chooses the GPU: use --device cuda, not " + self.device)
+                raise ValueError(
+                    "with --executor dask the cluster chooses the GPU: use --device cuda, not " + self.device
+                )
         elif self.scheduler:
             raise ValueError("--scheduler is for --executor dask; the local executor uses this machine's devices")
         return self

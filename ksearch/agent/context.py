@@ -8,16 +8,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ksearch.agent.config import RunConfig
+from ksearch.contracts.candidate import Candidate
+from ksearch.contracts.evaluation import Evaluation
 from ksearch.llm.client import LLMClient
 from ksearch.skills.evidence import SkillView
 from ksearch.skills.records import SkillContext
+from ksearch.store import Store
 from ksearch.tasks.base import Task
-from ksearch.contracts.candidate import Candidate
-from ksearch.contracts.evaluation import Evaluation
 from ksearch.tools.evaluator import EvalRequest
 from ksearch.tools.fingerprint import DeviceInfo
 from ksearch.tools.gpu_pool import GpuPool
-from ksearch.store import Store
 
 
 @dataclass

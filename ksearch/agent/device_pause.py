@@ -28,8 +28,9 @@ def evaluate_later(request: EvalRequest) -> Evaluation:
 def compare_later(incumbent: EvalRequest, challenger: EvalRequest, *, rounds: int = 5) -> Comparison:
     """Stands for ``SearchContext.compare``: pauses like ``evaluate_later``."""
     a, b = incumbent.candidate.id, challenger.candidate.id
-    wait_for_device(f"device:compare:{a}:{b}", f"the paired comparison of kernels {a[-10:]} and {b[-10:]}",
-                    incumbent.device)  # fmt: skip
+    wait_for_device(
+        f"device:compare:{a}:{b}", f"the paired comparison of kernels {a[-10:]} and {b[-10:]}", incumbent.device
+    )
     raise _answered_here()
 
 

@@ -225,7 +225,14 @@ def _evidence_errors(original: WorldModel, nodes: dict[str, Node]) -> list[str]:
         if after is None:
             continue
         revived = after.revived and before.status == NodeStatus.FAILED and after.status == NodeStatus.OPEN
-        same = (before.solution, before.cycles, before.failed_cycles, before.pinned, before.pruned, before.by_person) == (
+        same = (
+            before.solution,
+            before.cycles,
+            before.failed_cycles,
+            before.pinned,
+            before.pruned,
+            before.by_person,
+        ) == (
             after.solution,
             after.cycles,
             after.failed_cycles,

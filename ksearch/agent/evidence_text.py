@@ -49,8 +49,11 @@ def shape_lines(evaluation: Evaluation, reference: Evaluation | None = None, lab
     lines = []
     for t in evaluation.timings:
         point = points.get(t.config)
-        roof = (f"; floor {point.floor_ms:.4g} ms ({point.bound}-bound), {point.fraction:.0%} of roofline"
-                if point is not None else "")  # fmt: skip
+        roof = (
+            f"; floor {point.floor_ms:.4g} ms ({point.bound}-bound), {point.fraction:.0%} of roofline"
+            if point is not None
+            else ""
+        )
         lines.append(f"  {t.describe()}{roof}{versus(t, old.get(t.config), label)}")
     return lines
 

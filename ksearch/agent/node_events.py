@@ -42,11 +42,23 @@ def traced(name: str, node: Callable[..., Any]) -> Callable[..., Any]:
         try:
             result = node(state, runtime) if takes_runtime else node(state)
         except BaseException as exc:
-            log.info("node.end", node=name, run_id=ctx.run_id, outcome=type(exc).__name__,
-                     seconds=round(time.monotonic() - started, 3), **where)  # fmt: skip
+            log.info(
+                "node.end",
+                node=name,
+                run_id=ctx.run_id,
+                outcome=type(exc).__name__,
+                seconds=round(time.monotonic() - started, 3),
+                **where,
+            )
             raise
-        log.info("node.end", node=name, run_id=ctx.run_id, outcome="ok", seconds=round(time.monotonic() - started, 3),
-                 **where)  # fmt: skip
+        log.info(
+            "node.end",
+            node=name,
+            run_id=ctx.run_id,
+            outcome="ok",
+            seconds=round(time.monotonic() - started, 3),
+            **where,
+        )
         return result
 
     run.__name__ = run.__qualname__ = name

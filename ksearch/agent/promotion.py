@@ -75,10 +75,11 @@ def confirmation_decision(
         return Decision(promote=False, reason=f"not confirmed in leaderboard mode: {summary}")
     if challenger_ms is not None and incumbent_ms is not None and challenger_ms > incumbent_ms * CONFIRM_TOLERANCE:
         return Decision(
-            promote=False, confirmed_latency_ms=challenger_ms,
+            promote=False,
+            confirmed_latency_ms=challenger_ms,
             reason=f"confirmed in leaderboard mode at {challenger_ms:.4g} ms, slower than the incumbent's "
             f"{incumbent_ms:.4g} ms",
-        )  # fmt: skip
+        )
     return None
 
 
@@ -110,7 +111,9 @@ def decide(
                 reason=f"single measurement better ({challenger_score:.6g} > {incumbent_score:.6g}); no paired "
                 "comparison available",
             )
-        return Decision(promote=False, needs_comparison=True, reason="single measurement better; needs a paired comparison")
+        return Decision(
+            promote=False, needs_comparison=True, reason="single measurement better; needs a paired comparison"
+        )
     fields = _fields(comparison)
     ci = f"speedup {fields['speedup']:.4f}x, 95% CI [{fields['ci_low']:.4f}, {fields['ci_high']:.4f}]"
     if fields["improved"]:
@@ -168,5 +171,8 @@ def paired_comparison(
 def is_improvement(incumbent_score: float | None, has_incumbent: bool, challenger_score: float | None) -> bool:
     """The single-measurement rule (kept for callers without a comparison): higher score wins."""
     return decide(
-        has_incumbent=has_incumbent, incumbent_score=incumbent_score, challenger_score=challenger_score, can_compare=False
+        has_incumbent=has_incumbent,
+        incumbent_score=incumbent_score,
+        challenger_score=challenger_score,
+        can_compare=False,
     ).promote

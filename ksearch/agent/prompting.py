@@ -144,8 +144,10 @@ def spec_with_reference(task: Any, language: str) -> str:
         return spec
     if not reference or _shown(reference, spec):
         return spec
-    return (f"{spec.rstrip()}\n\nReference implementation (runnable PyTorch; the kernel must match what it computes):\n"
-            f"```python\n{clip(reference, REFERENCE_LIMIT)}\n```")  # fmt: skip
+    return (
+        f"{spec.rstrip()}\n\nReference implementation (runnable PyTorch; the kernel must match what it computes):\n"
+        f"```python\n{clip(reference, REFERENCE_LIMIT)}\n```"
+    )
 
 
 def _shown(reference: str, spec: str) -> bool:

@@ -52,7 +52,9 @@ def planner_skills(ctx: SearchContext, wm: WorldModel, best: BestRef | None) -> 
         return "(skills are off for this run)"
     base = best.candidate_id if best is not None else (wm.root.solution.candidate_id if wm.root.solution else None)
     query = "\n".join([ctx.task.spec(cfg.language), wm.kernel_summary, *wm.open_questions])
-    return skills_block(ctx.skills, ctx.skill_context, _code(ctx, base), query, cfg.skills_in_prompt, cfg.skill_snapshot)
+    return skills_block(
+        ctx.skills, ctx.skill_context, _code(ctx, base), query, cfg.skills_in_prompt, cfg.skill_snapshot
+    )
 
 
 def new_bindings(before: WorldModel, after: WorldModel) -> list[tuple[str, str]]:
@@ -135,7 +137,9 @@ def _measure_edge(ctx: SearchContext, base_id: str, candidate_id: str) -> Any:
     except GraphBubbleUp:  # a pause (the comparison waits for the device): not a failed measurement
         raise
     except Exception as exc:  # noqa: BLE001 - the skill loses a measurement; the run goes on
-        log.warning("skills.compare_failed", run_id=ctx.run_id, base=base_id, candidate=candidate_id, error=str(exc)[:300])
+        log.warning(
+            "skills.compare_failed", run_id=ctx.run_id, base=base_id, candidate=candidate_id, error=str(exc)[:300]
+        )
         return None
 
 
@@ -181,8 +185,10 @@ def record_trial(ctx: SearchContext, result: CycleResult, skill_id: str, emit: E
         record = edge_comparison(ctx, result.base_candidate_id, candidate_id)
     origins = [e for e in load_evidence(ctx.store, skill_id) if e.kind == EvidenceKind.ORIGIN]
     sc = ctx.skill_context
-    note = "" if evaluation is not None and evaluation.passed else (
-        evaluation.summary() if evaluation is not None else (result.last_error or "no code")
+    note = (
+        ""
+        if evaluation is not None and evaluation.passed
+        else (evaluation.summary() if evaluation is not None else (result.last_error or "no code"))
     )
     trial = Evidence(
         kind=EvidenceKind.TRIAL,
@@ -202,10 +208,26 @@ def record_trial(ctx: SearchContext, result: CycleResult, skill_id: str, emit: E
         **_paired_fields(record),
     )
     if record_evidence(ctx.store, skill_id, trial):
-        log.info("skills.trial", run_id=ctx.run_id, skill_id=skill_id, cycle_id=result.cycle_id,
-                 verdict=trial.verdict, speedup=trial.speedup, held_out=trial.held_out)
-    emit("skill_trial", {"skill_id": skill_id, "cycle_id": result.cycle_id, "verdict": trial.verdict,
-                         "speedup": trial.speedup, "verified": trial.verified, "held_out": trial.held_out})
+        log.info(
+            "skills.trial",
+            run_id=ctx.run_id,
+            skill_id=skill_id,
+            cycle_id=result.cycle_id,
+            verdict=trial.verdict,
+            speedup=trial.speedup,
+            held_out=trial.held_out,
+        )
+    emit(
+        "skill_trial",
+        {
+            "skill_id": skill_id,
+            "cycle_id": result.cycle_id,
+            "verdict": trial.verdict,
+            "speedup": trial.speedup,
+            "verified": trial.verified,
+            "held_out": trial.held_out,
+        },
+    )
     return trial
 
 
@@ -235,8 +257,9 @@ def lift_from_edge(ctx: SearchContext, result: CycleResult, wm: WorldModel, emit
         measurement=measurement_text(record, what="child versus parent"),
     )
     try:
-        skill = lift_skill(ctx.llm, f"lift:{result.cycle_id}", item, source=SkillSource.SEARCH,
-                           max_repairs=ctx.config.max_plan_repairs)
+        skill = lift_skill(
+            ctx.llm, f"lift:{result.cycle_id}", item, source=SkillSource.SEARCH, max_repairs=ctx.config.max_plan_repairs
+        )
     except (ModelReplyError, BudgetExceededError) as exc:
         log.warning("skills.lift_failed", run_id=ctx.run_id, cycle_id=result.cycle_id, error=str(exc)[:300])
         return None
@@ -246,12 +269,22 @@ def lift_from_edge(ctx: SearchContext, result: CycleResult, wm: WorldModel, emit
         ctx.store,
         skill.skill_id,
         Evidence(
-            kind=EvidenceKind.ORIGIN, run_id=ctx.run_id, cycle_id=result.cycle_id, node_id=node.id,
-            task=ctx.config.task, family=sc.family, language=sc.language, arch=sc.arch,
-            base_candidate_id=base_id, candidate_id=child_id, verdict="passed", timed=True,
-            note=f"search edge: {node.action.title}", **_paired_fields(record),
+            kind=EvidenceKind.ORIGIN,
+            run_id=ctx.run_id,
+            cycle_id=result.cycle_id,
+            node_id=node.id,
+            task=ctx.config.task,
+            family=sc.family,
+            language=sc.language,
+            arch=sc.arch,
+            base_candidate_id=base_id,
+            candidate_id=child_id,
+            verdict="passed",
+            timed=True,
+            note=f"search edge: {node.action.title}",
+            **_paired_fields(record),
         ),
-    )  # fmt: skip
+    )
     log.info("skills.lifted", run_id=ctx.run_id, skill_id=skill.skill_id, cycle_id=result.cycle_id)
     emit("skill_lifted", {"skill_id": skill.skill_id, "intent": skill.intent, "cycle_id": result.cycle_id})
     return skill

@@ -142,7 +142,9 @@ def apply_act(
         assert isinstance(parsed, AddArgs)
         return _add(wm, approval_required, parsed, step=step, round_index=round_index)
     if kind not in TREE_ACTS:
-        return ActOutcome(wm, approval_required, False, f"`{kind.value}` answers a waiting promotion; it is no tree act")
+        return ActOutcome(
+            wm, approval_required, False, f"`{kind.value}` answers a waiting promotion; it is no tree act"
+        )
     assert isinstance(parsed, NodeArgs)
     problem = _node_problem(wm, parsed.node_id)
     if problem is not None:
@@ -227,11 +229,14 @@ def _add(wm: WorldModel, approval_required: bool, args: AddArgs, *, step: int, r
         parent_id=args.parent_id,
         node=NewNode(id=args.node_id, decision="Person's hypothesis", choice=args.title, action=action),
     )
-    outcome = apply_edit_script(wm, {"ops": [op.model_dump(exclude_none=True)]}, round_index=round_index,
-                                max_new_nodes=1, id_prefix=f"p{step}_")  # fmt: skip
+    outcome = apply_edit_script(
+        wm, {"ops": [op.model_dump(exclude_none=True)]}, round_index=round_index, max_new_nodes=1, id_prefix=f"p{step}_"
+    )
     if not outcome.ok:
         return ActOutcome(wm, approval_required, False, "; ".join(outcome.errors))
     node_id = outcome.new_node_ids[0]
     changed = _with(outcome.world_model, node_id, by_person=True, pinned=args.pin)
     pinned = " and pinned it" if args.pin else ""
-    return ActOutcome(changed, approval_required, True, f"added hypothesis '{node_id}' under '{args.parent_id}'{pinned}")
+    return ActOutcome(
+        changed, approval_required, True, f"added hypothesis '{node_id}' under '{args.parent_id}'{pinned}"
+    )

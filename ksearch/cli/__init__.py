@@ -52,7 +52,10 @@ def _main(
     ctx: typer.Context,
     workspace: WorkspaceOpt = None,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Echo log events to stderr.")] = False,
-    version: Annotated[bool, typer.Option("--version", callback=_print_version, is_eager=True, help="Print ksearch's version and exit.")] = False,
+    version: Annotated[
+        bool,
+        typer.Option("--version", callback=_print_version, is_eager=True, help="Print ksearch's version and exit."),
+    ] = False,
 ) -> None:
     ws = workspace_dir(workspace)
     if ws.exists() and not ws.is_dir():  # before anything (the log first) tries to write inside it
@@ -79,15 +82,19 @@ def _on_stop_signal(signum: int, _frame: FrameType | None) -> None:
     if first:
         asked = driving.request_stop(name)
         if asked:
-            err.print(f"\n[yellow]{name}: stopping run {', '.join(asked)} once the step in progress is done (its "
-                      f"result is kept); {name} again stops at once[/yellow]")  # fmt: skip
+            err.print(
+                f"\n[yellow]{name}: stopping run {', '.join(asked)} once the step in progress is done (its "
+                f"result is kept); {name} again stops at once[/yellow]"
+            )
             return
         raise KeyboardInterrupt
     stopped = driving.mark_stopped_now(name)
     if not stopped:
         raise KeyboardInterrupt
-    err.print(f"\n[red]{name} again: stopped at once[/red]; run {', '.join(stopped)} is marked interrupted "
-              "(the step in progress is redone when it resumes)")  # fmt: skip
+    err.print(
+        f"\n[red]{name} again: stopped at once[/red]; run {', '.join(stopped)} is marked interrupted "
+        "(the step in progress is redone when it resumes)"
+    )
     err.print(f"hint: continue with: ksearch resume {stopped[0]}")
     _exit_now(128 + signum)
 

@@ -40,29 +40,42 @@ def rule(title: str = "") -> None:
     head = f"── {title} " if title else ""
     print(head + "─" * max(3, PIPE_RULE - len(head)), flush=True)
 
+
 WorkspaceOpt = Annotated[
     Path | None,
-    typer.Option("--workspace", "-w", help="Workspace folder holding ksearch.db and logs [env: KSEARCH_WORKSPACE; default ./.ksearch]"),
+    typer.Option(
+        "--workspace",
+        "-w",
+        help="Workspace folder holding ksearch.db and logs [env: KSEARCH_WORKSPACE; default ./.ksearch]",
+    ),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON instead of tables.")]
 RunIdArg = Annotated[str, typer.Argument(help="A run id (a unique prefix is enough); list them with `ksearch runs`.")]
 LatestRunIdArg = Annotated[
     str | None,
-    typer.Argument(help="A run id (a unique prefix is enough) [default: the latest run]; list them with `ksearch runs`."),
+    typer.Argument(
+        help="A run id (a unique prefix is enough) [default: the latest run]; list them with `ksearch runs`."
+    ),
 ]
 """RUN of the commands that default to the latest run (show, resume, replay, export); those that change a run
 (respond, steer, fork) take it explicitly."""
 KernelBenchRootOpt = Annotated[
     Path | None,
-    typer.Option("--kernelbench-root", help="KernelBench checkout for kernelbench:LEVEL/ID tasks [env: KERNELBENCH_ROOT]."),
+    typer.Option(
+        "--kernelbench-root", help="KernelBench checkout for kernelbench:LEVEL/ID tasks [env: KERNELBENCH_ROOT]."
+    ),
 ]
 BaselineOpt = Annotated[
     str, typer.Option("--baseline", help="KernelBench speedups are over PyTorch 'eager' or 'compile' (torch.compile).")
 ]
 SchedulerOpt = Annotated[
     str | None,
-    typer.Option("--scheduler", help="With --executor dask: the Dask scheduler's address, e.g. tcp://host:8786 (through an SSH tunnel: tcp://localhost:8786)."),
+    typer.Option(
+        "--scheduler",
+        help="With --executor dask: the Dask scheduler's address, e.g. tcp://host:8786 (through an SSH tunnel: tcp://localhost:8786).",
+    ),
 ]
+
 
 def workspace_of(ctx: typer.Context) -> Path:
     return ctx.obj["workspace"]
@@ -92,7 +105,7 @@ class Progress:
         """Print "resuming RUN" once the run really goes on (after every check that could refuse it)."""
         self.status = out.status("starting", spinner="dots")
 
-    def __enter__(self) -> "Progress":
+    def __enter__(self) -> Progress:
         self.status.__enter__()
         return self
 
@@ -110,7 +123,9 @@ class Progress:
         elif event == "plan":
             self.status.update("planning: asking the LLM to update the world model")
         elif event == "plan_rejected":
-            out.print(f"[yellow]planner's edit script rejected ({len(data['errors'])} errors); asking it to repair[/yellow]")
+            out.print(
+                f"[yellow]planner's edit script rejected ({len(data['errors'])} errors); asking it to repair[/yellow]"
+            )
         elif event == "selected":
             for node in data["nodes"]:
                 out.print(f"[cyan]action {node['node_id']}[/cyan]: {escape(node['title'])}")
@@ -134,33 +149,45 @@ class Progress:
             verdict = "" if data["ok"] else " (rejected)"
             out.print(f"[{colour}]steering by {escape(data['author'])}{verdict}[/{colour}]: {escape(data['message'])}")
         elif event == "skill_lifted":
-            out.print(f"[magenta]skill lifted[/magenta] {data['skill_id']} from cycle {data['cycle_id']}: "
-                      f"{escape(data['intent'])}")  # fmt: skip
+            out.print(
+                f"[magenta]skill lifted[/magenta] {data['skill_id']} from cycle {data['cycle_id']}: "
+                f"{escape(data['intent'])}"
+            )
         elif event == "skill_trial":
             paired = f"x{data['speedup']:.3f}" if data.get("speedup") else "no paired measurement"
             status = "verified" if data["verified"] else "not verified"
-            out.print(f"[magenta]skill trial[/magenta] {data['skill_id']} in cycle {data['cycle_id']}: "
-                      f"{data['verdict']}, {paired}, {status}{', held out' if data['held_out'] else ''}")  # fmt: skip
+            out.print(
+                f"[magenta]skill trial[/magenta] {data['skill_id']} in cycle {data['cycle_id']}: "
+                f"{data['verdict']}, {paired}, {status}{', held out' if data['held_out'] else ''}"
+            )
 
 
 def print_waiting(outcome: RunOutcome) -> None:
     """A paused run: what it waits for and the commands that answer it (nothing runs until then)."""
     run_id = outcome.run_id
-    out.print(f"\nrun [bold]{run_id}[/bold] is [yellow]waiting[/yellow] after {outcome.rounds_used} rounds; nothing runs until it is answered:")
+    out.print(
+        f"\nrun [bold]{run_id}[/bold] is [yellow]waiting[/yellow] after {outcome.rounds_used} rounds; nothing runs until it is answered:"
+    )
     several = len(outcome.pending) > 1
     for w in outcome.pending:
         prompt = w.prompt
         if prompt.kind == "device":
-            out.print(f"  [yellow]{escape(prompt.key)}[/yellow]: waits for the GPU; continue with `ksearch resume {run_id}` "
-                      "on a machine that has it")  # fmt: skip
+            out.print(
+                f"  [yellow]{escape(prompt.key)}[/yellow]: waits for the GPU; continue with `ksearch resume {run_id}` "
+                "on a machine that has it"
+            )
         elif prompt.kind == "approval":
             node = prompt.details.get("node_id")
-            out.print(f"  approval of a new best (node {escape(str(node))}): ksearch steer {run_id} approve|reject"
-                      + (f" {node}" if several else ""))
+            out.print(
+                f"  approval of a new best (node {escape(str(node))}): ksearch steer {run_id} approve|reject"
+                + (f" {node}" if several else "")
+            )
         else:
             key = f" --key {prompt.key}" if several else ""
-            out.print(f"  {prompt.role} prompt [cyan]{escape(prompt.key)}[/cyan]: read it with `ksearch pending {run_id}{key}`, "
-                      f"answer with `ksearch respond {run_id}{key} --file reply.md`")
+            out.print(
+                f"  {prompt.role} prompt [cyan]{escape(prompt.key)}[/cyan]: read it with `ksearch pending {run_id}{key}`, "
+                f"answer with `ksearch respond {run_id}{key} --file reply.md`"
+            )
 
 
 def first_line(text: str) -> str:
@@ -174,12 +201,16 @@ def print_outcome(outcome: RunOutcome, ws: Path) -> None:
     if outcome.status == "waiting":
         print_waiting(outcome)
         return
-    out.print(f"\nrun [bold]{outcome.run_id}[/bold] {outcome.status}: {outcome.done_reason}; {outcome.rounds_used} rounds")
+    out.print(
+        f"\nrun [bold]{outcome.run_id}[/bold] {outcome.status}: {outcome.done_reason}; {outcome.rounds_used} rounds"
+    )
     if outcome.best is None:
         out.print("[yellow]no candidate passed[/yellow]")
         return
     evaluation = inspect_flow.evaluation(outcome.best.evaluation_id, ws)
-    out.print(f"[bold green]best kernel[/bold green] (node {escape(outcome.best.node_id)}): {escape(evaluation.summary())}")
+    out.print(
+        f"[bold green]best kernel[/bold green] (node {escape(outcome.best.node_id)}): {escape(evaluation.summary())}"
+    )
     for t in evaluation.timings:
         out.print(f"  {t.describe()}")
     out.print(f"see it with: ksearch show {outcome.run_id} --code")

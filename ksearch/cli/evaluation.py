@@ -31,13 +31,25 @@ app = typer.Typer()
 def sweep(
     ctx: typer.Context,
     suite: Annotated[str, typer.Argument(help="kernelbench:LEVEL, e.g. kernelbench:1")],
-    model: Annotated[str, typer.Option("--model", "-m", help="provider:model or replay:FILE; {problem} and {level} are replaced per problem.")],
-    problems: Annotated[str | None, typer.Option(help="Problem ids and ranges, e.g. 1-20,25 (default: all of the level).")] = None,
+    model: Annotated[
+        str,
+        typer.Option(
+            "--model", "-m", help="provider:model or replay:FILE; {problem} and {level} are replaced per problem."
+        ),
+    ],
+    problems: Annotated[
+        str | None, typer.Option(help="Problem ids and ranges, e.g. 1-20,25 (default: all of the level).")
+    ] = None,
     max_rounds: MaxRoundsOpt = 20,
     device: DeviceOpt = "auto",
     baseline: BaselineOpt = "eager",
     kernelbench_root: KernelBenchRootOpt = None,
-    name: Annotated[str | None, typer.Option(help="Sweep name (default from level, model, device, rounds); its manifest is WORKSPACE/sweeps/NAME.json.")] = None,
+    name: Annotated[
+        str | None,
+        typer.Option(
+            help="Sweep name (default from level, model, device, rounds); its manifest is WORKSPACE/sweeps/NAME.json."
+        ),
+    ] = None,
     stagnation_window: StagnationWindowOpt = 5,
     run_timeout: RunTimeoutOpt = 300.0,
     base_url: BaseUrlOpt = None,
@@ -52,10 +64,18 @@ def sweep(
     device = resolve_device(device)
     try:
         spec = SweepSpec(
-            suite=suite, model=model, problems=problems, max_rounds=max_rounds, device=device, baseline=baseline,
-            kernelbench_root=str(kernelbench_root) if kernelbench_root else None, name=name,
-            stagnation_window=stagnation_window, run_timeout_s=run_timeout, base_url=base_url,
-        )  # fmt: skip
+            suite=suite,
+            model=model,
+            problems=problems,
+            max_rounds=max_rounds,
+            device=device,
+            baseline=baseline,
+            kernelbench_root=str(kernelbench_root) if kernelbench_root else None,
+            name=name,
+            stagnation_window=stagnation_window,
+            run_timeout_s=run_timeout,
+            base_url=base_url,
+        )
     except ValidationError as exc:
         fail(exc)
     console = err if as_json else out
@@ -79,8 +99,10 @@ def sweep(
     summary = rep.summary
     fast = "  ".join(f"fast_{p} = {v:.3f}" for p, v in summary["fast_p"].items())
     geo = summary["geomean_speedup"]
-    out.print(f"{summary['correct']}/{summary['n']} correct;  {fast};  geomean speedup (correct) = "
-              + (f"{geo:.3f}x" if geo is not None else "- (untimed)"))
+    out.print(
+        f"{summary['correct']}/{summary['n']} correct;  {fast};  geomean speedup (correct) = "
+        + (f"{geo:.3f}x" if geo is not None else "- (untimed)")
+    )
     out.print(sweep_checks_text(summary))
     if device == "cpu":
         out.print("[yellow]device cpu: nothing is timed, so only fast_0 (correctness) is meaningful[/yellow]")
@@ -105,20 +127,28 @@ def _sweep_result_text(entry: Any) -> str:
         return "[red]no correct kernel[/red]"
     uses = f" [yellow](uses {', '.join(entry.waived)}, allowed)[/yellow]" if entry.waived else ""
     if entry.speedup is not None:
-        return f"[green]correct[/green], {entry.speedup:.3f}x ({entry.baseline_ms:.4f} -> {entry.latency_ms:.4f} ms)" + uses
+        return (
+            f"[green]correct[/green], {entry.speedup:.3f}x ({entry.baseline_ms:.4f} -> {entry.latency_ms:.4f} ms)"
+            + uses
+        )
     return "[green]correct[/green] (untimed)" + uses
 
 
 def sweep_table(rep: Any) -> Table:
-    table = Table("problem", "title", "status", "correct", "ours ms", "baseline ms", "speedup", "run", title=f"sweep {rep.name}")
+    table = Table(
+        "problem", "title", "status", "correct", "ours ms", "baseline ms", "speedup", "run", title=f"sweep {rep.name}"
+    )
     for e in rep.problems:
         table.add_row(
-            str(e.problem_id), e.title, e.status + (f" ({e.error[:60]})" if e.error else ""), "yes" if e.correct else "no",
+            str(e.problem_id),
+            e.title,
+            e.status + (f" ({e.error[:60]})" if e.error else ""),
+            "yes" if e.correct else "no",
             f"{e.latency_ms:.4f}" if e.latency_ms is not None else "-",
             f"{e.baseline_ms:.4f}" if e.baseline_ms is not None else "-",
             (f"{e.speedup:.3f}x" if e.speedup is not None else "-") + (f" ({'+'.join(e.waived)})" if e.waived else ""),
             e.run_id,
-        )  # fmt: skip
+        )
     return table
 
 
@@ -126,8 +156,22 @@ def sweep_table(rep: Any) -> Table:
 def export_cmd(
     ctx: typer.Context,
     run_id: LatestRunIdArg = None,
-    format_name: Annotated[str, typer.Option("--format", "-f", help="module (the plain module, any task), gpumode (a GPU MODE submission.py) or flashinfer (a Solution JSON).")] = "module",
-    output: Annotated[Path | None, typer.Option("--output", "-o", help="File to write (default: submission.py for gpumode, RUN.py for module); '-' prints it.")] = None,
+    format_name: Annotated[
+        str,
+        typer.Option(
+            "--format",
+            "-f",
+            help="module (the plain module, any task), gpumode (a GPU MODE submission.py) or flashinfer (a Solution JSON).",
+        ),
+    ] = "module",
+    output: Annotated[
+        Path | None,
+        typer.Option(
+            "--output",
+            "-o",
+            help="File to write (default: submission.py for gpumode, RUN.py for module); '-' prints it.",
+        ),
+    ] = None,
     force: Annotated[bool, typer.Option("--force", help="Overwrite an existing output file.")] = False,
 ) -> None:
     """Write a run's best candidate in a format another system accepts."""
@@ -147,18 +191,38 @@ def export_cmd(
 def eval_cmd(
     task: Annotated[str, typer.Argument(help="Task name (see `ksearch tasks`).")],
     file: Annotated[Path, typer.Argument(help="The kernel module to evaluate.", exists=True, dir_okay=False)],
-    device: Annotated[str, typer.Option("--device", help="auto, cpu (Triton interpreter, correctness only), cuda or cuda:N.")] = "auto",
+    device: Annotated[
+        str, typer.Option("--device", help="auto, cpu (Triton interpreter, correctness only), cuda or cuda:N.")
+    ] = "auto",
     timing_method: Annotated[
-        str | None, typer.Option("--timing-method", help="robust, gpumode, gpumode-benchmark, flashinfer, or confirm (GPU MODE's leaderboard procedure for any task: what a new best must pass) [default: the task's].")
+        str | None,
+        typer.Option(
+            "--timing-method",
+            help="robust, gpumode, gpumode-benchmark, flashinfer, or confirm (GPU MODE's leaderboard procedure for any task: what a new best must pass) [default: the task's].",
+        ),
     ] = None,
     language: Annotated[str, typer.Option("--language", help="The kernel's language.")] = "triton",
     kernelbench_root: KernelBenchRootOpt = None,
-    yardstick: Annotated[int, typer.Option("--yardstick", min=0, max=20, help="Audit the timing: after it, per shape, "
-        "N rounds of a bare GPU MODE benchmark loop against gpumode-benchmark in the kernel's own process (their ratio "
-        "shows what ksearch's procedure changes; a diagnostic, never the score).")] = 0,
-    target_gpu: Annotated[str | None, typer.Option("--target-gpu", help="On the CPU: the GPU the kernel is written "
-        "for (h100, h200, b200, a100, ...); its Triton kernels are compiled for it ahead of time and one over its "
-        "limits (shared memory, registers, threads) is a compile error.")] = None,
+    yardstick: Annotated[
+        int,
+        typer.Option(
+            "--yardstick",
+            min=0,
+            max=20,
+            help="Audit the timing: after it, per shape, "
+            "N rounds of a bare GPU MODE benchmark loop against gpumode-benchmark in the kernel's own process (their ratio "
+            "shows what ksearch's procedure changes; a diagnostic, never the score).",
+        ),
+    ] = 0,
+    target_gpu: Annotated[
+        str | None,
+        typer.Option(
+            "--target-gpu",
+            help="On the CPU: the GPU the kernel is written "
+            "for (h100, h200, b200, a100, ...); its Triton kernels are compiled for it ahead of time and one over its "
+            "limits (shared memory, registers, threads) is a compile error.",
+        ),
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Run the hardened evaluator on one kernel file: correctness, timing and the verdict with its evidence.
@@ -167,9 +231,16 @@ def eval_cmd(
     from ksearch.flows.evaluate import evaluate_file
 
     try:
-        evaluation = evaluate_file(task, file, device=device, timing_method=timing_method, language=language,
-                                   kernelbench_root=kernelbench_root, yardstick_rounds=yardstick,
-                                   target_gpu=target_gpu)  # fmt: skip
+        evaluation = evaluate_file(
+            task,
+            file,
+            device=device,
+            timing_method=timing_method,
+            language=language,
+            kernelbench_root=kernelbench_root,
+            yardstick_rounds=yardstick,
+            target_gpu=target_gpu,
+        )
     except ValidationError as exc:
         fail(exc)
     if as_json:
@@ -180,29 +251,53 @@ def eval_cmd(
             table = Table("config", "median ms", "mean ms", "stdev ms", "samples", "method", "floor ms", "of roofline")
             for t in evaluation.timings:
                 point = points.get(t.config)
-                table.add_row(t.config, f"{t.median_ms:.5f}", f"{t.mean_ms:.5f}", f"{t.stdev_ms:.5f}", str(t.samples),
-                              f"{t.method} (reports {t.headline})",
-                              f"{point.floor_ms:.4g} ({point.bound})" if point else "-",
-                              f"{point.fraction:.0%}" if point else "-")  # fmt: skip
+                table.add_row(
+                    t.config,
+                    f"{t.median_ms:.5f}",
+                    f"{t.mean_ms:.5f}",
+                    f"{t.stdev_ms:.5f}",
+                    str(t.samples),
+                    f"{t.method} (reports {t.headline})",
+                    f"{point.floor_ms:.4g} ({point.bound})" if point else "-",
+                    f"{point.fraction:.0%}" if point else "-",
+                )
             out.print(table)
         for profile in evaluation.profile:
             out.print(escape(profile.describe()))
         if evaluation.resources:
             where = evaluation.environment.get("target_gpu") or evaluation.device
-            table = Table("kernel", "shared bytes", "registers", "spilled bytes", "warps", "stages",
-                          title=f"compiled kernels ({where})")  # fmt: skip
+            table = Table(
+                "kernel",
+                "shared bytes",
+                "registers",
+                "spilled bytes",
+                "warps",
+                "stages",
+                title=f"compiled kernels ({where})",
+            )
             for r in evaluation.resources:
-                table.add_row(r.name + (" (autotune config)" if r.tuned else ""), str(r.shared_bytes),
-                              "-" if r.registers is None else str(r.registers),
-                              "-" if r.spilled_bytes is None else str(r.spilled_bytes), str(r.num_warps),
-                              str(r.num_stages))  # fmt: skip
+                table.add_row(
+                    r.name + (" (autotune config)" if r.tuned else ""),
+                    str(r.shared_bytes),
+                    "-" if r.registers is None else str(r.registers),
+                    "-" if r.spilled_bytes is None else str(r.spilled_bytes),
+                    str(r.num_warps),
+                    str(r.num_stages),
+                )
             out.print(table)
         if evaluation.yardstick:
-            table = Table("config", "bare GPU MODE loop ms", "gpumode-benchmark ms", "ratio", "rounds",
-                          title="yardstick: the same process, rounds alternating")  # fmt: skip
+            table = Table(
+                "config",
+                "bare GPU MODE loop ms",
+                "gpumode-benchmark ms",
+                "ratio",
+                "rounds",
+                title="yardstick: the same process, rounds alternating",
+            )
             for y in evaluation.yardstick:
-                table.add_row(y.config, f"{y.bare_mean_ms:.5f}", f"{y.ksearch_mean_ms:.5f}", f"{y.ratio:.3f}",
-                              str(len(y.bare_ms)))  # fmt: skip
+                table.add_row(
+                    y.config, f"{y.bare_mean_ms:.5f}", f"{y.ksearch_mean_ms:.5f}", f"{y.ratio:.3f}", str(len(y.bare_ms))
+                )
             out.print(table)
         colour = "green" if evaluation.passed else "red"
         out.print(f"[{colour}]{escape(evaluation.verdict.value)}[/{colour}]: {escape(evaluation.summary())}")

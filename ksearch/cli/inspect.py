@@ -42,9 +42,22 @@ def runs(ctx: typer.Context, as_json: JsonOpt = False) -> None:
     cells = []
     for r in rows:
         tokens = int(usage[r["id"]]["input_tokens"] + usage[r["id"]]["output_tokens"])
-        best = f"{r['best_score']:.6g}" if r["best_score"] is not None else ("passed" if r["best_candidate_id"] else "-")
-        cells.append([r["id"], run_status(r), str(r["rounds_used"] or 0), str(r.get("rounds_passed") or 0), best,
-                      str(tokens), r["device"], r["task"], r["model"]])  # fmt: skip
+        best = (
+            f"{r['best_score']:.6g}" if r["best_score"] is not None else ("passed" if r["best_candidate_id"] else "-")
+        )
+        cells.append(
+            [
+                r["id"],
+                run_status(r),
+                str(r["rounds_used"] or 0),
+                str(r.get("rounds_passed") or 0),
+                best,
+                str(tokens),
+                r["device"],
+                r["task"],
+                r["model"],
+            ]
+        )
     for line in fit_columns(headers, cells, out.width, shrinkable=("model", "task")):
         out.print(line, soft_wrap=True, highlight=False, markup=False)
     out.print("[dim]details: ksearch show RUN (a unique prefix of the id is enough; without RUN, the latest run)[/dim]")
@@ -85,7 +98,9 @@ def run_status(run: dict[str, Any]) -> str:
 def show(
     ctx: typer.Context,
     run_id: LatestRunIdArg = None,
-    code: Annotated[bool, typer.Option("--code", help="Print the best kernel's source alone (ksearch show --code > kernel.py).")] = False,
+    code: Annotated[
+        bool, typer.Option("--code", help="Print the best kernel's source alone (ksearch show --code > kernel.py).")
+    ] = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Show a run: its world-model tree, its rounds and its best kernel."""
@@ -101,7 +116,9 @@ def show(
         print_code(run_row["id"], best_code)
         return
     status = run_row["status"] + (f" ({run_row['done_reason']})" if run_row.get("done_reason") else "")
-    out.print(f"[bold]{run_row['id']}[/bold]: task {run_row['task']}, model {run_row['model']}, device {run_row['device']}, {status}")
+    out.print(
+        f"[bold]{run_row['id']}[/bold]: task {run_row['task']}, model {run_row['model']}, device {run_row['device']}, {status}"
+    )
     config = run_row["config"]
     if config.get("fork_of"):
         out.print(f"forked from {config['fork_of']} at round {config.get('fork_round')}")
@@ -113,16 +130,26 @@ def show(
         out.print(f"not finished; continue with: ksearch resume {run_row['id']}")
     for w in view.pending:
         state = "answered, taken when the run is driven next" if w.answered else "waiting"
-        out.print(f"[yellow]pending[/yellow] {w.prompt.kind} {escape(w.prompt.key)} ({w.prompt.role}): {state}"
-                  f"  (ksearch pending {run_row['id']})")
+        out.print(
+            f"[yellow]pending[/yellow] {w.prompt.kind} {escape(w.prompt.key)} ({w.prompt.role}): {state}"
+            f"  (ksearch pending {run_row['id']})"
+        )
     if wm.kernel_summary:
         out.print(f"\n[bold]kernel summary[/bold]: {escape(wm.kernel_summary)}")
     out.print(render_tree(wm))
     table = Table("round", "cycle", "attempt", "node", "prompt", "verdict", "score", "candidate")
     for a in attempts:
         score = f"{a['score']:.6g}" if a["score"] is not None else "-"
-        table.add_row(str(a["round_index"]), a["cycle_id"], str(a["attempt"]), a["node_id"], a["prompt_kind"] or "",
-                      a["verdict"], score, (a["candidate_id"] or "-")[-12:])
+        table.add_row(
+            str(a["round_index"]),
+            a["cycle_id"],
+            str(a["attempt"]),
+            a["node_id"],
+            a["prompt_kind"] or "",
+            a["verdict"],
+            score,
+            (a["candidate_id"] or "-")[-12:],
+        )
     out.print(table)
     out.print(best_candidates_table(attempts))
     if view.steering:
@@ -131,8 +158,10 @@ def show(
     if people:
         out.print(f"{people} of the LLM calls were answered by a person or an agent (`respond`; counted as 0 tokens)")
     total = usage["total"]
-    out.print(f"LLM usage: {int(total['calls'])} calls, {int(total['input_tokens'])} input + {int(total['output_tokens'])} output tokens"
-              + (f", ${total['cost_usd']:.4f}" if total["cost_usd"] else ""))
+    out.print(
+        f"LLM usage: {int(total['calls'])} calls, {int(total['input_tokens'])} input + {int(total['output_tokens'])} output tokens"
+        + (f", ${total['cost_usd']:.4f}" if total["cost_usd"] else "")
+    )
     if view.cost is not None:
         out.print(f"run cost: {escape(view.cost.describe())}")
     if best_eval is not None:
@@ -173,10 +202,16 @@ def steering_table(acts: list[dict[str, Any]]) -> Table:
     for a in acts:
         args = ", ".join(f"{k}={v}" for k, v in a["args"].items() if v not in (None, "", False))
         source = f" (copied from {a['copied_from']})" if a.get("copied_from") else ""
-        table.add_row(str(a["id"]), a["act"], escape(args), escape(a["author"] or ""), a["status"],
-                      "" if a["applied_step"] is None else str(a["applied_step"]),
-                      "" if a["applied_round"] is None else str(a["applied_round"]),
-                      escape((a["result"] or "") + source))  # fmt: skip
+        table.add_row(
+            str(a["id"]),
+            a["act"],
+            escape(args),
+            escape(a["author"] or ""),
+            a["status"],
+            "" if a["applied_step"] is None else str(a["applied_step"]),
+            "" if a["applied_round"] is None else str(a["applied_round"]),
+            escape((a["result"] or "") + source),
+        )
     return table
 
 
@@ -192,7 +227,11 @@ def render_tree(wm: WorldModel) -> Tree:
         if node.solution:
             perf = f"{node.solution.latency_ms:.4f} ms" if node.solution.latency_ms is not None else "correct, untimed"
             text += f" -> {perf}"
-        marks = [m for m, on in (("added by a person", node.by_person), ("pinned", node.pinned), ("pruned", node.pruned)) if on]
+        marks = [
+            m
+            for m, on in (("added by a person", node.by_person), ("pinned", node.pinned), ("pruned", node.pruned))
+            if on
+        ]
         if marks:
             text += f" [magenta]({', '.join(marks)})[/magenta]"
         return text

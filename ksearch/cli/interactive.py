@@ -11,6 +11,7 @@ from typing import Annotated, Any
 import typer
 from rich.markup import escape
 
+from ksearch.cli._common import JsonOpt, Progress, RunIdArg, out, print_outcome, rule, workspace_of
 from ksearch.cli.options import (
     DEVICE,
     MAX_ROUNDS,
@@ -21,7 +22,6 @@ from ksearch.cli.options import (
     RunIdOpt,
     TemperatureOpt,
 )
-from ksearch.cli._common import JsonOpt, Progress, RunIdArg, out, print_outcome, rule, workspace_of
 from ksearch.errors import UserError
 
 app = typer.Typer()
@@ -32,7 +32,12 @@ def pending(
     ctx: typer.Context,
     run_id: Annotated[str | None, typer.Argument(help="A run id (default: the most recent waiting run).")] = None,
     key: Annotated[str | None, typer.Option("--key", "-k", help="Show only the prompt with this call key.")] = None,
-    raw: Annotated[bool, typer.Option("--raw", help="Print only the prompt text (system, then user), e.g. to pipe it to a file or another model.")] = False,
+    raw: Annotated[
+        bool,
+        typer.Option(
+            "--raw", help="Print only the prompt text (system, then user), e.g. to pipe it to a file or another model."
+        ),
+    ] = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Show what a paused run waits for: each prompt's role, call key, full text and expected reply format."""
@@ -42,13 +47,17 @@ def pending(
     view = interactive_flow.pending(run_id or interactive_flow.latest_waiting_run(workspace=ws), workspace=ws)
     prompts = [w for w in view.prompts if key is None or w.prompt.key == key]
     if key is not None and not prompts:
-        raise UserError(f"run {view.run_id} waits for no prompt {key!r}", hint=f"see them all: ksearch pending {view.run_id}")
+        raise UserError(
+            f"run {view.run_id} waits for no prompt {key!r}", hint=f"see them all: ksearch pending {view.run_id}"
+        )
     if as_json:
         print(json.dumps({**view.as_json(), "prompts": [w.model_dump(mode="json") for w in prompts]}, indent=2))
         return
     if raw:
         if len(prompts) != 1:
-            raise UserError(f"run {view.run_id} waits for {len(prompts)} prompts; --raw needs one", hint="name it with --key KEY")
+            raise UserError(
+                f"run {view.run_id} waits for {len(prompts)} prompts; --raw needs one", hint="name it with --key KEY"
+            )
         prompt = prompts[0].prompt
         print((prompt.system + "\n\n" if prompt.system else "") + prompt.prompt)
         return
@@ -58,8 +67,10 @@ def pending(
     devices = [w for w in prompts if w.prompt.kind == "device"]
     prompts = [w for w in prompts if w.prompt.kind != "device"]
     several = sum(not w.answered for w in prompts) > 1
-    out.print(f"run [bold]{view.run_id}[/bold] ({view.status}) waits for {len(prompts)} answer(s)"
-              + (f" and for its device ({len(devices)} evaluation(s))" if devices else ""))  # fmt: skip
+    out.print(
+        f"run [bold]{view.run_id}[/bold] ({view.status}) waits for {len(prompts)} answer(s)"
+        + (f" and for its device ({len(devices)} evaluation(s))" if devices else "")
+    )
     for w in devices:
         out.print(f"[yellow]{escape(w.prompt.key)}[/yellow]: {escape(w.prompt.prompt)}")
     for w in prompts:
@@ -74,21 +85,42 @@ def pending(
         if p.reply_format.json_schema:
             out.print("[dim](the JSON schema is in the prompt above; `--json` gives it as data)[/dim]")
         if w.answered:
-            out.print("[green]answered[/green]: the run takes the recorded answer when it is driven next (`ksearch resume`)")
+            out.print(
+                "[green]answered[/green]: the run takes the recorded answer when it is driven next (`ksearch resume`)"
+            )
         elif p.kind == "approval":
-            out.print(f"answer with: ksearch steer {view.run_id} approve|reject" + (f" {p.details['node_id']}" if several else ""))
+            out.print(
+                f"answer with: ksearch steer {view.run_id} approve|reject"
+                + (f" {p.details['node_id']}" if several else "")
+            )
         else:
-            out.print(f"answer with: ksearch respond {view.run_id}" + (f" --key {p.key}" if several else "") + " --file reply.md")
+            out.print(
+                f"answer with: ksearch respond {view.run_id}"
+                + (f" --key {p.key}" if several else "")
+                + " --file reply.md"
+            )
 
 
 @app.command()
 def respond(
     ctx: typer.Context,
     run_id: RunIdArg,
-    file: Annotated[Path | None, typer.Option("--file", "-f", help="The reply ('-' or absent: read standard input).")] = None,
-    key: Annotated[str | None, typer.Option("--key", "-k", help="Which prompt to answer, when the run waits for several.")] = None,
-    no_drive: Annotated[bool, typer.Option("--no-drive", help="Only record the reply; the next `ksearch resume` takes it.")] = False,
-    prompts_only: Annotated[bool, typer.Option("--prompts-only", help="Drive the run on this machine without its GPU: plan and write here; each kernel waits for `ksearch resume RUN` on the GPU machine.")] = False,
+    file: Annotated[
+        Path | None, typer.Option("--file", "-f", help="The reply ('-' or absent: read standard input).")
+    ] = None,
+    key: Annotated[
+        str | None, typer.Option("--key", "-k", help="Which prompt to answer, when the run waits for several.")
+    ] = None,
+    no_drive: Annotated[
+        bool, typer.Option("--no-drive", help="Only record the reply; the next `ksearch resume` takes it.")
+    ] = False,
+    prompts_only: Annotated[
+        bool,
+        typer.Option(
+            "--prompts-only",
+            help="Drive the run on this machine without its GPU: plan and write here; each kernel waits for `ksearch resume RUN` on the GPU machine.",
+        ),
+    ] = False,
 ) -> None:
     """Answer a paused run's prompt, then drive the run to its next pause or its end (exit 0 when it waits again)."""
     from ksearch.flows import inspect as inspect_flow
@@ -98,8 +130,15 @@ def respond(
     ws = workspace_of(ctx)
     run_row = inspect_flow.run_row(run_id, ws)
     with Progress(run_row["config"].get("max_rounds", 0)) as progress:
-        response = interactive_flow.respond(run_row["id"], reply, key=key, workspace=ws, on_event=progress,
-                                            drive=not no_drive, prompts_only=prompts_only)  # fmt: skip
+        response = interactive_flow.respond(
+            run_row["id"],
+            reply,
+            key=key,
+            workspace=ws,
+            on_event=progress,
+            drive=not no_drive,
+            prompts_only=prompts_only,
+        )
     out.print(f"recorded the reply to [cyan]{escape(response.key)}[/cyan]")
     if response.busy:
         out.print(f"[yellow]{escape(response.busy)}[/yellow]: it takes the reply at its next step")
@@ -112,7 +151,9 @@ def respond(
 def _read_reply(file: Path | None) -> str:
     if file is None or str(file) == "-":
         if sys.stdin.isatty():
-            raise UserError("no reply given", hint="pass --file reply.md, or pipe the reply in: ksearch respond RUN < reply.md")
+            raise UserError(
+                "no reply given", hint="pass --file reply.md, or pipe the reply in: ksearch respond RUN < reply.md"
+            )
         return sys.stdin.read()
     try:
         return file.read_text(encoding="utf-8")
@@ -135,9 +176,18 @@ class SteerAct(StrEnum):
 def steer(
     ctx: typer.Context,
     run_id: RunIdArg,
-    act: Annotated[SteerAct, typer.Argument(help="pin|unpin|prune|revive NODE; add PARENT --title ...; require-approval [--off]; approve|reject [NODE].")],
-    node: Annotated[str | None, typer.Argument(help="The node acted on (for add: the parent of the new hypothesis).")] = None,
-    title: Annotated[str | None, typer.Option(help="add: the hypothesis (an action the coder can do in one round).")] = None,
+    act: Annotated[
+        SteerAct,
+        typer.Argument(
+            help="pin|unpin|prune|revive NODE; add PARENT --title ...; require-approval [--off]; approve|reject [NODE]."
+        ),
+    ],
+    node: Annotated[
+        str | None, typer.Argument(help="The node acted on (for add: the parent of the new hypothesis).")
+    ] = None,
+    title: Annotated[
+        str | None, typer.Option(help="add: the hypothesis (an action the coder can do in one round).")
+    ] = None,
     description: Annotated[str, typer.Option(help="add: what to change in the code.")] = "",
     difficulty: Annotated[int, typer.Option(help="add: 1 (trivial) .. 5.")] = 2,
     score: Annotated[float, typer.Option(help="add: prior that it pays off, 0..1 (the main selection key).")] = 0.7,
@@ -147,19 +197,33 @@ def steer(
     pin: Annotated[bool, typer.Option("--pin", help="add: also pin the new node.")] = False,
     off: Annotated[bool, typer.Option("--off", help="require-approval: stop requiring approvals.")] = False,
     author: Annotated[str | None, typer.Option(help="Who gives the act (default: user@host).")] = None,
-    no_drive: Annotated[bool, typer.Option("--no-drive", help="approve/reject: only record; the next `ksearch resume` takes it.")] = False,
+    no_drive: Annotated[
+        bool, typer.Option("--no-drive", help="approve/reject: only record; the next `ksearch resume` takes it.")
+    ] = False,
 ) -> None:
     """Steer a run: acts are recorded, applied at the run's next step (running, paused or stopped), and replayed."""
     from ksearch.flows import inspect as inspect_flow
     from ksearch.flows import steering as steering_flow
 
-    args = _steer_args(act, node, title=title, description=description, difficulty=difficulty, score=score,
-                       speedup=speedup, rationale=rationale, node_id=node_id, pin=pin, off=off)  # fmt: skip
+    args = _steer_args(
+        act,
+        node,
+        title=title,
+        description=description,
+        difficulty=difficulty,
+        score=score,
+        speedup=speedup,
+        rationale=rationale,
+        node_id=node_id,
+        pin=pin,
+        off=off,
+    )
     ws = workspace_of(ctx)
     run_row = inspect_flow.run_row(run_id, ws)
     with Progress(run_row["config"].get("max_rounds", 0)) as progress:
-        result = steering_flow.steer(run_row["id"], act.value, args, author=author, workspace=ws, on_event=progress,
-                                     drive=not no_drive)  # fmt: skip
+        result = steering_flow.steer(
+            run_row["id"], act.value, args, author=author, workspace=ws, on_event=progress, drive=not no_drive
+        )
     out.print(f"act #{result.act_id} ({result.act}) on run [bold]{result.run_id}[/bold]: {escape(result.message)}")
     if result.busy:
         out.print(f"[yellow]{escape(result.busy)}[/yellow]: it takes the answer at its next step")
@@ -204,7 +268,13 @@ def fork(
     parallel: Annotated[int | None, typer.Option(help="Actions explored at once.")] = None,
     max_tokens: MaxTokensOpt = None,
     temperature: TemperatureOpt = None,
-    require_approval: Annotated[bool | None, typer.Option("--require-approval/--no-require-approval", help="Whether new bests wait for approval (default: as RUN at that round).")] = None,
+    require_approval: Annotated[
+        bool | None,
+        typer.Option(
+            "--require-approval/--no-require-approval",
+            help="Whether new bests wait for approval (default: as RUN at that round).",
+        ),
+    ] = None,
     new_run_id: RunIdOpt = None,
 ) -> None:
     """Start a new run from RUN's state at the end of round --at, with another model or settings afterwards.
@@ -216,17 +286,25 @@ def fork(
     from ksearch.flows import run as run_flow
 
     updates: dict[str, Any] = {
-        "model": model, "base_url": base_url, "device": device, "max_rounds": max_rounds,
-        "stagnation_window": stagnation_window, "parallel_cycles": parallel, "temperature": temperature,
-        "require_approval": require_approval, "run_id": new_run_id,
-    }  # fmt: skip
+        "model": model,
+        "base_url": base_url,
+        "device": device,
+        "max_rounds": max_rounds,
+        "stagnation_window": stagnation_window,
+        "parallel_cycles": parallel,
+        "temperature": temperature,
+        "require_approval": require_approval,
+        "run_id": new_run_id,
+    }
     ws = workspace_of(ctx)
     parent = inspect_flow.run_row(run_id, ws)
     if max_tokens is not None:
         updates["budget"] = {**parent["config"].get("budget", {}), "max_total_tokens": max_tokens}
     config = fork_flow.create_fork(parent["id"], at, updates=updates, workspace=ws)
-    out.print(f"forked [bold]{parent['id']}[/bold] at round {at} as new run [bold]{config.run_id}[/bold] "
-              f"(model {config.model}, device {config.device}, {config.max_rounds} rounds)")  # fmt: skip
+    out.print(
+        f"forked [bold]{parent['id']}[/bold] at round {at} as new run [bold]{config.run_id}[/bold] "
+        f"(model {config.model}, device {config.device}, {config.max_rounds} rounds)"
+    )
     with Progress(config.max_rounds) as progress:
         outcome = run_flow.resume_run(config.run_id, workspace=ws, on_event=progress)
     print_outcome(outcome, ws)

@@ -20,10 +20,20 @@ SERVE_DEFAULT_PORT = 8765
 @app.command()
 def report(
     ctx: typer.Context,
-    run_ids: Annotated[list[str] | None, typer.Argument(metavar="[RUN]...", help="One run id (its report) or several (a comparison); unique prefixes are enough [default: the latest run].")] = None,
+    run_ids: Annotated[
+        list[str] | None,
+        typer.Argument(
+            metavar="[RUN]...",
+            help="One run id (its report) or several (a comparison); unique prefixes are enough [default: the latest run].",
+        ),
+    ] = None,
     output: Annotated[
         Path | None,
-        typer.Option("--output", "-o", help="The HTML file to write (default: report-RUN.html, or compare-RUN-and-N-more.html for several runs)."),
+        typer.Option(
+            "--output",
+            "-o",
+            help="The HTML file to write (default: report-RUN.html, or compare-RUN-and-N-more.html for several runs).",
+        ),
     ] = None,
     force: Annotated[bool, typer.Option("--force", help="Overwrite the output file if it exists.")] = False,
 ) -> None:
@@ -43,7 +53,8 @@ def serve(
         int, typer.Option("--port", "-p", help="Port to listen on (0 picks a free one).")
     ] = SERVE_DEFAULT_PORT,
     host: Annotated[
-        str, typer.Option("--host", help="Address to bind; the default keeps the pages (kernels, prompts) on this machine.")
+        str,
+        typer.Option("--host", help="Address to bind; the default keeps the pages (kernels, prompts) on this machine."),
     ] = SERVE_DEFAULT_HOST,
 ) -> None:
     """Serve the workspace's runs as web pages that update while a run goes (Ctrl-C stops)."""

@@ -11,10 +11,10 @@ from rich.markup import escape
 
 from ksearch.cli._common import (
     BaselineOpt,
-    SchedulerOpt,
     KernelBenchRootOpt,
-    Progress,
     LatestRunIdArg,
+    Progress,
+    SchedulerOpt,
     out,
     pick_run,
     print_outcome,
@@ -51,27 +51,77 @@ def run(
     max_rounds: MaxRoundsOpt = 20,
     stagnation_window: StagnationWindowOpt = 5,
     max_attempts_per_cycle: Annotated[int | None, typer.Option(help="Cap on rounds per cycle.")] = None,
-    parallel: Annotated[int | None, typer.Option(help="Actions explored at once [default: one per GPU in --gpus, or with --executor dask one per evaluation slot of the cluster; 1 on cpu].")] = None,
-    gpus: Annotated[str, typer.Option(help="GPUs to lease evaluations on: all, a count (2) or indices (0,1,3); ignored on cpu.")] = "all",
-    executor: Annotated[str, typer.Option(help="Where evaluations run: local (this machine) or dask (the workers of a Dask cluster: --scheduler; this machine needs no GPU).")] = "local",
+    parallel: Annotated[
+        int | None,
+        typer.Option(
+            help="Actions explored at once [default: one per GPU in --gpus, or with --executor dask one per evaluation slot of the cluster; 1 on cpu]."
+        ),
+    ] = None,
+    gpus: Annotated[
+        str, typer.Option(help="GPUs to lease evaluations on: all, a count (2) or indices (0,1,3); ignored on cpu.")
+    ] = "all",
+    executor: Annotated[
+        str,
+        typer.Option(
+            help="Where evaluations run: local (this machine) or dask (the workers of a Dask cluster: --scheduler; this machine needs no GPU)."
+        ),
+    ] = "local",
     scheduler: SchedulerOpt = None,
     max_difficulty: Annotated[int, typer.Option(help="Defer actions harder than this (1-5).")] = 4,
     max_tokens: MaxTokensOpt = None,
-    max_cost: Annotated[float | None, typer.Option(help="Stop when the run has cost this many USD (needs prices).")] = None,
+    max_cost: Annotated[
+        float | None, typer.Option(help="Stop when the run has cost this many USD (needs prices).")
+    ] = None,
     price_input: Annotated[float | None, typer.Option(help="USD per 1M input tokens, for cost accounting.")] = None,
     price_output: Annotated[float | None, typer.Option(help="USD per 1M output tokens, for cost accounting.")] = None,
     temperature: TemperatureOpt = None,
     run_id: RunIdOpt = None,
     run_timeout: RunTimeoutOpt = 300.0,
-    llm_timeout: Annotated[float, typer.Option(help="Seconds one LLM request may take before it is abandoned and retried.")] = 600.0,
-    llm_max_attempts: Annotated[int, typer.Option(help="Tries per LLM request on rate limits, timeouts and server errors (with exponential back-off).")] = 5,
+    llm_timeout: Annotated[
+        float, typer.Option(help="Seconds one LLM request may take before it is abandoned and retried.")
+    ] = 600.0,
+    llm_max_attempts: Annotated[
+        int,
+        typer.Option(
+            help="Tries per LLM request on rate limits, timeouts and server errors (with exponential back-off)."
+        ),
+    ] = 5,
     kernelbench_root: KernelBenchRootOpt = None,
     baseline: BaselineOpt = "eager",
-    seed_from: Annotated[Path | None, typer.Option("--seed-from", help="Continue from this solution file: it is evaluated first and the first cycles edit it.")] = None,
-    require_approval: Annotated[bool, typer.Option("--require-approval", help="Pause before each new best is promoted until `ksearch steer RUN approve|reject`.")] = False,
-    skills: Annotated[bool, typer.Option("--skills/--no-skills", help="Show the planner fitting skills from a frozen snapshot of the library and record trials of the ones it applies.")] = True,
-    lift_skills: Annotated[bool, typer.Option("--lift-skills/--no-lift-skills", help="Lift a candidate skill from every significantly faster parent -> child edge (paired; GPU only).")] = True,
-    target_gpu: Annotated[str | None, typer.Option("--target-gpu", help="On the CPU: write kernels for this GPU (h100, h200, b200, a100, ...): its limits and peaks go into every prompt and each Triton kernel is compiled for it and checked against its limits.")] = None,
+    seed_from: Annotated[
+        Path | None,
+        typer.Option(
+            "--seed-from", help="Continue from this solution file: it is evaluated first and the first cycles edit it."
+        ),
+    ] = None,
+    require_approval: Annotated[
+        bool,
+        typer.Option(
+            "--require-approval",
+            help="Pause before each new best is promoted until `ksearch steer RUN approve|reject`.",
+        ),
+    ] = False,
+    skills: Annotated[
+        bool,
+        typer.Option(
+            "--skills/--no-skills",
+            help="Show the planner fitting skills from a frozen snapshot of the library and record trials of the ones it applies.",
+        ),
+    ] = True,
+    lift_skills: Annotated[
+        bool,
+        typer.Option(
+            "--lift-skills/--no-lift-skills",
+            help="Lift a candidate skill from every significantly faster parent -> child edge (paired; GPU only).",
+        ),
+    ] = True,
+    target_gpu: Annotated[
+        str | None,
+        typer.Option(
+            "--target-gpu",
+            help="On the CPU: write kernels for this GPU (h100, h200, b200, a100, ...): its limits and peaks go into every prompt and each Triton kernel is compiled for it and checked against its limits.",
+        ),
+    ] = None,
 ) -> None:
     """Search for a fast, correct kernel for TASK."""
     from ksearch.flows import inspect as inspect_flow
@@ -119,11 +169,15 @@ def run(
     except ValidationError as exc:
         fail(exc)
     where = f" on the Dask cluster at {escape(scheduler or '')}" if executor == "dask" else ""
-    banner = [f"run [bold]{config.run_id}[/bold]: task {escape(task)}, model {escape(model)}, device {device}{where}, "
-              f"{max_rounds} rounds, {config.parallel_cycles} cycle{'s' if config.parallel_cycles > 1 else ''} at once"]  # fmt: skip
+    banner = [
+        f"run [bold]{config.run_id}[/bold]: task {escape(task)}, model {escape(model)}, device {device}{where}, "
+        f"{max_rounds} rounds, {config.parallel_cycles} cycle{'s' if config.parallel_cycles > 1 else ''} at once"
+    ]
     if device == "cpu":
         aim = f"; written and checked for the {config.target_gpu}'s limits" if config.target_gpu else ""
-        banner.append(f"[yellow]device cpu: kernels run under the Triton interpreter, checked for correctness only (not timed){aim}[/yellow]")
+        banner.append(
+            f"[yellow]device cpu: kernels run under the Triton interpreter, checked for correctness only (not timed){aim}[/yellow]"
+        )
     with Progress(config.max_rounds, banner=banner) as progress:
         outcome = runner.start_run(config, workspace=workspace_of(ctx), on_event=progress)
     print_outcome(outcome, workspace_of(ctx))
@@ -134,10 +188,34 @@ def run(
 def resume(
     ctx: typer.Context,
     run_id: LatestRunIdArg = None,
-    scheduler: Annotated[str | None, typer.Option("--scheduler", help="For a run made with --executor dask: go on with the Dask scheduler at this address (the run remembers it).")] = None,
-    base_url: Annotated[str | None, typer.Option("--base-url", help="The OpenAI-compatible server to use (a server stored in the workspace that is not loopback is used only when named here).")] = None,
-    trust_task: Annotated[bool, typer.Option("--trust-task", help="Import the run's task file although it lies inside the workspace folder (a received workspace could ship code there).")] = False,
-    prompts_only: Annotated[bool, typer.Option("--prompts-only", help="On a machine without the run's GPU: plan and write here (interactive prompts too); each kernel waits for `ksearch resume RUN` on the GPU machine.")] = False,
+    scheduler: Annotated[
+        str | None,
+        typer.Option(
+            "--scheduler",
+            help="For a run made with --executor dask: go on with the Dask scheduler at this address (the run remembers it).",
+        ),
+    ] = None,
+    base_url: Annotated[
+        str | None,
+        typer.Option(
+            "--base-url",
+            help="The OpenAI-compatible server to use (a server stored in the workspace that is not loopback is used only when named here).",
+        ),
+    ] = None,
+    trust_task: Annotated[
+        bool,
+        typer.Option(
+            "--trust-task",
+            help="Import the run's task file although it lies inside the workspace folder (a received workspace could ship code there).",
+        ),
+    ] = False,
+    prompts_only: Annotated[
+        bool,
+        typer.Option(
+            "--prompts-only",
+            help="On a machine without the run's GPU: plan and write here (interactive prompts too); each kernel waits for `ksearch resume RUN` on the GPU machine.",
+        ),
+    ] = False,
 ) -> None:
     """Continue a run from its last checkpoint (after a crash, a kill or Ctrl-C); without RUN, the latest unfinished run."""
     from ksearch.flows import inspect as inspect_flow
@@ -146,8 +224,15 @@ def resume(
     run_row = inspect_flow.run_row(pick_run(ctx, run_id, unfinished=True), workspace_of(ctx))
     max_rounds = run_row["config"].get("max_rounds", 0)
     with Progress(max_rounds, announce_resume=True) as progress:
-        outcome = runner.resume_run(run_row["id"], workspace=workspace_of(ctx), on_event=progress, scheduler=scheduler,
-                                    base_url=base_url, trust_task=trust_task, prompts_only=prompts_only)  # fmt: skip
+        outcome = runner.resume_run(
+            run_row["id"],
+            workspace=workspace_of(ctx),
+            on_event=progress,
+            scheduler=scheduler,
+            base_url=base_url,
+            trust_task=trust_task,
+            prompts_only=prompts_only,
+        )
     print_outcome(outcome, workspace_of(ctx))
 
 
@@ -156,12 +241,17 @@ def replay(
     ctx: typer.Context,
     run_id: LatestRunIdArg = None,
     device: Annotated[str | None, typer.Option(help="Re-evaluate on this device (default: the recorded one).")] = None,
-    trust_task: Annotated[bool, typer.Option("--trust-task", help="Import the run's task file although it lies inside the workspace folder.")] = False,
+    trust_task: Annotated[
+        bool,
+        typer.Option("--trust-task", help="Import the run's task file although it lies inside the workspace folder."),
+    ] = False,
 ) -> None:
     """Re-execute a past run with its recorded LLM replies, re-evaluating every kernel on this machine."""
     from ksearch.flows import run as runner
 
-    config = runner.replay_config(pick_run(ctx, run_id), workspace=workspace_of(ctx), device=device, trust_task=trust_task)
+    config = runner.replay_config(
+        pick_run(ctx, run_id), workspace=workspace_of(ctx), device=device, trust_task=trust_task
+    )
     out.print(f"replaying [bold]{config.replay_of}[/bold] as new run [bold]{config.run_id}[/bold] on {config.device}")
     with Progress(config.max_rounds) as progress:
         outcome = runner.start_run(config, workspace=workspace_of(ctx), on_event=progress)
@@ -183,4 +273,6 @@ def _print_kernelbench_speedup(outcome: RunOutcome, config: RunConfig, mode: str
     if ratio is None:
         out.print(f"[yellow]no speedup: baseline {base.verdict}[/yellow] {escape(base.log[:200])}")
         return
-    out.print(f"speedup over PyTorch {mode}: [bold]{ratio:.3f}x[/bold] ({base.latency_ms:.4f} ms -> {evaluation.latency_ms:.4f} ms)")
+    out.print(
+        f"speedup over PyTorch {mode}: [bold]{ratio:.3f}x[/bold] ({base.latency_ms:.4f} ms -> {evaluation.latency_ms:.4f} ms)"
+    )

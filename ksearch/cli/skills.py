@@ -12,10 +12,15 @@ from rich.table import Table
 
 from ksearch.cli._common import JsonOpt, err, out, workspace_of
 
-app = typer.Typer(help="Verified optimisation skills (KLineage): list, show, export, import, learn from an expert kernel.",
-                  no_args_is_help=True, rich_markup_mode=None)  # fmt: skip (plain help, as the main app's)
+app = typer.Typer(
+    help="Verified optimisation skills (KLineage): list, show, export, import, learn from an expert kernel.",
+    no_args_is_help=True,
+    rich_markup_mode=None,
+)  # fmt: skip (plain help, as the main app's)
 
-SkillIdArg = Annotated[str, typer.Argument(help="A skill id (a unique prefix is enough); list them with `ksearch skills list`.")]
+SkillIdArg = Annotated[
+    str, typer.Argument(help="A skill id (a unique prefix is enough); list them with `ksearch skills list`.")
+]
 
 # ksearch.flows.skills' STATUSES, MAX_STEPS and MAX_REJECTIONS, for the help and the defaults: written out here
 # because importing that flow is slow (tests/cli/test_cli_import.py checks that they agree).
@@ -41,7 +46,9 @@ def list_(
     ctx: typer.Context,
     task: Annotated[str | None, typer.Option(help="Only skills in scope for this task's family.")] = None,
     language: Annotated[str | None, typer.Option(help="Only skills in scope for this language.")] = None,
-    arch: Annotated[str | None, typer.Option(help="Only skills in scope for this architecture (sm90, sm100, cpu).")] = None,
+    arch: Annotated[
+        str | None, typer.Option(help="Only skills in scope for this architecture (sm90, sm100, cpu).")
+    ] = None,
     status: Annotated[str | None, typer.Option(help=f"Only skills with this status ({', '.join(STATUSES)}).")] = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -59,8 +66,15 @@ def list_(
     table.columns[0].no_wrap = True
     for v in views:
         est = v.estimate
-        table.add_row(v.skill_id, escape(v.skill.category), v.status.value, v.skill.source.value, escape(_scope(v)),
-                      f"{est.trials_passed}/{est.trials}", _estimate(v))  # fmt: skip
+        table.add_row(
+            v.skill_id,
+            escape(v.skill.category),
+            v.status.value,
+            v.skill.source.value,
+            escape(_scope(v)),
+            f"{est.trials_passed}/{est.trials}",
+            _estimate(v),
+        )
     out.print(table)
 
 
@@ -71,8 +85,12 @@ def show(ctx: typer.Context, skill_id: SkillIdArg, as_json: JsonOpt = False) -> 
 
     view, evidence = skills_flow.show_skill(skill_id, workspace_of(ctx))
     if as_json:
-        print(json.dumps({"view": view.model_dump(mode="json"), "evidence": [e.model_dump(mode="json") for e in evidence]},
-                         indent=2))  # fmt: skip
+        print(
+            json.dumps(
+                {"view": view.model_dump(mode="json"), "evidence": [e.model_dump(mode="json") for e in evidence]},
+                indent=2,
+            )
+        )
         return
     s = view.skill
     out.print(f"[bold]{view.skill_id}[/bold] {s.category} ({view.status.value}, source {s.source.value})")
@@ -84,21 +102,34 @@ def show(ctx: typer.Context, skill_id: SkillIdArg, as_json: JsonOpt = False) -> 
     for name in ("requires", "provides", "conflicts"):
         features = getattr(s, name)
         if features:
-            out.print(f"{name}: " + ", ".join(f"{f.locus}/{f.name}" + (f" {f.detect}" if f.detect else "") for f in features))
+            out.print(
+                f"{name}: " + ", ".join(f"{f.locus}/{f.name}" + (f" {f.detect}" if f.detect else "") for f in features)
+            )
     out.print("effects:\n" + "\n".join(f"  - {escape(e)}" for e in s.effects))
     if view.risks:
         out.print("risks:\n" + "\n".join(f"  - {escape(r)}" for r in view.risks))
     est = view.estimate
     source = f"; source x{est.source_speedup:.2f}" if est.source_speedup else ""
-    out.print(f"estimate: {_estimate(view)}; {est.trials} trials ({est.trials_passed} passed, {est.paired_trials} "
-              f"paired, {est.held_out_verified} held-out verified){source}")  # fmt: skip
+    out.print(
+        f"estimate: {_estimate(view)}; {est.trials} trials ({est.trials_passed} passed, {est.paired_trials} "
+        f"paired, {est.held_out_verified} held-out verified){source}"
+    )
     out.print(f"evidence ({len(evidence)} records; speedups are paired: code before / code after):")
     for e in evidence:
         paired = f"x{e.speedup:.3f} [{e.ci_low:.3f}, {e.ci_high:.3f}]" if e.speedup is not None else "not timed"
-        flags = ", ".join(f for f in ("held out" if e.held_out else "", "verified" if e.verified else "",
-                                      "imported" if e.imported else "") if f)  # fmt: skip
-        out.print(f"  {e.kind.value} {e.run_id}/{e.cycle_id} on {escape(e.task)} ({e.arch}): {e.verdict}, {paired}"
-                  + (f" [{flags}]" if flags else ""))  # fmt: skip
+        flags = ", ".join(
+            f
+            for f in (
+                "held out" if e.held_out else "",
+                "verified" if e.verified else "",
+                "imported" if e.imported else "",
+            )
+            if f
+        )
+        out.print(
+            f"  {e.kind.value} {e.run_id}/{e.cycle_id} on {escape(e.task)} ({e.arch}): {e.verdict}, {paired}"
+            + (f" [{flags}]" if flags else "")
+        )
         if e.note:
             out.print(f"    {escape(e.note[:300])}")
 
@@ -122,8 +153,10 @@ def import_(ctx: typer.Context, file: Annotated[Path, typer.Argument(help="A kse
     from ksearch.flows import skills as skills_flow
 
     report = skills_flow.import_skills(file, workspace_of(ctx))
-    out.print(f"imported {len(report.new_skills)} new skills ({len(report.known_skills)} already known), "
-              f"{report.evidence_added} evidence records")  # fmt: skip
+    out.print(
+        f"imported {len(report.new_skills)} new skills ({len(report.known_skills)} already known), "
+        f"{report.evidence_added} evidence records"
+    )
     for sid in report.new_skills:
         out.print(f"  {sid}")
 
@@ -131,15 +164,28 @@ def import_(ctx: typer.Context, file: Annotated[Path, typer.Argument(help="A kse
 @app.command()
 def learn(
     ctx: typer.Context,
-    file: Annotated[Path, typer.Argument(help="The expert kernel: a complete module that passes `ksearch eval TASK FILE`.")],
+    file: Annotated[
+        Path, typer.Argument(help="The expert kernel: a complete module that passes `ksearch eval TASK FILE`.")
+    ],
     task: Annotated[str, typer.Option("--task", "-t", help="The task it solves (see `ksearch tasks`).")],
-    model: Annotated[str, typer.Option("--model", "-m", help="provider:model, replay:FILE of scripted replies, or replay:SESSION (an earlier learn session's replies, e.g. to re-time a CPU walk on a GPU).")],
-    device: Annotated[str, typer.Option(help="auto, cuda / cuda:N, or cpu (correctness only: effects are not measured).")] = "auto",
+    model: Annotated[
+        str,
+        typer.Option(
+            "--model",
+            "-m",
+            help="provider:model, replay:FILE of scripted replies, or replay:SESSION (an earlier learn session's replies, e.g. to re-time a CPU walk on a GPU).",
+        ),
+    ],
+    device: Annotated[
+        str, typer.Option(help="auto, cuda / cuda:N, or cpu (correctness only: effects are not measured).")
+    ] = "auto",
     language: Annotated[str, typer.Option(help="Kernel language.")] = "triton",
     base_url: Annotated[str | None, typer.Option(help="OpenAI-compatible server URL.")] = None,
     max_steps: Annotated[int, typer.Option(help="Simplification proposals at most (KLineage: 16).")] = MAX_STEPS,
     max_rejections: Annotated[int, typer.Option(help="Rejected proposals at most (KLineage: 4).")] = MAX_REJECTIONS,
-    session: Annotated[str | None, typer.Option(help="Re-use a session id (after a crash: nothing paid for is repeated).")] = None,
+    session: Annotated[
+        str | None, typer.Option(help="Re-use a session id (after a crash: nothing paid for is repeated).")
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Learn skills from an expert kernel: walk it backward one validation-gated simplification at a time and lift
@@ -157,21 +203,36 @@ def learn(
         elif event == "step":
             colour = "green" if data["accepted"] else "red"
             verdict = "accepted" if data["accepted"] else "rejected"
-            console.print(f"step {data['index']}: remove {escape(data['category'])} at {escape(data['locus'])}: "
-                          f"[{colour}]{verdict}[/{colour}] ({escape(data['reason'][:160])})")  # fmt: skip
+            console.print(
+                f"step {data['index']}: remove {escape(data['category'])} at {escape(data['locus'])}: "
+                f"[{colour}]{verdict}[/{colour}] ({escape(data['reason'][:160])})"
+            )
         elif event == "walk_done":
             console.print(f"walk ended: {data['termination']} ({escape(data['reason'][:160])})")
         elif event == "skill":
-            console.print(f"[bold green]skill[/bold green] {data['skill_id']} from step {data['index']}: {escape(data['intent'])}")
+            console.print(
+                f"[bold green]skill[/bold green] {data['skill_id']} from step {data['index']}: {escape(data['intent'])}"
+            )
         elif event == "lift_failed":
             console.print(f"[yellow]step {data['index']} could not be lifted[/yellow]: {escape(data['error'][:200])}")
 
     report = skills_flow.learn_from_expert(
-        file, task, model=model, workspace=workspace_of(ctx), device=device, language=language, base_url=base_url,
-        session=session, max_steps=max_steps, max_rejections=max_rejections, on_event=on_event,
-    )  # fmt: skip
+        file,
+        task,
+        model=model,
+        workspace=workspace_of(ctx),
+        device=device,
+        language=language,
+        base_url=base_url,
+        session=session,
+        max_steps=max_steps,
+        max_rejections=max_rejections,
+        on_event=on_event,
+    )
     if as_json:
         print(skills_flow.report_json(report))
         return
-    out.print(f"{len(report.skills)} candidate skills learned (session {report.session}); a skill is admitted once a "
-              "search verifies it on other code: see `ksearch skills list`")  # fmt: skip
+    out.print(
+        f"{len(report.skills)} candidate skills learned (session {report.session}); a skill is admitted once a "
+        "search verifies it on other code: see `ksearch skills list`"
+    )

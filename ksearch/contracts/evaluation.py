@@ -68,8 +68,10 @@ class Timing(BaseModel):
         other one, spread and sample count."""
         other = f"median {self.median_ms:.4f}" if self.headline == "mean" else f"mean {self.mean_ms:.4f}"
         left_out = f", {self.windows_left_out} windows beside audits left out" if self.windows_left_out else ""
-        return (f"{self.config}: {self.headline} {self.headline_ms:.4f} ms ({other}), stdev {self.stdev_ms:.4f} ms, "
-                f"n={self.samples}{left_out}")  # fmt: skip
+        return (
+            f"{self.config}: {self.headline} {self.headline_ms:.4f} ms ({other}), stdev {self.stdev_ms:.4f} ms, "
+            f"n={self.samples}{left_out}"
+        )
 
 
 class Rejection(BaseModel):
@@ -128,8 +130,10 @@ class KernelResources(BaseModel):
         regs = f"{self.registers} registers/thread" if self.registers is not None else "registers unknown"
         spill = f", {self.spilled_bytes} B spilled/thread" if self.spilled_bytes else ""
         tuned = " (autotune config)" if self.tuned else ""
-        return (f"{self.name}{tuned}: {self.shared_bytes} B shared memory, {regs}{spill}, num_warps={self.num_warps}, "
-                f"num_stages={self.num_stages}")  # fmt: skip
+        return (
+            f"{self.name}{tuned}: {self.shared_bytes} B shared memory, {regs}{spill}, num_warps={self.num_warps}, "
+            f"num_stages={self.num_stages}"
+        )
 
 
 class RooflinePoint(BaseModel):
@@ -154,9 +158,11 @@ class RooflinePoint(BaseModel):
     gpu: str
 
     def describe(self) -> str:
-        return (f"{self.config}: {self.measured_ms:.4g} ms against a floor of {self.floor_ms:.4g} ms, {self.bound}-bound "
-                f"(memory {self.memory_ms:.4g} ms, {self.dtype} compute {self.compute_ms:.4g} ms), "
-                f"{self.fraction:.0%} of roofline")  # fmt: skip
+        return (
+            f"{self.config}: {self.measured_ms:.4g} ms against a floor of {self.floor_ms:.4g} ms, {self.bound}-bound "
+            f"(memory {self.memory_ms:.4g} ms, {self.dtype} compute {self.compute_ms:.4g} ms), "
+            f"{self.fraction:.0%} of roofline"
+        )
 
 
 class ProfiledKernel(BaseModel):
@@ -191,8 +197,10 @@ class ShapeProfile(BaseModel):
     """Further distinct kernels not listed."""
 
     def describe(self) -> str:
-        head = (f"{self.config}: one call {self.call_ms:.4g} ms, kernels busy {self.kernel_ms:.4g} ms in "
-                f"{self.launches} launches, host gap {self.host_gap_ms:.4g} ms")  # fmt: skip
+        head = (
+            f"{self.config}: one call {self.call_ms:.4g} ms, kernels busy {self.kernel_ms:.4g} ms in "
+            f"{self.launches} launches, host gap {self.host_gap_ms:.4g} ms"
+        )
         rows = [f"    {k.name[:80]}: {k.launches}x, {k.time_ms:.4g} ms ({k.share:.0%})" for k in self.kernels]
         if self.other_kernels:
             rows.append(f"    ... {self.other_kernels} more kernels")
@@ -233,7 +241,7 @@ class Evaluation(BaseModel):
     """Per timed shape, the kernels of one call, profiled after timing (diagnostics, never a score)."""
 
     @model_validator(mode="after")
-    def _status_matches_fields(self) -> "Evaluation":
+    def _status_matches_fields(self) -> Evaluation:
         if self.verdict != Verdict.PASSED and (self.score is not None or self.timings):
             raise ValueError("only a passed evaluation may carry a score or timings")
         if self.score is not None and not self.timed:

@@ -79,8 +79,14 @@ def measure_baseline(
     if mode not in BASELINE_MODES:
         raise ValueError(f"baseline mode must be one of {', '.join(BASELINE_MODES)}, not {mode!r}")
     if device == "cpu":
-        return Baseline(task=task.name, mode=mode, device="cpu", key="", verdict="untimed",
-                        log="the CPU interpreter does not time: no baseline")  # fmt: skip
+        return Baseline(
+            task=task.name,
+            mode=mode,
+            device="cpu",
+            key="",
+            verdict="untimed",
+            log="the CPU interpreter does not time: no baseline",
+        )
     if eval_key is None:
         eval_key = probe_device(device).eval_key(task.name)
     key = cache_key(task, mode, eval_key)
@@ -133,11 +139,19 @@ def speedup(baseline: Baseline | float | None, evaluation: Evaluation | float | 
 
 
 # -- FlashInfer-Bench ---------------------------------------------------------------------------------------------
-def measure_flashinfer_baseline(task: Any, device: str = "cuda", timing_method: str | None = None) -> tuple[dict[str, float], Any]:
+def measure_flashinfer_baseline(
+    task: Any, device: str = "cuda", timing_method: str | None = None
+) -> tuple[dict[str, float], Any]:
     """({benchmark config name: reference ms (``Timing.headline_ms``)}, the Evaluation). Raises if the reference does not pass."""
     evaluation = evaluate(
-        EvalRequest(candidate=reference_candidate(task), device=device, timing=True, timing_method=timing_method,
-                    run_timeout_s=600.0, harness_baseline=True)  # fmt: skip
+        EvalRequest(
+            candidate=reference_candidate(task),
+            device=device,
+            timing=True,
+            timing_method=timing_method,
+            run_timeout_s=600.0,
+            harness_baseline=True,
+        )
     )
     if str(evaluation.verdict) != "passed" or not evaluation.timings:
         raise FlashInferError(f"the reference of {task.name} did not pass on {device}: {evaluation.log[:2000]}")
@@ -155,5 +169,7 @@ def kernelbench_speedup(
     task: str, device: str, best: Evaluation, *, mode: str = "eager", workspace: Path
 ) -> tuple[Baseline, float | None]:
     """The (cached) PyTorch baseline of a ``kernelbench:`` task and the speedup of ``best`` over it."""
-    base = measure_baseline(KernelBenchTask(task.removeprefix("kernelbench:")), device=device, mode=mode, workspace=workspace)
+    base = measure_baseline(
+        KernelBenchTask(task.removeprefix("kernelbench:")), device=device, mode=mode, workspace=workspace
+    )
     return base, speedup(base, best)

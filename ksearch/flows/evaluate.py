@@ -18,8 +18,6 @@ from ksearch.tools.evaluator.profile_process import profiler_wanted
 # processes before this process pays for torch.
 
 
-
-
 def eval_request_for_file(
     task: str,
     file: Path,
@@ -43,8 +41,13 @@ def eval_request_for_file(
     resolved = prepare_task(task, kernelbench_root=kernelbench_root, device=chosen)
     code, language = resolved.candidate_from_file(read_kernel(file) if text is None else text, language)
     candidate = Candidate(task=resolved.name, language=language, code=code, entry_point=resolved.entry_point)
-    return EvalRequest(candidate=candidate, device=chosen, timing_method=timing_method, yardstick_rounds=yardstick_rounds,
-                       target_gpu=target_gpu)  # fmt: skip
+    return EvalRequest(
+        candidate=candidate,
+        device=chosen,
+        timing_method=timing_method,
+        yardstick_rounds=yardstick_rounds,
+        target_gpu=target_gpu,
+    )
 
 
 def read_kernel(file: Path) -> str:
@@ -69,8 +72,13 @@ def evaluate_file(task: str, file: Path, *, device: str = "auto", **options: Any
         resolve_device(device)  # an unknown device is refused before any process starts on it
 
     def start(on: str) -> EvaluatorSession:
-        return EvaluatorSession(on, prestart=False, worker_now=True, scout_now=scout_wanted(code, on),
-                                profiler_now=profiler_wanted(code, on))  # fmt: skip
+        return EvaluatorSession(
+            on,
+            prestart=False,
+            worker_now=True,
+            scout_now=scout_wanted(code, on),
+            profiler_now=profiler_wanted(code, on),
+        )
 
     guess = likely_device() if device == "auto" else device
     session = start(guess)

@@ -21,12 +21,12 @@ from pathlib import Path
 from typing import Any
 
 import ksearch
-from ksearch.errors import UserError
-from ksearch.tasks.base import Task
-from ksearch.tasks.registry import resolve_task
 from ksearch.contracts.candidate import Candidate
 from ksearch.contracts.evaluation import Evaluation
+from ksearch.errors import UserError
 from ksearch.store import Store
+from ksearch.tasks.base import Task
+from ksearch.tasks.registry import resolve_task
 
 _STREAM = re.compile("stream", re.IGNORECASE)
 
@@ -124,7 +124,9 @@ register_format(GpuModeFormat())
 
 class FlashInferFormat(ExportFormat):
     name = "flashinfer"
-    description = "a flashinfer-bench 0.1.2 Solution JSON (main.py::run, value-returning) for flashinfer:<definition> tasks"
+    description = (
+        "a flashinfer-bench 0.1.2 Solution JSON (main.py::run, value-returning) for flashinfer:<definition> tasks"
+    )
 
     def unsupported(self, task: Task) -> str | None:
         if task.flashinfer_definition() is not None:
@@ -172,9 +174,7 @@ def render(source: ExportSource, format_name: str) -> Exported:
     reason = fmt.unsupported(source.task)
     if reason is not None:
         usable = [f.name for f in FORMATS.values() if f.unsupported(source.task) is None]
-        raise UserError(
-            f"cannot export as {format_name}: {reason}", hint=f"formats for this task: {', '.join(usable)}"
-        )
+        raise UserError(f"cannot export as {format_name}: {reason}", hint=f"formats for this task: {', '.join(usable)}")
     return fmt.render(source)
 
 
@@ -213,5 +213,13 @@ def _one_line(text: str) -> str:
 
 
 __all__ = [
-    "FORMATS", "ExportFormat", "ExportSource", "Exported", "export_run", "export_run_in", "load_best", "register_format", "render",
+    "FORMATS",
+    "ExportFormat",
+    "ExportSource",
+    "Exported",
+    "export_run",
+    "export_run_in",
+    "load_best",
+    "register_format",
+    "render",
 ]

@@ -25,7 +25,6 @@ from pydantic import ValidationError
 
 from ksearch.agent.checkpoint import open_checkpointer
 from ksearch.agent.config import RunConfig, option_errors
-from ksearch.graph import build_search_graph
 from ksearch.agent.state import SearchState
 from ksearch.agent.steering import TREE_ACTS
 from ksearch.errors import UserError
@@ -34,6 +33,7 @@ from ksearch.flows.driving import EventSink
 from ksearch.flows.run import RunOutcome, create_context, resume_run
 from ksearch.flows.run_config import SEED_CYCLE_ID, run_config, stored_config
 from ksearch.flows.workspace import open_store
+from ksearch.graph import build_search_graph
 from ksearch.store import Store
 from ksearch.store.steering import copy_acts
 
@@ -71,7 +71,9 @@ def fork_point(store: Store, parent_id: str, at_round: int) -> ForkPoint:
             continue  # the planner's repair loop, not a boundary between steps
         boundaries.append(state)
     if not boundaries:
-        raise UserError(f"run {parent_id} has no checkpoint to fork from", hint=f"resume it first: ksearch resume {parent_id}")
+        raise UserError(
+            f"run {parent_id} has no checkpoint to fork from", hint=f"resume it first: ksearch resume {parent_id}"
+        )
     last = boundaries[-1]
     recorded = max(last.rounds_used, _rounds_recorded(store, parent_id))
     if at_round < 0 or at_round > recorded:
@@ -126,8 +128,12 @@ def create_fork(
         parent = stored_config(store.get_run(run_id))
         point = fork_point(store, parent.run_id, at_round)
         config = fork_config(parent, at_round, updates)
-        trust.accept_endpoints(config, command=f"ksearch fork {parent.run_id} --at {at_round}",
-                               base_url=updates.get("base_url"), scheduler=updates.get("scheduler"))  # fmt: skip
+        trust.accept_endpoints(
+            config,
+            command=f"ksearch fork {parent.run_id} --at {at_round}",
+            base_url=updates.get("base_url"),
+            scheduler=updates.get("scheduler"),
+        )
         ctx = create_context(config, store, None)
         ctx.shutdown()  # nothing is evaluated here: the process that drives the fork evaluates
         config = ctx.config
@@ -138,7 +144,9 @@ def create_fork(
         saver = open_checkpointer(store.path)
         try:  # the fork's thread starts from the parent's boundary state, as if setup had just produced it
             values = {name: getattr(state, name) for name in SearchState.model_fields}
-            build_search_graph(saver).update_state({"configurable": {"thread_id": config.run_id}}, values, as_node="setup")
+            build_search_graph(saver).update_state(
+                {"configurable": {"thread_id": config.run_id}}, values, as_node="setup"
+            )
         finally:
             saver.conn.close()
         store.record_snapshot(config.run_id, state.step, "fork", state.world_model.model_dump_json())
@@ -160,11 +168,15 @@ def _inherit(store: Store, parent_id: str, fork_id: str, point: ForkPoint) -> No
     state = point.state
     done_cycles = state.cycles_started  # cycles c1..cN ended before the boundary
     attempts = store.list_attempts(parent_id)
-    late_rounds = {
-        (a["cycle_id"], a["attempt"])
-        for a in attempts
-        if _cycle_number(a["cycle_id"]) > done_cycles and a["round_index"] <= point.at_round
-    } if point.mid_step else set()  # fmt: skip
+    late_rounds = (
+        {
+            (a["cycle_id"], a["attempt"])
+            for a in attempts
+            if _cycle_number(a["cycle_id"]) > done_cycles and a["round_index"] <= point.at_round
+        }
+        if point.mid_step
+        else set()
+    )
     for a in attempts:
         if a["cycle_id"] == SEED_CYCLE_ID or 0 < _cycle_number(a["cycle_id"]) <= done_cycles:
             store.record_attempt({k: v for k, v in a.items() if k != "id"} | {"run_id": fork_id})

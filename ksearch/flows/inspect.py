@@ -7,13 +7,13 @@ from pathlib import Path
 from typing import Any
 
 from ksearch.agent.evidence_text import evidence_text
-from ksearch.llm.interactive import Waiting
 from ksearch.agent.world_model import WorldModel
 from ksearch.contracts.evaluation import Evaluation
-from ksearch.flows.interactive import read_pending
 from ksearch.flows.driving import driver_alive
+from ksearch.flows.interactive import read_pending
 from ksearch.flows.run_cost import RunCost, run_cost
 from ksearch.flows.workspace import open_store
+from ksearch.llm.interactive import Waiting
 from ksearch.store.steering import list_acts
 from ksearch.tasks.registry import TaskInfo, list_tasks, prepare_task
 
@@ -50,12 +50,15 @@ class RunView:
             "usage": self.usage,
             "llm_calls": self.llm_calls,
             "steering": self.steering,
-            "pending": [{"key": w.prompt.key, "kind": w.prompt.kind, "role": w.prompt.role, "answered": w.answered}
-                        for w in self.pending],
+            "pending": [
+                {"key": w.prompt.key, "kind": w.prompt.kind, "role": w.prompt.role, "answered": w.answered}
+                for w in self.pending
+            ],
             "best_evaluation": self.best_evaluation.model_dump(mode="json") if self.best_evaluation else None,
             "best_code": self.best_code,
-            "cost": None if self.cost is None else {**self.cost.model_dump(),
-                                                    "wall_minutes_per_round": self.cost.wall_minutes_per_round},
+            "cost": None
+            if self.cost is None
+            else {**self.cost.model_dump(), "wall_minutes_per_round": self.cost.wall_minutes_per_round},
         }
 
 
@@ -103,7 +106,9 @@ def run_view(run_id: str, workspace: Path | None = None) -> RunView:
             best_evidence=evidence_text(best) if best is not None else "",
             steering=list_acts(store, run["id"]),
             pending=read_pending(store, run["id"]) if run["status"] != "finished" else [],
-            llm_calls=[{k: v for k, v in c.items() if k not in ("prompt", "reply")} for c in store.list_llm_calls(run["id"])],
+            llm_calls=[
+                {k: v for k, v in c.items() if k not in ("prompt", "reply")} for c in store.list_llm_calls(run["id"])
+            ],
         )
     finally:
         store.close()

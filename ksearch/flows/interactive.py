@@ -8,21 +8,20 @@ records the reply as the LLM call's row first, then drives the run: once it retu
 from __future__ import annotations
 
 import sqlite3
-
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ksearch.agent.checkpoint import open_checkpointer, reading_checkpointer
-from ksearch.graph import build_search_graph
-from ksearch.llm.interactive import INTERACTIVE_MODEL, Waiting, waiting_prompts
-from ksearch.llm.usage import RecordedCall
-from ksearch.llm.recorder import StoreRecorder
 from ksearch.errors import RunBusyError, UserError
 from ksearch.flows.driving import EventSink
 from ksearch.flows.run import RunOutcome, resume_run
 from ksearch.flows.workspace import open_store
+from ksearch.graph import build_search_graph
+from ksearch.llm.interactive import INTERACTIVE_MODEL, Waiting, waiting_prompts
+from ksearch.llm.recorder import StoreRecorder
+from ksearch.llm.usage import RecordedCall
 from ksearch.store import Store
 
 
@@ -35,7 +34,11 @@ class PendingView:
     prompts: list[Waiting] = field(default_factory=list)
 
     def as_json(self) -> dict[str, Any]:
-        return {"run_id": self.run_id, "status": self.status, "prompts": [w.model_dump(mode="json") for w in self.prompts]}
+        return {
+            "run_id": self.run_id,
+            "status": self.status,
+            "prompts": [w.model_dump(mode="json") for w in self.prompts],
+        }
 
 
 @dataclass
@@ -106,9 +109,7 @@ def choose_prompt(prompts: list[Waiting], key: str | None, run_id: str) -> Waiti
         raise UserError(f"run {run_id} is not waiting for {key!r}; it waits for: {keys}")
     if len(open_prompts) > 1:
         keys = ", ".join(w.prompt.key for w in open_prompts)
-        raise UserError(
-            f"run {run_id} waits for {len(open_prompts)} replies ({keys})", hint="name one with --key KEY"
-        )
+        raise UserError(f"run {run_id} waits for {len(open_prompts)} replies ({keys})", hint="name one with --key KEY")
     return open_prompts[0]
 
 
@@ -132,7 +133,9 @@ def respond(
         run = store.get_run(run_id)
         run_id = run["id"]
         if run["status"] == "finished":
-            raise UserError(f"run {run_id} already finished", hint=f"continue it as a new run: ksearch fork {run_id} --at ROUND")
+            raise UserError(
+                f"run {run_id} already finished", hint=f"continue it as a new run: ksearch fork {run_id} --at ROUND"
+            )
         waiting = choose_prompt(read_pending(store, run_id), key, run_id)
         prompt = waiting.prompt
         if prompt.kind == "approval":

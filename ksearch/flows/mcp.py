@@ -18,8 +18,8 @@ import sys
 import tempfile
 import threading
 import time
-from pathlib import Path
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, TypeVar
 
 from mcp.server.mcpserver import MCPServer
@@ -66,8 +66,16 @@ class BackgroundDrivers:
             log.parent.mkdir(parents=True, exist_ok=True)
             with log.open("ab") as sink:
                 self._procs[run_id] = subprocess.Popen(
-                    [sys.executable, "-m", "ksearch.cli", "--workspace", str(self.workspace), "resume", run_id,
-                     *(["--base-url", base_url] if base_url else [])],
+                    [
+                        sys.executable,
+                        "-m",
+                        "ksearch.cli",
+                        "--workspace",
+                        str(self.workspace),
+                        "resume",
+                        run_id,
+                        *(["--base-url", base_url] if base_url else []),
+                    ],
                     stdin=subprocess.DEVNULL,
                     stdout=sink,
                     stderr=subprocess.STDOUT,
@@ -155,8 +163,10 @@ def confined_file(name: str, what: str, workspace: Path) -> Path:
     path = (path if path.is_absolute() else Path.cwd() / path).resolve()
     if path.is_relative_to(workspace) or not any(path.is_relative_to(root) for root in allowed_roots()):
         roots = ", ".join(str(r) for r in allowed_roots())
-        raise ValueError(f"{what} {name!r} is outside the folders this server reads ({roots}); "
-                         f"start `ksearch mcp` in the project folder, or add the folder to {ROOTS_VARIABLE}")  # fmt: skip
+        raise ValueError(
+            f"{what} {name!r} is outside the folders this server reads ({roots}); "
+            f"start `ksearch mcp` in the project folder, or add the folder to {ROOTS_VARIABLE}"
+        )
     return path
 
 
@@ -264,9 +274,17 @@ def build_server(workspace: Path | None = None) -> MCPServer:
         """Steer a run: pin|unpin|prune|revive (node), add (node = parent; title, ...), require-approval (on),
         approve|reject (the promotion the run waits on; node picks one). Tree acts apply at the run's next step."""
         if act == "add":
-            args: dict[str, Any] = {"parent_id": node, "title": title, "description": description,
-                                    "difficulty": difficulty, "score": score, "expected_speedup": expected_speedup,
-                                    "rationale": rationale, "node_id": new_node_id, "pin": pin}  # fmt: skip
+            args: dict[str, Any] = {
+                "parent_id": node,
+                "title": title,
+                "description": description,
+                "difficulty": difficulty,
+                "score": score,
+                "expected_speedup": expected_speedup,
+                "rationale": rationale,
+                "node_id": new_node_id,
+                "pin": pin,
+            }
         elif act == "require-approval":
             args = {"on": on}
         else:
@@ -303,7 +321,11 @@ def build_server(workspace: Path | None = None) -> MCPServer:
 
     @tool
     def eval_file(
-        task: str, path: str | None = None, code: str | None = None, device: str = "auto", timing_method: str | None = None
+        task: str,
+        path: str | None = None,
+        code: str | None = None,
+        device: str = "auto",
+        timing_method: str | None = None,
     ) -> dict[str, Any]:
         """Run the hardened evaluator on one kernel (a file path, or the module's code): verdict, per-config
         results and timings with their spread. Untrusted code runs in a sandboxed process, never in the server."""

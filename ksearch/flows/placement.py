@@ -35,7 +35,9 @@ def placement(
     if problem:  # before anything probes or validates on it (an operator file's reference runs on it)
         raise UserError(problem)
     if parallel is not None and parallel < 1:
-        raise UserError(f"--parallel {parallel}: at least one action must be explored at a time", hint="use --parallel 1 or more")
+        raise UserError(
+            f"--parallel {parallel}: at least one action must be explored at a time", hint="use --parallel 1 or more"
+        )
     slots = None
     if executor == "dask" and scheduler and (device == "auto" or parallel is None):
         slots = cluster_slots(scheduler)

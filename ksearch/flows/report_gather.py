@@ -141,8 +141,14 @@ def _best_curve(points: list[CandidatePoint]) -> list[BestPoint]:
             best = p
         if best is not None and best.score is not None and best.candidate_id is not None:
             curve.append(
-                BestPoint(round_index=p.round_index, elapsed_s=p.elapsed_s, score=best.score,
-                          latency_ms=best.latency_ms, candidate_id=best.candidate_id, node_id=best.node_id)  # fmt: skip
+                BestPoint(
+                    round_index=p.round_index,
+                    elapsed_s=p.elapsed_s,
+                    score=best.score,
+                    latency_ms=best.latency_ms,
+                    candidate_id=best.candidate_id,
+                    node_id=best.node_id,
+                )
             )
     return curve
 
@@ -169,8 +175,17 @@ def _environment_source(
 
 def _usage(calls: list[dict[str, Any]]) -> tuple[list[RoleUsage], RoleUsage]:
     def zero(role: str) -> RoleUsage:
-        return RoleUsage(role=role, calls=0, input_tokens=0, output_tokens=0, cost_usd=0.0, latency_s=0.0,
-                         retries=0, replayed=0, errors=0)  # fmt: skip
+        return RoleUsage(
+            role=role,
+            calls=0,
+            input_tokens=0,
+            output_tokens=0,
+            cost_usd=0.0,
+            latency_s=0.0,
+            retries=0,
+            replayed=0,
+            errors=0,
+        )
 
     roles: dict[str, RoleUsage] = {}
     total = zero("total")

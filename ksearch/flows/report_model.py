@@ -17,8 +17,19 @@ from ksearch.contracts.evaluation import KernelResources, RooflinePoint, ShapePr
 from ksearch.flows.run_cost import RunCost
 
 __all__ = [
-    "CandidatePoint", "BestPoint", "CodeDiff", "ComparedSource", "DiffLine", "NodeView", "ShapeRow", "ShapeTable",
-    "RoleUsage", "RunReport", "RunCost", "SettingDifference", "ComparisonReport",
+    "CandidatePoint",
+    "BestPoint",
+    "CodeDiff",
+    "ComparedSource",
+    "DiffLine",
+    "NodeView",
+    "ShapeRow",
+    "ShapeTable",
+    "RoleUsage",
+    "RunReport",
+    "RunCost",
+    "SettingDifference",
+    "ComparisonReport",
 ]
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import html
 import json
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from functools import lru_cache
 from typing import Any
 
@@ -57,7 +57,7 @@ class Assets:
     version: str | None = None
 
     @classmethod
-    def inline(cls) -> "Assets":
+    def inline(cls) -> Assets:
         return cls(plotly_inline=plotly_js())
 
 
@@ -98,57 +98,108 @@ def candidates_figure(report: RunReport, axis: str) -> Any:
     from plotly.subplots import make_subplots
 
     timed = report.timed
-    fig = make_subplots(rows=2 if timed else 1, cols=1, shared_xaxes=True, vertical_spacing=0.06,
-                        row_heights=[0.7, 0.3] if timed else None)  # fmt: skip
+    fig = make_subplots(
+        rows=2 if timed else 1,
+        cols=1,
+        shared_xaxes=True,
+        vertical_spacing=0.06,
+        row_heights=[0.7, 0.3] if timed else None,
+    )
     strip_row = 2 if timed else 1
     if timed:
         measured = [p for p in report.points if p.latency_ms is not None]
         fig.add_trace(
             go.Scatter(
-                x=[_x(p, axis) for p in measured], y=[p.latency_ms for p in measured], mode="markers",
-                name="passed candidate (latency)", marker={"color": VERDICT_COLOURS["passed"], "size": 9},
-                text=[_hover(p) for p in measured], hovertemplate="%{text}<extra></extra>", meta={"kind": "latency"},
-            ), row=1, col=1,
-        )  # fmt: skip
+                x=[_x(p, axis) for p in measured],
+                y=[p.latency_ms for p in measured],
+                mode="markers",
+                name="passed candidate (latency)",
+                marker={"color": VERDICT_COLOURS["passed"], "size": 9},
+                text=[_hover(p) for p in measured],
+                hovertemplate="%{text}<extra></extra>",
+                meta={"kind": "latency"},
+            ),
+            row=1,
+            col=1,
+        )
         curve = report.best_curve
         fig.add_trace(
             go.Scatter(
-                x=[_x(b, axis) for b in curve], y=[b.latency_ms for b in curve], mode="lines", line_shape="hv",
-                name="best measured so far", line={"color": "#1f77b4", "width": 2}, meta={"kind": "best"},
-                text=[html.escape(f"best so far: {b.latency_ms:.4g} ms (score {b.score:.4g}), node {b.node_id}")
-                      for b in curve], hovertemplate="%{text}<extra></extra>",
-            ), row=1, col=1,
-        )  # fmt: skip
+                x=[_x(b, axis) for b in curve],
+                y=[b.latency_ms for b in curve],
+                mode="lines",
+                line_shape="hv",
+                name="best measured so far",
+                line={"color": "#1f77b4", "width": 2},
+                meta={"kind": "best"},
+                text=[
+                    html.escape(f"best so far: {b.latency_ms:.4g} ms (score {b.score:.4g}), node {b.node_id}")
+                    for b in curve
+                ],
+                hovertemplate="%{text}<extra></extra>",
+            ),
+            row=1,
+            col=1,
+        )
         best = [p for p in measured if p.is_run_best][:1]
         if best:
             fig.add_trace(
                 go.Scatter(
-                    x=[_x(best[0], axis)], y=[best[0].latency_ms], mode="markers", name="the run's best",
+                    x=[_x(best[0], axis)],
+                    y=[best[0].latency_ms],
+                    mode="markers",
+                    name="the run's best",
                     marker={"symbol": "star", "size": 16, "color": "gold", "line": {"color": "black", "width": 1}},
-                    text=[_hover(best[0])], hovertemplate="%{text}<extra></extra>", meta={"kind": "run-best"},
-                ), row=1, col=1,
-            )  # fmt: skip
+                    text=[_hover(best[0])],
+                    hovertemplate="%{text}<extra></extra>",
+                    meta={"kind": "run-best"},
+                ),
+                row=1,
+                col=1,
+            )
         fig.update_yaxes(title_text="latency (ms)", type="log", row=1, col=1)
-    verdicts = sorted({p.verdict for p in report.points}, key=lambda v: (VERDICT_ORDER.index(v) if v in VERDICT_ORDER else 99, v))
+    verdicts = sorted(
+        {p.verdict for p in report.points}, key=lambda v: (VERDICT_ORDER.index(v) if v in VERDICT_ORDER else 99, v)
+    )
     for verdict in verdicts:
         pts = [p for p in report.points if p.verdict == verdict]
         fig.add_trace(
             go.Scatter(
-                x=[_x(p, axis) for p in pts], y=[verdict] * len(pts), mode="markers", name=verdict,
-                marker={"color": VERDICT_COLOURS.get(verdict, "#333333"), "size": 11,
-                        "symbol": ["diamond" if p.is_seed else "circle" for p in pts]},
-                text=[_hover(p) for p in pts], hovertemplate="%{text}<extra></extra>", meta={"kind": "verdict"},
-            ), row=strip_row, col=1,
-        )  # fmt: skip
-    fig.update_yaxes(title_text="verdict", type="category", categoryorder="array",
-                     categoryarray=list(reversed(verdicts)), row=strip_row, col=1)  # fmt: skip
+                x=[_x(p, axis) for p in pts],
+                y=[verdict] * len(pts),
+                mode="markers",
+                name=verdict,
+                marker={
+                    "color": VERDICT_COLOURS.get(verdict, "#333333"),
+                    "size": 11,
+                    "symbol": ["diamond" if p.is_seed else "circle" for p in pts],
+                },
+                text=[_hover(p) for p in pts],
+                hovertemplate="%{text}<extra></extra>",
+                meta={"kind": "verdict"},
+            ),
+            row=strip_row,
+            col=1,
+        )
+    fig.update_yaxes(
+        title_text="verdict",
+        type="category",
+        categoryorder="array",
+        categoryarray=list(reversed(verdicts)),
+        row=strip_row,
+        col=1,
+    )
     fig.update_xaxes(title_text=_axis_title(axis), row=strip_row, col=1)
     if axis == "round" and report.points and max(p.round_index for p in report.points) <= 20:
         fig.update_xaxes(dtick=1)
     title = "latency and verdict of every candidate" if timed else "verdict of every candidate (not timed)"
-    fig.update_layout(title={"text": title + (" · by round" if axis == "round" else " · by wall time")},
-                      height=520 if timed else 300, margin={"l": 70, "r": 20, "t": 50, "b": 50},
-                      legend={"orientation": "h", "y": -0.25 if timed else -0.5}, template="plotly_white")  # fmt: skip
+    fig.update_layout(
+        title={"text": title + (" · by round" if axis == "round" else " · by wall time")},
+        height=520 if timed else 300,
+        margin={"l": 70, "r": 20, "t": 50, "b": 50},
+        legend={"orientation": "h", "y": -0.25 if timed else -0.5},
+        template="plotly_white",
+    )
     return fig
 
 
@@ -160,8 +211,9 @@ def compare_best_figure(comparison: ComparisonReport) -> Any | None:
     timed = [r for r in comparison.runs if r.best_curve]
     if not timed:
         return None
-    fig = make_subplots(rows=1, cols=2, shared_yaxes=True, horizontal_spacing=0.04,
-                        subplot_titles=("by round", "by wall time"))  # fmt: skip
+    fig = make_subplots(
+        rows=1, cols=2, shared_yaxes=True, horizontal_spacing=0.04, subplot_titles=("by round", "by wall time")
+    )
     for i, report in enumerate(comparison.runs):
         if not report.best_curve:
             continue
@@ -169,19 +221,35 @@ def compare_best_figure(comparison: ComparisonReport) -> Any | None:
         for col, axis in ((1, "round"), (2, "time")):
             fig.add_trace(
                 go.Scatter(
-                    x=[_x(b, axis) for b in report.best_curve], y=[b.latency_ms for b in report.best_curve],
-                    mode="lines+markers", line_shape="hv", name=report.run_id, legendgroup=report.run_id,
-                    showlegend=col == 1, line={"color": colour}, meta={"kind": "best", "run": report.run_id},
-                    text=[html.escape(f"{report.run_id}: best {b.latency_ms:.4g} ms after round {b.round_index}")
-                          for b in report.best_curve], hovertemplate="%{text}<extra></extra>",
-                ), row=1, col=col,
-            )  # fmt: skip
+                    x=[_x(b, axis) for b in report.best_curve],
+                    y=[b.latency_ms for b in report.best_curve],
+                    mode="lines+markers",
+                    line_shape="hv",
+                    name=report.run_id,
+                    legendgroup=report.run_id,
+                    showlegend=col == 1,
+                    line={"color": colour},
+                    meta={"kind": "best", "run": report.run_id},
+                    text=[
+                        html.escape(f"{report.run_id}: best {b.latency_ms:.4g} ms after round {b.round_index}")
+                        for b in report.best_curve
+                    ],
+                    hovertemplate="%{text}<extra></extra>",
+                ),
+                row=1,
+                col=col,
+            )
     fig.update_yaxes(type="log")  # both panels: axes that match must share their type
     fig.update_yaxes(title_text="best latency so far (ms)", row=1, col=1)
     fig.update_xaxes(title_text=_axis_title("round"), row=1, col=1)
     fig.update_xaxes(title_text=_axis_title("time"), row=1, col=2)
-    fig.update_layout(title={"text": "best measured latency so far"}, height=420, template="plotly_white",
-                      margin={"l": 70, "r": 20, "t": 70, "b": 50}, legend={"orientation": "h", "y": -0.2})  # fmt: skip
+    fig.update_layout(
+        title={"text": "best measured latency so far"},
+        height=420,
+        template="plotly_white",
+        margin={"l": 70, "r": 20, "t": 70, "b": 50},
+        legend={"orientation": "h", "y": -0.2},
+    )
     return fig
 
 
@@ -190,8 +258,9 @@ def compare_passes_figure(comparison: ComparisonReport) -> Any:
     import plotly.graph_objects as go
     from plotly.subplots import make_subplots
 
-    fig = make_subplots(rows=1, cols=2, shared_yaxes=True, horizontal_spacing=0.04,
-                        subplot_titles=("by round", "by wall time"))  # fmt: skip
+    fig = make_subplots(
+        rows=1, cols=2, shared_yaxes=True, horizontal_spacing=0.04, subplot_titles=("by round", "by wall time")
+    )
     for i, report in enumerate(comparison.runs):
         rounds = [p for p in report.points if not p.is_seed]
         counts, n = [], 0
@@ -202,19 +271,32 @@ def compare_passes_figure(comparison: ComparisonReport) -> Any:
         for col, axis in ((1, "round"), (2, "time")):
             fig.add_trace(
                 go.Scatter(
-                    x=[_x(p, axis) for p in rounds], y=counts, mode="lines+markers", line_shape="hv",
-                    name=report.run_id, legendgroup=report.run_id, showlegend=col == 1, line={"color": colour},
+                    x=[_x(p, axis) for p in rounds],
+                    y=counts,
+                    mode="lines+markers",
+                    line_shape="hv",
+                    name=report.run_id,
+                    legendgroup=report.run_id,
+                    showlegend=col == 1,
+                    line={"color": colour},
                     marker={"color": [VERDICT_COLOURS.get(p.verdict, "#333333") for p in rounds], "size": 8},
-                    meta={"kind": "passes", "run": report.run_id}, text=[_hover(p) for p in rounds],
+                    meta={"kind": "passes", "run": report.run_id},
+                    text=[_hover(p) for p in rounds],
                     hovertemplate="%{text}<extra></extra>",
-                ), row=1, col=col,
-            )  # fmt: skip
+                ),
+                row=1,
+                col=col,
+            )
     fig.update_yaxes(title_text="passed rounds so far", row=1, col=1)
     fig.update_xaxes(title_text=_axis_title("round"), row=1, col=1)
     fig.update_xaxes(title_text=_axis_title("time"), row=1, col=2)
-    fig.update_layout(title={"text": "passing candidates found so far (marker colour: the round's verdict)"},
-                      height=420, template="plotly_white", margin={"l": 70, "r": 20, "t": 70, "b": 50},
-                      legend={"orientation": "h", "y": -0.2})  # fmt: skip
+    fig.update_layout(
+        title={"text": "passing candidates found so far (marker colour: the round's verdict)"},
+        height=420,
+        template="plotly_white",
+        margin={"l": 70, "r": 20, "t": 70, "b": 50},
+        legend={"orientation": "h", "y": -0.2},
+    )
     return fig
 
 
@@ -242,7 +324,7 @@ def _environment() -> Any:
     )
     env.filters["ms"] = lambda v: "–" if v is None else f"{v:.4g} ms"
     env.filters["num"] = lambda v, fmt=".4g": "–" if v is None else format(v, fmt)
-    env.filters["when"] = lambda t: datetime.fromtimestamp(t, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+    env.filters["when"] = lambda t: datetime.fromtimestamp(t, tz=UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
     env.filters["short"] = lambda cid: "–" if not cid else "…" + cid[-12:]
     env.filters["duration"] = _duration
     env.globals["verdict_colours"] = VERDICT_COLOURS
@@ -279,12 +361,25 @@ def render_run(report: RunReport, assets: Assets, *, links: dict[str, str] | Non
         "rounds": _markup(figure_html(candidates_figure(report, "round"), "chart-rounds")),
         "time": _markup(figure_html(candidates_figure(report, "time"), "chart-time")),
     }
-    page_data = {"kind": "run", "run": report.run_id, "rounds": len(report.points),
-                 "nodes": [n.id for n in report.nodes]}  # fmt: skip
-    return _environment().get_template("run.html.j2").render(
-        r=report, charts=charts, assets=assets, links=links or {}, page_data=_json_for_script(page_data),
-        nodes_by_id={n.id: n for n in report.nodes}, title=f"ksearch report: {report.run_id}",
-    )  # fmt: skip
+    page_data = {
+        "kind": "run",
+        "run": report.run_id,
+        "rounds": len(report.points),
+        "nodes": [n.id for n in report.nodes],
+    }
+    return (
+        _environment()
+        .get_template("run.html.j2")
+        .render(
+            r=report,
+            charts=charts,
+            assets=assets,
+            links=links or {},
+            page_data=_json_for_script(page_data),
+            nodes_by_id={n.id: n for n in report.nodes},
+            title=f"ksearch report: {report.run_id}",
+        )
+    )
 
 
 def render_comparison(comparison: ComparisonReport, assets: Assets, *, links: dict[str, str] | None = None) -> str:
@@ -294,23 +389,44 @@ def render_comparison(comparison: ComparisonReport, assets: Assets, *, links: di
         "best": _markup(figure_html(best, "chart-compare-best")) if best is not None else None,
         "passes": _markup(figure_html(compare_passes_figure(comparison), "chart-compare-passes")),
     }
-    page_data = {"kind": "comparison", "runs": [r.run_id for r in comparison.runs],
-                 "rounds": {r.run_id: len([p for p in r.points if not p.is_seed]) for r in comparison.runs}}  # fmt: skip
-    return _environment().get_template("compare.html.j2").render(
-        c=comparison, charts=charts, assets=assets, links=links or {}, page_data=_json_for_script(page_data),
-        title=f"ksearch comparison of {len(comparison.runs)} runs",
-    )  # fmt: skip
+    page_data = {
+        "kind": "comparison",
+        "runs": [r.run_id for r in comparison.runs],
+        "rounds": {r.run_id: len([p for p in r.points if not p.is_seed]) for r in comparison.runs},
+    }
+    return (
+        _environment()
+        .get_template("compare.html.j2")
+        .render(
+            c=comparison,
+            charts=charts,
+            assets=assets,
+            links=links or {},
+            page_data=_json_for_script(page_data),
+            title=f"ksearch comparison of {len(comparison.runs)} runs",
+        )
+    )
 
 
 def render_index(runs: list[dict[str, Any]], assets: Assets, workspace: str) -> str:
     """``serve``'s front page: the workspace's runs, newest first, with links and a comparison form."""
-    return _environment().get_template("index.html.j2").render(
-        runs=runs, assets=assets, links={}, workspace=workspace, page_data=_json_for_script({"kind": "index"}),
-        title="ksearch runs",
-    )  # fmt: skip
+    return (
+        _environment()
+        .get_template("index.html.j2")
+        .render(
+            runs=runs,
+            assets=assets,
+            links={},
+            workspace=workspace,
+            page_data=_json_for_script({"kind": "index"}),
+            title="ksearch runs",
+        )
+    )
 
 
 def render_error(message: str, status: int) -> str:
-    return _environment().get_template("error.html.j2").render(
-        message=message, status=status, assets=Assets(), links={}, page_data="{}", title=f"ksearch: {status}"
+    return (
+        _environment()
+        .get_template("error.html.j2")
+        .render(message=message, status=status, assets=Assets(), links={}, page_data="{}", title=f"ksearch: {status}")
     )

@@ -26,13 +26,22 @@ def shape_table(
     seed_point = next((p for p in points if p.is_seed), None)
     seed_eval = evaluations.get(seed_point.evaluation_id) if seed_point else None
     if seed_point is None:
-        seed = ComparedSource(label="seed", available=False, note="no seed: the run started from the task spec (no --seed-from)")
+        seed = ComparedSource(
+            label="seed", available=False, note="no seed: the run started from the task spec (no --seed-from)"
+        )
     elif seed_eval is None or not seed_eval.timings:
-        seed = ComparedSource(label="seed", available=False,
-                              note=f"the seed was evaluated but not timed ({seed_eval.summary() if seed_eval else 'no evaluation'})")  # fmt: skip
+        seed = ComparedSource(
+            label="seed",
+            available=False,
+            note=f"the seed was evaluated but not timed ({seed_eval.summary() if seed_eval else 'no evaluation'})",
+        )
     else:
-        seed = ComparedSource(label="seed", available=True, note=f"the seed kernel: {seed_eval.summary()}",
-                              latency_ms=seed_eval.latency_ms)  # fmt: skip
+        seed = ComparedSource(
+            label="seed",
+            available=True,
+            note=f"the seed kernel: {seed_eval.summary()}",
+            latency_ms=seed_eval.latency_ms,
+        )
     eval_key = store.get_evaluation_key(run["best_evaluation_id"]) if run["best_evaluation_id"] else None
     ref_timings, reference = reference_measurement(store, run["task"], eval_key, best_eval)
 
@@ -43,9 +52,11 @@ def shape_table(
     else:
         note = f"median latency per benchmark config ({best_eval.timings[0].method} timing on {best_eval.device})"
     rows: dict[str, ShapeRow] = {}
-    for source, timings in (("best", best_eval.timings if best_eval else []),
-                            ("seed", seed_eval.timings if seed_eval and seed.available else []),
-                            ("reference", ref_timings)):  # fmt: skip
+    for source, timings in (
+        ("best", best_eval.timings if best_eval else []),
+        ("seed", seed_eval.timings if seed_eval and seed.available else []),
+        ("reference", ref_timings),
+    ):
         for t in timings:
             row = rows.setdefault(t.config, ShapeRow(config=t.config))
             setattr(row, source, t)
@@ -88,16 +99,23 @@ def reference_measurement(
         found = store.find_evaluation(candidate.id, eval_key)
         if found is not None and found[1].passed and found[1].timings:
             return list(found[1].timings), ComparedSource(
-                label="reference", available=True, latency_ms=found[1].latency_ms,
+                label="reference",
+                available=True,
+                latency_ms=found[1].latency_ms,
                 note=f"the task's reference, evaluated in this workspace like a candidate: {found[1].summary()}",
-            )  # fmt: skip
+            )
     baseline_ms = task.reference_latencies_ms()
     if baseline_ms:
         method = best_eval.timings[0].method
-        timings = [Timing(config=c, median_ms=ms, mean_ms=ms, stdev_ms=0.0, samples=0, method=method)
-                   for c, ms in baseline_ms.items()]  # fmt: skip
-        return timings, ComparedSource(label="reference", available=True,
-                                       note="the definition's reference, from the baseline file the task names (medians only)")  # fmt: skip
+        timings = [
+            Timing(config=c, median_ms=ms, mean_ms=ms, stdev_ms=0.0, samples=0, method=method)
+            for c, ms in baseline_ms.items()
+        ]
+        return timings, ComparedSource(
+            label="reference",
+            available=True,
+            note="the definition's reference, from the baseline file the task names (medians only)",
+        )
     kb = _kernelbench_baseline(task, store.path.parent, eval_key)
     if kb is not None:
         return kb
@@ -122,7 +140,9 @@ def _kernelbench_baseline(task: Any, workspace: Path, eval_key: str) -> tuple[li
                 continue
             if base.timings:
                 return list(base.timings), ComparedSource(
-                    label="reference", available=True, latency_ms=base.latency_ms,
+                    label="reference",
+                    available=True,
+                    latency_ms=base.latency_ms,
                     note=f"the problem's PyTorch Model ({mode}), cached by an earlier run or sweep in {path.parent}",
-                )  # fmt: skip
+                )
     return None

@@ -70,14 +70,21 @@ def _node_diff(wm: WorldModel, node: Node, rounds: list[CandidatePoint], code_of
         tried = [p for p in rounds if p.candidate_id]
         if not tried:
             return None
-        candidate_id, code_label = tried[-1].candidate_id, f"its last attempt (round {tried[-1].round_index}, {tried[-1].verdict})"
+        candidate_id, code_label = (
+            tried[-1].candidate_id,
+            f"its last attempt (round {tried[-1].round_index}, {tried[-1].verdict})",
+        )
     assert candidate_id is not None
     parent = wm.nodes.get(node.parent_id) if node.parent_id else None
     if node.id == ROOT_ID:
         base_id, base_label = None, "nothing: this is the seed kernel the search started from"
     elif parent is not None and parent.solution is not None:
         base_id = parent.solution.candidate_id
-        base_label = "the seed kernel (the root's solution)" if parent.id == ROOT_ID else f"the solution of its parent {parent.id}"
+        base_label = (
+            "the seed kernel (the root's solution)"
+            if parent.id == ROOT_ID
+            else f"the solution of its parent {parent.id}"
+        )
     else:
         base_id, base_label = None, "nothing: written from the task spec (the parent has no code)"
     try:
@@ -85,8 +92,9 @@ def _node_diff(wm: WorldModel, node: Node, rounds: list[CandidatePoint], code_of
         old = code_of(base_id) if base_id else ""
     except KeyError:
         return None
-    return code_diff(old, new, candidate_id=candidate_id, code_label=code_label, base_label=base_label,
-                     base_candidate_id=base_id)  # fmt: skip
+    return code_diff(
+        old, new, candidate_id=candidate_id, code_label=code_label, base_label=base_label, base_candidate_id=base_id
+    )
 
 
 def code_diff(old: str, new: str, **labels: Any) -> CodeDiff:

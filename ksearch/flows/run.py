@@ -28,31 +28,31 @@ from ksearch.agent import device_pause
 from ksearch.agent.checkpoint import open_checkpointer
 from ksearch.agent.config import RunConfig
 from ksearch.agent.context import SearchContext
-from ksearch.graph import build_search_graph
-from ksearch.llm.interactive import Waiting, resume_map, waiting_prompts
-from ksearch.llm.client import LLMClient
-from ksearch.llm.models import build_model
-from ksearch.llm.recorder import StoreRecorder
-from ksearch.llm.usage import Budget
-from ksearch.skills.library import freeze_snapshot, load_snapshot
-from ksearch.skills.records import SkillContext, arch_from_capability, task_family
 from ksearch.agent.state import BestRef, SearchState
 from ksearch.agent.task_guard import ensure_task_unchanged, stamp_task
 from ksearch.agent.world_model import WorldModel
 from ksearch.errors import KsearchError, UserError
-from ksearch.tasks.base import Task
-from ksearch.tasks.registry import canonical_task_name, resolve_task
-from ksearch.tools.executors import Executor
-from ksearch.tools.fingerprint import DeviceInfo
-from ksearch.store import Store, workspace_error
-from ksearch.store.drivers import claim_driver, release_driver
-from ksearch.store.steering import copy_acts
 from ksearch.flows import driving, trust
 from ksearch.flows.driving import EventSink
 from ksearch.flows.run_config import new_run_id, stored_config
 from ksearch.flows.seed import initial_state, register_seed, seed_evaluation
 from ksearch.flows.services import build_gpu_pool, device_description, open_executor
 from ksearch.flows.workspace import open_store, workspace_dir
+from ksearch.graph import build_search_graph
+from ksearch.llm.client import LLMClient
+from ksearch.llm.interactive import Waiting, resume_map, waiting_prompts
+from ksearch.llm.models import build_model
+from ksearch.llm.recorder import StoreRecorder
+from ksearch.llm.usage import Budget
+from ksearch.skills.library import freeze_snapshot, load_snapshot
+from ksearch.skills.records import SkillContext, arch_from_capability, task_family
+from ksearch.store import Store, workspace_error
+from ksearch.store.drivers import claim_driver, release_driver
+from ksearch.store.steering import copy_acts
+from ksearch.tasks.base import Task
+from ksearch.tasks.registry import canonical_task_name, resolve_task
+from ksearch.tools.executors import Executor
+from ksearch.tools.fingerprint import DeviceInfo
 
 log = structlog.get_logger(__name__)
 
@@ -109,8 +109,14 @@ def build_context(
         raise
 
 
-def _context(config: RunConfig, store: Store, task: Task, executor: Executor | None, info: DeviceInfo,
-             close: Callable[[], None] | None) -> SearchContext:  # fmt: skip
+def _context(
+    config: RunConfig,
+    store: Store,
+    task: Task,
+    executor: Executor | None,
+    info: DeviceInfo,
+    close: Callable[[], None] | None,
+) -> SearchContext:
     """The services of a run; without an executor, of a process that writes prompts only (evaluations pause)."""
     recorder = StoreRecorder(store, config.run_id)
     b = config.budget
@@ -341,7 +347,9 @@ def graph_config(ctx: SearchContext) -> dict[str, Any]:
     }
 
 
-def _drive(ctx: SearchContext, initial: SearchState | None, on_event: EventSink | None, workspace: Path | None) -> RunOutcome:
+def _drive(
+    ctx: SearchContext, initial: SearchState | None, on_event: EventSink | None, workspace: Path | None
+) -> RunOutcome:
     """Run the graph until it ends or pauses (or to an error, leaving the run resumable).
 
     Resumes every pause whose answer is already recorded (a reply given while another process drove the run, or

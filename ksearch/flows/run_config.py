@@ -32,8 +32,9 @@ def new_run_id(task: str) -> str:
     return f"{safe}-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(2)}"
 
 
-def run_config(task: str, model: str, *, run_id: str | None = None, named_after: str | None = None,
-               **knobs: Any) -> RunConfig:  # fmt: skip
+def run_config(
+    task: str, model: str, *, run_id: str | None = None, named_after: str | None = None, **knobs: Any
+) -> RunConfig:
     """A new run's config: ``task`` (its canonical name), ``model`` and ``knobs`` (any other ``RunConfig`` field;
     those left out take ``RunConfig``'s defaults, the CLI's). ``run_id``: the caller's, else a new one named after
     ``named_after`` (the task as the user typed it) or ``task``. Raises pydantic's ValidationError, naming every bad
@@ -45,8 +46,10 @@ def stored_config(run: dict) -> RunConfig:
     """A run's stored config, validated: a row that does not parse is one line naming the run, never a traceback."""
     raw = run.get("config")
     if run.get("config_error"):
-        raise UserError(f"run {run.get('id')!r} has an invalid stored config ({run['config_error']})",
-                        hint="the workspace row was edited or damaged; start a new run, or fork another run")  # fmt: skip
+        raise UserError(
+            f"run {run.get('id')!r} has an invalid stored config ({run['config_error']})",
+            hint="the workspace row was edited or damaged; start a new run, or fork another run",
+        )
     try:
         return RunConfig.model_validate(raw if isinstance(raw, dict) else {})
     except ValidationError as exc:

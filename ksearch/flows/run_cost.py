@@ -61,8 +61,11 @@ def run_cost(store: Store, run: dict[str, Any]) -> RunCost:
             seconds += evaluation.duration_s
             evaluations += 1
     return RunCost(
-        input_tokens=int(usage.get("input_tokens", 0)), output_tokens=int(usage.get("output_tokens", 0)),
-        cost_usd=float(usage.get("cost_usd", 0.0)) if priced else None, gpu_minutes=round(seconds / 60.0, 3),
-        gpu_evaluations=evaluations, wall_minutes=round(max(0.0, run["updated_at"] - run["created_at"]) / 60.0, 3),
+        input_tokens=int(usage.get("input_tokens", 0)),
+        output_tokens=int(usage.get("output_tokens", 0)),
+        cost_usd=float(usage.get("cost_usd", 0.0)) if priced else None,
+        gpu_minutes=round(seconds / 60.0, 3),
+        gpu_evaluations=evaluations,
+        wall_minutes=round(max(0.0, run["updated_at"] - run["created_at"]) / 60.0, 3),
         rounds=int(run.get("rounds_used") or 0),
-    )  # fmt: skip
+    )

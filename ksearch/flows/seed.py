@@ -41,7 +41,9 @@ def seed_evaluation(ctx: SearchContext, on_event: EventSink | None = None) -> tu
     assert candidate_id is not None
     found = ctx.store.find_evaluation(candidate_id, ctx.eval_key)
     if found is None:
-        evaluation = ctx.evaluate_candidate(ctx.store.get_candidate(candidate_id))  # on a leased GPU, like every candidate
+        evaluation = ctx.evaluate_candidate(
+            ctx.store.get_candidate(candidate_id)
+        )  # on a leased GPU, like every candidate
         ensure_task_file_unchanged(config)
         found = ctx.store.record_evaluation(candidate_id, ctx.eval_key, evaluation), evaluation
     evaluation_id, evaluation = found
@@ -94,6 +96,4 @@ def initial_state(ctx: SearchContext) -> SearchState:
     ctx.store.update_run(
         config.run_id, best_candidate_id=best.candidate_id, best_evaluation_id=evaluation_id, best_score=best.score
     )
-    return SearchState(
-        world_model=attach_seed(WorldModel(), ref), best=best, approval_required=config.require_approval
-    )
+    return SearchState(world_model=attach_seed(WorldModel(), ref), best=best, approval_required=config.require_approval)

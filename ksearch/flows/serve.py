@@ -82,13 +82,17 @@ def make_server(workspace: Path | None = None, host: str = DEFAULT_HOST, port: i
     report_render.require_libraries()
     ws = workspace_dir(workspace)
     if not (ws / DB_NAME).is_file():
-        raise UserError(f"no workspace database at {ws / DB_NAME}",
-                        hint="pass the workspace of your runs with --workspace DIR (or set KSEARCH_WORKSPACE)")  # fmt: skip
+        raise UserError(
+            f"no workspace database at {ws / DB_NAME}",
+            hint="pass the workspace of your runs with --workspace DIR (or set KSEARCH_WORKSPACE)",
+        )
     try:
         return ReportServer(ws, host, port)
     except OSError as exc:
-        raise UserError(f"cannot listen on {host}:{port}: {exc.strerror or exc}",
-                        hint="choose another port with --port N (0 picks a free one)") from exc  # fmt: skip
+        raise UserError(
+            f"cannot listen on {host}:{port}: {exc.strerror or exc}",
+            hint="choose another port with --port N (0 picks a free one)",
+        ) from exc
 
 
 def serve_in_thread(server: ReportServer) -> threading.Thread:
@@ -121,8 +125,9 @@ def run_page(workspace: Path, run_id: str) -> str:
         report = gather_run_report(store, run_id)
     finally:
         store.close()
-    assets = report_render.Assets(plotly_url=PLOTLY_PATH, version_url=_version_url([report.run_id]),
-                                  version=version(workspace, [report.run_id]))  # fmt: skip
+    assets = report_render.Assets(
+        plotly_url=PLOTLY_PATH, version_url=_version_url([report.run_id]), version=version(workspace, [report.run_id])
+    )
     return report_render.render_run(report, assets, links={"index": "/"})
 
 
@@ -135,7 +140,9 @@ def compare_page(workspace: Path, run_ids: list[str]) -> str:
     finally:
         store.close()
     full = [r.run_id for r in comparison.runs]
-    assets = report_render.Assets(plotly_url=PLOTLY_PATH, version_url=_version_url(full), version=version(workspace, full))
+    assets = report_render.Assets(
+        plotly_url=PLOTLY_PATH, version_url=_version_url(full), version=version(workspace, full)
+    )
     links = {"index": "/", "runs": {r: f"/runs/{quote(r)}" for r in full}}
     return report_render.render_comparison(comparison, assets, links=links)
 
@@ -168,7 +175,7 @@ class _Handler(BaseHTTPRequestHandler):
             if url.path == "/":
                 self._send(HTTPStatus.OK, index_page(ws))
             elif url.path.startswith("/runs/") and len(url.path) > len("/runs/"):
-                self._send(HTTPStatus.OK, run_page(ws, unquote(url.path[len("/runs/"):])))
+                self._send(HTTPStatus.OK, run_page(ws, unquote(url.path[len("/runs/") :])))
             elif url.path == "/compare":
                 self._send(HTTPStatus.OK, compare_page(ws, run_ids_of(query)))
             elif url.path == "/api/version":

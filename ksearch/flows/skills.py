@@ -16,17 +16,17 @@ from langchain_core.language_models import BaseChatModel
 from pydantic import ValidationError
 
 from ksearch.agent.config import RunConfig
-from ksearch.llm.interactive import INTERACTIVE_MODEL
-from ksearch.llm.client import LLMClient
 from ksearch.agent.promotion import paired_comparison
-from ksearch.llm.recorder import StoreRecorder
-from ksearch.llm.replay import ReplayChatModel, ReplayEntry
 from ksearch.contracts.candidate import Candidate
 from ksearch.contracts.evaluation import Comparison, Evaluation
 from ksearch.errors import BudgetExceededError, ModelReplyError, UserError
 from ksearch.flows.placement import resolve_device
-from ksearch.llm.models import build_model
 from ksearch.flows.workspace import open_store
+from ksearch.llm.client import LLMClient
+from ksearch.llm.interactive import INTERACTIVE_MODEL
+from ksearch.llm.models import build_model
+from ksearch.llm.recorder import StoreRecorder
+from ksearch.llm.replay import ReplayChatModel, ReplayEntry
 from ksearch.skills.evidence import Evidence, EvidenceKind, SkillStatus, SkillView
 from ksearch.skills.exchange import SkillExport, SkillRecord
 from ksearch.skills.library import library_views, load_evidence, load_skill, record_evidence, save_skill, skill_view
@@ -90,7 +90,11 @@ def export_skills(path: Path, workspace: Path | None = None, *, skill_ids: list[
     """Write the library (or the given skills) with their evidence logs as a ``ksearch-skills`` JSON file."""
     store = open_store(workspace, read_only=True)
     try:
-        ids = [load_skill(store, s).skill_id for s in skill_ids] if skill_ids else [v.skill_id for v in library_views(store)]
+        ids = (
+            [load_skill(store, s).skill_id for s in skill_ids]
+            if skill_ids
+            else [v.skill_id for v in library_views(store)]
+        )
         records = [SkillRecord(skill=load_skill(store, sid), evidence=load_evidence(store, sid)) for sid in ids]
     finally:
         store.close()
@@ -208,15 +212,27 @@ def learn_from_expert(
     info = probe_device(device)
     if device != "cpu" and not info.is_gpu:
         raise UserError(f"--device {device} asked for a GPU, but none is visible to torch", hint="use --device cpu")
-    context = SkillContext(family=task_family(resolved.name), language=language, arch=arch_from_capability(info.capability))
+    context = SkillContext(
+        family=task_family(resolved.name), language=language, arch=arch_from_capability(info.capability)
+    )
     session = session or new_session_id(file)
-    config = RunConfig(run_id=session, task=resolved.name, model=model, base_url=base_url, device=device, language=language)
+    config = RunConfig(
+        run_id=session, task=resolved.name, model=model, base_url=base_url, device=device, language=language
+    )
     store = open_store(workspace)
     executor = LocalExecutor()
     try:
         llm = LLMClient(learn_model(config, store), StoreRecorder(store, session), model_name=model)
-        kernels = _Kernels(store, executor, resolved.name, resolved.entry_point, language, device,
-                           info.eval_key(resolved.name), compare_rounds)  # fmt: skip
+        kernels = _Kernels(
+            store,
+            executor,
+            resolved.name,
+            resolved.entry_point,
+            language,
+            device,
+            info.eval_key(resolved.name),
+            compare_rounds,
+        )
         emit("expert", {"session": session, "context": context.model_dump()})
         expert_id, expert = kernels.evaluate(expert_code)
         if not expert.passed:
@@ -226,18 +242,36 @@ def learn_from_expert(
             )
         emit("expert_passed", {"summary": expert.summary(), "candidate_id": expert_id})
         services = WalkServices(
-            llm=llm, evaluate=kernels.evaluate, compare=kernels.compare, task_spec=resolved.spec(language),
-            language=language, device_description=info.describe(),
-        )  # fmt: skip
-        walk = backward_walk(services, expert_code, expert_id, max_steps=max_steps, max_rejections=max_rejections,
-                             on_step=lambda step: emit("step", step.model_dump()))  # fmt: skip
+            llm=llm,
+            evaluate=kernels.evaluate,
+            compare=kernels.compare,
+            task_spec=resolved.spec(language),
+            language=language,
+            device_description=info.describe(),
+        )
+        walk = backward_walk(
+            services,
+            expert_code,
+            expert_id,
+            max_steps=max_steps,
+            max_rejections=max_rejections,
+            on_step=lambda step: emit("step", step.model_dump()),
+        )
         emit("walk_done", {"termination": walk.termination, "reason": walk.reason})
         views, errors = _lift_walk(store, llm, walk, context, session, resolved.name, resolved.spec(language), emit)
     finally:
         executor.close()
         store.close()
-    return LearnReport(session=session, task=resolved.name, context=context, expert_candidate_id=expert_id,
-                       expert=expert, walk=walk, skills=views, lift_errors=errors)  # fmt: skip
+    return LearnReport(
+        session=session,
+        task=resolved.name,
+        context=context,
+        expert_candidate_id=expert_id,
+        expert=expert,
+        walk=walk,
+        skills=views,
+        lift_errors=errors,
+    )
 
 
 def learn_model(config: RunConfig, store: Store) -> BaseChatModel:
@@ -247,8 +281,15 @@ def learn_model(config: RunConfig, store: Store) -> BaseChatModel:
     if config.model.startswith("replay:") and not Path(source).exists():
         calls = [c for c in store.list_llm_calls(source) if c["reply"] is not None]
         if calls:
-            entries = [ReplayEntry(reply=c["reply"], call_key=c["call_key"], input_tokens=c["input_tokens"] or 0,
-                                   output_tokens=c["output_tokens"] or 0) for c in calls]  # fmt: skip
+            entries = [
+                ReplayEntry(
+                    reply=c["reply"],
+                    call_key=c["call_key"],
+                    input_tokens=c["input_tokens"] or 0,
+                    output_tokens=c["output_tokens"] or 0,
+                )
+                for c in calls
+            ]
             return ReplayChatModel(entries=entries, model_name=config.model)
     return build_model(config, store)  # a replay:FILE that does not exist fails here, with the factory's message
 
@@ -256,9 +297,24 @@ def learn_model(config: RunConfig, store: Store) -> BaseChatModel:
 class _Kernels:
     """Code -> stored candidate -> cached evaluation, and cached paired comparisons, for one learning session."""
 
-    def __init__(self, store: Store, executor: LocalExecutor, task: str, entry_point: str, language: str, device: str,
-                 eval_key: str, rounds: int) -> None:  # fmt: skip
-        self.store, self.executor, self.task, self.entry_point, self.language = store, executor, task, entry_point, language
+    def __init__(
+        self,
+        store: Store,
+        executor: LocalExecutor,
+        task: str,
+        entry_point: str,
+        language: str,
+        device: str,
+        eval_key: str,
+        rounds: int,
+    ) -> None:
+        self.store, self.executor, self.task, self.entry_point, self.language = (
+            store,
+            executor,
+            task,
+            entry_point,
+            language,
+        )
         self.device, self.eval_key, self.rounds = device, eval_key, rounds
 
     def request(self, candidate: Candidate) -> EvalRequest:
@@ -337,11 +393,22 @@ def _origin(step: WalkStep, context: SkillContext, session: str, task: str) -> E
     timed = step.speedup is not None
     note = f"expert walk: removing '{step.removed}' was accepted: {step.reason}"
     return Evidence(
-        kind=EvidenceKind.ORIGIN, run_id=session, cycle_id=f"step{step.index}", task=task, family=context.family,
-        language=context.language, arch=context.arch, base_candidate_id=step.after_candidate_id,
-        candidate_id=step.before_candidate_id, verdict="passed", timed=timed, speedup=step.speedup,
-        ci_low=step.ci_low, ci_high=step.ci_high, note=note[:600],
-    )  # fmt: skip
+        kind=EvidenceKind.ORIGIN,
+        run_id=session,
+        cycle_id=f"step{step.index}",
+        task=task,
+        family=context.family,
+        language=context.language,
+        arch=context.arch,
+        base_candidate_id=step.after_candidate_id,
+        candidate_id=step.before_candidate_id,
+        verdict="passed",
+        timed=timed,
+        speedup=step.speedup,
+        ci_low=step.ci_low,
+        ci_high=step.ci_high,
+        note=note[:600],
+    )
 
 
 def report_json(report: LearnReport) -> str:

@@ -17,14 +17,14 @@ from pathlib import Path
 from typing import Any
 
 from ksearch.agent.checkpoint import open_checkpointer
-from ksearch.graph import build_search_graph
 from ksearch.agent.state import SearchState
 from ksearch.agent.steering import DECISION_ACTS, TREE_ACTS, Act, apply_act, parse_act
 from ksearch.errors import RunBusyError, UserError
-from ksearch.flows.interactive import read_pending
 from ksearch.flows.driving import EventSink
+from ksearch.flows.interactive import read_pending
 from ksearch.flows.run import RunOutcome, resume_run
 from ksearch.flows.workspace import open_store
+from ksearch.graph import build_search_graph
 from ksearch.store import Store
 from ksearch.store.steering import APPLIED, PENDING, add_act, list_acts
 
@@ -129,13 +129,24 @@ def _decide(
         )
     if len(waiting) > 1:
         nodes = ", ".join(str(w.prompt.details.get("node_id")) for w in waiting)
-        raise UserError(f"run {run_id} waits for approvals of nodes {nodes}", hint=f"name one: ksearch steer {run_id} {act.value} NODE")
+        raise UserError(
+            f"run {run_id} waits for approvals of nodes {nodes}",
+            hint=f"name one: ksearch steer {run_id} {act.value} NODE",
+        )
     details = waiting[0].prompt.details
     decision = {"candidate_id": details["candidate_id"], "node_id": details["node_id"], "step": int(details["step"])}
     parse_act(act.value, decision)
     verb = "approved" if act == Act.APPROVE else "rejected"
-    act_id = add_act(store, run_id, act.value, decision, author, status=APPLIED, applied_step=decision["step"],
-                     result=f"{verb} the promotion of node {details['node_id']}")  # fmt: skip
+    act_id = add_act(
+        store,
+        run_id,
+        act.value,
+        decision,
+        author,
+        status=APPLIED,
+        applied_step=decision["step"],
+        result=f"{verb} the promotion of node {details['node_id']}",
+    )
     result = SteerResult(run_id=run_id, act_id=act_id, act=act.value, message=f"{verb} node {details['node_id']}")
     if drive:
         try:

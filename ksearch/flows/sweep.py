@@ -33,8 +33,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ksearch.flows import metrics
 from ksearch.errors import KsearchError, RunInterrupted, UserError
+from ksearch.flows import metrics
 
 SWEEPS_DIR = "sweeps"
 EntryStatus = Literal["pending", "running", "finished", "error", "unjudgeable"]
@@ -139,7 +139,9 @@ def sweep_name(spec: SweepSpec) -> str:
         return _slug(spec.name, 80)
     level = parse_suite(spec.suite)
     allowed = suite_options(spec.suite).removeprefix("?allow=").replace(",", "+")
-    name = f"kb-l{level}-{_slug(spec.model.replace('{', '').replace('}', ''))}-{_slug(spec.device, 10)}-r{spec.max_rounds}"
+    name = (
+        f"kb-l{level}-{_slug(spec.model.replace('{', '').replace('}', ''))}-{_slug(spec.device, 10)}-r{spec.max_rounds}"
+    )
     return name + (f"-allow-{_slug(allowed, 40)}" if allowed else "")
 
 
@@ -274,9 +276,9 @@ def _run_problem(
     on_problem: ProblemSink | None,
     event_sink: EventSinkFactory | None,
 ) -> None:
+    from ksearch.errors import RunNotFoundError
     from ksearch.flows import run as runner
     from ksearch.flows.run_config import run_config
-    from ksearch.errors import RunNotFoundError
 
     store = runner.open_store(workspace)
     try:
@@ -320,9 +322,9 @@ def _run_problem(
 def _collect(spec: SweepSpec, entry: ProblemEntry, workspace: Path) -> None:
     """Fill the entry's result from the store, and the speedup from the (cached) baseline when it is timed."""
     from ksearch.flows import run as runner
+    from ksearch.flows.baselines import measure_baseline, speedup
     from ksearch.tasks.kernelbench import KernelBenchTask
     from ksearch.tasks.kernelbench.judging import check_of
-    from ksearch.flows.baselines import measure_baseline, speedup
     from ksearch.tools.integrity import reference_ops
 
     task = KernelBenchTask.from_name(entry.task)
@@ -343,8 +345,13 @@ def _collect(spec: SweepSpec, entry: ProblemEntry, workspace: Path) -> None:
     entry.latency_ms = evaluation.latency_ms if evaluation is not None and evaluation.timed else None
     entry.baseline_ms = entry.speedup = None
     if entry.correct and entry.latency_ms is not None and spec.device != "cpu":
-        base = measure_baseline(task, device=spec.device, mode=spec.baseline, workspace=workspace,
-                                run_timeout_s=max(spec.run_timeout_s, 600.0))  # fmt: skip
+        base = measure_baseline(
+            task,
+            device=spec.device,
+            mode=spec.baseline,
+            workspace=workspace,
+            run_timeout_s=max(spec.run_timeout_s, 600.0),
+        )
         entry.baseline_ms = base.latency_ms
         entry.speedup = speedup(base, entry.latency_ms)
         if base.latency_ms is None:
@@ -390,5 +397,15 @@ def report_json(rep: SweepReport) -> str:
     return json.dumps(rep.model_dump(mode="json"), indent=2)
 
 
-__all__ = ["ProblemEntry", "SweepManifest", "SweepReport", "SweepSpec", "load_manifest", "manifest_path", "report",
-           "run_sweep", "select_problems", "sweep_name"]  # fmt: skip
+__all__ = [
+    "ProblemEntry",
+    "SweepManifest",
+    "SweepReport",
+    "SweepSpec",
+    "load_manifest",
+    "manifest_path",
+    "report",
+    "run_sweep",
+    "select_problems",
+    "sweep_name",
+]

@@ -109,7 +109,9 @@ def prepare_process(spec: WorkerSpec) -> DeviceInfo:
     return info
 
 
-SCHEDULER_HINT = "check the address, and that the scheduler runs (dask scheduler --port 8786) and this machine reaches its port"
+SCHEDULER_HINT = (
+    "check the address, and that the scheduler runs (dask scheduler --port 8786) and this machine reaches its port"
+)
 
 
 def ensure_scheduler_reachable(address: str, wait_s: float = 0.0) -> None:
@@ -153,12 +155,20 @@ def serve_worker(spec: WorkerSpec, on_started: Callable[[WorkerStarted], None] |
             loop.add_signal_handler(signum, stop.set)
         try:
             nanny = distributed.Nanny(
-                spec.scheduler, nthreads=spec.nthreads, resources=worker_resources(spec), name=name,
-                preload=[PRELOAD], death_timeout=spec.death_timeout_s,
-            )  # fmt: skip
+                spec.scheduler,
+                nthreads=spec.nthreads,
+                resources=worker_resources(spec),
+                name=name,
+                preload=[PRELOAD],
+                death_timeout=spec.death_timeout_s,
+            )
             try:
                 await nanny  # joins the scheduler (retrying until death_timeout_s, if any)
-            except (OSError, TimeoutError, RuntimeError) as exc:  # RuntimeError: "Nanny failed to start", from the cause
+            except (
+                OSError,
+                TimeoutError,
+                RuntimeError,
+            ) as exc:  # RuntimeError: "Nanny failed to start", from the cause
                 cause = exc.__cause__ if isinstance(exc, RuntimeError) and exc.__cause__ is not None else exc
                 raise UserError(
                     f"the worker could not join the Dask scheduler at {spec.scheduler}: {cause}", hint=SCHEDULER_HINT

@@ -27,8 +27,8 @@ from langgraph.types import interrupt
 from pydantic import BaseModel, ConfigDict, Field
 
 from ksearch.errors import UserError
-from ksearch.store import Store
 from ksearch.llm.traits import ModelTraits
+from ksearch.store import Store
 from ksearch.store.steering import find_decision
 
 INTERACTIVE_MODEL = "interactive"

@@ -151,9 +151,9 @@ def extract_code(reply: str, language: str) -> str:
                 f"the reply has code blocks ({tags}) but none tagged python, py, triton or untagged",
                 last_reply=reply,
             )
-        tag, code = max(eligible, key=lambda block: len(block[1]))  # max() keeps the first of equal sizes
+        _, code = max(eligible, key=lambda block: len(block[1]))  # max() keeps the first of equal sizes
     else:
-        tag, code = "", reply
+        code = reply
     code = textwrap.dedent(code).strip("\n")
     if not code.strip():
         raise ModelReplyError("the reply contains no code", last_reply=reply)

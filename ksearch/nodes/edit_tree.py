@@ -60,8 +60,14 @@ def edit_tree(state: SearchState, runtime: Runtime[SearchContext]) -> Command[Li
         log.info("edit_tree.fallback_action", run_id=ctx.run_id, node_id=inserted)
     ctx.store.record_snapshot(ctx.run_id, state.step, "edit_tree", wm.model_dump_json())
 
-    reset = {"world_model": wm, "edit_errors": [], "edit_attempt": 0, "plan_reply": None, "plan_error": None,
-             "approval_required": approval_required}  # fmt: skip
+    reset = {
+        "world_model": wm,
+        "edit_errors": [],
+        "edit_attempt": 0,
+        "plan_reply": None,
+        "plan_error": None,
+        "approval_required": approval_required,
+    }
     remaining = cfg.max_rounds - state.rounds_used
     selected = select_actions(wm, cfg.parallel_cycles, SelectionPolicy(max_difficulty=cfg.max_difficulty))
     if remaining <= 0 or not selected:
@@ -90,15 +96,29 @@ def apply_steering(
         wm, approval = outcome.world_model, outcome.approval_required
         status = APPLIED if outcome.ok else REJECTED
         settle_act(ctx.store, row["id"], status=status, result=outcome.message, applied_round=state.rounds_used)
-        log.info("edit_tree.steered", run_id=ctx.run_id, act=row["act"], args=row["args"], status=status,
-                 result=outcome.message)  # fmt: skip
+        log.info(
+            "edit_tree.steered",
+            run_id=ctx.run_id,
+            act=row["act"],
+            args=row["args"],
+            status=status,
+            result=outcome.message,
+        )
         runtime.stream_writer(
-            {"event": "steered", "act": row["act"], "author": row["author"], "ok": outcome.ok, "message": outcome.message}
+            {
+                "event": "steered",
+                "act": row["act"],
+                "author": row["author"],
+                "ok": outcome.ok,
+                "message": outcome.message,
+            }
         )
     return wm, approval
 
 
-def cycle_sends(wm: WorldModel, selected: list[str], state: SearchState, ctx: SearchContext, remaining: int) -> list[Send]:
+def cycle_sends(
+    wm: WorldModel, selected: list[str], state: SearchState, ctx: SearchContext, remaining: int
+) -> list[Send]:
     """One Send per action. The remaining rounds are shared evenly; each cycle may also be capped by config."""
     share = max(1, remaining // len(selected))
     if ctx.config.max_attempts_per_cycle:

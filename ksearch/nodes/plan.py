@@ -126,7 +126,9 @@ def attempt_lines(store: Store, run_id: str, cycle_id: str) -> list[str]:
         score = a.get("score")
         latency = f", {1.0 / score:.4f} ms" if score else ""
         error = f" ({clip(str(a['error']), 160)})" if a.get("error") else ""
-        lines.append(f"  attempt {a['attempt']} (round {a['round_index']}, {a['prompt_kind']}): {a['verdict']}{latency}{error}")
+        lines.append(
+            f"  attempt {a['attempt']} (round {a['round_index']}, {a['prompt_kind']}): {a['verdict']}{latency}{error}"
+        )
         shapes = shape_means(store, a.get("evaluation_id"))
         if shapes:
             lines.append(f"    per shape (ms, the score's statistic): {shapes}")

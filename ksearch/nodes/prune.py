@@ -9,12 +9,12 @@ from langgraph.errors import GraphBubbleUp
 from langgraph.runtime import Runtime
 
 from ksearch.agent.context import SearchContext
-from ksearch.llm.interactive import Prompt, ReplyFormat, approval_key, ask
 from ksearch.agent.promotion import Decision, confirmation_decision, decide, paired_comparison, promotion_line
 from ksearch.agent.state import BestRef, SearchState
 from ksearch.agent.steering import Act
 from ksearch.agent.world_model import SolutionRef, WorldModel, attach_solution, mark_failed
 from ksearch.contracts.evaluation import Evaluation
+from ksearch.llm.interactive import Prompt, ReplyFormat, approval_key, ask
 from ksearch.store.steering import APPLIED, PENDING, add_act, find_decision, settle_act
 from ksearch.tools.timing import CONFIRM_METHOD
 
@@ -49,7 +49,9 @@ def prune(state: SearchState, runtime: Runtime[SearchContext]) -> dict:
         wm = attach_solution(wm, result.node_id, ref)
         decision = promotion_decision(ctx, best, result.best_candidate_id, evaluation.score)
         if decision.promote and state.approval_required:
-            decision = approved_decision(ctx, state, wm, best, result.node_id, result.best_candidate_id, evaluation, decision)
+            decision = approved_decision(
+                ctx, state, wm, best, result.node_id, result.best_candidate_id, evaluation, decision
+            )
         log.info(
             "prune.promotion",
             run_id=ctx.run_id,
@@ -133,13 +135,28 @@ def approved_decision(
         if found is None:  # a client resumed the graph with the answer itself: record it as an act
             act = Act.APPROVE if answer == Act.APPROVE.value else Act.REJECT
             args = {"candidate_id": candidate_id, "node_id": node_id, "step": state.step}
-            add_act(ctx.store, ctx.run_id, act.value, args, "resume", status=APPLIED, applied_step=state.step,
-                    applied_round=state.rounds_used, result=f"{act.value}d")  # fmt: skip
+            add_act(
+                ctx.store,
+                ctx.run_id,
+                act.value,
+                args,
+                "resume",
+                status=APPLIED,
+                applied_step=state.step,
+                applied_round=state.rounds_used,
+                result=f"{act.value}d",
+            )
             found = find_decision(ctx.store, ctx.run_id, state.step, candidate_id)
             assert found is not None
     if found["status"] == PENDING:  # copied from the run this one replays
-        settle_act(ctx.store, found["id"], status=APPLIED, result=f"{found['act']}d", applied_round=state.rounds_used,
-                   applied_step=state.step)  # fmt: skip
+        settle_act(
+            ctx.store,
+            found["id"],
+            status=APPLIED,
+            result=f"{found['act']}d",
+            applied_round=state.rounds_used,
+            applied_step=state.step,
+        )
     if found["act"] == Act.APPROVE.value:
         return decision.model_copy(update={"reason": f"{decision.reason}; approved by {found['author']}"})
     return Decision(promote=False, reason=f"rejected by {found['author']} ({decision.reason})")
@@ -163,9 +180,13 @@ def promotion_decision(ctx: SearchContext, best: BestRef | None, challenger_id: 
         incumbent = _confirmation(ctx, best.candidate_id) if best is not None and best.score is not None else None
         confirmed_ms = confirmation.latency_ms
         refusal = confirmation_decision(
-            passed=confirmation.verdict.value == "passed", summary=confirmation.summary(), challenger_ms=confirmed_ms,
-            incumbent_ms=incumbent.latency_ms if incumbent is not None and incumbent.verdict.value == "passed" else None,
-        )  # fmt: skip
+            passed=confirmation.verdict.value == "passed",
+            summary=confirmation.summary(),
+            challenger_ms=confirmed_ms,
+            incumbent_ms=incumbent.latency_ms
+            if incumbent is not None and incumbent.verdict.value == "passed"
+            else None,
+        )
         if refusal is not None:
             return refusal
         decision = decision.model_copy(update={"confirmed_latency_ms": confirmed_ms})
@@ -199,8 +220,13 @@ def _confirmation(ctx: SearchContext, candidate_id: str) -> Evaluation:
         request = ctx.eval_request(candidate, device).model_copy(update={"timing_method": CONFIRM_METHOD})
         evaluation = ctx.evaluate(request)
     ctx.store.record_evaluation(candidate_id, key, evaluation)
-    log.info("prune.confirmation", run_id=ctx.run_id, candidate_id=candidate_id, verdict=evaluation.verdict.value,
-             latency_ms=evaluation.latency_ms)  # fmt: skip
+    log.info(
+        "prune.confirmation",
+        run_id=ctx.run_id,
+        candidate_id=candidate_id,
+        verdict=evaluation.verdict.value,
+        latency_ms=evaluation.latency_ms,
+    )
     return evaluation
 
 
@@ -209,7 +235,9 @@ def _measure(ctx: SearchContext, incumbent_id: str, challenger_id: str):  # noqa
     incumbent, challenger = ctx.store.get_candidate(incumbent_id), ctx.store.get_candidate(challenger_id)
     with ctx.device_lease() as device:
         return ctx.compare(
-            ctx.eval_request(incumbent, device), ctx.eval_request(challenger, device), rounds=ctx.config.promotion_rounds
+            ctx.eval_request(incumbent, device),
+            ctx.eval_request(challenger, device),
+            rounds=ctx.config.promotion_rounds,
         )
 
 

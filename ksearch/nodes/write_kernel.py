@@ -7,15 +7,15 @@ from langgraph.runtime import Runtime
 
 from ksearch.agent.context import SearchContext
 from ksearch.agent.cycle_logic import PromptKind, choose_prompt
-from ksearch.llm.interactive import ReplyFormat
 from ksearch.agent.evidence_text import evidence_text
 from ksearch.agent.prompting import action_view, spec_with_reference
 from ksearch.agent.skill_use import coder_skill
 from ksearch.agent.state import CycleState
 from ksearch.agent.world_model import Node
-from ksearch.errors import BudgetExceededError, ModelReplyError
 from ksearch.contracts.candidate import Candidate
 from ksearch.contracts.evaluation import Evaluation
+from ksearch.errors import BudgetExceededError, ModelReplyError
+from ksearch.llm.interactive import ReplyFormat
 from ksearch.llm.parsing import code_repair_prompt, extract_code
 from ksearch.prompts import clip, render, template_text
 
@@ -63,8 +63,14 @@ def write_kernel(state: CycleState, runtime: Runtime[SearchContext]) -> dict:
     call_key = f"write:{state.cycle_id}:{attempt}"
     runtime.stream_writer({"event": "write", "cycle_id": state.cycle_id, "attempt": attempt, "prompt_kind": kind.value})
     log.info("write_kernel.start", run_id=ctx.run_id, cycle_id=state.cycle_id, attempt=attempt, prompt_kind=kind.value)
-    update: dict = {"attempt": attempt, "prompt_kind": kind.value, "candidate_id": None, "write_error": None,
-                    "compile_error": None, "evaluation_id": None}
+    update: dict = {
+        "attempt": attempt,
+        "prompt_kind": kind.value,
+        "candidate_id": None,
+        "write_error": None,
+        "compile_error": None,
+        "evaluation_id": None,
+    }
     try:
         code, error = _ask_for_code(ctx, call_key, prompt)
     except BudgetExceededError as exc:
@@ -145,8 +151,10 @@ def best_code(state: CycleState, ctx: SearchContext, attempt: int) -> str:
     what = "the best code of this cycle so far" if state.progress.passed_any else "the base code the cycle started from"
     why = "failed" if failed else "was slower"
     code = ctx.store.get_candidate(best_id).code
-    return (f"\n# For comparison: {what} (your last attempt above {why}; keep what made this one work)\n"
-            f"```python\n{clip(code, BEST_CODE_LIMIT)}\n```")  # fmt: skip
+    return (
+        f"\n# For comparison: {what} (your last attempt above {why}; keep what made this one work)\n"
+        f"```python\n{clip(code, BEST_CODE_LIMIT)}\n```"
+    )
 
 
 def feedback(state: CycleState, ctx: SearchContext) -> str:
@@ -160,7 +168,9 @@ def feedback(state: CycleState, ctx: SearchContext) -> str:
             lines.append(evidence)
         if ev.mismatch:
             m = ev.mismatch
-            lines.append(f"Mismatch on {m.config}: max abs error {m.max_abs_error}, max rel error {m.max_rel_error}, worst index {m.worst_index}")
+            lines.append(
+                f"Mismatch on {m.config}: max abs error {m.max_abs_error}, max rel error {m.max_rel_error}, worst index {m.worst_index}"
+            )
         if ev.rejection:
             lines.append(f"Rejected by rule {ev.rejection.rule}: {ev.rejection.evidence}")
         if ev.log and not ev.passed:

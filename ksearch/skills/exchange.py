@@ -9,7 +9,6 @@ from pydantic import BaseModel, ConfigDict, Field
 from ksearch.skills.evidence import Evidence
 from ksearch.skills.records import Skill
 
-
 EXPORT_FORMAT = "ksearch-skills"
 
 

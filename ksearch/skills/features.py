@@ -56,9 +56,13 @@ def draft_contract_errors(draft: SkillDraft, before_code: str, after_code: str, 
             continue
         if feature.detect:
             if feature_present(feature, after_code, arch) is False:
-                errors.append(f"provides[{i}] {feature.key()}: detect strings {feature.detect} are not all in the after code")
+                errors.append(
+                    f"provides[{i}] {feature.key()}: detect strings {feature.detect} are not all in the after code"
+                )
             if feature_present(feature, before_code, arch) is True:
-                errors.append(f"provides[{i}] {feature.key()}: detect strings {feature.detect} are already in the before code")
+                errors.append(
+                    f"provides[{i}] {feature.key()}: detect strings {feature.detect} are already in the before code"
+                )
     for i, feature in enumerate(draft.requires):
         if feature_present(feature, before_code, arch) is False:
             errors.append(f"requires[{i}] {feature.key()}: not present in the before code (or not on {arch})")

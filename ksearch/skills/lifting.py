@@ -68,7 +68,9 @@ def lift_skill(llm: LLMClient, call_key: str, item: LiftInput, *, source: SkillS
     usable draft came back, BudgetExceededError when the budget is spent."""
 
     def contract(data: dict[str, Any]) -> list[str]:
-        return draft_contract_errors(SkillDraft.model_validate(data), item.before_code, item.after_code, item.context.arch)
+        return draft_contract_errors(
+            SkillDraft.model_validate(data), item.before_code, item.after_code, item.context.arch
+        )
 
     draft, _calls = llm.complete_json(
         LIFTER_ROLE, call_key, lift_prompt(item), model_cls=SkillDraft, validate=contract, max_repairs=max_repairs

@@ -33,7 +33,9 @@ HARDWARE_CAPABILITIES: dict[str, frozenset[str]] = {
     "sm86": frozenset({"tensor_cores", "fp16", "bf16", "tf32", "cp_async"}),
     "sm89": frozenset({"tensor_cores", "fp16", "bf16", "tf32", "cp_async", "fp8"}),
     "sm90": frozenset({"tensor_cores", "fp16", "bf16", "tf32", "cp_async", "fp8", "tma", "wgmma", "clusters"}),
-    "sm100": frozenset({"tensor_cores", "fp16", "bf16", "tf32", "cp_async", "fp8", "fp4", "tma", "clusters", "tcgen05"}),
+    "sm100": frozenset(
+        {"tensor_cores", "fp16", "bf16", "tf32", "cp_async", "fp8", "fp4", "tma", "clusters", "tcgen05"}
+    ),
 }
 """What each architecture offers, by name. Deliberately no implicit supersets: sm100 has no ``wgmma``."""
 

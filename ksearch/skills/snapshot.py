@@ -8,7 +8,6 @@ import json
 from ksearch.skills.evidence import SkillStatus, SkillView
 from ksearch.skills.records import SkillContext, scope_matches
 
-
 SNAPSHOT_PREFIX = "skills-sha256:"
 
 

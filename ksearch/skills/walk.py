@@ -24,8 +24,8 @@ from pydantic import BaseModel, ConfigDict, model_validator
 
 from ksearch.contracts.evaluation import Evaluation
 from ksearch.errors import BudgetExceededError, ModelReplyError
-from ksearch.prompts import clip, render
 from ksearch.llm.parsing import extract_code
+from ksearch.prompts import clip, render
 
 if TYPE_CHECKING:  # the client is passed in (WalkServices); the skills never construct one
     from ksearch.llm.client import LLMClient
@@ -125,10 +125,17 @@ def judge_simplification(evaluation: Evaluation, comparison: dict[str, Any] | No
 
 
 def simplify_prompt(
-    services: WalkServices, code: str, step: int, max_steps: int, accepted: list[WalkStep], rejected: dict[str, list[str]]
+    services: WalkServices,
+    code: str,
+    step: int,
+    max_steps: int,
+    accepted: list[WalkStep],
+    rejected: dict[str, list[str]],
 ) -> str:
     removed = "\n".join(f"- {s.category} at {s.locus}: {s.removed}" for s in accepted) or "(none yet)"
-    rejections = "\n".join(f"- {cat}: " + " | ".join(clip(r, 300) for r in reasons) for cat, reasons in rejected.items())
+    rejections = "\n".join(
+        f"- {cat}: " + " | ".join(clip(r, 300) for r in reasons) for cat, reasons in rejected.items()
+    )
     return render(
         "skill_simplify",
         task_spec=services.task_spec,
@@ -166,8 +173,12 @@ def backward_walk(
         except ModelReplyError as exc:
             return WalkResult(termination="unusable_reply", reason=str(exc), steps=steps, final_candidate_id=current_id)
         if head.done:
-            return WalkResult(termination="complete", reason=head.reason or "the simplifier found nothing left to remove",
-                              steps=steps, final_candidate_id=current_id)  # fmt: skip
+            return WalkResult(
+                termination="complete",
+                reason=head.reason or "the simplifier found nothing left to remove",
+                steps=steps,
+                final_candidate_id=current_id,
+            )
         step = _try_step(services, k, head, calls[-1].reply, current_id)
         steps.append(step)
         if on_step is not None:
@@ -180,8 +191,12 @@ def backward_walk(
         rejected.setdefault(step.category, []).append(step.reason)
         rejections += 1
         if rejections >= max_rejections:
-            return WalkResult(termination="rejection_limit", reason=f"{rejections} proposals rejected",
-                              steps=steps, final_candidate_id=current_id)  # fmt: skip
+            return WalkResult(
+                termination="rejection_limit",
+                reason=f"{rejections} proposals rejected",
+                steps=steps,
+                final_candidate_id=current_id,
+            )
     return WalkResult(
         termination="step_limit",
         reason=f"{max_steps} proposals made; the limit does not establish that the kernel is the plainest one",
@@ -210,10 +225,22 @@ def _try_step(services: WalkServices, k: int, head: SimplifyReply, reply: str, c
         return WalkStep(**base, verdict="no_code", accepted=False, reason=f"the reply had no usable code: {exc}")
     candidate_id, evaluation = services.evaluate(code)
     if candidate_id == current_id:
-        return WalkStep(**base, after_candidate_id=candidate_id, verdict=evaluation.verdict.value, accepted=False,
-                        reason="the 'simpler' kernel is the same code")  # fmt: skip
+        return WalkStep(
+            **base,
+            after_candidate_id=candidate_id,
+            verdict=evaluation.verdict.value,
+            accepted=False,
+            reason="the 'simpler' kernel is the same code",
+        )
     comparison = services.compare(candidate_id, current_id) if evaluation.passed and evaluation.timed else None
     accepted, reason = judge_simplification(evaluation, comparison)
     paired = {k: float(comparison[k]) for k in ("speedup", "ci_low", "ci_high")} if comparison else {}
-    return WalkStep(**base, after_candidate_id=candidate_id, verdict=evaluation.verdict.value, accepted=accepted,
-                    reason=reason, comparison=comparison, **paired)  # fmt: skip
+    return WalkStep(
+        **base,
+        after_candidate_id=candidate_id,
+        verdict=evaluation.verdict.value,
+        accepted=accepted,
+        reason=reason,
+        comparison=comparison,
+        **paired,
+    )

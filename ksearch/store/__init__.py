@@ -5,9 +5,9 @@ migration functions.
 It knows nothing about the graph: the agent, the flows and the CLI use it.
 """
 
-from ksearch.store.migrations import MIGRATIONS, migrate, migration
 from ksearch.store import skills
 from ksearch.store.connection import open_connection, workspace_error
+from ksearch.store.migrations import MIGRATIONS, migrate, migration
 from ksearch.store.store import Store, ensure_comparison, find_comparison
 
 __all__ = [

@@ -123,8 +123,13 @@ def _open_read_only(path: Path) -> sqlite3.Connection:
     last: sqlite3.Error | None = None
     for mode in ("mode=ro", "immutable=1"):
         try:
-            conn = sqlite3.connect(f"{path.resolve().as_uri()}?{mode}", uri=True, check_same_thread=False,
-                                   timeout=BUSY_TIMEOUT_S, isolation_level=None)  # fmt: skip
+            conn = sqlite3.connect(
+                f"{path.resolve().as_uri()}?{mode}",
+                uri=True,
+                check_same_thread=False,
+                timeout=BUSY_TIMEOUT_S,
+                isolation_level=None,
+            )
         except sqlite3.Error as exc:
             last = exc
             continue

@@ -95,7 +95,12 @@ def settle_act(
 ) -> None:
     """Record what applying an act did (idempotent: a re-run writes the same outcome). ``applied_step`` is given for
     acts that were not claimed first (a replayed approval, held until its step)."""
-    update: dict[str, Any] = {"status": status, "result": result, "applied_round": applied_round, "applied_at": time.time()}
+    update: dict[str, Any] = {
+        "status": status,
+        "result": result,
+        "applied_round": applied_round,
+        "applied_at": time.time(),
+    }
     if applied_step is not None:
         update["applied_step"] = applied_step
     with store._write() as db:

@@ -29,6 +29,7 @@ from ksearch.redaction import redact_json
 from ksearch.store.connection import in_memory_copy, open_connection, open_for_reading, workspace_error
 from ksearch.store.migrations import migrate, pending
 
+
 def _decode_config(run: dict[str, Any]) -> dict[str, Any]:
     """A run row's stored config; a value that is not a JSON object (an edited or damaged row) reads as ``{}`` and
     sets ``config_error`` on the row, so one bad row never breaks a listing (``stored_config`` refuses it in one line)."""
@@ -349,7 +350,9 @@ class Store:
 
 
 # ---- paired comparisons (promotion by statistics) --------------------------------------------------------------------
-def ensure_comparison(store: Store, incumbent_id: str, challenger_id: str, eval_key: str, record: dict[str, Any]) -> None:
+def ensure_comparison(
+    store: Store, incumbent_id: str, challenger_id: str, eval_key: str, record: dict[str, Any]
+) -> None:
     """Record a comparison once; a second record of the same key keeps the first (so a resumed prune decides alike)."""
     with store._write() as db:
         db["comparisons"].insert(

@@ -46,7 +46,9 @@ def import_file(path: Path, *, prefix: str) -> ModuleType:
     except BaseException as exc:  # the user's file: show them their own error
         sys.modules.pop(name, None)
         detail = "".join(traceback.format_exception_only(exc)).strip()
-        raise ProblemFormatError(f"importing {path} failed: {detail}", hint="run `python FILE` to see the full error") from exc
+        raise ProblemFormatError(
+            f"importing {path} failed: {detail}", hint="run `python FILE` to see the full error"
+        ) from exc
     _CACHE[key] = module
     return module
 

@@ -236,7 +236,9 @@ class Task(ABC):
         """The reference output for ``inputs`` (a pristine clone). Override when the reference needs the config."""
         return self.reference(*inputs)
 
-    def expected_sample(self, config: TaskConfig, inputs: list[Any], generator: torch.Generator) -> ExpectedSample | None:
+    def expected_sample(
+        self, config: TaskConfig, inputs: list[Any], generator: torch.Generator
+    ) -> ExpectedSample | None:
         """The reference at positions drawn from ``generator`` (the checker's, unpredictable to the candidate), when
         that costs far less than ``expected``: the checker then judges an audit's output (one call on re-randomised
         activations among the timed repeats, there to catch an output replayed from another call) at those positions
@@ -264,10 +266,12 @@ class Task(ABC):
             real = sample.output_index(worst)
             message = message.replace(f"at {worst}", f"at {real}")
             worst = real
-        return mismatch.model_copy(update={
-            "worst_index": worst,
-            "message": f"{message} (compared at {sample.positions} sampled positions of the output)",
-        })  # fmt: skip
+        return mismatch.model_copy(
+            update={
+                "worst_index": worst,
+                "message": f"{message} (compared at {sample.positions} sampled positions of the output)",
+            }
+        )
 
     def output_buffers(self, config: TaskConfig, inputs: list[Any]) -> list[torch.Tensor] | None:
         """Tensors among ``inputs`` that the candidate writes its result into (destination-passing style), or None.
@@ -363,7 +367,9 @@ CHECK_CHUNK = 1 << 24
 """Elements compared at a time: bounds the checker's extra memory for outputs of several GB."""
 
 
-def tolerance_mismatch(where: str, got: torch.Tensor, expected: torch.Tensor, atol: float, rtol: float) -> Mismatch | None:
+def tolerance_mismatch(
+    where: str, got: torch.Tensor, expected: torch.Tensor, atol: float, rtol: float
+) -> Mismatch | None:
     """None when every ``|got - expected| <= atol + rtol * |expected|`` (both finite); else where it is worst.
 
     Compared in float32 chunk by chunk (float64 for float64 tensors), so a 3 GB output needs no 5x copies in
@@ -405,7 +411,9 @@ def tolerance_mismatch(where: str, got: torch.Tensor, expected: torch.Tensor, at
     )
 
 
-def _count_outside(flat_got: torch.Tensor, flat_exp: torch.Tensor, atol: float, rtol: float, compute: torch.dtype) -> int:
+def _count_outside(
+    flat_got: torch.Tensor, flat_exp: torch.Tensor, atol: float, rtol: float, compute: torch.dtype
+) -> int:
     """How many elements are outside the tolerance: a few passes per chunk and ONE synchronisation at the end (the
     common case, a passing output, needs nothing more; the slower pass in ``tolerance_mismatch`` then finds where)."""
     count = torch.zeros((), dtype=torch.int64, device=flat_got.device)
@@ -416,10 +424,16 @@ def _count_outside(flat_got: torch.Tensor, flat_exp: torch.Tensor, atol: float, 
     return int(count)
 
 
-def _chunks(flat_got: torch.Tensor, flat_exp: torch.Tensor, compute: torch.dtype) -> Iterator[tuple[int, torch.Tensor, torch.Tensor]]:
+def _chunks(
+    flat_got: torch.Tensor, flat_exp: torch.Tensor, compute: torch.dtype
+) -> Iterator[tuple[int, torch.Tensor, torch.Tensor]]:
     """(offset, got, expected) for each ``CHECK_CHUNK`` elements, in the ``compute`` dtype."""
     for start in range(0, flat_got.numel(), CHECK_CHUNK):
-        yield start, flat_got[start : start + CHECK_CHUNK].to(compute), flat_exp[start : start + CHECK_CHUNK].to(compute)
+        yield (
+            start,
+            flat_got[start : start + CHECK_CHUNK].to(compute),
+            flat_exp[start : start + CHECK_CHUNK].to(compute),
+        )
 
 
 def _contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:

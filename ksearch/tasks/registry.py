@@ -37,8 +37,14 @@ FLASHINFER_PREFIX = "flashinfer:"
 _PATTERNS: list[tuple[str, str]] = [
     ("kernelbench:LEVEL/ID", "KernelBench problem ID of level LEVEL (needs --kernelbench-root or KERNELBENCH_ROOT)"),
     ("kernelbench:FILE.py", "any problem file in KernelBench's format (Model, get_inputs, get_init_inputs)"),
-    ("kernelbench:...?allow=reference_op", "a KernelBench problem whose kernels may call PyTorch ops (partial replacement)"),
-    ("flashinfer:DEFINITION@DATASET", "any FlashInfer-Bench definition of a flashinfer-trace dataset folder, with its workloads"),
+    (
+        "kernelbench:...?allow=reference_op",
+        "a KernelBench problem whose kernels may call PyTorch ops (partial replacement)",
+    ),
+    (
+        "flashinfer:DEFINITION@DATASET",
+        "any FlashInfer-Bench definition of a flashinfer-trace dataset folder, with its workloads",
+    ),
     ("FILE.py", "your own operator file (reference, make_inputs, CONFIGS: see ksearch/tasks/userop/PROTOCOL.md)"),
 ]
 """Families of names, shown by ``ksearch tasks`` after the named tasks."""
@@ -170,7 +176,9 @@ def _flashinfer_builtins() -> list[TaskInfo]:
     for name in defs.BUILTIN_DEFINITIONS:
         description = json.loads(defs.builtin_definition_json(name)).get("description", "")
         title = "FlashInfer-Bench: " + _clip(description.split(":")[0].split(". ")[0], 70) + " (synthetic workloads)"
-        infos.append(TaskInfo(name=FLASHINFER_PREFIX + name, title=title, source="built-in", available=available, hint=hint))
+        infos.append(
+            TaskInfo(name=FLASHINFER_PREFIX + name, title=title, source="built-in", available=available, hint=hint)
+        )
     return infos
 
 

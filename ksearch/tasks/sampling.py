@@ -16,8 +16,9 @@ import math
 import torch
 
 
-def randn(*shape: int, generator: torch.Generator, device: torch.device | str = "cpu",
-          dtype: torch.dtype = torch.float32) -> torch.Tensor:  # fmt: skip
+def randn(
+    *shape: int, generator: torch.Generator, device: torch.device | str = "cpu", dtype: torch.dtype = torch.float32
+) -> torch.Tensor:
     """``torch.randn(*shape)`` from ``generator``, identical across CPU capabilities (see the module docstring)."""
     if torch.device(device).type == "cpu" and dtype in (torch.float32, torch.float16, torch.bfloat16):
         return torch.randn(*shape, generator=generator, device=device, dtype=torch.float64).to(dtype)

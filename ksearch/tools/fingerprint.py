@@ -14,7 +14,6 @@ from typing import NamedTuple
 
 from pydantic import BaseModel
 
-
 from ksearch.tools.evaluator import HARNESS_VERSION  # bumped when the evaluator's semantics change
 
 _PROBE = r"""

@@ -55,9 +55,11 @@ def parse_spec(spec: str, names: list[str]) -> list[int]:
     elif text.isdigit():
         count = int(text)
         if not 1 <= count <= available:
-            raise UserError(f"--gpus {spec}: asked for {count} GPUs, {available} visible",
-                            hint="a number is a count (--gpus 1: the first GPU); name one GPU as --gpus cuda:0 or "
-                            "--gpus 0, ; all of them: --gpus all")  # fmt: skip
+            raise UserError(
+                f"--gpus {spec}: asked for {count} GPUs, {available} visible",
+                hint="a number is a count (--gpus 1: the first GPU); name one GPU as --gpus cuda:0 or "
+                "--gpus 0, ; all of them: --gpus all",
+            )
         indices = list(range(count))
     else:
         try:
@@ -76,7 +78,8 @@ def parse_spec(spec: str, names: list[str]) -> list[int]:
     if len(models) > 1:
         raise UserError(
             f"--gpus {spec} mixes GPU models ({', '.join(sorted(models))}); timings would not be comparable",
-            hint="pick GPUs of one model, e.g. --gpus " + ",".join(str(i) for i in indices if names[i] == names[indices[0]]),
+            hint="pick GPUs of one model, e.g. --gpus "
+            + ",".join(str(i) for i in indices if names[i] == names[indices[0]]),
         )
     return indices
 

@@ -64,7 +64,9 @@ class GpuSpec(BaseModel):
 
     def describe(self) -> str:
         """The figures in one paragraph, for prompts."""
-        peaks = ", ".join(f"{_PEAK_LABEL.get(dtype, dtype)} {value / 1e12:g}" for dtype, value in self.peak_flops.items())
+        peaks = ", ".join(
+            f"{_PEAK_LABEL.get(dtype, dtype)} {value / 1e12:g}" for dtype, value in self.peak_flops.items()
+        )
         l2 = f", {self.l2_mb} MB L2" if self.l2_mb else ""
         return (
             f"{self.name} ({self.arch}): {self.sms} SMs, {self.memory_gb} GB memory at "
@@ -96,29 +98,97 @@ _AMPERE_SHARED = {"shared_per_block_optin": 163 * KB, "shared_per_sm": 164 * KB}
 _H100_PEAKS = {"fp32": 67e12, "tf32": 494.7e12, "bf16": 989.4e12, "fp8": 1978.9e12}
 
 GPUS: tuple[GpuSpec, ...] = (
-    GpuSpec(key="a100", name="A100 SXM4 80GB", capability=(8, 0), sms=108, memory_gb=80, l2_mb=40,
-            bandwidth_bytes_s=2.039e12, peak_flops={"fp32": 19.5e12, "tf32": 156e12, "bf16": 312e12},
-            **_AMPERE_SHARED),
-    GpuSpec(key="a100-40gb", name="A100 SXM4 40GB", capability=(8, 0), sms=108, memory_gb=40, l2_mb=40,
-            bandwidth_bytes_s=1.555e12, peak_flops={"fp32": 19.5e12, "tf32": 156e12, "bf16": 312e12},
-            **_AMPERE_SHARED),
-    GpuSpec(key="l40s", name="L40S", capability=(8, 9), sms=142, memory_gb=48, l2_mb=96, max_threads_per_sm=1536,
-            shared_per_block_optin=99 * KB, shared_per_sm=100 * KB, bandwidth_bytes_s=0.864e12,
-            peak_flops={"fp32": 91.6e12, "tf32": 183e12, "bf16": 362e12, "fp8": 733e12}),
-    GpuSpec(key="h100", name="H100 SXM5 80GB", capability=(9, 0), sms=132, memory_gb=80, l2_mb=50,
-            bandwidth_bytes_s=3.35e12, peak_flops=_H100_PEAKS, **_HOPPER_SHARED),
-    GpuSpec(key="h100-pcie", name="H100 PCIe 80GB", capability=(9, 0), sms=114, memory_gb=80, l2_mb=50,
-            bandwidth_bytes_s=2.0e12, peak_flops={"fp32": 51.2e12, "tf32": 378e12, "bf16": 756e12, "fp8": 1513e12},
-            **_HOPPER_SHARED),
-    GpuSpec(key="h100-nvl", name="H100 NVL 94GB", capability=(9, 0), sms=132, memory_gb=94, l2_mb=50,
-            bandwidth_bytes_s=3.9e12, peak_flops={"fp32": 60e12, "tf32": 418e12, "bf16": 835e12, "fp8": 1671e12},
-            **_HOPPER_SHARED),
-    GpuSpec(key="h200", name="H200 SXM 141GB", capability=(9, 0), sms=132, memory_gb=141, l2_mb=50,
-            bandwidth_bytes_s=4.8e12, peak_flops=_H100_PEAKS, **_HOPPER_SHARED),
-    GpuSpec(key="b200", name="B200 (HGX, 1000 W)", capability=(10, 0), sms=148, memory_gb=180, l2_mb=None,
-            bandwidth_bytes_s=8.0e12, peak_flops={"fp32": 80e12, "tf32": 1100e12, "bf16": 2250e12, "fp8": 4500e12},
-            **_HOPPER_SHARED),
-)  # fmt: skip
+    GpuSpec(
+        key="a100",
+        name="A100 SXM4 80GB",
+        capability=(8, 0),
+        sms=108,
+        memory_gb=80,
+        l2_mb=40,
+        bandwidth_bytes_s=2.039e12,
+        peak_flops={"fp32": 19.5e12, "tf32": 156e12, "bf16": 312e12},
+        **_AMPERE_SHARED,
+    ),
+    GpuSpec(
+        key="a100-40gb",
+        name="A100 SXM4 40GB",
+        capability=(8, 0),
+        sms=108,
+        memory_gb=40,
+        l2_mb=40,
+        bandwidth_bytes_s=1.555e12,
+        peak_flops={"fp32": 19.5e12, "tf32": 156e12, "bf16": 312e12},
+        **_AMPERE_SHARED,
+    ),
+    GpuSpec(
+        key="l40s",
+        name="L40S",
+        capability=(8, 9),
+        sms=142,
+        memory_gb=48,
+        l2_mb=96,
+        max_threads_per_sm=1536,
+        shared_per_block_optin=99 * KB,
+        shared_per_sm=100 * KB,
+        bandwidth_bytes_s=0.864e12,
+        peak_flops={"fp32": 91.6e12, "tf32": 183e12, "bf16": 362e12, "fp8": 733e12},
+    ),
+    GpuSpec(
+        key="h100",
+        name="H100 SXM5 80GB",
+        capability=(9, 0),
+        sms=132,
+        memory_gb=80,
+        l2_mb=50,
+        bandwidth_bytes_s=3.35e12,
+        peak_flops=_H100_PEAKS,
+        **_HOPPER_SHARED,
+    ),
+    GpuSpec(
+        key="h100-pcie",
+        name="H100 PCIe 80GB",
+        capability=(9, 0),
+        sms=114,
+        memory_gb=80,
+        l2_mb=50,
+        bandwidth_bytes_s=2.0e12,
+        peak_flops={"fp32": 51.2e12, "tf32": 378e12, "bf16": 756e12, "fp8": 1513e12},
+        **_HOPPER_SHARED,
+    ),
+    GpuSpec(
+        key="h100-nvl",
+        name="H100 NVL 94GB",
+        capability=(9, 0),
+        sms=132,
+        memory_gb=94,
+        l2_mb=50,
+        bandwidth_bytes_s=3.9e12,
+        peak_flops={"fp32": 60e12, "tf32": 418e12, "bf16": 835e12, "fp8": 1671e12},
+        **_HOPPER_SHARED,
+    ),
+    GpuSpec(
+        key="h200",
+        name="H200 SXM 141GB",
+        capability=(9, 0),
+        sms=132,
+        memory_gb=141,
+        l2_mb=50,
+        bandwidth_bytes_s=4.8e12,
+        peak_flops=_H100_PEAKS,
+        **_HOPPER_SHARED,
+    ),
+    GpuSpec(
+        key="b200",
+        name="B200 (HGX, 1000 W)",
+        capability=(10, 0),
+        sms=148,
+        memory_gb=180,
+        l2_mb=None,
+        bandwidth_bytes_s=8.0e12,
+        peak_flops={"fp32": 80e12, "tf32": 1100e12, "bf16": 2250e12, "fp8": 4500e12},
+        **_HOPPER_SHARED,
+    ),
+)
 _BY_KEY = {g.key: g for g in GPUS}
 
 DEVICE_NAMES: tuple[tuple[str, str], ...] = (
@@ -198,8 +268,10 @@ def describe_gpu(device_name: str, properties: dict[str, object]) -> str:
     table = spec_for_device(device_name)
     if table is not None:
         return "Limits and peaks: " + measured_spec(table, properties).describe()
-    figures = {k: str(properties.get(k) or "") for k in ("shared_per_block_optin", "shared_per_sm",
-                                                         "registers_per_sm", "max_threads_per_sm")}  # fmt: skip
+    figures = {
+        k: str(properties.get(k) or "")
+        for k in ("shared_per_block_optin", "shared_per_sm", "registers_per_sm", "max_threads_per_sm")
+    }
     if not any(v.isdigit() and int(v) > 0 for v in figures.values()):
         return "Limits and peaks of this GPU are not known to ksearch."
     return (

@@ -25,10 +25,28 @@ KEY = "softmax|gpu"
 
 def _passed(ms: float, *, roofline: bool = True) -> Evaluation:
     timing = Timing(config="b0", median_ms=ms, mean_ms=ms, stdev_ms=0.001, samples=100, method="robust")
-    point = RooflinePoint(config="b0", measured_ms=ms, floor_ms=0.1, memory_ms=0.1, compute_ms=0.01, bound="memory",
-                          fraction=0.1 / ms, dtype="bf16", gpu="H100 SXM5 80GB")  # fmt: skip
-    return Evaluation(verdict="passed", device="NVIDIA H100 80GB HBM3", timed=True, timings=[timing], score=1 / ms,
-                      latency_ms=ms, configs_passed=1, configs_total=1, roofline=[point] if roofline else [])  # fmt: skip
+    point = RooflinePoint(
+        config="b0",
+        measured_ms=ms,
+        floor_ms=0.1,
+        memory_ms=0.1,
+        compute_ms=0.01,
+        bound="memory",
+        fraction=0.1 / ms,
+        dtype="bf16",
+        gpu="H100 SXM5 80GB",
+    )
+    return Evaluation(
+        verdict="passed",
+        device="NVIDIA H100 80GB HBM3",
+        timed=True,
+        timings=[timing],
+        score=1 / ms,
+        latency_ms=ms,
+        configs_passed=1,
+        configs_total=1,
+        roofline=[point] if roofline else [],
+    )
 
 
 def _stored(store: Store, code: str, evaluation: Evaluation) -> tuple[str, str]:
@@ -59,8 +77,14 @@ def test_attempt_one_sees_the_base_codes_timings_and_roofline(store: Store) -> N
 def test_after_a_failure_the_coder_sees_the_cycles_best_code_beside_its_last_attempt(store: Store) -> None:
     best_id, best_eval = _stored(store, "# the best so far\n", _passed(0.5))
     last_id, last_eval = _stored(store, "# broken\n", Evaluation(verdict="incorrect", device="cpu", log="wrong"))
-    progress = CycleProgress(attempts=2, best_score=2.0, best_candidate_id=best_id, best_evaluation_id=best_eval,
-                             passed_any=True, last_passed=False)  # fmt: skip
+    progress = CycleProgress(
+        attempts=2,
+        best_score=2.0,
+        best_candidate_id=best_id,
+        best_evaluation_id=best_eval,
+        passed_any=True,
+        last_passed=False,
+    )
     state = _state(attempt=2, progress=progress, last_candidate_id=last_id, last_evaluation_id=last_eval)
     ctx = SimpleNamespace(store=store, eval_key=KEY)
     section = best_code(state, ctx, 3)  # type: ignore[arg-type]
@@ -72,8 +96,14 @@ def test_after_a_failure_the_coder_sees_the_cycles_best_code_beside_its_last_att
 def test_after_a_slower_attempt_the_best_is_shown_and_each_shape_is_compared_with_it(store: Store) -> None:
     best_id, best_eval = _stored(store, "# fast\n", _passed(0.5))
     last_id, last_eval = _stored(store, "# slow\n", _passed(0.505))
-    progress = CycleProgress(attempts=2, best_score=2.0, best_candidate_id=best_id, best_evaluation_id=best_eval,
-                             passed_any=True, last_passed=True)  # fmt: skip
+    progress = CycleProgress(
+        attempts=2,
+        best_score=2.0,
+        best_candidate_id=best_id,
+        best_evaluation_id=best_eval,
+        passed_any=True,
+        last_passed=True,
+    )
     state = _state(attempt=2, progress=progress, last_candidate_id=last_id, last_evaluation_id=last_eval)
     ctx = SimpleNamespace(store=store, eval_key=KEY)
     assert "was slower" in best_code(state, ctx, 3) and "# fast" in best_code(state, ctx, 3)  # type: ignore[arg-type]
@@ -93,11 +123,14 @@ def test_a_run_config_takes_a_target_gpu_on_the_cpu_only() -> None:
 
 
 def _one_round_run(tmp_path: Path, **config: object) -> tuple[list[dict], Store]:
-    script = write_script(tmp_path / "script.jsonl", [("plan:0:0", init_plan([("a", 0.9)])),
-                                                      ("write:c1:1", fenced(row_kernel(1)))])  # fmt: skip
+    script = write_script(
+        tmp_path / "script.jsonl", [("plan:0:0", init_plan([("a", 0.9)])), ("write:c1:1", fenced(row_kernel(1)))]
+    )
     ws = tmp_path / "ws"
-    runner.start_run(RunConfig(run_id="r1", task="softmax", model=f"replay:{script}", device="cpu", max_rounds=1,
-                               **config), workspace=ws)  # type: ignore[arg-type]
+    runner.start_run(
+        RunConfig(run_id="r1", task="softmax", model=f"replay:{script}", device="cpu", max_rounds=1, **config),
+        workspace=ws,
+    )  # type: ignore[arg-type]
     store = runner.open_store(ws)
     return store.list_llm_calls("r1"), store
 

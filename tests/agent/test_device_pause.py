@@ -21,8 +21,15 @@ from ksearch.store import Store
 def _context(tmp_path: Path) -> tuple[SimpleNamespace, str, str]:
     store = Store(tmp_path / "ksearch.db")
     ids = [store.ensure_candidate(Candidate(task="softmax", language="triton", code=f"# kernel {i}\n")) for i in (1, 2)]
-    timed = Evaluation(verdict=Verdict.PASSED, device="cuda", configs_passed=1, configs_total=1, timed=True, score=1.0,
-                       timings=[Timing(config="b0", median_ms=1.0, mean_ms=1.0, stdev_ms=0.01, samples=10)])  # fmt: skip
+    timed = Evaluation(
+        verdict=Verdict.PASSED,
+        device="cuda",
+        configs_passed=1,
+        configs_total=1,
+        timed=True,
+        score=1.0,
+        timings=[Timing(config="b0", median_ms=1.0, mean_ms=1.0, stdev_ms=0.01, samples=10)],
+    )
     for cid in ids:
         store.record_evaluation(cid, "key", timed)
 
@@ -33,9 +40,16 @@ def _context(tmp_path: Path) -> tuple[SimpleNamespace, str, str]:
     def lease():
         yield "cuda"
 
-    ctx = SimpleNamespace(compare=waits_for_the_device, confirm_bests=False, store=store, eval_key="key",
-                          device_lease=lease, eval_request=lambda candidate, device: (candidate.id, device),
-                          config=SimpleNamespace(promotion_rounds=5), run_id="r")  # fmt: skip
+    ctx = SimpleNamespace(
+        compare=waits_for_the_device,
+        confirm_bests=False,
+        store=store,
+        eval_key="key",
+        device_lease=lease,
+        eval_request=lambda candidate, device: (candidate.id, device),
+        config=SimpleNamespace(promotion_rounds=5),
+        run_id="r",
+    )
     return ctx, ids[0], ids[1]
 
 

@@ -438,7 +438,10 @@ def test_inserted_nodes_take_every_field_given_and_the_defaults_otherwise(wm: Wo
 
 
 def test_an_id_deleted_earlier_in_the_script_cannot_be_reused(wm: WorldModel) -> None:
-    ops = [{"op": "delete", "node_id": "c"}, {"op": "insert", "parent_id": ROOT_ID, "node": {"id": "c", "action": {"title": "t"}}}]
+    ops = [
+        {"op": "delete", "node_id": "c"},
+        {"op": "insert", "parent_id": ROOT_ID, "node": {"id": "c", "action": {"title": "t"}}},
+    ]
     outcome, _ = _apply(wm, ops)
     assert outcome.errors == ["ops[1].node.id: id 'c' already exists"]
 
@@ -482,9 +485,17 @@ def _changed(wm: WorldModel, node_id: str, **fields) -> dict[str, Node]:
 
 @pytest.mark.parametrize(
     "fields",
-    [{"solution": REF}, {"cycles": 5}, {"failed_cycles": 5}, {"pinned": True}, {"pruned": True}, {"by_person": True},
-     {"status": NodeStatus.SOLVED}, {"status": NodeStatus.OPEN}],
-)  # fmt: skip
+    [
+        {"solution": REF},
+        {"cycles": 5},
+        {"failed_cycles": 5},
+        {"pinned": True},
+        {"pruned": True},
+        {"by_person": True},
+        {"status": NodeStatus.SOLVED},
+        {"status": NodeStatus.OPEN},
+    ],
+)
 def test_the_evidence_check_catches_any_system_owned_change(wm: WorldModel, fields: dict) -> None:
     """Belt and braces behind the op schema: a tree whose evidence changed (here forged directly) is refused."""
     from ksearch.agent.edits import _evidence_errors

@@ -4,15 +4,22 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ksearch.contracts.evaluation import Timing
 from ksearch.agent.evidence_text import versus
+from ksearch.contracts.evaluation import Timing
 from ksearch.nodes.plan import attempt_lines
 from ksearch.store import Store
 
 
 def _timing(config: str, mean: float, median: float, headline: str = "mean") -> Timing:
-    return Timing(config=config, median_ms=median, mean_ms=mean, stdev_ms=0.01, samples=100,
-                  method="gpumode-benchmark", headline=headline)  # fmt: skip
+    return Timing(
+        config=config,
+        median_ms=median,
+        mean_ms=mean,
+        stdev_ms=0.01,
+        samples=100,
+        method="gpumode-benchmark",
+        headline=headline,
+    )
 
 
 def test_describe_leads_with_the_statistic_the_score_uses() -> None:
@@ -30,14 +37,44 @@ def test_each_shape_is_compared_with_the_base() -> None:
 
 def test_the_rounds_of_a_cycle_are_listed_in_order(tmp_path: Path) -> None:
     store = Store(tmp_path / "ksearch.db")
-    for attempt, (verdict, score, error) in enumerate([("passed", 1 / 1.53, None), ("passed", 1 / 1.21, None),
-                                                       ("compile_error", None, "out of resource: shared memory")], 1):
-        store.record_attempt({"run_id": "r", "cycle_id": "c1", "attempt": attempt, "round_index": attempt,
-                              "node_id": "n", "prompt_kind": "improve", "candidate_id": f"c{attempt}",
-                              "evaluation_id": f"e{attempt}", "verdict": verdict, "score": score, "error": error})
-    store.record_attempt({"run_id": "r", "cycle_id": "c2", "attempt": 1, "round_index": 4, "node_id": "m",
-                          "prompt_kind": "improve", "candidate_id": "x", "evaluation_id": "y", "verdict": "passed",
-                          "score": 1.0, "error": None})  # fmt: skip
+    for attempt, (verdict, score, error) in enumerate(
+        [
+            ("passed", 1 / 1.53, None),
+            ("passed", 1 / 1.21, None),
+            ("compile_error", None, "out of resource: shared memory"),
+        ],
+        1,
+    ):
+        store.record_attempt(
+            {
+                "run_id": "r",
+                "cycle_id": "c1",
+                "attempt": attempt,
+                "round_index": attempt,
+                "node_id": "n",
+                "prompt_kind": "improve",
+                "candidate_id": f"c{attempt}",
+                "evaluation_id": f"e{attempt}",
+                "verdict": verdict,
+                "score": score,
+                "error": error,
+            }
+        )
+    store.record_attempt(
+        {
+            "run_id": "r",
+            "cycle_id": "c2",
+            "attempt": 1,
+            "round_index": 4,
+            "node_id": "m",
+            "prompt_kind": "improve",
+            "candidate_id": "x",
+            "evaluation_id": "y",
+            "verdict": "passed",
+            "score": 1.0,
+            "error": None,
+        }
+    )
     lines = attempt_lines(store, "r", "c1")
     assert lines[0] == "Rounds of the cycle:"
     assert "attempt 1 (round 1, improve): passed, 1.5300 ms" in lines[1]
@@ -52,15 +89,35 @@ def test_each_timed_attempt_of_a_cycle_shows_its_shapes(tmp_path: Path) -> None:
     from ksearch.contracts.evaluation import Evaluation, Verdict
 
     store = Store(tmp_path / "ksearch.db")
-    slower = Evaluation(verdict=Verdict.PASSED, device="cuda", configs_passed=2, configs_total=2,
-                        timings=[_timing("b0_n256_b2", mean=0.52, median=0.5), _timing("b6_n1024_b1", 3.9, 3.8)])
+    slower = Evaluation(
+        verdict=Verdict.PASSED,
+        device="cuda",
+        configs_passed=2,
+        configs_total=2,
+        timings=[_timing("b0_n256_b2", mean=0.52, median=0.5), _timing("b6_n1024_b1", 3.9, 3.8)],
+    )
     evaluation_id = store.record_evaluation("cand2", "key", slower)
     for attempt, eid in ((1, "missing"), (2, evaluation_id)):
-        store.record_attempt({"run_id": "r", "cycle_id": "c1", "attempt": attempt, "round_index": attempt,
-                              "node_id": "n", "prompt_kind": "improve", "candidate_id": f"cand{attempt}",
-                              "evaluation_id": eid, "verdict": "passed", "score": 1.0, "error": None})  # fmt: skip
+        store.record_attempt(
+            {
+                "run_id": "r",
+                "cycle_id": "c1",
+                "attempt": attempt,
+                "round_index": attempt,
+                "node_id": "n",
+                "prompt_kind": "improve",
+                "candidate_id": f"cand{attempt}",
+                "evaluation_id": eid,
+                "verdict": "passed",
+                "score": 1.0,
+                "error": None,
+            }
+        )
     lines = attempt_lines(store, "r", "c1")
-    assert lines[2].startswith("  attempt 2") and lines[3] == "    per shape (ms, the score's statistic): b0 0.5200, b6 3.9000"
+    assert (
+        lines[2].startswith("  attempt 2")
+        and lines[3] == "    per shape (ms, the score's statistic): b0 0.5200, b6 3.9000"
+    )
     assert len(lines) == 4  # attempt 1's evaluation is not in the store: no shape line, no error
 
 
@@ -75,18 +132,42 @@ def test_the_plan_is_told_whether_the_cycles_best_was_promoted_and_on_what_measu
     from ksearch.nodes.plan import evidence_view
 
     store = Store(tmp_path / "ksearch.db")
-    candidate = store.ensure_candidate(Candidate(task="trimul", language="triton", code="def custom_kernel(d):\n    pass\n"))
-    evaluation = store.record_evaluation(candidate, "k", Evaluation(verdict=Verdict.PASSED, device="cuda",
-                                                                    latency_ms=0.9335, score=1 / 0.9335, timed=True))
-    promoted = promotion_line(Decision(promote=True, reason="paired comparison: speedup 1.0576x, 95% CI [1.0504, 1.0649]",
-                                       speedup=1.0576, ci_low=1.0504, ci_high=1.0649, confirmed_latency_ms=1.0495))
-    assert promoted == ("promoted, the run's new best (paired comparison: speedup 1.0576x, 95% CI [1.0504, 1.0649]); "
-                        "leaderboard-mode confirmation 1.0495 ms")
+    candidate = store.ensure_candidate(
+        Candidate(task="trimul", language="triton", code="def custom_kernel(d):\n    pass\n")
+    )
+    evaluation = store.record_evaluation(
+        candidate,
+        "k",
+        Evaluation(verdict=Verdict.PASSED, device="cuda", latency_ms=0.9335, score=1 / 0.9335, timed=True),
+    )
+    promoted = promotion_line(
+        Decision(
+            promote=True,
+            reason="paired comparison: speedup 1.0576x, 95% CI [1.0504, 1.0649]",
+            speedup=1.0576,
+            ci_low=1.0504,
+            ci_high=1.0649,
+            confirmed_latency_ms=1.0495,
+        )
+    )
+    assert promoted == (
+        "promoted, the run's new best (paired comparison: speedup 1.0576x, 95% CI [1.0504, 1.0649]); "
+        "leaderboard-mode confirmation 1.0495 ms"
+    )
     kept = promotion_line(Decision(promote=False, reason="single measurement not better (1.06 <= 1.07)"))
     assert kept == "not promoted (single measurement not better (1.06 <= 1.07))"
-    wm = WorldModel(nodes={ROOT_ID: Node(id=ROOT_ID), "a": Node(id="a", parent_id=ROOT_ID, action=Action(title="do a"))})
-    result = CycleResult(cycle_id="c1", node_id="a", rounds=1, passed=True, stop_reason="x",
-                         best_candidate_id=candidate, best_evaluation_id=evaluation)  # fmt: skip
+    wm = WorldModel(
+        nodes={ROOT_ID: Node(id=ROOT_ID), "a": Node(id="a", parent_id=ROOT_ID, action=Action(title="do a"))}
+    )
+    result = CycleResult(
+        cycle_id="c1",
+        node_id="a",
+        rounds=1,
+        passed=True,
+        stop_reason="x",
+        best_candidate_id=candidate,
+        best_evaluation_id=evaluation,
+    )
     view = evidence_view([result.model_copy(update={"promotion": promoted})], SearchState(world_model=wm), store)
     assert f"\nPromotion: {promoted}\n" in view
     assert "Promotion:" not in evidence_view([result], SearchState(world_model=wm), store)  # before prune decides

@@ -54,9 +54,24 @@ def test_sigkill_during_evaluation_then_resume(tmp_path):
     log = ws / "logs" / "ksearch.log"
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     proc = subprocess.Popen(
-        _cli(ws, "run", "softmax", "--model", f"replay:{script}", "--device", "cpu", "--max-rounds", "6",
-             "--stagnation-window", "2", "--run-id", "killed"),
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        _cli(
+            ws,
+            "run",
+            "softmax",
+            "--model",
+            f"replay:{script}",
+            "--device",
+            "cpu",
+            "--max-rounds",
+            "6",
+            "--stagnation-window",
+            "2",
+            "--run-id",
+            "killed",
+        ),
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
     )
     # Wait until the third evaluation has started (two are finished and stored), then kill mid-evaluation.
     deadline = time.monotonic() + 240
@@ -90,7 +105,12 @@ def test_sigkill_during_evaluation_then_resume(tmp_path):
         assert run["status"] == "finished" and run["rounds_used"] == 6
         attempts = store.list_attempts("killed")
         assert [(a["cycle_id"], a["attempt"]) for a in attempts] == [
-            ("c1", 1), ("c1", 2), ("c1", 3), ("c1", 4), ("c2", 1), ("c2", 2)
+            ("c1", 1),
+            ("c1", 2),
+            ("c1", 3),
+            ("c1", 4),
+            ("c2", 1),
+            ("c2", 2),
         ]
         evaluations = list(store.db["evaluations"].rows)
         # every candidate is evaluated exactly once, and the pre-kill evaluations are the same rows, untouched
@@ -101,7 +121,8 @@ def test_sigkill_during_evaluation_then_resume(tmp_path):
         # and nothing evaluated before the kill was evaluated again after it
         after_lines = log.read_text().splitlines()[killed_at_line:]
         re_evaluated = [
-            json.loads(line)["candidate_id"] for line in after_lines
+            json.loads(line)["candidate_id"]
+            for line in after_lines
             if '"profile.evaluate"' in line and json.loads(line)["candidate_id"] in before
         ]
         assert re_evaluated == []

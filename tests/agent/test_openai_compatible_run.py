@@ -7,8 +7,8 @@ from http.server import BaseHTTPRequestHandler
 
 import pytest
 
-from ksearch.flows import run as runner
 from ksearch.agent.config import RunConfig
+from ksearch.flows import run as runner
 from tests.helpers.http import serving
 from tests.helpers.scripts import WRONG_KERNEL, fenced, init_plan, row_kernel
 
@@ -34,8 +34,7 @@ def scripted_server():
                 "object": "chat.completion",
                 "created": 0,
                 "model": body["model"],
-                "choices": [{"index": 0, "finish_reason": "stop",
-                             "message": {"role": "assistant", "content": reply}}],
+                "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": reply}}],
                 "usage": {"prompt_tokens": 100 + len(seen), "completion_tokens": 10, "total_tokens": 110 + len(seen)},
             }
             data = json.dumps(payload).encode()
@@ -55,8 +54,14 @@ def scripted_server():
 def test_run_through_local_openai_compatible_server(tmp_path, scripted_server):
     base_url, seen = scripted_server
     cfg = RunConfig(
-        run_id="http-run", task="softmax", model="openai:local-test-model", base_url=base_url, device="cpu",
-        max_rounds=2, stagnation_window=2, budget={"price_input_per_mtok": 1.0, "price_output_per_mtok": 2.0},
+        run_id="http-run",
+        task="softmax",
+        model="openai:local-test-model",
+        base_url=base_url,
+        device="cpu",
+        max_rounds=2,
+        stagnation_window=2,
+        budget={"price_input_per_mtok": 1.0, "price_output_per_mtok": 2.0},
     )
     outcome = runner.start_run(cfg, workspace=tmp_path / "ws")
 
@@ -68,7 +73,9 @@ def test_run_through_local_openai_compatible_server(tmp_path, scripted_server):
     assert "WORLD MODEL" in seen[0]["body"]["messages"][-1]["content"]
     assert "# Feedback" in seen[2]["body"]["messages"][-1]["content"]
     debug_prompt = seen[2]["body"]["messages"][-1]["content"]
-    assert "Verdict of your last attempt: incorrect" in debug_prompt and "Mismatch on" in debug_prompt  # the failure goes back to the coder
+    assert (
+        "Verdict of your last attempt: incorrect" in debug_prompt and "Mismatch on" in debug_prompt
+    )  # the failure goes back to the coder
 
     store = runner.open_store(tmp_path / "ws")
     try:

@@ -12,9 +12,9 @@ from ksearch.agent.context import SearchContext
 from ksearch.agent.promotion import decide, is_improvement, paired_comparison
 from ksearch.agent.state import BestRef
 from ksearch.nodes.prune import promotion_decision
+from ksearch.store import Store, find_comparison
 from ksearch.tasks.softmax import SoftmaxTask
 from ksearch.tools.gpu_pool import GpuPool
-from ksearch.store import Store, find_comparison
 
 
 class FakeComparison(SimpleNamespace):
@@ -47,9 +47,11 @@ def test_a_faster_single_measurement_needs_a_paired_comparison() -> None:
     noise = decide(has_incumbent=True, incumbent_score=2.0, challenger_score=2.1, comparison=_cmp(1.01, 0.97, 1.05))
     assert not noise.promote and "not significant" in noise.reason and noise.ci_low == pytest.approx(0.97)
     as_dict = decide(
-        has_incumbent=True, incumbent_score=2.0, challenger_score=2.1,
+        has_incumbent=True,
+        incumbent_score=2.0,
+        challenger_score=2.1,
         comparison={"speedup": 1.2, "ci_low": 1.1, "ci_high": 1.3, "improved": True},
-    )  # fmt: skip
+    )
     assert as_dict.promote
 
 
@@ -62,19 +64,33 @@ def test_without_compare_the_single_measurement_rule_applies() -> None:
 def _ctx(tmp_path: Path, compare, *, pool: GpuPool | None = None) -> SearchContext:
     """A real context; the LLM and the evaluator are never reached by promotion, so they are left out."""
     config = RunConfig(
-        run_id="r", task="softmax", model="replay:unused.jsonl", device="cuda", compile_timeout_s=10.0,
-        run_timeout_s=10.0, promotion_rounds=3,
+        run_id="r",
+        task="softmax",
+        model="replay:unused.jsonl",
+        device="cuda",
+        compile_timeout_s=10.0,
+        run_timeout_s=10.0,
+        promotion_rounds=3,
     )
     return SearchContext(
-        config=config, store=Store(tmp_path / "ksearch.db"), task=SoftmaxTask(), llm=None, evaluate=None,
-        eval_key="k", device_description="", gpu_pool=pool, compare=compare,
+        config=config,
+        store=Store(tmp_path / "ksearch.db"),
+        task=SoftmaxTask(),
+        llm=None,
+        evaluate=None,
+        eval_key="k",
+        device_description="",
+        gpu_pool=pool,
+        compare=compare,
     )
 
 
 def _candidate(store: Store, n: int) -> str:
     from ksearch.contracts.candidate import Candidate
 
-    return store.ensure_candidate(Candidate(task="softmax", language="triton", code=f"def kernel(x):\n    return {n}\n"))
+    return store.ensure_candidate(
+        Candidate(task="softmax", language="triton", code=f"def kernel(x):\n    return {n}\n")
+    )
 
 
 def test_prune_measures_once_on_a_leased_gpu_and_reuses_the_stored_comparison(tmp_path: Path) -> None:
@@ -143,8 +159,13 @@ def _code(code: str):
 def _evaluation(verdict: str, latency_ms: float | None):
     from ksearch.contracts.evaluation import Evaluation, Verdict
 
-    return Evaluation(verdict=Verdict(verdict), device="cuda", latency_ms=latency_ms,
-                      score=None if latency_ms is None else 1 / latency_ms, timed=latency_ms is not None)  # fmt: skip
+    return Evaluation(
+        verdict=Verdict(verdict),
+        device="cuda",
+        latency_ms=latency_ms,
+        score=None if latency_ms is None else 1 / latency_ms,
+        timed=latency_ms is not None,
+    )
 
 
 def test_a_new_best_is_confirmed_in_leaderboard_mode_once_and_the_confirmation_is_stored(tmp_path: Path) -> None:
@@ -201,7 +222,9 @@ def test_confirmation_decision_boundaries() -> None:
     assert confirmation_decision(passed=True, summary="", challenger_ms=1.1001, incumbent_ms=1.0) is not None
     assert CONFIRM_TOLERANCE == 1.10
     assert confirmation_decision(passed=True, summary="", challenger_ms=5.0, incumbent_ms=None) is None
-    assert confirmation_decision(passed=False, summary="incorrect", challenger_ms=None, incumbent_ms=1.0).promote is False
+    assert (
+        confirmation_decision(passed=False, summary="incorrect", challenger_ms=None, incumbent_ms=1.0).promote is False
+    )
 
 
 def test_the_shared_paired_comparison_is_measured_once_and_stores_nothing_it_did_not_measure(tmp_path: Path) -> None:

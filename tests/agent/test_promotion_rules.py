@@ -65,12 +65,29 @@ class _Comparison(BaseModel):
 def test_comparison_record_keeps_every_field_of_each_kind_of_comparison() -> None:
     as_dict = {"speedup": 1.1, "ci_low": 1.0, "ci_high": 1.2, "improved": False}
     assert comparison_record(as_dict) is as_dict
-    model = _Comparison(speedup=1.3, ci_low=1.1, ci_high=1.5, improved=True, per_config=[_PerConfig(config="a", speedup=1.3)])
-    assert comparison_record(model) == {"speedup": 1.3, "ci_low": 1.1, "ci_high": 1.5, "improved": True,
-                                        "per_config": [{"config": "a", "speedup": 1.3}]}  # fmt: skip
-    plain = SimpleNamespace(speedup=1.3, ci_low=1.1, ci_high=1.5, improved=True,
-                            per_config=[_PerConfig(config="a", speedup=1.3), {"config": "b", "speedup": 1.0}])  # fmt: skip
-    assert comparison_record(plain) == {"speedup": 1.3, "ci_low": 1.1, "ci_high": 1.5, "improved": True,
-                                        "per_config": [{"config": "a", "speedup": 1.3}, {"config": "b", "speedup": 1.0}]}  # fmt: skip
+    model = _Comparison(
+        speedup=1.3, ci_low=1.1, ci_high=1.5, improved=True, per_config=[_PerConfig(config="a", speedup=1.3)]
+    )
+    assert comparison_record(model) == {
+        "speedup": 1.3,
+        "ci_low": 1.1,
+        "ci_high": 1.5,
+        "improved": True,
+        "per_config": [{"config": "a", "speedup": 1.3}],
+    }
+    plain = SimpleNamespace(
+        speedup=1.3,
+        ci_low=1.1,
+        ci_high=1.5,
+        improved=True,
+        per_config=[_PerConfig(config="a", speedup=1.3), {"config": "b", "speedup": 1.0}],
+    )
+    assert comparison_record(plain) == {
+        "speedup": 1.3,
+        "ci_low": 1.1,
+        "ci_high": 1.5,
+        "improved": True,
+        "per_config": [{"config": "a", "speedup": 1.3}, {"config": "b", "speedup": 1.0}],
+    }
     bare = SimpleNamespace(speedup=1.3, ci_low=1.1, ci_high=1.5, improved=True)
     assert comparison_record(bare) == {"speedup": 1.3, "ci_low": 1.1, "ci_high": 1.5, "improved": True}

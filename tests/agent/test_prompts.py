@@ -21,13 +21,18 @@ def fixture_tree() -> WorldModel:
     wm = WorldModel()
     nodes = {
         **wm.nodes,
-        "a": Node(id="a", parent_id="root", decision="family", choice="row", action=Action(title="Row kernel", score=0.8)),
+        "a": Node(
+            id="a", parent_id="root", decision="family", choice="row", action=Action(title="Row kernel", score=0.8)
+        ),
         "b": Node(id="b", parent_id="root", action=Action(title="Tiles", score=0.6, difficulty=5)),
         "c": Node(id="c", parent_id="root", action=Action(title="Broken idea", score=0.7)),
     }
     wm = wm.model_copy(update={"nodes": nodes})
-    wm = attach_solution(wm, "a", SolutionRef(candidate_id="sha256-v1:abc", evaluation_id="ev", verdict="passed",
-                                              score=2.0, latency_ms=0.5))
+    wm = attach_solution(
+        wm,
+        "a",
+        SolutionRef(candidate_id="sha256-v1:abc", evaluation_id="ev", verdict="passed", score=2.0, latency_ms=0.5),
+    )
     wm = mark_failed(wm, "c")
     nodes = {**wm.nodes, "a1": Node(id="a1", parent_id="a", action=Action(title="Pack rows", score=0.9), notes="n")}
     return wm.model_copy(update={"nodes": nodes})
@@ -80,15 +85,39 @@ def test_skill_role_prompts_render_from_real_inputs():
     from tests.helpers.skill_scripts import ONLINE_ONE_ROW, WHOLE_ROW
 
     context = SkillContext(family="softmax", language="triton", arch="sm90")
-    lift = lift_prompt(LiftInput(origin="a search edge", context=context, task_spec="SPEC", change="Action: stream",
-                                 before_code=WHOLE_ROW, after_code=ONLINE_ONE_ROW, measurement="x1.5 [1.4, 1.6]",
-                                 failures=["dropping the max: incorrect"]))  # fmt: skip
+    lift = lift_prompt(
+        LiftInput(
+            origin="a search edge",
+            context=context,
+            task_spec="SPEC",
+            change="Action: stream",
+            before_code=WHOLE_ROW,
+            after_code=ONLINE_ONE_ROW,
+            measurement="x1.5 [1.4, 1.6]",
+            failures=["dropping the max: incorrect"],
+        )
+    )
     assert "Architecture: sm90" in lift and "x1.5 [1.4, 1.6]" in lift and "- dropping the max: incorrect" in lift
     assert "-    x = x - tl.max(x, axis=0)" in lift and '"provides"' in lift  # the diff and the draft's schema
-    services = WalkServices(llm=None, evaluate=None, compare=None, task_spec="SPEC", language="triton",  # type: ignore[arg-type]
-                            device_description="an H100")  # fmt: skip
-    done = WalkStep(index=1, category="row_batching", locus="launch", removed="rows per program", before_candidate_id="a",
-                    after_candidate_id="b", verdict="passed", accepted=True, reason="ok")  # fmt: skip
+    services = WalkServices(
+        llm=None,
+        evaluate=None,
+        compare=None,
+        task_spec="SPEC",
+        language="triton",  # type: ignore[arg-type]
+        device_description="an H100",
+    )
+    done = WalkStep(
+        index=1,
+        category="row_batching",
+        locus="launch",
+        removed="rows per program",
+        before_candidate_id="a",
+        after_candidate_id="b",
+        verdict="passed",
+        accepted=True,
+        reason="ok",
+    )
     text = simplify_prompt(services, ONLINE_ONE_ROW, 2, 16, [done], {"online_softmax": ["incorrect: overflow"]})
     assert "proposal 2 of at most 16" in text and "- row_batching at launch: rows per program" in text
     assert "- online_softmax: incorrect: overflow" in text and "Device: an H100" in text

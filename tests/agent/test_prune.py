@@ -12,14 +12,14 @@ import pytest
 
 from ksearch.agent.config import RunConfig
 from ksearch.agent.context import SearchContext
+from ksearch.agent.promotion import Decision
 from ksearch.agent.state import BestRef, CycleResult, SearchState
 from ksearch.agent.world_model import ROOT_ID, Action, Node, NodeStatus, WorldModel
 from ksearch.contracts.candidate import Candidate
 from ksearch.contracts.evaluation import Evaluation, Verdict
-from ksearch.nodes import prune as prune_node
 from ksearch.graph import route_after_prune
+from ksearch.nodes import prune as prune_node
 from ksearch.nodes.prune import approved_decision, budget_exhausted, confirm_key, prune
-from ksearch.agent.promotion import Decision
 from ksearch.store import Store, find_comparison
 from ksearch.store.steering import APPLIED, PENDING, add_act, list_acts
 from ksearch.tasks.softmax import SoftmaxTask
@@ -37,16 +37,36 @@ class FakeLLM:
         return self.reason
 
 
-def _ctx(tmp_path: Path, *, compare=None, evaluate=None, max_rounds: int = 20, llm: FakeLLM | None = None,
-         confirm: bool = False) -> SearchContext:  # fmt: skip
-    config = RunConfig(run_id="r", task="softmax", model="replay:unused.jsonl", device="cuda", max_rounds=max_rounds,
-                       promotion_rounds=4)  # fmt: skip
+def _ctx(
+    tmp_path: Path,
+    *,
+    compare=None,
+    evaluate=None,
+    max_rounds: int = 20,
+    llm: FakeLLM | None = None,
+    confirm: bool = False,
+) -> SearchContext:
+    config = RunConfig(
+        run_id="r",
+        task="softmax",
+        model="replay:unused.jsonl",
+        device="cuda",
+        max_rounds=max_rounds,
+        promotion_rounds=4,
+    )
     store = Store(tmp_path / "ksearch.db")
     store.create_run({"id": "r", "task": "softmax", "model": "replay", "config": config.model_dump(mode="json")})
     return SearchContext(
-        config=config, store=store, task=SoftmaxTask(), llm=llm or FakeLLM(), evaluate=evaluate, eval_key="k",
-        device_description="", compare=compare, confirm_bests=confirm,
-    )  # fmt: skip
+        config=config,
+        store=store,
+        task=SoftmaxTask(),
+        llm=llm or FakeLLM(),
+        evaluate=evaluate,
+        eval_key="k",
+        device_description="",
+        compare=compare,
+        confirm_bests=confirm,
+    )
 
 
 class Events:
@@ -77,8 +97,9 @@ def _evaluated(ctx: SearchContext, n: int, score: float | None, verdict: str = "
     """(candidate id, evaluation id) of a stored evaluation with ``score`` (latency 1/score)."""
     candidate = _candidate(ctx, n)
     latency = None if score is None else 1.0 / score
-    evaluation = Evaluation(verdict=Verdict(verdict), device="cuda", latency_ms=latency, score=score,
-                            timed=score is not None)  # fmt: skip
+    evaluation = Evaluation(
+        verdict=Verdict(verdict), device="cuda", latency_ms=latency, score=score, timed=score is not None
+    )
     return candidate, ctx.store.record_evaluation(candidate, "k", evaluation)
 
 
@@ -89,10 +110,20 @@ def _tree(*ids: str) -> WorldModel:
     return WorldModel(nodes=nodes)
 
 
-def _result(cycle_id: str, node_id: str, rounds: int, ids: tuple[str, str] | None, base: float | None = None) -> CycleResult:
+def _result(
+    cycle_id: str, node_id: str, rounds: int, ids: tuple[str, str] | None, base: float | None = None
+) -> CycleResult:
     candidate, evaluation = ids if ids else (None, None)
-    return CycleResult(cycle_id=cycle_id, node_id=node_id, rounds=rounds, passed=ids is not None, stop_reason="x",
-                       base_score=base, best_candidate_id=candidate, best_evaluation_id=evaluation)  # fmt: skip
+    return CycleResult(
+        cycle_id=cycle_id,
+        node_id=node_id,
+        rounds=rounds,
+        passed=ids is not None,
+        stop_reason="x",
+        base_score=base,
+        best_candidate_id=candidate,
+        best_evaluation_id=evaluation,
+    )
 
 
 # ---- folding cycle results ------------------------------------------------------------------------------------------
@@ -103,9 +134,11 @@ def test_prune_folds_each_result_in_cycle_order_with_every_field_of_the_evidence
     runtime, events = _runtime(ctx)
     a_ids = _evaluated(ctx, 1, 4.0)  # latency 0.25 ms
     state = SearchState(
-        world_model=_tree("a", "b"), step=3, rounds_used=5,
+        world_model=_tree("a", "b"),
+        step=3,
+        rounds_used=5,
         cycle_results=[_result("c2", "b", 3, None), _result("c1", "a", 2, a_ids, base=5.0)],
-    )  # fmt: skip
+    )
     out = prune(state, runtime)
     wm = out["world_model"]
     solution = wm.nodes["a"].solution
@@ -124,22 +157,29 @@ def test_prune_folds_each_result_in_cycle_order_with_every_field_of_the_evidence
     assert failed == state.cycle_results[0] and failed.promotion is None
     assert folded == state.cycle_results[1].model_copy(update={"promotion": folded.promotion})
     assert folded.promotion.startswith("promoted, the run's new best (")
-    assert out["best"] == BestRef(candidate_id=a_ids[0], evaluation_id=a_ids[1], node_id="a", score=4.0, latency_ms=0.25)
+    assert out["best"] == BestRef(
+        candidate_id=a_ids[0], evaluation_id=a_ids[1], node_id="a", score=4.0, latency_ms=0.25
+    )
     assert events.of("pruned") == [{"event": "pruned", "rounds_used": 10, "done_reason": None}]
     assert [e["node_id"] for e in events.of("new_best")] == ["a"]
     promotion = events.of("promotion")[0]
     assert promotion["node_id"] == "a" and promotion["promote"] is True and "needs_comparison" not in promotion
     run = ctx.store.get_run("r")
     assert (run["rounds_used"], run["best_candidate_id"], run["best_evaluation_id"], run["best_score"]) == (
-        10, a_ids[0], a_ids[1], 4.0,
-    )  # fmt: skip
+        10,
+        a_ids[0],
+        a_ids[1],
+        4.0,
+    )
     (snapshot,) = ctx.store.list_snapshots("r")
     assert snapshot["step"] == 3 and snapshot["label"] == "prune"
     assert WorldModel.model_validate_json(snapshot["world_model"]) == wm
 
 
-@pytest.mark.parametrize(("base", "score", "regression"), [(5.0, 5.0, False), (5.0, 4.9, True), (None, 1.0, False),
-                                                           (5.0, None, False), (0.5, 0.6, False)])  # fmt: skip
+@pytest.mark.parametrize(
+    ("base", "score", "regression"),
+    [(5.0, 5.0, False), (5.0, 4.9, True), (None, 1.0, False), (5.0, None, False), (0.5, 0.6, False)],
+)
 def test_regression_vs_parent_is_a_strictly_lower_score_than_the_parents(tmp_path, base, score, regression) -> None:
     ctx = _ctx(tmp_path)
     ids = _evaluated(ctx, 1, score)
@@ -151,7 +191,9 @@ def test_regression_vs_parent_is_a_strictly_lower_score_than_the_parents(tmp_pat
 @pytest.mark.parametrize("missing", ["passed", "best_candidate_id", "best_evaluation_id"])
 def test_a_result_without_a_pass_or_its_ids_marks_the_action_failed(tmp_path: Path, missing: str) -> None:
     ctx = _ctx(tmp_path)
-    result = _result("c1", "a", 2, _evaluated(ctx, 1, 2.0)).model_copy(update={missing: False if missing == "passed" else None})
+    result = _result("c1", "a", 2, _evaluated(ctx, 1, 2.0)).model_copy(
+        update={missing: False if missing == "passed" else None}
+    )
     out = prune(SearchState(world_model=_tree("a"), cycle_results=[result]), _runtime(ctx)[0])
     assert out["world_model"].nodes["a"].status == NodeStatus.FAILED and out["best"] is None
     assert out["rounds_used"] == 2
@@ -163,7 +205,9 @@ def test_a_slower_pass_is_attached_but_does_not_replace_the_best(tmp_path: Path)
     best = BestRef(candidate_id=best_ids[0], evaluation_id=best_ids[1], node_id="a", score=5.0, latency_ms=0.2)
     slower = _evaluated(ctx, 2, 4.0)
     runtime, events = _runtime(ctx)
-    out = prune(SearchState(world_model=_tree("a", "b"), best=best, cycle_results=[_result("c1", "b", 1, slower)]), runtime)
+    out = prune(
+        SearchState(world_model=_tree("a", "b"), best=best, cycle_results=[_result("c1", "b", 1, slower)]), runtime
+    )
     assert out["best"] == best and not events.of("new_best")
     assert out["world_model"].nodes["b"].solution.candidate_id == slower[0]
     assert ctx.store.get_run("r")["best_candidate_id"] == best_ids[0]
@@ -188,7 +232,9 @@ def test_the_round_budget_is_spent_at_exactly_max_rounds(tmp_path: Path) -> None
 def test_prune_ends_the_run_when_a_budget_is_spent(tmp_path: Path) -> None:
     ctx = _ctx(tmp_path, max_rounds=3)
     runtime, events = _runtime(ctx)
-    out = prune(SearchState(world_model=_tree("a"), rounds_used=1, cycle_results=[_result("c1", "a", 2, None)]), runtime)
+    out = prune(
+        SearchState(world_model=_tree("a"), rounds_used=1, cycle_results=[_result("c1", "a", 2, None)]), runtime
+    )
     assert out["done_reason"] == "round budget spent (3/3)"
     assert events.of("pruned") == [{"event": "pruned", "rounds_used": 3, "done_reason": "round budget spent (3/3)"}]
     assert route_after_prune(SearchState(done_reason=out["done_reason"])) == "__end__"
@@ -227,7 +273,9 @@ def test_a_comparison_stored_for_the_pair_decides_without_measuring(tmp_path: Pa
 
     ctx = _ctx(tmp_path, compare=lambda *a, **k: pytest.fail("measured again"))
     incumbent, challenger = _candidate(ctx, 1), _candidate(ctx, 2)
-    ensure_comparison(ctx.store, incumbent, challenger, "k", {"speedup": 0.9, "ci_low": 0.8, "ci_high": 0.95, "improved": False})
+    ensure_comparison(
+        ctx.store, incumbent, challenger, "k", {"speedup": 0.9, "ci_low": 0.8, "ci_high": 0.95, "improved": False}
+    )
     best = BestRef(candidate_id=incumbent, evaluation_id="e", node_id="a", score=1.0)
     decision = prune_node.promotion_decision(ctx, best, challenger, 2.0)
     assert not decision.promote and decision.speedup == 0.9 and "not significant" in decision.reason
@@ -239,9 +287,11 @@ def _failing_compare(incumbent, challenger, *, rounds):
 
 @pytest.mark.parametrize(
     ("compare", "reason"),
-    [(lambda i, c, *, rounds: None, "paired comparison failed: nothing was measured"),
-     (_failing_compare, "paired comparison failed: device lost")],
-)  # fmt: skip
+    [
+        (lambda i, c, *, rounds: None, "paired comparison failed: nothing was measured"),
+        (_failing_compare, "paired comparison failed: device lost"),
+    ],
+)
 def test_a_comparison_that_fails_or_measures_nothing_keeps_the_incumbent(tmp_path: Path, compare, reason: str) -> None:
     """A faster single measurement is not enough: without a paired comparison the incumbent stays, and nothing is
     stored for the pair (a re-run measures again)."""
@@ -254,8 +304,13 @@ def test_a_comparison_that_fails_or_measures_nothing_keeps_the_incumbent(tmp_pat
 
 
 def _evaluation(verdict: str, latency_ms: float | None) -> Evaluation:
-    return Evaluation(verdict=Verdict(verdict), device="cuda", latency_ms=latency_ms,
-                      score=None if latency_ms is None else 1 / latency_ms, timed=latency_ms is not None)  # fmt: skip
+    return Evaluation(
+        verdict=Verdict(verdict),
+        device="cuda",
+        latency_ms=latency_ms,
+        score=None if latency_ms is None else 1 / latency_ms,
+        timed=latency_ms is not None,
+    )
 
 
 def test_both_kernels_are_confirmed_and_each_confirmation_is_stored_under_its_own_candidate(tmp_path: Path) -> None:
@@ -266,8 +321,12 @@ def test_both_kernels_are_confirmed_and_each_confirmation_is_stored_under_its_ow
         asked.append((request.candidate.code, request.timing_method))
         return _evaluation("passed", latency[request.candidate.code])
 
-    ctx = _ctx(tmp_path, evaluate=evaluate, confirm=True,
-               compare=lambda i, c, *, rounds: FakeComparison(speedup=1.1, ci_low=1.05, ci_high=1.2, improved=True))  # fmt: skip
+    ctx = _ctx(
+        tmp_path,
+        evaluate=evaluate,
+        confirm=True,
+        compare=lambda i, c, *, rounds: FakeComparison(speedup=1.1, ci_low=1.05, ci_high=1.2, improved=True),
+    )
     incumbent, challenger = _candidate(ctx, 1), _candidate(ctx, 2)
     best = BestRef(candidate_id=incumbent, evaluation_id="e", node_id="a", score=1.0)
     decision = prune_node.promotion_decision(ctx, best, challenger, 2.0)
@@ -287,8 +346,12 @@ def test_an_untimed_incumbent_is_not_confirmed_and_a_failed_incumbent_confirmati
         asked.append(request.candidate.code)
         return _evaluation(*latency[request.candidate.code])
 
-    ctx = _ctx(tmp_path, evaluate=evaluate, confirm=True,
-               compare=lambda i, c, *, rounds: FakeComparison(speedup=1.1, ci_low=1.05, ci_high=1.2, improved=True))  # fmt: skip
+    ctx = _ctx(
+        tmp_path,
+        evaluate=evaluate,
+        confirm=True,
+        compare=lambda i, c, *, rounds: FakeComparison(speedup=1.1, ci_low=1.05, ci_high=1.2, improved=True),
+    )
     incumbent, challenger = _candidate(ctx, 1), _candidate(ctx, 2)
     untimed = BestRef(candidate_id=incumbent, evaluation_id="e", node_id="a", score=None)
     assert prune_node.promotion_decision(ctx, untimed, challenger, 2.0).promote
@@ -361,7 +424,9 @@ def test_a_copied_pending_approval_is_settled_at_this_step_and_round(tmp_path: P
 
 
 @pytest.mark.parametrize(("answer", "promote"), [("approve", True), ("reject", False)])
-def test_without_an_answer_the_person_is_asked_and_the_answer_recorded(tmp_path: Path, monkeypatch, answer, promote) -> None:
+def test_without_an_answer_the_person_is_asked_and_the_answer_recorded(
+    tmp_path: Path, monkeypatch, answer, promote
+) -> None:
     ctx, state, challenger, evaluation = _approval_case(tmp_path)
     incumbent = BestRef(candidate_id="c-old", evaluation_id="e-old", node_id="root", score=1.5)
     prompts = []
@@ -373,7 +438,12 @@ def test_without_an_answer_the_person_is_asked_and_the_answer_recorded(tmp_path:
     assert f"Node a: do a\nCandidate {challenger}: {evaluation.summary()}" in prompt.prompt
     assert "Current best: node root, candidate c-old (1.5)" in prompt.prompt
     assert "Why it would be promoted: first passing candidate" in prompt.prompt
-    assert prompt.details == {"step": 4, "node_id": "a", "candidate_id": challenger, "reason": "first passing candidate"}
+    assert prompt.details == {
+        "step": 4,
+        "node_id": "a",
+        "candidate_id": challenger,
+        "reason": "first passing candidate",
+    }
     (act,) = list_acts(ctx.store, "r")
     assert act["act"] == answer and act["author"] == "resume" and act["status"] == APPLIED
     assert act["args"] == {"candidate_id": challenger, "node_id": "a", "step": 4}
@@ -393,14 +463,21 @@ def test_prune_asks_only_for_a_promotion_and_only_when_approval_is_required(tmp_
     asked = []
     monkeypatch.setattr(prune_node, "ask", lambda prompt: asked.append(prompt.key) or "reject")
     ids = _evaluated(ctx, 1, 2.0)
-    required = SearchState(world_model=_tree("a"), step=2, approval_required=True, cycle_results=[_result("c1", "a", 1, ids)])
+    required = SearchState(
+        world_model=_tree("a"), step=2, approval_required=True, cycle_results=[_result("c1", "a", 1, ids)]
+    )
     out = prune(required, _runtime(ctx)[0])
     assert asked == [f"approve:2:{ids[0]}"] and out["best"] is None
     other = _ctx(tmp_path / "b")
     free = SearchState(world_model=_tree("a"), step=2, cycle_results=[_result("c1", "a", 1, _evaluated(other, 1, 2.0))])
     assert prune(free, _runtime(other)[0])["best"] is not None and len(asked) == 1
-    slower = SearchState(world_model=_tree("a"), step=5, approval_required=True, cycle_results=[_result("c1", "a", 1, ids)],
-                         best=BestRef(candidate_id="c0", evaluation_id="e0", node_id="root", score=9.0))  # fmt: skip
+    slower = SearchState(
+        world_model=_tree("a"),
+        step=5,
+        approval_required=True,
+        cycle_results=[_result("c1", "a", 1, ids)],
+        best=BestRef(candidate_id="c0", evaluation_id="e0", node_id="root", score=9.0),
+    )
     prune(slower, _runtime(ctx)[0])
     assert len(asked) == 1  # not promoted by the rule: nobody is asked
 
@@ -410,8 +487,15 @@ def test_an_answer_given_while_the_run_was_paused_is_taken_as_it_is(tmp_path: Pa
     ctx, state, challenger, evaluation = _approval_case(tmp_path)
 
     def steer_while_paused(prompt):
-        add_act(ctx.store, "r", "approve", {"candidate_id": challenger, "node_id": "a", "step": 4}, "alice",
-                status=APPLIED, applied_step=4)  # fmt: skip
+        add_act(
+            ctx.store,
+            "r",
+            "approve",
+            {"candidate_id": challenger, "node_id": "a", "step": 4},
+            "alice",
+            status=APPLIED,
+            applied_step=4,
+        )
         return "reject"  # a stale resume value: the stored act wins
 
     monkeypatch.setattr(prune_node, "ask", steer_while_paused)
@@ -427,10 +511,16 @@ def test_an_untimed_first_pass_is_not_confirmed(tmp_path: Path) -> None:
 
 
 def test_an_incumbent_whose_confirmation_failed_sets_no_time_to_beat_even_with_a_latency(tmp_path: Path) -> None:
-    times = {_code(1): Evaluation(verdict=Verdict.INCORRECT, device="cuda", latency_ms=0.5),
-             _code(2): _evaluation("passed", 0.9)}  # fmt: skip
-    ctx = _ctx(tmp_path, evaluate=lambda request: times[request.candidate.code], confirm=True,
-               compare=lambda i, c, *, rounds: FakeComparison(speedup=1.1, ci_low=1.05, ci_high=1.2, improved=True))  # fmt: skip
+    times = {
+        _code(1): Evaluation(verdict=Verdict.INCORRECT, device="cuda", latency_ms=0.5),
+        _code(2): _evaluation("passed", 0.9),
+    }
+    ctx = _ctx(
+        tmp_path,
+        evaluate=lambda request: times[request.candidate.code],
+        confirm=True,
+        compare=lambda i, c, *, rounds: FakeComparison(speedup=1.1, ci_low=1.05, ci_high=1.2, improved=True),
+    )
     incumbent, challenger = _candidate(ctx, 1), _candidate(ctx, 2)
     best = BestRef(candidate_id=incumbent, evaluation_id="e", node_id="a", score=1.0)
     assert prune_node.promotion_decision(ctx, best, challenger, 2.0).promote  # 0.9 ms is not held against 0.5

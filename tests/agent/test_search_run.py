@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from ksearch.flows import run as runner
 from ksearch.agent.config import RunConfig
 from ksearch.agent.world_model import NodeStatus
+from ksearch.flows import run as runner
 from tests.helpers.scripts import two_cycle_script
 
 pytestmark = pytest.mark.slow
@@ -56,11 +56,24 @@ def test_full_run_with_scripted_model(tmp_path):
         assert outcome.best.score is None
         # cycle c2 started from a's code: its first prompt is an action-on-base prompt
         assert [a["prompt_kind"] for a in attempts] == [
-            "action_from_spec", "debug", "improve", "improve", "action_on_base", "improve",
+            "action_from_spec",
+            "debug",
+            "improve",
+            "improve",
+            "action_on_base",
+            "improve",
         ]
         keys = [c["call_key"] for c in store.list_llm_calls("r1")]
-        assert keys == ["plan:0:0", "write:c1:1", "write:c1:2", "write:c1:3", "write:c1:4", "plan:1:0",
-                        "write:c2:1", "write:c2:2"]
+        assert keys == [
+            "plan:0:0",
+            "write:c1:1",
+            "write:c1:2",
+            "write:c1:3",
+            "write:c1:4",
+            "plan:1:0",
+            "write:c2:1",
+            "write:c2:2",
+        ]
         run = store.get_run("r1")
         assert run["status"] == "finished" and run["rounds_used"] == 6
         assert run["best_candidate_id"] == outcome.best.candidate_id
@@ -108,8 +121,9 @@ def test_replay_that_runs_out_of_replies_finishes_cleanly(tmp_path):
 @pytest.mark.gpu
 def test_full_run_on_gpu_times_kernels_and_promotes_the_fastest(tmp_path):
     script = two_cycle_script(tmp_path / "script.jsonl")
-    cfg = RunConfig(run_id="gpu", task="softmax", model=f"replay:{script}", device="cuda", max_rounds=6,
-                    stagnation_window=2)
+    cfg = RunConfig(
+        run_id="gpu", task="softmax", model=f"replay:{script}", device="cuda", max_rounds=6, stagnation_window=2
+    )
     outcome = runner.start_run(cfg, workspace=tmp_path / "ws")
     assert outcome.status == "finished"
     store = runner.open_store(tmp_path / "ws")

@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from ksearch.flows import run as runner
 from ksearch.agent.config import RunConfig
 from ksearch.agent.world_model import ROOT_ID, NodeStatus
 from ksearch.cli import app
 from ksearch.errors import UserError
+from ksearch.flows import run as runner
 from tests.helpers.scripts import WRONG_KERNEL, fenced, init_plan, row_kernel, write_script
 
 pytestmark = pytest.mark.slow
@@ -34,8 +34,14 @@ def seeded_script(path: Path) -> Path:
 
 def config(script: Path, seed: Path, run_id: str = "s1", **overrides) -> RunConfig:
     return RunConfig(
-        run_id=run_id, task="softmax", model=f"replay:{script}", device="cpu", max_rounds=2, stagnation_window=2,
-        seed_from=str(seed), **overrides,
+        run_id=run_id,
+        task="softmax",
+        model=f"replay:{script}",
+        device="cpu",
+        max_rounds=2,
+        stagnation_window=2,
+        seed_from=str(seed),
+        **overrides,
     )
 
 
@@ -53,7 +59,9 @@ def test_seed_is_evaluated_attached_to_the_root_and_edited_by_the_first_cycle(tm
         # the seed is a candidate and an evaluation like any other, recorded as attempts row 0
         attempts = store.list_attempts("s1")
         assert [(a["cycle_id"], a["attempt"], a["verdict"]) for a in attempts] == [
-            ("seed", 0, "passed"), ("c1", 1, "passed"), ("c1", 2, "passed"),
+            ("seed", 0, "passed"),
+            ("c1", 1, "passed"),
+            ("c1", 2, "passed"),
         ]
         assert attempts[0]["candidate_id"] == seed_id and attempts[0]["node_id"] == ROOT_ID
         assert store.get_evaluation(attempts[0]["evaluation_id"]).passed
@@ -96,8 +104,22 @@ def test_cli_run_with_seed_from(tmp_path):
     script = seeded_script(tmp_path / "s.jsonl")
     result = CliRunner().invoke(
         app,
-        ["--workspace", str(tmp_path / "ws"), "run", "softmax", "--model", f"replay:{script}", "--device", "cpu",
-         "--max-rounds", "1", "--run-id", "cli-seed", "--seed-from", str(SEED)],
+        [
+            "--workspace",
+            str(tmp_path / "ws"),
+            "run",
+            "softmax",
+            "--model",
+            f"replay:{script}",
+            "--device",
+            "cpu",
+            "--max-rounds",
+            "1",
+            "--run-id",
+            "cli-seed",
+            "--seed-from",
+            str(SEED),
+        ],
     )
     assert result.exit_code == 0, result.output
     assert "new best: node root, seed: passed" in result.output

@@ -140,7 +140,17 @@ def test_selection_is_deterministic_regardless_of_insertion_order() -> None:
 
 
 def test_a_frontier_entry_is_unpinned_unless_said_and_the_default_gate_is_difficulty_4() -> None:
-    entry = FrontierEntry(rank=1, node_id="a", title="t", score=0.5, branch_id="a", branch_cycles=0, difficulty=3,
-                          rating=5.0, deferred=False, revived=False)  # fmt: skip
+    entry = FrontierEntry(
+        rank=1,
+        node_id="a",
+        title="t",
+        score=0.5,
+        branch_id="a",
+        branch_cycles=0,
+        difficulty=3,
+        rating=5.0,
+        deferred=False,
+        revived=False,
+    )
     assert entry.pinned is False and entry.as_dict()["pinned"] is False
     assert SelectionPolicy().max_difficulty == 4

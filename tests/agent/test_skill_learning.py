@@ -13,15 +13,14 @@ import pytest
 
 from ksearch.agent.config import RunConfig
 from ksearch.agent.context import SearchContext
-from ksearch.llm.client import LLMClient
-from ksearch.llm.recorder import StoreRecorder
-from ksearch.llm.replay import ReplayEntry, ScriptedChatModel
-from ksearch.agent.skill_use import edge_comparison, learn_from_cycles
-from ksearch.agent.skill_use import trial_line
+from ksearch.agent.skill_use import edge_comparison, learn_from_cycles, trial_line
 from ksearch.agent.state import CycleResult
 from ksearch.agent.world_model import Action, Node, SolutionRef, WorldModel
 from ksearch.contracts.candidate import Candidate
 from ksearch.contracts.evaluation import Comparison, Evaluation, Timing, Verdict
+from ksearch.llm.client import LLMClient
+from ksearch.llm.recorder import StoreRecorder
+from ksearch.llm.replay import ReplayEntry, ScriptedChatModel
 from ksearch.skills.evidence import Evidence, EvidenceKind, SkillStatus, summarize
 from ksearch.skills.library import library_views, load_evidence, record_evidence, save_skill, skill_view
 from ksearch.skills.lifting import LiftInput, lift_skill
@@ -37,14 +36,30 @@ KEY = "softmax|test-key"
 
 def make_context(tmp_path, replies: list[tuple[str, str]] = (), **config) -> tuple[SearchContext, ScriptedChatModel]:
     store = Store(tmp_path / "ws" / "ksearch.db")
-    cfg = RunConfig(run_id="r1", task="softmax", model="replay:x", device="cpu", skill_snapshot="skills-sha256:t",
-                    **config)  # fmt: skip
-    store.create_run({"id": "r1", "task": "softmax", "model": "replay:x", "language": "triton", "device": "cpu",
-                      "config": cfg.model_dump(mode="json")})  # fmt: skip
+    cfg = RunConfig(
+        run_id="r1", task="softmax", model="replay:x", device="cpu", skill_snapshot="skills-sha256:t", **config
+    )
+    store.create_run(
+        {
+            "id": "r1",
+            "task": "softmax",
+            "model": "replay:x",
+            "language": "triton",
+            "device": "cpu",
+            "config": cfg.model_dump(mode="json"),
+        }
+    )
     model = ScriptedChatModel(entries=[ReplayEntry(call_key=k, reply=r) for k, r in replies])
-    ctx = SearchContext(config=cfg, store=store, task=resolve_task("softmax"),
-                        llm=LLMClient(model, StoreRecorder(store, "r1"), model_name="scripted"), evaluate=evaluate,
-                        eval_key=KEY, device_description="test", skill_context=CPU)  # fmt: skip
+    ctx = SearchContext(
+        config=cfg,
+        store=store,
+        task=resolve_task("softmax"),
+        llm=LLMClient(model, StoreRecorder(store, "r1"), model_name="scripted"),
+        evaluate=evaluate,
+        eval_key=KEY,
+        device_description="test",
+        skill_context=CPU,
+    )
     return ctx, model
 
 
@@ -57,29 +72,55 @@ def stored(store: Store, code: str, latency_ms: float | None, verdict: Verdict =
         evaluation = Evaluation(verdict=verdict, device="cpu", configs_passed=8, configs_total=8)
     else:
         timing = Timing(config="bench", median_ms=latency_ms, mean_ms=latency_ms, stdev_ms=0.01, samples=50)
-        evaluation = Evaluation(verdict=verdict, device="cpu", timed=True, score=1 / latency_ms, latency_ms=latency_ms,
-                                timings=[timing], configs_passed=8, configs_total=8)  # fmt: skip
+        evaluation = Evaluation(
+            verdict=verdict,
+            device="cpu",
+            timed=True,
+            score=1 / latency_ms,
+            latency_ms=latency_ms,
+            timings=[timing],
+            configs_passed=8,
+            configs_total=8,
+        )
     return cid, store.record_evaluation(cid, KEY, evaluation)
 
 
 def compared(store: Store, base: str, child: str, speedup: float, low: float, high: float) -> None:
-    ensure_comparison(store, base, child, KEY, {"speedup": speedup, "ci_low": low, "ci_high": high,
-                                                 "improved": low > 1.0, "rounds": 5, "device": "scripted"})  # fmt: skip
+    ensure_comparison(
+        store,
+        base,
+        child,
+        KEY,
+        {"speedup": speedup, "ci_low": low, "ci_high": high, "improved": low > 1.0, "rounds": 5, "device": "scripted"},
+    )
 
 
 def tree(base_id: str, base_eval: str, child_action: Action) -> WorldModel:
     wm = WorldModel()
-    parent = Node(id="a", parent_id="root", action=Action(title="whole row"),
-                  solution=SolutionRef(candidate_id=base_id, evaluation_id=base_eval, verdict="passed"))  # fmt: skip
+    parent = Node(
+        id="a",
+        parent_id="root",
+        action=Action(title="whole row"),
+        solution=SolutionRef(candidate_id=base_id, evaluation_id=base_eval, verdict="passed"),
+    )
     child = Node(id="a1", parent_id="a", action=child_action)
     return wm.model_copy(update={"nodes": {**wm.nodes, "a": parent, "a1": child}})
 
 
 def result(base: str | None, child: str | None, child_eval: str | None, *, passed=True, base_score=0.5) -> CycleResult:
-    return CycleResult(cycle_id="c2", node_id="a1", rounds=1, passed=passed, stop_reason="attempt budget",
-                       base_score=base_score, base_candidate_id=base,
-                       best_candidate_id=child if passed else None, best_evaluation_id=child_eval if passed else None,
-                       last_candidate_id=child, last_evaluation_id=child_eval)  # fmt: skip
+    return CycleResult(
+        cycle_id="c2",
+        node_id="a1",
+        rounds=1,
+        passed=passed,
+        stop_reason="attempt budget",
+        base_score=base_score,
+        base_candidate_id=base,
+        best_candidate_id=child if passed else None,
+        best_evaluation_id=child_eval if passed else None,
+        last_candidate_id=child,
+        last_evaluation_id=child_eval,
+    )
 
 
 def collect() -> tuple[list[tuple[str, dict]], callable]:
@@ -93,8 +134,15 @@ def collect() -> tuple[list[tuple[str, dict]], callable]:
 def test_the_lifter_is_sent_back_when_its_features_do_not_match_the_code(tmp_path):
     wrong = {**ONLINE_DRAFT, "provides": [{"locus": "softmax.row_loop", "name": "online", "detect": ["tl.exp(x)"]}]}
     ctx, model = make_context(tmp_path, [("lift:t", json.dumps(wrong)), ("lift:t#repair1", json.dumps(ONLINE_DRAFT))])
-    item = LiftInput(origin="a test edge", context=CPU, task_spec="softmax", change="Action: stream the row",
-                     before_code=WHOLE_ROW, after_code=ONLINE_ONE_ROW, measurement="x1.8 [1.6, 2.0]")  # fmt: skip
+    item = LiftInput(
+        origin="a test edge",
+        context=CPU,
+        task_spec="softmax",
+        change="Action: stream the row",
+        before_code=WHOLE_ROW,
+        after_code=ONLINE_ONE_ROW,
+        measurement="x1.8 [1.6, 2.0]",
+    )
     skill = lift_skill(ctx.llm, "lift:t", item, source=SkillSource.SEARCH)
     assert skill.scope == Scope(families=["softmax"], languages=["triton"], archs=["cpu"])  # from the context
     assert skill.source == SkillSource.SEARCH and skill.category == "online_softmax"
@@ -136,8 +184,12 @@ def test_edges_that_are_not_clearly_faster_are_not_lifted(tmp_path, case):
     child, child_eval = stored(ctx.store, ONLINE_ONE_ROW, None if case == "untimed (CPU)" else 1.9)
     low = {"not significant": 0.97, "below the lift threshold": 1.01}.get(case, 1.5)
     compared(ctx.store, base, child, 1.05, low, 1.2)
-    r = result(None if case == "no parent code" else base, child, child_eval,
-               base_score=0.9 if case == "slower single score" else 0.5)  # fmt: skip
+    r = result(
+        None if case == "no parent code" else base,
+        child,
+        child_eval,
+        base_score=0.9 if case == "slower single score" else 0.5,
+    )
     learn_from_cycles(ctx, tree(base, base_eval, Action(title="x")), [r], lambda *_: None)
     assert library_views(ctx.store) == [] and model.prompts == []
 
@@ -156,12 +208,28 @@ def test_lifting_can_be_switched_off(tmp_path):
 
 def library_skill(ctx: SearchContext, origin_base: str, origin_child: str):
     """A skill learned elsewhere on (origin_base -> origin_child), in the library and in the run's snapshot."""
-    skill = make_skill(SkillDraft.model_validate(ONLINE_DRAFT), source=SkillSource.EXPERT,
-                       scope=Scope(families=["softmax"], languages=["triton"], archs=["cpu"]))  # fmt: skip
+    skill = make_skill(
+        SkillDraft.model_validate(ONLINE_DRAFT),
+        source=SkillSource.EXPERT,
+        scope=Scope(families=["softmax"], languages=["triton"], archs=["cpu"]),
+    )
     save_skill(ctx.store, skill)
-    origin = Evidence(kind=EvidenceKind.ORIGIN, run_id="learn-1", cycle_id="step3", task="softmax", family="softmax",
-                      language="triton", arch="cpu", base_candidate_id=origin_base, candidate_id=origin_child,
-                      verdict="passed", timed=True, speedup=1.6, ci_low=1.5, ci_high=1.7)  # fmt: skip
+    origin = Evidence(
+        kind=EvidenceKind.ORIGIN,
+        run_id="learn-1",
+        cycle_id="step3",
+        task="softmax",
+        family="softmax",
+        language="triton",
+        arch="cpu",
+        base_candidate_id=origin_base,
+        candidate_id=origin_child,
+        verdict="passed",
+        timed=True,
+        speedup=1.6,
+        ci_low=1.5,
+        ci_high=1.7,
+    )
     record_evidence(ctx.store, skill.skill_id, origin)
     ctx.skills = [summarize(skill, [origin])]
     return skill
@@ -177,16 +245,29 @@ def test_a_verified_trial_on_other_code_admits_the_skill_and_updates_its_estimat
     child, child_eval = stored(ctx.store, ONLINE_ONE_ROW, 1.25)
     compared(ctx.store, base, child, 1.6, 1.5, 1.7)
     events, emit = collect()
-    learn_from_cycles(ctx, tree(base, base_eval, Action(title="apply", skill_id=skill.skill_id)),
-                      [result(base, child, child_eval)], emit)  # fmt: skip
+    learn_from_cycles(
+        ctx,
+        tree(base, base_eval, Action(title="apply", skill_id=skill.skill_id)),
+        [result(base, child, child_eval)],
+        emit,
+    )
     after = skill_view(ctx.store, skill.skill_id)
     assert before.status == SkillStatus.CANDIDATE and after.status == SkillStatus.ADMITTED
     trial = [e for e in load_evidence(ctx.store, skill.skill_id) if e.kind == EvidenceKind.TRIAL][0]
     assert trial.held_out and trial.verified and (trial.run_id, trial.cycle_id, trial.node_id) == ("r1", "c2", "a1")
     assert after.estimate.trials == 1 and after.estimate.paired_trials == 1
     assert before.estimate.speedup < after.estimate.speedup < 1.6  # pulled from the shrunk prior towards 1.6
-    assert ("skill_trial", {"skill_id": skill.skill_id, "cycle_id": "c2", "verdict": "passed", "speedup": 1.6,
-                            "verified": True, "held_out": True}) in events  # fmt: skip
+    assert (
+        "skill_trial",
+        {
+            "skill_id": skill.skill_id,
+            "cycle_id": "c2",
+            "verdict": "passed",
+            "speedup": 1.6,
+            "verified": True,
+            "held_out": True,
+        },
+    ) in events
     assert "verified" in trial_line(ctx, skill.skill_id, "c2") and "x1.600" in trial_line(ctx, skill.skill_id, "c2")
     assert library_views(ctx.store) == [after]  # a trial never lifts a second skill
 
@@ -197,8 +278,12 @@ def test_a_trial_on_the_code_the_skill_came_from_does_not_admit_it(tmp_path):
     child, child_eval = stored(ctx.store, ONLINE_ONE_ROW, 1.25)
     skill = library_skill(ctx, base, child)  # learned on exactly this edge
     compared(ctx.store, base, child, 1.6, 1.5, 1.7)
-    learn_from_cycles(ctx, tree(base, base_eval, Action(title="apply", skill_id=skill.skill_id)),
-                      [result(base, child, child_eval)], lambda *_: None)  # fmt: skip
+    learn_from_cycles(
+        ctx,
+        tree(base, base_eval, Action(title="apply", skill_id=skill.skill_id)),
+        [result(base, child, child_eval)],
+        lambda *_: None,
+    )
     trial = [e for e in load_evidence(ctx.store, skill.skill_id) if e.kind == EvidenceKind.TRIAL][0]
     assert trial.verified and not trial.held_out
     assert skill_view(ctx.store, skill.skill_id).status == SkillStatus.CANDIDATE
@@ -209,8 +294,12 @@ def test_failed_and_untimed_trials_are_recorded_without_a_measurement(tmp_path):
     skill = library_skill(ctx, "sha256-v1:elsewhere-a", "sha256-v1:elsewhere-b")
     base, base_eval = stored(ctx.store, WHOLE_ROW, None)
     wrong, wrong_eval = stored(ctx.store, ONLINE_ONE_ROW.replace("m_new)", "m)"), None, Verdict.INCORRECT)
-    learn_from_cycles(ctx, tree(base, base_eval, Action(title="apply", skill_id=skill.skill_id)),
-                      [result(base, wrong, wrong_eval, passed=False)], lambda *_: None)  # fmt: skip
+    learn_from_cycles(
+        ctx,
+        tree(base, base_eval, Action(title="apply", skill_id=skill.skill_id)),
+        [result(base, wrong, wrong_eval, passed=False)],
+        lambda *_: None,
+    )
     view = skill_view(ctx.store, skill.skill_id)
     assert view.status == SkillStatus.CANDIDATE and view.estimate.trials == 1 and view.estimate.trials_passed == 0
     assert any("observed incorrect" in r and "non-finite" in r for r in view.risks)

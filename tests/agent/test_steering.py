@@ -7,7 +7,16 @@ import pytest
 from ksearch.agent.edits import apply_edit_script
 from ksearch.agent.selection import select_actions
 from ksearch.agent.steering import apply_act, parse_act
-from ksearch.agent.world_model import ROOT_ID, Action, Node, NodeStatus, SolutionRef, WorldModel, attach_solution, mark_failed
+from ksearch.agent.world_model import (
+    ROOT_ID,
+    Action,
+    Node,
+    NodeStatus,
+    SolutionRef,
+    WorldModel,
+    attach_solution,
+    mark_failed,
+)
 from ksearch.errors import UserError
 
 
@@ -15,7 +24,9 @@ def tree() -> WorldModel:
     """root -> a (0.9), b (0.5, difficulty 5), c (0.3); a1 under a."""
     nodes = {ROOT_ID: Node(id=ROOT_ID)}
     for node_id, score, difficulty in (("a", 0.9, 2), ("b", 0.5, 5), ("c", 0.3, 2)):
-        nodes[node_id] = Node(id=node_id, parent_id=ROOT_ID, action=Action(title=node_id, score=score, difficulty=difficulty))
+        nodes[node_id] = Node(
+            id=node_id, parent_id=ROOT_ID, action=Action(title=node_id, score=score, difficulty=difficulty)
+        )
     nodes["a1"] = Node(id="a1", parent_id="a", action=Action(title="a1", score=0.99, difficulty=1))
     return WorldModel(nodes=nodes)
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from ksearch.flows import run as runner
 from ksearch.agent.config import RunConfig
+from ksearch.flows import run as runner
 from tests.helpers.scripts import fenced, init_plan, write_script
 
 pytestmark = pytest.mark.slow
@@ -22,8 +22,10 @@ DATA = REPO / "tests" / "tasks" / "data"
     [
         ("trimul", REPO / "examples" / "trimul_triton.py"),
         (str(REPO / "examples" / "my_op.py"), DATA / "my_op_triton.py"),
-        (f"kernelbench:{DATA / 'kernelbench' / 'KernelBench' / 'level1' / '1_LeakyReLU.py'}",
-         DATA / "kernelbench" / "solutions" / "level1_1_ok.py"),
+        (
+            f"kernelbench:{DATA / 'kernelbench' / 'KernelBench' / 'level1' / '1_LeakyReLU.py'}",
+            DATA / "kernelbench" / "solutions" / "level1_1_ok.py",
+        ),
         pytest.param(
             "flashinfer:gqa_paged_decode_h32_kv4_d128_ps1",
             REPO / "ksearch" / "tasks" / "flashinfer" / "solutions" / "gqa_paged_decode_triton.py",

@@ -34,7 +34,14 @@ def test_defaults_a_planner_may_omit() -> None:
     assert (action.difficulty, action.score, action.expected_speedup, action.skill_id) == (3, 0.5, None, None)
     node = Node(id="n")
     assert (node.rating, node.confidence, node.created_round, node.status) == (5.0, 0.5, 0, NodeStatus.OPEN)
-    assert (node.cycles, node.failed_cycles, node.revived, node.pinned, node.pruned, node.by_person) == (0, 0, False, False, False, False)
+    assert (node.cycles, node.failed_cycles, node.revived, node.pinned, node.pruned, node.by_person) == (
+        0,
+        0,
+        False,
+        False,
+        False,
+        False,
+    )
     ref = SolutionRef(candidate_id="c", evaluation_id="e", verdict="passed")
     assert (ref.score, ref.latency_ms, ref.round_index, ref.regression_vs_parent) == (None, None, 0, False)
 
@@ -72,7 +79,9 @@ def test_the_frontier_offers_open_actions_under_the_root_or_a_solved_parent() ->
     )
     assert [n.id for n in wm.frontier()] == ["a", "c"]
     assert [n.id for n in wm.frontier(include_failed=True)] == ["a", "c", "e"]
-    seeded = attach_seed(WorldModel(nodes={ROOT_ID: Node(id=ROOT_ID, action=Action(title="root action"))}), _ref("s", 1.0))
+    seeded = attach_seed(
+        WorldModel(nodes={ROOT_ID: Node(id=ROOT_ID, action=Action(title="root action"))}), _ref("s", 1.0)
+    )
     assert seeded.frontier() == []  # the root is never an action to run
 
 

@@ -40,7 +40,9 @@ def test_runs_on_empty_workspace(tmp_path):
 def test_expected_failures_are_one_line_with_hint(tmp_path, args, message):
     proc = subprocess.run(
         [sys.executable, "-m", "ksearch.cli", "--workspace", str(tmp_path), *args],
-        capture_output=True, text=True, timeout=120,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert message in proc.stderr.replace("\n", " ")
@@ -49,7 +51,8 @@ def test_expected_failures_are_one_line_with_hint(tmp_path, args, message):
 
 def test_bad_option_value_is_reported_per_field(tmp_path):
     result = runner.invoke(
-        app, ["--workspace", str(tmp_path), "run", "softmax", "--model", "replay:x", "--max-cost", "1", "--device", "cpu"]
+        app,
+        ["--workspace", str(tmp_path), "run", "softmax", "--model", "replay:x", "--max-cost", "1", "--device", "cpu"],
     )
     assert result.exit_code == 2
     assert "--max-cost" in result.output
@@ -59,8 +62,25 @@ def test_bad_option_value_is_reported_per_field(tmp_path):
 def test_run_show_runs_and_demo_output(tmp_path):
     script = two_cycle_script(tmp_path / "s.jsonl")
     ws = str(tmp_path / "ws")
-    result = runner.invoke(app, ["--workspace", ws, "run", "softmax", "--model", f"replay:{script}", "--device", "cpu",
-                                 "--max-rounds", "6", "--stagnation-window", "2", "--run-id", "cli-run"])
+    result = runner.invoke(
+        app,
+        [
+            "--workspace",
+            ws,
+            "run",
+            "softmax",
+            "--model",
+            f"replay:{script}",
+            "--device",
+            "cpu",
+            "--max-rounds",
+            "6",
+            "--stagnation-window",
+            "2",
+            "--run-id",
+            "cli-run",
+        ],
+    )
     assert result.exit_code == 0, result.output
     assert "round   1/6 c1.1: incorrect" in result.output
     assert "new best" in result.output

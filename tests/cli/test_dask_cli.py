@@ -27,7 +27,9 @@ def test_dask_executor_needs_a_scheduler(tmp_path):
 
 
 def test_the_cluster_chooses_the_gpu(tmp_path):
-    result = _run(tmp_path, "--device", "cuda:1", "--parallel", "2", "--executor", "dask", "--scheduler", "tcp://127.0.0.1:1")
+    result = _run(
+        tmp_path, "--device", "cuda:1", "--parallel", "2", "--executor", "dask", "--scheduler", "tcp://127.0.0.1:1"
+    )
     assert result.exit_code == 2
     assert "use --device cuda" in " ".join(result.output.split())
 
@@ -39,8 +41,9 @@ def test_a_scheduler_without_the_dask_executor_is_refused(tmp_path):
 
 
 def test_executor_and_scheduler_are_stored_with_the_run_and_old_configs_still_load():
-    config = RunConfig(run_id="r", task="softmax", model="replay:x", device="cuda", executor="dask",
-                       scheduler="tcp://localhost:8786")  # fmt: skip
+    config = RunConfig(
+        run_id="r", task="softmax", model="replay:x", device="cuda", executor="dask", scheduler="tcp://localhost:8786"
+    )
     again = RunConfig.model_validate(config.model_dump(mode="json"))
     assert (again.executor, again.scheduler) == ("dask", "tcp://localhost:8786")
     old = RunConfig.model_validate({"run_id": "o", "task": "softmax", "model": "replay:x", "device": "cuda"})
@@ -63,16 +66,30 @@ def test_worker_help_names_its_options():
 
 def _without_distributed(*args: str, cwd) -> subprocess.CompletedProcess[str]:
     """``ksearch ARGS`` in a process where ``import distributed`` fails, as without the dask extra."""
-    code = ("import sys; sys.modules['distributed'] = None; sys.argv = ['ksearch', *sys.argv[1:]]; "
-            "from ksearch.cli import main; main()")  # fmt: skip
-    return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=120, cwd=cwd,
-                          check=False)
+    code = (
+        "import sys; sys.modules['distributed'] = None; sys.argv = ['ksearch', *sys.argv[1:]]; "
+        "from ksearch.cli import main; main()"
+    )
+    return subprocess.run(
+        [sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=120, cwd=cwd, check=False
+    )
 
 
 @pytest.mark.parametrize(
     "args",
     [
-        ["run", "softmax", "--model", "replay:x.jsonl", "--device", "cpu", "--executor", "dask", "--scheduler", "tcp://127.0.0.1:1"],
+        [
+            "run",
+            "softmax",
+            "--model",
+            "replay:x.jsonl",
+            "--device",
+            "cpu",
+            "--executor",
+            "dask",
+            "--scheduler",
+            "tcp://127.0.0.1:1",
+        ],
         ["worker", "--scheduler", "tcp://127.0.0.1:1"],
     ],
 )
@@ -88,10 +105,23 @@ def test_without_the_dask_extra_the_error_says_what_to_install(tmp_path, args):
 def test_a_gpu_worker_on_a_machine_without_that_gpu_is_refused(tmp_path):
     pytest.importorskip("distributed")
     proc = subprocess.run(
-        [sys.executable, "-m", "ksearch.cli", "--workspace", str(tmp_path), "worker", "--scheduler", "tcp://127.0.0.1:1",
-         "--gpu", "63"],
-        capture_output=True, text=True, timeout=120, check=False,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "ksearch.cli",
+            "--workspace",
+            str(tmp_path),
+            "worker",
+            "--scheduler",
+            "tcp://127.0.0.1:1",
+            "--gpu",
+            "63",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "--gpu 63: torch sees no such GPU" in " ".join(proc.stderr.split())
 
@@ -128,8 +158,16 @@ def test_resume_with_a_scheduler_is_refused_for_a_local_run(tmp_path):
     config = RunConfig(run_id="loc", task="softmax", model="replay:x", device="cpu")
     store = runner.open_store(tmp_path)
     try:
-        store.create_run({"id": "loc", "task": "softmax", "model": "replay:x", "language": "triton", "device": "cpu",
-                          "config": config.model_dump(mode="json")})  # fmt: skip
+        store.create_run(
+            {
+                "id": "loc",
+                "task": "softmax",
+                "model": "replay:x",
+                "language": "triton",
+                "device": "cpu",
+                "config": config.model_dump(mode="json"),
+            }
+        )
     finally:
         store.close()
     with pytest.raises(UserError, match="--scheduler is for runs made with --executor dask"):
@@ -145,8 +183,21 @@ def test_a_worker_with_no_scheduler_listening_says_so_at_once(tmp_path):
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     started = time.monotonic()
-    proc = subprocess.run([sys.executable, "-m", "ksearch.cli", "--workspace", str(tmp_path), "worker", "--scheduler",
-                           f"tcp://127.0.0.1:{port}"], capture_output=True, text=True, timeout=120)  # fmt: skip
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "ksearch.cli",
+            "--workspace",
+            str(tmp_path),
+            "worker",
+            "--scheduler",
+            f"tcp://127.0.0.1:{port}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 1, proc.stderr
     assert f"cannot reach the Dask scheduler at tcp://127.0.0.1:{port}" in proc.stderr
     assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 2  # the error and its hint

@@ -26,7 +26,10 @@ def test_readme_demo_runs_offline_and_prints_the_best_kernel(tmp_path):
     args = readme_demo_command()
     proc = subprocess.run(
         [sys.executable, "-m", "ksearch.cli", "--workspace", str(tmp_path / "ws"), *args[1:]],
-        cwd=REPO, capture_output=True, text=True, timeout=600,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     out = proc.stdout

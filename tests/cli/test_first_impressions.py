@@ -30,10 +30,22 @@ NEWEST_ID = "trimul-20261124-090000-e5f6"
 def _workspace_with_runs(ws: Path) -> Path:
     store = Store(ws / DB_NAME)
     try:
-        for i, (run_id, status) in enumerate(((LONG_ID, "finished"), (OTHER_ID, "interrupted"), (NEWEST_ID, "finished"))):
+        for i, (run_id, status) in enumerate(
+            ((LONG_ID, "finished"), (OTHER_ID, "interrupted"), (NEWEST_ID, "finished"))
+        ):
             model = "openai:a-model-name-that-is-very-long-indeed-and-goes-on-and-on"
-            store.create_run({"id": run_id, "task": run_id.split("-")[0], "model": model, "language": "triton",
-                              "device": "cpu", "status": status, "config": {}, "created_at": time.time() + i})  # fmt: skip
+            store.create_run(
+                {
+                    "id": run_id,
+                    "task": run_id.split("-")[0],
+                    "model": model,
+                    "language": "triton",
+                    "device": "cpu",
+                    "status": status,
+                    "config": {},
+                    "created_at": time.time() + i,
+                }
+            )
     finally:
         store.close()
     return ws
@@ -70,7 +82,9 @@ def test_a_unique_prefix_names_a_run_and_an_ambiguous_one_lists_the_candidates(t
     assert NEWEST_ID in result.output
     result = runner.invoke(app, ["--workspace", str(ws), "show", "softmax-2026"])
     assert isinstance(result.exception, RunNotFoundError)
-    assert "ambiguous" in str(result.exception) and LONG_ID in str(result.exception) and OTHER_ID in str(result.exception)
+    assert (
+        "ambiguous" in str(result.exception) and LONG_ID in str(result.exception) and OTHER_ID in str(result.exception)
+    )
 
 
 def test_prefix_is_literal_not_a_like_pattern(tmp_path):
@@ -160,8 +174,13 @@ def test_the_user_sees_one_line_and_a_hint(tmp_path):
     ws = tmp_path / "ws"
     ws.mkdir()
     (ws / DB_NAME).write_bytes(NOT_A_DATABASE["text"])
-    proc = subprocess.run([sys.executable, "-m", "ksearch.cli", "--workspace", str(ws), "runs"],
-                          capture_output=True, text=True, timeout=120, env={**os.environ, "COLUMNS": "300"})  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, "-m", "ksearch.cli", "--workspace", str(ws), "runs"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "COLUMNS": "300"},
+    )
     assert proc.returncode == 1
     assert "Traceback" not in proc.stderr
     lines = proc.stderr.strip().splitlines()

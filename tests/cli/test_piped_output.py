@@ -22,16 +22,37 @@ def workspace(tmp_path: Path) -> Path:
     ws = tmp_path / "ws"
     store = Store(ws / DB_NAME)
     try:
-        store.create_run({"id": "r", "task": "softmax", "model": "replay:x", "language": "triton", "device": "cpu",
-                          "status": "finished", "config": {}})  # fmt: skip
+        store.create_run(
+            {
+                "id": "r",
+                "task": "softmax",
+                "model": "replay:x",
+                "language": "triton",
+                "device": "cpu",
+                "status": "finished",
+                "config": {},
+            }
+        )
         candidate = Candidate(task="softmax", language="triton", code=CODE, entry_point="kernel")
         cid = store.ensure_candidate(candidate)
         summary = "incorrect on cpu: large_6x257: 282 non-finite output values (nan/inf) in output 0, first at [0, 2]"
         eid = store.record_evaluation(cid, "k", Evaluation(verdict=Verdict.INCORRECT, device="cpu", log=summary))
         for attempt, verdict in ((1, "incorrect"), (2, "passed")):
-            store.record_attempt({"run_id": "r", "cycle_id": "c1", "attempt": attempt, "round_index": attempt,
-                                  "node_id": NODE, "prompt_kind": "action_from_spec", "candidate_id": cid,
-                                  "evaluation_id": eid, "verdict": verdict, "score": None, "error": summary})  # fmt: skip
+            store.record_attempt(
+                {
+                    "run_id": "r",
+                    "cycle_id": "c1",
+                    "attempt": attempt,
+                    "round_index": attempt,
+                    "node_id": NODE,
+                    "prompt_kind": "action_from_spec",
+                    "candidate_id": cid,
+                    "evaluation_id": eid,
+                    "verdict": verdict,
+                    "score": None,
+                    "error": summary,
+                }
+            )
         store.update_run("r", best_candidate_id=cid, best_evaluation_id=eid)
     finally:
         store.close()
@@ -40,8 +61,13 @@ def workspace(tmp_path: Path) -> Path:
 
 def piped(ws: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "COLUMNS": "80"}  # what a terminal of 80 columns would say; a pipe ignores it
-    return subprocess.run([sys.executable, "-m", "ksearch.cli", "--workspace", str(ws), *args],
-                          capture_output=True, text=True, timeout=120, env=env)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "ksearch.cli", "--workspace", str(ws), *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
 
 
 def test_show_code_into_a_file_is_the_kernel_alone(tmp_path):

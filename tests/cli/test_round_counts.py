@@ -26,8 +26,25 @@ def flat(text: str) -> str:
 @pytest.mark.slow
 def test_rounds_answered_mid_cycle_are_numbered_and_counted_as_the_store_holds_them(tmp_path):
     ws, replies = str(tmp_path / "ws"), demo_replies()
-    started = runner.invoke(app, ["-w", ws, "run", "softmax", "--model", "interactive", "--device", "cpu",
-                                  "--max-rounds", "6", "--stagnation-window", "2", "--run-id", "live"])  # fmt: skip
+    started = runner.invoke(
+        app,
+        [
+            "-w",
+            ws,
+            "run",
+            "softmax",
+            "--model",
+            "interactive",
+            "--device",
+            "cpu",
+            "--max-rounds",
+            "6",
+            "--stagnation-window",
+            "2",
+            "--run-id",
+            "live",
+        ],
+    )
     assert started.exit_code == 0, started.output
     for key in ("plan:0:0", "write:c1:1"):
         answered = runner.invoke(app, ["-w", ws, "respond", "live", "--key", key], input=replies[key])
@@ -56,8 +73,17 @@ def test_rounds_answered_mid_cycle_are_numbered_and_counted_as_the_store_holds_t
 def test_resume_of_a_finished_run_refuses_without_saying_resuming(tmp_path):
     ws = tmp_path / "ws"
     store = Store(ws / DB_NAME)
-    store.create_run({"id": "done", "task": "softmax", "model": "replay:x", "language": "triton", "device": "cpu",
-                      "status": "finished", "config": {"run_id": "done", "task": "softmax", "model": "replay:x"}})  # fmt: skip
+    store.create_run(
+        {
+            "id": "done",
+            "task": "softmax",
+            "model": "replay:x",
+            "language": "triton",
+            "device": "cpu",
+            "status": "finished",
+            "config": {"run_id": "done", "task": "softmax", "model": "replay:x"},
+        }
+    )
     store.close()
     result = runner.invoke(app, ["-w", str(ws), "resume", "done"])
     assert result.exit_code == 1

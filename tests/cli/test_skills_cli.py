@@ -25,13 +25,33 @@ def library(ws) -> list[str]:
     ids = []
     try:
         for draft, arch in ((ONLINE_DRAFT, "sm90"), (ROWS_DRAFT, "sm100")):
-            skill = make_skill(SkillDraft.model_validate(draft), source=SkillSource.EXPERT,
-                               scope=Scope(families=["softmax"], languages=["triton"], archs=[arch]))  # fmt: skip
+            skill = make_skill(
+                SkillDraft.model_validate(draft),
+                source=SkillSource.EXPERT,
+                scope=Scope(families=["softmax"], languages=["triton"], archs=[arch]),
+            )
             save_skill(store, skill)
-            record_evidence(store, skill.skill_id, Evidence(
-                kind=EvidenceKind.TRIAL, run_id="r9", cycle_id="c4", task="trimul", family="trimul", language="triton",
-                arch=arch, base_candidate_id="b", candidate_id="c", verdict="passed", timed=True, speedup=1.3,
-                ci_low=1.2, ci_high=1.4, held_out=True))  # fmt: skip
+            record_evidence(
+                store,
+                skill.skill_id,
+                Evidence(
+                    kind=EvidenceKind.TRIAL,
+                    run_id="r9",
+                    cycle_id="c4",
+                    task="trimul",
+                    family="trimul",
+                    language="triton",
+                    arch=arch,
+                    base_candidate_id="b",
+                    candidate_id="c",
+                    verdict="passed",
+                    timed=True,
+                    speedup=1.3,
+                    ci_low=1.2,
+                    ci_high=1.4,
+                    held_out=True,
+                ),
+            )
             ids.append(skill.skill_id)
     finally:
         store.close()
@@ -86,12 +106,18 @@ def test_bad_files_and_unknown_ids_are_one_line_errors(tmp_path):
     library(tmp_path)
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({"format": "ksearch-skills", "version": 1, "skills": [{"skill": {"intent": "x"}}]}))
-    for args, message in ((["import", str(bad)], "is not a ksearch-skills file"),
-                          (["import", str(tmp_path / "missing.json")], "cannot read")):  # fmt: skip
+    for args, message in (
+        (["import", str(bad)], "is not a ksearch-skills file"),
+        (["import", str(tmp_path / "missing.json")], "cannot read"),
+    ):
         result = cli(tmp_path, *args)
         assert isinstance(result.exception, UserError) and message in str(result.exception)
-    proc = subprocess.run([sys.executable, "-m", "ksearch.cli", "--workspace", str(tmp_path), "skills", "show",
-                           "sk-ffffffffffff"], capture_output=True, text=True, timeout=120)  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, "-m", "ksearch.cli", "--workspace", str(tmp_path), "skills", "show", "sk-ffffffffffff"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 1 and "no skill" in proc.stderr and "ksearch skills list" in proc.stderr
     assert "Traceback" not in proc.stderr
 

@@ -54,8 +54,21 @@ def test_an_unknown_device_is_called_unknown_not_a_missing_gpu(tmp_path, command
 
 
 def test_parallel_zero_is_refused(tmp_path):
-    result = cli.invoke(app, ["--workspace", str(tmp_path), "run", "softmax", "--model", "replay:x.jsonl",
-                              "--device", "cpu", "--parallel", "0"])  # fmt: skip
+    result = cli.invoke(
+        app,
+        [
+            "--workspace",
+            str(tmp_path),
+            "run",
+            "softmax",
+            "--model",
+            "replay:x.jsonl",
+            "--device",
+            "cpu",
+            "--parallel",
+            "0",
+        ],
+    )
     assert isinstance(result.exception, UserError) and "--parallel 0" in str(result.exception)
     with pytest.raises(UserError):
         placement.placement("cpu", 0)
@@ -71,8 +84,25 @@ def test_a_file_given_as_workspace_is_said_to_be_a_file(tmp_path):
 
 
 def test_invalid_options_name_the_flags_typed(tmp_path):
-    result = cli.invoke(app, ["--workspace", str(tmp_path), "run", "softmax", "--model", "replay:x.jsonl",
-                              "--device", "cpu", "--max-rounds", "0", "--max-tokens", "0", "--run-timeout", "0"])  # fmt: skip
+    result = cli.invoke(
+        app,
+        [
+            "--workspace",
+            str(tmp_path),
+            "run",
+            "softmax",
+            "--model",
+            "replay:x.jsonl",
+            "--device",
+            "cpu",
+            "--max-rounds",
+            "0",
+            "--max-tokens",
+            "0",
+            "--run-timeout",
+            "0",
+        ],
+    )
     assert result.exit_code == 2
     for flag in ("--max-rounds:", "--max-tokens:", "--run-timeout:"):
         assert flag in result.output

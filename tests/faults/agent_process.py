@@ -27,8 +27,8 @@ from __future__ import annotations
 
 import ctypes
 import os
-import sqlite3
 import signal
+import sqlite3
 import sys
 import threading
 import time

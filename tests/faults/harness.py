@@ -57,8 +57,9 @@ class Agent:
         return self.process.is_alive()
 
 
-def start_agent(argv: list[str], *, cwd: Path, output: Path, fault: Fault | None = None,
-                env: dict[str, str] | None = None) -> Agent:  # fmt: skip
+def start_agent(
+    argv: list[str], *, cwd: Path, output: Path, fault: Fault | None = None, env: dict[str, str] | None = None
+) -> Agent:
     """``ksearch ARGV`` in a new process; stdout and stderr go to ``output``."""
     agent = Agent(list(argv), output)
     agent.process = _FORK_SERVER.Process(
@@ -68,8 +69,15 @@ def start_agent(argv: list[str], *, cwd: Path, output: Path, fault: Fault | None
     return agent
 
 
-def ksearch(ws: Path, *args: str, cwd: Path | None = None, fault: Fault | None = None, timeout: float = 300,
-            name: str = "out", env: dict[str, str] | None = None) -> tuple[int, str]:  # fmt: skip
+def ksearch(
+    ws: Path,
+    *args: str,
+    cwd: Path | None = None,
+    fault: Fault | None = None,
+    timeout: float = 300,
+    name: str = "out",
+    env: dict[str, str] | None = None,
+) -> tuple[int, str]:
     """Run ``ksearch --workspace WS ARGS`` to its end: (exit code, stdout and stderr)."""
     output = (cwd or ws.parent) / f"{name}-{time.monotonic_ns()}.txt"
     agent = start_agent(["--workspace", str(ws), *args], cwd=cwd or ws.parent, output=output, fault=fault, env=env)
@@ -158,9 +166,13 @@ def check_nothing_paid_twice(ws: Path, run_id: str, server: LoopbackLLM | None =
         candidate = event["candidate_id"]
         accounting.evaluations_started[candidate] += 1
         stored = stored_at.get(candidate)
-        assert stored is None or event_time(event) < stored, f"candidate {candidate} evaluated again after it was stored"
+        assert stored is None or event_time(event) < stored, (
+            f"candidate {candidate} evaluated again after it was stored"
+        )
     eval_ids = {e["id"] for e in evaluations}
-    for attempt in rows(ws, "select evaluation_id from attempts where run_id = ? and evaluation_id is not null", (run_id,)):
+    for attempt in rows(
+        ws, "select evaluation_id from attempts where run_id = ? and evaluation_id is not null", (run_id,)
+    ):
         assert attempt["evaluation_id"] in eval_ids, "an attempt refers to an evaluation the store does not have"
     return accounting
 
@@ -190,8 +202,21 @@ SIGNAL_EXIT = {signal.SIGINT: 130, signal.SIGTERM: 143}
 
 def run_args(run_id: str, server: LoopbackLLM, *extra: str, rounds: int = 1) -> list[str]:
     """``ksearch run`` of the softmax task on the CPU against the loopback server, ``rounds`` rounds."""
-    return ["run", "softmax", "--model", "openai:fault-test", "--base-url", server.base_url, "--device", "cpu",
-            "--max-rounds", str(rounds), "--run-id", run_id, *extra]  # fmt: skip
+    return [
+        "run",
+        "softmax",
+        "--model",
+        "openai:fault-test",
+        "--base-url",
+        server.base_url,
+        "--device",
+        "cpu",
+        "--max-rounds",
+        str(rounds),
+        "--run-id",
+        run_id,
+        *extra,
+    ]
 
 
 def llm_rows(ws: Path, run_id: str) -> dict[str, dict[str, Any]]:

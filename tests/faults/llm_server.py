@@ -157,7 +157,13 @@ def loopback_llm(respond: Responder) -> Iterator[LoopbackLLM]:
 
 def _payload(request: Request, reply: Reply, body: dict[str, Any]) -> dict[str, Any]:
     if reply.status != 200:
-        return {"error": {"message": reply.text or f"scripted HTTP {reply.status}", "type": "fault", "code": str(reply.status)}}
+        return {
+            "error": {
+                "message": reply.text or f"scripted HTTP {reply.status}",
+                "type": "fault",
+                "code": str(reply.status),
+            }
+        }
     return {
         "id": f"chatcmpl-{request.index}",
         "object": "chat.completion",

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from tests.faults.harness import (
-    is_driven,
     assert_one_line_error,
     check_nothing_paid_twice,
+    is_driven,
     ksearch,
     llm_rows,
     run_args,
@@ -26,7 +26,9 @@ def test_two_runs_at_once_in_one_new_workspace_both_finish_and_record_everything
     ws = tmp_path / "ws"  # new: both processes create its tables at the same moment
     with loopback_llm(scripted({"plan:0": PLAN, "write:c1:1": fenced(row_kernel(1))})) as server:
         agents = [
-            start_agent(["--workspace", str(ws), *run_args(run_id, server)], cwd=tmp_path, output=tmp_path / f"{run_id}.txt")
+            start_agent(
+                ["--workspace", str(ws), *run_args(run_id, server)], cwd=tmp_path, output=tmp_path / f"{run_id}.txt"
+            )
             for run_id in ("left", "right")
         ]
         codes = [agent.wait(300) for agent in agents]

@@ -17,9 +17,9 @@ import pytest
 
 from tests.faults.agent_process import Fault
 from tests.faults.harness import (
-    is_driven,
     assert_no_orphans,
     check_nothing_paid_twice,
+    is_driven,
     ksearch,
     rows,
     run_row,
@@ -61,32 +61,62 @@ def _after(node: str, store_call: str) -> KillPoint:
 
 # In the order the run reaches them; each resume goes on to the next one.
 KILL_POINTS = [
-    _start("setup"), _after("setup", "update_run"), _end("setup"),
-    _start("plan"), KillPoint("inside plan: LLM request in flight", in_flight="plan:0"), _end("plan"),
-    _start("edit_tree"), _after("edit_tree", "record_snapshot"), _end("edit_tree"),
-    _start("write_kernel"), KillPoint("inside write_kernel: LLM request in flight", in_flight="write:c1:1"),
-    _after("write_kernel", "record_llm_call"), _end("write_kernel"),
-    _start("compile"), _after("compile", "get_candidate"), _end("compile"),
+    _start("setup"),
+    _after("setup", "update_run"),
+    _end("setup"),
+    _start("plan"),
+    KillPoint("inside plan: LLM request in flight", in_flight="plan:0"),
+    _end("plan"),
+    _start("edit_tree"),
+    _after("edit_tree", "record_snapshot"),
+    _end("edit_tree"),
+    _start("write_kernel"),
+    KillPoint("inside write_kernel: LLM request in flight", in_flight="write:c1:1"),
+    _after("write_kernel", "record_llm_call"),
+    _end("write_kernel"),
+    _start("compile"),
+    _after("compile", "get_candidate"),
+    _end("compile"),
     _start("profile"),
     KillPoint("inside profile: evaluation worker running", Fault("profile.evaluate", "profile", worker_running=True)),
-    _after("profile", "record_evaluation"), _end("profile"),
-    _start("finish_cycle"), _end("finish_cycle"),
-    _start("prune"), _after("prune", "record_snapshot"), _end("prune"),
-    _start("learn_skills"), _end("learn_skills"),
-]  # fmt: skip
+    _after("profile", "record_evaluation"),
+    _end("profile"),
+    _start("finish_cycle"),
+    _end("finish_cycle"),
+    _start("prune"),
+    _after("prune", "record_snapshot"),
+    _end("prune"),
+    _start("learn_skills"),
+    _end("learn_skills"),
+]
 
 
 def test_sigkill_at_every_node_boundary_and_inside_every_node(tmp_path):
     ws = tmp_path / "ws"
-    start = ["run", "softmax", "--model", "openai:fault-test", "--device", "cpu", "--max-rounds", "3",
-             "--stagnation-window", "2", "--run-id", RUN_ID, "--llm-max-attempts", "2"]  # fmt: skip
+    start = [
+        "run",
+        "softmax",
+        "--model",
+        "openai:fault-test",
+        "--device",
+        "cpu",
+        "--max-rounds",
+        "3",
+        "--stagnation-window",
+        "2",
+        "--run-id",
+        RUN_ID,
+        "--llm-max-attempts",
+        "2",
+    ]
     outcomes = []
     with loopback_llm(scripted(REPLIES)) as server:
         argv = [*start, "--base-url", server.base_url]
         for i, point in enumerate(KILL_POINTS):
             server.kill_when = (lambda r, key=point.in_flight: r.key == key) if point.in_flight else None
-            agent = start_agent(["--workspace", str(ws), *argv], cwd=tmp_path, output=tmp_path / f"step{i}.txt",
-                                fault=point.fault)  # fmt: skip
+            agent = start_agent(
+                ["--workspace", str(ws), *argv], cwd=tmp_path, output=tmp_path / f"step{i}.txt", fault=point.fault
+            )
             server.agent_pid = agent.pid
             code = agent.wait(300)
             assert code == -signal.SIGKILL, f"kill point {point.label!r} was never reached:\n{agent.text()[-3000:]}"
@@ -106,9 +136,13 @@ def test_sigkill_at_every_node_boundary_and_inside_every_node(tmp_path):
     assert outcomes == [p.label for p in KILL_POINTS]
     run = run_row(ws, RUN_ID)
     assert run["status"] == "finished" and run["rounds_used"] == 3 and run["best_candidate_id"]
-    attempts = rows(ws, "select cycle_id, attempt, verdict from attempts where run_id = ? order by round_index", (RUN_ID,))
+    attempts = rows(
+        ws, "select cycle_id, attempt, verdict from attempts where run_id = ? order by round_index", (RUN_ID,)
+    )
     assert [(a["cycle_id"], a["attempt"], a["verdict"]) for a in attempts] == [
-        ("c1", 1, "incorrect"), ("c1", 2, "passed"), ("c1", 3, "passed")
+        ("c1", 1, "incorrect"),
+        ("c1", 2, "passed"),
+        ("c1", 3, "passed"),
     ]
     # Every call recorded once; only the two requests killed in flight were ever sent twice.
     assert accounting.llm_rows == len(REPLIES)

@@ -9,7 +9,15 @@ from __future__ import annotations
 
 import pytest
 
-from tests.faults.harness import assert_one_line_error, check_nothing_paid_twice, ksearch, llm_rows, rows, run_args, run_row
+from tests.faults.harness import (
+    assert_one_line_error,
+    check_nothing_paid_twice,
+    ksearch,
+    llm_rows,
+    rows,
+    run_args,
+    run_row,
+)
 from tests.faults.llm_server import Reply, loopback_llm, scripted
 from tests.helpers.scripts import init_plan
 
@@ -23,7 +31,10 @@ ONE_CALL = ("--max-tokens", "1000")
 
 TRANSIENT = {
     "429 then success": ([Reply(status=429, text="rate limited", headers={"Retry-After": "0"}), PLAN], ()),
-    "malformed JSON body then success": ([Reply(body=b'{"id": "chatcmpl-1", "object": "chat.completion", "choi'), PLAN], ()),
+    "malformed JSON body then success": (
+        [Reply(body=b'{"id": "chatcmpl-1", "object": "chat.completion", "choi'), PLAN],
+        (),
+    ),
     "stall past the timeout then success": ([Reply(text=PLAN, delay_s=4.0), PLAN], ("--llm-timeout", "1")),
 }
 
@@ -67,7 +78,9 @@ def test_a_coder_reply_without_code_is_asked_again_then_recorded_as_no_code(tmp_
         assert sorted(server.keys()) == sorted(replies)  # each asked once
     assert sorted(llm_rows(ws, "t")) == [PLAN_KEY, "write:c1:1", "write:c1:1#repair1"]
     attempts = rows(ws, "select cycle_id, attempt, verdict, evaluation_id from attempts where run_id = 't'")
-    assert [(a["cycle_id"], a["attempt"], a["verdict"], a["evaluation_id"]) for a in attempts] == [("c1", 1, "no_code", None)]
+    assert [(a["cycle_id"], a["attempt"], a["verdict"], a["evaluation_id"]) for a in attempts] == [
+        ("c1", 1, "no_code", None)
+    ]
     assert run_row(ws, "t")["status"] == "finished"
 
 

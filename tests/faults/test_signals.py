@@ -30,13 +30,20 @@ pytestmark = pytest.mark.slow
 REPLIES = {"plan:0": init_plan([("a", 0.9)]), "write:c1:1": fenced(row_kernel(1))}
 
 
-def _signal_on_arrival(server, agent_pid: list[int], key: str, *signals: signal.Signals, gap_s: float = 0.5,
-                       sent: list[float] | None = None) -> None:  # fmt: skip
+def _signal_on_arrival(
+    server,
+    agent_pid: list[int],
+    key: str,
+    *signals: signal.Signals,
+    gap_s: float = 0.5,
+    sent: list[float] | None = None,
+) -> None:
     """Send ``signals`` to the agent (``gap_s`` apart) as the request ``key`` arrives, while it is in flight; the
     monotonic time of each goes into ``sent``."""
 
     def send(request) -> None:
         if request.key == key and request.repeat == 0:
+
             def later() -> None:
                 for sig in signals:
                     os.kill(agent_pid[0], sig)

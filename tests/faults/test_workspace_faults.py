@@ -31,7 +31,11 @@ READ_ONLY = {"KSEARCH_TEST_DROP_FILE_CAPS": "1"}
 
 
 def _tree_digest(folder: Path) -> dict[str, str]:
-    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(folder.rglob("*")) if p.is_file()}
+    return {
+        str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file()
+    }
 
 
 def _set_writable(folder: Path, writable: bool) -> None:
@@ -95,8 +99,9 @@ def test_a_replay_file_with_a_garbage_line_names_the_line_and_starts_nothing(tmp
     script = tmp_path / "script.jsonl"
     script.write_bytes(content if isinstance(content, bytes) else content.encode())
     ws = tmp_path / "ws"
-    code, output = ksearch(ws, "run", "softmax", "--model", f"replay:{script}", "--device", "cpu", "--run-id", "g",
-                           cwd=tmp_path)  # fmt: skip
+    code, output = ksearch(
+        ws, "run", "softmax", "--model", f"replay:{script}", "--device", "cpu", "--run-id", "g", cwd=tmp_path
+    )
     assert code == 1, output[-3000:]
     assert_one_line_error(output, f"{script}:2")
     assert not (ws / "ksearch.db").exists() or rows(ws, "select id from runs") == []

@@ -37,8 +37,13 @@ CHECKER, WORKER = "ksearch.tools.evaluator.checker", "ksearch.tools.evaluator.wo
 
 
 def _spawns(device: str, guess: str = "-") -> dict:
-    done = subprocess.run([sys.executable, "-c", SPY, str(DATA / "softmax_triton_ok.py"), guess, device],
-                          capture_output=True, text=True, timeout=300, check=False)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-c", SPY, str(DATA / "softmax_triton_ok.py"), guess, device],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -57,13 +62,20 @@ def test_a_wrong_guess_of_the_device_starts_the_processes_again_on_the_probed_on
     report = _spawns("auto", guess="cuda")
     assert report["verdict"] == "passed"
     assert [(s["module"], s["device"]) for s in report["spawned"]] == [
-        (CHECKER, "cuda"), (WORKER, "cuda"), (WORKER, "cuda"), (WORKER, "cuda"), (CHECKER, "cpu"), (WORKER, "cpu")
+        (CHECKER, "cuda"),
+        (WORKER, "cuda"),
+        (WORKER, "cuda"),
+        (WORKER, "cuda"),
+        (CHECKER, "cpu"),
+        (WORKER, "cpu"),
     ]  # on cuda, the Triton kernel's compile scout and the profiling process too
 
 
 def test_the_evaluator_package_imports_without_torch() -> None:
-    code = ("import sys, ksearch.flows.evaluate, ksearch.tools.evaluator; "
-            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'triton')))")  # fmt: skip
+    code = (
+        "import sys, ksearch.flows.evaluate, ksearch.tools.evaluator; "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'triton')))"
+    )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip() == "[]"

@@ -41,11 +41,28 @@ def test_generated_and_usual_ids_pass() -> None:
 
 def test_the_cli_refuses_a_path_as_run_id(tmp_path: Path) -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "ksearch.cli", "--workspace", str(tmp_path / "ws"), "run", "softmax", "--model",
-         "interactive", "--device", "cpu", "--run-id", "z/../../victim"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False,
+        [
+            sys.executable,
+            "-m",
+            "ksearch.cli",
+            "--workspace",
+            str(tmp_path / "ws"),
+            "run",
+            "softmax",
+            "--model",
+            "interactive",
+            "--device",
+            "cpu",
+            "--run-id",
+            "z/../../victim",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
         env={**__import__("os").environ, "PYTHONPATH": str(REPO)},
-    )  # fmt: skip
+    )
     assert done.returncode != 0 and "not allowed" in done.stdout + done.stderr
     assert not (tmp_path / "victim").exists() and not list((tmp_path / "ws").glob("**/*victim*"))
 
@@ -56,7 +73,9 @@ def test_default_report_names_stay_in_the_folder_and_never_overwrite_unasked(
     """A stored id from someone else's workspace (written there by hand) cannot steer where a report lands."""
     assert file_stem("z/../../victim") == "z_.._.._victim" and "/" not in str(report_flow.default_output(["../../v"]))
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(report_flow, "render_pages", lambda run_ids, workspace=None: ("<html>new</html>", ["z/../../victim"]))
+    monkeypatch.setattr(
+        report_flow, "render_pages", lambda run_ids, workspace=None: ("<html>new</html>", ["z/../../victim"])
+    )
     path = report_flow.write_report(["z"])
     assert path.resolve().parent == tmp_path.resolve()
     path.write_text("mine")
@@ -81,7 +100,10 @@ def test_the_mcp_server_reads_files_only_under_its_folder(tmp_path: Path, monkey
             mcp.confined_file(outside, "kernel file", ws.resolve())
     with pytest.raises(ValueError, match="task file"):
         mcp.confined_task(str(elsewhere / "op.py"), ws.resolve())
-    assert mcp.confined_task("softmax", ws) == "softmax" and mcp.confined_task("kernelbench:1/19", ws) == "kernelbench:1/19"
+    assert (
+        mcp.confined_task("softmax", ws) == "softmax"
+        and mcp.confined_task("kernelbench:1/19", ws) == "kernelbench:1/19"
+    )
     monkeypatch.setenv(mcp.ROOTS_VARIABLE, str(elsewhere))
     assert mcp.confined_file(str(elsewhere / "op.py"), "task file", ws) == elsewhere.resolve() / "op.py"
     assert mcp.BackgroundDrivers(ws).log_path("../../../x/y").parent == ws / "logs"

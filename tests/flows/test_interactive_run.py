@@ -49,9 +49,26 @@ def test_demo_answered_one_call_at_a_time_takes_the_scripted_path(tmp_path):
     replies = demo_replies()
     scripted = runner.start_run(config("scripted", f"replay:{DEMO}"), workspace=ws)  # its kernels are cached now
 
-    started = subprocess.run(cli(ws, "run", "softmax", "--model", "interactive", "--device", "cpu", "--max-rounds", "6",
-                                 "--stagnation-window", "2", "--run-id", "live"),
-                             capture_output=True, text=True, timeout=300)  # fmt: skip
+    started = subprocess.run(
+        cli(
+            ws,
+            "run",
+            "softmax",
+            "--model",
+            "interactive",
+            "--device",
+            "cpu",
+            "--max-rounds",
+            "6",
+            "--stagnation-window",
+            "2",
+            "--run-id",
+            "live",
+        ),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert started.returncode == 0, started.stdout + started.stderr
     assert "waiting" in started.stdout and "ksearch respond live --file reply.md" in started.stdout.replace("\n", " ")
     shown = subprocess.run(cli(ws, "pending", "live", "--json"), capture_output=True, text=True, timeout=120)
@@ -75,8 +92,9 @@ def test_demo_answered_one_call_at_a_time_takes_the_scripted_path(tmp_path):
             reply_file = tmp_path / "reply.md"
             reply_file.write_text(reply)
             args = ["respond", "live", "--file", str(reply_file)] if answered % 2 == 0 else ["respond", "live"]
-            proc = subprocess.run(cli(ws, *args), input=None if answered % 2 == 0 else reply,
-                                  capture_output=True, text=True, timeout=300)  # fmt: skip
+            proc = subprocess.run(
+                cli(ws, *args), input=None if answered % 2 == 0 else reply, capture_output=True, text=True, timeout=300
+            )
             assert proc.returncode == 0, proc.stdout + proc.stderr
             assert f"recorded the reply to {key}" in proc.stdout
         else:
@@ -123,8 +141,12 @@ def test_parallel_prompts_answered_one_by_one_with_a_kill_in_between(tmp_path):
     # Answer c1 in another process with a slow kernel; kill that process while it evaluates, c2 still waiting.
     slow = tmp_path / "slow.py"
     slow.write_text(fenced(row_kernel(1, sleep=4.0)))
-    proc = subprocess.Popen(cli(ws, "respond", "par", "--key", "write:c1:1", "--file", str(slow)),
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"})  # fmt: skip
+    proc = subprocess.Popen(
+        cli(ws, "respond", "par", "--key", "write:c1:1", "--file", str(slow)),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
     deadline = time.monotonic() + 240
     while not _events(log, "profile.evaluate"):
         assert proc.poll() is None, proc.stdout.read().decode()
@@ -153,6 +175,10 @@ def test_parallel_prompts_answered_one_by_one_with_a_kill_in_between(tmp_path):
         assert sorted(r[:3] for r in rounds(ws, "par")) == [("c1", 1, "passed"), ("c2", 1, "passed")]
         keys = [c["call_key"] for c in store.list_llm_calls("par")]
         assert sorted(keys) == ["plan:0:0", "write:c1:1", "write:c2:1"]
-        assert len({e["candidate_id"] for e in store.db["evaluations"].rows}) == len(list(store.db["evaluations"].rows)) == 2
+        assert (
+            len({e["candidate_id"] for e in store.db["evaluations"].rows})
+            == len(list(store.db["evaluations"].rows))
+            == 2
+        )
     finally:
         store.close()

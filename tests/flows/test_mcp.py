@@ -27,8 +27,9 @@ def server(ws: Path) -> StdioServerParameters:
     env = {"PYTHONPATH": str(REPO), "PYTHONUNBUFFERED": "1"}
     if "HOME" in os.environ:
         env["HOME"] = os.environ["HOME"]
-    return StdioServerParameters(command=sys.executable, args=["-m", "ksearch.cli", "--workspace", str(ws), "mcp"],
-                                 env=env, cwd=str(REPO))  # fmt: skip
+    return StdioServerParameters(
+        command=sys.executable, args=["-m", "ksearch.cli", "--workspace", str(ws), "mcp"], env=env, cwd=str(REPO)
+    )
 
 
 async def call(client: Client, tool: str, **arguments: Any) -> Any:
@@ -54,8 +55,17 @@ async def agent_session(ws: Path) -> None:
         tasks = await call(client, "list_tasks")
         assert "softmax" in [t["name"] for t in tasks]
 
-        report = await call(client, "start_run", task="softmax", model="interactive", device="cpu", max_rounds=2,
-                            stagnation_window=2, run_id="agent", wait_s=240)  # fmt: skip
+        report = await call(
+            client,
+            "start_run",
+            task="softmax",
+            model="interactive",
+            device="cpu",
+            max_rounds=2,
+            stagnation_window=2,
+            run_id="agent",
+            wait_s=240,
+        )
         assert report["status"] == "waiting", report
         [first] = report["pending"]
         assert first["prompt"]["key"] == "plan:0:0" and first["prompt"]["role"] == "planner"
@@ -94,8 +104,9 @@ async def agent_session(ws: Path) -> None:
 
         passed = await call(client, "eval_file", task="softmax", code=row_kernel(1), device="cpu")
         assert passed["verdict"] == "passed", passed["summary"]
-        wrong = await call(client, "eval_file", task="softmax", code=WRONG_KERNEL.format(sleep=0.0, variant=0),
-                           device="cpu")  # fmt: skip
+        wrong = await call(
+            client, "eval_file", task="softmax", code=WRONG_KERNEL.format(sleep=0.0, variant=0), device="cpu"
+        )
         assert wrong["verdict"] == "incorrect", wrong["summary"]
 
 

@@ -23,8 +23,18 @@ from tests.helpers.scripts import DEMO, demo_replies, fenced, init_plan, row_ker
 pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parents[2]
-H100 = DeviceInfo(device="cuda:0", python="3.11", torch="2.13.0", triton="3.6.0", gpu="NVIDIA H100 80GB HBM3",
-                  sms="132", memory_gb="79.2", capability="9.0", cuda="12.8", l2_mb="50.0")  # fmt: skip
+H100 = DeviceInfo(
+    device="cuda:0",
+    python="3.11",
+    torch="2.13.0",
+    triton="3.6.0",
+    gpu="NVIDIA H100 80GB HBM3",
+    sms="132",
+    memory_gb="79.2",
+    capability="9.0",
+    cuda="12.8",
+    l2_mb="50.0",
+)
 
 
 class StandInGpu:
@@ -122,7 +132,9 @@ def test_parallel_cycles_pause_for_the_gpu_together_and_a_run_never_driven_there
         interactive.respond("par", fenced(row_kernel(1)), key="write:c1:1", workspace=ws, prompts_only=True)
         half = interactive.pending("par", workspace=ws).prompts
         assert [(w.prompt.kind, w.prompt.key.split(":")[0]) for w in half if not w.answered] == [
-            ("device", "device"), ("llm", "write")]  # fmt: skip
+            ("device", "device"),
+            ("llm", "write"),
+        ]
         interactive.respond("par", fenced(row_kernel(2)), key="write:c2:1", workspace=ws, prompts_only=True)
         both = interactive.pending("par", workspace=ws).prompts
         assert [w.prompt.kind for w in both] == ["device", "device"] and not gpu.evaluated

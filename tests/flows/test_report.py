@@ -31,17 +31,40 @@ def write_cpu_run(workspace: Path, run_id: str = "softmax-cpu") -> None:
     """A two-round CPU run: nothing is timed; one kernel passes, one does not compile."""
     store = Store(workspace / "ksearch.db")
     try:
-        store.create_run({"id": run_id, "task": "softmax", "model": "replay:x", "language": "triton", "device": "cpu",
-                          "config": {"run_id": run_id, "max_rounds": 2, "device": "cpu"}, "created_at": T0})  # fmt: skip
+        store.create_run(
+            {
+                "id": run_id,
+                "task": "softmax",
+                "model": "replay:x",
+                "language": "triton",
+                "device": "cpu",
+                "config": {"run_id": run_id, "max_rounds": 2, "device": "cpu"},
+                "created_at": T0,
+            }
+        )
         ok = Candidate(task="softmax", language="triton", code="def kernel(x):\n    return x.softmax(-1)\n")
         bad = Candidate(task="softmax", language="triton", code="def kernel(x:\n")
-        for cand, ev, n in ((ok, Evaluation(verdict=Verdict.PASSED, device="cpu", configs_passed=8, configs_total=8), 1),
-                            (bad, Evaluation(verdict=Verdict.COMPILE_ERROR, device="cpu", log="SyntaxError"), 2)):  # fmt: skip
+        for cand, ev, n in (
+            (ok, Evaluation(verdict=Verdict.PASSED, device="cpu", configs_passed=8, configs_total=8), 1),
+            (bad, Evaluation(verdict=Verdict.COMPILE_ERROR, device="cpu", log="SyntaxError"), 2),
+        ):
             store.ensure_candidate(cand)
             eid = store.record_evaluation(cand.id, "cpu-key", ev)
-            store.record_attempt({"run_id": run_id, "cycle_id": "c1", "attempt": n, "round_index": n, "node_id": "a",
-                                  "prompt_kind": "action_from_spec", "candidate_id": cand.id, "evaluation_id": eid,
-                                  "verdict": ev.verdict.value, "score": None, "created_at": T0 + 30 * n})  # fmt: skip
+            store.record_attempt(
+                {
+                    "run_id": run_id,
+                    "cycle_id": "c1",
+                    "attempt": n,
+                    "round_index": n,
+                    "node_id": "a",
+                    "prompt_kind": "action_from_spec",
+                    "candidate_id": cand.id,
+                    "evaluation_id": eid,
+                    "verdict": ev.verdict.value,
+                    "score": None,
+                    "created_at": T0 + 30 * n,
+                }
+            )
             if ev.passed:
                 store.update_run(run_id, best_candidate_id=cand.id, best_evaluation_id=eid, rounds_used=n)
         store.update_run(run_id, status="finished", rounds_used=2, done_reason="round budget spent (2/2)")
@@ -142,7 +165,12 @@ def test_the_timed_figures_hold_one_point_per_candidate(timed):
         by_kind: dict[str, int] = {}
         for trace in fig.data:
             by_kind[trace.meta["kind"]] = by_kind.get(trace.meta["kind"], 0) + len(trace.x)
-        assert by_kind == {"latency": timed.timed_passes, "best": len(r.best_curve), "run-best": 1, "verdict": timed.rounds}
+        assert by_kind == {
+            "latency": timed.timed_passes,
+            "best": len(r.best_curve),
+            "run-best": 1,
+            "verdict": timed.rounds,
+        }
 
 
 def test_a_written_report_is_one_self_contained_file_that_escapes_model_text(timed, tmp_path):
@@ -185,7 +213,9 @@ def test_cli_report_writes_a_run_and_a_comparison(timed, tmp_path, monkeypatch):
     result = runner.invoke(app, ["--workspace", str(timed.workspace), "report", timed.run_id])
     assert result.exit_code == 0, result.output
     assert (tmp_path / f"report-{timed.run_id}.html").is_file() and "opens offline" in result.output
-    result = runner.invoke(app, ["--workspace", str(timed.workspace), "report", timed.run_id, "softmax", "-o", "cmp.html"])
+    result = runner.invoke(
+        app, ["--workspace", str(timed.workspace), "report", timed.run_id, "softmax", "-o", "cmp.html"]
+    )
     assert result.exit_code == 0, result.output
     assert 'id="chart-compare-passes"' in (tmp_path / "cmp.html").read_text()
 
@@ -196,8 +226,13 @@ def test_report_without_the_extra_says_how_to_install_it(tmp_path):
         "sys.argv = ['ksearch', '--workspace', sys.argv[1], 'report', 'x']\n"
         "from ksearch.cli import main; main()\n"
     )
-    proc = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, timeout=120,
-                          cwd=Path(__file__).resolve().parents[2])  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=Path(__file__).resolve().parents[2],
+    )
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "reports need plotly" in proc.stderr and "pip install 'ksearch[report]'" in proc.stderr
     assert "Traceback" not in proc.stderr
@@ -206,12 +241,24 @@ def test_report_without_the_extra_says_how_to_install_it(tmp_path):
 def test_a_run_that_has_not_finished_a_round_yet_still_renders(tmp_path):
     store = Store(tmp_path / "ws" / "ksearch.db")
     try:
-        store.create_run({"id": "fresh", "task": "softmax", "model": "replay:x", "language": "triton", "device": "cuda",
-                          "config": {"run_id": "fresh", "max_rounds": 3}})  # fmt: skip
+        store.create_run(
+            {
+                "id": "fresh",
+                "task": "softmax",
+                "model": "replay:x",
+                "language": "triton",
+                "device": "cuda",
+                "config": {"run_id": "fresh", "max_rounds": 3},
+            }
+        )
         r = gather_run_report(store, "fresh")
     finally:
         store.close()
-    assert r.points == [] and [n.id for n in r.nodes] == ["root"] and r.timing_note == "not timed yet: no candidate has passed"
+    assert (
+        r.points == []
+        and [n.id for n in r.nodes] == ["root"]
+        and r.timing_note == "not timed yet: no candidate has passed"
+    )
     html = report_render.render_run(r, report_render.Assets())
     assert "no candidate has passed yet" in html and 'data-node-id="root"' in html
 
@@ -226,12 +273,16 @@ def test_the_report_and_show_give_the_bests_roofline_profile_and_the_run_cost(ti
     assert [p.config for p in r.best_profile] == list(CONFIGS) and r.best_resources[0].registers == 168
     cost = r.cost
     assert cost.input_tokens == r.usage_total.input_tokens and cost.cost_usd is None  # the run was given no prices
-    assert cost.gpu_evaluations == 6 and cost.gpu_minutes == pytest.approx(3 * 70 / 60)  # the seed and 5 rounds; 3 timed
+    assert cost.gpu_evaluations == 6 and cost.gpu_minutes == pytest.approx(
+        3 * 70 / 60
+    )  # the seed and 5 rounds; 3 timed
     assert cost.wall_minutes == pytest.approx(13.0) and cost.wall_minutes_per_round == pytest.approx(13.0 / 5)
     html = report_render.render_run(r, report_render.Assets())
     assert "of roofline" in html and "25 %" in html and "Profile of the best kernel" in html
     assert "_contract_kernel: 1×" in html and "73728 B" in html and "3.50 GPU-minutes" in html
     shown = CliRunner().invoke(app, ["--workspace", str(timed.workspace), "show", timed.run_id])
     assert shown.exit_code == 0, shown.output
-    assert "run cost:" in shown.stdout and "GPU-minutes" in shown.stdout and "2.60 wall minutes per round" in shown.stdout
+    assert (
+        "run cost:" in shown.stdout and "GPU-minutes" in shown.stdout and "2.60 wall minutes per round" in shown.stdout
+    )
     assert "25% of roofline" in shown.stdout and "Profile of one call per timed shape" in shown.stdout

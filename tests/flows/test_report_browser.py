@@ -30,9 +30,17 @@ from tests.helpers.scripts import trimul_seeded_script
 REPO = Path(__file__).resolve().parents[2]
 CHROMIUM = Path(os.environ.get("KSEARCH_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium")
 """Debian's package (``apt-get install chromium``); KSEARCH_CHROMIUM names another build."""
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-quic",
-                 "--no-first-run", "--disable-background-networking", "--disable-component-update",
-                 "--disable-sync"]  # fmt: skip
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-dev-shm-usage",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 
 
 def _why_no_browser() -> str | None:
@@ -80,9 +88,12 @@ def browser(tmp_path_factory):
 
     with sync_playwright() as p:
         context = p.chromium.launch_persistent_context(
-            str(tmp_path_factory.mktemp("chromium-profile")), executable_path=str(CHROMIUM), headless=True,
-            args=CHROMIUM_ARGS, viewport={"width": 1300, "height": 1500},
-        )  # fmt: skip
+            str(tmp_path_factory.mktemp("chromium-profile")),
+            executable_path=str(CHROMIUM),
+            headless=True,
+            args=CHROMIUM_ARGS,
+            viewport={"width": 1300, "height": 1500},
+        )
         yield context
         context.close()
 
@@ -93,7 +104,10 @@ class Opened:
     def __init__(self, context: Any, url: str, *, charts: bool = True) -> None:
         self.page = context.new_page()
         self.problems: list[str] = []
-        self.page.on("console", lambda m: self.problems.append(f"console {m.type}: {m.text}") if m.type in ("error", "warning") else None)
+        self.page.on(
+            "console",
+            lambda m: self.problems.append(f"console {m.type}: {m.text}") if m.type in ("error", "warning") else None,
+        )
         self.page.on("pageerror", lambda e: self.problems.append(f"page error: {e}"))
         self.page.on("requestfailed", lambda r: self.problems.append(f"request failed: {r.url}"))
         self.page.goto(url)
@@ -181,8 +195,14 @@ def demo_run(runs_workspace) -> tuple[Path, str]:
     """The README's demo: ``ksearch run softmax --model replay:examples/softmax-demo.jsonl --device cpu
     --max-rounds 6 --stagnation-window 2``."""
     ws = runs_workspace
-    cfg = RunConfig(run_id="softmax-demo", task="softmax", model="replay:examples/softmax-demo.jsonl", device="cpu",
-                    max_rounds=6, stagnation_window=2)  # fmt: skip
+    cfg = RunConfig(
+        run_id="softmax-demo",
+        task="softmax",
+        model="replay:examples/softmax-demo.jsonl",
+        device="cpu",
+        max_rounds=6,
+        stagnation_window=2,
+    )
     with contextlib.chdir(REPO):  # the model name as the README's command records it
         outcome = runner.start_run(cfg, workspace=ws)
     assert outcome.status == "finished" and outcome.rounds_used == 6
@@ -195,8 +215,15 @@ def trimul_run(runs_workspace) -> tuple[Path, str]:
     ws = runs_workspace
     seed = REPO / "examples" / "trimul_triton.py"
     script = trimul_seeded_script(ws / "script.jsonl", seed.read_text())
-    cfg = RunConfig(run_id="trimul-scripted", task="trimul", model=f"replay:{script}", device="cpu", max_rounds=4,
-                    stagnation_window=2, seed_from=str(seed))  # fmt: skip
+    cfg = RunConfig(
+        run_id="trimul-scripted",
+        task="trimul",
+        model=f"replay:{script}",
+        device="cpu",
+        max_rounds=4,
+        stagnation_window=2,
+        seed_from=str(seed),
+    )
     outcome = runner.start_run(cfg, workspace=ws)
     assert outcome.status == "finished" and outcome.rounds_used == 4
     store = Store(ws / "ksearch.db")
@@ -215,15 +242,18 @@ def test_the_demo_run_report_in_chromium(browser, demo_run, tmp_path):
     ws, run_id = demo_run
     path = report_flow.write_report([run_id], tmp_path / "demo.html", ws)
     opened = open_page(browser, path.as_uri())
-    facts = check_run_page(opened, rounds=rounds_of(ws, run_id), node_ids=final_node_ids(ws, run_id),
-                           shot=tmp_path / "demo.png")  # fmt: skip
+    facts = check_run_page(
+        opened, rounds=rounds_of(ws, run_id), node_ids=final_node_ids(ws, run_id), shot=tmp_path / "demo.png"
+    )
     assert facts["page"] == {"kind": "run", "run": run_id, "rounds": 6, "nodes": facts["nodes"]}
     assert "correctness only, not timed" in opened.page.locator("#timing-note").inner_text()
     if os.environ.get("KSEARCH_UPDATE_DOCS_SCREENSHOT"):
         opened.page.evaluate("window.scrollTo(0, 0)")
         opened.page.mouse.move(0, 0)  # no hover toolbar in the picture: let plotly's mode bar fade out first
         opened.page.wait_for_timeout(1500)
-        opened.page.screenshot(path=str(REPO / "docs" / "report.png"), clip={"x": 0, "y": 0, "width": 1300, "height": 1500})
+        opened.page.screenshot(
+            path=str(REPO / "docs" / "report.png"), clip={"x": 0, "y": 0, "width": 1300, "height": 1500}
+        )
     opened.close()
 
 
@@ -231,8 +261,9 @@ def test_a_scripted_trimul_run_report_in_chromium(browser, trimul_run, tmp_path)
     ws, run_id = trimul_run
     path = report_flow.write_report([run_id], tmp_path / "trimul.html", ws)
     opened = open_page(browser, path.as_uri())
-    check_run_page(opened, rounds=rounds_of(ws, run_id), node_ids=final_node_ids(ws, run_id),
-                   shot=tmp_path / "trimul.png")  # fmt: skip
+    check_run_page(
+        opened, rounds=rounds_of(ws, run_id), node_ids=final_node_ids(ws, run_id), shot=tmp_path / "trimul.png"
+    )
     seed_row = opened.page.locator("#best li", has_text="seed:").inner_text()
     assert "evaluated but not timed" in seed_row
     opened.close()
@@ -242,8 +273,13 @@ def test_a_timed_run_report_in_chromium(browser, tmp_path):
     run = write_timed_run(tmp_path / "ws")
     path = report_flow.write_report([run.run_id], tmp_path / "timed.html", run.workspace)
     opened = open_page(browser, path.as_uri())
-    facts = check_run_page(opened, rounds=run.rounds, node_ids=set(run.world_model.nodes),
-                           timed_passes=run.timed_passes, shot=tmp_path / "timed.png")  # fmt: skip
+    facts = check_run_page(
+        opened,
+        rounds=run.rounds,
+        node_ids=set(run.world_model.nodes),
+        timed_passes=run.timed_passes,
+        shot=tmp_path / "timed.png",
+    )
     assert facts["charts"]["chart-rounds"]["points"]["best"] == run.rounds
     rows = opened.page.locator("#shape-table tr").all_inner_texts()
     assert len(rows) == 1 + 3 and "bench_b2_n768" in rows[3] and "1.6×" in rows[3]  # seed 8 ms / best 5 ms
@@ -279,10 +315,22 @@ def test_the_live_view_reloads_itself_when_the_run_writes(browser, tmp_path):
         page.locator("#node-a2 > summary").click()  # a reader opened a node; the reload must keep it open
         store = Store(run.workspace / "ksearch.db")
         try:
-            store.record_attempt({"run_id": run.run_id, "cycle_id": "c4", "attempt": 1, "round_index": 6,
-                                  "node_id": "a2", "prompt_kind": "action_on_base", "candidate_id": None,
-                                  "evaluation_id": None, "verdict": "no_code", "score": None,
-                                  "error": "the reply held no code", "created_at": T0 + 60 * 14})  # fmt: skip
+            store.record_attempt(
+                {
+                    "run_id": run.run_id,
+                    "cycle_id": "c4",
+                    "attempt": 1,
+                    "round_index": 6,
+                    "node_id": "a2",
+                    "prompt_kind": "action_on_base",
+                    "candidate_id": None,
+                    "evaluation_id": None,
+                    "verdict": "no_code",
+                    "score": None,
+                    "error": "the reply held no code",
+                    "created_at": T0 + 60 * 14,
+                }
+            )
         finally:
             store.close()
         started = time.monotonic()
@@ -290,7 +338,7 @@ def test_the_live_view_reloads_itself_when_the_run_writes(browser, tmp_path):
             f"() => {{ const g = document.getElementById('chart-rounds');"
             f" return g && g.data && g.data.filter(t => t.meta.kind === 'verdict').reduce((n, t) => n + t.x.length, 0) === {run.rounds + 1}; }}",
             timeout=30_000,
-        )  # fmt: skip
+        )
         assert time.monotonic() - started < 30
         index.wait_for_charts()
         assert page.locator("#node-a2").evaluate("d => d.open")

@@ -72,10 +72,22 @@ def test_the_version_changes_when_the_run_writes_and_the_page_shows_the_new_roun
     assert json.loads(fetch(url)[2])["version"] == before  # stable while nothing happens
     store = Store(run.workspace / "ksearch.db")
     try:
-        store.record_attempt({"run_id": run.run_id, "cycle_id": "c4", "attempt": 1, "round_index": 6, "node_id": "a2",
-                              "prompt_kind": "action_on_base", "candidate_id": None, "evaluation_id": None,
-                              "verdict": "no_code", "score": None, "error": "the reply held no code",
-                              "created_at": T0 + 60 * 14})  # fmt: skip
+        store.record_attempt(
+            {
+                "run_id": run.run_id,
+                "cycle_id": "c4",
+                "attempt": 1,
+                "round_index": 6,
+                "node_id": "a2",
+                "prompt_kind": "action_on_base",
+                "candidate_id": None,
+                "evaluation_id": None,
+                "verdict": "no_code",
+                "score": None,
+                "error": "the reply held no code",
+                "created_at": T0 + 60 * 14,
+            }
+        )
     finally:
         store.close()
     assert json.loads(fetch(url)[2])["version"] != before

@@ -22,8 +22,25 @@ pytestmark = pytest.mark.slow
 
 
 def learn(ws, model: str, session: str):
-    result = CliRunner().invoke(app, ["--workspace", str(ws), "skills", "learn", str(EXPERT_FILE), "--task", "softmax",
-                                      "--model", model, "--device", "cpu", "--session", session, "--json"])  # fmt: skip
+    result = CliRunner().invoke(
+        app,
+        [
+            "--workspace",
+            str(ws),
+            "skills",
+            "learn",
+            str(EXPERT_FILE),
+            "--task",
+            "softmax",
+            "--model",
+            model,
+            "--device",
+            "cpu",
+            "--session",
+            session,
+            "--json",
+        ],
+    )
     assert result.exit_code == 0, result.output
     return json.loads(result.stdout)
 
@@ -35,7 +52,9 @@ def test_learn_from_an_expert_kernel_then_apply_a_skill_in_a_search(tmp_path):
     walk = report["walk"]
     assert walk["termination"] == "complete"
     assert [(s["category"], s["accepted"], s["verdict"]) for s in walk["steps"]] == [
-        ("row_batching", True, "passed"), ("online_softmax", False, "incorrect"), ("online_softmax", True, "passed"),
+        ("row_batching", True, "passed"),
+        ("online_softmax", False, "incorrect"),
+        ("online_softmax", True, "passed"),
     ]
     assert "not timed" in walk["steps"][0]["reason"]  # the CPU cannot say whether the removal mattered
     assert report["context"] == {"family": "softmax", "language": "triton", "arch": "cpu"}
@@ -55,7 +74,10 @@ def test_learn_from_an_expert_kernel_then_apply_a_skill_in_a_search(tmp_path):
         assert online.skill.source == SkillSource.EXPERT and online.status == SkillStatus.CANDIDATE
         [origin] = load_evidence(store, online.skill_id)
         assert origin.kind == EvidenceKind.ORIGIN and origin.cycle_id == "step3" and not origin.timed
-        after, before = store.get_candidate(origin.candidate_id).code, store.get_candidate(origin.base_candidate_id).code
+        after, before = (
+            store.get_candidate(origin.candidate_id).code,
+            store.get_candidate(origin.base_candidate_id).code,
+        )
         assert "tl.exp(m - m_new)" in after and "ROWS_PER_PROGRAM" not in after  # forward: whole row -> online
         assert "tl.exp(m - m_new)" not in before
         evaluations = store.db["evaluations"].count
@@ -80,20 +102,57 @@ def test_learn_from_an_expert_kernel_then_apply_a_skill_in_a_search(tmp_path):
     # a search binds the learned online-softmax skill to an action; its cycle is a correctness-only trial
     skill_id = online.skill_id
     online_b = ONLINE_ONE_ROW + "# written by the search\n"
-    search = write_script(tmp_path / "search.jsonl", [
-        ("plan:0:0", init_plan([("w", 0.9)])), ("write:c1:1", fenced(row_kernel(3))),
-        ("plan:1:0", json.dumps({"ops": [{"op": "insert", "parent_id": "w", "node": {"id": "w1", "action": {
-            "title": "Online softmax", "difficulty": 2, "score": 0.8, "skill_id": skill_id}}}]})),
-        ("write:c2:1", fenced(online_b)),
-    ])  # fmt: skip
-    cfg = RunConfig(run_id="s1", task="softmax", model=f"replay:{search}", device="cpu", max_rounds=2,
-                    max_attempts_per_cycle=1, stagnation_window=1)  # fmt: skip
+    search = write_script(
+        tmp_path / "search.jsonl",
+        [
+            ("plan:0:0", init_plan([("w", 0.9)])),
+            ("write:c1:1", fenced(row_kernel(3))),
+            (
+                "plan:1:0",
+                json.dumps(
+                    {
+                        "ops": [
+                            {
+                                "op": "insert",
+                                "parent_id": "w",
+                                "node": {
+                                    "id": "w1",
+                                    "action": {
+                                        "title": "Online softmax",
+                                        "difficulty": 2,
+                                        "score": 0.8,
+                                        "skill_id": skill_id,
+                                    },
+                                },
+                            }
+                        ]
+                    }
+                ),
+            ),
+            ("write:c2:1", fenced(online_b)),
+        ],
+    )
+    cfg = RunConfig(
+        run_id="s1",
+        task="softmax",
+        model=f"replay:{search}",
+        device="cpu",
+        max_rounds=2,
+        max_attempts_per_cycle=1,
+        stagnation_window=1,
+    )
     outcome = runner.start_run(cfg, workspace=ws)
     assert outcome.status == "finished" and outcome.world_model.nodes["w1"].solution is not None
     store = runner.open_store(ws)
     try:
         [trial] = [e for e in load_evidence(store, skill_id) if e.kind == EvidenceKind.TRIAL]
-        assert (trial.verdict, trial.timed, trial.speedup, trial.held_out, trial.verified) == ("passed", False, None, True, False)
+        assert (trial.verdict, trial.timed, trial.speedup, trial.held_out, trial.verified) == (
+            "passed",
+            False,
+            None,
+            True,
+            False,
+        )
         view = next(v for v in library_views(store) if v.skill_id == skill_id)
         assert view.status == SkillStatus.CANDIDATE and view.estimate.trials_passed == 1  # untimed: never admitted
     finally:

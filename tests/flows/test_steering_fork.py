@@ -15,9 +15,8 @@ import pytest
 from ksearch.agent.config import RunConfig
 from ksearch.errors import UserError
 from ksearch.flows import fork as fork_flow
-from ksearch.flows import interactive
+from ksearch.flows import interactive, steering
 from ksearch.flows import run as runner
-from ksearch.flows import steering
 from tests.helpers.scripts import fenced, init_plan, row_kernel
 
 pytestmark = pytest.mark.slow
@@ -30,15 +29,25 @@ WIDE = {**os.environ, "COLUMNS": "250"}  # so that rich wraps no table cell of `
 def attempts(ws: Path, run_id: str) -> list[tuple]:
     store = runner.open_store(ws)
     try:
-        return [(a["cycle_id"], a["attempt"], a["node_id"], a["verdict"], a["candidate_id"]) for a in store.list_attempts(run_id)]
+        return [
+            (a["cycle_id"], a["attempt"], a["node_id"], a["verdict"], a["candidate_id"])
+            for a in store.list_attempts(run_id)
+        ]
     finally:
         store.close()
 
 
 def test_steering_acts_apply_at_the_next_step_and_replay_alike(tmp_path):
     ws = tmp_path / "ws"
-    config = RunConfig(run_id="steered", task="softmax", model="interactive", device="cpu", max_rounds=4,
-                       stagnation_window=1, require_approval=True)  # fmt: skip
+    config = RunConfig(
+        run_id="steered",
+        task="softmax",
+        model="interactive",
+        device="cpu",
+        max_rounds=4,
+        stagnation_window=1,
+        require_approval=True,
+    )
     outcome = runner.start_run(config, workspace=ws)
     assert [w.prompt.key for w in outcome.pending] == ["plan:0:0"]
     with pytest.raises(UserError, match="does not exist"):  # checked against the latest tree before it is queued
@@ -47,8 +56,13 @@ def test_steering_acts_apply_at_the_next_step_and_replay_alike(tmp_path):
 
     # While c1 (on `a`) waits for its first kernel: a person's hypothesis, pinned though its score is lowest, and b
     # pruned. Both take effect at the next step, after the planner's edits.
-    added = steering.steer("steered", "add", {"parent_id": "root", "title": "Two rows per program", "score": 0.1,
-                                              "node_id": "mine", "pin": True}, author="alice", workspace=ws)  # fmt: skip
+    added = steering.steer(
+        "steered",
+        "add",
+        {"parent_id": "root", "title": "Two rows per program", "score": 0.1, "node_id": "mine", "pin": True},
+        author="alice",
+        workspace=ws,
+    )
     assert "queued" in added.message and "added hypothesis 'mine'" in added.message
     steering.steer("steered", "prune", {"node_id": "b"}, author="alice", workspace=ws)
 
@@ -90,8 +104,14 @@ def test_steering_acts_apply_at_the_next_step_and_replay_alike(tmp_path):
     finally:
         store.close()
 
-    shown = subprocess.run([sys.executable, "-m", "ksearch.cli", "--workspace", str(ws), "show", "steered"],
-                           capture_output=True, text=True, timeout=120, cwd=REPO, env=WIDE)  # fmt: skip
+    shown = subprocess.run(
+        [sys.executable, "-m", "ksearch.cli", "--workspace", str(ws), "show", "steered"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=REPO,
+        env=WIDE,
+    )
     assert shown.returncode == 0, shown.stderr
     assert "steering" in shown.stdout and "Two rows per program" in shown.stdout and "added by a person" in shown.stdout
     assert "reject" in shown.stdout and "bob" in shown.stdout
@@ -102,15 +122,22 @@ def test_steering_acts_apply_at_the_next_step_and_replay_alike(tmp_path):
     assert attempts(ws, replayed.run_id) == rounds
     copied = steering.acts(replayed.run_id, workspace=ws)
     assert [(a["act"], a["status"], a["applied_step"]) for a in copied] == [
-        ("add", "applied", 1), ("prune", "applied", 1), ("reject", "applied", 0), ("approve", "applied", 1)
-    ]  # fmt: skip
+        ("add", "applied", 1),
+        ("prune", "applied", 1),
+        ("reject", "applied", 0),
+        ("approve", "applied", 1),
+    ]
     assert all(a["copied_from"].startswith("steered#") for a in copied)
 
 
 def test_fork_continues_a_run_from_a_round_with_another_model(tmp_path):
     ws = tmp_path / "ws"
-    demo = runner.start_run(RunConfig(run_id="demo", task="softmax", model=f"replay:{DEMO}", device="cpu",
-                                      max_rounds=6, stagnation_window=2), workspace=ws)  # fmt: skip
+    demo = runner.start_run(
+        RunConfig(
+            run_id="demo", task="softmax", model=f"replay:{DEMO}", device="cpu", max_rounds=6, stagnation_window=2
+        ),
+        workspace=ws,
+    )
     parent = attempts(ws, "demo")
     assert demo.status == "finished" and len(parent) == 6
 
@@ -138,7 +165,13 @@ def test_fork_continues_a_run_from_a_round_with_another_model(tmp_path):
     with pytest.raises(UserError, match="cannot fork at round 9"):
         fork_flow.create_fork("demo", 9, workspace=ws)
 
-    shown = subprocess.run([sys.executable, "-m", "ksearch.cli", "--workspace", str(ws), "show", "fork2"],
-                           capture_output=True, text=True, timeout=120, cwd=REPO, env=WIDE)  # fmt: skip
+    shown = subprocess.run(
+        [sys.executable, "-m", "ksearch.cli", "--workspace", str(ws), "show", "fork2"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=REPO,
+        env=WIDE,
+    )
     assert shown.returncode == 0, shown.stderr
     assert "forked from demo at round 2" in shown.stdout and "write:c1:3" in shown.stdout

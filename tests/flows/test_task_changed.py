@@ -11,11 +11,11 @@ import pytest
 import torch
 
 from ksearch.agent.config import RunConfig
+from ksearch.agent.task_guard import TaskChangedError
 from ksearch.contracts.evaluation import Evaluation, Verdict
 from ksearch.errors import UserError
 from ksearch.flows import run as runner
 from ksearch.flows.fork import fork_run
-from ksearch.agent.task_guard import TaskChangedError
 from ksearch.tasks.registry import resolve_task
 from ksearch.tools.fingerprint import DeviceInfo
 from tests.helpers.scripts import fenced, init_plan, write_script
@@ -79,7 +79,9 @@ def test_the_evaluation_key_changes_with_an_operator_files_contents_not_only_its
     assert CPU.eval_key(str(op)) == before  # stable while the file is unchanged
     write(op, OPERATOR.replace("x * 2", "x * 4"))
     assert CPU.eval_key(str(op)) != before
-    write(op, OPERATOR.replace("    CONFIGS = [", "    ATOL = 0.5\n    CONFIGS = ["))  # a tolerance decides a verdict too
+    write(
+        op, OPERATOR.replace("    CONFIGS = [", "    ATOL = 0.5\n    CONFIGS = [")
+    )  # a tolerance decides a verdict too
     assert CPU.eval_key(str(op)) not in (before, CPU.eval_key(str(write(tmp_path / "op.py", OPERATOR))))
 
 
@@ -114,8 +116,15 @@ def test_a_seed_checked_against_the_old_file_is_checked_again_against_the_new_on
     ws = tmp_path / "ws"
 
     def config(run_id: str) -> RunConfig:
-        return RunConfig(run_id=run_id, task=str(op), model=f"replay:{replies}", device="cpu", max_rounds=1,
-                         seed_from=str(seed), skills=False)  # fmt: skip
+        return RunConfig(
+            run_id=run_id,
+            task=str(op),
+            model=f"replay:{replies}",
+            device="cpu",
+            max_rounds=1,
+            seed_from=str(seed),
+            skills=False,
+        )
 
     done = runner.start_run(config("done"), workspace=ws)  # its replies run out at once: finished, forkable
     assert done.status == "finished" and done.best is not None
@@ -160,11 +169,15 @@ class EditingExecutor:
 
 def test_a_verdict_decided_by_a_file_edited_during_the_run_is_not_recorded(tmp_path):
     op = write(tmp_path / "op.py", OPERATOR)
-    script = write_script(tmp_path / "s.jsonl", [("plan:0:0", init_plan([("a", 0.9)])),
-                                                 ("write:c1:1", fenced("def kernel(x):\n    return x * 2\n"))])  # fmt: skip
+    script = write_script(
+        tmp_path / "s.jsonl",
+        [("plan:0:0", init_plan([("a", 0.9)])), ("write:c1:1", fenced("def kernel(x):\n    return x * 2\n"))],
+    )
     ws = tmp_path / "ws"
     executor = EditingExecutor(op)
-    config = RunConfig(run_id="edited", task=str(op), model=f"replay:{script}", device="cpu", max_rounds=1, skills=False)
+    config = RunConfig(
+        run_id="edited", task=str(op), model=f"replay:{script}", device="cpu", max_rounds=1, skills=False
+    )
     with pytest.raises(TaskChangedError, match="changed since run edited started"):
         runner.start_run(config, workspace=ws, executor=executor)
     assert executor.requests == 1

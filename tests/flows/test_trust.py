@@ -24,8 +24,17 @@ def _stored_run(ws: Path, **config: object) -> str:
     cfg = RunConfig.model_validate(settings)
     store = Store(ws / "ksearch.db")
     try:
-        store.create_run({"id": cfg.run_id, "task": cfg.task, "model": cfg.model, "language": cfg.language,
-                          "device": cfg.device, "status": "interrupted", "config": cfg.model_dump(mode="json")})  # fmt: skip
+        store.create_run(
+            {
+                "id": cfg.run_id,
+                "task": cfg.task,
+                "model": cfg.model,
+                "language": cfg.language,
+                "device": cfg.device,
+                "status": "interrupted",
+                "config": cfg.model_dump(mode="json"),
+            }
+        )
     finally:
         store.close()
     return cfg.run_id
@@ -61,8 +70,9 @@ def test_a_stored_dask_scheduler_is_not_contacted_unasked(tmp_path: Path, no_mod
     with pytest.raises(UserError) as caught:
         run_flow.resume_run(run_id, workspace=tmp_path)
     assert "tcp://10.1.2.3:8786" in str(caught.value) and "--scheduler" in caught.value.hint
-    config = RunConfig(run_id="r", task="softmax", model="openai:m", device="cpu", executor="dask",
-                       scheduler="tcp://127.0.0.1:8786")  # fmt: skip
+    config = RunConfig(
+        run_id="r", task="softmax", model="openai:m", device="cpu", executor="dask", scheduler="tcp://127.0.0.1:8786"
+    )
     assert trust.accept_endpoints(config, command="x").scheduler == "tcp://127.0.0.1:8786"
     with pytest.raises(UserError, match="replay evaluates on this machine"):
         run_flow.replay_config(run_id, workspace=tmp_path)
@@ -73,8 +83,10 @@ def test_a_task_file_shipped_in_the_workspace_is_not_imported_unasked(tmp_path: 
     evil = tmp_path / "evil_op.py"
     evil.write_text(f"open({str(marker)!r}, 'w').write('ran')\nCONFIGS = []\n")
     run_id = _stored_run(tmp_path, task=str(evil))
-    for call in (lambda: run_flow.resume_run(run_id, workspace=tmp_path),
-                 lambda: run_flow.replay_config(run_id, workspace=tmp_path)):  # fmt: skip
+    for call in (
+        lambda: run_flow.resume_run(run_id, workspace=tmp_path),
+        lambda: run_flow.replay_config(run_id, workspace=tmp_path),
+    ):
         with pytest.raises(UserError) as caught:
             call()
         assert "inside the workspace" in str(caught.value) and "--trust-task" in caught.value.hint
@@ -87,8 +99,16 @@ def test_a_damaged_config_row_is_one_line_and_the_listing_still_works(tmp_path: 
     try:
         with store._write() as db:  # noqa: SLF001 - simulate an edited row
             db["runs"].update("recv", {"config": "{not json"})
-        store.create_run({"id": "good", "task": "softmax", "model": "m", "language": "triton", "device": "cpu",
-                          "config": json.dumps({"run_id": "good"})})  # fmt: skip
+        store.create_run(
+            {
+                "id": "good",
+                "task": "softmax",
+                "model": "m",
+                "language": "triton",
+                "device": "cpu",
+                "config": json.dumps({"run_id": "good"}),
+            }
+        )
     finally:
         store.close()
     listed = {r["id"]: r for r in inspect_flow.list_runs(tmp_path)}

@@ -51,13 +51,22 @@ class Cluster:
 
 
 @contextmanager
-def dask_cluster(folder: Path, workers: int = 2, *, gpus: list[int] | None = None, **scheduler_kwargs: Any) -> Iterator[Cluster]:
+def dask_cluster(
+    folder: Path, workers: int = 2, *, gpus: list[int] | None = None, **scheduler_kwargs: Any
+) -> Iterator[Cluster]:
     """A scheduler and ``workers`` ``ksearch worker`` processes (each under its nanny), for the CPU interpreter, or
     one per GPU index in ``gpus``; all stopped at the end. ``scheduler_kwargs`` go to Dask's scheduler."""
     from distributed import Client, LocalCluster
 
-    local = LocalCluster(n_workers=0, processes=False, protocol="tcp", host="127.0.0.1", scheduler_port=0,
-                         dashboard_address=":0", scheduler_kwargs=scheduler_kwargs)  # fmt: skip
+    local = LocalCluster(
+        n_workers=0,
+        processes=False,
+        protocol="tcp",
+        host="127.0.0.1",
+        scheduler_port=0,
+        dashboard_address=":0",
+        scheduler_kwargs=scheduler_kwargs,
+    )
     client = Client(local.scheduler_address, set_as_default=False)
     cluster = Cluster(address=local.scheduler_address, client=client)
     path = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p)  # keep a wheelhouse target
@@ -73,9 +82,22 @@ def dask_cluster(folder: Path, workers: int = 2, *, gpus: list[int] | None = Non
             log = folder / f"worker-{i}.log"
             cluster.logs.append(log)
             with open(log, "wb") as out:
-                argv = [sys.executable, "-m", "ksearch.cli", "--workspace", str(folder / "ws"), "worker",
-                        "--scheduler", cluster.address, "--name", f"w{i}", *device]  # fmt: skip
-                cluster.nannies.append(subprocess.Popen(argv, env=env, cwd=folder, stdout=out, stderr=subprocess.STDOUT))
+                argv = [
+                    sys.executable,
+                    "-m",
+                    "ksearch.cli",
+                    "--workspace",
+                    str(folder / "ws"),
+                    "worker",
+                    "--scheduler",
+                    cluster.address,
+                    "--name",
+                    f"w{i}",
+                    *device,
+                ]
+                cluster.nannies.append(
+                    subprocess.Popen(argv, env=env, cwd=folder, stdout=out, stderr=subprocess.STDOUT)
+                )
         cluster.wait_for_workers(len(devices))
         yield cluster
     finally:

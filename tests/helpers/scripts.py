@@ -15,7 +15,7 @@ def demo_replies() -> dict[str, str]:
     return {entry["call_key"]: entry["reply"] for entry in map(json.loads, lines)}
 
 
-ROW_KERNEL = '''import time
+ROW_KERNEL = """import time
 import torch
 import triton
 import triton.language as tl
@@ -44,7 +44,7 @@ def kernel(x: torch.Tensor) -> torch.Tensor:
     y = torch.empty_like(x)
     _softmax_row[(m,)](x, y, n, x.stride(0), y.stride(0), BLOCK=triton.next_power_of_2(n))
     return y  # variant {variant}
-'''
+"""
 
 WRONG_KERNEL = ROW_KERNEL.replace("e / tl.sum(e, axis=0)", "e / (tl.sum(e, axis=0) + 1.0)")
 
@@ -127,7 +127,9 @@ def trimul_variants(seed_code: str) -> dict[str, str]:
         ),
         "syntax_error": seed_code.replace("epi_block_m = 32", "epi_block_m = (32"),
     }
-    variants["fewer_warps"] = variants["smaller_epilogue_block"].replace("BLOCK_K=bk, num_warps=4", "BLOCK_K=bk, num_warps=2")
+    variants["fewer_warps"] = variants["smaller_epilogue_block"].replace(
+        "BLOCK_K=bk, num_warps=4", "BLOCK_K=bk, num_warps=2"
+    )
     for name, code in variants.items():
         assert code != seed_code, f"variant {name} changed nothing: examples/trimul_triton.py moved on"
     return variants

@@ -9,7 +9,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 EXPERT_FILE = REPO / "examples" / "softmax_expert.py"
 
-ONLINE_ONE_ROW = '''import torch
+ONLINE_ONE_ROW = """import torch
 import triton
 import triton.language as tl
 
@@ -38,14 +38,14 @@ def kernel(x: torch.Tensor) -> torch.Tensor:
     block = min(1024, triton.next_power_of_2(n_cols))
     _softmax_row[(n_rows,)](x, y, n_cols, x.stride(0), y.stride(0), BLOCK=block)
     return y
-'''
+"""
 
 NO_MAX_SUBTRACTION = ONLINE_ONE_ROW.replace(
     "l = l * tl.exp(m - m_new) + tl.sum(tl.exp(x - m_new), axis=0)", "l = l + tl.sum(tl.exp(x), axis=0)"
 ).replace("tl.exp(x - m) / l", "tl.exp(x) / l")
 """A wrong simplification: without the running maximum, large inputs overflow (the 'large' configs fail)."""
 
-WHOLE_ROW = '''import torch
+WHOLE_ROW = """import torch
 import triton
 import triton.language as tl
 
@@ -66,12 +66,18 @@ def kernel(x: torch.Tensor) -> torch.Tensor:
     y = torch.empty_like(x)
     _softmax_row[(n_rows,)](x, y, n_cols, x.stride(0), y.stride(0), BLOCK=triton.next_power_of_2(n_cols))
     return y
-'''
+"""
 
 
 def simplify_reply(category: str, locus: str, removed: str, code: str) -> str:
-    head = {"done": False, "category": category, "locus": locus, "removed": removed,
-            "backward_edit": f"removed {category}", "reason": f"the kernel has {category}"}
+    head = {
+        "done": False,
+        "category": category,
+        "locus": locus,
+        "removed": removed,
+        "backward_edit": f"removed {category}",
+        "reason": f"the kernel has {category}",
+    }
     return json.dumps(head) + "\n\n```python\n" + code + "```\n"
 
 
@@ -85,7 +91,10 @@ ONLINE_DRAFT = {
     "scalar running max m and sum l, rescale l by exp(m - m_new) when the max grows, then a second loop writes "
     "exp(x - m) / l.",
     "preconditions": [
-        {"category": "data_types", "text": "float32 accumulation: the rescaling by exp(m - m_new) loses precision in fp16"},
+        {
+            "category": "data_types",
+            "text": "float32 accumulation: the rescaling by exp(m - m_new) loses precision in fp16",
+        },
         {"category": "layout", "text": "rows are contiguous along columns, so column blocks are coalesced loads"},
     ],
     "requires": [],
@@ -115,16 +124,22 @@ def learn_script(path: Path) -> Path:
     maximum (wrong: rejected), remove online softmax (accepted), done; then lift the two accepted steps."""
     entries = [
         ("simplify:1", simplify_reply("row_batching", "launch", "several rows per program", ONLINE_ONE_ROW)),
-        ("simplify:2", simplify_reply("online_softmax", "softmax.row_loop", "the running maximum and its rescaling",
-                                      NO_MAX_SUBTRACTION)),
+        (
+            "simplify:2",
+            simplify_reply(
+                "online_softmax", "softmax.row_loop", "the running maximum and its rescaling", NO_MAX_SUBTRACTION
+            ),
+        ),
         ("simplify:3", simplify_reply("online_softmax", "softmax.row_loop", "the online max/sum loop", WHOLE_ROW)),
         ("simplify:4", DONE_REPLY),
         ("lift:3", json.dumps(ONLINE_DRAFT)),
         ("lift:1", json.dumps(ROWS_DRAFT)),
     ]
     with path.open("w") as f:
-        f.write("// SCRIPTED replies for `ksearch skills learn examples/softmax_expert.py --task softmax`, written by hand by\n"
-                "// the ksearch authors: NOT a real model's output (tests and the README demo use them)\n")
+        f.write(
+            "// SCRIPTED replies for `ksearch skills learn examples/softmax_expert.py --task softmax`, written by hand by\n"
+            "// the ksearch authors: NOT a real model's output (tests and the README demo use them)\n"
+        )
         for key, reply in entries:
             f.write(json.dumps({"call_key": key, "reply": reply}) + "\n")
     return path

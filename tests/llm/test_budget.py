@@ -12,23 +12,38 @@ from ksearch.llm.recorder import MemoryRecorder
 from ksearch.llm.replay import ScriptedChatModel
 from ksearch.llm.usage import Budget, RecordedCall, Usage
 
-
 BIG = 10**6
 
 
 @pytest.mark.parametrize(
     ("limit", "used", "unrelated", "what"),
     [
-        ("max_input_tokens", {"input_tokens": 100}, {"output_tokens": BIG, "cost_usd": BIG},
-         "input tokens used (100) reached the budget of 100"),
-        ("max_output_tokens", {"output_tokens": 100}, {"input_tokens": BIG, "cost_usd": BIG},
-         "output tokens used (100) reached the budget of 100"),
-        ("max_total_tokens", {"input_tokens": 60, "output_tokens": 40}, {"cost_usd": BIG},
-         "total tokens used (100) reached the budget of 100"),
-        ("max_cost_usd", {"cost_usd": 100.0}, {"input_tokens": BIG, "output_tokens": BIG},
-         "cost in USD used (100) reached the budget of 100"),
+        (
+            "max_input_tokens",
+            {"input_tokens": 100},
+            {"output_tokens": BIG, "cost_usd": BIG},
+            "input tokens used (100) reached the budget of 100",
+        ),
+        (
+            "max_output_tokens",
+            {"output_tokens": 100},
+            {"input_tokens": BIG, "cost_usd": BIG},
+            "output tokens used (100) reached the budget of 100",
+        ),
+        (
+            "max_total_tokens",
+            {"input_tokens": 60, "output_tokens": 40},
+            {"cost_usd": BIG},
+            "total tokens used (100) reached the budget of 100",
+        ),
+        (
+            "max_cost_usd",
+            {"cost_usd": 100.0},
+            {"input_tokens": BIG, "output_tokens": BIG},
+            "cost in USD used (100) reached the budget of 100",
+        ),
     ],
-)  # fmt: skip
+)
 def test_each_limit_is_reached_at_equality_against_its_own_counter(limit, used, unrelated, what) -> None:
     budget = Budget(**{limit: 100})
     assert budget.exceeded(Usage(**used)) == what
@@ -57,8 +72,16 @@ def test_prices_are_per_million_tokens_of_each_kind() -> None:
 
 
 def _call(role: str, tokens_in: int, tokens_out: int, cost: float | None) -> RecordedCall:
-    return RecordedCall(call_key=f"{role}-{tokens_in}", role=role, model="m", prompt="p", reply="r",
-                        input_tokens=tokens_in, output_tokens=tokens_out, cost_usd=cost)  # fmt: skip
+    return RecordedCall(
+        call_key=f"{role}-{tokens_in}",
+        role=role,
+        model="m",
+        prompt="p",
+        reply="r",
+        input_tokens=tokens_in,
+        output_tokens=tokens_out,
+        cost_usd=cost,
+    )
 
 
 def test_usage_adds_every_counter_in_total_and_per_role() -> None:
@@ -66,18 +89,32 @@ def test_usage_adds_every_counter_in_total_and_per_role() -> None:
     usage.add(_call("planner", 10, 20, 0.5))
     usage.add(_call("coder", 1, 2, None))
     usage.add(_call("planner", 100, 200, 0.25))
-    assert (usage.input_tokens, usage.output_tokens, usage.total_tokens, usage.cost_usd, usage.calls) == (111, 222, 333, 0.75, 3)
+    assert (usage.input_tokens, usage.output_tokens, usage.total_tokens, usage.cost_usd, usage.calls) == (
+        111,
+        222,
+        333,
+        0.75,
+        3,
+    )
     planner, coder = usage.per_role["planner"], usage.per_role["coder"]
     assert (planner.input_tokens, planner.output_tokens, planner.total_tokens, planner.cost_usd, planner.calls) == (
-        110, 220, 330, 0.75, 2,
-    )  # fmt: skip
+        110,
+        220,
+        330,
+        0.75,
+        2,
+    )
     assert (coder.input_tokens, coder.output_tokens, coder.cost_usd, coder.calls) == (1, 2, 0.0, 1)
 
 
 def test_the_client_checks_the_runs_usage_not_only_its_own() -> None:
     spent = Usage(input_tokens=99)
-    client = LLMClient(ScriptedChatModel(entries=["x"]), MemoryRecorder(), budget=Budget(max_input_tokens=100),
-                       usage_so_far=lambda: spent)  # fmt: skip
+    client = LLMClient(
+        ScriptedChatModel(entries=["x"]),
+        MemoryRecorder(),
+        budget=Budget(max_input_tokens=100),
+        usage_so_far=lambda: spent,
+    )
     assert client.budget_exceeded() is None
     spent.input_tokens = 100
     assert client.budget_exceeded() == "input tokens used (100) reached the budget of 100"

@@ -42,8 +42,16 @@ def pending(graph, cfg) -> list[tuple[str, Prompt]]:
 
 def record(recorder: MemoryRecorder, prompt: Prompt, reply: str) -> None:
     """What `ksearch respond` does: the reply becomes the call's record before the graph resumes."""
-    recorder.record(RecordedCall(call_key=prompt.key, role=prompt.role, model=INTERACTIVE_MODEL, prompt=prompt.prompt,
-                                 reply=reply, attempt=prompt.attempt))  # fmt: skip
+    recorder.record(
+        RecordedCall(
+            call_key=prompt.key,
+            role=prompt.role,
+            model=INTERACTIVE_MODEL,
+            prompt=prompt.prompt,
+            reply=reply,
+            attempt=prompt.attempt,
+        )
+    )
 
 
 def test_a_bad_reply_gets_the_repair_prompt_and_a_good_one_finishes():

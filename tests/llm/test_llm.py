@@ -14,15 +14,6 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from tests.helpers.http import serving
-
-from ksearch.llm.client import LLMClient
-from ksearch.llm.parsing import extract_json_object
-from ksearch.llm.provider_errors import is_transient
-from ksearch.llm.recorder import MemoryRecorder
-from ksearch.llm.providers import is_loopback_url, make_chat_model, parse_spec
-from ksearch.llm.replay import ReplayChatModel, ReplayEntry, ScriptedChatModel, load_replay_entries
-from ksearch.llm.usage import Budget, RecordedCall, Usage
 from ksearch.errors import (
     BudgetExceededError,
     MissingApiKeyError,
@@ -31,6 +22,14 @@ from ksearch.errors import (
     ReplayExhaustedError,
     UserError,
 )
+from ksearch.llm.client import LLMClient
+from ksearch.llm.parsing import extract_json_object
+from ksearch.llm.provider_errors import is_transient
+from ksearch.llm.providers import is_loopback_url, make_chat_model, parse_spec
+from ksearch.llm.recorder import MemoryRecorder
+from ksearch.llm.replay import ReplayChatModel, ReplayEntry, ScriptedChatModel, load_replay_entries
+from ksearch.llm.usage import Budget, RecordedCall, Usage
+from tests.helpers.http import serving
 
 # --------------------------------------------------------------------------------------------------------------------
 # A loopback OpenAI-compatible server
@@ -64,9 +63,7 @@ class FakeOpenAI:
             "object": "chat.completion",
             "created": 1_700_000_000,
             "model": body.get("model", "?"),
-            "choices": [
-                {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}
-            ],
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
             "usage": {
                 "prompt_tokens": self.prompt_tokens,
                 "completion_tokens": self.completion_tokens,

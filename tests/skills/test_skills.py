@@ -42,12 +42,39 @@ def skill(draft: dict = ONLINE_DRAFT, **scope) -> Skill:
     return make_skill(SkillDraft.model_validate(draft), source=SkillSource.SEARCH, scope=Scope(**scope))
 
 
-def ev(kind: str = "trial", *, task: str = "softmax", base: str | None = "b", cand: str | None = "c", verdict="passed",
-       timed=True, speedup=None, ci=None, held_out=False, run="r", cycle="c1", arch="sm90") -> Evidence:
+def ev(
+    kind: str = "trial",
+    *,
+    task: str = "softmax",
+    base: str | None = "b",
+    cand: str | None = "c",
+    verdict="passed",
+    timed=True,
+    speedup=None,
+    ci=None,
+    held_out=False,
+    run="r",
+    cycle="c1",
+    arch="sm90",
+) -> Evidence:
     low, high = ci if ci else (None, None)
-    return Evidence(kind=EvidenceKind(kind), run_id=run, cycle_id=cycle, task=task, family="softmax",
-                    language="triton", arch=arch, base_candidate_id=base, candidate_id=cand, verdict=verdict,
-                    timed=timed, speedup=speedup, ci_low=low, ci_high=high, held_out=held_out)  # fmt: skip
+    return Evidence(
+        kind=EvidenceKind(kind),
+        run_id=run,
+        cycle_id=cycle,
+        task=task,
+        family="softmax",
+        language="triton",
+        arch=arch,
+        base_candidate_id=base,
+        candidate_id=cand,
+        verdict=verdict,
+        timed=timed,
+        speedup=speedup,
+        ci_low=low,
+        ci_high=high,
+        held_out=held_out,
+    )
 
 
 # ---- records -----------------------------------------------------------------------------------------------------
@@ -77,8 +104,10 @@ def test_a_draft_needs_a_precondition_an_effect_and_something_it_provides():
         ("softmax", "softmax"),
         ("trimul", "trimul"),
         ("flashinfer:gqa_paged_decode_h32_kv4_d128_ps1", "flashinfer:gqa_paged_decode"),
-        ("flashinfer:moe_fp8_block_scale_ds_routing_topk8_ng8_kg4_e32_h7168_i2048",
-         "flashinfer:moe_fp8_block_scale_ds_routing"),
+        (
+            "flashinfer:moe_fp8_block_scale_ds_routing_topk8_ng8_kg4_e32_h7168_i2048",
+            "flashinfer:moe_fp8_block_scale_ds_routing",
+        ),
         ("kernelbench:/data/KernelBench/level1/19_ReLU.py", "kernelbench:19_ReLU"),
         ("/home/me/my_op.py", "my_op"),
     ],
@@ -128,7 +157,9 @@ def test_contract_checks_hold_the_claims_against_both_versions_of_the_code():
     conflicted = SkillDraft.model_validate(
         {**ONLINE_DRAFT, "conflicts": [{"locus": "launch", "name": "whole_row", "detect": ["next_power_of_2(n_cols)"]}]}
     )
-    assert any(e.startswith("conflicts[0]") for e in draft_contract_errors(conflicted, WHOLE_ROW, ONLINE_ONE_ROW, "cpu"))
+    assert any(
+        e.startswith("conflicts[0]") for e in draft_contract_errors(conflicted, WHOLE_ROW, ONLINE_ONE_ROW, "cpu")
+    )
     tma = SkillDraft.model_validate({**ONLINE_DRAFT, "requires": [{"locus": "hardware", "name": "tma"}]})
     assert draft_contract_errors(tma, WHOLE_ROW, ONLINE_ONE_ROW, "sm90") == []
     assert any("tma" in e for e in draft_contract_errors(tma, WHOLE_ROW, ONLINE_ONE_ROW, "sm80"))
@@ -189,13 +220,21 @@ def test_held_out_means_another_task_or_other_code():
         ([ev(timed=False, held_out=True)], SkillStatus.CANDIDATE),  # correct but untimed (CPU): never admits
         ([ev(speedup=1.01, ci=(0.98, 1.04), held_out=True)], SkillStatus.CANDIDATE),  # not significant
         ([ev(speedup=1.5, ci=(1.3, 1.7), held_out=True)], SkillStatus.ADMITTED),
-        ([ev(verdict="incorrect", timed=False, cycle=f"c{i}", base=f"b{i}", cand=f"x{i}") for i in range(5)],
-         SkillStatus.RETIRED),
-        ([ev(speedup=0.8, ci=(0.75, 0.85), cycle=f"c{i}", base=f"b{i}", cand=f"x{i}") for i in range(3)]
-         + [ev(speedup=1.5, ci=(1.3, 1.7), held_out=True, cycle="c9", base="b9", cand="x9")], SkillStatus.ADMITTED),
+        (
+            [ev(verdict="incorrect", timed=False, cycle=f"c{i}", base=f"b{i}", cand=f"x{i}") for i in range(5)],
+            SkillStatus.RETIRED,
+        ),
+        (
+            [ev(speedup=0.8, ci=(0.75, 0.85), cycle=f"c{i}", base=f"b{i}", cand=f"x{i}") for i in range(3)]
+            + [ev(speedup=1.5, ci=(1.3, 1.7), held_out=True, cycle="c9", base="b9", cand="x9")],
+            SkillStatus.ADMITTED,
+        ),
         # five trials, mostly slower: retirement wins over the one admitting trial
-        ([ev(speedup=0.8, ci=(0.75, 0.85), cycle=f"c{i}", base=f"b{i}", cand=f"x{i}") for i in range(4)]
-         + [ev(speedup=1.5, ci=(1.3, 1.7), held_out=True, cycle="c9", base="b9", cand="x9")], SkillStatus.RETIRED),
+        (
+            [ev(speedup=0.8, ci=(0.75, 0.85), cycle=f"c{i}", base=f"b{i}", cand=f"x{i}") for i in range(4)]
+            + [ev(speedup=1.5, ci=(1.3, 1.7), held_out=True, cycle="c9", base="b9", cand="x9")],
+            SkillStatus.RETIRED,
+        ),
     ],
 )
 def test_status_is_derived_from_the_evidence(trials, status):
@@ -221,7 +260,9 @@ def test_hard_filters_scope_status_and_preconditions():
     rows = view_of(skill(ROWS_DRAFT))
     assert any("requires" in r for r in exclusion_reasons(rows, SM90, WHOLE_ROW))
     assert exclusion_reasons(rows, SM90, ONLINE_ONE_ROW) == []
-    conflicted = view_of(skill({**ONLINE_DRAFT, "conflicts": [{"locus": "k", "name": "pow2", "detect": ["next_power_of_2"]}]}))
+    conflicted = view_of(
+        skill({**ONLINE_DRAFT, "conflicts": [{"locus": "k", "name": "pow2", "detect": ["next_power_of_2"]}]})
+    )
     assert any("conflicts" in r for r in exclusion_reasons(conflicted, SM90, WHOLE_ROW))
     retired = view_of(skill(), *[ev(verdict="crashed", timed=False, cycle=f"c{i}", base=f"b{i}") for i in range(5)])
     assert retired.status == SkillStatus.RETIRED
@@ -233,13 +274,31 @@ def test_hard_filters_scope_status_and_preconditions():
 
 def test_ranking_puts_admitted_skills_first_then_the_most_similar():
     similar = view_of(skill())
-    unrelated = view_of(skill({**ONLINE_DRAFT, "category": "gemm_tiles", "intent": "Tile the matrix product",
-                               "recipe": "use tl.dot on 128x128 tiles", "effects": ["tensor cores busy"]}))
+    unrelated = view_of(
+        skill(
+            {
+                **ONLINE_DRAFT,
+                "category": "gemm_tiles",
+                "intent": "Tile the matrix product",
+                "recipe": "use tl.dot on 128x128 tiles",
+                "effects": ["tensor cores busy"],
+            }
+        )
+    )
     query = "row-wise softmax: stream each row, running maximum, rescaled sum"
     assert [r.view for r in retrieve([unrelated, similar], SM90, WHOLE_ROW, query, 5)] == [similar, unrelated]
-    admitted = view_of(skill({**ONLINE_DRAFT, "category": "gemm_tiles2", "intent": "Tile the matrix product",
-                              "recipe": "use tl.dot", "effects": ["x"]}),
-                       ev("trial", speedup=1.4, ci=(1.2, 1.6), held_out=True))  # fmt: skip
+    admitted = view_of(
+        skill(
+            {
+                **ONLINE_DRAFT,
+                "category": "gemm_tiles2",
+                "intent": "Tile the matrix product",
+                "recipe": "use tl.dot",
+                "effects": ["x"],
+            }
+        ),
+        ev("trial", speedup=1.4, ci=(1.2, 1.6), held_out=True),
+    )
     assert admitted.status == SkillStatus.ADMITTED
     ranked = retrieve([unrelated, similar, admitted], SM90, WHOLE_ROW, query, 2)
     assert [r.view for r in ranked] == [admitted, similar]
@@ -277,14 +336,22 @@ def test_bindings_are_checked_against_the_library_scope_and_the_parent_code():
 
 def test_new_bindings_are_new_or_changed_skill_ids():
     before = WorldModel()
-    nodes = {**before.nodes,
-             "a": Node(id="a", parent_id="root", action=Action(title="x", skill_id="sk-aaaaaaaaaaaa")),
-             "b": Node(id="b", parent_id="root", action=Action(title="y"))}  # fmt: skip
+    nodes = {
+        **before.nodes,
+        "a": Node(id="a", parent_id="root", action=Action(title="x", skill_id="sk-aaaaaaaaaaaa")),
+        "b": Node(id="b", parent_id="root", action=Action(title="y")),
+    }
     after = before.model_copy(update={"nodes": nodes})
     assert new_bindings(before, after) == [("a", "sk-aaaaaaaaaaaa")]
     assert new_bindings(after, after) == []
-    changed = after.model_copy(update={"nodes": {**nodes, "b": Node(id="b", parent_id="root",
-                                                                   action=Action(title="y", skill_id="sk-bbbbbbbbbbbb"))}})  # fmt: skip
+    changed = after.model_copy(
+        update={
+            "nodes": {
+                **nodes,
+                "b": Node(id="b", parent_id="root", action=Action(title="y", skill_id="sk-bbbbbbbbbbbb")),
+            }
+        }
+    )
     assert new_bindings(after, changed) == [("b", "sk-bbbbbbbbbbbb")]
 
 
@@ -294,8 +361,10 @@ def test_new_bindings_are_new_or_changed_skill_ids():
 def test_snapshots_keep_what_a_run_may_use_under_a_content_hash():
     online = view_of(skill())
     other_arch = view_of(skill(ROWS_DRAFT, archs=["sm100"]))
-    retired = view_of(skill({**ONLINE_DRAFT, "category": "r"}),
-                      *[ev(verdict="crashed", timed=False, cycle=f"c{i}", base=f"b{i}") for i in range(5)])  # fmt: skip
+    retired = view_of(
+        skill({**ONLINE_DRAFT, "category": "r"}),
+        *[ev(verdict="crashed", timed=False, cycle=f"c{i}", base=f"b{i}") for i in range(5)],
+    )
     frozen = freeze([other_arch, retired, online], SM90)
     assert frozen == [online]
     assert snapshot_id(frozen) == snapshot_id([online]) and snapshot_id(frozen).startswith("skills-sha256:")

@@ -13,6 +13,7 @@ from ksearch.tasks.flashinfer.definitions import INSTALL_HINT
 
 fib = pytest.importorskip("flashinfer_bench", reason=f"flashinfer-bench is not installed: {INSTALL_HINT}")
 
+from ksearch.contracts.evaluation import Timing, Verdict  # noqa: E402
 from ksearch.tasks.flashinfer import definitions as defs  # noqa: E402
 from ksearch.tasks.flashinfer.solution import (  # noqa: E402
     candidate_code_from_solution,
@@ -24,7 +25,6 @@ from ksearch.tasks.flashinfer.solutions import solution_source  # noqa: E402
 from ksearch.tasks.flashinfer.task import FlashInferTask, parse_name  # noqa: E402
 from ksearch.tasks.flashinfer.workloads import WorkloadSpec, make_workload_inputs  # noqa: E402
 from ksearch.tasks.registry import resolve_task  # noqa: E402
-from ksearch.contracts.evaluation import Timing, Verdict  # noqa: E402
 
 DATA = Path(__file__).parent / "data" / "flashinfer"
 ALL = list(defs.BUILTIN_DEFINITIONS)
@@ -62,13 +62,18 @@ def test_synthetic_workloads_are_valid_and_the_reference_is_finite(name: str) ->
             indptr, indices = named["kv_indptr"].long(), named["kv_indices"].long()
             kv_len = indptr.diff()
             assert indptr[0] == 0 and indptr[-1] == indices.numel() and bool((kv_len >= 1).all())
-            assert indices.unique().numel() == indices.numel() and int(indices.max()) < named["ckv_cache" if "ckv_cache" in named else "k_cache"].shape[0]
+            assert (
+                indices.unique().numel() == indices.numel()
+                and int(indices.max()) < named["ckv_cache" if "ckv_cache" in named else "k_cache"].shape[0]
+            )
         if "qo_indptr" in named:
             q_len = named["qo_indptr"].long().diff()
             assert bool((q_len >= 1).all()) and bool((kv_len >= q_len).all())
             assert int(named["qo_indptr"][-1]) == named["q_nope"].shape[0]
         again = task.make_inputs(config, "cpu")
-        assert all(torch.equal(a, b) if isinstance(a, torch.Tensor) else a == b for a, b in zip(inputs, again, strict=True))
+        assert all(
+            torch.equal(a, b) if isinstance(a, torch.Tensor) else a == b for a, b in zip(inputs, again, strict=True)
+        )
         outputs = task.expected(config, inputs)
         assert len(outputs) == len(task.definition.outputs)
         assert all(bool(torch.isfinite(o.float()).all()) for o in outputs)
@@ -83,7 +88,9 @@ def test_gqa_reference_lse_is_base_2_and_heads_share_kv_by_groups_of_8() -> None
     pages = indices[: int(indptr[1])].long()
     h = 13  # uses kv head 1
     logits = (k[pages, 0, h // 8].float() @ q[0, h].float()) * scale
-    assert lse[0, h].item() == pytest.approx(torch.logsumexp(logits, 0).item() / torch.log(torch.tensor(2.0)).item(), rel=1e-5)
+    assert lse[0, h].item() == pytest.approx(
+        torch.logsumexp(logits, 0).item() / torch.log(torch.tensor(2.0)).item(), rel=1e-5
+    )
     ref = torch.softmax(logits, 0) @ v[pages, 0, h // 8].float()
     torch.testing.assert_close(out[0, h].float(), ref, atol=1e-2, rtol=1e-2)
 
@@ -112,8 +119,10 @@ def test_score_is_mean_speedup_over_the_baseline(tmp_path: Path) -> None:
     task = resolve_task(f"flashinfer:{defs.GQA_DECODE}?baseline={baseline}&search=4")
     assert parse_name(task.name)[2] == {"search": "4", "baseline": str(baseline.resolve())}
     assert len(task.benchmark_configs("cuda")) == 4
-    timings = [Timing(config="a", median_ms=1.0, mean_ms=1.0, stdev_ms=0.0, samples=1),
-               Timing(config="b", median_ms=3.0, mean_ms=3.0, stdev_ms=0.0, samples=1)]  # fmt: skip
+    timings = [
+        Timing(config="a", median_ms=1.0, mean_ms=1.0, stdev_ms=0.0, samples=1),
+        Timing(config="b", median_ms=3.0, mean_ms=3.0, stdev_ms=0.0, samples=1),
+    ]
     latency, score = task.score(timings)
     assert score == pytest.approx((2.0 + 3.0) / 2) and latency == pytest.approx(3.0**0.5)
     plain = resolve_task(f"flashinfer:{defs.GQA_DECODE}")
@@ -128,27 +137,45 @@ def test_dataset_workloads_load_through_trace_set(tmp_path: Path, monkeypatch: p
     (tmp_path / "definitions" / "gqa_paged" / f"{name}.json").write_text(defs.builtin_definition_json(name))
     blob_dir = tmp_path / "blob" / "workloads" / "gqa_paged" / name
     blob_dir.mkdir(parents=True)
-    save_file({"kv_indptr": torch.tensor([0, 2, 5], dtype=torch.int32),
-               "kv_indices": torch.tensor([7, 1, 0, 3, 4], dtype=torch.int32)}, blob_dir / "w0.safetensors")  # fmt: skip
+    save_file(
+        {
+            "kv_indptr": torch.tensor([0, 2, 5], dtype=torch.int32),
+            "kv_indices": torch.tensor([7, 1, 0, 3, 4], dtype=torch.int32),
+        },
+        blob_dir / "w0.safetensors",
+    )
     rel = f"./blob/workloads/gqa_paged/{name}/w0.safetensors"
     workload = {
-        "definition": name, "solution": None, "evaluation": None,
-        "workload": {"uuid": "0123456789ab", "axes": {"batch_size": 2, "num_pages": 8, "len_indptr": 3, "num_kv_indices": 5},
-                     "inputs": {"q": {"type": "random"}, "k_cache": {"type": "random"}, "v_cache": {"type": "random"},
-                                "kv_indptr": {"type": "safetensors", "path": rel, "tensor_key": "kv_indptr"},
-                                "kv_indices": {"type": "safetensors", "path": rel, "tensor_key": "kv_indices"},
-                                "sm_scale": {"type": "scalar", "value": 0.08838834764831845}}},
-    }  # fmt: skip
+        "definition": name,
+        "solution": None,
+        "evaluation": None,
+        "workload": {
+            "uuid": "0123456789ab",
+            "axes": {"batch_size": 2, "num_pages": 8, "len_indptr": 3, "num_kv_indices": 5},
+            "inputs": {
+                "q": {"type": "random"},
+                "k_cache": {"type": "random"},
+                "v_cache": {"type": "random"},
+                "kv_indptr": {"type": "safetensors", "path": rel, "tensor_key": "kv_indptr"},
+                "kv_indices": {"type": "safetensors", "path": rel, "tensor_key": "kv_indices"},
+                "sm_scale": {"type": "scalar", "value": 0.08838834764831845},
+            },
+        },
+    }
     (tmp_path / "workloads" / "gqa_paged").mkdir(parents=True)
     (tmp_path / "workloads" / "gqa_paged" / f"{name}.jsonl").write_text(json.dumps(workload) + "\n")
     monkeypatch.setenv("FIB_DATASET_PATH", str(tmp_path))
     task = resolve_task(f"flashinfer:{name}")
     assert task.name == f"flashinfer:{name}@{tmp_path.resolve()}" and task.dataset
     assert "from the dataset" in task.spec("triton")
-    (config, spec), = task.workloads("cuda")
+    ((config, spec),) = task.workloads("cuda")
     assert config.name == "w00-01234567" and not spec.synthetic
     inputs = make_workload_inputs(task.definition, spec, config.seed, "cpu")  # tiny: fine on the CPU
-    assert inputs[3].tolist() == [0, 2, 5] and inputs[4].tolist() == [7, 1, 0, 3, 4] and inputs[5] == pytest.approx(0.0884, abs=1e-4)
+    assert (
+        inputs[3].tolist() == [0, 2, 5]
+        and inputs[4].tolist() == [7, 1, 0, 3, 4]
+        and inputs[5] == pytest.approx(0.0884, abs=1e-4)
+    )
     out, lse = task.expected(config, inputs)
     assert out.shape == (2, 32, 128) and bool(torch.isfinite(lse).all())
     assert task.test_configs("cpu")  # the interpreter still gets ksearch's tiny synthetic workloads
@@ -156,8 +183,12 @@ def test_dataset_workloads_load_through_trace_set(tmp_path: Path, monkeypatch: p
 
 def test_integer_inputs_are_never_random() -> None:
     definition = defs.load_builtin_definition(defs.GQA_DECODE)
-    spec = WorkloadSpec(uuid="x", axes={"batch_size": 1, "num_pages": 4, "len_indptr": 2, "num_kv_indices": 2},
-                        scalars={"sm_scale": 0.1}, synthetic=False)  # fmt: skip
+    spec = WorkloadSpec(
+        uuid="x",
+        axes={"batch_size": 1, "num_pages": 4, "len_indptr": 2, "num_kv_indices": 2},
+        scalars={"sm_scale": 0.1},
+        synthetic=False,
+    )
     with pytest.raises(defs.FlashInferError, match="integer input 'kv_indptr' has no data"):
         make_workload_inputs(definition, spec, 1, "cpu")
 
@@ -184,10 +215,12 @@ def test_destination_passing_solution_is_wrapped() -> None:
         "    output.fill_(1.0)\n    lse.fill_(2.0)\n"
     )
     solution = fib.Solution(
-        name="dps", definition=defs.GQA_DECODE, author="t",
+        name="dps",
+        definition=defs.GQA_DECODE,
+        author="t",
         spec=fib.BuildSpec(language="python", target_hardware=["cuda"], entry_point="kernel.py::attn"),
         sources=[fib.SourceFile(path="kernel.py", content=dps)],
-    )  # fmt: skip
+    )
     code, language = candidate_code_from_solution(solution.model_dump_json(), definition)
     namespace: dict = {}
     exec(compile(code, "candidate", "exec"), namespace)  # noqa: S102 - our own test code
@@ -205,7 +238,9 @@ def _evaluate(code: str, definition: str = defs.GQA_DECODE) -> object:
     from ksearch.tools.evaluator import EvalRequest, evaluate
 
     task = f"flashinfer:{definition}"
-    return evaluate(EvalRequest(candidate=Candidate(task=task, language="triton", code=code, entry_point="run"), device="cpu"))
+    return evaluate(
+        EvalRequest(candidate=Candidate(task=task, language="triton", code=code, entry_point="run"), device="cpu")
+    )
 
 
 def test_gqa_triton_solution_passes_under_the_interpreter() -> None:
@@ -236,8 +271,8 @@ def test_wrong_gqa_solution_is_incorrect() -> None:
 
 
 def test_flashinfer_export_format_renders_a_solution() -> None:
-    from ksearch.flows.export import FORMATS, ExportSource
     from ksearch.contracts.candidate import Candidate
+    from ksearch.flows.export import FORMATS, ExportSource
 
     task = resolve_task(f"flashinfer:{defs.GQA_DECODE}")
     fmt = FORMATS["flashinfer"]
@@ -246,7 +281,11 @@ def test_flashinfer_export_format_renders_a_solution() -> None:
     candidate = Candidate(task=task.name, language="triton", code=code, entry_point="run")
     exported = fmt.render(ExportSource(run={"id": "r1", "model": "m"}, task=task, candidate=candidate, evaluation=None))
     solution = solution_from_json(exported.text)
-    assert solution.definition == defs.GQA_DECODE and solution.sources[0].content == code and exported.filename.endswith(".json")
+    assert (
+        solution.definition == defs.GQA_DECODE
+        and solution.sources[0].content == code
+        and exported.filename.endswith(".json")
+    )
 
 
 def test_cuda_gqa_solution_passes_the_static_checks_and_exports() -> None:
@@ -267,16 +306,20 @@ def test_exported_solution_is_accepted_and_run_by_flashinfer_bench_itself(tmp_pa
     """`ksearch export --format flashinfer` output, dropped into a flashinfer-trace layout: flashinfer-bench's TraceSet
     loads it under its definition and its own BuilderRegistry (what its Benchmark runners build solutions with) builds
     it into a runnable whose outputs match our reference (Triton interpreter, CPU; Benchmark itself needs a GPU)."""
-    from ksearch.flows.export import FORMATS, ExportSource
     from ksearch.contracts.candidate import Candidate
+    from ksearch.flows.export import FORMATS, ExportSource
 
     task = resolve_task(f"flashinfer:{defs.GQA_DECODE}")
     code = solution_source(defs.GQA_DECODE)
     candidate = Candidate(task=task.name, language="triton", code=code, entry_point="run")
-    exported = FORMATS["flashinfer"].render(ExportSource(run={"id": "r1", "model": "m"}, task=task, candidate=candidate, evaluation=None))
+    exported = FORMATS["flashinfer"].render(
+        ExportSource(run={"id": "r1", "model": "m"}, task=task, candidate=candidate, evaluation=None)
+    )
     definition = defs.load_builtin_definition(defs.GQA_DECODE)
     (tmp_path / "definitions" / definition.op_type).mkdir(parents=True)
-    (tmp_path / "definitions" / definition.op_type / f"{defs.GQA_DECODE}.json").write_text(defs.builtin_definition_json(defs.GQA_DECODE))
+    (tmp_path / "definitions" / definition.op_type / f"{defs.GQA_DECODE}.json").write_text(
+        defs.builtin_definition_json(defs.GQA_DECODE)
+    )
     (tmp_path / "solutions" / definition.op_type / defs.GQA_DECODE).mkdir(parents=True)
     (tmp_path / "solutions" / definition.op_type / defs.GQA_DECODE / exported.filename).write_text(exported.text)
     trace_set = fib.TraceSet.from_path(str(tmp_path))

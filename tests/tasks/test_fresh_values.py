@@ -27,7 +27,9 @@ FLASHINFER = [
 ]
 STRUCTURE_NAMES = {"kv_indptr", "kv_indices", "qo_indptr"}
 
-needs_fib = pytest.mark.skipif(importlib.util.find_spec("flashinfer_bench") is None, reason="flashinfer-bench is not installed")
+needs_fib = pytest.mark.skipif(
+    importlib.util.find_spec("flashinfer_bench") is None, reason="flashinfer-bench is not installed"
+)
 TASKS = [
     "softmax",
     "trimul",
@@ -73,7 +75,11 @@ def test_flashinfer_declares_its_float_activations_and_never_structure_or_scalar
         assert all(isinstance(inputs[i], torch.Tensor) and inputs[i].is_floating_point() for i in declared)
         roles = dict(zip(names, task.input_roles(config), strict=True))
         assert all(roles[n] is InputRole.STRUCTURE for n in STRUCTURE_NAMES & set(names))
-        assert all(roles[n] is InputRole.PARAMETER for n, x in zip(names, inputs, strict=True) if not isinstance(x, torch.Tensor))
+        assert all(
+            roles[n] is InputRole.PARAMETER
+            for n, x in zip(names, inputs, strict=True)
+            if not isinstance(x, torch.Tensor)
+        )
 
 
 @needs_fib
@@ -151,7 +157,9 @@ def test_dataset_definitions_get_roles_by_kind_and_inputs_read_from_files_are_no
     from ksearch.tasks.flashinfer import definitions as defs
 
     assert defs.input_role("rmsnorm_h4096", "weight", "bfloat16", ["hidden_size"]) is InputRole.PARAMETER
-    assert defs.input_role("rmsnorm_h4096", "hidden_states", "bfloat16", ["batch", "hidden_size"]) is InputRole.ACTIVATION
+    assert (
+        defs.input_role("rmsnorm_h4096", "hidden_states", "bfloat16", ["batch", "hidden_size"]) is InputRole.ACTIVATION
+    )
     assert defs.input_role("some_paged_op", "indptr", "int32", ["len_indptr"]) is InputRole.STRUCTURE
     assert defs.input_role("rmsnorm_h4096", "eps", "float32", None) is InputRole.PARAMETER
 
@@ -160,17 +168,32 @@ def test_dataset_definitions_get_roles_by_kind_and_inputs_read_from_files_are_no
     (tmp_path / "definitions" / "gqa_paged" / f"{name}.json").write_text(defs.builtin_definition_json(name))
     blob = tmp_path / "blob" / "w0.safetensors"
     blob.parent.mkdir()
-    save_file({"q": torch.randn(2, 32, 128).to(torch.bfloat16), "kv_indptr": torch.tensor([0, 2, 5], dtype=torch.int32),
-               "kv_indices": torch.tensor([7, 1, 0, 3, 4], dtype=torch.int32)}, blob)  # fmt: skip
+    save_file(
+        {
+            "q": torch.randn(2, 32, 128).to(torch.bfloat16),
+            "kv_indptr": torch.tensor([0, 2, 5], dtype=torch.int32),
+            "kv_indices": torch.tensor([7, 1, 0, 3, 4], dtype=torch.int32),
+        },
+        blob,
+    )
     from_file = {"type": "safetensors", "path": "./blob/w0.safetensors"}
-    workload = {"definition": name, "solution": None, "evaluation": None,
-                "workload": {"uuid": "0123456789ab",
-                             "axes": {"batch_size": 2, "num_pages": 8, "len_indptr": 3, "num_kv_indices": 5},
-                             "inputs": {"q": {**from_file, "tensor_key": "q"}, "k_cache": {"type": "random"},
-                                        "v_cache": {"type": "random"},
-                                        "kv_indptr": {**from_file, "tensor_key": "kv_indptr"},
-                                        "kv_indices": {**from_file, "tensor_key": "kv_indices"},
-                                        "sm_scale": {"type": "scalar", "value": 0.0884}}}}  # fmt: skip
+    workload = {
+        "definition": name,
+        "solution": None,
+        "evaluation": None,
+        "workload": {
+            "uuid": "0123456789ab",
+            "axes": {"batch_size": 2, "num_pages": 8, "len_indptr": 3, "num_kv_indices": 5},
+            "inputs": {
+                "q": {**from_file, "tensor_key": "q"},
+                "k_cache": {"type": "random"},
+                "v_cache": {"type": "random"},
+                "kv_indptr": {**from_file, "tensor_key": "kv_indptr"},
+                "kv_indices": {**from_file, "tensor_key": "kv_indices"},
+                "sm_scale": {"type": "scalar", "value": 0.0884},
+            },
+        },
+    }
     (tmp_path / "workloads" / "gqa_paged").mkdir(parents=True)
     (tmp_path / "workloads" / "gqa_paged" / f"{name}.jsonl").write_text(json.dumps(workload) + "\n")
     monkeypatch.setenv("FIB_DATASET_PATH", str(tmp_path))

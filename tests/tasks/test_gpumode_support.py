@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import importlib.util
-import sys
-from pathlib import Path
 
 import pytest
 import torch
@@ -64,5 +62,3 @@ def test_set_seed_and_get_device(support) -> None:
     utils.set_seed(7)
     assert torch.equal(first, torch.rand(3))
     assert utils.get_device(use_cuda=False) == torch.device("cpu")
-
-

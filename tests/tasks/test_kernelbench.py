@@ -7,15 +7,15 @@ from pathlib import Path
 import pytest
 import torch
 
-from ksearch.errors import UserError
-from ksearch.tasks._loading import ProblemFormatError
-from ksearch.tasks.kernelbench import KernelBenchTask, trial_seeds
-from ksearch.tasks.kernelbench.problem_files import KernelBenchError
-from ksearch.flows.baselines import Baseline, measure_baseline, speedup
-from ksearch.tasks.kernelbench.baseline import baseline_candidate
-from ksearch.tasks.registry import canonical_task_name, resolve_task
 from ksearch.contracts.candidate import Candidate
 from ksearch.contracts.evaluation import Evaluation, Timing, Verdict
+from ksearch.errors import UserError
+from ksearch.flows.baselines import Baseline, measure_baseline, speedup
+from ksearch.tasks._loading import ProblemFormatError
+from ksearch.tasks.kernelbench import KernelBenchTask, trial_seeds
+from ksearch.tasks.kernelbench.baseline import baseline_candidate
+from ksearch.tasks.kernelbench.problem_files import KernelBenchError
+from ksearch.tasks.registry import canonical_task_name, resolve_task
 from ksearch.tools.evaluator import EvalRequest, evaluate
 
 DATA = Path(__file__).resolve().parent / "data" / "kernelbench"
@@ -33,8 +33,9 @@ def task_of(spec: str) -> KernelBenchTask:
 def evaluate_file(spec: str, solution: str, device: str = "cpu") -> Evaluation:
     name = canonical_task_name(f"kernelbench:{spec}", kernelbench_root=ROOT)
     code = (SOLUTIONS / solution).read_text()
-    return evaluate(EvalRequest(candidate=Candidate(task=name, language="triton", code=code, entry_point="ModelNew"),
-                                device=device))  # fmt: skip
+    return evaluate(
+        EvalRequest(candidate=Candidate(task=name, language="triton", code=code, entry_point="ModelNew"), device=device)
+    )
 
 
 @pytest.mark.parametrize("spec", PROBLEMS)
@@ -153,7 +154,9 @@ def test_baseline_is_measured_once_and_cached(tmp_path: Path) -> None:
     def fake_evaluate(request: EvalRequest) -> Evaluation:
         calls.append(request)
         timing = Timing(config="benchmark", median_ms=2.0, mean_ms=2.0, stdev_ms=0.0, samples=10)
-        return Evaluation(verdict=Verdict.PASSED, device="FakeGPU", timed=True, timings=[timing], latency_ms=2.0, score=0.5)
+        return Evaluation(
+            verdict=Verdict.PASSED, device="FakeGPU", timed=True, timings=[timing], latency_ms=2.0, score=0.5
+        )
 
     first = measure_baseline(task, device="cuda", workspace=tmp_path, evaluate_fn=fake_evaluate, eval_key="k")
     again = measure_baseline(task, device="cuda", workspace=tmp_path, evaluate_fn=fake_evaluate, eval_key="k")
@@ -161,19 +164,29 @@ def test_baseline_is_measured_once_and_cached(tmp_path: Path) -> None:
     assert calls[0].harness_baseline  # torch.compile's threads must not trip the thread rule for our own baseline
     assert first == again and first.latency_ms == 2.0
     assert len(list((tmp_path / "baselines").glob("*.json"))) == 1
-    compiled = measure_baseline(task, device="cuda", mode="compile", workspace=tmp_path, evaluate_fn=fake_evaluate, eval_key="k")
+    compiled = measure_baseline(
+        task, device="cuda", mode="compile", workspace=tmp_path, evaluate_fn=fake_evaluate, eval_key="k"
+    )
     assert len(calls) == 2 and compiled.mode == "compile"
     assert measure_baseline(task, device="cpu", workspace=tmp_path).latency_ms is None
-    candidate = Evaluation(verdict=Verdict.PASSED, device="FakeGPU", timed=True, latency_ms=0.5, score=2.0,
-                           timings=[Timing(config="benchmark", median_ms=0.5, mean_ms=0.5, stdev_ms=0.0, samples=10)])  # fmt: skip
+    candidate = Evaluation(
+        verdict=Verdict.PASSED,
+        device="FakeGPU",
+        timed=True,
+        latency_ms=0.5,
+        score=2.0,
+        timings=[Timing(config="benchmark", median_ms=0.5, mean_ms=0.5, stdev_ms=0.0, samples=10)],
+    )
     assert speedup(first, candidate) == pytest.approx(4.0)
     assert speedup(first, Evaluation(verdict=Verdict.INCORRECT, device="FakeGPU")) is None
     assert speedup(Baseline(task="t", mode="eager", device="cpu", key=""), candidate) is None
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize(("spec", "solution"), [("1/1", "level1_1_ok.py"), ("1/2", "level1_2_ok.py"),
-                                                 ("2/1", "level2_1_ok.py"), ("2/2", "level2_2_ok.py")])  # fmt: skip
+@pytest.mark.parametrize(
+    ("spec", "solution"),
+    [("1/1", "level1_1_ok.py"), ("1/2", "level1_2_ok.py"), ("2/1", "level2_1_ok.py"), ("2/2", "level2_2_ok.py")],
+)
 def test_gpu_solutions_pass_and_have_a_speedup(spec: str, solution: str, tmp_path: Path) -> None:
     evaluation = evaluate_file(spec, solution, device="cuda")
     assert evaluation.verdict == Verdict.PASSED and evaluation.timed, evaluation.log

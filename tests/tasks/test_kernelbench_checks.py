@@ -11,8 +11,8 @@ import torch
 
 from ksearch.contracts.evaluation import Evaluation, Mismatch, Rejection, Verdict
 from ksearch.tasks.kernelbench import KernelBenchTask, OutputAliasesInput
-from ksearch.tasks.kernelbench.problem_files import KernelBenchError
 from ksearch.tasks.kernelbench.judging import check_of, output_scale, scaled_mismatch
+from ksearch.tasks.kernelbench.problem_files import KernelBenchError
 from ksearch.tasks.kernelbench.sizes import CpuTooLarge, reduce_for_cpu, scalable_constants
 from ksearch.tasks.kernelbench.variants import VARIANTS, is_activation, redraw
 from ksearch.tasks.registry import canonical_task_name, resolve_task
@@ -127,11 +127,19 @@ def test_check_of_reads_which_check_failed_an_evaluation() -> None:
     def ev(**kw: object) -> Evaluation:
         return Evaluation(device="cpu", **kw)  # type: ignore[arg-type]
 
-    assert check_of(ev(verdict=Verdict.REJECTED, rejection=Rejection(rule="reference_op", evidence="x"))) == "reference_op"
+    assert (
+        check_of(ev(verdict=Verdict.REJECTED, rejection=Rejection(rule="reference_op", evidence="x"))) == "reference_op"
+    )
     assert check_of(ev(verdict=Verdict.REJECTED, rejection=Rejection(rule="stream_use", evidence="x"))) is None
-    assert check_of(ev(verdict=Verdict.INCORRECT, mismatch=Mismatch(config="signed", check="input_distribution"))) == "input_distribution"
+    assert (
+        check_of(ev(verdict=Verdict.INCORRECT, mismatch=Mismatch(config="signed", check="input_distribution")))
+        == "input_distribution"
+    )
     assert check_of(ev(verdict=Verdict.INCORRECT, mismatch=Mismatch(config="trial0"))) is None
-    assert check_of(ev(verdict=Verdict.RUNTIME_ERROR, log="OutputAliasesInput: output_aliases_input: ...")) == "output_aliases_input"
+    assert (
+        check_of(ev(verdict=Verdict.RUNTIME_ERROR, log="OutputAliasesInput: output_aliases_input: ..."))
+        == "output_aliases_input"
+    )
 
 
 # -- the reference-op rules ----------------------------------------------------------------------------------------
@@ -145,7 +153,7 @@ def test_reference_ops_are_read_from_the_reference_forward() -> None:
     assert canonical("torch.ops.aten.relu.default") == "relu"
 
 
-RELU_KERNEL = '''
+RELU_KERNEL = """
 import torch, torch.nn as nn, triton, triton.language as tl
 
 @triton.jit
@@ -157,7 +165,7 @@ def launch(x):
     y = torch.empty_like(x)
     _k[(triton.cdiv(x.numel(), 1024),)](x, y, x.numel(), B=1024)
     return y
-'''
+"""
 
 
 @pytest.mark.parametrize(
@@ -166,13 +174,22 @@ def launch(x):
         ("    def forward(self, x):\n        return launch(x)\n", None),
         ("    def forward(self, x):\n        launch(x)\n        return x.relu()\n", "reference_op"),
         ("    def forward(self, x):\n        launch(x)\n        return nn.ReLU()(x)\n", "reference_op"),
-        ("    def forward(self, x):\n        launch(x)\n        return torch.ops.aten.relu.default(x)\n", "reference_op"),
+        (
+            "    def forward(self, x):\n        launch(x)\n        return torch.ops.aten.relu.default(x)\n",
+            "reference_op",
+        ),
         ("    def forward(self, x):\n        launch(x)\n        return x.clamp(min=0)\n", "reference_op"),
         ("    def forward(self, x):\n        return torch.clamp(x, min=0)\n", "reference_op"),
         ("    def forward(self, x):\n        return x * (x > 0)\n", "no_custom_kernel"),
-        ("    def forward(self, x):\n        try:\n            return launch(x)\n        except RuntimeError:\n"
-         "            return x.clamp(min=0)\n", "reference_fallback"),
-        ("    def relu(self, x):\n        return launch(x)\n    def forward(self, x):\n        return self.relu(x)\n", None),
+        (
+            "    def forward(self, x):\n        try:\n            return launch(x)\n        except RuntimeError:\n"
+            "            return x.clamp(min=0)\n",
+            "reference_fallback",
+        ),
+        (
+            "    def relu(self, x):\n        return launch(x)\n    def forward(self, x):\n        return self.relu(x)\n",
+            None,
+        ),
     ],
 )
 def test_the_rules_judge_what_modelnew_runs(body: str, rule: str | None) -> None:
@@ -185,7 +202,10 @@ def test_the_rules_judge_what_modelnew_runs(body: str, rule: str | None) -> None
 @pytest.mark.parametrize(
     ("host", "rule"),
     [
-        ("auto y = at::empty_like(x); relu_kernel<<<g, b>>>(x.data_ptr<float>(), y.data_ptr<float>()); return y;", None),
+        (
+            "auto y = at::empty_like(x); relu_kernel<<<g, b>>>(x.data_ptr<float>(), y.data_ptr<float>()); return y;",
+            None,
+        ),
         ("return at::relu(x);", "reference_op"),
         ("return torch::nn::functional::relu(x);", "reference_op"),
         ("return x.clamp_min(0);", "reference_op"),
@@ -197,10 +217,14 @@ def test_the_rules_read_pytorch_ops_in_cuda_host_code(host: str, rule: str | Non
     """``load_inline`` host code that calls ``at::relu`` hands the work to PyTorch as ``torch.relu`` does (a red-team
     review, session 26: the rule read Python only); allocation stays allowed."""
     relu = task("level1/19_ReLU.py")
-    source = ("#include <torch/extension.h>\n__global__ void relu_kernel(const float* x, float* y) {}\n"
-              f"torch::Tensor relu_host(torch::Tensor x) {{ {host} }}\n")  # fmt: skip
-    code = (RELU_KERNEL + f"\nSRC = {source!r}\n"
-            "\nclass ModelNew(nn.Module):\n    def forward(self, x):\n        return launch(x)\n")  # fmt: skip
+    source = (
+        "#include <torch/extension.h>\n__global__ void relu_kernel(const float* x, float* y) {}\n"
+        f"torch::Tensor relu_host(torch::Tensor x) {{ {host} }}\n"
+    )
+    code = (
+        RELU_KERNEL + f"\nSRC = {source!r}\n"
+        "\nclass ModelNew(nn.Module):\n    def forward(self, x):\n        return launch(x)\n"
+    )
     rejection = integrity.check_source(code, task_name=relu.name)
     assert (rejection.rule if rejection else None) == rule, rejection
 
@@ -237,8 +261,12 @@ def test_a_task_name_can_allow_the_pytorch_op_and_the_sweep_sees_it_waived() -> 
 def test_earlier_honest_solutions_and_the_harness_baselines_pass_the_rules() -> None:
     from ksearch.tasks.kernelbench.baseline import baseline_code
 
-    for spec, solution in [("1/1", "level1_1_ok.py"), ("1/2", "level1_2_ok.py"), ("2/1", "level2_1_ok.py"),
-                           ("2/2", "level2_2_ok.py")]:  # fmt: skip
+    for spec, solution in [
+        ("1/1", "level1_1_ok.py"),
+        ("1/2", "level1_2_ok.py"),
+        ("2/1", "level2_1_ok.py"),
+        ("2/2", "level2_2_ok.py"),
+    ]:
         kb = resolve_task(f"kernelbench:{spec}", kernelbench_root=OLD_DATA)
         assert integrity.check_source((OLD_DATA / "solutions" / solution).read_text(), task_name=kb.name) is None
         trusted = frozenset(integrity.reference_ops.RULE_NAMES)
@@ -316,11 +344,22 @@ def test_the_sweep_summary_counts_problems_per_check() -> None:
     from ksearch.flows.sweep import ProblemEntry, checks_summary
 
     rows = [
-        ProblemEntry(problem_id=1, title="a", task="t", run_id="r1", status="finished", correct=True,
-                     checks={"reference_op": 2, "output_is_input": 1}, waived=["reference_op"]),  # fmt: skip
+        ProblemEntry(
+            problem_id=1,
+            title="a",
+            task="t",
+            run_id="r1",
+            status="finished",
+            correct=True,
+            checks={"reference_op": 2, "output_is_input": 1},
+            waived=["reference_op"],
+        ),
         ProblemEntry(problem_id=2, title="b", task="t", run_id="r2", status="finished", checks={"reference_op": 1}),
         ProblemEntry(problem_id=3, title="c", task="t", run_id="r3", status="unjudgeable"),
     ]
     summary = checks_summary(rows)
-    assert summary == {"checks": {"reference_op": 2, "output_is_input": 1}, "unjudgeable": [3],
-                       "waived": {"reference_op": 1}}  # fmt: skip
+    assert summary == {
+        "checks": {"reference_op": 2, "output_is_input": 1},
+        "unjudgeable": [3],
+        "waived": {"reference_op": 1},
+    }

@@ -83,8 +83,9 @@ def _task(name: str, allow: tuple[str, ...] = ()) -> KernelBenchTask:
 def _evaluate(name: str, device: str, session: EvaluatorSession | None, allow: tuple[str, ...] = ()) -> Evaluation:
     task = _task(name, allow)
     code = (CORPUS / name).read_text(encoding="utf-8")
-    request = EvalRequest(candidate=Candidate(task=task.name, language="triton", code=code, entry_point="ModelNew"),
-                          device=device)  # fmt: skip
+    request = EvalRequest(
+        candidate=Candidate(task=task.name, language="triton", code=code, entry_point="ModelNew"), device=device
+    )
     return evaluate(request, session=session)
 
 
@@ -95,8 +96,11 @@ def cpu_session() -> Iterator[EvaluatorSession]:
 
 
 def _cases(gpu: bool) -> list:
-    return [pytest.param(name, expect, marks=[pytest.mark.gpu] if gpu else [], id=Path(name).stem)
-            for name, expect in EXPECTED.items() if gpu or not expect.needs_gpu]  # fmt: skip
+    return [
+        pytest.param(name, expect, marks=[pytest.mark.gpu] if gpu else [], id=Path(name).stem)
+        for name, expect in EXPECTED.items()
+        if gpu or not expect.needs_gpu
+    ]
 
 
 def test_the_table_covers_the_corpus() -> None:
@@ -132,8 +136,9 @@ def _assert_caught(name: str, expect: Expect, evaluation: Evaluation) -> None:
         assert expect.rule in evaluation.log, evaluation.log
 
 
-@pytest.mark.parametrize("name", [n for n, e in EXPECTED.items() if e.verdict == R and not e.needs_gpu],
-                         ids=lambda n: Path(n).stem)  # fmt: skip
+@pytest.mark.parametrize(
+    "name", [n for n, e in EXPECTED.items() if e.verdict == R and not e.needs_gpu], ids=lambda n: Path(n).stem
+)
 def test_static_rejections_start_no_worker(name: str) -> None:
     rejection = integrity.check_source((CORPUS / name).read_text(encoding="utf-8"), task_name=_task(name).name)
     assert rejection is not None and rejection.rule == EXPECTED[name].rule, rejection

@@ -42,4 +42,8 @@ def test_the_cpu_draws_are_the_distributions_asked_for() -> None:
     cauchy = sampling.cauchy(200_000, scale=2.0, generator=g)
     quartiles = torch.quantile(cauchy.double(), torch.tensor([0.25, 0.5, 0.75], dtype=torch.float64))
     assert cauchy.dtype == torch.float32
-    assert abs(float(quartiles[1])) < 0.05 and abs(float(quartiles[2]) - 2.0) < 0.06 and abs(float(quartiles[0]) + 2.0) < 0.06
+    assert (
+        abs(float(quartiles[1])) < 0.05
+        and abs(float(quartiles[2]) - 2.0) < 0.06
+        and abs(float(quartiles[0]) + 2.0) < 0.06
+    )

@@ -8,12 +8,12 @@ from importlib.metadata import EntryPoint
 import pytest
 import torch
 
+from ksearch.contracts.evaluation import Timing
 from ksearch.errors import TaskNotFoundError
 from ksearch.tasks import registry
 from ksearch.tasks.base import Task, TaskConfig
 from ksearch.tasks.registry import list_tasks, resolve_task
 from ksearch.tasks.softmax import SoftmaxTask
-from ksearch.contracts.evaluation import Timing
 
 
 @pytest.fixture

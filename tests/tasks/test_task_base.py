@@ -149,8 +149,14 @@ def test_non_finite_outputs_are_counted_and_the_first_is_named() -> None:
 
 
 def _timing(median: float, mean: float | None = None, headline: str = "median") -> Timing:
-    return Timing(config="c", median_ms=median, mean_ms=mean if mean is not None else median, stdev_ms=0.0, samples=3,
-                  headline=headline)  # fmt: skip
+    return Timing(
+        config="c",
+        median_ms=median,
+        mean_ms=mean if mean is not None else median,
+        stdev_ms=0.0,
+        samples=3,
+        headline=headline,
+    )
 
 
 def test_the_score_is_one_over_the_geometric_mean_of_the_headline_statistic() -> None:

@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 import torch
 
+from ksearch.contracts.candidate import Candidate
+from ksearch.contracts.evaluation import Verdict
 from ksearch.tasks.base import TaskConfig
 from ksearch.tasks.registry import list_tasks, resolve_task
 from ksearch.tasks.trimul import TrimulTask, as_data, fp32_exact
 from ksearch.tasks.trimul.reference import WEIGHT_KEYS
-from ksearch.contracts.candidate import Candidate
-from ksearch.contracts.evaluation import Verdict
 from ksearch.tools.evaluator import EvalRequest, evaluate
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -29,8 +29,9 @@ def task() -> TrimulTask:
     return TrimulTask()
 
 
-def _config(n: int, b: int, c: int, *, seed: int = 0, nomask: bool = False, distribution: str = "normal",
-            h: int = 128) -> TaskConfig:
+def _config(
+    n: int, b: int, c: int, *, seed: int = 0, nomask: bool = False, distribution: str = "normal", h: int = 128
+) -> TaskConfig:
     return TaskConfig(
         name=f"x_n{n}_b{b}_c{c}_{seed}",
         params={"seqlen": n, "bs": b, "dim": c, "hiddendim": h, "nomask": nomask},
@@ -53,8 +54,10 @@ def independent_trimul(x, mask, w):
         return 1.0 / (1.0 + torch.exp(-t))
 
     xh = ln(x, w["norm.weight"], w["norm.bias"])
-    proj = {k: torch.einsum("bijc,hc->bijh", xh, w[f"{k}.weight"])
-            for k in ("left_proj", "right_proj", "left_gate", "right_gate", "out_gate")}
+    proj = {
+        k: torch.einsum("bijc,hc->bijh", xh, w[f"{k}.weight"])
+        for k in ("left_proj", "right_proj", "left_gate", "right_gate", "out_gate")
+    }
     m = mask[..., None]
     left = proj["left_proj"] * m * sig(proj["left_gate"])
     right = proj["right_proj"] * m * sig(proj["right_gate"])
@@ -172,8 +175,9 @@ def test_configs_match_gpu_mode(task: TrimulTask) -> None:
     tests, bench = task.test_configs("cuda"), task.benchmark_configs("cuda")
     assert len(tests) == 18 and len(bench) == 7
     assert task.test_configs("cuda:1") == tests
-    rows = [(c.params["seqlen"], c.params["bs"], c.params["dim"], c.seed, c.params["nomask"], c.distribution)
-            for c in bench]
+    rows = [
+        (c.params["seqlen"], c.params["bs"], c.params["dim"], c.seed, c.params["nomask"], c.distribution) for c in bench
+    ]
     assert rows == [  # every benchmark mask all ones, as upstream's harness runs them ...
         (256, 2, 128, 9371, True, "normal"),
         (768, 1, 128, 381, True, "cauchy"),
@@ -253,8 +257,19 @@ def test_check_uses_the_upstream_rule(task: TrimulTask) -> None:
 def test_spec_covers_math_interface_shapes_and_precision(task: TrimulTask) -> None:
     for language in ("triton", "cuda"):
         text = task.spec(language)
-        for needle in ("custom_kernel(data", "x, mask, weights, config", "LayerNorm", "sum_k left[b, i, k, h]",
-                       "0.02", "TF32", "bf16", "N=1024, C=384", "Target section", '"stream"', "mask"):
+        for needle in (
+            "custom_kernel(data",
+            "x, mask, weights, config",
+            "LayerNorm",
+            "sum_k left[b, i, k, h]",
+            "0.02",
+            "TF32",
+            "bf16",
+            "N=1024, C=384",
+            "Target section",
+            '"stream"',
+            "mask",
+        ):
             assert needle in text, (language, needle)
     assert "load_inline" in task.spec("cuda") and "load_inline" not in task.spec("triton")
     assert "@triton.jit" in task.spec("triton")
@@ -274,11 +289,13 @@ def test_flops_and_bytes(task: TrimulTask) -> None:
 
 # -- whole evaluations on the CPU (Triton interpreter) --------------------------------------------------------------
 def _evaluate(code: str, device: str = "cpu", language: str = "triton", **extra):
-    return evaluate(EvalRequest(
-        candidate=Candidate(task="trimul", language=language, code=code, entry_point="custom_kernel"),
-        device=device,
-        **extra,
-    ))
+    return evaluate(
+        EvalRequest(
+            candidate=Candidate(task="trimul", language=language, code=code, entry_point="custom_kernel"),
+            device=device,
+            **extra,
+        )
+    )
 
 
 @pytest.mark.slow

@@ -10,18 +10,18 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
+from ksearch.contracts.candidate import Candidate
+from ksearch.contracts.evaluation import Verdict
 from ksearch.tasks._loading import ProblemFormatError
 from ksearch.tasks.registry import canonical_task_name, list_tasks, prepare_task, resolve_task
 from ksearch.tasks.userop import UserOpTask
-from ksearch.contracts.candidate import Candidate
-from ksearch.contracts.evaluation import Verdict
 from ksearch.tools.evaluator import EvalRequest, evaluate
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "my_op.py"
 DATA = Path(__file__).resolve().parent / "data"
 
-GOOD = '''
+GOOD = """
 import torch
 
 CONFIGS = [{"n": 8}, {"n": 33, "name": "odd"}]
@@ -32,7 +32,7 @@ def make_inputs(config, seed, device):
 
 def reference(x):
     return x * 2
-'''
+"""
 
 
 def write(tmp_path: Path, text: str, name: str = "op.py") -> Path:
@@ -47,7 +47,11 @@ def test_example_operator_is_a_valid_task() -> None:
     assert task.name == str(EXAMPLE) and task.entry_point == "kernel"
     assert task.title.startswith("Fused GELU(x) * y")
     assert task.atol == task.rtol == 1e-5
-    assert [c.name for c in task.test_configs("cpu")] == ["rows=1,cols=1", "rows=7,cols=33", "rows=16,cols=300,scale=4.0"]
+    assert [c.name for c in task.test_configs("cpu")] == [
+        "rows=1,cols=1",
+        "rows=7,cols=33",
+        "rows=16,cols=300,scale=4.0",
+    ]
     assert len(task.test_configs("cuda")) == 6 and len(task.benchmark_configs("cuda")) == 2
     assert len(task.benchmark_configs("cpu")) == 1
     x, y = task.make_inputs(task.test_configs("cpu")[1], "cpu")
@@ -62,7 +66,9 @@ def test_relative_paths_are_canonicalised(monkeypatch: pytest.MonkeyPatch) -> No
 
 
 def test_get_inputs_variant_and_defaults(tmp_path: Path) -> None:
-    path = write(tmp_path, '''
+    path = write(
+        tmp_path,
+        '''
         """Doubles a vector."""
         import torch
         SHAPES = [{"n": 5}]
@@ -71,10 +77,14 @@ def test_get_inputs_variant_and_defaults(tmp_path: Path) -> None:
             return [torch.randn(config["n"])]
         def reference(x):
             return x * 2
-    ''')
+    ''',
+    )
     task = prepare_task(str(path))
     assert task.entry_point == "double" and task.title == "Doubles a vector."
-    first, again = task.make_inputs(task.test_configs("cpu")[0], "cpu"), task.make_inputs(task.test_configs("cpu")[0], "cpu")
+    first, again = (
+        task.make_inputs(task.test_configs("cpu")[0], "cpu"),
+        task.make_inputs(task.test_configs("cpu")[0], "cpu"),
+    )
     assert torch.equal(first[0], again[0])  # seeded by ksearch
     assert task.atol == 1e-4  # KernelBench's fp32 default
     half = torch.ones(3, dtype=torch.float16)
@@ -87,10 +97,19 @@ def test_get_inputs_variant_and_defaults(tmp_path: Path) -> None:
         ("CONFIGS = [{'n': 1}]\ndef make_inputs(c, s, d):\n    return []\n", r"defines no function reference"),
         ("CONFIGS = [{'n': 1}]\ndef reference(x):\n    return x\n", r"neither make_inputs"),
         ("def make_inputs(c, s, d):\n    return []\ndef reference(x):\n    return x\n", r"defines no CONFIGS"),
-        ("CONFIGS = []\ndef make_inputs(c, s, d):\n    return []\ndef reference(x):\n    return x\n", r"CONFIGS is empty"),
-        ("CONFIGS = [{'n': [1]}]\ndef make_inputs(c, s, d):\n    return []\ndef reference(x):\n    return x\n", r"values must be"),
-        ("CONFIGS = [{'n': 1}]\nENTRY_POINT = 'not valid'\ndef make_inputs(c, s, d):\n    return []\n"
-         "def reference(x):\n    return x\n", r"ENTRY_POINT must be"),
+        (
+            "CONFIGS = []\ndef make_inputs(c, s, d):\n    return []\ndef reference(x):\n    return x\n",
+            r"CONFIGS is empty",
+        ),
+        (
+            "CONFIGS = [{'n': [1]}]\ndef make_inputs(c, s, d):\n    return []\ndef reference(x):\n    return x\n",
+            r"values must be",
+        ),
+        (
+            "CONFIGS = [{'n': 1}]\nENTRY_POINT = 'not valid'\ndef make_inputs(c, s, d):\n    return []\n"
+            "def reference(x):\n    return x\n",
+            r"ENTRY_POINT must be",
+        ),
         ("x = 1\n", r"neither an operator file .* nor a KernelBench problem"),
     ],
 )
@@ -156,7 +175,9 @@ def test_ksearch_eval_with_a_relative_operator_path(monkeypatch: pytest.MonkeyPa
     from ksearch.cli import app
 
     monkeypatch.chdir(REPO)
-    result = CliRunner().invoke(app, ["eval", "examples/my_op.py", str(DATA / "my_op_triton.py"), "--device", "cpu", "--json"])
+    result = CliRunner().invoke(
+        app, ["eval", "examples/my_op.py", str(DATA / "my_op_triton.py"), "--device", "cpu", "--json"]
+    )
     assert result.exit_code == 0 and '"verdict": "passed"' in result.output, result.output
 
 
@@ -171,13 +192,15 @@ def test_tasks_from_an_installed_distribution_are_listed(tmp_path: Path, monkeyp
     site = tmp_path / "site"
     package = site / "fake_ksearch_plugin"
     package.mkdir(parents=True)
-    (package / "__init__.py").write_text(textwrap.dedent('''
+    (package / "__init__.py").write_text(
+        textwrap.dedent("""
         from ksearch.tasks.softmax import SoftmaxTask
 
         class DoubleSoftmax(SoftmaxTask):
             name = "fake-plugin-softmax"
             title = "Softmax from a fake installed plugin"
-    '''))
+    """)
+    )
     info = site / "fake_ksearch_plugin-1.0.dist-info"
     info.mkdir()
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: fake-ksearch-plugin\nVersion: 1.0\n")

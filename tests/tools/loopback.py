@@ -7,8 +7,8 @@ from typing import Any
 from pydantic import BaseModel
 
 from ksearch.contracts.exchange import CheckerCommand, Handoff, HandoffReply
-from ksearch.tools.evaluator.checker import Checker
 from ksearch.tools.evaluator.channel import Channel
+from ksearch.tools.evaluator.checker import Checker
 
 
 class LoopbackChannel(Channel):
@@ -38,7 +38,9 @@ class LoopbackChannel(Channel):
         elif data.get("op") == "settle":
             answer = self.checker.handle(CheckerCommand(op="settle"))
         elif data.get("op") == "seed":
-            answer = self.checker.handle(CheckerCommand(op="seed", config_index=data["config_index"], kind=data["kind"]))
+            answer = self.checker.handle(
+                CheckerCommand(op="seed", config_index=data["config_index"], kind=data["kind"])
+            )
         else:
             handoff = Handoff.model_validate(data)
             self.handoffs.append(handoff)

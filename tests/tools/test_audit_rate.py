@@ -15,8 +15,9 @@ from ksearch.tools.timing.methods import get_method
 from ksearch.tools.timing.primitives import AUDIT_RATE, FreshPlan
 
 
-@pytest.mark.parametrize(("text", "expected"), [(None, AUDIT_RATE), ("", AUDIT_RATE), ("0", 0.0), ("0.04", 0.04),
-                                                 ("1", 1.0)])  # fmt: skip
+@pytest.mark.parametrize(
+    ("text", "expected"), [(None, AUDIT_RATE), ("", AUDIT_RATE), ("0", 0.0), ("0.04", 0.04), ("1", 1.0)]
+)
 def test_the_rate_is_read_from_the_variable(text: str | None, expected: float, monkeypatch: pytest.MonkeyPatch) -> None:
     if text is None:
         monkeypatch.delenv(AUDIT_RATE_VARIABLE, raising=False)
@@ -50,8 +51,7 @@ def test_a_plans_audits_follow_its_rate_and_never_fall_below_the_minimum(rate: f
         assert least <= plan.done <= most and plan.satisfied()
 
 
-def test_the_parent_asks_for_the_rate_and_the_worker_times_with_it(monkeypatch: pytest.MonkeyPatch,
-                                                                   tmp_path) -> None:  # fmt: skip
+def test_the_parent_asks_for_the_rate_and_the_worker_times_with_it(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
     from ksearch.contracts.candidate import Candidate
     from ksearch.tools.evaluator import EvalRequest
     from ksearch.tools.evaluator.evaluate import build_worker_request
@@ -81,8 +81,15 @@ def test_an_honest_evaluation_records_the_rate_it_asked_for(monkeypatch: pytest.
     monkeypatch.setenv("KSEARCH_CPU_TIMING", "1")
     monkeypatch.setenv(AUDIT_RATE_VARIABLE, "0.25")
     began = time.time()
-    evaluation = evaluate(EvalRequest(candidate=task.reference_candidate(), device="cpu", timing=True,
-                                      timing_method="gpumode-benchmark", run_timeout_s=240.0))  # fmt: skip
+    evaluation = evaluate(
+        EvalRequest(
+            candidate=task.reference_candidate(),
+            device="cpu",
+            timing=True,
+            timing_method="gpumode-benchmark",
+            run_timeout_s=240.0,
+        )
+    )
     assert evaluation.verdict == Verdict.PASSED, evaluation.log
     assert evaluation.environment["audit_rate"] == "0.25"
     _, _, audits = evaluation.environment["audits_prepared"].partition(" of ")

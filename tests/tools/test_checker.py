@@ -35,8 +35,9 @@ def checker() -> Checker:
 
 
 def _begin(checker: Checker, salt: int = SALT, *, low_memory: bool = False) -> StagingWriter:
-    answer = checker.handle(CheckerCommand(op="begin", task="softmax", device="cpu", salt=salt, bench_salt=salt + 1,
-                                           low_memory=low_memory))  # fmt: skip
+    answer = checker.handle(
+        CheckerCommand(op="begin", task="softmax", device="cpu", salt=salt, bench_salt=salt + 1, low_memory=low_memory)
+    )
     assert answer.get("ok", True), answer
     assert answer["low_memory"] == checker.low_memory
     writer = StagingWriter(checker.staging.handle)
@@ -58,9 +59,19 @@ def _handoff(checker: Checker, writer: StagingWriter, index: int, output: torch.
         writer.open(checker.staging.ensure(output.numel() * 4 + 256))
     offsets = writer.stage([output])
     seed = salted_seed(CONFIGS[index].seed, SALT)
-    fields = dict(kind="test", config_index=index, config=CONFIGS[index].name, prepare_seed=seed, input_seed=seed,
-                  digest=input_digest(_inputs(index)), shapes=[list(output.shape)], dtypes=[str(output.dtype)],
-                  strides=[list(output.stride())], offsets=offsets, generation=writer.handle.generation)  # fmt: skip
+    fields = dict(
+        kind="test",
+        config_index=index,
+        config=CONFIGS[index].name,
+        prepare_seed=seed,
+        input_seed=seed,
+        digest=input_digest(_inputs(index)),
+        shapes=[list(output.shape)],
+        dtypes=[str(output.dtype)],
+        strides=[list(output.stride())],
+        offsets=offsets,
+        generation=writer.handle.generation,
+    )
     fields.update(change)
     return Handoff(**fields)
 
@@ -129,7 +140,9 @@ def test_an_out_of_memory_reference_is_retried_with_the_cache_dropped(checker: C
     assert checker.finish(timed=False).verdict == Verdict.INCORRECT  # the other configs were never handed off
 
 
-def test_an_out_of_memory_that_persists_is_the_harnesss_failure_not_the_candidates(checker: Checker, monkeypatch) -> None:
+def test_an_out_of_memory_that_persists_is_the_harnesss_failure_not_the_candidates(
+    checker: Checker, monkeypatch
+) -> None:
     """Another process holding the GPU can leave the checker without memory even after it drops its cache: that says
     nothing about the candidate, so the result names a harness error (the evaluator retries) instead of a crash or a
     failed check; any other exception in the checker stays a crash."""
@@ -200,7 +213,13 @@ def test_missing_nan_strided_and_forged_outputs_fail(checker: Checker) -> None:
     assert check.verdict == Verdict.INCORRECT and "no output" in check.error and not check.failed_check
 
     cases = [
-        ({}, lambda out: out.masked_fill(torch.zeros_like(out, dtype=torch.bool).index_fill_(0, torch.tensor([0]), True), float("nan")), "non-finite"),
+        (
+            {},
+            lambda out: out.masked_fill(
+                torch.zeros_like(out, dtype=torch.bool).index_fill_(0, torch.tensor([0]), True), float("nan")
+            ),
+            "non-finite",
+        ),
         ({"strides": None}, lambda out: out, "strides"),
         ({"input_seed": None}, lambda out: out, "forged_record"),
         ({"digest": "0" * 32}, lambda out: out, "input_digest"),
@@ -229,9 +248,19 @@ def test_timed_outputs_use_the_evaluations_own_salt(checker: Checker) -> None:
     inputs = TASK.make_inputs(bench.model_copy(update={"seed": seed + 13}), "cpu")
     output = torch.softmax(inputs[0], dim=-1)
     offsets = writer.stage([output])
-    handoff = Handoff(kind="bench", config_index=0, config=bench.name, prepare_seed=seed, input_seed=seed + 13,
-                      digest=input_digest(inputs), shapes=[list(output.shape)], dtypes=[str(output.dtype)],
-                      strides=[list(output.stride())], offsets=offsets, generation=writer.handle.generation)  # fmt: skip
+    handoff = Handoff(
+        kind="bench",
+        config_index=0,
+        config=bench.name,
+        prepare_seed=seed,
+        input_seed=seed + 13,
+        digest=input_digest(inputs),
+        shapes=[list(output.shape)],
+        dtypes=[str(output.dtype)],
+        strides=[list(output.stride())],
+        offsets=offsets,
+        generation=writer.handle.generation,
+    )
     assert checker.check(handoff).ok
     wrong_salt = handoff.model_copy(update={"prepare_seed": salted_seed(bench.seed, SALT)})
     assert not checker.check(wrong_salt).ok
@@ -259,8 +288,15 @@ def test_the_worker_never_computes_the_reference(tmp_path: Path, checker: Checke
     candidate = tmp_path / "candidate.py"
     candidate.write_text("import torch\n\ndef kernel(x):\n    return torch.softmax(x, dim=-1)\n")
     _begin(checker)
-    request = WorkerRequest(task="softmax", device="cpu", entry_point="kernel", candidate_path=str(candidate),
-                            result_path=str(tmp_path / "r.json"), salt=SALT, staging=checker.staging.handle)  # fmt: skip
+    request = WorkerRequest(
+        task="softmax",
+        device="cpu",
+        entry_point="kernel",
+        candidate_path=str(candidate),
+        result_path=str(tmp_path / "r.json"),
+        salt=SALT,
+        staging=checker.staging.handle,
+    )
     channel = LoopbackChannel(checker)
     result = Worker(request, channel, task=NoReference()).run()
     assert result.verdict == Verdict.PASSED, result.error
@@ -339,9 +375,18 @@ def test_the_checker_judges_fresh_inputs_only_on_seeds_it_issued() -> None:
     guessed = input_set_seed(base, FRESH_SET_BASE + 7)
 
     def handoff(seed: int, activation_seed: int | None = None) -> dict:
-        record = Handoff(kind="audit" if activation_seed else "bench", config_index=0, config=config.name,
-                         prepare_seed=base, input_seed=seed, activation_seed=activation_seed, digest="x",
-                         shapes=[[1]], dtypes=["torch.float32"], offsets=[0])  # fmt: skip
+        record = Handoff(
+            kind="audit" if activation_seed else "bench",
+            config_index=0,
+            config=config.name,
+            prepare_seed=base,
+            input_seed=seed,
+            activation_seed=activation_seed,
+            digest="x",
+            shapes=[[1]],
+            dtypes=["torch.float32"],
+            offsets=[0],
+        )
         return checker.handle(CheckerCommand(op="handoff", handoff=record))
 
     refused = handoff(guessed if guessed != issued["seed"] else guessed + 13)

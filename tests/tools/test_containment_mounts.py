@@ -59,8 +59,9 @@ def _targets(tmp_path: Path) -> dict[str, Path]:
 
 def _tamper(targets: dict[str, Path], sandbox: str, device: str, monkeypatch: pytest.MonkeyPatch) -> str:
     code = (EXPLOITS / "tamper_outside_folders.py").read_text()
-    return _run(code.replace('["__TARGETS__"]', json.dumps([str(p) for p in targets.values()])), sandbox, device,
-                monkeypatch)  # fmt: skip
+    return _run(
+        code.replace('["__TARGETS__"]', json.dumps([str(p) for p in targets.values()])), sandbox, device, monkeypatch
+    )
 
 
 def _run(code: str, sandbox: str, device: str, monkeypatch: pytest.MonkeyPatch) -> str:
@@ -70,8 +71,11 @@ def _run(code: str, sandbox: str, device: str, monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.setenv("KSEARCH_SANDBOX", sandbox)
     monkeypatch.setattr(policy, "_hidden", [])
     # the static rules would refuse open() before it runs: this is the layer behind them
-    monkeypatch.setattr(importlib.import_module("ksearch.tools.evaluator.evaluate").integrity, "check_source",
-                        lambda code, **kwargs: None)  # fmt: skip
+    monkeypatch.setattr(
+        importlib.import_module("ksearch.tools.evaluator.evaluate").integrity,
+        "check_source",
+        lambda code, **kwargs: None,
+    )
     candidate = Candidate(code=code, task="softmax", language="triton", entry_point="kernel")
     evaluation = evaluate(EvalRequest(candidate=candidate, device=device, timing=False))
     lines = [line for line in evaluation.log.splitlines() if "LOOT-REPORT" in line]
@@ -90,7 +94,9 @@ def _unchanged(targets: dict[str, Path]) -> list[str]:
 
 @linux_only
 @pytest.mark.parametrize("sandbox", [GPU_LAYERS, "auto"])
-def test_a_kernel_changes_nothing_outside_its_folders(tmp_path: Path, sandbox: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_kernel_changes_nothing_outside_its_folders(
+    tmp_path: Path, sandbox: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     _needs(GPU_LAYERS)
     targets = _targets(tmp_path)
     try:
@@ -166,7 +172,9 @@ def _repository_env() -> dict[str, str]:
 
 @linux_only
 @pytest.mark.parametrize(("sandbox", "reached"), [(GPU_LAYERS, False), ("userns,mountns,caps", True)])
-def test_a_kernel_reaches_no_service_on_the_loopback(sandbox: str, reached: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_kernel_reaches_no_service_on_the_loopback(
+    sandbox: str, reached: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """With ``netns`` nothing connects; without it (the control) the exploit does reach the port."""
     _needs(GPU_LAYERS)
     loot, received = _reach(sandbox, "cpu", monkeypatch)
@@ -183,25 +191,39 @@ def test_root_cannot_change_the_kernels_settings() -> None:
         pytest.skip("an ordinary user cannot write these files anyway")
     _needs("userns,mountns,caps")
     spec = json.dumps({"layers": ["userns", "mountns", "caps"], "hidden": [], "writable": ["/dev"]})
-    script = ('for f in /proc/sys/kernel/core_pattern /proc/sys/vm/swappiness; do v=$(cat $f); '
-              '(echo "$v" > $f) 2>/dev/null && echo "wrote $f"; done; '
-              'for f in /sys/kernel/mm/transparent_hugepage/enabled /sys/fs/cgroup/cgroup.procs; do '
-              '[ -e $f ] && touch $f 2>/dev/null && echo "wrote $f"; done; echo end')  # fmt: skip
-    done = subprocess.run([sys.executable, "-P", "-m", "ksearch.tools.containment.launcher", spec, "--", "/bin/sh",
-                           "-c", script], capture_output=True, text=True, timeout=60, check=False,
-                          env=_repository_env())  # fmt: skip
+    script = (
+        "for f in /proc/sys/kernel/core_pattern /proc/sys/vm/swappiness; do v=$(cat $f); "
+        '(echo "$v" > $f) 2>/dev/null && echo "wrote $f"; done; '
+        "for f in /sys/kernel/mm/transparent_hugepage/enabled /sys/fs/cgroup/cgroup.procs; do "
+        '[ -e $f ] && touch $f 2>/dev/null && echo "wrote $f"; done; echo end'
+    )
+    done = subprocess.run(
+        [sys.executable, "-P", "-m", "ksearch.tools.containment.launcher", spec, "--", "/bin/sh", "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env=_repository_env(),
+    )
     assert done.stdout.strip() == "end", done.stdout + done.stderr
 
 
-def _launch(layers: list[str], code: str, writable: list[str] = (), devices: str = "all",
-            cuda: bool = False) -> subprocess.CompletedProcess[str]:  # fmt: skip
+def _launch(
+    layers: list[str], code: str, writable: list[str] = (), devices: str = "all", cuda: bool = False
+) -> subprocess.CompletedProcess[str]:
     """``python -c code`` through the launcher with ``layers`` (``devices``: ``minimal_dev``'s choice; ``cuda``: a
     GPU's candidate, for which Landlock leaves ``/proc`` writable)."""
-    spec = json.dumps({"layers": layers, "hidden": [], "writable": ["/dev", *writable], "devices": devices,
-                       "cuda": cuda})  # fmt: skip
-    return subprocess.run([sys.executable, "-P", "-m", "ksearch.tools.containment.launcher", spec, "--",
-                           sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False,
-                          env=_repository_env())  # fmt: skip
+    spec = json.dumps(
+        {"layers": layers, "hidden": [], "writable": ["/dev", *writable], "devices": devices, "cuda": cuda}
+    )
+    return subprocess.run(
+        [sys.executable, "-P", "-m", "ksearch.tools.containment.launcher", spec, "--", sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env=_repository_env(),
+    )
 
 
 def _landlock_abi() -> int:
@@ -256,9 +278,10 @@ def test_a_gpus_candidate_gets_the_minimal_dev_with_nvidia_nodes_and_proc_for_cu
 
 
 @linux_only
-@pytest.mark.parametrize(("layers", "reached"), [(["userns", "landlock"], False),
-                                                 (["userns", "netns", "landlock"], False),
-                                                 (["userns"], True)])  # fmt: skip
+@pytest.mark.parametrize(
+    ("layers", "reached"),
+    [(["userns", "landlock"], False), (["userns", "netns", "landlock"], False), (["userns"], True)],
+)
 def test_no_abstract_socket_outside_is_reached_with_landlock_or_a_network_namespace(
     layers: list[str], reached: bool
 ) -> None:
@@ -273,8 +296,10 @@ def test_no_abstract_socket_outside_is_reached_with_landlock_or_a_network_namesp
     server.bind("\0" + name)
     server.listen()
     listener = _Listener(server)
-    code = ("import socket\ns = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)\n"
-            f"try:\n    s.connect('\\0{name}'); s.sendall(b'hello')\nexcept OSError as e:\n    print(e)")  # fmt: skip
+    code = (
+        "import socket\ns = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)\n"
+        f"try:\n    s.connect('\\0{name}'); s.sendall(b'hello')\nexcept OSError as e:\n    print(e)"
+    )
     try:
         done = _launch(layers, code)
     finally:
@@ -284,8 +309,9 @@ def test_no_abstract_socket_outside_is_reached_with_landlock_or_a_network_namesp
 
 
 @linux_only
-@pytest.mark.parametrize(("layers", "survives"), [(GPU_LAYERS.split(",") + ["landlock"], True),
-                                                  (GPU_LAYERS.split(","), False)])  # fmt: skip
+@pytest.mark.parametrize(
+    ("layers", "survives"), [(GPU_LAYERS.split(",") + ["landlock"], True), (GPU_LAYERS.split(","), False)]
+)
 def test_without_a_pid_namespace_only_landlock_keeps_signals_from_processes_outside(
     layers: list[str], survives: bool
 ) -> None:
@@ -296,8 +322,10 @@ def test_without_a_pid_namespace_only_landlock_keeps_signals_from_processes_outs
         pytest.skip("Landlock's signal scope needs ABI 6 (Linux 6.12)")
     outside = subprocess.Popen(["/bin/sleep", "30"])
     try:
-        done = _launch(layers, f"import os, signal\ntry:\n    os.kill({outside.pid}, signal.SIGKILL)\n"
-                               "except OSError as e:\n    print(e)")  # fmt: skip
+        done = _launch(
+            layers,
+            f"import os, signal\ntry:\n    os.kill({outside.pid}, signal.SIGKILL)\nexcept OSError as e:\n    print(e)",
+        )
         assert done.returncode == 0, done.stderr
         time.sleep(0.2)
         assert (outside.poll() is None) == survives, done.stdout
@@ -307,10 +335,12 @@ def test_without_a_pid_namespace_only_landlock_keeps_signals_from_processes_outs
 
 
 @linux_only
-@pytest.mark.parametrize(("layers", "reached"), [(GPU_LAYERS.split(",") + ["landlock"], False),
-                                                 (GPU_LAYERS.split(","), True)])  # fmt: skip
-def test_a_named_pipe_outside_is_written_only_without_landlock(tmp_path: Path, layers: list[str],
-                                                               reached: bool) -> None:  # fmt: skip
+@pytest.mark.parametrize(
+    ("layers", "reached"), [(GPU_LAYERS.split(",") + ["landlock"], False), (GPU_LAYERS.split(","), True)]
+)
+def test_a_named_pipe_outside_is_written_only_without_landlock(
+    tmp_path: Path, layers: list[str], reached: bool
+) -> None:
     """A read-only mount does not stop writing into a named pipe on it (session 28's red team): a GPU's layers let
     the kernel write to a same-user program reading one; Landlock's file rules do not. Read here, not reported."""
     _needs(",".join(layers))
@@ -318,8 +348,11 @@ def test_a_named_pipe_outside_is_written_only_without_landlock(tmp_path: Path, l
     os.mkfifo(fifo)
     reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
     try:
-        done = _launch(layers, f"import os\ntry:\n    fd = os.open({str(fifo)!r}, os.O_WRONLY | os.O_NONBLOCK)\n"
-                               "    os.write(fd, b'from a kernel')\nexcept OSError as e:\n    print(e)")  # fmt: skip
+        done = _launch(
+            layers,
+            f"import os\ntry:\n    fd = os.open({str(fifo)!r}, os.O_WRONLY | os.O_NONBLOCK)\n"
+            "    os.write(fd, b'from a kernel')\nexcept OSError as e:\n    print(e)",
+        )
         assert done.returncode == 0, done.stderr
         try:
             arrived = os.read(reader, 100)
@@ -361,12 +394,14 @@ def test_a_root_kernel_opens_none_of_the_machines_devices_with_the_minimal_dev(d
     machine = _machine_devices()
     if not machine:
         pytest.skip("this process opens none of the machine's devices (not root, or a device cgroup)")
-    code = (f"import os\nopened = []\nfor path in {machine!r}:\n    try:\n"
-            "        os.close(os.open(path, os.O_RDWR | os.O_NONBLOCK))\n        opened.append(path)\n"
-            "    except OSError:\n        pass\nprint(opened)\nwith open('/dev/null', 'w') as f:\n    f.write('x')\n"
-            "print(len(os.urandom(8)), sorted(os.listdir('/dev')))\nmaster, slave = os.openpty()\n"
-            "print(os.ttyname(slave))\ntry:\n    os.utime('/dev/null', (1, 1))\nexcept OSError as e:\n"
-            "    print(e)")  # fmt: skip
+    code = (
+        f"import os\nopened = []\nfor path in {machine!r}:\n    try:\n"
+        "        os.close(os.open(path, os.O_RDWR | os.O_NONBLOCK))\n        opened.append(path)\n"
+        "    except OSError:\n        pass\nprint(opened)\nwith open('/dev/null', 'w') as f:\n    f.write('x')\n"
+        "print(len(os.urandom(8)), sorted(os.listdir('/dev')))\nmaster, slave = os.openpty()\n"
+        "print(os.ttyname(slave))\ntry:\n    os.utime('/dev/null', (1, 1))\nexcept OSError as e:\n"
+        "    print(e)"
+    )
     before = os.stat("/dev/null")
     try:
         done = _launch(["userns", "mountns", "caps"], code, devices=devices)
@@ -383,10 +418,12 @@ def test_a_root_kernel_opens_none_of_the_machines_devices_with_the_minimal_dev(d
 
 
 @linux_only
-@pytest.mark.parametrize(("layers", "reached"), [(["userns", "mountns", "ipcns", "caps"], False),
-                                                 (["userns", "mountns", "caps"], True)])  # fmt: skip
-def test_an_mqueue_mount_does_not_open_the_hosts_queues_by_path(tmp_path: Path, layers: list[str],
-                                                                 reached: bool) -> None:  # fmt: skip
+@pytest.mark.parametrize(
+    ("layers", "reached"), [(["userns", "mountns", "ipcns", "caps"], False), (["userns", "mountns", "caps"], True)]
+)
+def test_an_mqueue_mount_does_not_open_the_hosts_queues_by_path(
+    tmp_path: Path, layers: list[str], reached: bool
+) -> None:
     """A file on an mqueue file system is the queue itself, whatever the IPC namespace (session 28's red team,
     through systemd's /dev/mqueue): ``ipcns`` in the candidate's mount namespace covers every mqueue mount. The
     control, without it, sends into this process's queue by the file; what arrived is read here."""
@@ -403,9 +440,11 @@ def test_an_mqueue_mount_does_not_open_the_hosts_queues_by_path(tmp_path: Path, 
     queue = libc.mq_open(name.encode(), os.O_RDWR | os.O_CREAT | os.O_NONBLOCK, 0o600, None)
     try:
         assert queue >= 0, f"mq_open failed: errno {ctypes.get_errno()}"
-        code = (f"import ctypes, os\nlibc = ctypes.CDLL(None, use_errno=True)\ntry:\n"
-                f"    fd = os.open({str(mqueue) + name!r}, os.O_WRONLY)\n"
-                "    print(libc.mq_send(fd, b'from a kernel', 13, 0))\nexcept OSError as e:\n    print(e)")  # fmt: skip
+        code = (
+            f"import ctypes, os\nlibc = ctypes.CDLL(None, use_errno=True)\ntry:\n"
+            f"    fd = os.open({str(mqueue) + name!r}, os.O_WRONLY)\n"
+            "    print(libc.mq_send(fd, b'from a kernel', 13, 0))\nexcept OSError as e:\n    print(e)"
+        )
         done = _launch(layers, code, writable=[str(tmp_path)])
         buffer = ctypes.create_string_buffer(8192)
         arrived = libc.mq_receive(queue, buffer, 8192, None)
@@ -504,13 +543,14 @@ def attempt(step):
         return step()
     except OSError as exc:
         return type(exc).__name__
-print(attempt(lambda: open({str(own / 'w')!r}, "w").write("ok")))
-print(attempt(lambda: open({str(tmp_path / 'new')!r}, "w").write("no")))
+print(attempt(lambda: open({str(own / "w")!r}, "w").write("ok")))
+print(attempt(lambda: open({str(tmp_path / "new")!r}, "w").write("no")))
 print(attempt(lambda: os.listdir({str(hidden)!r})))
 print(attempt(lambda: open({str(outside)!r}).read()))
 """
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=False,
-                          env=_repository_env())  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=False, env=_repository_env()
+    )
     assert done.returncode == 0, done.stderr
     wrote, created, listing, read = done.stdout.split("\n")[:4]
     assert (wrote, created, read) == ("2", "OSError", ""), done.stdout
@@ -519,9 +559,11 @@ print(attempt(lambda: open({str(outside)!r}).read()))
 
 
 def test_mount_points_are_read_with_their_escapes() -> None:
-    info = (b"22 1 0:21 / / rw,relatime shared:1 - ext4 /dev/vda rw\n"
-            b"30 22 0:25 / /mnt/with\\040space rw - tmpfs tmpfs rw\n"
-            b"31 22 0:26 / /dev/shm rw - tmpfs tmpfs rw\n")  # fmt: skip
+    info = (
+        b"22 1 0:21 / / rw,relatime shared:1 - ext4 /dev/vda rw\n"
+        b"30 22 0:25 / /mnt/with\\040space rw - tmpfs tmpfs rw\n"
+        b"31 22 0:26 / /dev/shm rw - tmpfs tmpfs rw\n"
+    )
     assert mount_points(info) == [b"/", b"/mnt/with space", b"/dev/shm"]
     assert beneath_any(b"/dev/shm", [b"/dev"]) and beneath_any(b"/dev", [b"/dev"])
     assert not beneath_any(b"/devices", [b"/dev"]) and not beneath_any(b"/", [b"/dev"])
@@ -546,8 +588,9 @@ def _alive(pid: int) -> bool:
 
 @linux_only
 @pytest.mark.parametrize(("sandbox", "lingers"), [(GPU_LAYERS, False), ("off", True)])
-def test_no_process_of_a_candidate_outlives_its_evaluation(sandbox: str, lingers: bool,
-                                                           monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+def test_no_process_of_a_candidate_outlives_its_evaluation(
+    sandbox: str, lingers: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Without a PID namespace (a GPU's layers) a daemon leaves the worker's process group: the parent kills it by
     the worker's user namespace. The control, without containment: the same daemon does outlive the evaluation
     (and is killed here)."""
@@ -566,9 +609,11 @@ def test_no_process_of_a_candidate_outlives_its_evaluation(sandbox: str, lingers
 
 def _contained_sleeper() -> subprocess.Popen[bytes]:
     spec = json.dumps({"layers": ["userns"], "hidden": [], "writable": []})
-    return subprocess.Popen([sys.executable, "-P", "-m", "ksearch.tools.containment.launcher", spec, "--",
-                             "/bin/sleep", "30"], start_new_session=True,
-                            env=_repository_env())  # fmt: skip
+    return subprocess.Popen(
+        [sys.executable, "-P", "-m", "ksearch.tools.containment.launcher", spec, "--", "/bin/sleep", "30"],
+        start_new_session=True,
+        env=_repository_env(),
+    )
 
 
 @linux_only
@@ -601,8 +646,9 @@ def test_a_held_namespace_is_never_mistaken_for_a_later_one() -> None:
         second.wait(timeout=10)
 
 
-def _reach_paths(tmp_path: Path, sandbox: str, device: str,
-                 monkeypatch: pytest.MonkeyPatch) -> tuple[str, list[bytes], list[bytes]]:  # fmt: skip
+def _reach_paths(
+    tmp_path: Path, sandbox: str, device: str, monkeypatch: pytest.MonkeyPatch
+) -> tuple[str, list[bytes], list[bytes]]:
     """The Unix-socket exploit's report, and what reached the test's stream service and datagram socket."""
     stream_path, datagram_path = tmp_path / "svc.sock", tmp_path / "log.sock"
     stream = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -622,8 +668,9 @@ def _reach_paths(tmp_path: Path, sandbox: str, device: str,
 
 @linux_only
 @pytest.mark.parametrize(("sandbox", "reached"), [(GPU_LAYERS + ",seccomp", False), (GPU_LAYERS, True)])
-def test_a_kernel_reaches_no_service_listening_on_a_path(tmp_path: Path, sandbox: str, reached: bool,
-                                                         monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+def test_a_kernel_reaches_no_service_listening_on_a_path(
+    tmp_path: Path, sandbox: str, reached: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Namespaces do not stop a connection or a datagram to a socket on a path (the control reaches both);
     ``seccomp`` does, while the kernel may still create Unix sockets (CUDA's start needs one)."""
     _needs(sandbox)
@@ -642,8 +689,9 @@ def _queue(libc: ctypes.CDLL) -> int:
 
 @linux_only
 @pytest.mark.parametrize(("sandbox", "reached"), [(GPU_LAYERS + ",ipcns", False), (GPU_LAYERS, True)])
-def test_a_kernel_reaches_no_system_v_queue_outside(sandbox: str, reached: bool,
-                                                    monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+def test_a_kernel_reaches_no_system_v_queue_outside(
+    sandbox: str, reached: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Without an IPC namespace (the control) the exploit's message lands in this process's queue; with ``ipcns``
     the queue's id names nothing in the candidate's namespace. What arrived is read here, not from its report."""
     _needs(sandbox)

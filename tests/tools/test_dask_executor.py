@@ -43,7 +43,11 @@ def cluster(tmp_path_factory):
 
 
 def test_dask_and_local_executors_give_the_same_verdicts_and_the_same_evaluation_key(cluster):
-    cases = [row_kernel(1), WRONG_KERNEL.format(sleep=0.0, variant=2), "import torch\n\ndef kernel(x):\n    return x +\n"]
+    cases = [
+        row_kernel(1),
+        WRONG_KERNEL.format(sleep=0.0, variant=2),
+        "import torch\n\ndef kernel(x):\n    return x +\n",
+    ]
     local_verdicts = []
     with DaskExecutor(cluster.address) as remote, LocalExecutor() as local:
         assert remote.device_info("cpu").eval_key("softmax") == probe_device("cpu").eval_key("softmax")
@@ -51,9 +55,13 @@ def test_dask_and_local_executors_give_the_same_verdicts_and_the_same_evaluation
             there, here = remote.evaluate(request(code)), local.evaluate(request(code))
             local_verdicts.append(here.verdict)
             assert (there.verdict, there.configs_passed, there.configs_total) == (
-                here.verdict, here.configs_passed, here.configs_total
+                here.verdict,
+                here.configs_passed,
+                here.configs_total,
             ), (there.summary(), here.summary())
-            assert (there.mismatch.config if there.mismatch else None) == (here.mismatch.config if here.mismatch else None)
+            assert (there.mismatch.config if there.mismatch else None) == (
+                here.mismatch.config if here.mismatch else None
+            )
             assert there.environment["dask_worker"] in cluster.worker_pids()
         assert [b.kind for b in remote.busy] == ["evaluate"] * 3
         assert all(b.where in cluster.worker_pids() and b.ended > b.started for b in remote.busy)
@@ -111,7 +119,10 @@ def test_a_worker_killed_mid_evaluation_has_the_evaluation_retried_elsewhere(clu
 
 
 def test_repeated_worker_deaths_end_as_a_crashed_evaluation(tmp_path):
-    with dask_cluster(tmp_path / "fragile", workers=1, allowed_failures=0) as fragile, DaskExecutor(fragile.address) as remote:
+    with (
+        dask_cluster(tmp_path / "fragile", workers=1, allowed_failures=0) as fragile,
+        DaskExecutor(fragile.address) as remote,
+    ):
         from concurrent.futures import ThreadPoolExecutor
 
         with ThreadPoolExecutor(1) as pool:

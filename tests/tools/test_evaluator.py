@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from ksearch.tasks.softmax import SoftmaxTask
 from ksearch.contracts.candidate import Candidate
 from ksearch.contracts.evaluation import Verdict
+from ksearch.tasks.softmax import SoftmaxTask
 from ksearch.tools.evaluator import LOG_LIMIT, EvalRequest, candidate_traceback, evaluate, trim_log, worker_environment
 
 DATA = Path(__file__).resolve().parents[1] / "tasks" / "data"
@@ -30,8 +30,11 @@ def _run(code: str, **request: object):
 
 def _wrap(body: str) -> str:
     """The correct kernel, with ``body`` run inside the entry point before it computes."""
-    return OK + "\n\n_correct = kernel\n\n\ndef kernel(x):\n" + "".join(f"    {l}\n" for l in body.splitlines()) + (
-        "    return _correct(x)\n"
+    return (
+        OK
+        + "\n\n_correct = kernel\n\n\ndef kernel(x):\n"
+        + "".join(f"    {l}\n" for l in body.splitlines())
+        + ("    return _correct(x)\n")
     )
 
 
@@ -413,9 +416,10 @@ def test_a_forged_worker_report_does_not_change_the_verdict() -> None:
 def test_a_checker_out_of_memory_is_retried_and_a_second_one_stops_with_a_harness_error(monkeypatch) -> None:
     """The checker's answer "out of device memory" is no verdict about the candidate: the evaluation runs again
     (after a pause), and a second such answer raises HarnessError instead of recording a crash."""
+    import importlib
+
     from ksearch.contracts.exchange import CheckResult
     from ksearch.tools.evaluator import HarnessError
-    import importlib
 
     evaluate_mod = importlib.import_module("ksearch.tools.evaluator.evaluate")
     from ksearch.tools.evaluator.session import EvaluatorSession
@@ -454,8 +458,9 @@ def test_a_candidate_out_of_device_memory_is_judged_in_low_memory_mode(monkeypat
     from ksearch.tools.evaluator.session import EvaluatorSession
 
     with EvaluatorSession("cpu", prestart=False) as session:
-        evaluation = evaluate(EvalRequest(candidate=Candidate(task="softmax", language="triton", code=oom)),
-                              session=session)  # fmt: skip
+        evaluation = evaluate(
+            EvalRequest(candidate=Candidate(task="softmax", language="triton", code=oom)), session=session
+        )
         assert evaluation.verdict == Verdict.RUNTIME_ERROR and "CUDA out of memory" in evaluation.log
         assert session.low_memory and evaluation.environment["memory_mode"] == "low"
 
@@ -605,7 +610,9 @@ def test_cli_eval_json_passes_and_failures_exit_1(tmp_path: Path) -> None:
 
     runner = CliRunner()
     workspace = ["--workspace", str(tmp_path / "ws")]
-    result = runner.invoke(app, [*workspace, "eval", "softmax", str(DATA / "softmax_triton_ok.py"), "--device", "cpu", "--json"])
+    result = runner.invoke(
+        app, [*workspace, "eval", "softmax", str(DATA / "softmax_triton_ok.py"), "--device", "cpu", "--json"]
+    )
     assert result.exit_code == 0, result.output
     evaluation = Evaluation.model_validate(json.loads(result.stdout))
     assert evaluation.passed and evaluation.configs_passed == evaluation.configs_total
@@ -613,5 +620,7 @@ def test_cli_eval_json_passes_and_failures_exit_1(tmp_path: Path) -> None:
     broken.write_text("def kernel(x)\n    return x\n")
     result = runner.invoke(app, [*workspace, "eval", "softmax", str(broken), "--device", "cpu"])
     assert result.exit_code == 1 and "compile_error" in result.stdout
-    result = runner.invoke(app, [*workspace, "eval", "softmax", str(broken), "--device", "cpu", "--timing-method", "nope"])
+    result = runner.invoke(
+        app, [*workspace, "eval", "softmax", str(broken), "--device", "cpu", "--timing-method", "nope"]
+    )
     assert result.exit_code == 2 and "unknown timing method" in result.output

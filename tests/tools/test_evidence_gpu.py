@@ -47,12 +47,14 @@ def test_the_marked_range_is_no_kernel_of_the_call() -> None:
     def event(name: str, start: float, end: float, device: DeviceType) -> SimpleNamespace:
         return SimpleNamespace(name=name, time_range=SimpleNamespace(start=start, end=end), device_type=device)
 
-    profiler = SimpleNamespace(events=lambda: [
-        event(MARK + "b0", 100.0, 300.0, DeviceType.CPU),
-        event(MARK + "b0", 120.0, 290.0, DeviceType.CUDA),
-        event("gemm", 130.0, 200.0, DeviceType.CUDA),
-        event("aten::empty", 101.0, 102.0, DeviceType.CPU),
-    ])  # fmt: skip
+    profiler = SimpleNamespace(
+        events=lambda: [
+            event(MARK + "b0", 100.0, 300.0, DeviceType.CPU),
+            event(MARK + "b0", 120.0, 290.0, DeviceType.CUDA),
+            event("gemm", 130.0, 200.0, DeviceType.CUDA),
+            event("aten::empty", 101.0, 102.0, DeviceType.CPU),
+        ]
+    )
     ranges, spans = recorded(profiler)
     assert ranges == {"b0": (100.0, 300.0)}
     assert spans == [("gemm", 130.0, 200.0)]
@@ -75,8 +77,10 @@ def test_a_real_profilers_marked_ranges_are_read_from_kinetos_results() -> None:
     ranges, spans = recorded(profiler)
     assert sorted(ranges) == ["b0", "b1"] and spans == []
     assert ranges["b0"][0] < ranges["b0"][1] <= ranges["b1"][0] < ranges["b1"][1]
-    widths = {name[len(MARK):]: end - start for name, _, start, end in activity(profiler) if name.startswith(MARK)}
-    slow = {e.name[len(MARK):]: e.time_range.end - e.time_range.start for e in profiler.events() if e.name.startswith(MARK)}
+    widths = {name[len(MARK) :]: end - start for name, _, start, end in activity(profiler) if name.startswith(MARK)}
+    slow = {
+        e.name[len(MARK) :]: e.time_range.end - e.time_range.start for e in profiler.events() if e.name.startswith(MARK)
+    }
     assert widths == pytest.approx(slow, abs=1.0)  # microseconds, both paths
 
 
@@ -92,8 +96,9 @@ def test_eval_json_on_cuda_has_roofline_and_profile_for_every_timed_shape(tmp_pa
 
     from ksearch.cli import app
 
-    result = CliRunner().invoke(app, ["--workspace", str(tmp_path / "ws"), "eval", "trimul", str(TRIMUL), "--device",
-                                      "cuda", "--json"])  # fmt: skip
+    result = CliRunner().invoke(
+        app, ["--workspace", str(tmp_path / "ws"), "eval", "trimul", str(TRIMUL), "--device", "cuda", "--json"]
+    )
     assert result.exit_code == 0, result.output
     evaluation = Evaluation.model_validate(json.loads(result.stdout))
     shapes = [t.config for t in evaluation.timings]
@@ -120,7 +125,9 @@ def test_profiling_is_a_small_part_of_the_verdict_in_a_live_session() -> None:
     code = TRIMUL.read_text()
     with EvaluatorSession("cuda") as session:
         for tag in ("first", "second"):  # the second is what a search's every later candidate meets
-            candidate = Candidate(task="trimul", language="triton", code=f"{code}\n# {tag}\n", entry_point="custom_kernel")
+            candidate = Candidate(
+                task="trimul", language="triton", code=f"{code}\n# {tag}\n", entry_point="custom_kernel"
+            )
             evaluation = evaluate(EvalRequest(candidate=candidate, device="cuda"), session=session)
             assert evaluation.passed, evaluation.log
     stages = dict(re.findall(r"(\w+)=([0-9.]+)s", evaluation.environment["stage_seconds"]))

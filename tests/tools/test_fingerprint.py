@@ -10,8 +10,18 @@ from ksearch.tasks.softmax import SoftmaxTask
 from ksearch.tools import fingerprint
 from ksearch.tools.fingerprint import DeviceInfo, task_signature
 
-GPU = DeviceInfo(device="cuda:0", python="3.11.7", torch="2.13.0", triton="3.9.0", gpu="NVIDIA H100 80GB HBM3",
-                 sms="132", memory_gb="80", capability="9.0", cuda="13.0", l2_mb="50")  # fmt: skip
+GPU = DeviceInfo(
+    device="cuda:0",
+    python="3.11.7",
+    torch="2.13.0",
+    triton="3.9.0",
+    gpu="NVIDIA H100 80GB HBM3",
+    sms="132",
+    memory_gb="80",
+    capability="9.0",
+    cuda="13.0",
+    l2_mb="50",
+)
 CPU = DeviceInfo(device="cpu", python="3.11.7", torch="2.13.0", triton="3.9.0")
 
 
@@ -67,13 +77,23 @@ def test_the_timing_method_is_in_the_key_on_a_gpu_and_untimed_on_the_cpu() -> No
 
 def test_the_key_is_stable() -> None:
     assert GPU.eval_key("softmax") == GPU.eval_key("softmax")
-    assert len(task_signature("softmax", "cuda").definition) == 16 and len(task_signature("softmax", "cuda").configs) == 16
+    assert (
+        len(task_signature("softmax", "cuda").definition) == 16 and len(task_signature("softmax", "cuda").configs) == 16
+    )
 
 
 def test_the_device_description_names_every_property_the_planner_is_shown() -> None:
     text = GPU.describe()
-    for part in ("NVIDIA H100 80GB HBM3", "compute capability 9.0", "132 SMs", "80 GiB memory", "50 MB L2", "CUDA 13.0",
-                 "torch 2.13.0", "triton 3.9.0"):  # fmt: skip
+    for part in (
+        "NVIDIA H100 80GB HBM3",
+        "compute capability 9.0",
+        "132 SMs",
+        "80 GiB memory",
+        "50 MB L2",
+        "CUDA 13.0",
+        "torch 2.13.0",
+        "triton 3.9.0",
+    ):
         assert part in text
     assert GPU.is_gpu and not CPU.is_gpu
     assert "not timed" in CPU.describe()
@@ -82,8 +102,10 @@ def test_the_device_description_names_every_property_the_planner_is_shown() -> N
 def test_a_gpu_is_described_by_its_line_then_the_limits_and_peaks_of_its_own_model() -> None:
     """The limits come from the table entry of the device's own name, not from a target or an empty name."""
     line, limits = GPU.describe().split("\n")
-    assert line == ("NVIDIA H100 80GB HBM3 (compute capability 9.0, 132 SMs, 80 GiB memory, 50 MB L2), CUDA 13.0, "
-                    "torch 2.13.0, triton 3.9.0")  # fmt: skip
+    assert line == (
+        "NVIDIA H100 80GB HBM3 (compute capability 9.0, 132 SMs, 80 GiB memory, 50 MB L2), CUDA 13.0, "
+        "torch 2.13.0, triton 3.9.0"
+    )
     assert limits.startswith("Limits and peaks: H100 SXM5 80GB (sm_90): 132 SMs, 80 GB memory at 3.35 TB/s, 50 MB L2.")
     assert GPU.describe("b200") == GPU.describe()  # a GPU is described as itself, whatever the target
     unknown = GPU.model_copy(update={"gpu": "Mystery GPU"}).describe()

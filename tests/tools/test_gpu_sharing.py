@@ -35,16 +35,20 @@ UUID = "GPU-8a3f2c1e-0000-4000-8000-000000000001"
 
 
 def test_parse_the_rows_nvidia_smi_prints() -> None:
-    apps = parse_apps(f"{UUID}, 4242, /usr/bin/python3, 20480\n"
-                      f"{UUID}, 77, my,odd,name, [N/A]\n"
-                      "No running processes found\n")  # fmt: skip
+    apps = parse_apps(
+        f"{UUID}, 4242, /usr/bin/python3, 20480\n{UUID}, 77, my,odd,name, [N/A]\nNo running processes found\n"
+    )
     assert apps == [ComputeApp(UUID, 4242, "/usr/bin/python3", 20480), ComputeApp(UUID, 77, "my,odd,name", None)]
     assert parse_utilisation(f"{UUID}, 87\nGPU-other, 0\nGPU-bad, [N/A]\n") == {UUID: 87, "GPU-other": 0}
 
 
 def test_judge_names_the_busy_gpu_of_the_anchor_and_the_processes_not_ours() -> None:
-    apps = [ComputeApp(UUID, 10, "checker", 900), ComputeApp(UUID, 11, "worker", 900),
-            ComputeApp(UUID, 500, "training.py", 40000), ComputeApp("GPU-other", 600, "elsewhere", 10)]  # fmt: skip
+    apps = [
+        ComputeApp(UUID, 10, "checker", 900),
+        ComputeApp(UUID, 11, "worker", 900),
+        ComputeApp(UUID, 500, "training.py", 40000),
+        ComputeApp("GPU-other", 600, "elsewhere", 10),
+    ]
     busy = [{UUID: 95, "GPU-other": 0}, {UUID: 60, "GPU-other": 0}]
     sharing = judge(apps, busy, ours={1, 10, 11}, anchor=10)
     assert sharing is not None and sharing.uuid == UUID and sharing.busy_percent == 60
@@ -84,8 +88,13 @@ def test_the_threshold_is_the_one_the_readme_states() -> None:
 
 
 def test_the_other_processes_are_named_largest_first() -> None:
-    apps = [ComputeApp(UUID, 10, "checker", 900), ComputeApp(UUID, 20, "small", 100),
-            ComputeApp(UUID, 30, "unknown", None), ComputeApp(UUID, 40, "tiny", 1), ComputeApp(UUID, 50, "big", 40000)]  # fmt: skip
+    apps = [
+        ComputeApp(UUID, 10, "checker", 900),
+        ComputeApp(UUID, 20, "small", 100),
+        ComputeApp(UUID, 30, "unknown", None),
+        ComputeApp(UUID, 40, "tiny", 1),
+        ComputeApp(UUID, 50, "big", 40000),
+    ]
     sharing = judge(apps, [{UUID: 90}], ours={10}, anchor=10)
     assert sharing is not None
     assert [app.pid for app in sharing.others] == [50, 20, 40, 30]  # memory unknown counts as none
@@ -181,8 +190,13 @@ def test_a_forgery_on_a_busy_gpu_is_no_verdict_and_on_an_idle_one_is_rejected(
     verdict meets the GPU check; with the GPU busy the evaluation raises ``HarnessError`` naming the neighbour, with
     it idle the rejection stands."""
     code = (FORGERS / "forge_runner_slot.py").read_text(encoding="utf-8")
-    request = EvalRequest(candidate=Candidate(task="softmax", language="triton", code=code), device="cpu",
-                          timing=True, timing_method="gpumode-benchmark", run_timeout_s=240)  # fmt: skip
+    request = EvalRequest(
+        candidate=Candidate(task="softmax", language="triton", code=code),
+        device="cpu",
+        timing=True,
+        timing_method="gpumode-benchmark",
+        run_timeout_s=240,
+    )
     busy, idle = tmp_path / "busy", tmp_path / "idle"
     busy.mkdir()
     idle.mkdir()
@@ -237,8 +251,13 @@ def test_an_honest_kernel_on_a_gpu_another_job_keeps_busy_is_never_rejected(
         print(f"neighbour {hog}: {sharing}")
         assert sharing is not None and hog in [app.pid for app in sharing.others], sharing
         code = (FORGERS / "honest_slow.py").read_text(encoding="utf-8")
-        request = EvalRequest(candidate=Candidate(task="softmax", language="triton", code=code), device="cuda",
-                              timing=True, timing_method="gpumode-benchmark", run_timeout_s=240)  # fmt: skip
+        request = EvalRequest(
+            candidate=Candidate(task="softmax", language="triton", code=code),
+            device="cuda",
+            timing=True,
+            timing_method="gpumode-benchmark",
+            run_timeout_s=240,
+        )
         try:
             evaluation = evaluate(request)
         except HarnessError as exc:

@@ -15,13 +15,14 @@ from typing import NamedTuple
 
 import pytest
 
-from ksearch.tasks.registry import resolve_task
-from ksearch.tools import integrity
 from ksearch.contracts.candidate import Candidate
 from ksearch.contracts.evaluation import Evaluation, Verdict
+from ksearch.tasks.registry import resolve_task
+from ksearch.tools import integrity
 from ksearch.tools.evaluator import EvalRequest, evaluate
 
 HONEST = Path(__file__).resolve().parent / "honest"
+
 
 class Case(NamedTuple):
     task: str
@@ -69,7 +70,9 @@ def _params(*, gpu: bool) -> list:
 
 def _evaluate(name: str, case: Case, device: str) -> Evaluation:
     code = (HONEST / name).read_text(encoding="utf-8")
-    candidate = Candidate(task=case.task, language=case.language, code=code, entry_point=resolve_task(case.task).entry_point)
+    candidate = Candidate(
+        task=case.task, language=case.language, code=code, entry_point=resolve_task(case.task).entry_point
+    )
     return evaluate(EvalRequest(candidate=candidate, device=device))
 
 

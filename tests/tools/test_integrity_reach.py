@@ -109,8 +109,15 @@ def test_honest_idioms_pass(name: str) -> None:
 
 def test_the_routes_of_the_issue_are_named_interpreter_reach() -> None:
     """The three roads of issue 30's first class, each caught by the reach rule itself (not by luck elsewhere)."""
-    for name in ("torch_sys_modules", "os_sys", "task_torch_sys", "computed_getattr", "getattr_dunder_constant",
-                 "format_string", "torch_C"):  # fmt: skip
+    for name in (
+        "torch_sys_modules",
+        "os_sys",
+        "task_torch_sys",
+        "computed_getattr",
+        "getattr_dunder_constant",
+        "format_string",
+        "torch_C",
+    ):
         assert "interpreter_reach" in _rules(REFUSED[name]), name
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from ksearch.tools.evaluator.ledger import Calibration, TimingLedger, alternating, allowance_ms, judge, METHOD_SHAPES
+from ksearch.tools.evaluator.ledger import METHOD_SHAPES, Calibration, TimingLedger, allowance_ms, alternating, judge
 
 CAL = Calibration(window_overhead_ms=0.03, call_overhead_ms=0.05, flush_ms=0.1, copy_gbps=2000.0)
 
@@ -63,7 +63,9 @@ def test_out_of_order_or_missing_windows_are_forged() -> None:
     ledger = TimingLedger()
     ledger.timed(0, [1.0], 1.0)  # never opened
     assert judge(ledger, "gpumode", CAL, configs=["a"]).rule == "timing_forgery"
-    assert judge(_ledger(_repeats(0, 5, 1.0, 1.05)), "gpumode-benchmark", CAL, configs=["a", "b"]).rule == "timing_forgery"
+    assert (
+        judge(_ledger(_repeats(0, 5, 1.0, 1.05)), "gpumode-benchmark", CAL, configs=["a", "b"]).rule == "timing_forgery"
+    )
     nested = TimingLedger()
     nested.go(0, 0, 1.0)
     nested.go(0, 0, 1.1)
@@ -117,7 +119,9 @@ def test_a_kernel_that_works_only_when_the_values_change_is_caught() -> None:
         rows.append((0, sample + 0.04, [sample], ["audit"] if fresh else [], 70 + i if fresh else None))
     finding = judge(_ledger(rows), "gpumode-benchmark", CAL, configs=["a"])
     assert finding is not None and finding.rule == "audit_evasion" and "new values" in finding.evidence
-    noisy = [(0, s[0] + 0.04, [s[0] * (1.2 if f else 1.0)], a, f) for (_, _, s, a, f) in _repeats(0, 12, 1.0, 0, (1, 6))]
+    noisy = [
+        (0, s[0] + 0.04, [s[0] * (1.2 if f else 1.0)], a, f) for (_, _, s, a, f) in _repeats(0, 12, 1.0, 0, (1, 6))
+    ]
     assert judge(_ledger(noisy), "gpumode-benchmark", CAL, configs=["a"]) is None  # 20 % slower: within noise
 
 
@@ -136,7 +140,7 @@ def test_work_done_between_windows_is_forged_time() -> None:
     assert judge(honest, "gpumode-benchmark", CAL, configs=["a"]) is None
     rows = [(c, 0.01, [0.002], a, f) for c, _, _, a, f in _repeats(0, 20, 5.0, 0)]
     held = _ledger(rows)
-    for window, later in zip(held.windows, held.windows[1:]):  # 5 ms of work before every go
+    for _window, later in zip(held.windows, held.windows[1:]):  # 5 ms of work before every go
         later.opened += 0.005 * (held.windows.index(later))
         later.closed += 0.005 * (held.windows.index(later))
     finding = judge(held, "gpumode-benchmark", CAL, configs=["a"])
@@ -155,9 +159,14 @@ def test_making_fresh_inputs_between_windows_is_the_harness_own_work() -> None:
         ledger.relay(now, now + 0.004)
         now += 0.004 + 0.006  # 6 ms making the next inputs
     assert judge(ledger, "confirm", CAL, configs=["a"], generation_ms={0: 2.5}, digest_ms={0: 1.0}) is None
-    assert judge(ledger, "confirm", CAL, configs=["a"], generation_ms={0: 0.1}, digest_ms={0: 0.1}).rule == "timing_forgery"
+    assert (
+        judge(ledger, "confirm", CAL, configs=["a"], generation_ms={0: 0.1}, digest_ms={0: 0.1}).rule
+        == "timing_forgery"
+    )
     ledger.windows[5].input_seeds = [1000]  # a repeat checked on the first repeat's inputs
-    assert judge(ledger, "confirm", CAL, configs=["a"], generation_ms={0: 2.5}, digest_ms={0: 1.0}).rule == "audit_evasion"
+    assert (
+        judge(ledger, "confirm", CAL, configs=["a"], generation_ms={0: 2.5}, digest_ms={0: 1.0}).rule == "audit_evasion"
+    )
 
 
 def test_confirm_requires_a_check_of_every_window() -> None:
@@ -184,7 +193,9 @@ def test_a_block_whose_time_sits_on_one_call_is_forged() -> None:
         samples = [10 * 0.5] + [0.0005] * 9
         hold = 50.0 if block == 0 else 10 * 0.0005  # the worker's own (forged) median sizes the next hold
         fresh = block in (1, 5)
-        rows.append((0, hold + 5.0 + 10 * 0.15, samples, ["audit" if fresh else "bench"], 50 + block if fresh else None))
+        rows.append(
+            (0, hold + 5.0 + 10 * 0.15, samples, ["audit" if fresh else "bench"], 50 + block if fresh else None)
+        )
     finding = judge(_ledger(rows), "robust", CAL, configs=["a"])
     assert finding is not None and finding.rule == "timing_forgery" and "one kernel" in finding.evidence
 
@@ -272,8 +283,10 @@ def test_a_timed_evaluation_scores_the_undisturbed_windows_and_says_how_many_it_
 
     task = resolve_task("softmax")
     names = [c.name for c in task.benchmark_configs("cpu")]
-    samples = [ConfigSamples(config=n, method="gpumode-benchmark", samples_ms=[1.0, 1.0, 1.0], windows_left_out=2)
-               for n in names]  # fmt: skip
+    samples = [
+        ConfigSamples(config=n, method="gpumode-benchmark", samples_ms=[1.0, 1.0, 1.0], windows_left_out=2)
+        for n in names
+    ]
     timings, problem = timings_from_samples(task, "gpumode-benchmark", samples, wall_s=60.0, device="cpu")
     assert problem == "" and all(t.windows_left_out == 2 and t.samples == 3 for t in timings)
 

@@ -42,6 +42,7 @@ from ksearch.tools.evaluator.ledger import (
     window_allowances,
 )
 
+
 @pytest.fixture(autouse=True)
 def _uncapped_window_overhead(monkeypatch: pytest.MonkeyPatch) -> None:
     """These tests pin each allowance term with round figures (0.25 ms a window); the cap on one-call windows'
@@ -63,14 +64,25 @@ def test_the_constants_are_the_documented_ones() -> None:
 
 
 def test_the_calibrations_defaults_and_a_methods_default_shape() -> None:
-    assert Calibration().model_dump() == {"window_overhead_ms": 0.05, "window_overhead_median_ms": 0.0,
-                                          "call_overhead_ms": 0.1, "gap_overhead_ms": 0.2, "flush_ms": 0.2,
-                                          "copy_gbps": 1000.0}  # fmt: skip
+    assert Calibration().model_dump() == {
+        "window_overhead_ms": 0.05,
+        "window_overhead_median_ms": 0.0,
+        "call_overhead_ms": 0.1,
+        "gap_overhead_ms": 0.2,
+        "flush_ms": 0.2,
+        "copy_gbps": 1000.0,
+    }
     assert Calibration.model_validate({"flush_ms": 0.3, "from_a_newer_worker": 1}).flush_ms == 0.3
     assert asdict(MethodShape()) == {
-        "flush_per_call": False, "hold_per_window": False, "clone_per_call": False, "every_window_audited": False,
-        "fresh_inputs_every_window": False, "min_fresh_audits": 0, "headline": "mean", "one_kernel_per_window": False,
-    }  # fmt: skip
+        "flush_per_call": False,
+        "hold_per_window": False,
+        "clone_per_call": False,
+        "every_window_audited": False,
+        "fresh_inputs_every_window": False,
+        "min_fresh_audits": 0,
+        "headline": "mean",
+        "one_kernel_per_window": False,
+    }
     assert astuple(ConfigFacts()) == (0, 0.0, 0.0)
     window = Window(config=0, run=0, opened=5.0)
     assert window.wall_ms == 0.0 and window.staged_bytes == 0 and not window.fresh and window.audits == []
@@ -144,17 +156,36 @@ def test_an_audit_is_fresh_only_with_activation_values_no_earlier_call_of_the_co
 # ---- the allowance --------------------------------------------------------------------------------------------------
 
 
-def _window(samples: list[float], *, wall: float = 0.0, run: int = 0, fresh: bool = False, staged: int = 0,
-            audits: tuple[str, ...] = ()) -> Window:  # fmt: skip
-    return Window(config=0, run=run, opened=0.0, closed=wall / 1e3, samples_ms=list(samples), audits=list(audits),
-                  fresh=fresh, staged_bytes=staged)  # fmt: skip
+def _window(
+    samples: list[float],
+    *,
+    wall: float = 0.0,
+    run: int = 0,
+    fresh: bool = False,
+    staged: int = 0,
+    audits: tuple[str, ...] = (),
+) -> Window:
+    return Window(
+        config=0,
+        run=run,
+        opened=0.0,
+        closed=wall / 1e3,
+        samples_ms=list(samples),
+        audits=list(audits),
+        fresh=fresh,
+        staged_bytes=staged,
+    )
 
 
 def test_back_to_back_calls_in_any_window_earn_every_window_the_per_call_allowance() -> None:
     shape = METHOD_SHAPES["gpumode-benchmark"]
     windows = [_window([1.0]), _window([1.0, 1.0, 1.0], staged=1000)]
-    assert window_allowances(windows, shape, CAL, True, 0) == pytest.approx([0.75 + 1.5, 0.75 + 3 * 1.5 + 1000e-6], rel=1e-12)
-    assert window_allowances([_window([1.0]), _window([1.0])], shape, CAL, True, 0) == pytest.approx([0.75, 0.75], rel=1e-12)
+    assert window_allowances(windows, shape, CAL, True, 0) == pytest.approx(
+        [0.75 + 1.5, 0.75 + 3 * 1.5 + 1000e-6], rel=1e-12
+    )
+    assert window_allowances([_window([1.0]), _window([1.0])], shape, CAL, True, 0) == pytest.approx(
+        [0.75, 0.75], rel=1e-12
+    )
 
 
 def test_the_overheads_have_a_floor() -> None:
@@ -178,8 +209,13 @@ def test_a_robust_block_is_allowed_its_flushes_and_a_hold_of_about_the_previous_
         _window([100.0, 100.0], run=1),  # 2 x 1.0
         _window([1.0, 1.0, 1.0], run=1),  # 3 x 100, capped at 50
     ]
-    expected = [0.75 + 2 * per_call + 50.0, 0.75 + 3 * per_call + 6.0 + 2.0, 0.75 + per_call + 50.0,
-                0.75 + 2 * per_call + 2.0, 0.75 + 3 * per_call + 50.0]  # fmt: skip
+    expected = [
+        0.75 + 2 * per_call + 50.0,
+        0.75 + 3 * per_call + 6.0 + 2.0,
+        0.75 + per_call + 50.0,
+        0.75 + 2 * per_call + 2.0,
+        0.75 + 3 * per_call + 50.0,
+    ]
     assert window_allowances(windows, shape, CAL, True, 2 * 10**6) == pytest.approx(expected, rel=1e-12)
     no_flush = window_allowances(windows[:1], shape, CAL, False, 0)
     assert no_flush == pytest.approx([0.75 + 2 * 1.5 + 50.0], rel=1e-12)
@@ -228,8 +264,16 @@ def test_with_the_parents_read_times_only_the_total_is_held_with_25_milliseconds
 
 def test_the_cpu_timing_of_the_tests_is_held_with_100_milliseconds() -> None:
     windows = [_window([0.0], wall=100.75)]  # 100.75 - 0.75 allowed = 100 ms unexplained
-    assert judge(TimingLedger(windows=windows, host_timing=True), "gpumode-benchmark", CAL, configs=["a"],
-                 fresh_audits_possible=False) is None  # fmt: skip
+    assert (
+        judge(
+            TimingLedger(windows=windows, host_timing=True),
+            "gpumode-benchmark",
+            CAL,
+            configs=["a"],
+            fresh_audits_possible=False,
+        )
+        is None
+    )
     assert _judge(windows).rule == "timing_forgery"
 
 
@@ -281,7 +325,10 @@ def test_judge_allows_the_flush_unless_told_the_task_does_not_flush() -> None:
 def test_judge_requires_re_randomised_audits_unless_told_the_task_has_none() -> None:
     windows = [_window([1.0], wall=1.5) for _ in range(3)]
     finding = judge(_ledger(windows), "gpumode-benchmark", CAL, configs=["a"])
-    assert finding.rule == "audit_evasion" and "0 audits on re-randomised inputs reached the checker, 2" in finding.evidence
+    assert (
+        finding.rule == "audit_evasion"
+        and "0 audits on re-randomised inputs reached the checker, 2" in finding.evidence
+    )
 
 
 # ---- the time between windows -------------------------------------------------------------------------------------
@@ -292,8 +339,10 @@ FACTS = ConfigFacts(input_bytes=0, generation_ms=2.0, digest_ms=4.0)
 
 
 def _pair(*, audits: tuple[str, ...] = (), staged: int = 0, fresh: bool = False) -> tuple[Window, Window]:
-    return (Window(config=0, run=0, opened=0.0, closed=0.0, samples_ms=[0.0], audits=list(audits), staged_bytes=staged),
-            Window(config=0, run=0, opened=1.0, closed=1.0, samples_ms=[0.0], fresh=fresh))  # fmt: skip
+    return (
+        Window(config=0, run=0, opened=0.0, closed=0.0, samples_ms=[0.0], audits=list(audits), staged_bytes=staged),
+        Window(config=0, run=0, opened=1.0, closed=1.0, samples_ms=[0.0], fresh=fresh),
+    )
 
 
 def test_the_gap_allowance_of_each_kind_of_pair() -> None:
@@ -319,15 +368,25 @@ def test_the_gap_overheads_and_copy_rate_have_floors() -> None:
     assert gap_allowance_ms(*audited, shape, tiny, ConfigFacts()) == pytest.approx(0.12 + 0.3 + 4.5, rel=1e-12)
 
 
-def _chain(*gaps_ms: float, runs: tuple[int, ...] | None = None, audited: tuple[int, ...] = (),
-           fresh: tuple[int, ...] = ()) -> list[Window]:  # fmt: skip
+def _chain(
+    *gaps_ms: float, runs: tuple[int, ...] | None = None, audited: tuple[int, ...] = (), fresh: tuple[int, ...] = ()
+) -> list[Window]:
     """Windows of no length (each claims 0 ms) separated by ``gaps_ms``; ``audited``: windows followed by an audit;
     ``fresh``: windows timed on fresh values."""
     windows, t = [], 0.0
     for k in range(len(gaps_ms) + 1):
         run = runs[k] if runs is not None else 0
-        windows.append(Window(config=0, run=run, opened=t, closed=t, samples_ms=[0.0],
-                              audits=["audit"] if k in audited else [], fresh=k in fresh))  # fmt: skip
+        windows.append(
+            Window(
+                config=0,
+                run=run,
+                opened=t,
+                closed=t,
+                samples_ms=[0.0],
+                audits=["audit"] if k in audited else [],
+                fresh=k in fresh,
+            )
+        )
         if k < len(gaps_ms):
             t += gaps_ms[k] / 1e3
     return windows
@@ -385,7 +444,9 @@ def test_the_checkers_costs_of_each_config_reach_the_gap_rule() -> None:
     assert _gap_judge(before_fresh, generation_ms={0: 2.0}, digest_ms={0: 4.0}) is None
     assert _gap_judge(before_fresh, digest_ms={0: 4.0}).rule == "timing_forgery"  # 7.8 allowed
     assert _gap_judge(before_fresh, generation_ms={0: 2.0}).rule == "timing_forgery"  # 4.8 allowed
-    assert _gap_judge(before_fresh, generation_ms={1: 6.0}, digest_ms={1: 6.0}).rule == "timing_forgery"  # another config
+    assert (
+        _gap_judge(before_fresh, generation_ms={1: 6.0}, digest_ms={1: 6.0}).rule == "timing_forgery"
+    )  # another config
     # a config the checker gave no costs for is allowed none: 1.8 ms (it would pass with 1 ms of either)
     assert _gap_judge(_chain(13.0, audited=(0,))) is None  # 13 - 1.8 = 11.2 <= 10 + 1.3
     assert _gap_judge(_chain(14.0, audited=(0,))).rule == "timing_forgery"  # 12.2 > 11.4
@@ -468,14 +529,18 @@ def test_two_fresh_audits_are_required_and_none_when_the_task_cannot_re_randomis
 @pytest.mark.parametrize(
     ("typical", "audited", "evades"),
     [
-        (1.0, (3.19, 3.19), False), (1.0, (3.21, 3.21), True),  # median > 3 x typical + 0.2, at and beyond
+        (1.0, (3.19, 3.19), False),
+        (1.0, (3.21, 3.21), True),  # median > 3 x typical + 0.2, at and beyond
         (1.0, (3.1, 3.1), False),  # the floor of 0.2 ms
-        (2.0, (6.19, 6.19), False), (2.0, (6.21, 6.21), True),  # the ratio scales the typical time
+        (2.0, (6.19, 6.19), False),
+        (2.0, (6.21, 6.21), True),  # the ratio scales the typical time
         (1.0, (1.0, 5.0, 5.0), True),  # the median of the audited calls, not the fastest
         (1.0, (1.0, 1.0, 10.0), False),  # nor their mean
     ],
-)  # fmt: skip
-def test_audit_evasion_threshold_on_the_median_audited_call(typical: float, audited: tuple[float, ...], evades: bool) -> None:
+)
+def test_audit_evasion_threshold_on_the_median_audited_call(
+    typical: float, audited: tuple[float, ...], evades: bool
+) -> None:
     finding = _audit(_typical(typical) + _fresh(*audited))
     assert (finding is not None and finding.rule == "audit_evasion" and "new values" in finding.evidence) is evades
 
@@ -542,18 +607,21 @@ def test_the_median_floors_with_and_without_the_kernels_stamps() -> None:
 
 # ---- null windows ------------------------------------------------------------------------------------------------------
 def _null(sample: float = 0.0, *, wall: float = 0.0, config: int = 0, closed: bool = True) -> Window:
-    return Window(config=config, run=0, opened=0.0, closed=wall / 1e3 if closed else None, samples_ms=[sample], null=True)
+    return Window(
+        config=config, run=0, opened=0.0, closed=wall / 1e3 if closed else None, samples_ms=[sample], null=True
+    )
 
 
-def _null_judged(timed: list[Window], nulls: list[Window]) -> Finding | None:
+def _null_judged(timed: list[Window], nulls: list[Window]) -> ledger_module.Finding | None:
     ledger = _ledger(timed + nulls)
     return ledger_module._null_problem("a", timed, ledger.nulls(0), ledger)
 
 
 def test_null_windows_are_kept_apart_closed_and_by_config() -> None:
     open_timed = Window(config=0, run=0, opened=0.0)
-    ledger = _ledger([_window([1.0], wall=1.1), _null(wall=0.1), _null(wall=0.1, config=1), _null(closed=False),
-                      open_timed])  # fmt: skip
+    ledger = _ledger(
+        [_window([1.0], wall=1.1), _null(wall=0.1), _null(wall=0.1, config=1), _null(closed=False), open_timed]
+    )
     assert [len(w) for w in ledger.by_config().values()] == [1]  # neither the nulls nor the open window
     assert ledger.nulls(0) == [ledger.windows[1]] and ledger.nulls(1) == [ledger.windows[2]]
     assert ledger.nulls_between(0.0, 1.0) * 1e3 == pytest.approx(0.2)  # both closed nulls; the open one not counted
@@ -609,7 +677,9 @@ def test_null_windows_holding_calls_are_forged() -> None:
     assert _null_judged(timed, honest) is None
     swallowed = _null_judged(timed, honest[:1] + [_null(0.3, wall=0.32) for _ in range(2)])
     assert swallowed is not None and swallowed.rule == "timing_forgery" and "median of 3 null" in swallowed.evidence
-    assert _null_judged(timed, honest[:1] + [_null(0.1, wall=0.12) for _ in range(2)]) is None  # the median at its bound
+    assert (
+        _null_judged(timed, honest[:1] + [_null(0.1, wall=0.12) for _ in range(2)]) is None
+    )  # the median at its bound
     assert _null_judged(timed, honest[:2] + [_null(0.3, wall=0.32)]) is None  # one slow null: the host descheduled
     assert _null_judged(timed, honest[:2] + [_null(1.0, wall=1.02)]) is None  # a single one at its bound
     one = _null_judged(timed, honest[:2] + [_null(1.2, wall=1.22)])

@@ -27,8 +27,9 @@ class Timeline:
     def wait(self, ms: float) -> None:
         self.now += ms / 1e3
 
-    def window(self, config: int, wall_ms: float, samples: list[float], audit: str | None = None,
-               activation: int | None = None) -> None:  # fmt: skip
+    def window(
+        self, config: int, wall_ms: float, samples: list[float], audit: str | None = None, activation: int | None = None
+    ) -> None:
         self.ledger.go(config, 0, self.now)
         self.wait(wall_ms)
         self.ledger.timed(config, samples, self.now)
@@ -77,9 +78,12 @@ def test_time_moved_between_windows_is_forged() -> None:
     assert judge(line.ledger, "robust", CAL, configs=["a"]) is not None
 
 
-@pytest.mark.xfail(strict=True, reason="a documented residual: honest kernels read up to 2x on re-randomised inputs on "
-                   "an H100 (data-dependent routing, clocks after an audit's gap), so audit_evasion needs 3x; a replay "
-                   "padded to about half the honest time passes gpumode-benchmark and fails the confirmation")  # fmt: skip
+@pytest.mark.xfail(
+    strict=True,
+    reason="a documented residual: honest kernels read up to 2x on re-randomised inputs on "
+    "an H100 (data-dependent routing, clocks after an audit's gap), so audit_evasion needs 3x; a replay "
+    "padded to about half the honest time passes gpumode-benchmark and fails the confirmation",
+)
 def test_padded_replays_that_keep_the_median_are_audit_evasion() -> None:
     """audit_probe_pad_benchmark.py: the calls on fresh values compute (5 ms); of the others, 60 % are replays padded
     to 0.9 of a call and 40 % return at once, so their median is 4.5 ms and their mean 2.7 ms."""

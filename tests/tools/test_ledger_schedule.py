@@ -64,8 +64,14 @@ class LedgerRunner(FakeRunner):
     def audit(self, call: FakeCall, output: object, staged: object = None) -> None:
         super().audit(call, output, staged)
         seed = self._activation.get(call.index)
-        self.ledger.handoff("audit" if seed is not None else "bench", self.config, 7, seed, 0,
-                            window=self.closed if self.numbered else None)  # fmt: skip
+        self.ledger.handoff(
+            "audit" if seed is not None else "bench",
+            self.config,
+            7,
+            seed,
+            0,
+            window=self.closed if self.numbered else None,
+        )
         self.clock[0] += 0.1  # the checker's answer
 
     def call_on(self, index: int, **kwargs: bool) -> FakeCall:
@@ -133,7 +139,7 @@ def test_a_robust_split_that_claims_a_legal_block_is_caught_by_the_block_after_i
         ledger = _run("robust", {4: 8})  # the second block's first call (the first block holds 4)
         finding = judge_loops(ledger, "robust", ["a", "b"])
         assert finding is not None and "not followed by exactly one handoff" in finding.evidence, finding
-        for config, windows in ledger.by_config().items():  # compare: no handoffs, each run ends with a count,
+        for _config, windows in ledger.by_config().items():  # compare: no handoffs, each run ends with a count,
             for window in windows:  # here one that agrees with the parent's (an in-process count bumped to match)
                 window.audits.clear()
                 window.numbers.clear()
@@ -233,7 +239,9 @@ def test_the_wall_time_the_worker_read_is_bounded_by_the_checkers_answers() -> N
     early, late = ledger_module._stop_walls(ledger.windows[0], 1.0, ledger_module._Timeline.of(ledger))
     assert early == pytest.approx(0.002 - STOP_WALL_BAND_S) and late == pytest.approx(0.5 + STOP_WALL_BAND_S)
     ledger.relay(1.7, 1.9)  # after the next window opened: not the first window's
-    assert ledger_module._stop_walls(ledger.windows[0], 1.0, ledger_module._Timeline.of(ledger))[1] == pytest.approx(0.5 + STOP_WALL_BAND_S)
+    assert ledger_module._stop_walls(ledger.windows[0], 1.0, ledger_module._Timeline.of(ledger))[1] == pytest.approx(
+        0.5 + STOP_WALL_BAND_S
+    )
 
 
 def test_block_length_range_matches_the_robust_loop() -> None:

@@ -30,7 +30,10 @@ def _null_before(repeat: int) -> bool:
 
 
 def _gpumode(
-    closes: list[float], samples: list[float] | None = None, *, fresh: frozenset[int] = frozenset(),
+    closes: list[float],
+    samples: list[float] | None = None,
+    *,
+    fresh: frozenset[int] = frozenset(),
     numbered: bool = False,
 ) -> TimingLedger:
     """One config's GPU MODE loop: timed window ``i`` closes at ``closes[i]`` (s) and opens 3 ms before, its null
@@ -45,8 +48,14 @@ def _gpumode(
         ledger.go(0, 0, close - 0.003)
         ledger.timed(0, [sample], close)
         if i in fresh or i == len(closes) - 1:
-            ledger.handoff("audit" if i in fresh else "bench", 0, 7, 1000 + i if i in fresh else None, 0,
-                           window=i + 1 if numbered else None)  # fmt: skip
+            ledger.handoff(
+                "audit" if i in fresh else "bench",
+                0,
+                7,
+                1000 + i if i in fresh else None,
+                0,
+                window=i + 1 if numbered else None,
+            )
     return ledger
 
 
@@ -95,6 +104,7 @@ def test_the_schedules_constants_are_the_documented_ones() -> None:
 
 def test_the_median_null_window_is_held_to_a_tenth_of_a_millisecond() -> None:
     """Null windows of 0.1 ms pass (the limit is inclusive); a median of 0.15 ms means calls were timed in them."""
+
     def nulls(sample: float) -> list[Window]:
         return [Window(0, 0, i, i + 0.001, [sample], null=True) for i in range(3)]
 
@@ -295,6 +305,7 @@ SLOW_MS = 20.0
 def test_robust_without_fresh_audits_stops_at_its_thousandth_block() -> None:
     """Constant samples meet the error target at once, but the loop goes on until two blocks ended with a checked
     call on re-randomised activations, or 1000 blocks."""
+
     def loop(blocks: int) -> TimingLedger:
         return _robust([[SLOW_MS] * 4] + [[SLOW_MS] * 2] * (blocks - 1))
 
@@ -376,6 +387,7 @@ def test_gpumode_benchmarks_replayed_stop_rule_reads_the_repeats_no_audit_distur
     samples = [1.0, 3.0, 3.0, 3.0, 3.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0]
     assert judge_loops(_gpumode(_spaced(10), samples[:10], fresh=frozenset({1, 3})), "gpumode-benchmark", ["a"]) is None
     assert "stops after 10:" in _evidence(_gpumode(_spaced(11), samples, fresh=frozenset({1, 3})), "gpumode-benchmark")
-    assert "ended after 9 timed windows" in _evidence(_gpumode(_spaced(9), samples[:9], fresh=frozenset({1, 3})),
-                                                       "gpumode-benchmark")  # fmt: skip
+    assert "ended after 9 timed windows" in _evidence(
+        _gpumode(_spaced(9), samples[:9], fresh=frozenset({1, 3})), "gpumode-benchmark"
+    )
     assert not timing_methods.gpumode_should_stop(samples[:10], 0.0)  # what counting every repeat would say

@@ -50,8 +50,9 @@ def checker():
 
 
 def _begin(checker: Checker, **options: bool) -> StagingWriter:
-    reply = checker.handle(CheckerCommand(op="begin", task="trimul", device="cpu", salt=1, bench_salt=BENCH_SALT,
-                                          **options))  # fmt: skip
+    reply = checker.handle(
+        CheckerCommand(op="begin", task="trimul", device="cpu", salt=1, bench_salt=BENCH_SALT, **options)
+    )
     assert reply["ok"]
     writer = StagingWriter(checker.staging.handle)
     writer.open(checker.staging.ensure(1 << 24))
@@ -63,7 +64,9 @@ def _base() -> int:
 
 
 def _seed(checker: Checker, input_seed: int | None) -> dict:
-    return checker.handle(CheckerCommand(op="seed", config_index=CONFIG_INDEX, kind="activation", input_seed=input_seed))
+    return checker.handle(
+        CheckerCommand(op="seed", config_index=CONFIG_INDEX, kind="activation", input_seed=input_seed)
+    )
 
 
 def _handoff(writer: StagingWriter, activation_seed: int, *, replay: bool = False) -> Handoff:
@@ -77,10 +80,20 @@ def _handoff(writer: StagingWriter, activation_seed: int, *, replay: bool = Fals
         audited = [fresh[0], fresh[1], *inputs[2:]]
         output = TrimulTask.reference(TASK, *(inputs if replay else audited))  # not counted: the worker's side
     offsets = writer.stage([output])
-    return Handoff(kind="audit", config_index=CONFIG_INDEX, config=config.name, prepare_seed=base, input_seed=base,
-                   activation_seed=activation_seed, digest=input_digest(audited), shapes=[list(output.shape)],
-                   dtypes=[str(output.dtype)], strides=[list(output.stride())], offsets=offsets,
-                   generation=writer.handle.generation)  # fmt: skip
+    return Handoff(
+        kind="audit",
+        config_index=CONFIG_INDEX,
+        config=config.name,
+        prepare_seed=base,
+        input_seed=base,
+        activation_seed=activation_seed,
+        digest=input_digest(audited),
+        shapes=[list(output.shape)],
+        dtypes=[str(output.dtype)],
+        strides=[list(output.stride())],
+        offsets=offsets,
+        generation=writer.handle.generation,
+    )
 
 
 def _never_drawn_whole(monkeypatch: pytest.MonkeyPatch) -> list[int]:
@@ -97,8 +110,9 @@ def _never_drawn_whole(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     return draws
 
 
-def test_a_prepared_audit_is_judged_without_computing_its_reference_again(checker: Checker, counted: list[str],
-                                                                           monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+def test_a_prepared_audit_is_judged_without_computing_its_reference_again(
+    checker: Checker, counted: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     _never_drawn_whole(monkeypatch)
     writer = _begin(checker)
     for replay, passes in ((False, True), (False, True), (True, False)):
@@ -114,8 +128,9 @@ def test_a_prepared_audit_is_judged_without_computing_its_reference_again(checke
     assert result.environment["audits_prepared"] == "3 of 3"
 
 
-def test_an_audit_claiming_other_seeds_is_judged_from_scratch(checker: Checker, counted: list[str],
-                                                             monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+def test_an_audit_claiming_other_seeds_is_judged_from_scratch(
+    checker: Checker, counted: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Prepared for one activation seed, handed off with another the checker issued: the preparation is dropped and
     the handoff judged on its own claim (a replay caught; the config's first whole audit is the one judged, not the
     dropped one)."""
@@ -163,8 +178,7 @@ def test_the_draw_of_a_whole_audit_is_made_after_the_output_is_staged_never_whil
     assert checker.finish(timed=False).environment["audits_prepared"] == "3 of 4"
 
 
-def test_a_worker_asking_for_seeds_without_end_is_refused(checker: Checker,
-                                                          monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+def test_a_worker_asking_for_seeds_without_end_is_refused(checker: Checker, monkeypatch: pytest.MonkeyPatch) -> None:
     """Once draws keep meeting issued seeds (here every draw), the checker stops drawing and the evaluation fails as
     a forged record, instead of looping for ever (a red team reached that by issuing all 40,000)."""
     _begin(checker)
@@ -181,8 +195,9 @@ def test_a_worker_asking_for_seeds_without_end_is_refused(checker: Checker,
 
 
 @pytest.mark.parametrize("input_seed", ["unknown set", "fresh set never issued"])
-def test_nothing_is_prepared_for_a_set_the_evaluation_cannot_have(checker: Checker, counted: list[str],
-                                                                 input_seed: str) -> None:  # fmt: skip
+def test_nothing_is_prepared_for_a_set_the_evaluation_cannot_have(
+    checker: Checker, counted: list[str], input_seed: str
+) -> None:
     _begin(checker)
     seed = 12345 if input_seed == "unknown set" else input_set_seed(_base(), checker_mod.FRESH_SET_BASE + 3)
     assert _seed(checker, seed)["preparing"]
@@ -192,8 +207,9 @@ def test_nothing_is_prepared_for_a_set_the_evaluation_cannot_have(checker: Check
 
 
 @pytest.mark.parametrize("options", [{"prepared_audits": False}, {"low_memory": True}])
-def test_no_preparation_when_switched_off_or_in_low_memory(checker: Checker, counted: list[str],
-                                                          options: dict[str, bool]) -> None:  # fmt: skip
+def test_no_preparation_when_switched_off_or_in_low_memory(
+    checker: Checker, counted: list[str], options: dict[str, bool]
+) -> None:
     writer = _begin(checker, **options)
     reply = _seed(checker, _base())
     assert reply["ok"] and not reply["preparing"]
@@ -204,8 +220,9 @@ def test_no_preparation_when_switched_off_or_in_low_memory(checker: Checker, cou
     assert len(counted) == 1  # computed at the handoff
 
 
-def test_a_preparation_that_fails_leaves_the_handoff_to_judge(checker: Checker,
-                                                              monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+def test_a_preparation_that_fails_leaves_the_handoff_to_judge(
+    checker: Checker, monkeypatch: pytest.MonkeyPatch
+) -> None:
     writer = _begin(checker)
     reply = _seed(checker, _base())
     real = TrimulTask.make_inputs
@@ -237,17 +254,29 @@ def test_an_honest_trimul_kernel_has_its_audits_prepared(monkeypatch: pytest.Mon
     from ksearch.tools.evaluator import EvalRequest, evaluate
 
     monkeypatch.setenv("KSEARCH_CPU_TIMING", "1")
-    evaluation = evaluate(EvalRequest(candidate=TASK.reference_candidate(), device="cpu", timing=True,
-                                      timing_method="gpumode-benchmark", run_timeout_s=240.0))  # fmt: skip
+    evaluation = evaluate(
+        EvalRequest(
+            candidate=TASK.reference_candidate(),
+            device="cpu",
+            timing=True,
+            timing_method="gpumode-benchmark",
+            run_timeout_s=240.0,
+        )
+    )
     assert evaluation.verdict == Verdict.PASSED, evaluation.log
     used, _, total = evaluation.environment["audits_prepared"].partition(" of ")
     configs = len(TASK.benchmark_configs("cpu"))
     assert int(total) >= 2 * configs and 0 < int(used) <= int(total)
 
 
-@pytest.mark.parametrize("message", [{"op": "seed", "config_index": 0, "kind": "activation", "input_seed": [1]},
-                                     {"op": "seed", "config_index": 0, "kind": "activation", "input_seed": float("inf")},
-                                     {"op": "seed", "config_index": [0], "kind": "activation"}])  # fmt: skip
+@pytest.mark.parametrize(
+    "message",
+    [
+        {"op": "seed", "config_index": 0, "kind": "activation", "input_seed": [1]},
+        {"op": "seed", "config_index": 0, "kind": "activation", "input_seed": float("inf")},
+        {"op": "seed", "config_index": [0], "kind": "activation"},
+    ],
+)
 def test_a_seed_request_with_numbers_that_are_not_numbers_is_answered_as_malformed(message: dict) -> None:
     """The parent answers it without asking the checker (a red team's list and infinity raised out of ``evaluate``)."""
     from ksearch.tools.evaluator.session import EvaluatorSession
@@ -259,7 +288,7 @@ def test_a_seed_request_with_numbers_that_are_not_numbers_is_answered_as_malform
 
 def test_audits_of_one_set_make_its_other_inputs_once_and_a_reference_cannot_spoil_them(
     checker: Checker, monkeypatch: pytest.MonkeyPatch
-) -> None:  # fmt: skip
+) -> None:
     """Each audit makes its own activations; the set's other inputs (TriMul's weights) are made at its first audit and
     kept, and every audit gets a copy: a reference that writes into a weight spoils only its own."""
     _never_drawn_whole(monkeypatch)

@@ -18,8 +18,13 @@ TASK = SoftmaxTask()
 
 
 def _worker(stages: dict) -> SimpleNamespace:
-    return SimpleNamespace(device="cpu", task=TASK, request=SimpleNamespace(bench_salt=3), stages=stages,
-                           salted=lambda config, salt: config)  # fmt: skip
+    return SimpleNamespace(
+        device="cpu",
+        task=TASK,
+        request=SimpleNamespace(bench_salt=3),
+        stages=stages,
+        salted=lambda config, salt: config,
+    )
 
 
 def test_every_call_failing_raises_with_the_first_reason() -> None:
@@ -55,13 +60,16 @@ def test_the_workers_note_becomes_the_evaluations_profile_problem(monkeypatch) -
 
     monkeypatch.setattr("ksearch.tools.evaluator.worker.profile_shapes", lambda w, m: broken(w, m))
     assert worker.profile_after_timing(object()) == []
-    assert worker.notes == [f"{PROFILE_NOTE}NoProfiledCall: no call could be profiled (7 failed); b0: RuntimeError: boom"]
+    assert worker.notes == [
+        f"{PROFILE_NOTE}NoProfiledCall: no call could be profiled (7 failed); b0: RuntimeError: boom"
+    ]
 
     result = WorkerResult(verdict=Verdict.PASSED, phase="done", notes=worker.notes)
     assert profile_problem(result).startswith("NoProfiledCall: no call could be profiled")
     timing = Timing(config=TASK.benchmark_configs("cpu")[0].name, median_ms=1.0, mean_ms=1.0, stdev_ms=0.0, samples=3)
-    evaluation = Evaluation(verdict=Verdict.PASSED, device="NVIDIA H200", timed=True, score=1.0, latency_ms=1.0,
-                            timings=[timing])  # fmt: skip
+    evaluation = Evaluation(
+        verdict=Verdict.PASSED, device="NVIDIA H200", timed=True, score=1.0, latency_ms=1.0, timings=[timing]
+    )
     evidenced = with_evidence(evaluation, TASK, device="cuda", target_gpu=None, worker=result, probe=None)
     assert evidenced.environment["profile"].startswith("NoProfiledCall: no call could be profiled")
     assert profile_problem(WorkerResult(verdict=Verdict.PASSED, phase="done", notes=["other note"])) == ""

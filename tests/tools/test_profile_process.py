@@ -15,6 +15,7 @@ import pytest
 
 from ksearch.contracts.candidate import Candidate
 from ksearch.contracts.evaluation import ShapeProfile, Verdict
+from ksearch.tasks.registry import resolve_task
 from ksearch.tools.evaluator import EvalRequest, EvaluatorSession, evaluate
 from ksearch.tools.evaluator.evaluate import build_worker_request, wants_profiler
 from ksearch.tools.evaluator.kernel_profile import PROFILE_KERNELS
@@ -25,11 +26,10 @@ from ksearch.tools.evaluator.profile_process import (
     collect,
     profiler_wanted,
 )
-from ksearch.tasks.registry import resolve_task
 
 evaluate_module = importlib.import_module("ksearch.tools.evaluator.evaluate")
 
-MARKED = '''
+MARKED = """
 import time
 
 import torch
@@ -40,7 +40,7 @@ time.sleep(SLEEP_AT_IMPORT_S)
 
 def kernel(x: torch.Tensor) -> torch.Tensor:
     return torch.softmax(x.double(), dim=-1).float()
-'''
+"""
 
 
 def _marked(sleep_s: float = 0.0) -> str:
@@ -64,8 +64,13 @@ def test_a_report_planted_before_the_go_is_not_read() -> None:
     with EvaluatorSession("cpu", prestart=False) as session:
         profiler, configs = _ask(session, _marked())
         assert profiler.wait_phase("armed", time.monotonic() + 120.0)
-        planted = WorkerResult(verdict=Verdict.PASSED, phase="profile", profile=[ShapeProfile(
-            config=configs[0], call_ms=1.0, kernel_ms=1.0, host_gap_ms=0.0, launches=1, kernels=[])])  # fmt: skip
+        planted = WorkerResult(
+            verdict=Verdict.PASSED,
+            phase="profile",
+            profile=[
+                ShapeProfile(config=configs[0], call_ms=1.0, kernel_ms=1.0, host_gap_ms=0.0, launches=1, kernels=[])
+            ],
+        )
         profiler.result_path.write_text(planted.model_dump_json(), encoding="utf-8")
         report = collect(profiler, go=True, configs=configs)
     assert report.problem == "" and [p.config for p in report.profiles] == configs
@@ -145,8 +150,9 @@ def test_the_whole_evaluation_takes_its_profile_from_the_profiling_process() -> 
     process does, once the verdict is passed; the stage times say what the verdict waited for it."""
     code = (Path(__file__).resolve().parent / "forgers" / "honest_slow.py").read_text(encoding="utf-8")
     candidate = Candidate(task="softmax", language="triton", code=code)
-    evaluation = evaluate(EvalRequest(candidate=candidate, device="cpu", timing=True, profile=True,
-                                    timing_method="gpumode-benchmark"))  # fmt: skip
+    evaluation = evaluate(
+        EvalRequest(candidate=candidate, device="cpu", timing=True, profile=True, timing_method="gpumode-benchmark")
+    )
     assert evaluation.verdict == Verdict.PASSED, evaluation.log
     assert [p.config for p in evaluation.profile] == [t.config for t in evaluation.timings]
     assert all(p.call_ms >= 5.0 for p in evaluation.profile)  # the candidate's 5 ms call, profiled
@@ -158,8 +164,9 @@ def test_the_whole_evaluation_takes_its_profile_from_the_profiling_process() -> 
 def test_a_failed_candidate_is_never_profiled() -> None:
     code = "import torch\n\ndef kernel(x):\n    return torch.zeros_like(x)\n"
     candidate = Candidate(task="softmax", language="triton", code=code)
-    evaluation = evaluate(EvalRequest(candidate=candidate, device="cpu", timing=True, profile=True,
-                                    timing_method="gpumode-benchmark"))  # fmt: skip
+    evaluation = evaluate(
+        EvalRequest(candidate=candidate, device="cpu", timing=True, profile=True, timing_method="gpumode-benchmark")
+    )
     assert evaluation.verdict == Verdict.INCORRECT
     assert evaluation.profile == [] and "profile=" not in evaluation.environment["stage_seconds"]
 
@@ -308,8 +315,12 @@ def test_processes_taken_for_an_evaluation_stop_when_the_next_profiling_process_
     """Taking the profiling process starts the next one; when that start fails, the worker and the profiling process
     already taken for this evaluation are stopped, not left running for the session's life."""
     code = (Path(__file__).resolve().parent / "forgers" / "honest_slow.py").read_text(encoding="utf-8")
-    request = EvalRequest(candidate=Candidate(task="softmax", language="triton", code=code), device="cpu", timing=True,
-                          timing_method="gpumode-benchmark")  # fmt: skip
+    request = EvalRequest(
+        candidate=Candidate(task="softmax", language="triton", code=code),
+        device="cpu",
+        timing=True,
+        timing_method="gpumode-benchmark",
+    )
     with EvaluatorSession("cpu") as session:
         session.retire(session.take_profiler())
         worker, profiler = session.take_worker(), session.idle_profiler
@@ -339,8 +350,13 @@ def test_no_process_of_an_evaluation_outlives_it_when_no_new_process_can_start(m
     session 22, found the worker left running with the session unaware of it)."""
     monkeypatch.setattr(evaluate_module, "wants_scout", lambda request: True)  # as on a GPU for a Triton candidate
     code = (Path(__file__).resolve().parent / "forgers" / "honest_slow.py").read_text(encoding="utf-8")
-    request = EvalRequest(candidate=Candidate(task="softmax", language="triton", code=code), device="cpu", timing=True,
-                          profile=True, timing_method="gpumode-benchmark")  # fmt: skip
+    request = EvalRequest(
+        candidate=Candidate(task="softmax", language="triton", code=code),
+        device="cpu",
+        timing=True,
+        profile=True,
+        timing_method="gpumode-benchmark",
+    )
     with EvaluatorSession("cpu") as session:
         worker = session.idle
         assert worker is not None

@@ -43,7 +43,15 @@ def test_the_gpu_table_answers_by_target_key_and_by_the_device_name() -> None:
     assert spec_for_device("Tesla T4") is None
     assert H100.flops_for("fp8") == ("fp8", 1978.9e12) and gpu_spec("a100").flops_for("fp8")[0] == "bf16"
     text = H100.describe()
-    for figure in ("132 SMs", "3.35 TB/s", "227 KB", "232448 bytes", "65536 registers", "2048 threads", "bf16/fp16 989.4"):
+    for figure in (
+        "132 SMs",
+        "3.35 TB/s",
+        "227 KB",
+        "232448 bytes",
+        "65536 registers",
+        "2048 threads",
+        "bf16/fp16 989.4",
+    ):
         assert figure in text, figure
 
 
@@ -57,9 +65,18 @@ def test_cuobjdumps_resource_listing_is_read_per_function() -> None:
     assert parse_usage(listing.split(" Function _kernel")[0], "_missing") == (40, 0)
 
 
-def _r(name: str, shared: int, *, warps: int = 4, stages: int = 3, registers: int | None = 64, tuned: bool = False) -> KernelResources:
-    return KernelResources(name=name, shared_bytes=shared, registers=registers, spilled_bytes=0, num_warps=warps,
-                           num_stages=stages, tuned=tuned)  # fmt: skip
+def _r(
+    name: str, shared: int, *, warps: int = 4, stages: int = 3, registers: int | None = 64, tuned: bool = False
+) -> KernelResources:
+    return KernelResources(
+        name=name,
+        shared_bytes=shared,
+        registers=registers,
+        spilled_bytes=0,
+        num_warps=warps,
+        num_stages=stages,
+        tuned=tuned,
+    )
 
 
 def test_a_kernel_over_the_shared_memory_limit_is_named_with_its_figure_and_the_limit() -> None:
@@ -79,7 +96,9 @@ def test_threads_and_registers_per_block_are_limits_too() -> None:
 def test_an_autotune_config_that_does_not_fit_is_skipped_unless_none_fits() -> None:
     some = [_r("_tuned", 300_000, tuned=True), _r("_tuned", 100_000, tuned=True)]
     assert over_limits(some, H100) == ""
-    assert tuned_notes(some, H100) == [f"1 of 2 autotune configs of _tuned do not fit the {H100.name} (the autotuner skips them)"]
+    assert tuned_notes(some, H100) == [
+        f"1 of 2 autotune configs of _tuned do not fit the {H100.name} (the autotuner skips them)"
+    ]
     none_fit = [_r("_tuned", 300_000, tuned=True), _r("_tuned", 260_000, tuned=True)]
     assert "no autotune config of kernel _tuned fits (2 tried)" in over_limits(none_fit, H100)
     assert "260000" in over_limits(none_fit, H100)
@@ -119,9 +138,21 @@ def test_a_fitting_kernel_passes_and_ksearch_eval_json_lists_its_resources(tmp_p
     from ksearch.cli import app
     from ksearch.contracts.evaluation import Evaluation
 
-    result = CliRunner().invoke(app, ["--workspace", str(tmp_path / "ws"), "eval", "softmax",
-                                      str(DATA / "softmax_triton_ok.py"), "--device", "cpu", "--target-gpu", "h100",
-                                      "--json"])  # fmt: skip
+    result = CliRunner().invoke(
+        app,
+        [
+            "--workspace",
+            str(tmp_path / "ws"),
+            "eval",
+            "softmax",
+            str(DATA / "softmax_triton_ok.py"),
+            "--device",
+            "cpu",
+            "--target-gpu",
+            "h100",
+            "--json",
+        ],
+    )
     assert result.exit_code == 0, result.output
     payload = json.loads(result.stdout)
     assert payload["resources"], payload["log"]
@@ -129,7 +160,14 @@ def test_a_fitting_kernel_passes_and_ksearch_eval_json_lists_its_resources(tmp_p
     assert evaluation.passed and {r.name for r in evaluation.resources} == {"_softmax_row"}
     row = evaluation.resources[0]
     assert row.registers is not None and row.registers > 0 and row.spilled_bytes == 0 and not row.tuned
-    assert set(payload["resources"][0]) >= {"name", "shared_bytes", "registers", "spilled_bytes", "num_warps", "num_stages"}
+    assert set(payload["resources"][0]) >= {
+        "name",
+        "shared_bytes",
+        "registers",
+        "spilled_bytes",
+        "num_warps",
+        "num_stages",
+    }
 
 
 def test_without_a_target_no_probe_runs_and_no_limit_is_claimed() -> None:
@@ -138,7 +176,9 @@ def test_without_a_target_no_probe_runs_and_no_limit_is_claimed() -> None:
     assert evaluation.passed and evaluation.resources == [] and "target_gpu" not in evaluation.environment
 
 
-def test_the_kernels_of_a_module_are_found_through_their_wrappers_and_odd_objects_are_no_failure(tmp_path: Path) -> None:
+def test_the_kernels_of_a_module_are_found_through_their_wrappers_and_odd_objects_are_no_failure(
+    tmp_path: Path,
+) -> None:
     """In a worker on a GPU the figures are read from the module's JIT functions; a global whose attributes raise
     (a lazy proxy, say) must not turn an honest kernel's evaluation into a crash."""
     from types import SimpleNamespace
@@ -148,9 +188,18 @@ def test_the_kernels_of_a_module_are_found_through_their_wrappers_and_odd_object
     from ksearch.tools.evaluator.resources import candidate_kernels, loaded_resources
 
     jit = JITFunction.__new__(JITFunction)
-    jit.device_caches = {0: ({"k": SimpleNamespace(metadata=SimpleNamespace(shared=4096, name="_k", num_warps=4,
-                                                                            num_stages=2), module=object(), n_regs=40,
-                                                   n_spills=2)},)}  # fmt: skip
+    jit.device_caches = {
+        0: (
+            {
+                "k": SimpleNamespace(
+                    metadata=SimpleNamespace(shared=4096, name="_k", num_warps=4, num_stages=2),
+                    module=object(),
+                    n_regs=40,
+                    n_spills=2,
+                )
+            },
+        )
+    }
 
     class Raising:
         def __getattr__(self, name: str) -> object:
@@ -184,8 +233,15 @@ def test_a_probe_stuck_in_the_candidate_never_holds_a_failed_evaluation_up(monke
     monkeypatch.setattr(probe_mod, "PROBE_GRACE_S", 1.0)
     hang = "import time\nimport triton\n\nwhile True:\n    time.sleep(0.1)\n\ndef kernel(x):\n    return x\n"
     started = time.monotonic()
-    evaluation = evaluate(EvalRequest(candidate=Candidate(task="softmax", language="triton", code=hang), device="cpu",
-                                      target_gpu="h100", compile_timeout_s=4, run_timeout_s=60))  # fmt: skip
+    evaluation = evaluate(
+        EvalRequest(
+            candidate=Candidate(task="softmax", language="triton", code=hang),
+            device="cpu",
+            target_gpu="h100",
+            compile_timeout_s=4,
+            run_timeout_s=60,
+        )
+    )
     assert evaluation.verdict == Verdict.TIMEOUT, evaluation.log
     assert time.monotonic() - started < 4 + 30  # not the probe's own 64 s
     assert "the resource check for the target GPU did not finish in time" in evaluation.log
@@ -199,7 +255,9 @@ def test_trimul_resource_configs_are_small_and_cover_every_gpu_width() -> None:
     gpu_widths = {shape_of(c)[2] for c in task.test_configs("cuda") + task.benchmark_configs("cuda")}
     assert {shape_of(c)[2] for c in configs} == gpu_widths == {128, 256, 384, 768}
     assert all(shape_of(c)[:2] == (1, 16) and not c.params["nomask"] for c in configs)  # cheap, and the mask path
-    assert {c.name for c in configs}.isdisjoint(c.name for c in task.test_configs("cpu") + task.benchmark_configs("cpu"))
+    assert {c.name for c in configs}.isdisjoint(
+        c.name for c in task.test_configs("cpu") + task.benchmark_configs("cpu")
+    )
     assert task.resource_configs() == configs  # deterministic: the probe of a replayed run compiles the same
 
 

@@ -17,8 +17,10 @@ from ksearch.tools.evaluator.staging import StagingWriter
 TASK = TrimulTask()
 
 
-@pytest.mark.parametrize(("n", "b", "c", "nomask", "distribution"),
-                         [(64, 2, 32, False, "cauchy"), (48, 1, 16, True, "normal"), (16, 1, 32, False, "normal")])  # fmt: skip
+@pytest.mark.parametrize(
+    ("n", "b", "c", "nomask", "distribution"),
+    [(64, 2, 32, False, "cauchy"), (48, 1, 16, True, "normal"), (16, 1, 32, False, "normal")],
+)
 def test_the_sampled_reference_is_the_whole_reference_at_its_positions(n, b, c, nomask, distribution) -> None:
     config = _config("probe", n, b, c, 7, nomask, distribution)
     inputs = TASK.make_inputs(config, "cpu")
@@ -38,8 +40,10 @@ def test_the_sampled_reference_is_the_whole_reference_at_its_positions(n, b, c, 
 def test_positions_depend_on_the_checkers_generator() -> None:
     config = _config("probe", 96, 1, 16, 7, False, "normal")
     inputs = TASK.make_inputs(config, "cpu")
-    drawn = {tuple(TASK.expected_sample(config, inputs, torch.Generator().manual_seed(seed)).axes[1].tolist())
-             for seed in range(4)}  # fmt: skip
+    drawn = {
+        tuple(TASK.expected_sample(config, inputs, torch.Generator().manual_seed(seed)).axes[1].tolist())
+        for seed in range(4)
+    }
     assert len(drawn) == 4
 
 
@@ -59,8 +63,14 @@ def test_a_replayed_or_misshapen_output_fails_at_the_sampled_positions() -> None
     assert "expected a torch.Tensor" in TASK.check_sample(config, (replayed,), sample).message
 
 
-def _audit(checker: Checker, writer: StagingWriter, bench_salt: int, output_of: str, config_index: int = 1,
-           nan_at: tuple[int, int] | None = None) -> Handoff:  # fmt: skip
+def _audit(
+    checker: Checker,
+    writer: StagingWriter,
+    bench_salt: int,
+    output_of: str,
+    config_index: int = 1,
+    nan_at: tuple[int, int] | None = None,
+) -> Handoff:
     """An audit of a benchmark config (1: N = 32) on activations the checker issued, as the worker makes and stages
     it: ``output_of`` "audit" stages the right output, "set" the output of the set's own activations (a replay),
     "sparse" the right output with 16 scattered elements off by 1 (a lossy path wrong at a few elements); ``nan_at``:
@@ -78,10 +88,20 @@ def _audit(checker: Checker, writer: StagingWriter, bench_salt: int, output_of: 
     if nan_at is not None:
         output[0, nan_at[0], nan_at[1], 0] = float("nan")
     offsets = writer.stage([output])
-    return Handoff(kind="audit", config_index=config_index, config=config.name, prepare_seed=base, input_seed=base,
-                   activation_seed=seed, digest=input_digest(audited), shapes=[list(output.shape)],
-                   dtypes=[str(output.dtype)], strides=[list(output.stride())], offsets=offsets,
-                   generation=writer.handle.generation)  # fmt: skip
+    return Handoff(
+        kind="audit",
+        config_index=config_index,
+        config=config.name,
+        prepare_seed=base,
+        input_seed=base,
+        activation_seed=seed,
+        digest=input_digest(audited),
+        shapes=[list(output.shape)],
+        dtypes=[str(output.dtype)],
+        strides=[list(output.stride())],
+        offsets=offsets,
+        generation=writer.handle.generation,
+    )
 
 
 @pytest.fixture
@@ -99,8 +119,9 @@ def counted(monkeypatch) -> list[str]:
 
 
 def _begin(checker: Checker, *, sampled: bool = True) -> StagingWriter:
-    assert checker.handle(CheckerCommand(op="begin", task="trimul", device="cpu", salt=1, bench_salt=2,
-                                         sampled_audits=sampled))["ok"]  # fmt: skip
+    assert checker.handle(
+        CheckerCommand(op="begin", task="trimul", device="cpu", salt=1, bench_salt=2, sampled_audits=sampled)
+    )["ok"]
     writer = StagingWriter(checker.staging.handle)
     writer.open(checker.staging.ensure(1 << 24))
     return writer
@@ -109,8 +130,9 @@ def _begin(checker: Checker, *, sampled: bool = True) -> StagingWriter:
 def _draw_whole(monkeypatch, draw) -> None:  # noqa: ANN001
     """The checker's draw of whole audits made by ``draw()`` (its other draws, the seeds, left to ``secrets``)."""
     real = checker_mod.secrets.randbelow
-    monkeypatch.setattr(checker_mod.secrets, "randbelow",
-                        lambda n: draw() if n == checker_mod.WHOLE_AUDIT_ODDS else real(n))  # fmt: skip
+    monkeypatch.setattr(
+        checker_mod.secrets, "randbelow", lambda n: draw() if n == checker_mod.WHOLE_AUDIT_ODDS else real(n)
+    )
 
 
 def test_a_configs_first_audit_is_checked_whole_and_later_ones_at_sampled_positions(counted, monkeypatch) -> None:
@@ -121,8 +143,13 @@ def test_a_configs_first_audit_is_checked_whole_and_later_ones_at_sampled_positi
     checker = Checker("cpu")
     try:
         writer = _begin(checker)
-        for output_of, whole, passes in (("audit", True, True), ("audit", False, True), ("audit", False, True),
-                                         ("audit", True, True), ("set", False, False)):  # fmt: skip
+        for output_of, whole, passes in (
+            ("audit", True, True),
+            ("audit", False, True),
+            ("audit", False, True),
+            ("audit", True, True),
+            ("set", False, False),
+        ):
             counted.clear()
             reply = checker.check(_audit(checker, writer, 2, output_of))
             assert reply.ok == passes, reply.message
@@ -200,7 +227,9 @@ def test_non_finite_values_are_swept_for_in_a_whole_audit_and_at_the_positions_o
         checker.staging.release()
 
 
-REPLAY = TASK.reference_submission_source() + """
+REPLAY = (
+    TASK.reference_submission_source()
+    + """
 
 _honest = custom_kernel
 _LAST = {}
@@ -212,6 +241,7 @@ def custom_kernel(data):
         _LAST[id(x)] = (x, _honest(data))
     return _LAST[id(x)][1].clone()
 """
+)
 
 
 @pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
@@ -230,8 +260,11 @@ def test_a_trimul_kernel_replaying_its_output_is_caught_by_an_audit(device: str,
     monkeypatch.setattr(evaluate_module.integrity, "check_source", lambda code, **kwargs: None)
     monkeypatch.setenv("KSEARCH_CPU_TIMING", "1")
     candidate = Candidate(task="trimul", language="triton", code=REPLAY, entry_point="custom_kernel")
-    evaluation = evaluate(EvalRequest(candidate=candidate, device=device, timing=True, timing_method="gpumode-benchmark",
-                                      run_timeout_s=240.0))  # fmt: skip
+    evaluation = evaluate(
+        EvalRequest(
+            candidate=candidate, device=device, timing=True, timing_method="gpumode-benchmark", run_timeout_s=240.0
+        )
+    )
     assert evaluation.verdict == Verdict.INCORRECT, evaluation.summary()
     message = evaluation.mismatch.message if evaluation.mismatch else evaluation.log
     assert "re-randomised inputs" in message, message

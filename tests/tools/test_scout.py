@@ -96,16 +96,23 @@ def test_the_dry_pass_goes_on_past_calls_that_raise() -> None:
     assert dry_pass(Task(), None, ["a", "bad", "c"], "cpu") == (2, 1)
 
 
-def test_a_scout_worker_compiles_into_the_shared_cache_and_reports(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_a_scout_worker_compiles_into_the_shared_cache_and_reports(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     monkeypatch.setattr(autotuner.Autotuner, "__init__", autotuner.Autotuner.__init__)  # restored after the worker
     monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "private"))
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "private-inductor"))
     (tmp_path / "candidate.py").write_text(OK)
     shared = tmp_path / "shared"
     request = WorkerRequest(
-        task="softmax", device="cpu", entry_point="kernel", candidate_path=str(tmp_path / "candidate.py"),
-        result_path=str(tmp_path / "result.json"), mode="scout", triton_cache_dir=str(shared),
-    )  # fmt: skip
+        task="softmax",
+        device="cpu",
+        entry_point="kernel",
+        candidate_path=str(tmp_path / "candidate.py"),
+        result_path=str(tmp_path / "result.json"),
+        mode="scout",
+        triton_cache_dir=str(shared),
+    )
     result = Worker(request).run()
     assert result.verdict == Verdict.PASSED, result.error
     assert result.configs_passed == result.configs_total == len(SoftmaxTask().test_configs("cpu"))
@@ -143,7 +150,9 @@ def test_scouts_are_for_triton_code_on_a_gpu(monkeypatch: pytest.MonkeyPatch) ->
     assert evaluate_mod.wants_scout(EvalRequest(candidate=triton_code, device="cuda"))
     assert not evaluate_mod.wants_scout(EvalRequest(candidate=torch_code, device="cuda"))
     assert not evaluate_mod.wants_scout(EvalRequest(candidate=triton_code, device="cpu"))
-    building = Candidate(task="softmax", language="triton", code=OK + "\nfrom torch.utils.cpp_extension import load_inline\n")
+    building = Candidate(
+        task="softmax", language="triton", code=OK + "\nfrom torch.utils.cpp_extension import load_inline\n"
+    )
     assert not evaluate_mod.wants_scout(EvalRequest(candidate=building, device="cuda"))
     compiling = Candidate(task="softmax", language="triton", code=OK + "\nkernel = torch.compile(kernel)\n")
     assert evaluate_mod.wants_scout(EvalRequest(candidate=compiling, device="cuda"))  # its Triton kernels still pay

@@ -29,10 +29,11 @@ from ksearch.tools.containment.launcher import readable_roots
 
 REPO = Path(__file__).resolve().parents[2]
 CLI_WITHOUT_STATIC_RULES = [
-    sys.executable, "-c",
+    sys.executable,
+    "-c",
     "import sys, ksearch.tools.integrity as rules; rules.check_source = lambda code, **kwargs: None; "
     "from ksearch.cli import main; sys.argv[0] = 'ksearch'; main()",
-]  # fmt: skip
+]
 """``ksearch`` with the static rules switched off, in a process of its own (the CLI's subprocess)."""
 EXPLOITS = Path(__file__).resolve().parent / "exploits"
 SECRET = "sk-ksearchtest-" + "7f3a9c1e5b2d4f608a1c3e5f7a9b0d2c"
@@ -50,8 +51,13 @@ def _env(sandbox: str) -> dict[str, str]:
 def _eval(exploit: Path, sandbox: str, device: str = "cpu") -> dict:
     done = subprocess.run(
         [*CLI_WITHOUT_STATIC_RULES, "eval", "softmax", str(exploit), "--device", device, "--json"],
-        cwd=REPO, env=_env(sandbox), capture_output=True, text=True, timeout=300, check=False,
-    )  # fmt: skip
+        cwd=REPO,
+        env=_env(sandbox),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert SECRET not in done.stdout + done.stderr
     assert done.stdout.strip(), f"ksearch eval printed no report (exit {done.returncode}): {done.stderr[-3000:]}"
     report = json.loads(done.stdout)
@@ -119,7 +125,9 @@ def test_without_containment_the_exploit_gets_the_key_and_redaction_still_scrubs
 
 @linux_only
 @pytest.mark.parametrize("sandbox", ["auto", "off", "userns,mountns,caps"])
-def test_the_workspace_database_is_hidden_from_kernels(tmp_path: Path, sandbox: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_workspace_database_is_hidden_from_kernels(
+    tmp_path: Path, sandbox: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Landlock hides it where the machine has it; the mount layer covers it where it has not (a GPU's layers)."""
     from ksearch.tools.evaluator import EvalRequest, evaluate
 
@@ -133,8 +141,11 @@ def test_the_workspace_database_is_hidden_from_kernels(tmp_path: Path, sandbox: 
     database.write_text(f"settings {SECRET} prompts kernels\n")
     monkeypatch.setenv("KSEARCH_SANDBOX", sandbox)
     monkeypatch.setattr(policy, "_hidden", [])
-    monkeypatch.setattr(importlib.import_module("ksearch.tools.evaluator.evaluate").integrity, "check_source",
-                        lambda code, **kwargs: None)  # fmt: skip
+    monkeypatch.setattr(
+        importlib.import_module("ksearch.tools.evaluator.evaluate").integrity,
+        "check_source",
+        lambda code, **kwargs: None,
+    )
     policy.hide(workspace)
     code = (EXPLOITS / "secret_workspace_db.py").read_text().replace("__WORKSPACE_DB__", str(database))
     candidate = Candidate(code=code, task="softmax", language="triton", entry_point="kernel")
@@ -151,7 +162,9 @@ def test_the_workspace_database_is_hidden_from_kernels(tmp_path: Path, sandbox: 
 def test_a_run_keeps_the_key_out_of_the_store_and_the_next_prompt(tmp_path: Path) -> None:
     """A search whose first kernel is the exploit: the verdict, every stored row and the debug prompt that shows the
     model the failure carry the exploit's report but never the key."""
-    demo = [line for line in (REPO / "examples" / "softmax-demo.jsonl").read_text().splitlines() if line.startswith("{")]
+    demo = [
+        line for line in (REPO / "examples" / "softmax-demo.jsonl").read_text().splitlines() if line.startswith("{")
+    ]
     replies = [json.loads(line) for line in demo]
     exploit = (EXPLOITS / "secret_ancestor_environ.py").read_text()
     replies = [replies[0], {"call_key": "write:c1:1", "reply": f"```python\n{exploit}\n```"}, replies[2]]
@@ -160,10 +173,28 @@ def test_a_run_keeps_the_key_out_of_the_store_and_the_next_prompt(tmp_path: Path
     workspace = tmp_path / "ws"
     env = _env("off")  # the weakest setting: the key reaches the kernel, and must still go no further
     subprocess.run(
-        [*CLI_WITHOUT_STATIC_RULES, "--workspace", str(workspace), "run", "softmax", "--model",
-         f"replay:{script}", "--device", "cpu", "--max-rounds", "2", "--run-id", "leak"],
-        cwd=REPO, env=env, capture_output=True, text=True, timeout=600, check=False,
-    )  # fmt: skip
+        [
+            *CLI_WITHOUT_STATIC_RULES,
+            "--workspace",
+            str(workspace),
+            "run",
+            "softmax",
+            "--model",
+            f"replay:{script}",
+            "--device",
+            "cpu",
+            "--max-rounds",
+            "2",
+            "--run-id",
+            "leak",
+        ],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
     with sqlite3.connect(workspace / "ksearch.db") as conn:
         dump = "\n".join(conn.iterdump())
         prompts = [row[0] for row in conn.execute("select prompt from llm_calls where call_key = 'write:c1:2'")]
@@ -189,9 +220,13 @@ def test_unknown_layers_are_one_clear_error(monkeypatch: pytest.MonkeyPatch) -> 
 
 @pytest.mark.parametrize(
     ("value", "agent_layers"),
-    [("auto", ("nondumpable",)), ("off", ()), ("userns,mountns,netns,caps,nondumpable", ("nondumpable",)),
-     ("userns,mountns,netns,caps", ())],
-)  # fmt: skip
+    [
+        ("auto", ("nondumpable",)),
+        ("off", ()),
+        ("userns,mountns,netns,caps,nondumpable", ("nondumpable",)),
+        ("userns,mountns,netns,caps", ()),
+    ],
+)
 def test_a_list_protects_the_agent_only_when_it_names_nondumpable(
     value: str, agent_layers: tuple[str, ...], monkeypatch: pytest.MonkeyPatch
 ) -> None:

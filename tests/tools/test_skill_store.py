@@ -26,11 +26,22 @@ def test_m004_creates_the_skill_tables():
 
 def test_writes_are_idempotent_and_snapshots_are_content_addressed(tmp_path):
     store = Store(tmp_path / "ksearch.db")
-    skill = make_skill(SkillDraft.model_validate(ONLINE_DRAFT), source=SkillSource.MANUAL,
-                       scope=Scope(families=["softmax"], languages=["triton"], archs=["cpu"]))  # fmt: skip
+    skill = make_skill(
+        SkillDraft.model_validate(ONLINE_DRAFT),
+        source=SkillSource.MANUAL,
+        scope=Scope(families=["softmax"], languages=["triton"], archs=["cpu"]),
+    )
     assert save_skill(store, skill) is True and save_skill(store, skill) is False
-    trial = Evidence(kind=EvidenceKind.TRIAL, run_id="r", cycle_id="c1", task="softmax", family="softmax",
-                     language="triton", arch="cpu", verdict="passed")  # fmt: skip
+    trial = Evidence(
+        kind=EvidenceKind.TRIAL,
+        run_id="r",
+        cycle_id="c1",
+        task="softmax",
+        family="softmax",
+        language="triton",
+        arch="cpu",
+        verdict="passed",
+    )
     assert record_evidence(store, skill.skill_id, trial) is True
     assert record_evidence(store, skill.skill_id, trial) is False
     context = SkillContext(family="softmax", language="triton", arch="cpu")
@@ -43,8 +54,12 @@ def test_writes_are_idempotent_and_snapshots_are_content_addressed(tmp_path):
     assert skill_store.get_skill_row(store, "sk-")["id"] == skill.skill_id  # a unique prefix is enough
     with pytest.raises(SkillNotFoundError, match="no skill"):
         skill_store.get_skill_row(store, "sk-zzz")
-    save_skill(store, make_skill(SkillDraft.model_validate({**ONLINE_DRAFT, "category": "other"}),
-                                 source=SkillSource.MANUAL, scope=Scope()))  # fmt: skip
+    save_skill(
+        store,
+        make_skill(
+            SkillDraft.model_validate({**ONLINE_DRAFT, "category": "other"}), source=SkillSource.MANUAL, scope=Scope()
+        ),
+    )
     with pytest.raises(SkillNotFoundError, match="ambiguous"):
         skill_store.get_skill_row(store, "sk-")
     store.close()

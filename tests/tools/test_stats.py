@@ -126,9 +126,24 @@ def test_summarize_a_single_sample_and_a_pair() -> None:
 
 @pytest.mark.parametrize(
     ("df", "t"),
-    [(1, 12.706), (2, 4.303), (4, 2.776), (10, 2.228), (20, 2.086), (24, 2.086), (25, 2.060), (29, 2.060),
-     (30, 2.042), (59, 2.021), (60, 2.000), (119, 2.000), (120, 1.980), (121, 1.960), (10_000, 1.960)],
-)  # fmt: skip
+    [
+        (1, 12.706),
+        (2, 4.303),
+        (4, 2.776),
+        (10, 2.228),
+        (20, 2.086),
+        (24, 2.086),
+        (25, 2.060),
+        (29, 2.060),
+        (30, 2.042),
+        (59, 2.021),
+        (60, 2.000),
+        (119, 2.000),
+        (120, 1.980),
+        (121, 1.960),
+        (10_000, 1.960),
+    ],
+)
 def test_t_quantiles_are_the_textbook_two_sided_95_percent_values_rounded_down_in_df(df: int, t: float) -> None:
     assert t_quantile_975(df) == t
 
@@ -165,9 +180,15 @@ def test_the_floor_is_strict_and_is_the_larger_of_memory_and_compute_time() -> N
 
 @pytest.mark.parametrize(
     ("name", "peak"),
-    [("NVIDIA H100 PCIe", "H100 PCIe"), ("NVIDIA H100 NVL", "H100 NVL"), ("NVIDIA H100 80GB HBM3", "H100 SXM"),
-     ("NVIDIA H200", "H200"), ("NVIDIA H20", "H20"), ("NVIDIA A100-SXM4-80GB", None)],
-)  # fmt: skip
+    [
+        ("NVIDIA H100 PCIe", "H100 PCIe"),
+        ("NVIDIA H100 NVL", "H100 NVL"),
+        ("NVIDIA H100 80GB HBM3", "H100 SXM"),
+        ("NVIDIA H200", "H200"),
+        ("NVIDIA H20", "H20"),
+        ("NVIDIA A100-SXM4-80GB", None),
+    ],
+)
 def test_the_most_specific_device_name_wins(name: str, peak: str | None) -> None:
     found = device_peak(name)
     assert (found.name if found else None) == peak

@@ -13,9 +13,26 @@ def test_migrate_blank_database_creates_exact_tables_and_is_repeatable():
     db = sqlite_utils.Database(memory=True)
     assert migrate(db) == [fn.__name__ for fn in MIGRATIONS]
     assert migrate(db) == []
-    assert set(db.table_names()) >= {"runs", "candidates", "evaluations", "attempts", "llm_calls", "wm_snapshots", "_migrations"}
+    assert set(db.table_names()) >= {
+        "runs",
+        "candidates",
+        "evaluations",
+        "attempts",
+        "llm_calls",
+        "wm_snapshots",
+        "_migrations",
+    }
     assert {c.name for c in db["llm_calls"].columns} >= {
-        "run_id", "call_key", "role", "model", "prompt", "reply", "input_tokens", "output_tokens", "cost_usd", "latency_s",
+        "run_id",
+        "call_key",
+        "role",
+        "model",
+        "prompt",
+        "reply",
+        "input_tokens",
+        "output_tokens",
+        "cost_usd",
+        "latency_s",
     }
     fks = {(fk.column, fk.other_table) for fk in db["evaluations"].foreign_keys}
     assert ("candidate_id", "candidates") in fks
@@ -25,7 +42,9 @@ def test_migrate_blank_database_creates_exact_tables_and_is_repeatable():
 
 def _store(tmp_path) -> Store:
     store = Store(tmp_path / "ws" / "ksearch.db")
-    store.create_run({"id": "r1", "task": "softmax", "model": "replay:x", "language": "triton", "device": "cpu", "config": {"a": 1}})
+    store.create_run(
+        {"id": "r1", "task": "softmax", "model": "replay:x", "language": "triton", "device": "cpu", "config": {"a": 1}}
+    )
     return store
 
 
@@ -58,8 +77,17 @@ def test_evaluation_recorded_once_per_key(tmp_path):
 
 def test_llm_calls_idempotent_and_usage_per_role(tmp_path):
     store = _store(tmp_path)
-    call = {"call_key": "plan:0:0", "role": "planner", "model": "m", "prompt": "p", "reply": "r",
-            "input_tokens": 10, "output_tokens": 5, "cost_usd": 0.5, "latency_s": 1.0}
+    call = {
+        "call_key": "plan:0:0",
+        "role": "planner",
+        "model": "m",
+        "prompt": "p",
+        "reply": "r",
+        "input_tokens": 10,
+        "output_tokens": 5,
+        "cost_usd": 0.5,
+        "latency_s": 1.0,
+    }
     store.record_llm_call("r1", call)
     store.record_llm_call("r1", {**call, "reply": "other"})
     store.record_llm_call("r1", {**call, "call_key": "write:c1:1", "role": "coder", "input_tokens": 100})
@@ -91,8 +119,20 @@ def test_light_reads_for_reports_and_live_views(tmp_path):
     assert store.get_evaluation_key(eid) == "key-1"
     before = store.activity_marker("r1")
     assert store.activity_marker("r1") == before
-    store.record_llm_call("r1", {"call_key": "plan:0:0", "role": "planner", "model": "m", "prompt": "p" * 10_000,
-                                 "reply": "r", "input_tokens": 3, "output_tokens": 4, "cost_usd": 0.0, "latency_s": 1.0})
+    store.record_llm_call(
+        "r1",
+        {
+            "call_key": "plan:0:0",
+            "role": "planner",
+            "model": "m",
+            "prompt": "p" * 10_000,
+            "reply": "r",
+            "input_tokens": 3,
+            "output_tokens": 4,
+            "cost_usd": 0.0,
+            "latency_s": 1.0,
+        },
+    )
     [stats] = store.list_llm_call_stats("r1")
     assert "prompt" not in stats and "reply" not in stats and stats["input_tokens"] == 3 and stats["role"] == "planner"
     assert store.activity_marker("r1") != before

@@ -34,15 +34,19 @@ def test_evaluation_ids_depend_on_both_the_candidate_and_the_key(tmp_path) -> No
     first = store.record_evaluation(a, "k1", Evaluation(verdict=Verdict.PASSED, device="cpu"))
     other = store.record_evaluation(a, "k2", Evaluation(verdict=Verdict.INCORRECT, device="cpu"))
     assert first == Store.evaluation_id(a, "k1") and other == Store.evaluation_id(a, "k2")
-    assert store.get_evaluation(first).verdict == Verdict.PASSED and store.get_evaluation(other).verdict == Verdict.INCORRECT
+    assert (
+        store.get_evaluation(first).verdict == Verdict.PASSED
+        and store.get_evaluation(other).verdict == Verdict.INCORRECT
+    )
     row = store.db["evaluations"].get(first)
     assert (row["candidate_id"], row["eval_key"], row["verdict"], row["device"]) == (a, "k1", "passed", "cpu")
 
 
 def test_the_evaluation_row_holds_the_numbers_reports_read(tmp_path) -> None:
     store, a, _ = _store(tmp_path)
-    eid = store.record_evaluation(a, "k", Evaluation(verdict=Verdict.PASSED, device="cuda:1", latency_ms=0.25, score=4.0,
-                                                     timed=True))  # fmt: skip
+    eid = store.record_evaluation(
+        a, "k", Evaluation(verdict=Verdict.PASSED, device="cuda:1", latency_ms=0.25, score=4.0, timed=True)
+    )
     row = store.db["evaluations"].get(eid)
     assert (row["score"], row["latency_ms"], row["device"]) == (4.0, 0.25, "cuda:1")
 

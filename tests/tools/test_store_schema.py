@@ -36,8 +36,20 @@ def _old_workspace(path: Path, names: list[str]) -> None:
     for name in names:
         by_name[name](db)
         db["_migrations"].insert({"name": name, "applied_at": time.time()})
-    db["runs"].insert({"id": "old", "task": "softmax", "model": "replay:x", "language": "triton", "device": "cpu",
-                       "status": "finished", "config": "{}", "rounds_used": 0, "created_at": 1.0, "updated_at": 1.0})
+    db["runs"].insert(
+        {
+            "id": "old",
+            "task": "softmax",
+            "model": "replay:x",
+            "language": "triton",
+            "device": "cpu",
+            "status": "finished",
+            "config": "{}",
+            "rounds_used": 0,
+            "created_at": 1.0,
+            "updated_at": 1.0,
+        }
+    )
     db.conn.commit()
     db.conn.execute("PRAGMA journal_mode=WAL")
     db.conn.close()
@@ -103,13 +115,24 @@ def test_a_workspace_on_a_read_only_file_system_can_be_read(tmp_path: Path) -> N
         path.chmod(0o555 if path.is_dir() else 0o444)
     before = _digest(ws)
     try:
-        without_caps = [sys.executable, "-P", "-m", "ksearch.tools.containment.launcher", json.dumps({"layers": ["caps"]}), "--"]
+        without_caps = [
+            sys.executable,
+            "-P",
+            "-m",
+            "ksearch.tools.containment.launcher",
+            json.dumps({"layers": ["caps"]}),
+            "--",
+        ]
         for command in (["runs", "--json"], ["show", "old"]):
             done = subprocess.run(
                 [*without_caps, sys.executable, "-m", "ksearch.cli", "--workspace", str(ws), *command],
-                cwd=REPO, capture_output=True, text=True, timeout=120, check=False,
+                cwd=REPO,
+                capture_output=True,
+                text=True,
+                timeout=120,
+                check=False,
                 env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO), "HOME": str(tmp_path)},
-            )  # fmt: skip
+            )
             assert done.returncode == 0, done.stdout + done.stderr
             assert "old" in done.stdout
     finally:

@@ -9,9 +9,9 @@ import pytest
 
 from ksearch.tasks.softmax import SoftmaxTask
 from ksearch.tools import timing
-from ksearch.tools.timing.stats import UndisturbedSamples
 from ksearch.tools.evaluator import comparison_from_samples
 from ksearch.tools.evaluator.worker import CompareSamples
+from ksearch.tools.timing.stats import UndisturbedSamples
 
 
 def test_robust_stops_on_low_relative_error_or_the_time_cap() -> None:
@@ -326,7 +326,7 @@ def test_robust_enqueues_each_block_behind_a_hold_of_its_device_time() -> None:
     method = timing.Robust(rng=random.Random(3), min_samples=100, target_rel_se=0.0, time_cap_s=1.0)
     runner = FakeRunner()
     run = method.run(runner, flush_l2=False)
-    blocks = runner.trace[runner.trace.index("hold"):]
+    blocks = runner.trace[runner.trace.index("hold") :]
     starts = [i for i, step in enumerate(blocks) if step == "hold"]
     lengths = [blocks[a:b].count("call") for a, b in zip(starts, [*starts[1:], len(blocks)], strict=False)]
     assert len(runner.holds) == len(lengths) > 3 and sum(lengths) == len(run.samples_ms)
@@ -441,17 +441,23 @@ def test_physics_floor() -> None:
 
 
 def test_paired_comparison_statistics() -> None:
-    same = [CompareSamples(config="a", incumbent_ms=[1.0, 1.01, 0.99, 1.0, 1.0], challenger_ms=[1.0, 0.99, 1.01, 1.0, 1.0])]
+    same = [
+        CompareSamples(config="a", incumbent_ms=[1.0, 1.01, 0.99, 1.0, 1.0], challenger_ms=[1.0, 0.99, 1.01, 1.0, 1.0])
+    ]
     result = comparison_from_samples(same, ["a"])
     assert not result.improved and result.ci_low < 1 < result.ci_high and result.speedup == pytest.approx(1.0, abs=0.01)
     faster = [
-        CompareSamples(config="a", incumbent_ms=[2.0, 2.02, 1.98, 2.0, 2.01], challenger_ms=[1.0, 1.0, 1.01, 0.99, 1.0]),
+        CompareSamples(
+            config="a", incumbent_ms=[2.0, 2.02, 1.98, 2.0, 2.01], challenger_ms=[1.0, 1.0, 1.01, 0.99, 1.0]
+        ),
         CompareSamples(config="b", incumbent_ms=[1.0] * 5, challenger_ms=[0.5, 0.51, 0.5, 0.49, 0.5]),
     ]
     result = comparison_from_samples(faster, ["a", "b"])
     assert result.improved and result.speedup == pytest.approx(2.0, rel=0.02) and result.ci_low > 1.9
     assert [c.config for c in result.per_config] == ["a", "b"] and result.per_config[0].incumbent_median_ms == 2.0
-    noisy = [CompareSamples(config="a", incumbent_ms=[1.0, 1.3, 0.8, 1.2, 1.0], challenger_ms=[0.9, 1.0, 1.0, 0.95, 1.05])]
+    noisy = [
+        CompareSamples(config="a", incumbent_ms=[1.0, 1.3, 0.8, 1.2, 1.0], challenger_ms=[0.9, 1.0, 1.0, 0.95, 1.05])
+    ]
     assert not comparison_from_samples(noisy, ["a"]).improved  # a small mean gain inside a wide interval
     assert timing.t_quantile_975(4) == pytest.approx(2.776) and timing.t_quantile_975(1000) == pytest.approx(1.96)
 
@@ -467,7 +473,9 @@ def test_gpu_mode_loops_put_null_windows_between_their_repeats_and_none_in_the_w
         expected = sum(1 for i in range(repeats) if i < NULL_FIRST or i % NULL_EVERY == 0)
         assert runner.nulls == expected >= NULL_FIRST
         first = runner.trace.index("null")
-        assert "go" not in runner.trace[:first] or runner.trace[:first].count("go") == runner.trace[:first].count("timed")
+        assert "go" not in runner.trace[:first] or runner.trace[:first].count("go") == runner.trace[:first].count(
+            "timed"
+        )
     steady = FakeRunner()
     timing.get_method("gpumode-benchmark").warm_up(steady, flush_l2=False)
     assert steady.nulls == 0
@@ -516,8 +524,16 @@ def test_gpumode_benchmarks_stop_rule_reads_the_repeats_no_audit_disturbed() -> 
 
 def test_undisturbed_samples_leave_out_each_audited_repeat_and_the_next() -> None:
     kept = UndisturbedSamples()
-    for sample, audited in ((1.0, False), (5.0, True), (4.0, False), (1.1, False), (6.0, True), (7.0, True), (3.0, False),
-                            (1.2, False)):  # fmt: skip
+    for sample, audited in (
+        (1.0, False),
+        (5.0, True),
+        (4.0, False),
+        (1.1, False),
+        (6.0, True),
+        (7.0, True),
+        (3.0, False),
+        (1.2, False),
+    ):
         kept.add(sample, audited)
     assert kept.kept == [1.0, 1.1, 1.2] and kept.disturbed == 5 and kept.total_ms == pytest.approx(28.3)
 

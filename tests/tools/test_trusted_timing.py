@@ -37,8 +37,9 @@ def _evaluate(device: str):  # noqa: ANN202
     def run(name: str, method: str) -> Evaluation:
         code = (FORGERS / name).read_text(encoding="utf-8")
         candidate = Candidate(task="softmax", language="triton", code=code)
-        return evaluate(EvalRequest(candidate=candidate, device=device, timing=True, timing_method=method,
-                                    run_timeout_s=240))  # fmt: skip
+        return evaluate(
+            EvalRequest(candidate=candidate, device=device, timing=True, timing_method=method, run_timeout_s=240)
+        )
 
     return run
 
@@ -51,9 +52,14 @@ def test_an_honest_kernel_is_timed_at_its_speed(method: str, _evaluate) -> None:
     assert evaluation.latency_ms < 500.0  # a loaded 2-core machine stretches the 5 ms calls
 
 
-@pytest.mark.parametrize(("name", "method"), [("forge_runner_slot.py", "gpumode-benchmark"),
-                                                ("forge_channel.py", "gpumode-benchmark"),
-                                                ("forge_channel.py", "confirm")])  # fmt: skip
+@pytest.mark.parametrize(
+    ("name", "method"),
+    [
+        ("forge_runner_slot.py", "gpumode-benchmark"),
+        ("forge_channel.py", "gpumode-benchmark"),
+        ("forge_channel.py", "confirm"),
+    ],
+)
 def test_samples_forged_inside_the_process_are_rejected_by_the_parents_clock(name: str, method: str, _evaluate) -> None:  # noqa: ANN001
     evaluation = _evaluate(name, method)
     assert evaluation.verdict == Verdict.REJECTED, f"{evaluation.summary()}\n{evaluation.log}"
@@ -94,8 +100,9 @@ def test_a_no_op_verify_cannot_be_set_on_the_worker(_evaluate) -> None:  # noqa:
 @pytest.mark.parametrize(
     ("name", "verdict"), [("honest_slow.py", Verdict.PASSED), ("forge_channel.py", Verdict.REJECTED)]
 )
-def test_a_parent_that_reads_the_records_late_judges_alike(name: str, verdict: Verdict, _evaluate, device: str,
-                                                          monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: ANN001
+def test_a_parent_that_reads_the_records_late_judges_alike(
+    name: str, verdict: Verdict, _evaluate, device: str, monkeypatch: pytest.MonkeyPatch
+) -> None:  # noqa: ANN001
     """``KSEARCH_TIMING_POLL_MS``: the parent reads a timing worker's records every few ms instead of waking for each;
     the kernel stamped them when they were sent, so the verdicts are the same."""
     if device != "cpu":
@@ -140,8 +147,10 @@ def test_descriptors_a_candidate_passes_over_the_channel_never_stay_in_the_paren
     passed = [os.open(os.devnull, os.O_RDONLY) for _ in range(4)]
     try:
         before = set(os.listdir("/proc/self/fd"))
-        child.sendmsg([b'{"op": "go", "config": 0}\n'],
-                      [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", passed).tobytes())])  # fmt: skip
+        child.sendmsg(
+            [b'{"op": "go", "config": 0}\n'],
+            [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", passed).tobytes())],
+        )
         reader = LineReader(parent.fileno(), parent)
         reader.drain()
         assert [line for _, line in reader.stamped_lines(0.0)] == ['{"op": "go", "config": 0}']
@@ -164,8 +173,14 @@ def test_compare_mode_runs_reach_the_parent_named_by_their_ends(device: str) -> 
     from ksearch.tools.evaluator import EvaluatorSession
 
     code = (FORGERS / "honest_slow.py").read_text(encoding="utf-8")
-    requests = [EvalRequest(candidate=Candidate(task="softmax", language="triton", code=code + f"\n# {tag}\n"),
-                            device="cpu", timing=True) for tag in ("a", "b")]  # fmt: skip
+    requests = [
+        EvalRequest(
+            candidate=Candidate(task="softmax", language="triton", code=code + f"\n# {tag}\n"),
+            device="cpu",
+            timing=True,
+        )
+        for tag in ("a", "b")
+    ]
     task = resolve_task("softmax")
     with EvaluatorSession("cpu", prestart=False) as session:
         outcome = compare_module._run_pair(session, *requests, task, 2)

@@ -217,7 +217,7 @@ def test_the_autotuner_class_is_restored_after_winnowing_even_when_the_timing_fa
     assert (autotuner.Autotuner._bench, autotuner.Autotuner.prune_configs, autotuner.Autotuner.run) == before
 
 
-GPU_KERNEL = '''
+GPU_KERNEL = """
 import triton
 import triton.language as tl
 
@@ -228,7 +228,7 @@ def add_one(x_ptr, n, BLOCK: tl.constexpr):
     offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = offsets < n
     tl.store(x_ptr + offsets, tl.load(x_ptr + offsets, mask=mask) + 1, mask=mask)
-'''
+"""
 
 
 def _gpu_kernel(source: str, tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> tuple[Any, list[tuple[Any, Any]]]:
@@ -277,7 +277,7 @@ def test_on_a_gpu_the_pass_uses_tritons_do_bench_briefly_and_the_timed_key_gets_
     assert float(x[0]) > before  # the kernel ran (tuning's own launches add to x as well: restore_value is not set)
 
 
-WIDE_GPU_KERNEL = '''
+WIDE_GPU_KERNEL = """
 import triton
 import triton.language as tl
 
@@ -289,7 +289,7 @@ def add_one(x_ptr, n, BLOCK: tl.constexpr):
     offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = offsets < n
     tl.store(x_ptr + offsets, tl.load(x_ptr + offsets, mask=mask) + 1, mask=mask)
-'''
+"""
 
 
 @pytest.mark.gpu
@@ -325,8 +325,9 @@ def test_a_triton_without_the_hooks_it_needs_tunes_as_always(monkeypatch: pytest
     assert not hasattr(autotuner.Autotuner, "_bench")
 
 
-@pytest.mark.parametrize(("stage", "on"), [("correctness", True), ("correctness", False), ("timing", True),
-                                           ("timing", False)])  # fmt: skip
+@pytest.mark.parametrize(
+    ("stage", "on"), [("correctness", True), ("correctness", False), ("timing", True), ("timing", False)]
+)
 def test_each_tuning_mode_wraps_its_whole_stage_and_nothing_when_off(
     stage: str, on: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -349,11 +350,22 @@ def test_each_tuning_mode_wraps_its_whole_stage_and_nothing_when_off(
     checker = Checker("cpu")
     checker.handle(CheckerCommand(op="begin", task="softmax", device="cpu", salt=5, bench_salt=5))
     fields: dict[str, Any] = (
-        {"timing": False, "quick_test_tuning": on} if correctness
+        {"timing": False, "quick_test_tuning": on}
+        if correctness
         else {"timing": True, "time_cap_s": 0.05, "min_samples": 3, "winnowed_tuning": on}
-    )  # fmt: skip
-    request = WorkerRequest(task="softmax", device="cpu", entry_point="kernel", candidate_path="", result_path="",
-                            salt=5, bench_salt=5, flush_l2=False, staging=checker.staging.handle, **fields)  # fmt: skip
+    )
+    request = WorkerRequest(
+        task="softmax",
+        device="cpu",
+        entry_point="kernel",
+        candidate_path="",
+        result_path="",
+        salt=5,
+        bench_salt=5,
+        flush_l2=False,
+        staging=checker.staging.handle,
+        **fields,
+    )
     channel = LoopbackChannel(checker)
     worker = worker_mod.Worker(request, channel)
     worker.staging = StagingWriter(checker.staging.handle)

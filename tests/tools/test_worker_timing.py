@@ -46,8 +46,18 @@ def checker() -> Checker:
 
 
 def _runner(checker: Checker, fn: Any) -> tuple[Worker, WorkerTimingRunner, LoopbackChannel]:
-    request = WorkerRequest(task="softmax", device="cpu", entry_point="kernel", candidate_path="", result_path="",
-                            timing=True, salt=SALT, bench_salt=SALT, flush_l2=False, staging=checker.staging.handle)  # fmt: skip
+    request = WorkerRequest(
+        task="softmax",
+        device="cpu",
+        entry_point="kernel",
+        candidate_path="",
+        result_path="",
+        timing=True,
+        salt=SALT,
+        bench_salt=SALT,
+        flush_l2=False,
+        staging=checker.staging.handle,
+    )
     channel = LoopbackChannel(checker)
     worker = Worker(request, channel)
     worker.guard = Guard()
@@ -222,9 +232,20 @@ def test_compare_times_both_candidates_in_alternating_runs_on_the_same_inputs(ch
         softmax(x)
         return softmax(x)
 
-    request = WorkerRequest(task="softmax", device="cpu", entry_point="kernel", candidate_path="", result_path="",
-                            mode="compare", rounds=4, time_cap_s=0.2, min_samples=8, flush_l2=False,
-                            salt=SALT, bench_salt=SALT)  # fmt: skip
+    request = WorkerRequest(
+        task="softmax",
+        device="cpu",
+        entry_point="kernel",
+        candidate_path="",
+        result_path="",
+        mode="compare",
+        rounds=4,
+        time_cap_s=0.2,
+        min_samples=8,
+        flush_l2=False,
+        salt=SALT,
+        bench_salt=SALT,
+    )
     channel = LoopbackChannel(checker)
     worker = Worker(request, channel)
     worker.guard = Guard()
@@ -251,7 +272,7 @@ def test_compare_times_both_candidates_in_alternating_runs_on_the_same_inputs(ch
 
 def test_the_worker_does_its_own_work_while_the_checker_prepares_and_reads_the_answer_even_if_it_fails(
     checker: Checker,
-) -> None:  # fmt: skip
+) -> None:
     """``settle(meanwhile=...)``: the new values' digest is taken after the settle request is sent and before its
     answer is read (the checker prepares the audit meanwhile: no time of the loop's); a failure there still reads the
     answer, so the next request is not answered with this one's."""

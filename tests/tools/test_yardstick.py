@@ -74,14 +74,25 @@ def test_a_steady_call_stops_after_three_runs(monkeypatch: pytest.MonkeyPatch) -
     assert durations == pytest.approx([10.0] * len(durations))
 
 
-def test_the_worker_reads_each_benchmark_config_both_ways_in_alternating_rounds(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_worker_reads_each_benchmark_config_both_ways_in_alternating_rounds(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """Worker.yardstick on the CPU (wall-clock events): one reading per config, both sides per round, on the same
     data object, no checker involved (the yardstick runs unaudited after the verdict's timing)."""
     monkeypatch.setattr(WorkerTimingRunner, "event", lambda self: WallEvent())
     monkeypatch.setattr(WorkerTimingRunner, "record", lambda self, event: _record(event))
     monkeypatch.setattr(WorkerTimingRunner, "elapsed", lambda self, start, end: _elapsed(start, end))
-    request = WorkerRequest(task="softmax", device="cpu", entry_point="kernel", candidate_path="", result_path="",
-                            timing=True, timing_method="gpumode-benchmark", flush_l2=False, yardstick_rounds=3)  # fmt: skip
+    request = WorkerRequest(
+        task="softmax",
+        device="cpu",
+        entry_point="kernel",
+        candidate_path="",
+        result_path="",
+        timing=True,
+        timing_method="gpumode-benchmark",
+        flush_l2=False,
+        yardstick_rounds=3,
+    )
     worker = Worker(request)
     seen: set[int] = set()
 
@@ -117,7 +128,9 @@ def test_rounds_alternate_in_abba_order() -> None:
 def test_asking_for_it_without_timing_says_what_it_needs() -> None:
     from ksearch.contracts.candidate import Candidate
 
-    candidate = Candidate(task="softmax", language="triton", code="def kernel(x):\n    return x\n", entry_point="kernel")
+    candidate = Candidate(
+        task="softmax", language="triton", code="def kernel(x):\n    return x\n", entry_point="kernel"
+    )
     with pytest.raises(ValueError, match="needs a timed evaluation"):
         EvalRequest(candidate=candidate, device="cpu", yardstick_rounds=2)
 
@@ -127,8 +140,12 @@ def test_a_method_other_than_gpumode_benchmark_is_refused_with_the_flag_to_add()
     from ksearch.tools.evaluator.evaluate import evaluate
 
     code = (REPO / "tests" / "tasks" / "data" / "softmax_triton_ok.py").read_text(encoding="utf-8")
-    request = EvalRequest(candidate=Candidate(task="softmax", language="triton", code=code), device="cuda",
-                          timing_method="robust", yardstick_rounds=2)  # fmt: skip
+    request = EvalRequest(
+        candidate=Candidate(task="softmax", language="triton", code=code),
+        device="cuda",
+        timing_method="robust",
+        yardstick_rounds=2,
+    )
     with pytest.raises(timing.TimingError, match="--timing-method gpumode-benchmark"):
         evaluate(request)  # refused before any process starts, so this runs without a GPU too
 
@@ -140,8 +157,12 @@ def test_a_real_evaluation_on_cuda_carries_a_reading_per_benchmark_config() -> N
     from ksearch.tools.evaluator.evaluate import evaluate
 
     code = (REPO / "tests" / "tasks" / "data" / "softmax_triton_ok.py").read_text(encoding="utf-8")
-    request = EvalRequest(candidate=Candidate(task="softmax", language="triton", code=code), device="cuda",
-                          timing_method="gpumode-benchmark", yardstick_rounds=2)  # fmt: skip
+    request = EvalRequest(
+        candidate=Candidate(task="softmax", language="triton", code=code),
+        device="cuda",
+        timing_method="gpumode-benchmark",
+        yardstick_rounds=2,
+    )
     evaluation = evaluate(request)
     assert evaluation.passed, evaluation.log
     assert [y.config for y in evaluation.yardstick] == [c.name for c in SoftmaxTask().benchmark_configs("cuda")]

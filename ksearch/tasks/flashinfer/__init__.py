@@ -16,4 +16,12 @@ from __future__ import annotations
 from ksearch.tasks.flashinfer.definitions import BUILTIN_DEFINITIONS, INSTALL_HINT, FlashInferError
 from ksearch.tasks.flashinfer.task import PREFIX, FlashInferTask, canonical_name, parse_name
 
-__all__ = ["BUILTIN_DEFINITIONS", "INSTALL_HINT", "PREFIX", "FlashInferError", "FlashInferTask", "canonical_name", "parse_name"]
+__all__ = [
+    "BUILTIN_DEFINITIONS",
+    "INSTALL_HINT",
+    "PREFIX",
+    "FlashInferError",
+    "FlashInferTask",
+    "canonical_name",
+    "parse_name",
+]

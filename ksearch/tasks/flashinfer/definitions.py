@@ -25,14 +25,38 @@ BUILTIN_DEFINITIONS = (MLA_DECODE, GQA_DECODE, MLA_PREFILL, MOE)
 _A, _S, _P = InputRole.ACTIVATION, InputRole.STRUCTURE, InputRole.PARAMETER
 BUILTIN_INPUT_ROLES: dict[str, dict[str, InputRole]] = {
     GQA_DECODE: {"q": _A, "k_cache": _A, "v_cache": _A, "kv_indptr": _S, "kv_indices": _S, "sm_scale": _P},
-    MLA_DECODE: {"q_nope": _A, "q_pe": _A, "ckv_cache": _A, "kpe_cache": _A, "kv_indptr": _S, "kv_indices": _S,
-                 "sm_scale": _P},
-    MLA_PREFILL: {"q_nope": _A, "q_pe": _A, "ckv_cache": _A, "kpe_cache": _A, "qo_indptr": _S, "kv_indptr": _S,
-                  "kv_indices": _S, "sm_scale": _P},
-    MOE: {"routing_logits": _A, "routing_bias": _P, "hidden_states": _A, "hidden_states_scale": _A,
-          "gemm1_weights": _P, "gemm1_weights_scale": _P, "gemm2_weights": _P, "gemm2_weights_scale": _P,
-          "local_expert_offset": _P, "routed_scaling_factor": _P},
-}  # fmt: skip
+    MLA_DECODE: {
+        "q_nope": _A,
+        "q_pe": _A,
+        "ckv_cache": _A,
+        "kpe_cache": _A,
+        "kv_indptr": _S,
+        "kv_indices": _S,
+        "sm_scale": _P,
+    },
+    MLA_PREFILL: {
+        "q_nope": _A,
+        "q_pe": _A,
+        "ckv_cache": _A,
+        "kpe_cache": _A,
+        "qo_indptr": _S,
+        "kv_indptr": _S,
+        "kv_indices": _S,
+        "sm_scale": _P,
+    },
+    MOE: {
+        "routing_logits": _A,
+        "routing_bias": _P,
+        "hidden_states": _A,
+        "hidden_states_scale": _A,
+        "gemm1_weights": _P,
+        "gemm1_weights_scale": _P,
+        "gemm2_weights": _P,
+        "gemm2_weights_scale": _P,
+        "local_expert_offset": _P,
+        "routed_scaling_factor": _P,
+    },
+}
 """Each built-in definition's inputs by role (``InputRole``): the queries and KV caches change from call to call
 (from layer to layer); the page tables and lengths are the batch's structure; the MoE weights, their block scales,
 the routing bias and every scalar are parameters. The MoE activations' block scales change with the activations."""
@@ -62,7 +86,8 @@ def fib() -> Any:
         import flashinfer_bench
     except ImportError as exc:
         raise FlashInferError(
-            f"flashinfer-bench is not importable ({exc})", hint=f"install it without its heavy dependencies: {INSTALL_HINT}"
+            f"flashinfer-bench is not importable ({exc})",
+            hint=f"install it without its heavy dependencies: {INSTALL_HINT}",
         ) from exc
     return flashinfer_bench
 

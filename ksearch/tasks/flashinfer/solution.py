@@ -85,7 +85,9 @@ def candidate_code_from_solution(text: str, definition: Any | None = None) -> tu
         )
     if len(solution.sources) != 1:
         paths = ", ".join(s.path for s in solution.sources)
-        raise FlashInferError(f"solution {solution.name!r} has {len(solution.sources)} source files ({paths}): only one is supported")
+        raise FlashInferError(
+            f"solution {solution.name!r} has {len(solution.sources)} source files ({paths}): only one is supported"
+        )
     entry_file, _, symbol = solution.spec.entry_point.partition("::")
     source = solution.sources[0]
     if source.path != entry_file:
@@ -94,7 +96,9 @@ def candidate_code_from_solution(text: str, definition: Any | None = None) -> tu
     code = source.content
     if solution.spec.destination_passing_style:
         if definition is None:
-            raise FlashInferError(f"solution {solution.name!r} is destination-passing: its definition is needed to wrap it")
+            raise FlashInferError(
+                f"solution {solution.name!r} is destination-passing: its definition is needed to wrap it"
+            )
         code += _dps_wrapper(definition, symbol)
     elif symbol != "run":
         code += f"\n\nrun = {symbol}  # added by ksearch: the Solution's entry point\n"

@@ -39,9 +39,11 @@ from urllib.parse import parse_qsl, urlencode
 
 import torch
 
+import ksearch.tasks.flashinfer.definitions as defs
+from ksearch.contracts.candidate import Candidate
+from ksearch.contracts.evaluation import Mismatch, Timing
 from ksearch.tasks.base import InputRole, Task, TaskConfig, device_kind
 from ksearch.tasks.flashinfer.baseline import reference_candidate as _reference_candidate
-import ksearch.tasks.flashinfer.definitions as defs
 from ksearch.tasks.flashinfer.definitions import FlashInferError
 from ksearch.tasks.flashinfer.workloads import (
     WorkloadSpec,
@@ -52,8 +54,6 @@ from ksearch.tasks.flashinfer.workloads import (
     synthetic_workloads,
     work_size,
 )
-from ksearch.contracts.candidate import Candidate
-from ksearch.contracts.evaluation import Mismatch, Timing
 
 PREFIX = "flashinfer:"
 DATASET_ENV = "FIB_DATASET_PATH"
@@ -154,7 +154,11 @@ class FlashInferTask(Task):
     def _to_configs(self, specs: list[WorkloadSpec]) -> list[tuple[TaskConfig, WorkloadSpec]]:
         out = []
         for i, spec in enumerate(specs):
-            params: dict[str, int | float | str | bool] = {**spec.axes, "workload": spec.uuid, "synthetic": spec.synthetic}
+            params: dict[str, int | float | str | bool] = {
+                **spec.axes,
+                "workload": spec.uuid,
+                "synthetic": spec.synthetic,
+            }
             if spec.cpu_scaled:
                 params["cpu_scaled"] = True
             name = spec.uuid if spec.synthetic else f"w{i:02d}-{spec.uuid[:8]}"
@@ -193,7 +197,8 @@ class FlashInferTask(Task):
         values, so swapping them in would check nothing new."""
         blobs = self._specs[config.name].blobs
         return tuple(
-            i for i, (role, name) in enumerate(zip(self.input_roles(config), self.definition.inputs, strict=True))
+            i
+            for i, (role, name) in enumerate(zip(self.input_roles(config), self.definition.inputs, strict=True))
             if role is InputRole.ACTIVATION and name not in blobs
         )
 
@@ -247,7 +252,10 @@ class FlashInferTask(Task):
         for axis, spec in d.axes.items():
             kind = f"const = {spec.value}" if spec.type == "const" else "variable"
             lines.append(f"  {axis}: {kind}" + (f"  ({spec.description})" if spec.description else ""))
-        for title, group in (("Inputs (positional, in this order)", d.inputs), ("Outputs (return in this order)", d.outputs)):
+        for title, group in (
+            ("Inputs (positional, in this order)", d.inputs),
+            ("Outputs (return in this order)", d.outputs),
+        ):
             lines.append(f"\n{title}:")
             for n, t in group.items():
                 shape = "scalar (a Python number)" if t.shape is None else "[" + ", ".join(t.shape) + "]"
@@ -305,7 +313,10 @@ class FlashInferTask(Task):
         names = self.output_names()
         outputs = tuple(output) if isinstance(output, (tuple, list)) else (output,)
         if len(outputs) != len(expected):
-            return Mismatch(config=where, message=f"{where}: returned {len(outputs)} outputs, expected {len(expected)} ({', '.join(names)})")
+            return Mismatch(
+                config=where,
+                message=f"{where}: returned {len(outputs)} outputs, expected {len(expected)} ({', '.join(names)})",
+            )
         for name, got, want in zip(names, outputs, expected, strict=True):
             mismatch = self._check_one(where, name, got, want)
             if mismatch is not None:

@@ -108,25 +108,66 @@ def _moe(seq_len: int, offset: int, cpu: bool) -> WorkloadSpec:
 _CUDA: dict[str, list[WorkloadSpec]] = {
     GQA_DECODE: [
         _decode(b, n, n + 16, GQA_SM_SCALE, "gqa")
-        for b, n in [(1, 8), (1, 512), (1, 8192), (1, 61519), (16, 256), (16, 1024), (16, 4096), (16, 32768),
-                     (64, 64), (64, 2048), (64, 16384), (64, 61519)]
+        for b, n in [
+            (1, 8),
+            (1, 512),
+            (1, 8192),
+            (1, 61519),
+            (16, 256),
+            (16, 1024),
+            (16, 4096),
+            (16, 32768),
+            (64, 64),
+            (64, 2048),
+            (64, 16384),
+            (64, 61519),
+        ]
     ],
     MLA_DECODE: [
         _decode(b, n, MLA_NUM_PAGES, MLA_SM_SCALE, "mla")
-        for b, n in [(1, 8), (1, 1024), (1, 8192), (1, 32768), (16, 512), (16, 4096), (16, 32768), (64, 1024),
-                     (64, 8192), (64, 75145)]
+        for b, n in [
+            (1, 8),
+            (1, 1024),
+            (1, 8192),
+            (1, 32768),
+            (16, 512),
+            (16, 4096),
+            (16, 32768),
+            (64, 1024),
+            (64, 8192),
+            (64, 75145),
+        ]
     ],
     MLA_PREFILL: [
         _prefill(s, t, n, 2 * n + 1024)
-        for s, t, n in [(1, 1, 5), (2, 7, 300), (1, 64, 512), (1, 1024, 1024), (4, 256, 2048), (8, 2048, 4096),
-                        (16, 4096, 8192), (56, 16384, 17759)]
+        for s, t, n in [
+            (1, 1, 5),
+            (2, 7, 300),
+            (1, 64, 512),
+            (1, 1024, 1024),
+            (4, 256, 2048),
+            (8, 2048, 4096),
+            (16, 4096, 8192),
+            (56, 16384, 17759),
+        ]
     ],
     MOE: [
         _moe(t, off, cpu=False)
-        for t, off in [(1, 0), (7, 32), (14, 64), (16, 96), (32, 128), (52, 160), (62, 192), (80, 224), (901, 0),
-                       (11948, 96), (14107, 224)]
+        for t, off in [
+            (1, 0),
+            (7, 32),
+            (14, 64),
+            (16, 96),
+            (32, 128),
+            (52, 160),
+            (62, 192),
+            (80, 224),
+            (901, 0),
+            (11948, 96),
+            (14107, 224),
+        ]
     ],
-}  # fmt: skip
+}
 _CPU: dict[str, list[WorkloadSpec]] = {
     GQA_DECODE: [_decode(b, n, p, GQA_SM_SCALE, "gqa") for b, n, p in [(1, 5, 16), (2, 37, 64), (3, 20, 48)]],
     MLA_DECODE: [_decode(b, n, p, MLA_SM_SCALE, "mla") for b, n, p in [(1, 4, 16), (2, 19, 64), (3, 9, 32)]],
@@ -193,11 +234,15 @@ def dataset_workloads(trace_set: Any, definition: Any) -> list[WorkloadSpec]:
                 blobs[name] = (str((root / spec.path).resolve()), spec.tensor_key)
         for name, tensor in definition.inputs.items():
             if tensor.shape is None and name not in scalars:
-                raise FlashInferError(f"workload {workload.uuid} of {definition.name} gives no value for scalar {name!r}")
+                raise FlashInferError(
+                    f"workload {workload.uuid} of {definition.name} gives no value for scalar {name!r}"
+                )
         axes = {k: int(v) for k, v in workload.axes.items()}
         sequences = axes.get("len_indptr", 1) - 1
         specs.append(
-            WorkloadSpec(uuid=workload.uuid, axes=axes, scalars=scalars, blobs=blobs, synthetic=False, sequences=sequences)
+            WorkloadSpec(
+                uuid=workload.uuid, axes=axes, scalars=scalars, blobs=blobs, synthetic=False, sequences=sequences
+            )
         )
     return specs
 
@@ -238,7 +283,10 @@ def synthetic_structure(definition: str, spec: WorkloadSpec, seed: int) -> dict[
         return {}
     if n > pages:
         raise FlashInferError(f"{spec.uuid}: {n} kv indices do not fit in {pages} pages")
-    out = {"kv_indptr": _indptr(kv_lengths), "kv_indices": torch.randperm(pages, generator=generator)[:n].to(torch.int32)}
+    out = {
+        "kv_indptr": _indptr(kv_lengths),
+        "kv_indices": torch.randperm(pages, generator=generator)[:n].to(torch.int32),
+    }
     if definition == MLA_PREFILL:
         out["qo_indptr"] = _indptr(q_lengths)
     return out
@@ -257,9 +305,7 @@ def input_shapes(definition: Any, spec: WorkloadSpec) -> dict[str, list[int] | N
             num_intermediate_blocks=inter // 128,
             num_gemm1_out_blocks=2 * inter // 128,
         )
-    return {
-        name: None if t.shape is None else [int(axes[a]) for a in t.shape] for name, t in definition.inputs.items()
-    }
+    return {name: None if t.shape is None else [int(axes[a]) for a in t.shape] for name, t in definition.inputs.items()}
 
 
 def make_workload_inputs(definition: Any, spec: WorkloadSpec, seed: int, device: str) -> list[Any]:
@@ -276,7 +322,9 @@ def make_workload_inputs(definition: Any, spec: WorkloadSpec, seed: int, device:
             value = spec.scalars.get(name)
             if value is None:
                 raise FlashInferError(f"workload {spec.uuid} has no value for scalar input {name!r}")
-            inputs.append(bool(value) if dtype == torch.bool else int(value) if not dtype.is_floating_point else float(value))
+            inputs.append(
+                bool(value) if dtype == torch.bool else int(value) if not dtype.is_floating_point else float(value)
+            )
             continue
         if name in spec.blobs:
             value = _load_blob(blob_cache, *spec.blobs[name], name=name)
@@ -320,7 +368,9 @@ def _random(
         return torch.randint(0, 2, shape, generator=generator, device=device).bool()
     if definition == MOE and name.endswith("_scale"):
         # Positive block scales of about 1/sqrt(K), K the length each scale's block is summed over downstream.
-        k = {"hidden_states_scale": 1, "gemm1_weights_scale": shape[-1] * 128, "gemm2_weights_scale": shape[-1] * 128}[name]
+        k = {"hidden_states_scale": 1, "gemm1_weights_scale": shape[-1] * 128, "gemm2_weights_scale": shape[-1] * 128}[
+            name
+        ]
         u = torch.rand(shape, generator=generator, device=device, dtype=torch.float32)
         return (0.5 + u) / math.sqrt(k)
     if definition == MOE and name == "routing_bias":

@@ -50,6 +50,7 @@ from typing import Any
 
 import torch
 
+from ksearch.contracts.evaluation import Mismatch
 from ksearch.errors import UserError
 from ksearch.tasks._loading import to_device, tolerance_for
 from ksearch.tasks.base import Task, TaskConfig, device_kind
@@ -74,7 +75,6 @@ from ksearch.tasks.kernelbench.problem_files import (
 from ksearch.tasks.kernelbench.sizes import CpuTooLarge, Reduction, load_source, reduce_for_cpu
 from ksearch.tasks.kernelbench.variants import VARIANT_SEED_BASE, VARIANTS, redraw
 from ksearch.tasks.seeding import seeded_global_rng
-from ksearch.contracts.evaluation import Mismatch
 
 NUM_CORRECT_TRIALS = 5
 SEED_NUM = 42
@@ -171,10 +171,14 @@ class KernelBenchTask(Task):
     # -- configs and inputs -------------------------------------------------------------------------------------
     def test_configs(self, device: str) -> list[TaskConfig]:
         """KernelBench's 5 seeded trials on ``get_inputs()``, then one input set per distribution of ``variants``."""
-        trials = [TaskConfig(name=f"trial{i}", params={}, seed=seed, distribution=GET_INPUTS)
-                  for i, seed in enumerate(trial_seeds())]  # fmt: skip
-        extra = [TaskConfig(name=name, params={}, seed=VARIANT_SEED_BASE + i, distribution=name)
-                 for i, name in enumerate(VARIANTS)]  # fmt: skip
+        trials = [
+            TaskConfig(name=f"trial{i}", params={}, seed=seed, distribution=GET_INPUTS)
+            for i, seed in enumerate(trial_seeds())
+        ]
+        extra = [
+            TaskConfig(name=name, params={}, seed=VARIANT_SEED_BASE + i, distribution=name)
+            for i, name in enumerate(VARIANTS)
+        ]
         return trials + extra
 
     def benchmark_configs(self, device: str) -> list[TaskConfig]:
@@ -236,8 +240,15 @@ class KernelBenchTask(Task):
         element; a variant on which the reference is not finite is not judged; failures of a work check named."""
         if isinstance(expected, (tuple, list)):
             if not isinstance(output, (tuple, list)) or len(output) != len(expected):
-                got = f"{type(output).__qualname__} of {len(output)}" if isinstance(output, (tuple, list)) else type(output).__qualname__
-                return Mismatch(config=config.name, message=f"{config.name}: expected a sequence of {len(expected)} outputs, got {got}")
+                got = (
+                    f"{type(output).__qualname__} of {len(output)}"
+                    if isinstance(output, (tuple, list))
+                    else type(output).__qualname__
+                )
+                return Mismatch(
+                    config=config.name,
+                    message=f"{config.name}: expected a sequence of {len(expected)} outputs, got {got}",
+                )
             for index, (out, exp) in enumerate(zip(output, expected, strict=True)):
                 mismatch = self.check(config, out, exp)
                 if mismatch is not None:
@@ -250,8 +261,11 @@ class KernelBenchTask(Task):
         if (expected.is_floating_point() or expected.is_complex()) and not bool(torch.isfinite(expected).all()):
             if config.distribution in VARIANTS:
                 return None  # the op does not allow this distribution (variants' docstring)
-            return Mismatch(config=config.name, message=f"{config.name}: the reference's output is not finite on "
-                            "get_inputs(), so no finite output matches it (as in KernelBench's allclose)")  # fmt: skip
+            return Mismatch(
+                config=config.name,
+                message=f"{config.name}: the reference's output is not finite on "
+                "get_inputs(), so no finite output matches it (as in KernelBench's allclose)",
+            )
         mismatch = self.form_mismatch(config.name, output, expected)
         if mismatch is None and output.numel():
             mismatch = scaled_mismatch(config.name, output.detach(), expected.detach(), tolerance_for(expected.dtype))
@@ -274,25 +288,39 @@ class KernelBenchTask(Task):
             self._output_prints.clear()
         self._output_prints.append((config.name, output, expected))
 
-    def _name_failure(self, config: TaskConfig, output: Fingerprint | None, expected: torch.Tensor,
-                      mismatch: Mismatch) -> Mismatch:  # fmt: skip
+    def _name_failure(
+        self, config: TaskConfig, output: Fingerprint | None, expected: torch.Tensor, mismatch: Mismatch
+    ) -> Mismatch:
         """The mismatch with the work check it shows failed, where one applies (``judging``'s docstring)."""
         check, detail = mismatch.check, ""
         if output is not None:
             inputs = self._input_prints.get((config.name, config.seed), [])
             same_input = next((i for i, fp in enumerate(inputs) if fp.same(output)), None)
             wanted = Fingerprint.of(expected)
-            earlier = next((name for name, out, exp in self._output_prints
-                            if name != config.name and out.same(output) and not exp.same(wanted)), None)  # fmt: skip
+            earlier = next(
+                (
+                    name
+                    for name, out, exp in self._output_prints
+                    if name != config.name and out.same(output) and not exp.same(wanted)
+                ),
+                None,
+            )
             if same_input is not None:
                 check, detail = OUTPUT_IS_INPUT, f"the output equals input {same_input}: no work was done on it"
             elif earlier is not None:
-                check, detail = INSENSITIVE_OUTPUT, (f"the output equals the output on {earlier}, whose reference "
-                                                     "differs: it does not depend on the inputs")  # fmt: skip
+                check, detail = (
+                    INSENSITIVE_OUTPUT,
+                    (
+                        f"the output equals the output on {earlier}, whose reference "
+                        "differs: it does not depend on the inputs"
+                    ),
+                )
         if not check and config.distribution in VARIANTS:
             check = INPUT_DISTRIBUTION
-            detail = (f"inputs drawn from {VARIANTS[config.distribution]} instead of get_inputs(): the kernel must "
-                      "compute the op for any values of the inputs' shapes and dtypes")  # fmt: skip
+            detail = (
+                f"inputs drawn from {VARIANTS[config.distribution]} instead of get_inputs(): the kernel must "
+                "compute the op for any values of the inputs' shapes and dtypes"
+            )
         if not check:
             return mismatch
         message = mismatch.message + (f" [{check}: {detail}]" if detail else "")
@@ -334,20 +362,28 @@ class KernelBenchTask(Task):
             raise ValueError(f"task {self.name!r} has no spec for language {language!r}; it supports {self.languages}")
         variants = "; ".join(f"{name}: {what}" for name, what in VARIANTS.items())
         if self.allowed_rules:
-            torch_ops = ("This run allows calling PyTorch ops (" + ", ".join(sorted(self.allowed_rules)) + "): "
-                         "you may keep some of the reference's operations in PyTorch and write kernels for the rest.")  # fmt: skip
+            torch_ops = (
+                "This run allows calling PyTorch ops (" + ", ".join(sorted(self.allowed_rules)) + "): "
+                "you may keep some of the reference's operations in PyTorch and write kernels for the rest."
+            )
         else:
-            torch_ops = ("Do not call the PyTorch operations the reference computes with (its torch / "
-                         "torch.nn.functional calls, tensor methods and nn layers), nor high-level PyTorch compute ops "
-                         "(matmul, convolutions, pooling, activations, softmax, norms, losses, clamp): compute them in "
-                         "your own @triton.jit kernels, and launch at least one. Allocating, reshaping and moving "
-                         "tensors (torch.empty, .view, .contiguous) is fine; keep nn layers only to hold weights "
-                         "(self.conv.weight), never call them.")  # fmt: skip
+            torch_ops = (
+                "Do not call the PyTorch operations the reference computes with (its torch / "
+                "torch.nn.functional calls, tensor methods and nn layers), nor high-level PyTorch compute ops "
+                "(matmul, convolutions, pooling, activations, softmax, norms, losses, clamp): compute them in "
+                "your own @triton.jit kernels, and launch at least one. Allocating, reshaping and moving "
+                "tensors (torch.empty, .view, .contiguous) is fine; keep nn layers only to hold weights "
+                "(self.conv.weight), never call them."
+            )
         try:
             cpu = self.cpu_reduction().describe()
         except CpuTooLarge:
             cpu = "too large for the CPU: evaluated on a GPU only"
-        sizes = f"\nOn the CPU (Triton interpreter) this problem is {cpu.removeprefix('checked on the CPU ')}." if cpu else ""
+        sizes = (
+            f"\nOn the CPU (Triton interpreter) this problem is {cpu.removeprefix('checked on the CPU ')}."
+            if cpu
+            else ""
+        )
         return f"""Task: {self.title} (KernelBench format).
 
 Write a Python module defining `class ModelNew(nn.Module)` that computes exactly what `Model` below computes, with
@@ -391,8 +427,9 @@ def _device_of(inputs: list[Any]) -> str:
 
 def _aliased_input(output: Any, inputs: tuple[Any, ...]) -> int | None:
     """The position of an input whose memory the output (or one of a tuple of outputs) uses, else None."""
-    storages = {x.untyped_storage().data_ptr(): i for i, x in enumerate(inputs)
-                if isinstance(x, torch.Tensor) and x.numel()}  # fmt: skip
+    storages = {
+        x.untyped_storage().data_ptr(): i for i, x in enumerate(inputs) if isinstance(x, torch.Tensor) and x.numel()
+    }
     for tensor in output if isinstance(output, (tuple, list)) else (output,):
         if isinstance(tensor, torch.Tensor) and tensor.numel():
             position = storages.get(tensor.untyped_storage().data_ptr())

@@ -16,12 +16,12 @@ BASELINE_MODES: tuple[str, ...] = ("eager", "compile")
 BASELINE_VERSION = "kb-baseline-1"
 """Part of the baseline cache key: bump when the packaging of the reference changes."""
 
-_EAGER = '''
+_EAGER = """
 
 # --- added by ksearch: the reference itself, timed as the eager PyTorch baseline ---
 ModelNew = Model
-'''
-_COMPILE = '''
+"""
+_COMPILE = """
 
 # --- added by ksearch: the reference under torch.compile (default mode), timed as the compiled baseline ---
 import torch as _ksearch_torch
@@ -34,7 +34,7 @@ class ModelNew(Model):
 
     def forward(self, *inputs):
         return self._ksearch_compiled_forward(*inputs)
-'''
+"""
 
 
 def baseline_code(task: KernelBenchTask, mode: str = "eager") -> str:

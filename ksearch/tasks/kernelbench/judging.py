@@ -39,8 +39,14 @@ INSENSITIVE_OUTPUT = "insensitive_output"
 OUTPUT_ALIASES_INPUT = "output_aliases_input"
 STATIC_RULES = ("reference_op", "no_custom_kernel", "reference_fallback")
 """The integrity rules that keep KernelBench results computed by the candidate (``integrity.reference_ops``)."""
-CHECKS = (*STATIC_RULES, OUTPUT_ALIASES_INPUT, OUTPUT_IS_INPUT, INSENSITIVE_OUTPUT, INPUT_DISTRIBUTION,
-          SCALED_TOLERANCE)  # fmt: skip
+CHECKS = (
+    *STATIC_RULES,
+    OUTPUT_ALIASES_INPUT,
+    OUTPUT_IS_INPUT,
+    INSENSITIVE_OUTPUT,
+    INPUT_DISTRIBUTION,
+    SCALED_TOLERANCE,
+)
 """Every check issue 36 added to KernelBench tasks, in the order a sweep reports them."""
 
 
@@ -78,8 +84,10 @@ def scaled_mismatch(where: str, got: torch.Tensor, expected: torch.Tensor, tol: 
     if mismatch is None or floor >= tol:
         return mismatch
     if tolerance_mismatch(where, got, expected, tol, tol) is None:
-        note = (f" (KernelBench's absolute atol={tol:g} would pass it: the output's scale is {scale:.3g}, so the "
-                f"absolute tolerance here is {floor:.3g})")  # fmt: skip
+        note = (
+            f" (KernelBench's absolute atol={tol:g} would pass it: the output's scale is {scale:.3g}, so the "
+            f"absolute tolerance here is {floor:.3g})"
+        )
         return mismatch.model_copy(update={"message": mismatch.message + note, "check": SCALED_TOLERANCE})
     return mismatch
 
@@ -99,9 +107,18 @@ class Fingerprint:
         return cls(tuple(tensor.shape), tensor.dtype, flat[::step][:SAMPLE].to("cpu", copy=True))
 
     def same(self, other: Fingerprint) -> bool:
-        return (self.shape == other.shape and self.dtype == other.dtype
-                and torch.equal(self.sample, other.sample))  # fmt: skip
+        return self.shape == other.shape and self.dtype == other.dtype and torch.equal(self.sample, other.sample)
 
 
-__all__ = ["CHECKS", "INPUT_DISTRIBUTION", "INSENSITIVE_OUTPUT", "OUTPUT_ALIASES_INPUT", "OUTPUT_IS_INPUT",
-           "SCALED_TOLERANCE", "Fingerprint", "check_of", "output_scale", "scaled_mismatch"]  # fmt: skip
+__all__ = [
+    "CHECKS",
+    "INPUT_DISTRIBUTION",
+    "INSENSITIVE_OUTPUT",
+    "OUTPUT_ALIASES_INPUT",
+    "OUTPUT_IS_INPUT",
+    "SCALED_TOLERANCE",
+    "Fingerprint",
+    "check_of",
+    "output_scale",
+    "scaled_mismatch",
+]

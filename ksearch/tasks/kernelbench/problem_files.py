@@ -112,8 +112,10 @@ def parse_options(spec: str) -> tuple[str, tuple[str, ...]]:
     options = dict(parse_qsl(query, keep_blank_values=True))
     unknown = sorted(set(options) - {"allow"})
     if unknown:
-        raise KernelBenchError(f"unknown KernelBench task option(s) {', '.join(unknown)}",
-                               hint="the only option is ?allow=" + ",".join(ALLOWABLE_RULES))  # fmt: skip
+        raise KernelBenchError(
+            f"unknown KernelBench task option(s) {', '.join(unknown)}",
+            hint="the only option is ?allow=" + ",".join(ALLOWABLE_RULES),
+        )
     allow = tuple(sorted({r.strip() for r in options.get("allow", "").split(",") if r.strip()}))
     return spec, allow
 

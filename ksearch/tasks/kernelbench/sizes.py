@@ -94,8 +94,9 @@ def reduce_for_cpu(source: str, path: Path, budget: int = CPU_BUDGET_BYTES) -> R
         values = trial
         if size <= budget:
             changes = {c.name: (c.value, values[c.name]) for c in constants if values[c.name] != c.value}
-            return Reduction(source=rewrite(source, constants, values), changes=changes, bytes_before=before,
-                             bytes_after=size)  # fmt: skip
+            return Reduction(
+                source=rewrite(source, constants, values), changes=changes, bytes_before=before, bytes_after=size
+            )
     raise CpuTooLarge(
         f"{path.name}: its inputs, parameters and output need {_human(before)}, more than the CPU checks "
         f"({_human(budget)}), and halving its size constants ({', '.join(c.name for c in constants) or 'none found'}) "
@@ -133,10 +134,20 @@ def _literal_int(node: ast.expr) -> int | None:
         left, right = _literal_int(node.left), _literal_int(node.right)
         if left is None or right is None:
             return None
-        ops = {ast.Add: int.__add__, ast.Sub: int.__sub__, ast.Mult: int.__mul__, ast.FloorDiv: int.__floordiv__,
-               ast.LShift: int.__lshift__, ast.Pow: int.__pow__}  # fmt: skip
+        ops = {
+            ast.Add: int.__add__,
+            ast.Sub: int.__sub__,
+            ast.Mult: int.__mul__,
+            ast.FloorDiv: int.__floordiv__,
+            ast.LShift: int.__lshift__,
+            ast.Pow: int.__pow__,
+        }
         op = ops.get(type(node.op))
-        if op is None or (isinstance(node.op, ast.Pow) and right > 64) or (isinstance(node.op, ast.FloorDiv) and not right):
+        if (
+            op is None
+            or (isinstance(node.op, ast.Pow) and right > 64)
+            or (isinstance(node.op, ast.FloorDiv) and not right)
+        ):
             return None
         return op(left, right)
     return None
@@ -212,5 +223,12 @@ def _human(size: int | None) -> str:
     return f"{size} B"
 
 
-__all__ = ["CPU_BUDGET_BYTES", "CpuTooLarge", "Reduction", "footprint", "load_source", "reduce_for_cpu",
-           "scalable_constants"]  # fmt: skip
+__all__ = [
+    "CPU_BUDGET_BYTES",
+    "CpuTooLarge",
+    "Reduction",
+    "footprint",
+    "load_source",
+    "reduce_for_cpu",
+    "scalable_constants",
+]

@@ -73,8 +73,9 @@ def is_activation(value: Any) -> bool:
     return not bool(((value == low) | (value == high)).all())
 
 
-def draw(variant: str, shape: tuple[int, ...], dtype: torch.dtype, device: torch.device | str,
-         generator: torch.Generator) -> torch.Tensor:  # fmt: skip
+def draw(
+    variant: str, shape: tuple[int, ...], dtype: torch.dtype, device: torch.device | str, generator: torch.Generator
+) -> torch.Tensor:
     """One tensor of ``variant``. On the CPU the values are drawn in float64, whose kernels do not depend on the CPU's
     vector capability (``ksearch.tasks.sampling``), so every process draws the same bits; on a GPU in float32."""
     work = torch.float64 if torch.device(device).type == "cpu" else torch.float32

@@ -91,8 +91,11 @@ class SoftmaxTask(Task):
         m, n = int(config.params["M"]), int(config.params["N"])
         # On the CPU device the draw goes through float64 (the same bits whatever CPU capability a process detects);
         # GPU inputs keep the fast float32 draw they always had (the leaderboard mode draws fresh inputs per repeat).
-        x = sampling.randn(m, n, generator=generator) if device_kind(device) == "cpu" else torch.randn(
-            m, n, generator=generator, dtype=torch.float32)
+        x = (
+            sampling.randn(m, n, generator=generator)
+            if device_kind(device) == "cpu"
+            else torch.randn(m, n, generator=generator, dtype=torch.float32)
+        )
         if config.distribution == "large":
             x *= LARGE_SCALE
         elif config.distribution != "normal":

@@ -220,17 +220,16 @@ class TrimulTask(Task):
         """The reference packaged as a GPU MODE submission (for baselines: ``bench/trimul.py``)."""
         return (
             "# The ksearch trimul reference, packaged as a GPU MODE submission (float32; PyTorch's default keeps\n"
-            "# TF32 off for matmuls).\n"
-            + self.reference_source()
-            + "\n\ndef custom_kernel(data):\n"
+            "# TF32 off for matmuls).\n" + self.reference_source() + "\n\ndef custom_kernel(data):\n"
             "    x, mask, weights, _config = data\n"
             "    return trimul_reference(x, mask, weights)\n"
         )
 
     def reference_candidate(self) -> Candidate:
         """The GPU MODE submission of the reference, as the evaluator runs a candidate."""
-        return Candidate(task=self.name, language="triton", code=self.reference_submission_source(),
-                         entry_point=self.entry_point)  # fmt: skip
+        return Candidate(
+            task=self.name, language="triton", code=self.reference_submission_source(), entry_point=self.entry_point
+        )
 
     def test_configs(self, device: str) -> list[TaskConfig]:
         return list(_CPU_TESTS if device_kind(device) == "cpu" else _CUDA_TESTS)
@@ -308,8 +307,11 @@ class TrimulTask(Task):
         (leaderboard kernels return one from their small-shape paths), and so it does here."""
         if type(output) is torch.Tensor and output.is_floating_point() and output.dtype != expected.dtype:
             if output.dtype.itemsize == 1:  # float8: torch promotes it with nothing (upstream's subtraction fails too)
-                return Mismatch(config=config.name, message=f"{config.name}: dtype {output.dtype}, expected "
-                                f"{expected.dtype} (float16 and bfloat16 are accepted too, as upstream does)")  # fmt: skip
+                return Mismatch(
+                    config=config.name,
+                    message=f"{config.name}: dtype {output.dtype}, expected "
+                    f"{expected.dtype} (float16 and bfloat16 are accepted too, as upstream does)",
+                )
             common = torch.promote_types(output.dtype, expected.dtype)
             return super().check(config, output.to(common), expected.to(common))
         return super().check(config, output, expected)

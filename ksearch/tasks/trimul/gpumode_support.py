@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
-from typing import Any, Dict, Tuple, TypedDict
+from typing import Any, TypedDict
 
 import torch
 
 # -- task: the submission's types ----------------------------------------------------------------------------------
-input_t = Tuple[torch.Tensor, torch.Tensor, Dict[str, torch.Tensor], Dict[str, Any]]
+input_t = tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor], dict[str, Any]]
 """(input [bs, seqlen, seqlen, dim], mask [bs, seqlen, seqlen], weights by name, config {"dim", "hidden_dim"})."""
 output_t = torch.Tensor
 """[bs, seqlen, seqlen, dim], float32."""
@@ -72,7 +72,7 @@ def _report(received: torch.Tensor, expected: torch.Tensor, bad: torch.Tensor, m
 @torch.no_grad()
 def verbose_allclose(
     received: torch.Tensor, expected: torch.Tensor, rtol: float = 1e-05, atol: float = 1e-08, max_print: int = 5
-) -> Tuple[bool, list[str]]:
+) -> tuple[bool, list[str]]:
     """Whether every element is within ``atol + rtol * |expected|`` (NaN and infinities must match), with up to
     ``max_print`` mismatches described."""
     if received.shape != expected.shape:
@@ -90,7 +90,7 @@ def verbose_allclose(
 
 
 @torch.no_grad()
-def verbose_allequal(received: torch.Tensor, expected: torch.Tensor, max_print: int = 5) -> Tuple[bool, list[str]]:
+def verbose_allequal(received: torch.Tensor, expected: torch.Tensor, max_print: int = 5) -> tuple[bool, list[str]]:
     """Whether the two tensors are equal element by element, with up to ``max_print`` mismatches described."""
     if received.shape != expected.shape:
         return False, ["SIZE MISMATCH"]
@@ -100,18 +100,25 @@ def verbose_allequal(received: torch.Tensor, expected: torch.Tensor, max_print: 
     return True, []
 
 
-def match_reference(data: Any, output: torch.Tensor, reference: Callable[[Any], torch.Tensor], rtol: float = 1e-05,
-                    atol: float = 1e-08) -> Tuple[bool, str]:  # fmt: skip
+def match_reference(
+    data: Any, output: torch.Tensor, reference: Callable[[Any], torch.Tensor], rtol: float = 1e-05, atol: float = 1e-08
+) -> tuple[bool, str]:
     """Compare ``output`` with ``reference(data)``: (passed, the mismatches as one string)."""
     expected = reference(data)
     good, reasons = verbose_allclose(output, expected, rtol=rtol, atol=atol)
-    return (True, "") if good else (False, "mismatch found! custom implementation doesn't match reference: " + " ".join(reasons))
+    return (
+        (True, "")
+        if good
+        else (False, "mismatch found! custom implementation doesn't match reference: " + " ".join(reasons))
+    )
 
 
-def make_match_reference(reference: Callable[[Any], torch.Tensor], **kwargs: float) -> Callable[[Any, torch.Tensor], Tuple[bool, str]]:
+def make_match_reference(
+    reference: Callable[[Any], torch.Tensor], **kwargs: float
+) -> Callable[[Any, torch.Tensor], tuple[bool, str]]:
     """A checker ``(data, output) -> (passed, message)`` against ``reference`` with the given tolerances."""
 
-    def check(data: Any, output: torch.Tensor) -> Tuple[bool, str]:
+    def check(data: Any, output: torch.Tensor) -> tuple[bool, str]:
         return match_reference(data, output, reference=reference, **kwargs)
 
     return check

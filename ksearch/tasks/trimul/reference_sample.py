@@ -16,8 +16,9 @@ import torch.nn.functional as F
 from ksearch.tasks.trimul.reference import EPS
 
 
-def trimul_reference_at(x: torch.Tensor, mask: torch.Tensor, weights: dict[str, torch.Tensor], rows: torch.Tensor,
-                        cols: torch.Tensor) -> torch.Tensor:  # fmt: skip
+def trimul_reference_at(
+    x: torch.Tensor, mask: torch.Tensor, weights: dict[str, torch.Tensor], rows: torch.Tensor, cols: torch.Tensor
+) -> torch.Tensor:
     """``trimul_reference(x, mask, weights)[:, rows][:, :, cols]``: [B, len(rows), len(cols), C] float32."""
     w = weights
     c = x.shape[-1]

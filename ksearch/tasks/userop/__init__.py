@@ -42,11 +42,11 @@ from typing import Any
 
 import torch
 
+from ksearch.contracts.evaluation import Mismatch
 from ksearch.tasks._loading import ProblemFormatError, import_file, to_device, tolerance_for
 from ksearch.tasks.base import Task, TaskConfig, device_kind
 from ksearch.tasks.fresh_values import probed_activation_inputs
 from ksearch.tasks.seeding import seeded_global_rng
-from ksearch.contracts.evaluation import Mismatch
 
 DEFAULT_ENTRY_POINT = "kernel"
 _RESERVED = ("name", "seed")
@@ -55,7 +55,9 @@ _VALUE_TYPES = (bool, int, float, str)
 
 def _require(condition: bool, path: Path, message: str) -> None:
     if not condition:
-        raise ProblemFormatError(f"{path}: {message}", hint="see ksearch/tasks/userop/PROTOCOL.md for the operator file format")
+        raise ProblemFormatError(
+            f"{path}: {message}", hint="see ksearch/tasks/userop/PROTOCOL.md for the operator file format"
+        )
 
 
 def _configs(raw: Any, path: Path, label: str, seed_base: int) -> list[TaskConfig]:

@@ -39,8 +39,11 @@ class LandlockError(OSError):
 
 
 class _RulesetAttr(ctypes.Structure):
-    _fields_ = [("handled_access_fs", ctypes.c_uint64), ("handled_access_net", ctypes.c_uint64),
-                ("scoped", ctypes.c_uint64)]  # fmt: skip
+    _fields_ = [
+        ("handled_access_fs", ctypes.c_uint64),
+        ("handled_access_net", ctypes.c_uint64),
+        ("scoped", ctypes.c_uint64),
+    ]
 
 
 class _PathBeneathAttr(ctypes.Structure):
@@ -102,8 +105,13 @@ class Ruleset:
             rights &= self.handled_fs
             if rights:
                 attr = _PathBeneathAttr(rights, fd)
-                _call(ctypes.c_long(ADD_RULE), ctypes.c_int(self.fd), ctypes.c_int(RULE_PATH_BENEATH),
-                      ctypes.byref(attr), ctypes.c_uint32(0))  # fmt: skip
+                _call(
+                    ctypes.c_long(ADD_RULE),
+                    ctypes.c_int(self.fd),
+                    ctypes.c_int(RULE_PATH_BENEATH),
+                    ctypes.byref(attr),
+                    ctypes.c_uint32(0),
+                )
         finally:
             os.close(fd)
 

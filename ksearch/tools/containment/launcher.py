@@ -65,10 +65,23 @@ FAILED = 121
 CLONE_NEWNS, CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET = 0x00020000, 0x10000000, 0x20000000, 0x40000000
 CLONE_NEWIPC = 0x08000000
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT, MS_BIND = 1, 2, 4, 8, 32, 4096
-MS_NOATIME, MS_NODIRATIME, MS_REC, MS_PRIVATE, MS_RELATIME, MS_STRICTATIME = 1024, 2048, 1 << 14, 1 << 18, 1 << 21, 1 << 24
-STATVFS_TO_MOUNT = ((os.ST_RDONLY, MS_RDONLY), (os.ST_NOSUID, MS_NOSUID), (os.ST_NODEV, MS_NODEV),
-                    (os.ST_NOEXEC, MS_NOEXEC), (os.ST_NOATIME, MS_NOATIME), (os.ST_NODIRATIME, MS_NODIRATIME),
-                    (os.ST_RELATIME, MS_RELATIME))  # fmt: skip
+MS_NOATIME, MS_NODIRATIME, MS_REC, MS_PRIVATE, MS_RELATIME, MS_STRICTATIME = (
+    1024,
+    2048,
+    1 << 14,
+    1 << 18,
+    1 << 21,
+    1 << 24,
+)
+STATVFS_TO_MOUNT = (
+    (os.ST_RDONLY, MS_RDONLY),
+    (os.ST_NOSUID, MS_NOSUID),
+    (os.ST_NODEV, MS_NODEV),
+    (os.ST_NOEXEC, MS_NOEXEC),
+    (os.ST_NOATIME, MS_NOATIME),
+    (os.ST_NODIRATIME, MS_NODIRATIME),
+    (os.ST_RELATIME, MS_RELATIME),
+)
 SYS_MOUNT_SETATTR, AT_FDCWD, MOUNT_ATTR_RDONLY = 442, -100, 1
 """``mount_setattr(2)`` (Linux 5.12+; one number on every architecture) sets read-only alone, whatever else the mount
 has; older kernels take a bind remount that repeats the mount's other flags (a user namespace may not clear them)."""
@@ -83,8 +96,12 @@ DEVICES_KEPT = ("null", "zero", "full", "random", "urandom", "tty", "shm")
 """What a minimal ``/dev`` (``minimal_dev``) keeps of the machine's, each bound from it, read-only but ``shm``, the
 host's folder (POSIX shared memory: the checker's staging buffer on the CPU). With ``gpu_devices``, every ``nvidia*``
 entry too. Its own ``devpts`` gives it ptys."""
-DEVICE_LINKS = {"fd": "/proc/self/fd", "stdin": "/proc/self/fd/0", "stdout": "/proc/self/fd/1",
-                "stderr": "/proc/self/fd/2"}  # fmt: skip
+DEVICE_LINKS = {
+    "fd": "/proc/self/fd",
+    "stdin": "/proc/self/fd/0",
+    "stdout": "/proc/self/fd/1",
+    "stderr": "/proc/self/fd/2",
+}
 PR_SET_PDEATHSIG, PR_CAPBSET_DROP, PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 1, 24, 47, 4
 
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -197,8 +214,9 @@ def beneath_any(path: bytes, roots: list[bytes]) -> bool:
     return any(path == root or path.startswith(root.rstrip(b"/") + b"/") for root in roots)
 
 
-def private_mounts(hidden: list[str], writable: list[str], *, new_namespace: bool, setattr_call: bool = True,
-                   devices: str = "all") -> None:  # fmt: skip
+def private_mounts(
+    hidden: list[str], writable: list[str], *, new_namespace: bool, setattr_call: bool = True, devices: str = "all"
+) -> None:
     """In a mount namespace of this process's own (``new_namespace``: unshare one; else ``pidns`` made it): ``hidden``
     covered, ``/dev`` made minimal unless ``devices`` is ``all`` (``cpu``: ``DEVICES_KEPT``; ``gpu``: and ``nvidia*``),
     every mount read-only but ``writable`` (and ``ALWAYS_WRITABLE``). Needs ``CAP_SYS_ADMIN`` over the namespace: the
@@ -261,8 +279,10 @@ def minimal_dev(*, gpu_devices: bool) -> None:
                 os.mkdir(target)
             else:
                 os.close(os.open(target, os.O_CREAT | os.O_WRONLY | os.O_CLOEXEC, 0o644))
-            _check(_libc.mount(f"/proc/self/fd/{fd}".encode(), target.encode(), None, MS_BIND | MS_REC, None),
-                   f"bind /dev/{name}")  # fmt: skip
+            _check(
+                _libc.mount(f"/proc/self/fd/{fd}".encode(), target.encode(), None, MS_BIND | MS_REC, None),
+                f"bind /dev/{name}",
+            )
             if name != "shm":  # a device reads and writes on a read-only mount; chmod and chown of the host's
                 _remount_read_only(target.encode())  # node (uid 0 owns it) do not (session 28's red team)
         for name, link in DEVICE_LINKS.items():
@@ -289,8 +309,10 @@ def cover(path: str) -> None:
         return
     target = os.fsencode(path)
     if os.path.isdir(path) and not os.path.islink(path):
-        _check(_libc.mount(b"tmpfs", target, b"tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, b"size=4k,mode=0"),
-               f"cover {path}")  # fmt: skip
+        _check(
+            _libc.mount(b"tmpfs", target, b"tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, b"size=4k,mode=0"),
+            f"cover {path}",
+        )
     else:
         _check(_libc.mount(b"/dev/null", target, None, MS_BIND, None), f"cover {path}")
 
@@ -329,15 +351,22 @@ def seccomp_program(machine: str) -> list[tuple[int, int, int, int]]:
     if x32:
         head += [(JGE, 0, 1, 0x40000000), (RET, 0, 0, deny)]
     body = [
-        (JEQ, 0, 1, setsid), (RET, 0, 0, fake_success),
-        (JEQ, 0, 1, setpgid), (RET, 0, 0, fake_success),
-        (JEQ, 0, 1, io_uring), (RET, 0, 0, deny),
-        (JEQ, 0, 1, connect), (RET, 0, 0, nobody_there),  # ENOENT: what CUDA meets where no MPS daemon listens
+        (JEQ, 0, 1, setsid),
+        (RET, 0, 0, fake_success),
+        (JEQ, 0, 1, setpgid),
+        (RET, 0, 0, fake_success),
+        (JEQ, 0, 1, io_uring),
+        (RET, 0, 0, deny),
+        (JEQ, 0, 1, connect),
+        (RET, 0, 0, nobody_there),  # ENOENT: what CUDA meets where no MPS daemon listens
         (JEQ, 0, 5, sendto),  # with an address (either word not zero): a datagram to a path
-        (LD_ABS, 0, 0, SENDTO_ADDRESS), (JEQ, 0, 2, 0), (LD_ABS, 0, 0, SENDTO_ADDRESS + 4), (JEQ, 1, 0, 0),
+        (LD_ABS, 0, 0, SENDTO_ADDRESS),
+        (JEQ, 0, 2, 0),
+        (LD_ABS, 0, 0, SENDTO_ADDRESS + 4),
+        (JEQ, 1, 0, 0),
         (RET, 0, 0, nobody_there),
         (RET, 0, 0, RET_ALLOW),
-    ]  # fmt: skip
+    ]
     return head + body
 
 
@@ -443,8 +472,9 @@ def apply(spec: dict, *, probe: bool) -> tuple[list[str], dict[str, str]]:
     if in_user_namespace("mountns"):
         hidden, writable = list(spec.get("hidden", [])), list(spec.get("writable", []))
         devices = str(spec.get("devices", "all"))
-        attempt("mountns", lambda: private_mounts(hidden, writable, new_namespace="pidns" not in applied,
-                                                  devices=devices))  # fmt: skip
+        attempt(
+            "mountns", lambda: private_mounts(hidden, writable, new_namespace="pidns" not in applied, devices=devices)
+        )
     if in_user_namespace("netns"):
         attempt("netns", lambda: _check(_libc.unshare(CLONE_NEWNET), "unshare(CLONE_NEWNET)"))
     if in_user_namespace("ipcns"):
@@ -454,8 +484,10 @@ def apply(spec: dict, *, probe: bool) -> tuple[list[str], dict[str, str]]:
     # CUDA's start writes beneath its process's /proc/PID (error 304 otherwise), in every process that starts CUDA
     # (Inductor's compile workers too, session 29): for a GPU's candidate /proc stays writable, as mountns leaves it
     writable = [*spec.get("writable", []), *(["/proc"] if spec.get("cuda") else [])]
-    attempt("landlock", lambda: apply_landlock(list(spec.get("hidden", [])), writable,
-                                               abstract_sockets="netns" not in applied))  # fmt: skip
+    attempt(
+        "landlock",
+        lambda: apply_landlock(list(spec.get("hidden", [])), writable, abstract_sockets="netns" not in applied),
+    )
     attempt("seccomp", lambda: install_seccomp(platform.machine()))
     return applied, failed
 

@@ -39,10 +39,32 @@ HIDE_VARIABLE = "KSEARCH_SANDBOX_HIDE"
 CHILD_LAYERS = ("userns", "pidns", "mountns", "netns", "ipcns", "caps", "landlock", "seccomp")
 LAYERS = (*CHILD_LAYERS, "nondumpable")
 HOME_SECRETS = (
-    ".ssh", ".aws", ".azure", ".config", ".netrc", ".git-credentials", ".docker", ".kube", ".gnupg", ".pypirc",
-    ".npmrc", ".env", ".bashrc", ".bash_profile", ".profile", ".zshrc", ".zprofile", ".bash_history", ".zsh_history",
-    ".python_history", ".cache/huggingface", ".huggingface", ".local/share/keyrings", ".password-store", ".ksearch",
-)  # fmt: skip
+    ".ssh",
+    ".aws",
+    ".azure",
+    ".config",
+    ".netrc",
+    ".git-credentials",
+    ".docker",
+    ".kube",
+    ".gnupg",
+    ".pypirc",
+    ".npmrc",
+    ".env",
+    ".bashrc",
+    ".bash_profile",
+    ".profile",
+    ".zshrc",
+    ".zprofile",
+    ".bash_history",
+    ".zsh_history",
+    ".python_history",
+    ".cache/huggingface",
+    ".huggingface",
+    ".local/share/keyrings",
+    ".password-store",
+    ".ksearch",
+)
 """Where a home directory keeps keys and tokens (shell start-up files often export API keys)."""
 PR_SET_DUMPABLE = 4
 
@@ -76,13 +98,22 @@ def requested() -> tuple[str, ...] | None:
     layers = tuple(part.strip() for part in value.split(",") if part.strip())
     unknown = [layer for layer in layers if layer not in LAYERS]
     if unknown:
-        raise SandboxError(f"{VARIABLE}={value!r} names unknown layers {unknown}; known: {', '.join(LAYERS)}, or auto/off")
+        raise SandboxError(
+            f"{VARIABLE}={value!r} names unknown layers {unknown}; known: {', '.join(LAYERS)}, or auto/off"
+        )
     return layers
 
 
 def _launcher_argv(spec: dict, *, probe: bool = False) -> list[str]:
-    return [sys.executable, "-P", "-m", "ksearch.tools.containment.launcher", *(["--probe"] if probe else []),
-            json.dumps(spec), "--"]  # fmt: skip
+    return [
+        sys.executable,
+        "-P",
+        "-m",
+        "ksearch.tools.containment.launcher",
+        *(["--probe"] if probe else []),
+        json.dumps(spec),
+        "--",
+    ]
 
 
 GPU_REFUSED = {
@@ -101,8 +132,10 @@ def gpu_withheld() -> dict[str, str]:
     withheld: dict[str, str] = {}
     pipe = Path(os.environ.get(MPS_PIPE_VARIABLE) or MPS_DEFAULT_PIPE)
     if (pipe / "control").exists():
-        withheld["seccomp"] = (f"a CUDA MPS daemon serves the GPUs here ({pipe}), and its clients connect to its "
-                               f"Unix socket, which seccomp refuses: name it in {VARIABLE} to use it without MPS")
+        withheld["seccomp"] = (
+            f"a CUDA MPS daemon serves the GPUs here ({pipe}), and its clients connect to its "
+            f"Unix socket, which seccomp refuses: name it in {VARIABLE} to use it without MPS"
+        )
     return withheld
 
 
@@ -129,8 +162,13 @@ def _run_probe(wanted: list[str]) -> tuple[tuple[str, ...], dict[str, str]]:
     try:
         done = subprocess.run(
             _launcher_argv({"layers": wanted, "hidden": [], "writable": []}, probe=True),
-            env=env, capture_output=True, text=True, timeout=30, check=False, start_new_session=True,
-        )  # fmt: skip
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+            start_new_session=True,
+        )
         report = json.loads(done.stdout.strip().splitlines()[-1])
         applied = tuple(layer for layer in wanted if layer in report["applied"])
         return applied, {str(k): str(v) for k, v in report["failed"].items()}
@@ -177,8 +215,13 @@ TASK_DATA_VARIABLES = ("FIB_DATASET_PATH", "KERNELBENCH_ROOT", "CUDA_HOME", "CUD
 
 def needed_paths() -> list[str]:
     """What a worker must keep reading: the Python installation, ksearch itself, task data and the CUDA toolkit."""
-    paths = {sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(os.path.realpath(sys.executable)),
-             str(Path(ksearch.__file__).resolve().parent)}  # fmt: skip
+    paths = {
+        sys.prefix,
+        sys.base_prefix,
+        sys.exec_prefix,
+        os.path.dirname(os.path.realpath(sys.executable)),
+        str(Path(ksearch.__file__).resolve().parent),
+    }
     paths |= {os.environ[v] for v in TASK_DATA_VARIABLES if os.environ.get(v)}
     return [os.path.realpath(p) for p in paths if p]
 
@@ -226,8 +269,13 @@ def launcher_prefix(device: str, writable: list[Path]) -> list[str]:
     if "landlock" in layers and not environ_protected(layers):
         hidden += [f"/proc/{pid}" for pid in ancestors()]
     devices = "cpu" if device == "cpu" else "gpu"  # the GPU's adds nvidia* (ran with CUDA on an H200, session 29)
-    spec = {"layers": list(layers), "hidden": hidden, "writable": [*keep, "/dev"], "devices": devices,
-            "cuda": device != "cpu"}  # fmt: skip
+    spec = {
+        "layers": list(layers),
+        "hidden": hidden,
+        "writable": [*keep, "/dev"],
+        "devices": devices,
+        "cuda": device != "cpu",
+    }
     return _launcher_argv(spec)
 
 

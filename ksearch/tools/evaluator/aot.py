@@ -49,8 +49,15 @@ class _Utils:
 
     def get_device_properties(self, device: int = 0) -> dict[str, int]:
         g = self.gpu
-        return {"max_shared_mem": g.shared_per_block_optin, "multiprocessor_count": g.sms, "max_num_regs":
-                g.registers_per_sm, "warpSize": 32, "sm_clock_rate": 0, "mem_clock_rate": 0, "mem_bus_width": 0}  # fmt: skip
+        return {
+            "max_shared_mem": g.shared_per_block_optin,
+            "multiprocessor_count": g.sms,
+            "max_num_regs": g.registers_per_sm,
+            "warpSize": 32,
+            "sm_clock_rate": 0,
+            "mem_clock_rate": 0,
+            "mem_bus_width": 0,
+        }
 
 
 class TargetDriver:
@@ -196,6 +203,8 @@ def probe_resources(worker: Any) -> WorkerResult:
         worker.mark("compile")
     except CandidateFailure as failure:
         return worker.result(failure.verdict, error=failure.error)
-    notes = [f"compiling for the {gpu.name} ({gpu.arch}) at the CPU configs' shapes failed for {failure}"
-             for failure in compiled.failures[:COMPILE_ERROR_NOTES]]  # fmt: skip
+    notes = [
+        f"compiling for the {gpu.name} ({gpu.arch}) at the CPU configs' shapes failed for {failure}"
+        for failure in compiled.failures[:COMPILE_ERROR_NOTES]
+    ]
     return worker.result(Verdict.PASSED).model_copy(update={"resources": compiled.resources(), "notes": notes})

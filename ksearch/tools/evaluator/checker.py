@@ -169,8 +169,10 @@ class Checker:
             if (config_index, seed) not in state.issued:
                 break
         else:  # nearly every seed of the range issued: no loop of the harness asks for a fraction of that many
-            message = (f"{configs[config_index].name}: the worker asked for {kind} seeds until nearly all "
-                       f"{high - low} were issued; the harness's loops ask for a few hundred at most")  # fmt: skip
+            message = (
+                f"{configs[config_index].name}: the worker asked for {kind} seeds until nearly all "
+                f"{high - low} were issued; the harness's loops ask for a few hundred at most"
+            )
             state.failure = state.failure or CheckFailed(Verdict.REJECTED, message, rule="forged_record")
             return HandoffReply(ok=False, message=message)
         state.issued.add((config_index, seed))
@@ -205,7 +207,8 @@ class Checker:
         whole = self._whole_required(state, claim.config_index)
         try:
             digest, expected, sample, whole = self._retrying_out_of_memory(
-                lambda: self._audit_expectation(task, config, claim, whole=whole))
+                lambda: self._audit_expectation(task, config, claim, whole=whole)
+            )
             self._sync()
         except Exception:  # noqa: BLE001 - judged from scratch at the handoff, where a failure is recorded
             self._release_memory(collect=False)
@@ -294,12 +297,16 @@ class Checker:
         except CheckFailed as failure:
             state.failure = failure
         except torch.OutOfMemoryError as exc:
-            state.failure = CheckFailed(Verdict.CRASHED, f"checker ran out of device memory on {handoff.config} (is "
-                                        f"another process using this GPU?): {str(exc)[:300]}",
-                                        harness=True)  # fmt: skip
+            state.failure = CheckFailed(
+                Verdict.CRASHED,
+                f"checker ran out of device memory on {handoff.config} (is "
+                f"another process using this GPU?): {str(exc)[:300]}",
+                harness=True,
+            )
         except Exception as exc:  # noqa: BLE001 - reported as a crash with the exception
-            state.failure = CheckFailed(Verdict.CRASHED,
-                                        f"checker failed on {handoff.config}: {type(exc).__name__}: {exc}")  # fmt: skip
+            state.failure = CheckFailed(
+                Verdict.CRASHED, f"checker failed on {handoff.config}: {type(exc).__name__}: {exc}"
+            )
 
     def _sync(self) -> None:
         if self.device.startswith("cuda"):
@@ -326,14 +333,21 @@ class Checker:
         for index, config in enumerate(tests):
             if index not in state.tests_passed:
                 message = f"{config.name}: no output was produced for this config"
-                return self._result(state, Verdict.INCORRECT, passed, len(tests), message,
-                                    Mismatch(config=config.name, message=message))  # fmt: skip
+                return self._result(
+                    state, Verdict.INCORRECT, passed, len(tests), message, Mismatch(config=config.name, message=message)
+                )
         if timed:
             for index, config in enumerate(benches):
                 if not state.bench_checked.get(index):
                     message = f"{config.name}: no timed output of this config was checked"
-                    return self._result(state, Verdict.INCORRECT, passed, len(tests), message,
-                                        Mismatch(config=config.name, message=message))  # fmt: skip
+                    return self._result(
+                        state,
+                        Verdict.INCORRECT,
+                        passed,
+                        len(tests),
+                        message,
+                        Mismatch(config=config.name, message=message),
+                    )
         return self._result(state, Verdict.PASSED, passed, len(tests))
 
     def _result(
@@ -347,13 +361,22 @@ class Checker:
         rejection: Rejection | None = None,
     ) -> CheckResult:
         return CheckResult(
-            verdict=verdict, configs_passed=passed, configs_total=total, outputs_checked=state.outputs_checked,
-            mismatch=mismatch, rejection=rejection, error=error, bench_input_bytes=dict(state.bench_input_bytes),
-            bench_generation_ms=dict(state.bench_generation_ms), bench_digest_ms=dict(state.bench_digest_ms),
-            environment={**checker_environment(self.device, peak=True),
-                         "memory_mode": "low" if self.low_memory else "normal",
-                         "audits_prepared": f"{state.audits_prepared} of {state.audits}"},
-        )  # fmt: skip
+            verdict=verdict,
+            configs_passed=passed,
+            configs_total=total,
+            outputs_checked=state.outputs_checked,
+            mismatch=mismatch,
+            rejection=rejection,
+            error=error,
+            bench_input_bytes=dict(state.bench_input_bytes),
+            bench_generation_ms=dict(state.bench_generation_ms),
+            bench_digest_ms=dict(state.bench_digest_ms),
+            environment={
+                **checker_environment(self.device, peak=True),
+                "memory_mode": "low" if self.low_memory else "normal",
+                "audits_prepared": f"{state.audits_prepared} of {state.audits}",
+            },
+        )
 
     # -- one output ----------------------------------------------------------------------------------------------
     def _take(self, state: EvaluationRecord, h: Handoff, *, private: bool) -> tuple[Any, list[Any]]:
@@ -362,8 +385,9 @@ class Checker:
         task = state.task
         configs = task.test_configs(self.device) if h.kind == "test" else task.benchmark_configs(self.device)
         if not 0 <= h.config_index < len(configs) or configs[h.config_index].name != h.config:
-            raise CheckFailed(Verdict.REJECTED, f"an output was handed off for an unknown config {h.config!r}",
-                        rule="forged_record")  # fmt: skip
+            raise CheckFailed(
+                Verdict.REJECTED, f"an output was handed off for an unknown config {h.config!r}", rule="forged_record"
+            )
         config = configs[h.config_index]
         salt = state.salt if h.kind == "test" else state.bench_salt
         base = salted_seed(config.seed, salt)
@@ -379,8 +403,11 @@ class Checker:
             and (h.kind == "test" or not fresh_set or (h.config_index, h.input_seed) in state.issued)
         )
         if not valid:
-            raise CheckFailed(Verdict.REJECTED, f"{config.name}: an output was handed off for seeds the evaluation "
-                              "did not use", rule="forged_record")  # fmt: skip
+            raise CheckFailed(
+                Verdict.REJECTED,
+                f"{config.name}: an output was handed off for seeds the evaluation did not use",
+                rule="forged_record",
+            )
         return config, self._retrying_out_of_memory(lambda: self._staged(config.name, h, private=private))
 
     def _retrying_out_of_memory(self, work: Callable[[], _T]) -> _T:
@@ -422,14 +449,18 @@ class Checker:
             state.audits += 1
             matched = prepared if prepared and prepared.record is state and prepared.claim == claim else None
             # drawn here, after the output is staged (never while preparing: ``prepare_audit``)
-            whole = (self._whole_required(state, h.config_index) or (matched is not None and matched.whole)
-                     or secrets.randbelow(WHOLE_AUDIT_ODDS) == 0)  # fmt: skip
+            whole = (
+                self._whole_required(state, h.config_index)
+                or (matched is not None and matched.whole)
+                or secrets.randbelow(WHOLE_AUDIT_ODDS) == 0
+            )
             if matched is not None and matched.whole == whole:
                 digest, expected, sample = matched.digest, matched.expected, matched.sample
                 state.audits_prepared += 1
             else:
                 digest, expected, sample, whole = self._retrying_out_of_memory(
-                    lambda: self._audit_expectation(task, config, claim, whole=whole))
+                    lambda: self._audit_expectation(task, config, claim, whole=whole)
+                )
             del prepared, matched
             if whole:
                 state.whole_audits.add(h.config_index)
@@ -454,10 +485,15 @@ class Checker:
                 if (tensor.is_floating_point() or tensor.is_complex()) and not bool(torch.isfinite(tensor).all()):
                     bad = torch.nonzero(~torch.isfinite(tensor))
                     where = [int(i) for i in bad[0]] if bad.numel() else []
-                    message = (f"{config.name}: {int((~torch.isfinite(tensor)).sum())} non-finite output values "
-                               f"(nan/inf) in output {position}, first at {where}")  # fmt: skip
-                    raise CheckFailed(Verdict.INCORRECT, message,
-                                mismatch=Mismatch(config=config.name, worst_index=where, message=message))  # fmt: skip
+                    message = (
+                        f"{config.name}: {int((~torch.isfinite(tensor)).sum())} non-finite output values "
+                        f"(nan/inf) in output {position}, first at {where}"
+                    )
+                    raise CheckFailed(
+                        Verdict.INCORRECT,
+                        message,
+                        mismatch=Mismatch(config=config.name, worst_index=where, message=message),
+                    )
         candidate = tuple(outputs) if task.output_is_tuple or len(outputs) != 1 else outputs[0]
         if sample is not None:
             mismatch = task.check_sample(prepare_config, candidate, sample)
@@ -480,8 +516,14 @@ class Checker:
                 state.bench_digest_ms[h.config_index] = statistics.median(costs[1])
 
     def _reference(self, task: Any, config: Any, claim: InputClaim) -> tuple[str, Any]:
-        key = (task.name, claim.kind == "test", config.name, claim.prepare_seed, claim.input_seed,
-               claim.activation_seed)  # fmt: skip
+        key = (
+            task.name,
+            claim.kind == "test",
+            config.name,
+            claim.prepare_seed,
+            claim.input_seed,
+            claim.activation_seed,
+        )
         found = self.cache.get(key)
         if found is not None:
             return found
@@ -496,8 +538,9 @@ class Checker:
             self.cache.put(key, digest, expected)
         return digest, expected
 
-    def _audit_expectation(self, task: Any, config: Any, claim: InputClaim, *,
-                           whole: bool) -> tuple[str, Any, ExpectedSample | None, bool]:  # fmt: skip
+    def _audit_expectation(
+        self, task: Any, config: Any, claim: InputClaim, *, whole: bool
+    ) -> tuple[str, Any, ExpectedSample | None, bool]:
         """An audit's input digest and expectation: with ``whole`` (a config's first audit, one in
         ``WHOLE_AUDIT_ODDS`` after it, or sampling off) the whole reference, else the reference at sampled positions
         where the task offers them (else the whole one); the last item says whether it is whole."""
@@ -563,15 +606,21 @@ class Checker:
 
     def _staged(self, name: str, h: Handoff, *, private: bool = False) -> list[Any]:
         if h.generation != self.staging.generation:
-            raise CheckFailed(Verdict.REJECTED, f"{name}: the output was staged in a buffer that is no longer the "
-                              "checker's", rule="forged_record")  # fmt: skip
+            raise CheckFailed(
+                Verdict.REJECTED,
+                f"{name}: the output was staged in a buffer that is no longer the checker's",
+                rule="forged_record",
+            )
         if not (len(h.shapes) == len(h.dtypes) == len(h.offsets)) or not h.shapes:
             raise CheckFailed(Verdict.REJECTED, f"{name}: a malformed output record", rule="forged_record")
         try:
-            return [self.staging.tensor(o, s, d, private=private)
-                    for o, s, d in zip(h.offsets, h.shapes, h.dtypes, strict=True)]  # fmt: skip
+            return [
+                self.staging.tensor(o, s, d, private=private)
+                for o, s, d in zip(h.offsets, h.shapes, h.dtypes, strict=True)
+            ]
         except ValueError as exc:
             raise CheckFailed(Verdict.REJECTED, f"{name}: {exc}", rule="forged_record") from None
+
 
 def serve(device: str, commands: Any, answers: Any) -> None:
     """Answer commands until ``shutdown`` or end of input. A failing command is answered, not fatal."""
@@ -591,7 +640,9 @@ def serve(device: str, commands: Any, answers: Any) -> None:
             if command.op == "finish":
                 profile.dump()
         except Exception:  # noqa: BLE001 - the parent turns this into a harness failure with the traceback
-            reply = CheckResult(verdict=Verdict.CRASHED, error="checker failed:\n" + traceback.format_exc()[-3000:]).model_dump()
+            reply = CheckResult(
+                verdict=Verdict.CRASHED, error="checker failed:\n" + traceback.format_exc()[-3000:]
+            ).model_dump()
         answers.write(_json(reply) + "\n")
         answers.flush()
         with profile.around():

@@ -71,8 +71,9 @@ class EvaluationRecord:
     failure: CheckFailed | None = None
 
 
-def check_layout(task: Any, config: Any, name: str, outputs: list[Any], expecteds: list[Any], expected: Any,
-                 h: Handoff) -> None:  # fmt: skip
+def check_layout(
+    task: Any, config: Any, name: str, outputs: list[Any], expecteds: list[Any], expected: Any, h: Handoff
+) -> None:
     """An output whose strides differ from the task's where they matter (dimensions longer than one) is incorrect."""
     wanted = task.output_strides(config, expected)
     if wanted is None or len(outputs) != len(expecteds) or len(h.strides) != len(outputs):
@@ -83,8 +84,10 @@ def check_layout(task: Any, config: Any, name: str, outputs: list[Any], expected
         if len(have) == len(shape) == len(want) and (
             significant_strides(shape, have) != significant_strides(shape, list(want))
         ):
-            message = (f"{name}: output {position} has strides {tuple(have)}, expected {tuple(want)} "
-                       "(return a contiguous tensor)")  # fmt: skip
+            message = (
+                f"{name}: output {position} has strides {tuple(have)}, expected {tuple(want)} "
+                "(return a contiguous tensor)"
+            )
             raise CheckFailed(Verdict.INCORRECT, message, mismatch=Mismatch(config=name, message=message))
 
 
@@ -96,8 +99,12 @@ def checker_environment(device: str, *, peak: bool = False) -> dict[str, str]:
     if device.startswith("cuda") and torch.cuda.is_available():
         index = torch.device(device).index or 0
         major, minor = torch.cuda.get_device_capability(index)
-        env.update(device_name=torch.cuda.get_device_name(index), compute_capability=f"{major}.{minor}",
-                   cuda=str(torch.version.cuda), gpu_uuid=_gpu_uuid(index))  # fmt: skip
+        env.update(
+            device_name=torch.cuda.get_device_name(index),
+            compute_capability=f"{major}.{minor}",
+            cuda=str(torch.version.cuda),
+            gpu_uuid=_gpu_uuid(index),
+        )
         if peak:
             env["checker_peak_gpu_mib"] = str(torch.cuda.max_memory_reserved(index) >> 20)
     return env

@@ -11,16 +11,15 @@ from ksearch.contracts.exchange import CompareSamples
 from ksearch.errors import KsearchError, UserError
 from ksearch.tools import timing as timing_mod
 from ksearch.tools.evaluator.evaluate import build_worker_request
-from ksearch.tools.evaluator.processes import CHALLENGER_FILE, CANDIDATE_FILE
-from ksearch.tools.evaluator.request import EvalRequest
 from ksearch.tools.evaluator.ledger import Calibration, TimingLedger, alternating, judge, judge_loops
+from ksearch.tools.evaluator.processes import CANDIDATE_FILE, CHALLENGER_FILE
+from ksearch.tools.evaluator.request import EvalRequest
 from ksearch.tools.evaluator.session import EvaluatorSession, Outcome
 from ksearch.tools.evaluator.verdicts import failed_evaluation, worker_failed
 
 
 class ComparisonError(KsearchError):
     """compare() could not time both candidates (a failure of one of them, or of the device)."""
-
 
 
 def compare(
@@ -62,8 +61,9 @@ def samples_from_ledger(outcome: Outcome, names: list[str], rounds: int, *, flus
     position in the ABBA order (never by what the worker says); ``ComparisonError`` when the windows cannot be true
     of the parent's clock or are not the ones the robust loop makes (``ledger.judge``, ``ledger.judge_loops``)."""
     ledger = outcome.ledger if outcome.ledger is not None else TimingLedger()
-    finding = judge(ledger, "compare", Calibration.model_validate(outcome.calibration), configs=names,
-                    flush_l2=flush_l2) or judge_loops(ledger, "compare", names)  # fmt: skip
+    finding = judge(
+        ledger, "compare", Calibration.model_validate(outcome.calibration), configs=names, flush_l2=flush_l2
+    ) or judge_loops(ledger, "compare", names)
     if finding is not None:
         raise ComparisonError(f"compare() rejected the measurement ({finding.rule}): {finding.evidence}")
     sides = list(alternating(rounds))
@@ -87,11 +87,14 @@ def _run_pair(session: EvaluatorSession, incumbent: EvalRequest, challenger: Eva
         (worker.work / CANDIDATE_FILE).write_text(incumbent.candidate.code, encoding="utf-8")
         (worker.work / CHALLENGER_FILE).write_text(challenger.candidate.code, encoding="utf-8")
         salt = secrets.randbits(62)
-        request = build_worker_request(incumbent, worker.work, worker.result_path, task, "robust", salt=salt).model_copy(
+        request = build_worker_request(
+            incumbent, worker.work, worker.result_path, task, "robust", salt=salt
+        ).model_copy(
             update={"mode": "compare", "challenger_path": str(worker.work / CHALLENGER_FILE), "rounds": rounds}
         )
-        outcome = session.run(worker, request, compile_timeout_s=incumbent.compile_timeout_s,
-                              run_timeout_s=incumbent.run_timeout_s)  # fmt: skip
+        outcome = session.run(
+            worker, request, compile_timeout_s=incumbent.compile_timeout_s, run_timeout_s=incumbent.run_timeout_s
+        )
         if worker_failed(outcome):
             scrub = (str(worker.work) + os.sep, str(worker.io) + os.sep, str(worker.work.parent))
             failed = failed_evaluation(incumbent, task, outcome, scrub)
@@ -130,9 +133,13 @@ def comparison_from_samples(samples: list[CompareSamples], names: list[str]) -> 
             per_round[r] += value / len(names)
     mean, low, high = timing_mod.mean_ci(per_round)
     return Comparison(
-        per_config=per_config, speedup=math.exp(mean), ci_low=_exp(low), ci_high=_exp(high),
-        improved=_exp(low) > 1.0, rounds=rounds,
-    )  # fmt: skip
+        per_config=per_config,
+        speedup=math.exp(mean),
+        ci_low=_exp(low),
+        ci_high=_exp(high),
+        improved=_exp(low) > 1.0,
+        rounds=rounds,
+    )
 
 
 def statistics_median(values: list[float]) -> float:

@@ -37,14 +37,14 @@ from ksearch.redaction import redact, redact_json
 from ksearch.tools import integrity
 from ksearch.tools import timing as timing_mod
 from ksearch.tools.containment import policy as containment
+from ksearch.tools.evaluator.evidence import EXTENSION_MARKERS, probe_wanted, with_evidence
 from ksearch.tools.evaluator.gpu_sharing import Sharing, shared_gpu
+from ksearch.tools.evaluator.probe import ResourceProbe
 from ksearch.tools.evaluator.processes import CANDIDATE_FILE, SHARED_DIR, CheckerFailure, WorkerProcess
+from ksearch.tools.evaluator.profile_process import ask_profiler, collect, profiler_wanted
 from ksearch.tools.evaluator.request import EvalRequest
 from ksearch.tools.evaluator.sandbox import remove_tree
 from ksearch.tools.evaluator.session import SCOUT_CALLS_S, EvaluatorSession, Outcome
-from ksearch.tools.evaluator.evidence import EXTENSION_MARKERS, probe_wanted, with_evidence
-from ksearch.tools.evaluator.probe import ResourceProbe
-from ksearch.tools.evaluator.profile_process import ask_profiler, collect, profiler_wanted
 from ksearch.tools.evaluator.verdicts import assemble, parent_environment, worker_failed
 from ksearch.tools.timing.primitives import AUDIT_RATE
 
@@ -105,7 +105,11 @@ def evaluate(request: EvalRequest, *, session: EvaluatorSession | None = None) -
         return early
     if session is None:
         with EvaluatorSession(
-            request.device, prestart=False, salt=request.seed_salt, worker_now=True, scout_now=wants_scout(request),
+            request.device,
+            prestart=False,
+            salt=request.seed_salt,
+            worker_now=True,
+            scout_now=wants_scout(request),
             profiler_now=wants_profiler(request, low_memory=False),
         ) as own:
             evaluation = _evaluate_with_retry(own, request, task, method)
@@ -172,8 +176,11 @@ def _evaluate_with_retry(session: EvaluatorSession, request: EvalRequest, task: 
             # one it gets in low-memory mode, where the two never hold a large config's tensors at once.
             session.low_memory = True
             continue
-        if (evaluation.rejection is not None and evaluation.rejection.rule == "timing_forgery"
-                and not outcome.stopped_out_of_order):  # fmt: skip
+        if (
+            evaluation.rejection is not None
+            and evaluation.rejection.rule == "timing_forgery"
+            and not outcome.stopped_out_of_order
+        ):
             # A forgery shows in every window of every run; an honest worker descheduled at the wrong moments on a
             # busy host passes the second run. Only a second such verdict stands (messages out of order are no
             # scheduling accident: that verdict stands at once), and not on a GPU someone else keeps busy.
@@ -181,8 +188,10 @@ def _evaluate_with_retry(session: EvaluatorSession, request: EvalRequest, task: 
                 continue
             sharing = None if worker_failed(outcome) else _shared_gpu(session)  # the parent's ledger's finding only
             if sharing is not None:
-                raise HarnessError(f"no verdict for this candidate: {sharing.describe()} (the evidence that would "
-                                   f"have rejected it: {redact(evaluation.rejection.evidence[:300])})")  # fmt: skip
+                raise HarnessError(
+                    f"no verdict for this candidate: {sharing.describe()} (the evidence that would "
+                    f"have rejected it: {redact(evaluation.rejection.evidence[:300])})"
+                )
         return evaluation
     raise HarnessError("the evaluator could not complete the evaluation")
 
@@ -197,8 +206,10 @@ def _shared_gpu(session: EvaluatorSession) -> Sharing | None:
 
 def _candidate_out_of_memory(outcome: Outcome) -> bool:
     result = outcome.result
-    return result is not None and result.verdict in OUT_OF_MEMORY_VERDICTS and any(
-        marker in result.error for marker in OUT_OF_MEMORY_MARKERS
+    return (
+        result is not None
+        and result.verdict in OUT_OF_MEMORY_VERDICTS
+        and any(marker in result.error for marker in OUT_OF_MEMORY_MARKERS)
     )
 
 
@@ -211,7 +222,9 @@ def _memory_advice(session: EvaluatorSession) -> str:
     )
 
 
-def _evaluate_once(session: EvaluatorSession, request: EvalRequest, task: Task, method: str) -> tuple[Evaluation, Outcome]:
+def _evaluate_once(
+    session: EvaluatorSession, request: EvalRequest, task: Task, method: str
+) -> tuple[Evaluation, Outcome]:
     evaluation_id = session.next_evaluation_id()
     setup_started = time.monotonic()
     bench_salt = request.seed_salt if request.seed_salt is not None else secrets.randbits(62)
@@ -256,9 +269,14 @@ def _evaluate_once(session: EvaluatorSession, request: EvalRequest, task: Task, 
         worker_request.low_memory = session.low_memory
         setup_s = time.monotonic() - setup_started
         outcome = session.run(
-            worker, worker_request, compile_timeout_s=request.compile_timeout_s, run_timeout_s=request.run_timeout_s,
-            evaluation=evaluation_id, scout=scout, paused=profiler,
-        )  # fmt: skip
+            worker,
+            worker_request,
+            compile_timeout_s=request.compile_timeout_s,
+            run_timeout_s=request.run_timeout_s,
+            evaluation=evaluation_id,
+            scout=scout,
+            paused=profiler,
+        )
         outcome.phase_seconds = {"setup": round(setup_s, 3), **outcome.phase_seconds}
         timed = request.timing and outcome.result is not None and outcome.result.verdict == Verdict.PASSED
         asked = time.monotonic()
@@ -275,8 +293,15 @@ def _evaluate_once(session: EvaluatorSession, request: EvalRequest, task: Task, 
         if profiler is not None:
             evaluation = _profiled(evaluation, outcome, profiler, request, task)
         report, problem = probe.report(evaluation.verdict) if probe is not None else (None, "")
-        evaluation = with_evidence(evaluation, task, device=request.device, target_gpu=request.target_gpu,
-                                   worker=outcome.result, probe=report, probe_problem=problem)  # fmt: skip
+        evaluation = with_evidence(
+            evaluation,
+            task,
+            device=request.device,
+            target_gpu=request.target_gpu,
+            worker=outcome.result,
+            probe=report,
+            probe_problem=problem,
+        )
         return _stamp(evaluation, outcome, request.device), outcome
     finally:
         if probe is not None:
@@ -297,12 +322,16 @@ def wants_scout(request: EvalRequest) -> bool:
 
 def wants_profiler(request: EvalRequest, *, low_memory: bool) -> bool:
     """A profiling process (``profile_process``) for a timed, profiled evaluation on a GPU."""
-    return request.profile and request.timing and profiler_wanted(request.candidate.code, request.device,
-                                                                   low_memory=low_memory)  # fmt: skip
+    return (
+        request.profile
+        and request.timing
+        and profiler_wanted(request.candidate.code, request.device, low_memory=low_memory)
+    )
 
 
-def _profiled(evaluation: Evaluation, outcome: Outcome, profiler: WorkerProcess, request: EvalRequest,
-              task: Task) -> Evaluation:  # fmt: skip
+def _profiled(
+    evaluation: Evaluation, outcome: Outcome, profiler: WorkerProcess, request: EvalRequest, task: Task
+) -> Evaluation:
     """The profiling process's profiles put where the worker's would be (``outcome.result``, read by
     ``with_evidence``), with its stage times; asked for only when the evaluation passed and was timed, so a failed
     or rejected candidate never runs again."""
@@ -312,9 +341,12 @@ def _profiled(evaluation: Evaluation, outcome: Outcome, profiler: WorkerProcess,
     if not go or outcome.result is None:
         return evaluation
     outcome.phase_seconds["profile"] = report.wait_s
-    outcome.result = outcome.result.model_copy(update={
-        "profile": report.profiles, "stage_seconds": {**outcome.result.stage_seconds, **report.stage_seconds},
-    })  # fmt: skip
+    outcome.result = outcome.result.model_copy(
+        update={
+            "profile": report.profiles,
+            "stage_seconds": {**outcome.result.stage_seconds, **report.stage_seconds},
+        }
+    )
     if report.problem:
         return evaluation.model_copy(update={"environment": {**evaluation.environment, "profile": report.problem}})
     return evaluation
@@ -329,7 +361,9 @@ def _start_probe(folder: Path, request: EvalRequest, task: Task, method: str) ->
     """The resource probe of ``request``: the candidate's kernels compiled for the target GPU, on public seeds."""
     probe_request = build_worker_request(request, folder, folder, task, method, salt=0, bench_salt=0)
     probe_request.target_gpu = request.target_gpu or ""
-    return ResourceProbe(folder, request.candidate.code, probe_request, request.compile_timeout_s + request.run_timeout_s)
+    return ResourceProbe(
+        folder, request.candidate.code, probe_request, request.compile_timeout_s + request.run_timeout_s
+    )
 
 
 def scout_wanted(code: str, device: str) -> bool:
@@ -367,8 +401,12 @@ def _stamp(evaluation: Evaluation, outcome: Outcome, device: str) -> Evaluation:
     if outcome.result is not None:  # the worker's own breakdown of its profile stage (a diagnostic, like the stage)
         seconds.update({k: v for k, v in outcome.result.stage_seconds.items() if k.startswith("profile_")})
     text = " ".join(f"{k}={v:g}s" for k, v in seconds.items())
-    environment = {**evaluation.environment, "stage_seconds": text, **containment.record(device),
-                   "leased_device": device}  # fmt: skip
+    environment = {
+        **evaluation.environment,
+        "stage_seconds": text,
+        **containment.record(device),
+        "leased_device": device,
+    }
     if evaluation.timed:
         environment["audit_rate"] = f"{audit_rate():g}"
     if outcome.timed_span is not None:
@@ -421,6 +459,8 @@ def audit_rate() -> float:
     except ValueError:
         rate = -1.0
     if not 0.0 <= rate <= 1.0:
-        raise UserError(f"{AUDIT_RATE_VARIABLE}={text!r}: give a number from 0 to 1 (the chance each timed repeat is "
-                        f"re-randomised and audited; default {AUDIT_RATE})")  # fmt: skip
+        raise UserError(
+            f"{AUDIT_RATE_VARIABLE}={text!r}: give a number from 0 to 1 (the chance each timed repeat is "
+            f"re-randomised and audited; default {AUDIT_RATE})"
+        )
     return rate

@@ -31,9 +31,7 @@ VERDICTS_A_LIMIT_OVERRIDES = (Verdict.PASSED, Verdict.INCORRECT, Verdict.RUNTIME
 
 def probe_wanted(code: str, device: str, target_gpu: str | None) -> bool:
     """A resource probe runs for Triton code evaluated on the CPU for a target GPU."""
-    return (
-        device == "cpu" and bool(target_gpu) and "triton" in code and not any(m in code for m in EXTENSION_MARKERS)
-    )
+    return device == "cpu" and bool(target_gpu) and "triton" in code and not any(m in code for m in EXTENSION_MARKERS)
 
 
 def evidence_dtype(task: Task) -> str:
@@ -46,18 +44,25 @@ def evidence_dtype(task: Task) -> str:
     return "bf16" if floor == "fp8" else floor
 
 
-def roofline_point(config: str, measured_ms: float, flops: float, bytes_moved: float, gpu: GpuSpec,
-                   dtype: str) -> RooflinePoint:  # fmt: skip
+def roofline_point(
+    config: str, measured_ms: float, flops: float, bytes_moved: float, gpu: GpuSpec, dtype: str
+) -> RooflinePoint:
     """One shape against ``gpu``'s roofline (pure)."""
     used, peak = gpu.flops_for(dtype)
     memory_ms = bytes_moved / gpu.bandwidth_bytes_s * 1e3
     compute_ms = flops / peak * 1e3
     floor_ms = max(memory_ms, compute_ms)
     return RooflinePoint(
-        config=config, measured_ms=measured_ms, floor_ms=floor_ms, memory_ms=memory_ms, compute_ms=compute_ms,
+        config=config,
+        measured_ms=measured_ms,
+        floor_ms=floor_ms,
+        memory_ms=memory_ms,
+        compute_ms=compute_ms,
         bound="memory" if memory_ms >= compute_ms else "compute",
-        fraction=floor_ms / measured_ms if measured_ms > 0 else 0.0, dtype=used, gpu=gpu.name,
-    )  # fmt: skip
+        fraction=floor_ms / measured_ms if measured_ms > 0 else 0.0,
+        dtype=used,
+        gpu=gpu.name,
+    )
 
 
 def roofline_points(task: Task, timings: list[Timing], device_name: str, device: str = "cuda") -> list[RooflinePoint]:
@@ -87,18 +92,28 @@ def floors_text(task: Task, gpu: GpuSpec) -> str:
         except Exception:  # noqa: BLE001 - a task without a cost model for this shape
             continue
         point = roofline_point(config.name, 1.0, flops, bytes_moved, gpu, dtype)
-        lines.append(f"  {config.name}: {point.floor_ms:.4g} ms, {point.bound}-bound (memory {point.memory_ms:.4g} "
-                     f"ms, {point.dtype} compute {point.compute_ms:.4g} ms)")  # fmt: skip
+        lines.append(
+            f"  {config.name}: {point.floor_ms:.4g} ms, {point.bound}-bound (memory {point.memory_ms:.4g} "
+            f"ms, {point.dtype} compute {point.compute_ms:.4g} ms)"
+        )
     if not lines:
         return ""
-    return (f"Roofline floors of the timed shapes on the {gpu.name} (the task's minimal bytes at peak bandwidth, its "
-            f"flops at the dense {dtype} peak; no kernel can be faster):\n" + "\n".join(lines))  # fmt: skip
+    return (
+        f"Roofline floors of the timed shapes on the {gpu.name} (the task's minimal bytes at peak bandwidth, its "
+        f"flops at the dense {dtype} peak; no kernel can be faster):\n" + "\n".join(lines)
+    )
 
 
 def with_evidence(
-    evaluation: Evaluation, task: Task, *, device: str, target_gpu: str | None, worker: WorkerResult | None,
-    probe: WorkerResult | None, probe_problem: str = "",
-) -> Evaluation:  # fmt: skip
+    evaluation: Evaluation,
+    task: Task,
+    *,
+    device: str,
+    target_gpu: str | None,
+    worker: WorkerResult | None,
+    probe: WorkerResult | None,
+    probe_problem: str = "",
+) -> Evaluation:
     """``evaluation`` with its resources, roofline and profile, and a compile error for a kernel over the target's
     limits (the CPU with a target GPU only)."""
     resources: list[KernelResources] = list(probe.resources if probe is not None else [])
@@ -114,18 +129,29 @@ def with_evidence(
     notes = list(probe.notes if probe is not None else [])
     if target_gpu:
         gpu = gpu_spec(target_gpu)
-        update["environment"] = {**update.get("environment", evaluation.environment), "target_gpu": gpu.key,
-                                  **(probe.environment if probe is not None else {})}  # fmt: skip
+        update["environment"] = {
+            **update.get("environment", evaluation.environment),
+            "target_gpu": gpu.key,
+            **(probe.environment if probe is not None else {}),
+        }
         if probe_problem:
             notes.append(probe_problem)
         notes.extend(tuned_notes(resources, gpu))
         error = over_limits(resources, gpu)
         if error and evaluation.verdict in VERDICTS_A_LIMIT_OVERRIDES:
             log = "\n".join([error, *notes, evaluation.log.strip()]).strip()
-            return evaluation.model_copy(update={
-                **update, "verdict": Verdict.COMPILE_ERROR, "score": None, "latency_ms": None, "timings": [],
-                "timed": False, "mismatch": None, "log": log,
-            })  # fmt: skip
+            return evaluation.model_copy(
+                update={
+                    **update,
+                    "verdict": Verdict.COMPILE_ERROR,
+                    "score": None,
+                    "latency_ms": None,
+                    "timings": [],
+                    "timed": False,
+                    "mismatch": None,
+                    "log": log,
+                }
+            )
     if notes:
         update["log"] = "\n".join([evaluation.log.strip(), *(f"note: {n}" for n in notes)]).strip()
     return evaluation.model_copy(update=update)

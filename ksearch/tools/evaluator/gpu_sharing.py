@@ -134,8 +134,9 @@ def judge(apps: list[ComputeApp], readings: list[dict[str, int]], ours: set[int]
     busy = min(reading[uuid] for reading in readings)
     if busy < BUSY_PERCENT:
         return None
-    others = sorted((app for app in apps if app.uuid == uuid and app.pid not in ours),
-                    key=lambda app: -(app.used_mib or 0))  # fmt: skip
+    others = sorted(
+        (app for app in apps if app.uuid == uuid and app.pid not in ours), key=lambda app: -(app.used_mib or 0)
+    )
     return Sharing(uuid, busy, tuple(others))
 
 
@@ -170,8 +171,14 @@ def _query(smi: str, query: str) -> str | None:
     """One query's output, or None if it failed or took too long (then the tool is abandoned: one stuck in the
     driver may not even die when killed, and the evaluator must not hang on it)."""
     try:
-        process = subprocess.Popen([smi, query, "--format=csv,noheader,nounits"], stdin=subprocess.DEVNULL,
-                                   stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=BARE_ENV)  # fmt: skip
+        process = subprocess.Popen(
+            [smi, query, "--format=csv,noheader,nounits"],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+            env=BARE_ENV,
+        )
     except OSError:
         return None
     try:

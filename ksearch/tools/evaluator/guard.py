@@ -68,18 +68,72 @@ def harness_references() -> dict[str, tuple[Any, str, Any]]:
     import torch
 
     plain: list[tuple[str, Any, str]] = [
-        *((f"time.{n}", time, n) for n in ("perf_counter", "perf_counter_ns", "monotonic", "monotonic_ns", "time",
-                                              "time_ns", "process_time", "sleep")),  # fmt: skip
-        *((f"torch.cuda.{n}", torch.cuda, n) for n in ("synchronize", "Event", "Stream", "current_stream",
-                                                          "default_stream", "set_device", "is_available",
-                                                          "_sleep")),  # fmt: skip
-        *((f"torch.cuda.Event.{n}", torch.cuda.Event, n) for n in ("record", "elapsed_time", "synchronize", "query",
-                                                                      "wait", "__init__", "__new__")),  # fmt: skip
-        *((f"torch.{n}", torch, n) for n in ("save", "load", "equal", "isfinite", "isnan", "empty", "empty_like",
-                                                "full_like", "zeros", "Tensor")),  # fmt: skip
-        *((f"torch.Tensor.{n}", torch.Tensor, n) for n in ("clone", "cpu", "to", "detach", "copy_", "zero_", "fill_",
-                                                             "contiguous", "__eq__", "equal", "sum", "all", "any",
-                                                             "untyped_storage", "data_ptr", "stride")),  # fmt: skip
+        *(
+            (f"time.{n}", time, n)
+            for n in (
+                "perf_counter",
+                "perf_counter_ns",
+                "monotonic",
+                "monotonic_ns",
+                "time",
+                "time_ns",
+                "process_time",
+                "sleep",
+            )
+        ),
+        *(
+            (f"torch.cuda.{n}", torch.cuda, n)
+            for n in (
+                "synchronize",
+                "Event",
+                "Stream",
+                "current_stream",
+                "default_stream",
+                "set_device",
+                "is_available",
+                "_sleep",
+            )
+        ),
+        *(
+            (f"torch.cuda.Event.{n}", torch.cuda.Event, n)
+            for n in ("record", "elapsed_time", "synchronize", "query", "wait", "__init__", "__new__")
+        ),
+        *(
+            (f"torch.{n}", torch, n)
+            for n in (
+                "save",
+                "load",
+                "equal",
+                "isfinite",
+                "isnan",
+                "empty",
+                "empty_like",
+                "full_like",
+                "zeros",
+                "Tensor",
+            )
+        ),
+        *(
+            (f"torch.Tensor.{n}", torch.Tensor, n)
+            for n in (
+                "clone",
+                "cpu",
+                "to",
+                "detach",
+                "copy_",
+                "zero_",
+                "fill_",
+                "contiguous",
+                "__eq__",
+                "equal",
+                "sum",
+                "all",
+                "any",
+                "untyped_storage",
+                "data_ptr",
+                "stride",
+            )
+        ),
         *((f"threading.{n}", threading, n) for n in ("active_count", "enumerate", "Thread")),
         *((f"os.{n}", os, n) for n in ("write", "replace", "_exit", "getpid")),
         ("sys._current_frames", sys, "_current_frames"),

@@ -49,15 +49,23 @@ def summarise(config: str, call_ms: float, spans: Iterable[tuple[str, float, flo
     call_ms = max(call_ms, kernel_ms)
     ranked = sorted(by_name.items(), key=lambda item: -sum(item[1]))
     kernels = [
-        ProfiledKernel(name=name, launches=len(times), time_ms=round(sum(times) / 1000.0, 6),
-                       share=round(sum(times) / 1000.0 / call_ms, 4) if call_ms > 0 else 0.0)  # fmt: skip
+        ProfiledKernel(
+            name=name,
+            launches=len(times),
+            time_ms=round(sum(times) / 1000.0, 6),
+            share=round(sum(times) / 1000.0 / call_ms, 4) if call_ms > 0 else 0.0,
+        )
         for name, times in ranked[:PROFILE_KERNELS]
     ]
     return ShapeProfile(
-        config=config, call_ms=round(call_ms, 6), kernel_ms=round(kernel_ms, 6),
-        host_gap_ms=round(max(0.0, call_ms - kernel_ms), 6), launches=len(spans), kernels=kernels,
+        config=config,
+        call_ms=round(call_ms, 6),
+        kernel_ms=round(kernel_ms, 6),
+        host_gap_ms=round(max(0.0, call_ms - kernel_ms), 6),
+        launches=len(spans),
+        kernels=kernels,
         other_kernels=max(0, len(ranked) - PROFILE_KERNELS),
-    )  # fmt: skip
+    )
 
 
 MARK = "ksearch_profile:"
@@ -80,8 +88,12 @@ def activity(profiler: Any) -> Iterator[tuple[str, Any, float, float]]:
             yield str(event.name()), event.device_type(), event.start_ns() / 1000.0, event.end_ns() / 1000.0
         return
     for event in profiler.events():
-        yield (str(event.name), getattr(event, "device_type", None),
-               float(event.time_range.start), float(event.time_range.end))  # fmt: skip
+        yield (
+            str(event.name),
+            getattr(event, "device_type", None),
+            float(event.time_range.start),
+            float(event.time_range.end),
+        )
 
 
 def recorded(profiler: Any) -> tuple[dict[str, tuple[float, float]], list[tuple[str, float, float]]]:
@@ -180,8 +192,12 @@ def profile_shapes(worker: Any, module: Any) -> list[ShapeProfile]:
     require_device_activity(worker.device, len(calls), spans)
     # Where the stage's time goes (the profiler's start, the calls, its stop, reading its events), in the evaluation's
     # stage times: the profile's cost is a target of its own (bench/evidence.py).
-    for stage, seconds in (("profile_start", calls_started - started), ("profile_calls", calls_ended - calls_started),
-                           ("profile_stop", stopped - calls_ended), ("profile_read", time.perf_counter() - stopped)):
+    for stage, seconds in (
+        ("profile_start", calls_started - started),
+        ("profile_calls", calls_ended - calls_started),
+        ("profile_stop", stopped - calls_ended),
+        ("profile_read", time.perf_counter() - stopped),
+    ):
         worker.stages[stage] = round(seconds, 3)
     return [
         summarise(name, call_ms, spans_in(*ranges[name], spans)) for name, call_ms in calls.items() if name in ranges

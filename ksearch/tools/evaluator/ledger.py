@@ -225,9 +225,14 @@ class TimingLedger:
         last.samples_ms = [float(x) for x in samples]
 
     def handoff(
-        self, kind: str, config: int, input_seed: int | None, activation_seed: int | None, nbytes: int,
+        self,
+        kind: str,
+        config: int,
+        input_seed: int | None,
+        activation_seed: int | None,
+        nbytes: int,
         window: int | None = None,
-    ) -> None:  # fmt: skip
+    ) -> None:
         """A handoff relayed during timing: it audits the timed window just closed (``window``: the harness's number
         of that window)."""
         last = next((w for w in reversed(self.windows) if not w.null), None)
@@ -312,8 +317,9 @@ METHOD_SHAPES: dict[str, MethodShape] = {
     "gpumode-benchmark": MethodShape(min_fresh_audits=2),
     "gpumode": _LEADERBOARD,
     "confirm": _LEADERBOARD,
-    "robust": MethodShape(flush_per_call=True, hold_per_window=True, min_fresh_audits=2, headline="median",
-                          one_kernel_per_window=True),  # fmt: skip
+    "robust": MethodShape(
+        flush_per_call=True, hold_per_window=True, min_fresh_audits=2, headline="median", one_kernel_per_window=True
+    ),
     "flashinfer": MethodShape(flush_per_call=True, clone_per_call=True, min_fresh_audits=2),
     "compare": MethodShape(flush_per_call=True, hold_per_window=True, headline="median", one_kernel_per_window=True),
 }
@@ -384,8 +390,9 @@ def judge(
         windows = grouped.get(index, [])
         if not windows:
             return Finding("timing_forgery", f"config {name}: no timed window reached the evaluator")
-        facts = ConfigFacts((input_bytes or {}).get(index, 0), (generation_ms or {}).get(index, 0.0),
-                            (digest_ms or {}).get(index, 0.0))  # fmt: skip
+        facts = ConfigFacts(
+            (input_bytes or {}).get(index, 0), (generation_ms or {}).get(index, 0.0), (digest_ms or {}).get(index, 0.0)
+        )
         for problem in (
             _wall_problem(name, windows, shape, calibration, flush_l2, facts, ledger),
             _null_problem(name, windows, ledger.nulls(index), ledger),
@@ -455,12 +462,16 @@ def window_allowances(
     return allowances
 
 
-def allowance_ms(windows: list[Window], shape: MethodShape, calibration: Calibration, flush_l2: bool, input_bytes: int) -> float:
+def allowance_ms(
+    windows: list[Window], shape: MethodShape, calibration: Calibration, flush_l2: bool, input_bytes: int
+) -> float:
     """Wall time the harness's own work may add to ``windows`` beyond the samples they claim, in all."""
     return sum(window_allowances(windows, shape, calibration, flush_l2, input_bytes))
 
 
-def gap_allowance_ms(before: Window, after: Window, shape: MethodShape, calibration: Calibration, facts: ConfigFacts) -> float:
+def gap_allowance_ms(
+    before: Window, after: Window, shape: MethodShape, calibration: Calibration, facts: ConfigFacts
+) -> float:
     """The wall time (ms) the harness's own work may take between two windows, besides waiting for the checker: its
     loop overhead; after an audited window, staging, comparing and digesting its output and inputs; before a window
     on fresh inputs (or fresh activation values), making and digesting them. Making and digesting inputs may take
@@ -522,9 +533,12 @@ def _schedule_problem(name: str, loop: list[Window], method: str, timeline: _Tim
     runs = [w.run for w in loop]
     steps_ok = all(b - a in (0, 1) for a, b in zip(runs, runs[1:])) and (not runs or runs[0] == 0)
     if not steps_ok or (method != "compare" and any(runs)):
-        return Finding("timing_forgery", f"config {name}: windows of method runs {sorted(set(runs))[:8]} in the order "
-                       f"{runs[:12]}...; the harness numbers the runs of a config 0, 1, 2, ... in order, and only "
-                       "compare mode runs a config more than once: windows were added to the harness's loop")  # fmt: skip
+        return Finding(
+            "timing_forgery",
+            f"config {name}: windows of method runs {sorted(set(runs))[:8]} in the order "
+            f"{runs[:12]}...; the harness numbers the runs of a config 0, 1, 2, ... in order, and only "
+            "compare mode runs a config more than once: windows were added to the harness's loop",
+        )
     for run in _runs(loop):
         timed = [w for w in run if not w.null]
         problem = _numbering_problem(name, timed, method)
@@ -553,16 +567,22 @@ def _numbering_problem(name: str, timed: list[Window], method: str) -> Finding |
     for position, window in enumerate(timed, start=1):
         named = [n for n in window.numbers if n is not None]
         if any(n != position for n in named):
-            return Finding("timing_forgery", f"config {name}: the harness named its timed window {named[0]}, the "
-                           f"{position}th window the evaluator saw (in a handoff to the checker, or at the end of its "
-                           "run): windows were added to the harness's loop")  # fmt: skip
+            return Finding(
+                "timing_forgery",
+                f"config {name}: the harness named its timed window {named[0]}, the "
+                f"{position}th window the evaluator saw (in a handoff to the checker, or at the end of its "
+                "run): windows were added to the harness's loop",
+            )
     if timed and not any(n is not None for n in timed[-1].numbers):
         # Compare mode's every run ends with the harness's count (``ran``); the other methods' ledgers are judged
         # this way once the harness named any window of the run (hand-built ledgers of the rules before it name none).
         if method == "compare" or any(n is not None for w in timed for n in w.numbers):
-            return Finding("timing_forgery", f"config {name}: the last of {len(timed)} timed windows was not handed to "
-                           "the checker (nor named at the end of its run), as the harness does with the last window of "
-                           "every loop: windows were added after it")  # fmt: skip
+            return Finding(
+                "timing_forgery",
+                f"config {name}: the last of {len(timed)} timed windows was not handed to "
+                "the checker (nor named at the end of its run), as the harness does with the last window of "
+                "every loop: windows were added after it",
+            )
     return None
 
 
@@ -571,11 +591,17 @@ def _stop_breach(name: str, stops: list[tuple[bool, bool]], rule: str) -> Findin
     (``STOP_WALL_BAND_S``). The loop must run on while the rule surely says go on and end where it may say stop."""
     for k, (early, _) in enumerate(stops[:-1]):
         if early:
-            return Finding("timing_forgery", f"config {name}: {len(stops)} timed windows reached the evaluator, but "
-                           f"{rule} stops after {k + 1}: windows were added to the harness's loop")  # fmt: skip
+            return Finding(
+                "timing_forgery",
+                f"config {name}: {len(stops)} timed windows reached the evaluator, but "
+                f"{rule} stops after {k + 1}: windows were added to the harness's loop",
+            )
     if stops and not stops[-1][1]:
-        return Finding("timing_forgery", f"config {name}: the loop ended after {len(stops)} timed windows, where "
-                       f"{rule} goes on: windows were added to the harness's loop")  # fmt: skip
+        return Finding(
+            "timing_forgery",
+            f"config {name}: the loop ended after {len(stops)} timed windows, where "
+            f"{rule} goes on: windows were added to the harness's loop",
+        )
     return None
 
 
@@ -587,9 +613,12 @@ def _gpumode_schedule(
     seen = "".join("N" if w.null else "T" for w in run)
     if seen != expected:
         at = next((i for i, (a, b) in enumerate(zip(seen, expected)) if a != b), min(len(seen), len(expected)))
-        return Finding("timing_forgery", f"config {name}: the loop's windows (N null, T timed) read {seen[:at + 1]!r} "
-                       f"where the harness puts {expected[:at + 1]!r} (a null window before repeats 0-{first - 1} and "
-                       f"every {every}th): windows were added to the harness's loop")  # fmt: skip
+        return Finding(
+            "timing_forgery",
+            f"config {name}: the loop's windows (N null, T timed) read {seen[: at + 1]!r} "
+            f"where the harness puts {expected[: at + 1]!r} (a null window before repeats 0-{first - 1} and "
+            f"every {every}th): windows were added to the harness's loop",
+        )
     if any(len(w.samples_ms) != 1 for w in timed):
         return Finding("timing_forgery", f"config {name}: a window of GPU MODE's loop holds other than one call")
     loop_method = timing_methods.get_method(method)
@@ -605,13 +634,20 @@ def _gpumode_schedule(
             undisturbed.add(window.samples_ms[0], window.fresh)
         fresh_done += window.fresh
         walls = _stop_walls(window, run[0].opened, timeline)
-        satisfied = (not fresh_loop or fresh_done >= minimum
-                     or k + 1 >= timing_methods.FRESH_WAIT_FACTOR * caps["max_repeats"])  # fmt: skip
-        stops.append(tuple(
-            satisfied and (undisturbed.should_stop(wall, **caps) if undisturbed is not None
-                           else gpumode_should_stop(samples, wall, **caps))
-            for wall in walls
-        ))  # fmt: skip
+        satisfied = (
+            not fresh_loop or fresh_done >= minimum or k + 1 >= timing_methods.FRESH_WAIT_FACTOR * caps["max_repeats"]
+        )
+        stops.append(
+            tuple(
+                satisfied
+                and (
+                    undisturbed.should_stop(wall, **caps)
+                    if undisturbed is not None
+                    else gpumode_should_stop(samples, wall, **caps)
+                )
+                for wall in walls
+            )
+        )
     return _stop_breach(name, stops, "GPU MODE's stop rule")  # type: ignore[arg-type]
 
 
@@ -648,8 +684,11 @@ def _flashinfer_schedule(name: str, run: list[Window], timed: list[Window]) -> F
     loop = timing_methods.FlashInfer()
     expected = loop.trials * loop.iterations
     if len(run) != len(timed) or len(timed) != expected or any(len(w.samples_ms) != 1 for w in timed):
-        return Finding("timing_forgery", f"config {name}: {len(run)} windows reached the evaluator; flashinfer-bench's "
-                       f"loop makes {expected} of one call each: windows were added to the harness's loop")  # fmt: skip
+        return Finding(
+            "timing_forgery",
+            f"config {name}: {len(run)} windows reached the evaluator; flashinfer-bench's "
+            f"loop makes {expected} of one call each: windows were added to the harness's loop",
+        )
     return None
 
 
@@ -661,9 +700,12 @@ def _robust_schedule(
         return Finding("timing_forgery", f"config {name}: a null window in a robust loop, which makes none")
     unchecked = sum(1 for w in timed if len(w.audits) != 1)
     if stop_rule and unchecked:
-        return Finding("timing_forgery", f"config {name}: {unchecked} of {len(timed)} robust blocks were not followed "
-                       "by exactly one handoff to the checker; the harness hands every block's last output to it: "
-                       "windows were added to the harness's loop")  # fmt: skip
+        return Finding(
+            "timing_forgery",
+            f"config {name}: {unchecked} of {len(timed)} robust blocks were not followed "
+            "by exactly one handoff to the checker; the harness hands every block's last output to it: "
+            "windows were added to the harness's loop",
+        )
     previous: list[float] | None = None
     samples: list[float] = []
     stops, fresh_done = [], 0
@@ -671,25 +713,41 @@ def _robust_schedule(
         per_call_s = None if previous is None else statistics.median(previous) / 1e3
         low, high = timing_methods.block_length_range(per_call_s, loop.block_target_s, loop.max_block)
         if not low <= len(window.samples_ms) <= high:
-            return Finding("timing_forgery", f"config {name}: block {k + 1} holds {len(window.samples_ms)} calls; "
-                           f"after the block before it the harness makes {low}-{high}: windows were added to the "
-                           "harness's loop")  # fmt: skip
+            return Finding(
+                "timing_forgery",
+                f"config {name}: block {k + 1} holds {len(window.samples_ms)} calls; "
+                f"after the block before it the harness makes {low}-{high}: windows were added to the "
+                "harness's loop",
+            )
         previous = window.samples_ms
         samples.extend(window.samples_ms)
         fresh_done += window.fresh
         walls = _stop_walls(window, run[0].opened, timeline)
         satisfied = fresh_done >= FreshPlan().minimum or k + 1 >= timing_methods.FRESH_WAIT_BLOCKS
-        stops.append(tuple(
-            satisfied and robust_should_stop(samples, wall, min_samples=loop.stop_min_samples,
-                                             target_rel_se=loop.target_rel_se, time_cap_s=loop.time_cap_s,
-                                             max_samples=loop.max_samples)
-            for wall in walls
-        ))  # fmt: skip
+        stops.append(
+            tuple(
+                satisfied
+                and robust_should_stop(
+                    samples,
+                    wall,
+                    min_samples=loop.stop_min_samples,
+                    target_rel_se=loop.target_rel_se,
+                    time_cap_s=loop.time_cap_s,
+                    max_samples=loop.max_samples,
+                )
+                for wall in walls
+            )
+        )
     return _stop_breach(name, stops, "the robust loop's stop rule") if stop_rule else None  # type: ignore[arg-type]
 
 
 def _wall_problem(
-    name: str, windows: list[Window], shape: MethodShape, calibration: Calibration, flush_l2: bool, facts: ConfigFacts,
+    name: str,
+    windows: list[Window],
+    shape: MethodShape,
+    calibration: Calibration,
+    flush_l2: bool,
+    facts: ConfigFacts,
     ledger: TimingLedger,
 ) -> Finding | None:
     wall = sum(w.wall_ms for w in windows)
@@ -697,31 +755,44 @@ def _wall_problem(
     jitter = _jitter_ms(ledger)
     calls = sum(len(w.samples_ms) for w in windows)
     if claimed > wall * (1 + RELATIVE_SLACK) + jitter:
-        return Finding("timing_forgery", f"config {name}: {calls} timed calls report {claimed:.3f} ms of device time, "
-                       f"but their windows took {wall:.3f} ms on the evaluator's clock")  # fmt: skip
+        return Finding(
+            "timing_forgery",
+            f"config {name}: {calls} timed calls report {claimed:.3f} ms of device time, "
+            f"but their windows took {wall:.3f} ms on the evaluator's clock",
+        )
     if ledger.kernel_clock and not ledger.host_timing:  # each window's events lie inside it
         for window in windows:
             if sum(window.samples_ms) > window.wall_ms * (1 + RELATIVE_SLACK) + WINDOW_JITTER_MS:
-                return Finding("timing_forgery", f"config {name}: a window reports {sum(window.samples_ms):.3f} ms of "
-                               f"device time but took {window.wall_ms:.3f} ms on the evaluator's clock")  # fmt: skip
+                return Finding(
+                    "timing_forgery",
+                    f"config {name}: a window reports {sum(window.samples_ms):.3f} ms of "
+                    f"device time but took {window.wall_ms:.3f} ms on the evaluator's clock",
+                )
     allowances = window_allowances(windows, shape, calibration, flush_l2, facts.input_bytes)
     per_window = [
-        max(0.0, w.wall_ms - sum(w.samples_ms) * (1 + RELATIVE_SLACK) - allowed) for w, allowed in zip(windows, allowances)
-    ]  # fmt: skip
+        max(0.0, w.wall_ms - sum(w.samples_ms) * (1 + RELATIVE_SLACK) - allowed)
+        for w, allowed in zip(windows, allowances)
+    ]
     unexplained = _trimmed_sum(per_window)
     if unexplained > jitter:
-        return Finding("timing_forgery", f"config {name}: {calls} timed calls report {claimed:.3f} ms of device time "
-                       f"in windows that took {wall:.3f} ms on the evaluator's clock; {unexplained:.3f} ms of it is "
-                       f"beyond what the harness's own work accounts for ({sum(allowances):.3f} ms) and "
-                       f"{jitter:.0f} ms of scheduling")  # fmt: skip
+        return Finding(
+            "timing_forgery",
+            f"config {name}: {calls} timed calls report {claimed:.3f} ms of device time "
+            f"in windows that took {wall:.3f} ms on the evaluator's clock; {unexplained:.3f} ms of it is "
+            f"beyond what the harness's own work accounts for ({sum(allowances):.3f} ms) and "
+            f"{jitter:.0f} ms of scheduling",
+        )
     if len(windows) >= MEDIAN_MIN_WINDOWS:
         typical = statistics.median(per_window)
         typical_claim = statistics.median(sum(w.samples_ms) for w in windows)
         limit = max(_median_unexplained_floor_ms(ledger), MEDIAN_UNEXPLAINED_SHARE * typical_claim)
         if typical > limit:
-            return Finding("timing_forgery", f"config {name}: the median timed window took {typical:.3f} ms on the "
-                           f"evaluator's clock beyond its samples ({typical_claim:.3f} ms) and the harness's own "
-                           f"work; at most {limit:.3f} ms is allowed")  # fmt: skip
+            return Finding(
+                "timing_forgery",
+                f"config {name}: the median timed window took {typical:.3f} ms on the "
+                f"evaluator's clock beyond its samples ({typical_claim:.3f} ms) and the harness's own "
+                f"work; at most {limit:.3f} ms is allowed",
+            )
     return None
 
 
@@ -731,15 +802,21 @@ def _null_problem(name: str, windows: list[Window], nulls: list[Window], ledger:
     limit = HOST_NULL_SAMPLE_MAX_MS if ledger.host_timing else NULL_SAMPLE_MAX_MS
     for window in nulls:
         if sum(window.samples_ms) > limit:
-            return Finding("timing_forgery", f"config {name}: a null window (the harness around no call) reports "
-                           f"{sum(window.samples_ms):.3f} ms of device time; at most {limit:.3f} ms is possible")  # fmt: skip
+            return Finding(
+                "timing_forgery",
+                f"config {name}: a null window (the harness around no call) reports "
+                f"{sum(window.samples_ms):.3f} ms of device time; at most {limit:.3f} ms is possible",
+            )
     typical_limit = HOST_NULL_SAMPLE_MEDIAN_MAX_MS if ledger.host_timing else NULL_SAMPLE_MEDIAN_MAX_MS
     if len(nulls) >= MEDIAN_MIN_WINDOWS:
         typical_null = statistics.median(sum(w.samples_ms) for w in nulls)
         if typical_null > typical_limit:
-            return Finding("timing_forgery", f"config {name}: the median of {len(nulls)} null windows (the harness "
-                           f"around no call) reports {typical_null:.3f} ms of device time; at most "
-                           f"{typical_limit:.3f} ms is possible: calls were timed in them")  # fmt: skip
+            return Finding(
+                "timing_forgery",
+                f"config {name}: the median of {len(nulls)} null windows (the harness "
+                f"around no call) reports {typical_null:.3f} ms of device time; at most "
+                f"{typical_limit:.3f} ms is possible: calls were timed in them",
+            )
     if not ledger.kernel_clock or ledger.host_timing or len(nulls) < MEDIAN_MIN_WINDOWS:
         return None
     if len(windows) < MEDIAN_MIN_WINDOWS or any(len(w.samples_ms) != 1 for w in windows):
@@ -747,10 +824,13 @@ def _null_problem(name: str, windows: list[Window], nulls: list[Window], ledger:
     timed = statistics.median(w.wall_ms - sum(w.samples_ms) * (1 + RELATIVE_SLACK) for w in windows)
     null = statistics.median(max(0.0, w.wall_ms - sum(w.samples_ms)) for w in nulls)
     if timed > null + NULL_MARGIN_MS:
-        return Finding("timing_forgery", f"config {name}: the median timed window took {timed:.3f} ms on the "
-                       f"evaluator's clock beyond its samples, the median of {len(nulls)} null windows of the same "
-                       f"loop (the harness around no call) {null:.3f} ms; at most {NULL_MARGIN_MS:.3f} ms more is "
-                       "allowed")  # fmt: skip
+        return Finding(
+            "timing_forgery",
+            f"config {name}: the median timed window took {timed:.3f} ms on the "
+            f"evaluator's clock beyond its samples, the median of {len(nulls)} null windows of the same "
+            f"loop (the harness around no call) {null:.3f} ms; at most {NULL_MARGIN_MS:.3f} ms more is "
+            "allowed",
+        )
     return None
 
 
@@ -762,7 +842,11 @@ def _pairs(windows: list[Window]) -> Iterator[tuple[Window, Window]]:
 
 
 def _gap_problem(
-    name: str, windows: list[Window], shape: MethodShape, calibration: Calibration, facts: ConfigFacts,
+    name: str,
+    windows: list[Window],
+    shape: MethodShape,
+    calibration: Calibration,
+    facts: ConfigFacts,
     ledger: TimingLedger,
 ) -> Finding | None:
     """Time between windows beyond the checker's answers and the harness's own work: where a kernel whose samples
@@ -770,16 +854,23 @@ def _gap_problem(
     excesses, total = [], 0.0
     for before, after in _pairs(windows):
         assert before.closed is not None
-        gap_ms = (after.opened - before.closed - ledger.relayed_between(before.closed, after.opened)
-                  - ledger.nulls_between(before.closed, after.opened)) * 1e3
+        gap_ms = (
+            after.opened
+            - before.closed
+            - ledger.relayed_between(before.closed, after.opened)
+            - ledger.nulls_between(before.closed, after.opened)
+        ) * 1e3
         total += max(0.0, gap_ms)
         excesses.append(max(0.0, gap_ms - gap_allowance_ms(before, after, shape, calibration, facts)))
     unexplained = _trimmed_sum(excesses)
     jitter = _jitter_ms(ledger) + (HOST_GAP_SLACK if ledger.host_timing else GAP_SLACK) * total
     if unexplained > jitter:
-        return Finding("timing_forgery", f"config {name}: {unexplained:.3f} ms passed between timed windows beyond "
-                       f"the checker's answers, the harness's own work and {jitter:.1f} ms of slack ({total:.3f} "
-                       "ms in all): work done where no sample counts it")  # fmt: skip
+        return Finding(
+            "timing_forgery",
+            f"config {name}: {unexplained:.3f} ms passed between timed windows beyond "
+            f"the checker's answers, the harness's own work and {jitter:.1f} ms of slack ({total:.3f} "
+            "ms in all): work done where no sample counts it",
+        )
     return None
 
 
@@ -790,8 +881,11 @@ def _spread_problem(name: str, windows: list[Window], shape: MethodShape) -> Fin
     medians = sum(statistics.median(w.samples_ms) * len(w.samples_ms) for w in blocks)
     sums = sum(sum(w.samples_ms) for w in blocks)
     if blocks and medians < SPREAD_RATIO * sums:
-        return Finding("timing_forgery", f"config {name}: in its blocks the median call reports {medians / sums:.0%} "
-                       "of the mean: the samples are not spread like calls of one kernel on one shape")  # fmt: skip
+        return Finding(
+            "timing_forgery",
+            f"config {name}: in its blocks the median call reports {medians / sums:.0%} "
+            "of the mean: the samples are not spread like calls of one kernel on one shape",
+        )
     return None
 
 
@@ -799,26 +893,37 @@ def _audit_problem(name: str, windows: list[Window], shape: MethodShape, fresh_p
     if shape.every_window_audited:
         unchecked = sum(1 for w in windows if not w.audits)
         if unchecked:
-            return Finding("audit_evasion", f"config {name}: {unchecked} of {len(windows)} timed calls were not "
-                           "handed to the checker (every timed output must be checked in this method)")  # fmt: skip
+            return Finding(
+                "audit_evasion",
+                f"config {name}: {unchecked} of {len(windows)} timed calls were not "
+                "handed to the checker (every timed output must be checked in this method)",
+            )
         seeds = [w.input_seeds[0] for w in windows]
         if len(set(seeds)) < len(seeds):
-            return Finding("audit_evasion", f"config {name}: {len(seeds) - len(set(seeds))} timed calls were checked "
-                           "on inputs an earlier call had (every timed call must run on fresh inputs)")  # fmt: skip
+            return Finding(
+                "audit_evasion",
+                f"config {name}: {len(seeds) - len(set(seeds))} timed calls were checked "
+                "on inputs an earlier call had (every timed call must run on fresh inputs)",
+            )
     fresh = [w for w in windows if w.fresh]
     needed = shape.min_fresh_audits if fresh_possible else 0
     if len(fresh) < needed:
-        return Finding("audit_evasion", f"config {name}: {len(fresh)} audits on re-randomised inputs reached the "
-                       f"checker, {needed} are required")  # fmt: skip
+        return Finding(
+            "audit_evasion",
+            f"config {name}: {len(fresh)} audits on re-randomised inputs reached the checker, {needed} are required",
+        )
     if fresh:
         audited = [w.samples_ms[-1] for w in fresh]
         others = [x for w in windows for x in (w.samples_ms if not w.fresh else w.samples_ms[:-1])]
         if len(others) >= 2:
             typical = statistics.mean(others) if shape.headline == "mean" else statistics.median(others)
             if statistics.median(audited) > EVASION_RATIO * typical + EVASION_FLOOR_MS:
-                return Finding("audit_evasion", f"config {name}: the calls on re-randomised inputs took "
-                               f"{statistics.median(audited):.4f} ms (median of {len(audited)}), the other timed calls "
-                               f"{typical:.4f} ms ({shape.headline}): the kernel works only when it sees new values")  # fmt: skip
+                return Finding(
+                    "audit_evasion",
+                    f"config {name}: the calls on re-randomised inputs took "
+                    f"{statistics.median(audited):.4f} ms (median of {len(audited)}), the other timed calls "
+                    f"{typical:.4f} ms ({shape.headline}): the kernel works only when it sees new values",
+                )
     return None
 
 

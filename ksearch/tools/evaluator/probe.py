@@ -30,10 +30,14 @@ class ResourceProbe:
         self.process = WorkerProcess("cpu", folder, interpret=False)
         try:
             (self.process.work / CANDIDATE_FILE).write_text(code, encoding="utf-8")
-            request = request.model_copy(update={"mode": "resources",
-                                                 "candidate_path": str(self.process.work / CANDIDATE_FILE),
-                                                 "result_path": str(self.process.result_path),
-                                                 "support_dir": str(self.process.work / "_support")})  # fmt: skip
+            request = request.model_copy(
+                update={
+                    "mode": "resources",
+                    "candidate_path": str(self.process.work / CANDIDATE_FILE),
+                    "result_path": str(self.process.result_path),
+                    "support_dir": str(self.process.work / "_support"),
+                }
+            )
             self.process.send(request.model_dump_json())
         except BaseException:  # a full disk, a closed pipe: the caller never gets the probe, so stop it here
             self.close()

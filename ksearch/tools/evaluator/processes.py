@@ -194,9 +194,15 @@ class CheckerProcess:
         private_dirs(folder)
         self._stderr = open(folder / "stderr.txt", "wb")  # noqa: SIM115 - closed in close()
         self.process = spawn(
-            "ksearch.tools.evaluator.checker", ["--device", device], cwd=folder, device=device,
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr, extra_env=CHECKER_ENV,
-        )  # fmt: skip
+            "ksearch.tools.evaluator.checker",
+            ["--device", device],
+            cwd=folder,
+            device=device,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self._stderr,
+            extra_env=CHECKER_ENV,
+        )
         assert self.process.stdout is not None
         self.reader = LineReader(self.process.stdout.fileno())
         self.ready = False
@@ -220,7 +226,9 @@ class CheckerProcess:
             raise CheckerFailure(f"the checker is gone ({exc}): {self.stderr_tail()}") from None
         line = self.reader.one(time.monotonic() + timeout)
         if line is None:
-            raise CheckerFailure(f"the checker gave no answer to {command.op!r} within {timeout:g} s: {self.stderr_tail()}")
+            raise CheckerFailure(
+                f"the checker gave no answer to {command.op!r} within {timeout:g} s: {self.stderr_tail()}"
+            )
         try:
             return json.loads(line)
         except json.JSONDecodeError:
@@ -272,13 +280,22 @@ class WorkerProcess:
         try:
             with open(self.io / "stdout.txt", "wb") as out, open(self.io / "stderr.txt", "wb") as err:
                 self.process = spawn(
-                    "ksearch.tools.evaluator.worker", ["--device", device, *(["--role", "profiler"] if profiler else [])],
-                    cwd=self.work, device=device,
-                    stdin=subprocess.PIPE, stdout=out, stderr=err, pass_fds=(child.fileno(), bell),
-                    extra_env={"KSEARCH_MSG_FD": str(child.fileno()), "KSEARCH_DOORBELL_FD": str(bell),
-                               **({} if interpret is None else {"TRITON_INTERPRET": "1" if interpret else "0"})},
-                    contain=True, writable=(folder, shared),
-                )  # fmt: skip
+                    "ksearch.tools.evaluator.worker",
+                    ["--device", device, *(["--role", "profiler"] if profiler else [])],
+                    cwd=self.work,
+                    device=device,
+                    stdin=subprocess.PIPE,
+                    stdout=out,
+                    stderr=err,
+                    pass_fds=(child.fileno(), bell),
+                    extra_env={
+                        "KSEARCH_MSG_FD": str(child.fileno()),
+                        "KSEARCH_DOORBELL_FD": str(bell),
+                        **({} if interpret is None else {"TRITON_INTERPRET": "1" if interpret else "0"}),
+                    },
+                    contain=True,
+                    writable=(folder, shared),
+                )
         finally:
             child.close()
             os.close(bell)
@@ -305,7 +322,9 @@ class WorkerProcess:
             for line in self.messages.lines(min(0.2, max(0.0, deadline - time.monotonic()))):
                 if not (self.ready_at is None and self._note_ready(parse_message(line))):
                     self.backlog.append(line)
-            if self.ready_at is None and (self.messages.closed or has_exited(self.process) or time.monotonic() > deadline):
+            if self.ready_at is None and (
+                self.messages.closed or has_exited(self.process) or time.monotonic() > deadline
+            ):
                 return False
         return True
 

@@ -41,8 +41,9 @@ PROFILE_PROCESS_VARIABLE = "KSEARCH_PROFILE_PROCESS"
 """Set to 0: the worker profiles after its timing, as before the profiling process existed."""
 PROFILE_WAIT_S = 60.0
 """How long the verdict waits, after the go, for the profile (then it goes without one)."""
-PROFILE_STAGES = frozenset({"profile_wait", "profile_import", "profile_start", "profile_calls", "profile_stop",
-                            "profile_read"})  # fmt: skip
+PROFILE_STAGES = frozenset(
+    {"profile_wait", "profile_import", "profile_start", "profile_calls", "profile_stop", "profile_read"}
+)
 """The stage times read from the process's report (the report is the candidate's word: nothing else of it)."""
 NAME_LIMIT = 200
 """A kernel's name is cut to this many characters (the report is the candidate's word)."""
@@ -66,12 +67,21 @@ def ask_profiler(profiler: WorkerProcess, code: str, request: WorkerRequest) -> 
     """Give ``profiler`` the candidate and its request (the worker's, in mode ``profile``, on public seeds, never the
     evaluation's secret salts): it waits for the go (``collect``)."""
     (profiler.work / CANDIDATE_FILE).write_text(code, encoding="utf-8")
-    own = request.model_copy(update={
-        "mode": "profile", "candidate_path": str(profiler.work / CANDIDATE_FILE),
-        "result_path": str(profiler.result_path), "support_dir": str(profiler.work / "_support"),
-        "salt": 0, "bench_salt": 0, "staging": None, "timing": False, "profile": False, "cache_autotuning": True,
-        "yardstick_rounds": 0,
-    })  # fmt: skip
+    own = request.model_copy(
+        update={
+            "mode": "profile",
+            "candidate_path": str(profiler.work / CANDIDATE_FILE),
+            "result_path": str(profiler.result_path),
+            "support_dir": str(profiler.work / "_support"),
+            "salt": 0,
+            "bench_salt": 0,
+            "staging": None,
+            "timing": False,
+            "profile": False,
+            "cache_autotuning": True,
+            "yardstick_rounds": 0,
+        }
+    )
     profiler.send(own.model_dump_json())
 
 
@@ -88,7 +98,9 @@ class ProfileReport:
     """Why there is no profile, when a profile was asked for and none came."""
 
 
-def collect(profiler: WorkerProcess, *, go: bool, configs: list[str], timeout_s: float = PROFILE_WAIT_S) -> ProfileReport:
+def collect(
+    profiler: WorkerProcess, *, go: bool, configs: list[str], timeout_s: float = PROFILE_WAIT_S
+) -> ProfileReport:
     """Send the go (``go``: the worker passed and was timed) and read the report within ``timeout_s``; without the go
     nothing is asked. The caller kills the process either way."""
     if not go:
@@ -98,12 +110,15 @@ def collect(profiler: WorkerProcess, *, go: bool, configs: list[str], timeout_s:
     try:
         profiler.result_path.unlink(missing_ok=True)
     except OSError as exc:  # a folder or an unremovable entry where the report goes: the candidate's doing
-        return ProfileReport(problem=f"the profiling process's report could not be cleared before the go "
-                             f"({type(exc).__name__})")  # fmt: skip
+        return ProfileReport(
+            problem=f"the profiling process's report could not be cleared before the go ({type(exc).__name__})"
+        )
     asked = time.monotonic()
     if not profiler.send(json.dumps({"op": PROFILE_GO})):
-        return ProfileReport(problem="the profiling process had exited before it was asked (its stderr is in the "
-                             "evaluation folder while it runs)")  # fmt: skip
+        return ProfileReport(
+            problem="the profiling process had exited before it was asked (its stderr is in the "
+            "evaluation folder while it runs)"
+        )
     # Still starting the profiler when the go came (a process taken soon after it was started): that part of the wait
     # is its start, not the profile (the parent's clock: ``profile_ready``).
     profiler.wait_ready(asked + timeout_s)
@@ -112,18 +127,23 @@ def collect(profiler: WorkerProcess, *, go: bool, configs: list[str], timeout_s:
     # context down (it is killed). ``lexists`` never raises: the folder is the candidate's, which may make it
     # unreadable to a parent that is not root (``Path.exists`` raises PermissionError then).
     report_path = str(profiler.result_path)
-    finished = profiler.wait_exit(max(0.0, asked + timeout_s - time.monotonic()),
-                                  or_until=lambda: os.path.lexists(report_path))  # fmt: skip
+    finished = profiler.wait_exit(
+        max(0.0, asked + timeout_s - time.monotonic()), or_until=lambda: os.path.lexists(report_path)
+    )
     waited = round(time.monotonic() - asked, 3)
     if not finished:
-        return ProfileReport(wait_s=waited, problem=f"the profile was not ready within {timeout_s:g} s",
-                             stage_seconds={"profile_ready": ready_s})  # fmt: skip
+        return ProfileReport(
+            wait_s=waited,
+            problem=f"the profile was not ready within {timeout_s:g} s",
+            stage_seconds={"profile_ready": ready_s},
+        )
     text, why = read_report(profiler.result_path)
     try:
         report = WorkerResult.model_validate_json(text or "")
     except ValidationError as exc:
-        return ProfileReport(wait_s=waited, problem=f"the profiling process left no readable report "
-                             f"({why or type(exc).__name__})")  # fmt: skip
+        return ProfileReport(
+            wait_s=waited, problem=f"the profiling process left no readable report ({why or type(exc).__name__})"
+        )
     stages = {k: round(float(v), 3) for k, v in report.stage_seconds.items() if k in PROFILE_STAGES}
     stages["profile_ready"] = ready_s
     if report.verdict != Verdict.PASSED:

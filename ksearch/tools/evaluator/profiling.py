@@ -4,8 +4,8 @@ to a verdict goes (``python -m pstats FILE``). Off unless the variable is set; n
 
 from __future__ import annotations
 
-import cProfile
 import contextlib
+import cProfile
 import os
 from collections.abc import Iterator
 from pathlib import Path

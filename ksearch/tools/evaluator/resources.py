@@ -55,8 +55,9 @@ def cubin_usage(cubin: bytes, name: str) -> tuple[int | None, int | None]:
         path = Path(folder) / "kernel.cubin"
         path.write_bytes(cubin)
         try:
-            text = subprocess.run([tool, "--dump-resource-usage", str(path)], capture_output=True, text=True,
-                                  timeout=60, check=False).stdout  # fmt: skip
+            text = subprocess.run(
+                [tool, "--dump-resource-usage", str(path)], capture_output=True, text=True, timeout=60, check=False
+            ).stdout
         except (OSError, subprocess.TimeoutExpired):
             return None, None
     return parse_usage(text, name)
@@ -89,10 +90,14 @@ def kernel_resources(kernel: Any, *, tuned: bool = False, read_cubin: bool = Tru
         asm = getattr(kernel, "asm", {}) or {}
         registers, spilled = cubin_usage(asm.get("cubin", b""), name)
     return KernelResources(
-        name=name, shared_bytes=int(metadata.shared), registers=registers, spilled_bytes=spilled,
-        num_warps=int(getattr(metadata, "num_warps", 4)), num_stages=int(getattr(metadata, "num_stages", 3)),
+        name=name,
+        shared_bytes=int(metadata.shared),
+        registers=registers,
+        spilled_bytes=spilled,
+        num_warps=int(getattr(metadata, "num_warps", 4)),
+        num_stages=int(getattr(metadata, "num_stages", 3)),
         tuned=tuned,
-    )  # fmt: skip
+    )
 
 
 def distinct(resources: Iterable[KernelResources], limit: int = RESOURCES_LIMIT) -> list[KernelResources]:
@@ -118,13 +123,17 @@ def problems(r: KernelResources, gpu: GpuSpec) -> list[str]:
         )
     threads = r.num_warps * WARP
     if threads > gpu.max_threads_per_block:
-        found.append(f"uses {threads} threads per block (num_warps={r.num_warps}), but the {gpu.name} allows "
-                     f"{gpu.max_threads_per_block}")  # fmt: skip
+        found.append(
+            f"uses {threads} threads per block (num_warps={r.num_warps}), but the {gpu.name} allows "
+            f"{gpu.max_threads_per_block}"
+        )
     elif r.registers is not None:
         per_warp = -(-r.registers * WARP // REGISTER_ALLOCATION_UNIT) * REGISTER_ALLOCATION_UNIT
         if per_warp * r.num_warps > gpu.registers_per_sm:
-            found.append(f"needs {per_warp * r.num_warps} registers per block ({r.registers} per thread x "
-                         f"{threads} threads), but the {gpu.name} has {gpu.registers_per_sm}")  # fmt: skip
+            found.append(
+                f"needs {per_warp * r.num_warps} registers per block ({r.registers} per thread x "
+                f"{threads} threads), but the {gpu.name} has {gpu.registers_per_sm}"
+            )
     return found
 
 
@@ -140,8 +149,10 @@ def over_limits(resources: list[KernelResources], gpu: GpuSpec) -> str:
         configs = [r for r in resources if r.tuned and r.name == name]
         if all(problems(r, gpu) for r in configs):
             smallest = min(configs, key=lambda r: (r.shared_bytes, r.num_warps))
-            lines.append(f"no autotune config of kernel {name} fits ({len(configs)} tried); the smallest "
-                         + "; ".join(problems(smallest, gpu)))  # fmt: skip
+            lines.append(
+                f"no autotune config of kernel {name} fits ({len(configs)} tried); the smallest "
+                + "; ".join(problems(smallest, gpu))
+            )
     if not lines:
         return ""
     return (
@@ -159,8 +170,10 @@ def tuned_notes(resources: list[KernelResources], gpu: GpuSpec) -> list[str]:
         configs = [r for r in resources if r.tuned and r.name == name]
         bad = [r for r in configs if problems(r, gpu)]
         if bad and len(bad) < len(configs):
-            notes.append(f"{len(bad)} of {len(configs)} autotune configs of {name} do not fit the {gpu.name} "
-                         "(the autotuner skips them)")  # fmt: skip
+            notes.append(
+                f"{len(bad)} of {len(configs)} autotune configs of {name} do not fit the {gpu.name} "
+                "(the autotuner skips them)"
+            )
     return notes
 
 

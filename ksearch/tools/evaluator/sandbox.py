@@ -32,10 +32,24 @@ from typing import IO, Any, TypeVar
 import ksearch
 
 _ENV_ALLOWED = frozenset(
-    {"PATH", "LANG", "LANGUAGE", "CUDA_VISIBLE_DEVICES", "CUDA_HOME", "CUDA_PATH", "LD_LIBRARY_PATH",
-     "TRITON_INTERPRET", "PYTHONPATH", "CC", "CXX", "TZ", "KSEARCH_STAGING", "KSEARCH_PROFILE",
-     "KSEARCH_CHECKER_PIPELINE"}
-)  # fmt: skip
+    {
+        "PATH",
+        "LANG",
+        "LANGUAGE",
+        "CUDA_VISIBLE_DEVICES",
+        "CUDA_HOME",
+        "CUDA_PATH",
+        "LD_LIBRARY_PATH",
+        "TRITON_INTERPRET",
+        "PYTHONPATH",
+        "CC",
+        "CXX",
+        "TZ",
+        "KSEARCH_STAGING",
+        "KSEARCH_PROFILE",
+        "KSEARCH_CHECKER_PIPELINE",
+    }
+)
 _ENV_ALLOWED_PREFIXES = ("LC_",)
 _ENV_SECRET = re.compile(r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL|AUTH|COOKIE|SESSION", re.IGNORECASE)
 """Belt and braces: even an allowlisted name is dropped if it looks like a secret."""
@@ -68,8 +82,11 @@ def spawn(
         prefix = policy.launcher_prefix(device, [cwd, *writable, *([Path(profile)] if profile else [])])
         policy.protect_parent()
     argv = [*prefix, sys.executable, "-P", "-m", module, *args]
-    return on_spawner_thread(lambda: subprocess.Popen(argv, cwd=cwd, env=env, stdin=stdin, stdout=stdout,
-                                                      stderr=stderr, start_new_session=True, pass_fds=pass_fds))
+    return on_spawner_thread(
+        lambda: subprocess.Popen(
+            argv, cwd=cwd, env=env, stdin=stdin, stdout=stdout, stderr=stderr, start_new_session=True, pass_fds=pass_fds
+        )
+    )
 
 
 _T = TypeVar("_T")
@@ -317,8 +334,15 @@ def remove_tree(path: Path) -> bool:
     if rm is None:
         return False
     try:
-        subprocess.run([rm, "-rf", "--", str(path)], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                       stderr=subprocess.DEVNULL, env=BARE_ENV, timeout=300, check=False)  # fmt: skip
+        subprocess.run(
+            [rm, "-rf", "--", str(path)],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            env=BARE_ENV,
+            timeout=300,
+            check=False,
+        )
     except (OSError, subprocess.SubprocessError):
         pass
     return not os.path.lexists(path)

@@ -255,8 +255,15 @@ class EvaluatorSession:
         would compete for them.)"""
         quiet = [p for p in (paused, self.idle_profiler) if p is not None]
         try:
-            return self._run(worker, request, compile_timeout_s=compile_timeout_s, run_timeout_s=run_timeout_s,
-                             evaluation=evaluation, scout=scout, paused=quiet)  # fmt: skip
+            return self._run(
+                worker,
+                request,
+                compile_timeout_s=compile_timeout_s,
+                run_timeout_s=run_timeout_s,
+                evaluation=evaluation,
+                scout=scout,
+                paused=quiet,
+            )
         finally:
             for process in quiet:
                 process.resume()
@@ -312,7 +319,9 @@ class EvaluatorSession:
                     # red-team review, session 19). No honest phase after timing sends any.
                     if timing_seen:
                         if op == "go":
-                            ledger.go(message.get("config"), message.get("run"), stamp, null=message.get("null") is True)
+                            ledger.go(
+                                message.get("config"), message.get("run"), stamp, null=message.get("null") is True
+                            )
                         elif op == "timed":
                             ledger.timed(message.get("config"), message.get("samples"), stamp)
                         else:
@@ -383,18 +392,26 @@ class EvaluatorSession:
             return
         outcome.scout_s = round(sum(report.stage_seconds.values()), 3)
 
-    def _relay(self, message: dict[str, Any], evaluation: str, timeout: float, outcome: Outcome) -> dict[str, Any] | None:
+    def _relay(
+        self, message: dict[str, Any], evaluation: str, timeout: float, outcome: Outcome
+    ) -> dict[str, Any] | None:
         """One worker message to the checker and its answer back (None when the checker failed)."""
         try:
             if message.get("op") == "grow":
-                command = CheckerCommand(op="staging", evaluation=evaluation, min_bytes=int(message.get("min_bytes", 0)))
+                command = CheckerCommand(
+                    op="staging", evaluation=evaluation, min_bytes=int(message.get("min_bytes", 0))
+                )
             elif message.get("op") == "settle":
                 command = CheckerCommand(op="settle", evaluation=evaluation)
             elif message.get("op") == "seed":
                 input_seed = message.get("input_seed")
-                command = CheckerCommand(op="seed", evaluation=evaluation, config_index=int(message.get("config_index", -1)),
-                                         kind=message.get("kind"),
-                                         input_seed=None if input_seed is None else int(input_seed))  # fmt: skip
+                command = CheckerCommand(
+                    op="seed",
+                    evaluation=evaluation,
+                    config_index=int(message.get("config_index", -1)),
+                    kind=message.get("kind"),
+                    input_seed=None if input_seed is None else int(input_seed),
+                )
             else:
                 from ksearch.contracts.exchange import Handoff
 
@@ -428,15 +445,24 @@ class EvaluatorSession:
     def begin(self, evaluation: str, task: str, bench_salt: int, timeout: float) -> StagingHandle | None:
         """Tell the checker an evaluation starts; the staging buffer the worker should use (None on a failure)."""
         answer = self.ask_checker(
-            CheckerCommand(op="begin", evaluation=evaluation, task=task, device=self.device, salt=self.salt,
-                           bench_salt=bench_salt, low_memory=self.low_memory,
-                           sampled_audits=os.environ.get(SAMPLED_AUDITS_VARIABLE, "1") != "0",
-                           prepared_audits=os.environ.get(PREPARED_AUDITS_VARIABLE, "1") != "0"),  # fmt: skip
+            CheckerCommand(
+                op="begin",
+                evaluation=evaluation,
+                task=task,
+                device=self.device,
+                salt=self.salt,
+                bench_salt=bench_salt,
+                low_memory=self.low_memory,
+                sampled_audits=os.environ.get(SAMPLED_AUDITS_VARIABLE, "1") != "0",
+                prepared_audits=os.environ.get(PREPARED_AUDITS_VARIABLE, "1") != "0",
+            ),
             max(timeout, CHECKER_START_S),
         )
         staging = answer.get("staging")
         if not answer.get("ok") or staging is None:
-            raise CheckerFailure(f"the checker could not begin the evaluation: {answer.get('message') or answer.get('error')}")
+            raise CheckerFailure(
+                f"the checker could not begin the evaluation: {answer.get('message') or answer.get('error')}"
+            )
         self.low_memory = self.low_memory or bool(answer.get("low_memory"))
         self.staging = StagingHandle.model_validate(staging)
         return self.staging
@@ -462,8 +488,9 @@ def _ledger_handoff(ledger: TimingLedger, message: dict[str, Any]) -> None:
         for size in shape:
             count *= max(0, int(size))
         nbytes += count * _itemsize(dtype)
-    ledger.handoff(handoff.kind, handoff.config_index, handoff.input_seed, handoff.activation_seed, nbytes,
-                   window=handoff.window)  # fmt: skip
+    ledger.handoff(
+        handoff.kind, handoff.config_index, handoff.input_seed, handoff.activation_seed, nbytes, window=handoff.window
+    )
 
 
 def _itemsize(dtype: str) -> int:

@@ -86,8 +86,9 @@ class StagingOwner:
         return StagingHandle(kind="cuda_ipc", nbytes=size, generation=self.generation, ipc=payload)
 
     def _allocate_shm(self, size: int) -> StagingHandle:
-        import torch
         from multiprocessing import shared_memory
+
+        import torch
 
         self._shm = shared_memory.SharedMemory(create=True, size=size)
         _OWNED_HERE.add(self._shm.name)

@@ -39,6 +39,7 @@ class HarnessFault(Exception):
     """The harness cannot do what it must (a task whose declared activation inputs cannot be re-randomised in
     place): the evaluation stops with a harness error, never a verdict on the candidate."""
 
+
 if TYPE_CHECKING:
     from ksearch.tools.evaluator.worker import Worker
 
@@ -48,7 +49,9 @@ class _Call:
 
     __slots__ = ("fn", "args", "inputs", "index", "seed", "config")
 
-    def __init__(self, fn: Any, args: tuple[Any, ...], inputs: list[Any], index: int, seed: int, config: TaskConfig) -> None:
+    def __init__(
+        self, fn: Any, args: tuple[Any, ...], inputs: list[Any], index: int, seed: int, config: TaskConfig
+    ) -> None:
         self.fn, self.args, self.inputs, self.index, self.seed, self.config = fn, args, inputs, index, seed, config
 
     def __call__(self) -> Any:
@@ -86,14 +89,39 @@ class FreshValues(NamedTuple):
 class WorkerTimingRunner:
     """The timing primitives for one benchmark config of one candidate."""
 
-    __slots__ = ("worker", "fn", "config", "index", "audited", "windows", "run", "_event_cls", "_record", "_elapsed",
-                 "_tensor", "_wall", "_sleep", "sets", "_flush", "_audits", "activation", "_send",
-                 "_closed")  # fmt: skip
+    __slots__ = (
+        "worker",
+        "fn",
+        "config",
+        "index",
+        "audited",
+        "windows",
+        "run",
+        "_event_cls",
+        "_record",
+        "_elapsed",
+        "_tensor",
+        "_wall",
+        "_sleep",
+        "sets",
+        "_flush",
+        "_audits",
+        "activation",
+        "_send",
+        "_closed",
+    )
 
     def __init__(
-        self, worker: Worker, fn: Any, config: TaskConfig, index: int, *, audited: bool = True,
-        windows: bool | None = None, run: int = 0,
-    ) -> None:  # fmt: skip
+        self,
+        worker: Worker,
+        fn: Any,
+        config: TaskConfig,
+        index: int,
+        *,
+        audited: bool = True,
+        windows: bool | None = None,
+        run: int = 0,
+    ) -> None:
         """``audited``: outputs go to the checker; ``windows``: timed windows are announced to the parent (by default
         when audited; compare mode announces without auditing, warm-ups and the yardstick do neither); ``run``: the
         index of this method run within its config (compare mode alternates two candidates' runs)."""
@@ -131,7 +159,9 @@ class WorkerTimingRunner:
         return input_set_seed(self.config.seed, index)
 
     def _generate(self, index: int) -> list[Any]:
-        return self.worker.task.make_inputs(self.config.model_copy(update={"seed": self._seed(index)}), self.worker.device)
+        return self.worker.task.make_inputs(
+            self.config.model_copy(update={"seed": self._seed(index)}), self.worker.device
+        )
 
     def call_on(self, index: int, *, fresh: bool = False, reuse_args: bool = True, clone: bool = False) -> _Call:
         task = self.worker.task
@@ -169,7 +199,9 @@ class WorkerTimingRunner:
         try:
             self.worker.synchronize()
         except BaseException as exc:  # noqa: BLE001 - an asynchronous device error of the candidate's kernel
-            raise CandidateFailure(Verdict.RUNTIME_ERROR, f"on config {self.config.name}:\n{format_exception(exc)}") from None
+            raise CandidateFailure(
+                Verdict.RUNTIME_ERROR, f"on config {self.config.name}:\n{format_exception(exc)}"
+            ) from None
 
     def open_window(self) -> None:
         if self.windows:
@@ -190,8 +222,10 @@ class WorkerTimingRunner:
         """Announce the end of this method run with the count of its timed windows (compare mode, where no handoff
         names them: ``TimingLedger.ran``)."""
         if self.windows:
-            self._send('{"op": "ran", "config": %d, "run": %d, "windows": %d}'
-                       % (self.index, self.run, self._closed.get(self.run, 0)))  # fmt: skip
+            self._send(
+                '{"op": "ran", "config": %d, "run": %d, "windows": %d}'
+                % (self.index, self.run, self._closed.get(self.run, 0))
+            )
 
     def null_window(self) -> None:
         if not self.windows:
@@ -207,7 +241,9 @@ class WorkerTimingRunner:
         import torch
 
         if self._flush is None:
-            self._flush = torch.empty(self.worker.request.flush_bytes // 4, dtype=torch.int32, device=self.worker.device)
+            self._flush = torch.empty(
+                self.worker.request.flush_bytes // 4, dtype=torch.int32, device=self.worker.device
+            )
         self._flush.zero_()
 
     def hold(self, ms: float) -> None:
@@ -272,12 +308,23 @@ class WorkerTimingRunner:
         digest = input_digest(call.inputs)
         expected = self.sets[call.index][1] if call.index in self.sets else None
         if expected is not None and digest != expected:
-            raise reject("input_mutation", f"timed call on config {self.config.name}: the inputs were modified by the call")
+            raise reject(
+                "input_mutation", f"timed call on config {self.config.name}: the inputs were modified by the call"
+            )
         activation_seed = self.activation.get(call.index)
         kind = "audit" if activation_seed is not None else "bench"
         self._audits += 1
-        worker.handoff(kind, self.index, self.config, call.seed, activation_seed, digest, output, offsets,
-                       window=self._closed.get(self.run, 0))  # fmt: skip
+        worker.handoff(
+            kind,
+            self.index,
+            self.config,
+            call.seed,
+            activation_seed,
+            digest,
+            output,
+            offsets,
+            window=self._closed.get(self.run, 0),
+        )
 
     def fresh_values(self, call: _Call) -> FreshValues | None:
         """A fresh activation seed, per declared activation position its new values, and the digest the set will
@@ -299,9 +346,11 @@ class WorkerTimingRunner:
         for position in targets:
             target, source = call.inputs[position], fresh[position]
             same = (
-                hasattr(target, "data") and hasattr(source, "shape") and getattr(target, "shape", None) == source.shape
+                hasattr(target, "data")
+                and hasattr(source, "shape")
+                and getattr(target, "shape", None) == source.shape
                 and getattr(target, "dtype", None) == source.dtype
-            )  # fmt: skip
+            )
             if not same:
                 raise HarnessFault(
                     f"input {position} of {task.name} cannot be re-randomised in place (its shape or dtype changes "

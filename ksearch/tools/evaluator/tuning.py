@@ -71,8 +71,14 @@ def _autotuner_class() -> Any:
     return tuner_class
 
 
-def _bench_with(original_bench: Callable[..., Any], bench: Callable[..., Any], tuner: Any, args: Any, config: Any,
-                meta: dict[str, Any]) -> Any:  # fmt: skip
+def _bench_with(
+    original_bench: Callable[..., Any],
+    bench: Callable[..., Any],
+    tuner: Any,
+    args: Any,
+    config: Any,
+    meta: dict[str, Any],
+) -> Any:
     """Triton's ``_bench`` of ``config`` with ``bench`` as the tuner's benchmarker for this one call."""
     cached = tuner.__dict__.pop("do_bench", _MISSING)  # ``do_bench`` is a cached_property: the instance's slot
     tuner.__dict__["do_bench"] = bench

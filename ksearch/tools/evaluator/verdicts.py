@@ -12,15 +12,15 @@ import json
 import math
 import os
 import platform
-import time
-from pathlib import Path
 import signal
+import time
 from importlib import metadata
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ksearch.contracts.evaluation import Evaluation, Rejection, Timing, Verdict
-from ksearch.redaction import redact
 from ksearch.contracts.exchange import CheckResult, ConfigSamples, WorkerResult
+from ksearch.redaction import redact
 from ksearch.tools import timing as timing_mod
 from ksearch.tools.evaluator.ledger import Calibration, TimingLedger, judge, judge_loops, out_of_order, scored_samples
 from ksearch.tools.evaluator.request import HARNESS_VERSION, EvalRequest
@@ -73,7 +73,11 @@ def checked_evaluation(
     request: EvalRequest, task: Task, outcome: Outcome, check: CheckResult, scrub: tuple[str, ...]
 ) -> Evaluation:
     """The checker's verdict on a worker that ran to its end (untimed pass, or a failed recheck)."""
-    environment = {**parent_environment(), **(outcome.result.environment if outcome.result else {}), **check.environment}
+    environment = {
+        **parent_environment(),
+        **(outcome.result.environment if outcome.result else {}),
+        **check.environment,
+    }
     verdict = check.verdict
     if verdict == Verdict.PASSED:
         headline = ""
@@ -91,8 +95,9 @@ def checked_evaluation(
         configs_total=check.configs_total,
         mismatch=check.mismatch,
         rejection=check.rejection,
-        log=trim_log(headline, "", stdout=outcome.stdout if show else "", stderr=outcome.stderr if show else "",
-                     scrub=scrub),  # fmt: skip
+        log=trim_log(
+            headline, "", stdout=outcome.stdout if show else "", stderr=outcome.stderr if show else "", scrub=scrub
+        ),
         environment=environment,
     )
 
@@ -108,8 +113,13 @@ def assemble(
         return checked_evaluation(request, task, outcome, check, scrub)
     disorder = out_of_order(outcome.ledger) if outcome.stopped_out_of_order and outcome.ledger is not None else None
     if disorder is not None:
-        base = Evaluation(verdict=Verdict.PASSED, device=request.device, configs_passed=check.configs_passed,
-                          configs_total=check.configs_total, environment=parent_environment())  # fmt: skip
+        base = Evaluation(
+            verdict=Verdict.PASSED,
+            device=request.device,
+            configs_passed=check.configs_passed,
+            configs_total=check.configs_total,
+            environment=parent_environment(),
+        )
         return _rejected(base, disorder.rule, f"{disorder.evidence}; the worker was stopped there", scrub)
     if worker_failed(outcome):
         return failed_evaluation(request, task, outcome, scrub)
@@ -128,23 +138,30 @@ def timed_evaluation(
     request: EvalRequest, task: Task, method: str, outcome: Outcome, check: CheckResult, scrub: tuple[str, ...]
 ) -> Evaluation:
     assert outcome.result is not None
-    environment = {**parent_environment(), **outcome.result.environment, **check.environment,
-                   "timing_method": method}  # fmt: skip
+    environment = {**parent_environment(), **outcome.result.environment, **check.environment, "timing_method": method}
     device = environment.get("device_name", request.device)
     base = Evaluation(
-        verdict=Verdict.PASSED, device=device, configs_passed=check.configs_passed,
-        configs_total=check.configs_total, environment=environment,
-    )  # fmt: skip
+        verdict=Verdict.PASSED,
+        device=device,
+        configs_passed=check.configs_passed,
+        configs_total=check.configs_total,
+        environment=environment,
+    )
     configs = task.benchmark_configs(request.device)
     ledger = outcome.ledger if outcome.ledger is not None else TimingLedger()
     ledger.host_timing = not request.device.startswith("cuda")
     _dump_ledger(ledger, outcome, check, method, task.flush_l2)
     finding = judge(
-        ledger, method, Calibration.model_validate(outcome.calibration), configs=[c.name for c in configs],
-        flush_l2=task.flush_l2, input_bytes=check.bench_input_bytes,
-        generation_ms=check.bench_generation_ms, digest_ms=check.bench_digest_ms,
+        ledger,
+        method,
+        Calibration.model_validate(outcome.calibration),
+        configs=[c.name for c in configs],
+        flush_l2=task.flush_l2,
+        input_bytes=check.bench_input_bytes,
+        generation_ms=check.bench_generation_ms,
+        digest_ms=check.bench_digest_ms,
         fresh_audits_possible=all(_re_randomisable(task, c) for c in configs),
-    ) or judge_loops(ledger, method, [c.name for c in configs])  # fmt: skip
+    ) or judge_loops(ledger, method, [c.name for c in configs])
     if finding is not None:
         return _rejected(base, finding.rule, finding.evidence, scrub)
     samples = []
@@ -153,14 +170,14 @@ def timed_evaluation(
         samples.append(ConfigSamples(config=config.name, method=method, samples_ms=scored, windows_left_out=left_out))
     timings, problem = timings_from_samples(task, method, samples, outcome.wall_s, request.device)
     if problem:
-        return base.model_copy(update={"verdict": Verdict.CRASHED, "log": trim_log(f"crashed: {problem}", "", scrub=scrub)})
+        return base.model_copy(
+            update={"verdict": Verdict.CRASHED, "log": trim_log(f"crashed: {problem}", "", scrub=scrub)}
+        )
     by_name = {c.name: c for c in configs}
     notes: list[str] = []
     for timing in timings:
         flops, bytes_moved = task.flops_and_bytes(by_name[timing.config])
-        floor = timing_mod.physics_floor(
-            timing.median_ms, flops, bytes_moved, device, task.roofline_compute_dtype
-        )
+        floor = timing_mod.physics_floor(timing.median_ms, flops, bytes_moved, device, task.roofline_compute_dtype)
         if floor.violated:
             return _rejected(base, "physics_floor", f"config {timing.config}: {floor.evidence}", scrub)
         if floor.floor_ms is None:
@@ -168,8 +185,14 @@ def timed_evaluation(
             break
     latency_ms, score = task.score(timings)
     return base.model_copy(
-        update={"timed": True, "timings": timings, "latency_ms": latency_ms, "score": score, "log": "\n".join(notes),
-                "yardstick": outcome.result.yardstick}
+        update={
+            "timed": True,
+            "timings": timings,
+            "latency_ms": latency_ms,
+            "score": score,
+            "log": "\n".join(notes),
+            "yardstick": outcome.result.yardstick,
+        }
     )
 
 
@@ -183,11 +206,16 @@ def _dump_ledger(ledger: TimingLedger, outcome: Outcome, check: CheckResult, met
     if not folder:
         return
     record = {
-        "windows": [dataclasses.asdict(w) for w in ledger.windows], "relays": ledger.relays,
-        "kernel_clock": ledger.kernel_clock, "calibration": outcome.calibration, "method": method, "flush_l2": flush_l2,
-        "input_bytes": check.bench_input_bytes, "generation_ms": check.bench_generation_ms,
+        "windows": [dataclasses.asdict(w) for w in ledger.windows],
+        "relays": ledger.relays,
+        "kernel_clock": ledger.kernel_clock,
+        "calibration": outcome.calibration,
+        "method": method,
+        "flush_l2": flush_l2,
+        "input_bytes": check.bench_input_bytes,
+        "generation_ms": check.bench_generation_ms,
         "digest_ms": check.bench_digest_ms,
-    }  # fmt: skip
+    }
     path = Path(folder) / f"ledger-{time.time_ns()}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(record), encoding="utf-8")
@@ -227,10 +255,20 @@ def timings_from_samples(
             return [], f"non-positive or non-finite timing samples for config {name}"
         total_ms += sum(entry.samples_ms)
         stats = timing_mod.summarize(entry.samples_ms)
-        timings.append(Timing(config=name, method=method, headline=timing_mod.HEADLINE[method],
-                              windows_left_out=entry.windows_left_out, **stats))  # type: ignore[arg-type]
+        timings.append(
+            Timing(
+                config=name,
+                method=method,
+                headline=timing_mod.HEADLINE[method],
+                windows_left_out=entry.windows_left_out,
+                **stats,
+            )
+        )  # type: ignore[arg-type]
     if total_ms / 1000.0 > wall_s * 1.05 + 0.05:
-        return [], f"the reported kernel time ({total_ms / 1000:.3g} s) exceeds the timing pass's wall time ({wall_s:.3g} s)"
+        return (
+            [],
+            f"the reported kernel time ({total_ms / 1000:.3g} s) exceeds the timing pass's wall time ({wall_s:.3g} s)",
+        )
     return timings, ""
 
 
@@ -271,7 +309,6 @@ def _version(distribution: str) -> str:
         return metadata.version(distribution)
     except metadata.PackageNotFoundError:
         return "unknown"
-
 
 
 def trim_log(

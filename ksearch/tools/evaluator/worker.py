@@ -133,9 +133,27 @@ class Worker:
     Slotted, like the guard and the timing runner: a candidate cannot shadow a method on the instance (a no-op
     ``verify`` set on the worker object) since an instance has no dictionary to put it in."""
 
-    __slots__ = ("request", "channel", "task", "device", "phase", "configs_passed", "configs_total", "samples",
-                 "yardstick_readings", "comparison", "guard", "staging", "stages", "_stage_started",
-                 "spin_cycles_per_ms", "resources", "profiles", "notes", "winnowed")  # fmt: skip
+    __slots__ = (
+        "request",
+        "channel",
+        "task",
+        "device",
+        "phase",
+        "configs_passed",
+        "configs_total",
+        "samples",
+        "yardstick_readings",
+        "comparison",
+        "guard",
+        "staging",
+        "stages",
+        "_stage_started",
+        "spin_cycles_per_ms",
+        "resources",
+        "profiles",
+        "notes",
+        "winnowed",
+    )
 
     def __init__(self, request: WorkerRequest, channel: Channel | None = None, task: Task | None = None) -> None:
         self.request = request
@@ -184,8 +202,10 @@ class Worker:
                 try:
                     self.staging = StagingWriter(self.request.staging)
                 except Exception as exc:  # noqa: BLE001 - the session falls back to shared host memory
-                    return self.result(Verdict.CRASHED, error=f"harness: staging: cannot open the checker's buffer "
-                                       f"({type(exc).__name__}: {exc})")  # fmt: skip
+                    return self.result(
+                        Verdict.CRASHED,
+                        error=f"harness: staging: cannot open the checker's buffer ({type(exc).__name__}: {exc})",
+                    )
             self.guard = Guard(allow_threads=self.request.allow_threads)  # before the candidate is imported
             module = self.load_candidate()
             self.verify("importing the candidate")
@@ -206,7 +226,9 @@ class Worker:
                 self.enter("timing")
                 self.compare(module, other)
         except CandidateFailure as failure:
-            return self.result(failure.verdict, error=failure.error, mismatch=failure.mismatch, rejection=failure.rejection)
+            return self.result(
+                failure.verdict, error=failure.error, mismatch=failure.mismatch, rejection=failure.rejection
+            )
         except HarnessFault as fault:
             return self.result(Verdict.CRASHED, error=f"{HARNESS_FAULT} {fault}")
         return self.result(Verdict.PASSED)
@@ -272,7 +294,9 @@ class Worker:
         try:
             fn = self.task.prepare(module, config, self.device)
         except BaseException as exc:  # noqa: BLE001 - anything the candidate raises is its verdict
-            raise CandidateFailure(Verdict.RUNTIME_ERROR, f"preparing config {config.name}:\n{format_exception(exc)}") from None
+            raise CandidateFailure(
+                Verdict.RUNTIME_ERROR, f"preparing config {config.name}:\n{format_exception(exc)}"
+            ) from None
         self.verify(f"preparing config {config.name}")
         return fn
 
@@ -354,9 +378,18 @@ class Worker:
                 )
 
     def handoff(
-        self, kind: str, index: int, prepared: TaskConfig, input_seed: int, activation_seed: int | None, digest: str,
-        output: Any, offsets: list[int] | None, *, window: int | None = None,
-    ) -> None:  # fmt: skip
+        self,
+        kind: str,
+        index: int,
+        prepared: TaskConfig,
+        input_seed: int,
+        activation_seed: int | None,
+        digest: str,
+        output: Any,
+        offsets: list[int] | None,
+        *,
+        window: int | None = None,
+    ) -> None:
         """Tell the checker where the output is and wait for its answer; a failed check ends the evaluation.
         ``window``: in timing, how many timed windows of the run the harness had closed (``Handoff.window``)."""
         if offsets is None or self.staging is None:
@@ -400,14 +433,18 @@ class Worker:
         if not reply.ok:  # the message names the config whose output failed
             raise CandidateFailure(Verdict.INCORRECT, f"the checker rejected an output: {reply.message}")
 
-    def check_inputs_unchanged(self, config: TaskConfig, inputs: list[Any], snapshot: list[Any], buffers: list[Any] = ()) -> None:
+    def check_inputs_unchanged(
+        self, config: TaskConfig, inputs: list[Any], snapshot: list[Any], buffers: list[Any] = ()
+    ) -> None:
         skip = {id(b) for b in buffers}
         for position, (now, before) in enumerate(zip(inputs, snapshot, strict=True)):
             if id(now) in skip:
                 continue
             changed = count_changed(now, before)
             if changed:
-                raise reject("input_mutation", f"config {config.name}: input {position} was modified by the call ({changed})")
+                raise reject(
+                    "input_mutation", f"config {config.name}: input {position} was modified by the call ({changed})"
+                )
 
     def poison_free_memory(self, inputs: list[Any]) -> None:
         """On a GPU, fill and free a block about the size of the inputs with NaN bytes, so an output taken from the
@@ -482,8 +519,11 @@ class Worker:
         self._stage_started = now
 
     def environment(self) -> dict[str, str]:
-        env = worker_environment(self.device, self.staging.handle.kind if self.staging is not None else None,
-                                 low_memory=self.request.low_memory)  # fmt: skip
+        env = worker_environment(
+            self.device,
+            self.staging.handle.kind if self.staging is not None else None,
+            low_memory=self.request.low_memory,
+        )
         if self.winnowed is not None and self.winnowed.keys:
             env["autotuning"] = self.winnowed.describe()  # the candidate's process wrote it: a note, never a verdict
         return env
@@ -501,11 +541,22 @@ class Worker:
         self, verdict: Verdict, *, error: str = "", mismatch: Mismatch | None = None, rejection: Rejection | None = None
     ) -> WorkerResult:
         return WorkerResult(
-            verdict=verdict, phase=self.phase, configs_passed=self.configs_passed, configs_total=self.configs_total,
-            mismatch=mismatch, rejection=rejection, error=error, environment=self.environment(), samples=self.samples,
-            comparison=self.comparison, stage_seconds=self.stages, yardstick=self.yardstick_readings,
-            resources=self.resources, profile=self.profiles, notes=self.notes,
-        )  # fmt: skip
+            verdict=verdict,
+            phase=self.phase,
+            configs_passed=self.configs_passed,
+            configs_total=self.configs_total,
+            mismatch=mismatch,
+            rejection=rejection,
+            error=error,
+            environment=self.environment(),
+            samples=self.samples,
+            comparison=self.comparison,
+            stage_seconds=self.stages,
+            yardstick=self.yardstick_readings,
+            resources=self.resources,
+            profile=self.profiles,
+            notes=self.notes,
+        )
 
 
 def timing_method(request: WorkerRequest) -> timing_mod.TimingMethod:

@@ -102,8 +102,9 @@ def run_yardstick(worker: Worker, module: Any, method: TimingMethod, configs: li
                 try:
                     samples = bare_benchmark(call.fn, call.args, cuda=cuda)
                 except BaseException as exc:  # noqa: BLE001 - the candidate's failure, here only a diagnostic's
-                    raise CandidateFailure(Verdict.RUNTIME_ERROR, f"yardstick on config {config.name}:\n"
-                                           f"{format_exception(exc)}") from None  # fmt: skip
+                    raise CandidateFailure(
+                        Verdict.RUNTIME_ERROR, f"yardstick on config {config.name}:\n{format_exception(exc)}"
+                    ) from None
                 bare.append(statistics.fmean(samples))
             else:
                 ours.append(statistics.fmean(method.run(runner, flush_l2=worker.request.flush_l2).samples_ms))
@@ -114,8 +115,11 @@ def run_compare(worker: Worker, incumbent: Any, challenger: Any) -> None:
     """Per benchmark config: ``rounds`` rounds of short robust blocks, A B then B A alternately, same inputs."""
     configs = worker.task.benchmark_configs(worker.device)
     worker.configs_total = len(configs)
-    block = Robust(time_cap_s=max(0.05, worker.request.time_cap_s / 4),
-                   min_samples=worker.request.min_samples, fresh_value_audits=False)  # fmt: skip
+    block = Robust(
+        time_cap_s=max(0.05, worker.request.time_cap_s / 4),
+        min_samples=worker.request.min_samples,
+        fresh_value_audits=False,
+    )
     for index, config in enumerate(configs):
         salted = worker.salted(config, worker.request.bench_salt)
         runners = {

@@ -148,6 +148,10 @@ def worker_environment(device: str, staging_kind: str | None, *, low_memory: boo
     if device.startswith("cuda") and torch.cuda.is_available():
         index = torch.device(device).index or 0
         major, minor = torch.cuda.get_device_capability(index)
-        env.update(device_name=torch.cuda.get_device_name(index), compute_capability=f"{major}.{minor}",
-                   cuda=str(torch.version.cuda), worker_peak_gpu_mib=peak_gpu_mib(index))  # fmt: skip
+        env.update(
+            device_name=torch.cuda.get_device_name(index),
+            compute_capability=f"{major}.{minor}",
+            cuda=str(torch.version.cuda),
+            worker_peak_gpu_mib=peak_gpu_mib(index),
+        )
     return env

@@ -49,7 +49,9 @@ from ksearch.tools.executors.dask_common import (
 from ksearch.tools.fingerprint import DeviceInfo
 
 INSTALL_HINT = "pip install 'ksearch[dask]' (on the agent's machine and on every worker)"
-WORKER_HINT = "start workers with: ksearch worker --scheduler {address} --gpu N (one per GPU; without --gpu, CPU evaluations)"
+WORKER_HINT = (
+    "start workers with: ksearch worker --scheduler {address} --gpu N (one per GPU; without --gpu, CPU evaluations)"
+)
 MARGIN_S = 60.0
 """Added to a task's hard limit: result transfer, a busy event loop."""
 POLL_S = 1.0
@@ -109,8 +111,9 @@ def _slots(client: Any) -> dict[str, int]:
 class DaskExecutor:
     """Evaluations as tasks on the Dask cluster at ``scheduler``."""
 
-    def __init__(self, scheduler: str, *, salt: int | None = None, worker_wait_s: float = 300.0,
-                 connect_timeout_s: float = 30.0) -> None:  # fmt: skip
+    def __init__(
+        self, scheduler: str, *, salt: int | None = None, worker_wait_s: float = 300.0, connect_timeout_s: float = 30.0
+    ) -> None:
         self._distributed = import_distributed()
         from ksearch.tools.executors.dask_worker import (
             SessionsPlugin,
@@ -208,9 +211,7 @@ class DaskExecutor:
         key = f"{TASK_PREFIX}{function.__name__.removesuffix('_task')}-{uuid.uuid4().hex}"
         with self._lock:
             self._mine.add(key)
-        return self.client.submit(
-            function, *args, key=key, resources={resource_for(device): 1}, pure=False, retries=0
-        )
+        return self.client.submit(function, *args, key=key, resources={resource_for(device): 1}, pure=False, retries=0)
 
     def _wait(self, future: Any, limit_s: float, device: str) -> Any:
         """The task's result. Waits for a worker as long as one offering the resource exists (or appears within

@@ -53,7 +53,9 @@ def evaluate_task(request: EvalRequest, salt: int) -> tuple[Evaluation, dict[str
     return evaluation, {**where, "seconds": time.monotonic() - started}
 
 
-def compare_task(incumbent: EvalRequest, challenger: EvalRequest, rounds: int, salt: int) -> tuple[Comparison, dict[str, Any]]:
+def compare_task(
+    incumbent: EvalRequest, challenger: EvalRequest, rounds: int, salt: int
+) -> tuple[Comparison, dict[str, Any]]:
     """The Dask task of one paired comparison, on this worker's GPU."""
     where = _announce()
     started = time.monotonic()
@@ -69,8 +71,12 @@ async def describe(device: str) -> dict[str, Any]:
     with another harness. Run through ``Client.run``, on the worker's event loop: the probe (a subprocess, once per
     worker process) runs in a thread so that the worker keeps answering the scheduler meanwhile."""
     info = await asyncio.to_thread(_probe, worker_device(device))
-    return {"info": info.model_dump(), "harness": HARNESS_VERSION, "ksearch": ksearch.__version__,
-            "host": socket.gethostname()}  # fmt: skip
+    return {
+        "info": info.model_dump(),
+        "harness": HARNESS_VERSION,
+        "ksearch": ksearch.__version__,
+        "host": socket.gethostname(),
+    }
 
 
 def _probe(device: str) -> DeviceInfo:
@@ -105,8 +111,12 @@ def _executor(salt: int) -> LocalExecutor:
 def _announce() -> dict[str, Any]:
     """Tell the agent that this task started, and where (it times the hard limit from here, not from submission)."""
     worker = get_worker()
-    where = {"key": str(worker.get_current_task()), "worker": worker.address, "host": socket.gethostname(),
-             "pid": os.getpid()}  # fmt: skip
+    where = {
+        "key": str(worker.get_current_task()),
+        "worker": worker.address,
+        "host": socket.gethostname(),
+        "pid": os.getpid(),
+    }
     worker.log_event(EVENT_TOPIC, where)
     return where
 

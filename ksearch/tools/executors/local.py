@@ -68,7 +68,12 @@ class LocalExecutor:
         them in a search); False if one died or the timeout passed first."""
         deadline = time.monotonic() + timeout
         with self._lock:
-            idle = [w for s in self._sessions.get(device, []) for w in (s.idle, s.idle_scout, s.idle_profiler) if w is not None]
+            idle = [
+                w
+                for s in self._sessions.get(device, [])
+                for w in (s.idle, s.idle_scout, s.idle_profiler)
+                if w is not None
+            ]
         return all(worker.wait_ready(deadline) for worker in idle)
 
     @contextlib.contextmanager

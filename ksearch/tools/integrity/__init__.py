@@ -86,9 +86,14 @@ def scan(code: str, *, task_name: str | None = None, allow: frozenset[str] = fro
         return []
     task = _task(task_name)
     support = frozenset(task.support_modules()) if task is not None else frozenset()
-    scanner = Scanner(code, tree, forbidden=_forbidden_calls(task_name), entry_point=_entry_point(task_name),
-                      data_parameters=tuple(task.data_parameters) if task is not None else (),
-                      support_modules=support)  # fmt: skip
+    scanner = Scanner(
+        code,
+        tree,
+        forbidden=_forbidden_calls(task_name),
+        entry_point=_entry_point(task_name),
+        data_parameters=tuple(task.data_parameters) if task is not None else (),
+        support_modules=support,
+    )
     findings = list(dict.fromkeys([*scanner.run(), *reference_ops.findings(code, tree, task, allow=allow)]))
     order = list(RULES)
     return sorted(findings, key=lambda f: (order.index(f.rule), f.line))

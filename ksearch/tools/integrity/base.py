@@ -41,8 +41,9 @@ def binds_otherwise(node: ast.AST, name: str) -> bool:
         return node.arg == name
     if isinstance(node, (ast.Import, ast.ImportFrom)):
         return name in {alias.asname or alias.name.split(".")[0] for alias in node.names}
-    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.ExceptHandler, ast.MatchAs,
-                         ast.MatchStar)):  # fmt: skip
+    if isinstance(
+        node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.ExceptHandler, ast.MatchAs, ast.MatchStar)
+    ):
         return node.name == name
     return False
 
@@ -62,9 +63,14 @@ class ScannerBase:
     """One parsed module, read once; the rule families are mixins over it."""
 
     def __init__(
-        self, code: str, tree: ast.Module, *, forbidden: tuple[str, ...], entry_point: str | None,
+        self,
+        code: str,
+        tree: ast.Module,
+        *,
+        forbidden: tuple[str, ...],
+        entry_point: str | None,
         data_parameters: tuple[int, ...] = (),
-    ) -> None:  # fmt: skip
+    ) -> None:
         self.lines = code.splitlines()
         self.tree = tree
         self.forbidden = forbidden
@@ -77,9 +83,18 @@ class ScannerBase:
         self.docstrings: set[int] = set()
         self._collect_names()
         self.module_roots = {v.split(".")[0] for v in self.aliases.values()} | {
-            "torch", "triton", "time", "sys", "os", "ksearch", "builtins", "numpy", "math", "statistics",
+            "torch",
+            "triton",
+            "time",
+            "sys",
+            "os",
+            "ksearch",
+            "builtins",
+            "numpy",
+            "math",
+            "statistics",
             "__builtins__",
-        }  # fmt: skip
+        }
         self.parents: dict[int, ast.AST] = {
             id(child): node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)
         }

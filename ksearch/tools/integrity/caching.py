@@ -37,9 +37,10 @@ class CachingRules(ScannerBase):
                 if any(matches(self.resolve(d), CACHE_DECORATORS) for d in node.decorator_list):
                     cached[node.name] = node
             elif (
-                isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)
+                isinstance(node, ast.Assign)
+                and isinstance(node.value, ast.Call)
                 and matches(self.resolve(node.value.func), CACHE_DECORATORS)
-            ):  # fmt: skip
+            ):
                 cached.update((t.id, node) for t in node.targets if isinstance(t, ast.Name))
         return cached
 
@@ -53,8 +54,11 @@ class CachingRules(ScannerBase):
             arguments = node.args.posonlyargs + node.args.args + node.args.kwonlyargs
             for arg in arguments + [a for a in (node.args.vararg, node.args.kwarg) if a is not None]:
                 if arg.annotation is not None and self._is_tensor_annotation(arg.annotation):
-                    yield self.finding("output_caching", node, f"{node.name} is memoised but takes a tensor "
-                                       f"({arg.arg}): lru_cache keys tensors by identity")
+                    yield self.finding(
+                        "output_caching",
+                        node,
+                        f"{node.name} is memoised but takes a tensor ({arg.arg}): lru_cache keys tensors by identity",
+                    )
                     break
 
     def _is_tensor_annotation(self, annotation: ast.expr) -> bool:
@@ -78,9 +82,10 @@ class CachingRules(ScannerBase):
           return C[k]``), or a value an input container holds under a constant key the module stores into it
           (``weights["_out"]``). Derived *weights* cached in the weights dict under a constant key are fine."""
         functions = [
-            f for f in ast.walk(self.tree)
+            f
+            for f in ast.walk(self.tree)
             if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef)) and id(f) not in self.self_test
-        ]  # fmt: skip
+        ]
         scopes = []
         stored_keys: set[object] = set()
         tensors = self._tensor_params(functions)
@@ -104,8 +109,9 @@ class CachingRules(ScannerBase):
                             from_parameters.update(name for t in node.targets for name in self._bound(t))
             keyed = {n for n in tainted if n not in inputs}
             held = tensors[id(function)]
-            yield from self._keyed_caches(function, inputs, keyed, held | self._input_aliases(function, held),
-                                          from_parameters)  # fmt: skip
+            yield from self._keyed_caches(
+                function, inputs, keyed, held | self._input_aliases(function, held), from_parameters
+            )
             if function.name in self.entry_points:
                 yield from self._replayed_outputs(function, inputs, stored_keys)
 
@@ -129,10 +135,14 @@ class CachingRules(ScannerBase):
                 if not (isinstance(node, ast.Assign) and isinstance(node.value, ast.Name) and node.value.id == data):
                     continue
                 for target in node.targets:
-                    if isinstance(target, (ast.Tuple, ast.List)) and not any(isinstance(e, ast.Starred) for e in target.elts):
+                    if isinstance(target, (ast.Tuple, ast.List)) and not any(
+                        isinstance(e, ast.Starred) for e in target.elts
+                    ):
                         names[id(f)].update(
-                            e.id for i, e in enumerate(target.elts) if isinstance(e, ast.Name) and i in self.data_parameters
-                        )  # fmt: skip
+                            e.id
+                            for i, e in enumerate(target.elts)
+                            if isinstance(e, ast.Name) and i in self.data_parameters
+                        )
         for _ in range(3):  # names assigned from parameters alone; helpers called with them
             for f in functions:
                 known, inputs = names[id(f)], inputs_of[id(f)]
@@ -148,7 +158,11 @@ class CachingRules(ScannerBase):
                 for f in functions:
                     known, inputs = names[id(f)], inputs_of[id(f)]
                     for call in ast.walk(f):
-                        if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id == callee.name):
+                        if not (
+                            isinstance(call, ast.Call)
+                            and isinstance(call.func, ast.Name)
+                            and call.func.id == callee.name
+                        ):
                             continue
                         passed = dict(zip(positional, call.args)) | {k.arg: k.value for k in call.keywords if k.arg}
                         for name in positional:
@@ -186,18 +200,25 @@ class CachingRules(ScannerBase):
                 if roots and roots <= from_parameters:
                     continue  # derived weights cached by the weights' identity (``data_parameters``)
                 if self._fingerprint(expr, keyed, inputs) or self._is_input(expr, inputs):
-                    yield self.finding("output_caching", node, f"{container} is keyed by an input's identity or content")
+                    yield self.finding(
+                        "output_caching", node, f"{container} is keyed by an input's identity or content"
+                    )
                     return
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in self.cached_functions:
                 for arg in list(node.args) + [k.value for k in node.keywords]:
                     if self._fingerprint(arg, keyed, inputs) or self._is_input(arg, tensors):
-                        yield self.finding("output_caching", node, f"{node.func.id} is memoised and called with an "
-                                           "input or its identity (lru_cache keys tensors by identity)")
+                        yield self.finding(
+                            "output_caching",
+                            node,
+                            f"{node.func.id} is memoised and called with an "
+                            "input or its identity (lru_cache keys tensors by identity)",
+                        )
                         return
         for container, key, _value, node in self._input_stores(function, inputs):
             if self._fingerprint(key, keyed, inputs) or self._is_input(key, inputs):
-                yield self.finding("output_caching", node, f"{container} (an input) is keyed by an input's identity "
-                                   "or content")
+                yield self.finding(
+                    "output_caching", node, f"{container} (an input) is keyed by an input's identity or content"
+                )
                 return
 
     def _replayed_outputs(self, function: ast.AST, inputs: set[str], stored_keys: set[object]) -> Iterator[Finding]:
@@ -210,16 +231,21 @@ class CachingRules(ScannerBase):
                 names = {t.id for t in node.targets if isinstance(t, ast.Name)}
                 value_root = self._chain_root(node.value)
                 for target in node.targets:
-                    if isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name) and (
-                        target.value.id in holders and (names & returned or value_root in returned)
+                    if (
+                        isinstance(target, ast.Subscript)
+                        and isinstance(target.value, ast.Name)
+                        and (target.value.id in holders and (names & returned or value_root in returned))
                     ):
                         stored_outputs.add(target.value.id)
             elif (
-                isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-                and isinstance(node.func.value, ast.Name) and node.func.value.id in holders
-                and node.func.attr in ("setdefault", "__setitem__", "update") and len(node.args) >= 2
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and isinstance(node.func.value, ast.Name)
+                and node.func.value.id in holders
+                and node.func.attr in ("setdefault", "__setitem__", "update")
+                and len(node.args) >= 2
                 and self._chain_root(node.args[1]) in returned
-            ):  # fmt: skip
+            ):
                 stored_outputs.add(node.func.value.id)
         for ret in returns:
             lookup = self._lookup(ret.value)
@@ -230,8 +256,9 @@ class CachingRules(ScannerBase):
                 yield self.finding("output_caching", ret, f"returns the output it stored in {container}")
                 return
             if container in inputs and isinstance(key, ast.Constant) and key.value in stored_keys:
-                yield self.finding("output_caching", ret, f"returns {container}[{key.value!r}], a value cached in an "
-                                   "input container")
+                yield self.finding(
+                    "output_caching", ret, f"returns {container}[{key.value!r}], a value cached in an input container"
+                )
                 return
 
     def _tensor_params(self, functions: list) -> dict[int, set[str]]:
@@ -247,10 +274,13 @@ class CachingRules(ScannerBase):
                 continue
             held[id(f)] = {a.arg for a in args if a.annotation is not None and self._is_tensor_annotation(a.annotation)}
             held[id(f)] |= {
-                n.value.id for n in ast.walk(f)
-                if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id in names
+                n.value.id
+                for n in ast.walk(f)
+                if isinstance(n, ast.Attribute)
+                and isinstance(n.value, ast.Name)
+                and n.value.id in names
                 and n.attr in TENSOR_ATTRS
-            }  # fmt: skip
+            }
         for _ in range(3):  # callers pass tensors on
             for f in functions:
                 inputs = held[id(f)] | self._input_aliases(f, held[id(f)])
@@ -276,15 +306,20 @@ class CachingRules(ScannerBase):
                 for target in node.targets:
                     for element in ast.walk(target):
                         if (
-                            isinstance(element, ast.Subscript) and isinstance(element.ctx, ast.Store)
-                            and isinstance(element.value, ast.Name) and element.value.id in inputs
-                        ):  # fmt: skip
+                            isinstance(element, ast.Subscript)
+                            and isinstance(element.ctx, ast.Store)
+                            and isinstance(element.value, ast.Name)
+                            and element.value.id in inputs
+                        ):
                             yield element.value.id, element.slice, node.value, node
             elif (
-                isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-                and isinstance(node.func.value, ast.Name) and node.func.value.id in inputs
-                and node.func.attr in ("setdefault", "__setitem__") and len(node.args) >= 2
-            ):  # fmt: skip
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and isinstance(node.func.value, ast.Name)
+                and node.func.value.id in inputs
+                and node.func.attr in ("setdefault", "__setitem__")
+                and len(node.args) >= 2
+            ):
                 yield node.func.value.id, node.args[0], node.args[1], node
 
     def _input_aliases(self, function: ast.AST, params: set[str]) -> set[str]:
@@ -329,10 +364,12 @@ class CachingRules(ScannerBase):
             if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name):
                 return node.value.id, node.slice
             if (
-                isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-                and isinstance(node.func.value, ast.Name) and node.func.attr in ("get", "setdefault", "pop")
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and isinstance(node.func.value, ast.Name)
+                and node.func.attr in ("get", "setdefault", "pop")
                 and node.args
-            ):  # fmt: skip
+            ):
                 return node.func.value.id, node.args[0]
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
                 node = node.func.value
@@ -353,8 +390,10 @@ class CachingRules(ScannerBase):
                     for i, side in enumerate(sides):
                         if isinstance(side, ast.Name) and side.id in self.containers:
                             return side.id, sides[1 - i]
-                        if isinstance(side, ast.Subscript) and isinstance(side.value, ast.Name) and (
-                            side.value.id in self.containers
+                        if (
+                            isinstance(side, ast.Subscript)
+                            and isinstance(side.value, ast.Name)
+                            and (side.value.id in self.containers)
                         ):
                             return side.value.id, sides[1 - i]
         if (
@@ -362,8 +401,8 @@ class CachingRules(ScannerBase):
             and isinstance(node.func, ast.Attribute)
             and isinstance(node.func.value, ast.Name)
             and node.func.value.id in self.containers
-            and node.func.attr in ("get", "setdefault", "pop", "__contains__", "__getitem__", "__setitem__", "add",
-                                   "append", "update")  # fmt: skip
+            and node.func.attr
+            in ("get", "setdefault", "pop", "__contains__", "__getitem__", "__setitem__", "add", "append", "update")
             and node.args
         ):
             return node.func.value.id, node.args[0]
@@ -380,14 +419,20 @@ class CachingRules(ScannerBase):
                 if isinstance(node.func, ast.Attribute) and node.func.attr in FINGERPRINT_METHODS:
                     if any(isinstance(n, ast.Name) and n.id in params | tainted for n in ast.walk(node.func.value)):
                         return True
-                if self.is_builtin(node.func, FINGERPRINT_BUILTINS) and any(
-                    self._is_input(a, params) or self._fingerprint(a, tainted, params) for a in node.args
-                ) and (
-                    self.is_builtin(node.func, frozenset({"id", "hash"})) is not None
-                    or any(self._fingerprint(a, tainted, params) for a in node.args)
+                if (
+                    self.is_builtin(node.func, FINGERPRINT_BUILTINS)
+                    and any(self._is_input(a, params) or self._fingerprint(a, tainted, params) for a in node.args)
+                    and (
+                        self.is_builtin(node.func, frozenset({"id", "hash"})) is not None
+                        or any(self._fingerprint(a, tainted, params) for a in node.args)
+                    )
                 ):
                     return True  # a builtin of an input with no fingerprint in it ends nothing: its siblings are walked
-            if isinstance(node, ast.Attribute) and node.attr in FINGERPRINT_METHODS and isinstance(node.value, ast.Name):
+            if (
+                isinstance(node, ast.Attribute)
+                and node.attr in FINGERPRINT_METHODS
+                and isinstance(node.value, ast.Name)
+            ):
                 if node.value.id in params:
                     return True
         return False

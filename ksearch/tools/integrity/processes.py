@@ -85,8 +85,11 @@ class ProcessRules(ScannerBase):
             if "threading" in names and self.threading_misuse is None:
                 names.remove("threading")  # only threading.Lock / RLock are used
             elif "threading" in names:
-                yield self.finding("thread_injection", node, f"imports threading {self.threading_misuse} "
-                                   "(only threading.Lock and RLock may be used)")
+                yield self.finding(
+                    "thread_injection",
+                    node,
+                    f"imports threading {self.threading_misuse} (only threading.Lock and RLock may be used)",
+                )
                 names.remove("threading")
         for name in names:
             for rule, prefixes in IMPORT_RULES:
@@ -118,9 +121,13 @@ class ProcessRules(ScannerBase):
             yield self.finding("harness_introspection", node, f"uses {name}")
         native = matches(name, NATIVE_LOADERS)
         if native and not matches(self.resolve(node.value), NATIVE_LOADERS):  # once per chain, at its first match
-            yield self.finding("result_forgery", node, f"uses {native}, which builds or loads native code the rules "
-                               "cannot read (C++/CUDA goes through torch.utils.cpp_extension.load_inline, whose "
-                               "sources are checked)")  # fmt: skip
+            yield self.finding(
+                "result_forgery",
+                node,
+                f"uses {native}, which builds or loads native code the rules "
+                "cannot read (C++/CUDA goes through torch.utils.cpp_extension.load_inline, whose "
+                "sources are checked)",
+            )
 
     def _harness_name(self, node: ast.Name) -> Iterator[Finding]:
         if node.id in ("__builtins__", "__loader__", "__spec__"):

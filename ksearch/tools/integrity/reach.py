@@ -40,75 +40,265 @@ from ksearch.tools.integrity.base import Finding, ScannerBase
 from ksearch.tools.integrity.vocabulary import matches
 
 ALLOWED_IMPORTS = (
-    "torch", "triton", "numpy", "math", "cmath", "typing", "typing_extensions", "functools", "itertools", "operator",
-    "collections", "dataclasses", "enum", "abc", "contextlib", "copy", "warnings", "numbers", "textwrap", "random",
-    "einops", "__future__", "threading", "os", "time", "logging", "sys", "statistics", "fractions", "decimal",
-    "heapq", "bisect", "struct", "json",
-)  # fmt: skip
+    "torch",
+    "triton",
+    "numpy",
+    "math",
+    "cmath",
+    "typing",
+    "typing_extensions",
+    "functools",
+    "itertools",
+    "operator",
+    "collections",
+    "dataclasses",
+    "enum",
+    "abc",
+    "contextlib",
+    "copy",
+    "warnings",
+    "numbers",
+    "textwrap",
+    "random",
+    "einops",
+    "__future__",
+    "threading",
+    "os",
+    "time",
+    "logging",
+    "sys",
+    "statistics",
+    "fractions",
+    "decimal",
+    "heapq",
+    "bisect",
+    "struct",
+    "json",
+)
 """Modules (and their submodules) a candidate may import. ``threading``, ``os``, ``sys`` and ``time`` are narrowed by
 their own rules (locks only; build variables; ``RESTRICTED_MODULES``; reading clocks, never patching them)."""
 DENIED_IMPORTS = (
-    "torch._C", "torch._dynamo", "torch._inductor", "torch.multiprocessing", "torch.distributed", "torch.utils.data",
-    "torch.hub", "torch.package", "torch.overrides", "torch._subclasses", "torch.utils._python_dispatch",
-    "torch.profiler", "torch.autograd.profiler", "torch.utils.benchmark", "torch.serialization", "torch._utils",
-    "numpy.ctypeslib", "numpy.f2py", "numpy.distutils", "numpy.testing", "logging.config", "logging.handlers",
+    "torch._C",
+    "torch._dynamo",
+    "torch._inductor",
+    "torch.multiprocessing",
+    "torch.distributed",
+    "torch.utils.data",
+    "torch.hub",
+    "torch.package",
+    "torch.overrides",
+    "torch._subclasses",
+    "torch.utils._python_dispatch",
+    "torch.profiler",
+    "torch.autograd.profiler",
+    "torch.utils.benchmark",
+    "torch.serialization",
+    "torch._utils",
+    "numpy.ctypeslib",
+    "numpy.f2py",
+    "numpy.distutils",
+    "numpy.testing",
+    "logging.config",
+    "logging.handlers",
     "triton.runtime.build",
-)  # fmt: skip
+)
 """Submodules of allowed packages that open the interpreter, other processes, files or the profiler; they win over
 ``ALLOWED_IMPORTS`` (``torch._inductor.config`` is reached as an attribute, see ``ALLOWED_PRIVATE``)."""
 DENIED_STEPS = frozenset(
-    {"sys", "os", "gc", "inspect", "importlib", "ctypes", "_ctypes", "cffi", "builtins", "__builtin__", "traceback",
-     "ksearch", "subprocess", "socket", "io", "_io", "pathlib", "shutil", "marshal", "pickle", "multiprocessing",
-     "signal", "atexit", "linecache", "runpy", "pkgutil", "site", "sysconfig", "tempfile", "mmap", "resource",
-     "posix", "_thread", "threading", "ctypeslib", "f2py", "_posixsubprocess", "faulthandler", "tracemalloc",
-     "weakref", "_weakref", "codeop", "zipimport", "imp", "_imp", "copyreg", "types", "dis", "_getframe",
-     "sys_modules"}
-)  # fmt: skip
+    {
+        "sys",
+        "os",
+        "gc",
+        "inspect",
+        "importlib",
+        "ctypes",
+        "_ctypes",
+        "cffi",
+        "builtins",
+        "__builtin__",
+        "traceback",
+        "ksearch",
+        "subprocess",
+        "socket",
+        "io",
+        "_io",
+        "pathlib",
+        "shutil",
+        "marshal",
+        "pickle",
+        "multiprocessing",
+        "signal",
+        "atexit",
+        "linecache",
+        "runpy",
+        "pkgutil",
+        "site",
+        "sysconfig",
+        "tempfile",
+        "mmap",
+        "resource",
+        "posix",
+        "_thread",
+        "threading",
+        "ctypeslib",
+        "f2py",
+        "_posixsubprocess",
+        "faulthandler",
+        "tracemalloc",
+        "weakref",
+        "_weakref",
+        "codeop",
+        "zipimport",
+        "imp",
+        "_imp",
+        "copyreg",
+        "types",
+        "dis",
+        "_getframe",
+        "sys_modules",
+    }
+)
 """Attribute names that are modules (or gateways) of the interpreter itself: refused after ANY object, since an
 allowed module re-exports them (``torch.sys``, ``os.sys``, ``np.os``, ``warnings.sys``, ``task.torch.sys``). ``os`` and
 ``threading`` are fine as the root of a chain (their own rules judge those), never as a step of another."""
 ALLOWED_DUNDERS = frozenset(
-    {"__init__", "__name__", "__qualname__", "__version__", "__len__", "__getitem__", "__setitem__", "__contains__",
-     "__iter__", "__next__", "__enter__", "__exit__", "__call__", "__doc__", "__class__", "__module__", "__repr__",
-     "__str__", "__format__", "__bool__", "__float__", "__int__", "__index__", "__eq__", "__ne__", "__lt__",
-     "__le__", "__gt__", "__ge__", "__add__", "__sub__", "__mul__", "__truediv__", "__floordiv__", "__mod__",
-     "__pow__", "__matmul__", "__neg__", "__pos__", "__abs__", "__and__", "__or__", "__xor__", "__invert__",
-     "__radd__", "__rmul__", "__post_init__", "__slots__", "__annotations__", "__all__", "__array__",
-     "__cuda_array_interface__", "__dlpack__", "__dlpack_device__", "__torch_function__"}
-)  # fmt: skip
+    {
+        "__init__",
+        "__name__",
+        "__qualname__",
+        "__version__",
+        "__len__",
+        "__getitem__",
+        "__setitem__",
+        "__contains__",
+        "__iter__",
+        "__next__",
+        "__enter__",
+        "__exit__",
+        "__call__",
+        "__doc__",
+        "__class__",
+        "__module__",
+        "__repr__",
+        "__str__",
+        "__format__",
+        "__bool__",
+        "__float__",
+        "__int__",
+        "__index__",
+        "__eq__",
+        "__ne__",
+        "__lt__",
+        "__le__",
+        "__gt__",
+        "__ge__",
+        "__add__",
+        "__sub__",
+        "__mul__",
+        "__truediv__",
+        "__floordiv__",
+        "__mod__",
+        "__pow__",
+        "__matmul__",
+        "__neg__",
+        "__pos__",
+        "__abs__",
+        "__and__",
+        "__or__",
+        "__xor__",
+        "__invert__",
+        "__radd__",
+        "__rmul__",
+        "__post_init__",
+        "__slots__",
+        "__annotations__",
+        "__all__",
+        "__array__",
+        "__cuda_array_interface__",
+        "__dlpack__",
+        "__dlpack_device__",
+        "__torch_function__",
+    }
+)
 """Dunders a candidate may read or call. Everything else (``__dict__``, ``__globals__``, ``__builtins__``,
 ``__subclasses__``, ``__bases__``, ``__mro__``, ``__code__``, ``__closure__``, ``__self__``, ``__func__``,
 ``__wrapped__``, ``__getattribute__``, ``__reduce__``, ``__traceback__``, ``__loader__``, ``__spec__``, ...) walks from
 an object to the interpreter's tables. (``__torch_function__`` definitions are judged by ``streams``.)"""
 ALLOWED_PRIVATE = (
-    "torch._scaled_mm", "torch._scaled_grouped_mm", "torch._grouped_mm", "torch._int_mm", "torch._weight_int4pack_mm",
-    "torch._weight_int8pack_mm", "torch._convert_weight_to_int4pack", "torch._foreach_", "torch._assert",
-    "torch._inductor.config", "torch._dynamo.config", "torch._dynamo.reset", "torch._dynamo.mark_dynamic",
-    "torch._dynamo.mark_static", "torch.ops.",
-)  # fmt: skip
+    "torch._scaled_mm",
+    "torch._scaled_grouped_mm",
+    "torch._grouped_mm",
+    "torch._int_mm",
+    "torch._weight_int4pack_mm",
+    "torch._weight_int8pack_mm",
+    "torch._convert_weight_to_int4pack",
+    "torch._foreach_",
+    "torch._assert",
+    "torch._inductor.config",
+    "torch._dynamo.config",
+    "torch._dynamo.reset",
+    "torch._dynamo.mark_dynamic",
+    "torch._dynamo.mark_static",
+    "torch.ops.",
+)
 """Private names of modules that honest kernels use (fp8/int8 GEMMs, grouped GEMMs for MoE, Inductor's and Dynamo's
 settings, any registered operator under ``torch.ops``); a prefix ending in ``_`` or ``.`` covers what extends it."""
 RESTRICTED_MODULES: dict[str, frozenset[str]] = {
-    "sys": frozenset({"stderr", "stdout", "version_info", "version", "maxsize", "platform", "float_info", "byteorder",
-                      "getsizeof", "int_info", "hexversion"}),  # fmt: skip
-    "os": frozenset({"environ", "getenv", "path", "cpu_count", "sep", "linesep", "name", "devnull", "pathsep",
-                     "getpid"}),  # fmt: skip
+    "sys": frozenset(
+        {
+            "stderr",
+            "stdout",
+            "version_info",
+            "version",
+            "maxsize",
+            "platform",
+            "float_info",
+            "byteorder",
+            "getsizeof",
+            "int_info",
+            "hexversion",
+        }
+    ),
+    "os": frozenset(
+        {"environ", "getenv", "path", "cpu_count", "sep", "linesep", "name", "devnull", "pathsep", "getpid"}
+    ),
 }
 """The only attributes of these allowed modules a candidate may use: printing to stderr, version checks, build
 variables (``writes`` judges which), CPU counts."""
 GETATTR_FAMILY = frozenset({"getattr", "setattr", "delattr", "hasattr"})
-AS_VALUE_DENIED = frozenset({"getattr", "setattr", "delattr", "vars", "globals", "locals", "open", "input", "eval",
-                             "exec", "compile", "__import__", "breakpoint"})  # fmt: skip
+AS_VALUE_DENIED = frozenset(
+    {
+        "getattr",
+        "setattr",
+        "delattr",
+        "vars",
+        "globals",
+        "locals",
+        "open",
+        "input",
+        "eval",
+        "exec",
+        "compile",
+        "__import__",
+        "breakpoint",
+    }
+)
 """Builtins that must be called where they stand: passed around (``f = getattr``, ``map(getattr, ...)``,
 ``functools.partial(getattr, ...)``) they escape every rule about their arguments."""
 DENIED_BUILTIN_CALLS = frozenset({"open", "input"})
 """``open``: candidates compute, they read no files (``/proc`` holds other processes' environments); ``input``: the
 worker's standard input is the harness's channel."""
 ATTRGETTERS = ("operator.attrgetter", "operator.methodcaller")
-ANNOTATION_EVALUATORS = ("typing.get_type_hints", "typing.ForwardRef", "typing.evaluate_forward_ref",
-                         "typing_extensions.get_type_hints", "typing_extensions.ForwardRef",
-                         "typing_extensions.evaluate_forward_ref", "functools.singledispatch",
-                         "functools.singledispatchmethod")  # fmt: skip
+ANNOTATION_EVALUATORS = (
+    "typing.get_type_hints",
+    "typing.ForwardRef",
+    "typing.evaluate_forward_ref",
+    "typing_extensions.get_type_hints",
+    "typing_extensions.ForwardRef",
+    "typing_extensions.evaluate_forward_ref",
+    "functools.singledispatch",
+    "functools.singledispatchmethod",
+)
 """Calls that evaluate annotation strings with the module's globals: an ``eval`` no other rule can see."""
 PYTHON_C_API = re.compile(
     r"\b(PyRun_\w+|PyImport_\w+|PyEval_\w+|PySys_\w+|Py_CompileString\w*|PyObject_(Get|Set|Del)Attr\w*|"
@@ -117,9 +307,21 @@ PYTHON_C_API = re.compile(
 )
 """The Python C API (and pybind11's road to it) in C++ sources: running Python code, importing modules, reading
 attributes, from where no rule about Python syntax can look."""
-DENIED_CALLS = ("torch.load", "torch.save", "torch.from_file", "numpy.load", "numpy.save", "numpy.savez",
-                "numpy.fromfile", "numpy.memmap", "numpy.loadtxt", "numpy.genfromtxt", "torch.ops.load_library",
-                "torch.ops.import_module", "torch.classes.load_library")  # fmt: skip
+DENIED_CALLS = (
+    "torch.load",
+    "torch.save",
+    "torch.from_file",
+    "numpy.load",
+    "numpy.save",
+    "numpy.savez",
+    "numpy.fromfile",
+    "numpy.memmap",
+    "numpy.loadtxt",
+    "numpy.genfromtxt",
+    "torch.ops.load_library",
+    "torch.ops.import_module",
+    "torch.classes.load_library",
+)
 """File and pickle I/O (``torch.load`` unpickles: code execution), and loading native libraries into the process."""
 BUILTIN_NAMESPACE = re.compile(r"^\s*(aten|prims|prim|c10d|_c10d_functional|quantized|torch|inductor)(::|\s*$|\.)")
 """Operator namespaces of torch itself: a ``torch.library`` registration there replaces an operator the harness (and
@@ -158,10 +360,11 @@ class ReachRules(ScannerBase):
             yield self.finding("interpreter_reach", node, f"imports {full}")
         elif not matches(module, ALLOWED_IMPORTS):
             yield self.finding(
-                "unlisted_import", node,
+                "unlisted_import",
+                node,
                 f"imports {module}, which is not on the list of modules a kernel may use "
                 f"({', '.join(ALLOWED_IMPORTS[:12])}, ... and the task's own: {', '.join(sorted(self.support_modules)) or '-'})",
-            )  # fmt: skip
+            )
         elif matches(full, ANNOTATION_EVALUATORS):
             yield self.finding("interpreter_reach", node, f"imports {full}, which evaluates annotation strings as code")
         else:
@@ -185,7 +388,9 @@ class ReachRules(ScannerBase):
             parts = base.split(".")
             full = ".".join([base, *steps])
             if matches(full, ANNOTATION_EVALUATORS):
-                yield self.finding("interpreter_reach", node, f"uses {full}, which evaluates annotation strings as code")
+                yield self.finding(
+                    "interpreter_reach", node, f"uses {full}, which evaluates annotation strings as code"
+                )
                 return
             yield from self._steps(node, parts[0], parts[1:] + steps, module_chain=True)
         else:
@@ -201,7 +406,9 @@ class ReachRules(ScannerBase):
                 return
             if step.startswith("__") and step.endswith("__"):
                 if step not in ALLOWED_DUNDERS:
-                    yield self.finding("interpreter_reach", node, f"uses {here} ({step} walks to the interpreter's tables)")
+                    yield self.finding(
+                        "interpreter_reach", node, f"uses {here} ({step} walks to the interpreter's tables)"
+                    )
                     return
             elif module_chain and (step.startswith("_") or inside_private):
                 status = _private_status(here)
@@ -211,8 +418,11 @@ class ReachRules(ScannerBase):
                 inside_private = status == "intermediate"
             restricted = RESTRICTED_MODULES.get(path) if module_chain else None
             if restricted is not None and step not in restricted:
-                yield self.finding("interpreter_reach", node, f"uses {here} (of {path}, a kernel may use only "
-                                   f"{', '.join(sorted(restricted))})")  # fmt: skip
+                yield self.finding(
+                    "interpreter_reach",
+                    node,
+                    f"uses {here} (of {path}, a kernel may use only {', '.join(sorted(restricted))})",
+                )
                 return
             path = here
 
@@ -221,8 +431,12 @@ class ReachRules(ScannerBase):
         """A C++ source (for ``load_inline``) that drives the interpreter through its C API."""
         text = node.value
         if isinstance(text, str) and id(node) not in self.docstrings and PYTHON_C_API.search(text):
-            yield self.finding("interpreter_reach", node, "the C++ source calls the Python C API (runs code, imports "
-                               "modules or reads attributes of the interpreter)")  # fmt: skip
+            yield self.finding(
+                "interpreter_reach",
+                node,
+                "the C++ source calls the Python C API (runs code, imports "
+                "modules or reads attributes of the interpreter)",
+            )
 
     def _reach_call(self, node: ast.Call, name: str | None) -> Iterator[Finding]:
         builtin = self.is_builtin(node.func, GETATTR_FAMILY | DENIED_BUILTIN_CALLS)
@@ -238,21 +452,31 @@ class ReachRules(ScannerBase):
         if name and matches(name, ANNOTATION_EVALUATORS):
             yield self.finding("interpreter_reach", node, f"calls {name}, which evaluates annotation strings as code")
         if self.is_builtin(node.func, frozenset({"vars"})) and node.args:
-            yield self.finding("interpreter_reach", node, "calls vars() of an object (its namespace as a dict: any "
-                               "attribute by a string)")  # fmt: skip
+            yield self.finding(
+                "interpreter_reach",
+                node,
+                "calls vars() of an object (its namespace as a dict: any attribute by a string)",
+            )
         if name and name.startswith("torch.library.") and any(self._builtin_namespace(a) for a in node.args):
-            yield self.finding("interpreter_reach", node, f"{name} registers into torch's own operators "
-                               "(a custom op must live in a namespace of its own)")  # fmt: skip
+            yield self.finding(
+                "interpreter_reach",
+                node,
+                f"{name} registers into torch's own operators (a custom op must live in a namespace of its own)",
+            )
         if isinstance(node.func, ast.Attribute) and node.func.attr in ("format", "format_map"):
             text = node.func.value
             if isinstance(text, ast.Constant) and isinstance(text.value, str) and FORMAT_FIELD.search(text.value):
-                yield self.finding("interpreter_reach", node, "a format string reads attributes or items of its arguments")
+                yield self.finding(
+                    "interpreter_reach", node, "a format string reads attributes or items of its arguments"
+                )
 
     @staticmethod
     def _builtin_namespace(arg: ast.expr) -> bool:
         return isinstance(arg, ast.Constant) and isinstance(arg.value, str) and bool(BUILTIN_NAMESPACE.match(arg.value))
 
-    def _named_attribute(self, node: ast.Call, target: ast.expr | None, name: ast.expr, *, how: str) -> Iterator[Finding]:
+    def _named_attribute(
+        self, node: ast.Call, target: ast.expr | None, name: ast.expr, *, how: str
+    ) -> Iterator[Finding]:
         """``getattr(target, name)`` and its family: a name that folds to constants (``"s" + "ys"``, ``f"s{'ys'}"``,
         a loop over constant strings) is judged as each attribute it can be; a name computed at run time is allowed
         only on ``self`` or ``cls`` (an object of the candidate's own class) and when it provably starts with a
@@ -270,8 +494,12 @@ class ReachRules(ScannerBase):
             return
         own = isinstance(target, ast.Name) and target.id in ("self", "cls")
         if not (own and self._starts_with_letter(name)):
-            yield self.finding("interpreter_reach", node, f"{how} with a name computed at run time (it could name a "
-                               "private attribute, a dunder or a module); use the attribute itself")  # fmt: skip
+            yield self.finding(
+                "interpreter_reach",
+                node,
+                f"{how} with a name computed at run time (it could name a "
+                "private attribute, a dunder or a module); use the attribute itself",
+            )
 
     def _folded_names(self, name: ast.expr) -> list[str] | None:
         """Every string ``name`` can be, when it is built from constants only; None when it is computed at run time."""
@@ -282,8 +510,12 @@ class ReachRules(ScannerBase):
             for value in name.values:
                 if isinstance(value, ast.Constant):
                     parts.append(str(value.value))
-                elif (isinstance(value, ast.FormattedValue) and isinstance(value.value, ast.Constant)
-                      and value.format_spec is None and value.conversion == -1):  # fmt: skip
+                elif (
+                    isinstance(value, ast.FormattedValue)
+                    and isinstance(value.value, ast.Constant)
+                    and value.format_spec is None
+                    and value.conversion == -1
+                ):
                     parts.append(str(value.value.value))
                 else:
                     return None
@@ -306,7 +538,11 @@ class ReachRules(ScannerBase):
             left = name.left
             while isinstance(left, ast.BinOp) and isinstance(left.op, ast.Add):
                 left = left.left
-            return isinstance(left, ast.Constant) and isinstance(left.value, str) and bool(SAFE_NAME_START.match(left.value))
+            return (
+                isinstance(left, ast.Constant)
+                and isinstance(left.value, str)
+                and bool(SAFE_NAME_START.match(left.value))
+            )
         return False
 
     def _loop_constants(self, name: ast.Name) -> list[str] | None:

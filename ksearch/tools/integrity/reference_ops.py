@@ -40,31 +40,183 @@ if TYPE_CHECKING:
 RULE_NAMES = ("reference_op", "no_custom_kernel")
 """The rules of this module a task may allow (``reference_fallback`` is ``library``'s, and never allowed)."""
 HIGH_LEVEL_OPS = frozenset(
-    {"matmul", "conv1d", "conv2d", "conv3d", "convtranspose1d", "convtranspose2d", "convtranspose3d", "avgpool1d",
-     "avgpool2d", "avgpool3d", "maxpool1d", "maxpool2d", "maxpool3d", "adaptiveavgpool1d", "adaptiveavgpool2d",
-     "adaptiveavgpool3d", "adaptivemaxpool1d", "adaptivemaxpool2d", "adaptivemaxpool3d", "relu", "hardtanh", "elu",
-     "selu", "leakyrelu", "gelu", "softsign", "softplus", "softmax", "logsoftmax", "tanh", "sigmoid", "hardsigmoid",
-     "silu", "mish", "batchnorm", "groupnorm", "layernorm", "instancenorm", "rmsnorm", "normalize", "crossentropy",
-     "kldiv", "mseloss", "huberloss", "tripletmarginloss", "cosinesimilarity", "logsumexp", "clamp", "dropout",
-     "scaleddotproductattention", "norm"}
-)  # fmt: skip
+    {
+        "matmul",
+        "conv1d",
+        "conv2d",
+        "conv3d",
+        "convtranspose1d",
+        "convtranspose2d",
+        "convtranspose3d",
+        "avgpool1d",
+        "avgpool2d",
+        "avgpool3d",
+        "maxpool1d",
+        "maxpool2d",
+        "maxpool3d",
+        "adaptiveavgpool1d",
+        "adaptiveavgpool2d",
+        "adaptiveavgpool3d",
+        "adaptivemaxpool1d",
+        "adaptivemaxpool2d",
+        "adaptivemaxpool3d",
+        "relu",
+        "hardtanh",
+        "elu",
+        "selu",
+        "leakyrelu",
+        "gelu",
+        "softsign",
+        "softplus",
+        "softmax",
+        "logsoftmax",
+        "tanh",
+        "sigmoid",
+        "hardsigmoid",
+        "silu",
+        "mish",
+        "batchnorm",
+        "groupnorm",
+        "layernorm",
+        "instancenorm",
+        "rmsnorm",
+        "normalize",
+        "crossentropy",
+        "kldiv",
+        "mseloss",
+        "huberloss",
+        "tripletmarginloss",
+        "cosinesimilarity",
+        "logsumexp",
+        "clamp",
+        "dropout",
+        "scaleddotproductattention",
+        "norm",
+    }
+)
 """Canonical names (``canonical``) of KernelBench's static checker's high-level torch ops, plus attention and norm."""
 HARMLESS_OPS = frozenset(
-    {"size", "dim", "numel", "nelement", "view", "viewas", "reshape", "reshapeas", "contiguous", "to", "float",
-     "double", "half", "bfloat16", "int", "long", "bool", "cuda", "cpu", "detach", "clone", "unsqueeze", "squeeze",
-     "expand", "expandas", "flatten", "unflatten", "stride", "dataptr", "empty", "emptylike", "emptystrided",
-     "zeros", "zeroslike", "ones", "oneslike", "full", "fulllike", "tensor", "astensor", "arange", "device",
-     "transpose", "permute", "t", "narrow", "split", "chunk", "item", "tolist", "type", "newempty", "newzeros",
-     "newones", "newfull", "copy", "fill", "zero", "iscontiguous", "elementsize", "getdefaultdtype", "finfo", "iinfo",
-     "nograd", "inferencemode", "manualseed", "parameter", "module", "modulelist", "moduledict", "parameterlist",
-     "parameterdict", "sequential", "identity", "init", "storageoffset", "untypedstorage", "pad", "movedim", "mt",
-     "getdeviceproperties", "currentdevice", "isavailable", "synchronize", "cat", "stack"}
-)  # fmt: skip
+    {
+        "size",
+        "dim",
+        "numel",
+        "nelement",
+        "view",
+        "viewas",
+        "reshape",
+        "reshapeas",
+        "contiguous",
+        "to",
+        "float",
+        "double",
+        "half",
+        "bfloat16",
+        "int",
+        "long",
+        "bool",
+        "cuda",
+        "cpu",
+        "detach",
+        "clone",
+        "unsqueeze",
+        "squeeze",
+        "expand",
+        "expandas",
+        "flatten",
+        "unflatten",
+        "stride",
+        "dataptr",
+        "empty",
+        "emptylike",
+        "emptystrided",
+        "zeros",
+        "zeroslike",
+        "ones",
+        "oneslike",
+        "full",
+        "fulllike",
+        "tensor",
+        "astensor",
+        "arange",
+        "device",
+        "transpose",
+        "permute",
+        "t",
+        "narrow",
+        "split",
+        "chunk",
+        "item",
+        "tolist",
+        "type",
+        "newempty",
+        "newzeros",
+        "newones",
+        "newfull",
+        "copy",
+        "fill",
+        "zero",
+        "iscontiguous",
+        "elementsize",
+        "getdefaultdtype",
+        "finfo",
+        "iinfo",
+        "nograd",
+        "inferencemode",
+        "manualseed",
+        "parameter",
+        "module",
+        "modulelist",
+        "moduledict",
+        "parameterlist",
+        "parameterdict",
+        "sequential",
+        "identity",
+        "init",
+        "storageoffset",
+        "untypedstorage",
+        "pad",
+        "movedim",
+        "mt",
+        "getdeviceproperties",
+        "currentdevice",
+        "isavailable",
+        "synchronize",
+        "cat",
+        "stack",
+    }
+)
 """Canonical names of calls that allocate, describe or move data: never the op a kernel replaces."""
-MATMUL_FAMILY = frozenset({"mm", "bmm", "matmul", "addmm", "baddbmm", "addbmm", "einsum", "linear", "mv", "addmv",
-                           "tensordot", "bilinear", "dot", "vdot", "inner", "chainmatmul", "multidot"})  # fmt: skip
-ALIASES = {"clip": "clamp", "clampmin": "clamp", "clampmax": "clamp", "linalgnorm": "norm", "vectornorm": "norm",
-           "matrixnorm": "norm", "frobeniusnorm": "norm", "nuclearnorm": "norm"}  # fmt: skip
+MATMUL_FAMILY = frozenset(
+    {
+        "mm",
+        "bmm",
+        "matmul",
+        "addmm",
+        "baddbmm",
+        "addbmm",
+        "einsum",
+        "linear",
+        "mv",
+        "addmv",
+        "tensordot",
+        "bilinear",
+        "dot",
+        "vdot",
+        "inner",
+        "chainmatmul",
+        "multidot",
+    }
+)
+ALIASES = {
+    "clip": "clamp",
+    "clampmin": "clamp",
+    "clampmax": "clamp",
+    "linalgnorm": "norm",
+    "vectornorm": "norm",
+    "matrixnorm": "norm",
+    "frobeniusnorm": "norm",
+    "nuclearnorm": "norm",
+}
 OVERLOAD_NAMES = frozenset({"default", "out", "tensor", "scalar", "int", "dim", "self", "call"})
 """Trailing names of ``torch.ops.aten.relu.default``-style overloads: the op is the name before them."""
 JIT_DECORATORS = ("triton.jit", "triton.autotune", "triton.heuristics", "triton.runtime.jit")
@@ -95,7 +247,9 @@ def reference_ops(source: str, reference_class: str) -> frozenset[str]:
     return frozenset(op for op in ops if op and op not in HARMLESS_OPS)
 
 
-def findings(code: str, tree: ast.Module, task: Task | _Strict | None, *, allow: frozenset[str] = frozenset()) -> list[Finding]:
+def findings(
+    code: str, tree: ast.Module, task: Task | _Strict | None, *, allow: frozenset[str] = frozenset()
+) -> list[Finding]:
     """This module's findings for ``code`` (already parsed) against ``task``'s reference, minus the rules the task
     or the caller allows; [] for tasks without a reference class."""
     reference_class = task.reference_class if task is not None else None
@@ -112,12 +266,18 @@ def findings(code: str, tree: ast.Module, task: Task | _Strict | None, *, allow:
         detail = f"{'the except handler ' if in_handler else ''}calls {shown}, a PyTorch op, so PyTorch does the work"
         found.append(scan.finding(rule, node, detail))
     for node, shown in native_op_calls(tree, known):
-        found.append(scan.finding("reference_op", node, f"the CUDA/C++ source calls {shown}, a PyTorch op, so PyTorch "
-                                  "does the work"))  # fmt: skip
+        found.append(
+            scan.finding(
+                "reference_op", node, f"the CUDA/C++ source calls {shown}, a PyTorch op, so PyTorch does the work"
+            )
+        )
     if not scan.launches():
         kernels = ", ".join(sorted(scan.kernels)) or "none defined"
-        found.append(scan.finding("no_custom_kernel", scan.reached[0],
-                                  f"ModelNew launches no @triton.jit kernel (kernels: {kernels})"))  # fmt: skip
+        found.append(
+            scan.finding(
+                "no_custom_kernel", scan.reached[0], f"ModelNew launches no @triton.jit kernel (kernels: {kernels})"
+            )
+        )
     return [f for f in found if f.rule not in allowed]
 
 
@@ -154,15 +314,19 @@ class _Reachable(ScannerBase):
     def __init__(self, code: str, tree: ast.Module, *, start: str, forward_only: bool = False) -> None:
         super().__init__(code, tree, forbidden=(), entry_point=start)
         self.definitions = self._definitions()
-        self.kernels = {name for name, nodes in self.definitions.items()
-                        if any(self._is_kernel(n) for n in nodes)}  # fmt: skip
+        self.kernels = {name for name, nodes in self.definitions.items() if any(self._is_kernel(n) for n in nodes)}
         self.reached = self._reach(start)
         self.layer_classes = self._layers()
         if forward_only:  # reading the reference: what its forward computes, not how __init__ sets weights up
             self.reached = self._reach_forward(start)
         """Attribute or variable name -> the torch.nn class assigned to it (``self.conv = nn.Conv2d(...)``)."""
-        self.methods = {n.name for top in self.reached if isinstance(top, ast.ClassDef) for n in top.body
-                        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}  # fmt: skip
+        self.methods = {
+            n.name
+            for top in self.reached
+            if isinstance(top, ast.ClassDef)
+            for n in top.body
+            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+        }
 
     # -- what the class reaches ---------------------------------------------------------------------------------
     def _definitions(self) -> dict[str, list[ast.stmt]]:
@@ -234,7 +398,11 @@ class _Reachable(ScannerBase):
         for node in self._walk_reached():
             if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
                 cls = self.resolve(node.value.func) or ""
-                if cls.startswith("torch.nn.") and cls.split(".")[-1][:1].isupper() and not isinstance(node.value.func, ast.Call):
+                if (
+                    cls.startswith("torch.nn.")
+                    and cls.split(".")[-1][:1].isupper()
+                    and not isinstance(node.value.func, ast.Call)
+                ):
                     if canonical(cls) in HARMLESS_OPS:
                         continue
                     for target in node.targets:
@@ -254,8 +422,13 @@ class _Reachable(ScannerBase):
         """(the call as written, its canonical op, the node, whether it is inside an ``except`` handler) for every
         PyTorch compute call whose canonical op is in ``known`` (``every_op``: any torch call or tensor method, for
         reading the reference), every call of a held torch.nn layer, and ``a @ b``."""
-        handlers = {id(n) for h in self._walk_reached() if isinstance(h, ast.ExceptHandler)
-                    for stmt in h.body for n in ast.walk(stmt)}  # fmt: skip
+        handlers = {
+            id(n)
+            for h in self._walk_reached()
+            if isinstance(h, ast.ExceptHandler)
+            for stmt in h.body
+            for n in ast.walk(stmt)
+        }
         for node in self._walk_reached():
             found = self._op(node, known, every_op)
             if found:
@@ -272,7 +445,9 @@ class _Reachable(ScannerBase):
             return f"{key} (a {self.layer_classes[key]} layer)", canonical(self.layer_classes[key])
         name = self.resolve(func) or ""
         if name.startswith("torch."):
-            constructor = name.startswith("torch.nn.") and name.split(".")[-1][:1].isupper() and not isinstance(func, ast.Call)
+            constructor = (
+                name.startswith("torch.nn.") and name.split(".")[-1][:1].isupper() and not isinstance(func, ast.Call)
+            )
             if constructor:
                 return None  # building a layer (to hold weights) is not calling it
             op = canonical(name)
@@ -305,7 +480,9 @@ class _Reachable(ScannerBase):
         return False
 
 
-NATIVE_OP_CALL = re.compile(r"(?<![\w:])(?:at|torch|F)(?:::(?:nn|functional|native))*::(\w+)\s*\(|(?:\.|->)\s*(\w+)\s*\(")
+NATIVE_OP_CALL = re.compile(
+    r"(?<![\w:])(?:at|torch|F)(?:::(?:nn|functional|native))*::(\w+)\s*\(|(?:\.|->)\s*(\w+)\s*\("
+)
 """An ATen or libtorch call in C++ (``at::softmax(x, 1)``, ``torch::nn::functional::relu(x)``, ``x.matmul(w)``)."""
 
 

@@ -25,9 +25,15 @@ class Scanner(ProcessRules, StreamRules, WriteRules, SourceRules, CachingRules, 
     """Every finding in one parsed module, in walk order (``scan`` sorts them by rule priority)."""
 
     def __init__(
-        self, code: str, tree: ast.Module, *, forbidden: tuple[str, ...], entry_point: str | None,
-        data_parameters: tuple[int, ...] = (), support_modules: frozenset[str] = frozenset(),
-    ) -> None:  # fmt: skip
+        self,
+        code: str,
+        tree: ast.Module,
+        *,
+        forbidden: tuple[str, ...],
+        entry_point: str | None,
+        data_parameters: tuple[int, ...] = (),
+        support_modules: frozenset[str] = frozenset(),
+    ) -> None:
         super().__init__(code, tree, forbidden=forbidden, entry_point=entry_point, data_parameters=data_parameters)
         self.support_modules = support_modules
         self.self_test = self._self_test_nodes()

@@ -17,13 +17,13 @@ from ksearch.tools.integrity.vocabulary import (
     C_SOURCE_MARK,
     COMPILER_FLAG_SOURCE,
     ENV_SOURCE,
+    GRAPH_SOURCE,
     HOST_IO_SOURCE,
     NATIVE_EVASION_SOURCE,
     PIP_SOURCE,
     PROC_MEMORY_SOURCE,
     RESULT_SOURCE,
     SHADOW_SOURCE,
-    GRAPH_SOURCE,
     THREAD_SOURCE,
 )
 
@@ -46,18 +46,30 @@ class SourceRules(ScannerBase):
         if PIP_SOURCE.search(text):
             yield self.finding("subprocess_or_network", node, f"installs a package or names a URL ({text[:60]!r})")
         if COMPILER_FLAG_SOURCE.search(text):
-            yield self.finding("result_forgery", node, f"a compiler or linker flag brings in what the source does not "
-                               f"show ({text.strip()[:40]!r}: a macro for an operating-system function, a file "
-                               "included ahead of the source, a wrapped symbol)")  # fmt: skip
+            yield self.finding(
+                "result_forgery",
+                node,
+                f"a compiler or linker flag brings in what the source does not "
+                f"show ({text.strip()[:40]!r}: a macro for an operating-system function, a file "
+                "included ahead of the source, a wrapped symbol)",
+            )
         c_source = C_SOURCE_MARK.search(text) is not None
         evasion = NATIVE_EVASION_SOURCE.search(text) if c_source else None
         if evasion is not None:
-            yield self.finding("result_forgery", node, "the CUDA/C++ source builds names by token pasting ('##'): no "
-                               "rule can read what they name; write the names out")  # fmt: skip
+            yield self.finding(
+                "result_forgery",
+                node,
+                "the CUDA/C++ source builds names by token pasting ('##'): no "
+                "rule can read what they name; write the names out",
+            )
         host_io = HOST_IO_SOURCE.search(text) if c_source else None
         if host_io is not None:
-            yield self.finding("result_forgery", node, f"the CUDA/C++ source calls the operating system "
-                               f"({host_io.group(0).strip()[:40]!r}: files, descriptors, sockets or processes; the "
-                               "harness's channel is a descriptor of this process; a function of your own with that name: rename it)")  # fmt: skip
+            yield self.finding(
+                "result_forgery",
+                node,
+                f"the CUDA/C++ source calls the operating system "
+                f"({host_io.group(0).strip()[:40]!r}: files, descriptors, sockets or processes; the "
+                "harness's channel is a descriptor of this process; a function of your own with that name: rename it)",
+            )
         if PROC_MEMORY_SOURCE.search(text):
             yield self.finding("harness_introspection", node, "reads process memory or descriptors")

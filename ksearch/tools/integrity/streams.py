@@ -25,7 +25,6 @@ from ksearch.tools.integrity.vocabulary import (
     matches,
 )
 
-
 GRAPH_COMPILE_SETTINGS = {"mode": frozenset({"reduce-overhead", "max-autotune"}), "backend": frozenset({"cudagraphs"})}
 """``torch.compile`` settings that replay CUDA graphs (``max-autotune-no-cudagraphs`` does not)."""
 
@@ -55,18 +54,27 @@ class StreamRules(ScannerBase):
         session 33: a mode held in a name, ``**settings``, ``options`` and ``functools.partial`` all got past)."""
         for kw in node.keywords:
             if kw.arg is None:
-                yield self.finding("cuda_graph_replay", node, "torch.compile(**settings) hides its mode and options from "
-                                   "the rules: pass mode=, backend= and options= by name, as literals")  # fmt: skip
+                yield self.finding(
+                    "cuda_graph_replay",
+                    node,
+                    "torch.compile(**settings) hides its mode and options from "
+                    "the rules: pass mode=, backend= and options= by name, as literals",
+                )
             elif kw.arg == "backend" and self._is_function(kw.value):
                 continue  # a backend function of the module's: what it compiles to is read where it is written
             elif kw.arg in ("mode", "backend"):
                 values = self._literal_values(kw.value)
                 if values is None:
-                    yield self.finding("cuda_graph_replay", node, f"torch.compile's {kw.arg} is not a literal the rules "
-                                       "can read: give it as a string")  # fmt: skip
+                    yield self.finding(
+                        "cuda_graph_replay",
+                        node,
+                        f"torch.compile's {kw.arg} is not a literal the rules can read: give it as a string",
+                    )
                     continue
                 for value in sorted(v for v in values if v in GRAPH_COMPILE_SETTINGS[kw.arg]):
-                    yield self.finding("cuda_graph_replay", node, f"torch.compile({kw.arg}={value!r}) replays CUDA graphs")
+                    yield self.finding(
+                        "cuda_graph_replay", node, f"torch.compile({kw.arg}={value!r}) replays CUDA graphs"
+                    )
             elif kw.arg == "options":
                 yield from self._compile_options(node, kw.value)
 
@@ -80,21 +88,29 @@ class StreamRules(ScannerBase):
         return len(binders) == 1 and isinstance(binders[0], (ast.FunctionDef, ast.AsyncFunctionDef))
 
     def _compile_options(self, node: ast.Call, value: ast.expr) -> Iterator[Finding]:
-        if isinstance(value, ast.Call) and self.is_builtin(value.func, frozenset({"dict"})) and not value.args and all(
-            kw.arg is not None for kw in value.keywords
+        if (
+            isinstance(value, ast.Call)
+            and self.is_builtin(value.func, frozenset({"dict"}))
+            and not value.args
+            and all(kw.arg is not None for kw in value.keywords)
         ):  # dict(max_autotune=True): its keys are its keyword names
             if any("cudagraph" in kw.arg for kw in value.keywords if kw.arg is not None):
                 yield self.finding("cuda_graph_replay", node, "torch.compile's options turn CUDA graphs on")
             return
         table = self._bound_dict(value)
         if table is None:
-            yield self.finding("cuda_graph_replay", node, "torch.compile's options are not a dict literal the rules can "
-                               "read: write them in the call")  # fmt: skip
+            yield self.finding(
+                "cuda_graph_replay",
+                node,
+                "torch.compile's options are not a dict literal the rules can read: write them in the call",
+            )
             return
         for key, setting in zip(table.keys, table.values):
             keys = self._literal_values(key) if key is not None else None
             if keys is None:
-                yield self.finding("cuda_graph_replay", node, "torch.compile's options hold a key the rules cannot read")
+                yield self.finding(
+                    "cuda_graph_replay", node, "torch.compile's options hold a key the rules cannot read"
+                )
                 continue
             settings = self._literal_values(setting)
             if any(isinstance(k, str) and "cudagraph" in k for k in keys) and (settings is None or any(settings)):
@@ -124,8 +140,12 @@ class StreamRules(ScannerBase):
             return value
         if not isinstance(value, ast.Name):
             return None
-        changed = any(isinstance(node, (ast.Subscript, ast.Attribute)) and isinstance(node.value, ast.Name)
-                      and node.value.id == value.id for node in ast.walk(self.tree))  # fmt: skip
+        changed = any(
+            isinstance(node, (ast.Subscript, ast.Attribute))
+            and isinstance(node.value, ast.Name)
+            and node.value.id == value.id
+            for node in ast.walk(self.tree)
+        )
         bound = self._bindings(value.id)
         return bound[0] if not changed and len(bound) == 1 and isinstance(bound[0], ast.Dict) else None
 

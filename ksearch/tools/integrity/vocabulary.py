@@ -32,97 +32,382 @@ RULES: dict[str, str] = {
 """Every rule name, in priority order, with the reason shown to the LLM."""
 
 ALLOWED_TORCH_CALLS = frozenset(
-    {"torch.empty", "torch.empty_like", "torch.empty_strided", "torch.zeros", "torch.zeros_like", "torch.ones",
-     "torch.ones_like", "torch.full", "torch.full_like", "torch.tensor", "torch.as_tensor", "torch.arange",
-     "torch.device", "torch.Size", "torch.finfo", "torch.iinfo", "torch.is_tensor", "torch.no_grad",
-     "torch.inference_mode", "torch.cuda.current_device", "torch.cuda.current_stream", "torch.cuda.default_stream",
-     "torch.cuda.get_device_properties", "torch.cuda.get_device_capability", "torch.cuda.is_available",
-     "torch.cuda.device", "torch.cuda.device_count", "torch.cuda.get_device_name", "torch.get_default_dtype"}
-)  # fmt: skip
+    {
+        "torch.empty",
+        "torch.empty_like",
+        "torch.empty_strided",
+        "torch.zeros",
+        "torch.zeros_like",
+        "torch.ones",
+        "torch.ones_like",
+        "torch.full",
+        "torch.full_like",
+        "torch.tensor",
+        "torch.as_tensor",
+        "torch.arange",
+        "torch.device",
+        "torch.Size",
+        "torch.finfo",
+        "torch.iinfo",
+        "torch.is_tensor",
+        "torch.no_grad",
+        "torch.inference_mode",
+        "torch.cuda.current_device",
+        "torch.cuda.current_stream",
+        "torch.cuda.default_stream",
+        "torch.cuda.get_device_properties",
+        "torch.cuda.get_device_capability",
+        "torch.cuda.is_available",
+        "torch.cuda.device",
+        "torch.cuda.device_count",
+        "torch.cuda.get_device_name",
+        "torch.get_default_dtype",
+    }
+)
 """torch calls that allocate or describe, never compute: allowed even in an ``except`` handler."""
 
 TASK_FORBIDDEN_CALLS: dict[str, tuple[str, ...]] = {
-    "softmax": ("torch.softmax", "torch.log_softmax", "torch._softmax", "torch.special.softmax",
-                "torch.special.log_softmax", "torch.nn.functional", "torch.nn.Softmax", "torch.nn.LogSoftmax",
-                "torch.ops.aten", "torch._C._nn", "torch.sparse.softmax", ".softmax", ".log_softmax", "._softmax"),
-}  # fmt: skip
+    "softmax": (
+        "torch.softmax",
+        "torch.log_softmax",
+        "torch._softmax",
+        "torch.special.softmax",
+        "torch.special.log_softmax",
+        "torch.nn.functional",
+        "torch.nn.Softmax",
+        "torch.nn.LogSoftmax",
+        "torch.ops.aten",
+        "torch._C._nn",
+        "torch.sparse.softmax",
+        ".softmax",
+        ".log_softmax",
+        "._softmax",
+    ),
+}
 """Per task: dotted prefixes of calls the spec forbids (a leading dot means a method of that name on anything). A task
 may also declare ``forbidden_calls`` (same format) as a class attribute."""
 
-THREAD_MODULES = ("threading", "_thread", "multiprocessing", "concurrent", "asyncio", "signal", "sched",
-                  "torch.multiprocessing", "torch.distributed", "dummy_threading", "_posixsubprocess",
-                  "torch._inductor.async_compile", "torch._inductor.compile_worker", "torch.utils.data")  # fmt: skip
+THREAD_MODULES = (
+    "threading",
+    "_thread",
+    "multiprocessing",
+    "concurrent",
+    "asyncio",
+    "signal",
+    "sched",
+    "torch.multiprocessing",
+    "torch.distributed",
+    "dummy_threading",
+    "_posixsubprocess",
+    "torch._inductor.async_compile",
+    "torch._inductor.compile_worker",
+    "torch.utils.data",
+)
 """Also torch's own pools: the worker lets threads that torch starts for itself live (``torch.compile``), so a
 candidate may not hand its work to them."""
 TORCH_POOLS = ("torch._inductor.async_compile", "torch._inductor.compile_worker", "torch.utils.data")
 """Reached through ``import torch`` alone (attribute chains), so they are matched at the call too."""
-PROCESS_MODULES = ("subprocess", "socket", "urllib", "requests", "http", "httpx", "aiohttp", "pip", "ensurepip",
-                   "ftplib", "smtplib", "telnetlib", "xmlrpc", "pty", "webbrowser", "socketserver", "urllib3",
-                   "paramiko", "pexpect", "sh", "plumbum", "ssl", "select", "selectors")  # fmt: skip
-PROCESS_CALLS = ("os.system", "os.popen", "os.exec", "os.spawn", "os.fork", "os.posix_spawn", "os.startfile",
-                 "os.kill", "os.setsid", "os.setpgid", "os.getppid", "torch.hub", "os.pipe")  # fmt: skip
+PROCESS_MODULES = (
+    "subprocess",
+    "socket",
+    "urllib",
+    "requests",
+    "http",
+    "httpx",
+    "aiohttp",
+    "pip",
+    "ensurepip",
+    "ftplib",
+    "smtplib",
+    "telnetlib",
+    "xmlrpc",
+    "pty",
+    "webbrowser",
+    "socketserver",
+    "urllib3",
+    "paramiko",
+    "pexpect",
+    "sh",
+    "plumbum",
+    "ssl",
+    "select",
+    "selectors",
+)
+PROCESS_CALLS = (
+    "os.system",
+    "os.popen",
+    "os.exec",
+    "os.spawn",
+    "os.fork",
+    "os.posix_spawn",
+    "os.startfile",
+    "os.kill",
+    "os.setsid",
+    "os.setpgid",
+    "os.getppid",
+    "torch.hub",
+    "os.pipe",
+)
 """Raw prefixes: ``os.exec`` also matches ``os.execv``."""
-INTROSPECTION_MODULES = ("gc", "inspect", "ctypes", "cffi", "builtins", "__builtin__", "tracemalloc", "mmap",
-                         "ksearch", "resource", "_ctypes", "objgraph", "pympler",
-                         "torch._dynamo.eval_frame", "torch.utils._python_dispatch")  # fmt: skip
-INTROSPECTION_CALLS = ("sys.modules", "sys._getframe", "sys._current_frames", "sys.settrace", "sys.setprofile",
-                       "sys.meta_path", "sys.path_hooks", "sys.path_importer_cache", "sys.path", "sys.addaudithook",
-                       "threading.settrace", "torch._C._cuda")  # fmt: skip
+INTROSPECTION_MODULES = (
+    "gc",
+    "inspect",
+    "ctypes",
+    "cffi",
+    "builtins",
+    "__builtin__",
+    "tracemalloc",
+    "mmap",
+    "ksearch",
+    "resource",
+    "_ctypes",
+    "objgraph",
+    "pympler",
+    "torch._dynamo.eval_frame",
+    "torch.utils._python_dispatch",
+)
+INTROSPECTION_CALLS = (
+    "sys.modules",
+    "sys._getframe",
+    "sys._current_frames",
+    "sys.settrace",
+    "sys.setprofile",
+    "sys.meta_path",
+    "sys.path_hooks",
+    "sys.path_importer_cache",
+    "sys.path",
+    "sys.addaudithook",
+    "threading.settrace",
+    "torch._C._cuda",
+)
 FRAME_ATTRS = frozenset(
-    {"f_back", "f_globals", "f_locals", "f_builtins", "f_code", "tb_frame", "tb_next", "gi_frame", "cr_frame",
-     "ag_frame", "__globals__", "__subclasses__", "__builtins__", "__closure__", "__code__", "__self__",
-     "__loader__", "__spec__", "_getframe"}
-)  # fmt: skip
-TIMER_TARGETS = ("torch.cuda.Event", "torch.cuda.synchronize", "torch.cuda.elapsed_time", "torch.cuda.Stream",
-                 "torch.cuda.current_stream", "torch.cuda.event", "torch.Event", "torch.cuda.streams",
-                 "torch.synchronize", "torch.cuda.graphs", "time", "triton.testing", "triton.runtime", "timeit",
-                 "torch.utils.benchmark", "torch.cuda.nvtx", "torch.profiler", "statistics", "math")  # fmt: skip
-TIMER_NAMES = frozenset({"elapsed_time", "synchronize", "record", "perf_counter", "perf_counter_ns", "time",
-                         "time_ns", "monotonic", "monotonic_ns", "do_bench", "do_bench_cudagraph", "query",
-                         "wait", "median", "fmean", "mean", "stdev", "process_time"})  # fmt: skip
+    {
+        "f_back",
+        "f_globals",
+        "f_locals",
+        "f_builtins",
+        "f_code",
+        "tb_frame",
+        "tb_next",
+        "gi_frame",
+        "cr_frame",
+        "ag_frame",
+        "__globals__",
+        "__subclasses__",
+        "__builtins__",
+        "__closure__",
+        "__code__",
+        "__self__",
+        "__loader__",
+        "__spec__",
+        "_getframe",
+    }
+)
+TIMER_TARGETS = (
+    "torch.cuda.Event",
+    "torch.cuda.synchronize",
+    "torch.cuda.elapsed_time",
+    "torch.cuda.Stream",
+    "torch.cuda.current_stream",
+    "torch.cuda.event",
+    "torch.Event",
+    "torch.cuda.streams",
+    "torch.synchronize",
+    "torch.cuda.graphs",
+    "time",
+    "triton.testing",
+    "triton.runtime",
+    "timeit",
+    "torch.utils.benchmark",
+    "torch.cuda.nvtx",
+    "torch.profiler",
+    "statistics",
+    "math",
+)
+TIMER_NAMES = frozenset(
+    {
+        "elapsed_time",
+        "synchronize",
+        "record",
+        "perf_counter",
+        "perf_counter_ns",
+        "time",
+        "time_ns",
+        "monotonic",
+        "monotonic_ns",
+        "do_bench",
+        "do_bench_cudagraph",
+        "query",
+        "wait",
+        "median",
+        "fmean",
+        "mean",
+        "stdev",
+        "process_time",
+    }
+)
 THREAD_SOURCE = re.compile(r"cudaLaunchHostFunc|cudaStreamAddCallback|std::thread|pthread_create|std::async")
 """Host threads and host callbacks in CUDA/C++ source: work that runs after the call returns. (Side streams are not
 refused in the source: a kernel may use them when it joins them to the current stream; work left running on one is
 caught at run time, by the deferred-work check and by the parent's clock.)"""
 GRAPH_SOURCE = re.compile(r"cudaStreamBeginCapture|cudaGraphLaunch|cudaGraphInstantiate")
-GRAPH_CALLS = ("torch.cuda.graph", "torch.cuda.CUDAGraph", "torch.cuda.make_graphed_callables", "torch.cuda.graphs",
-               "torch.cuda.graph_pool_handle", "triton.testing.do_bench_cudagraph", "torch._inductor.cudagraph",
-               "torch.cuda._graph_pool_handle")  # fmt: skip
-SUBCLASS_CALLS = ("torch.Tensor._make_subclass", "torch.Tensor._make_wrapper_subclass", "torch._C._TensorBase",
-                  "torch.utils._python_dispatch", "torch._C._disabled_torch_function_impl", "torch.overrides",
-                  "torch._subclasses", "torch.utils._pytree")  # fmt: skip
+GRAPH_CALLS = (
+    "torch.cuda.graph",
+    "torch.cuda.CUDAGraph",
+    "torch.cuda.make_graphed_callables",
+    "torch.cuda.graphs",
+    "torch.cuda.graph_pool_handle",
+    "triton.testing.do_bench_cudagraph",
+    "torch._inductor.cudagraph",
+    "torch.cuda._graph_pool_handle",
+)
+SUBCLASS_CALLS = (
+    "torch.Tensor._make_subclass",
+    "torch.Tensor._make_wrapper_subclass",
+    "torch._C._TensorBase",
+    "torch.utils._python_dispatch",
+    "torch._C._disabled_torch_function_impl",
+    "torch.overrides",
+    "torch._subclasses",
+    "torch.utils._pytree",
+)
 SUBCLASS_METHODS = frozenset({"_make_subclass", "_make_wrapper_subclass", "as_subclass"})
 SUBCLASS_DEFS = frozenset({"__torch_function__", "__torch_dispatch__"})
-TENSOR_BASES = ("torch.Tensor", "torch._C._TensorBase", "torch._C.TensorBase", "torch.nn.Parameter",
-                "torch.nn.parameter.Parameter", "torch.nn.parameter.Buffer")  # fmt: skip
-ENV_CALLS = ("os.environ", "os.environb", "os.getenv", "os.getenvb", "os.putenv", "os.unsetenv", "posix.environ",
-             "nt.environ", "os.confstr")  # fmt: skip
-WRITE_CALLS = ("os.write", "os.pwrite", "os.writev", "os.open", "os.dup2", "os.truncate", "os.ftruncate", "os.replace",
-               "os.rename", "os.remove", "os.unlink", "os.symlink", "os.link", "os.makedirs", "os.mkdir", "shutil",
-               "os.sendfile", "os.fdopen")  # fmt: skip
+TENSOR_BASES = (
+    "torch.Tensor",
+    "torch._C._TensorBase",
+    "torch._C.TensorBase",
+    "torch.nn.Parameter",
+    "torch.nn.parameter.Parameter",
+    "torch.nn.parameter.Buffer",
+)
+ENV_CALLS = (
+    "os.environ",
+    "os.environb",
+    "os.getenv",
+    "os.getenvb",
+    "os.putenv",
+    "os.unsetenv",
+    "posix.environ",
+    "nt.environ",
+    "os.confstr",
+)
+WRITE_CALLS = (
+    "os.write",
+    "os.pwrite",
+    "os.writev",
+    "os.open",
+    "os.dup2",
+    "os.truncate",
+    "os.ftruncate",
+    "os.replace",
+    "os.rename",
+    "os.remove",
+    "os.unlink",
+    "os.symlink",
+    "os.link",
+    "os.makedirs",
+    "os.mkdir",
+    "shutil",
+    "os.sendfile",
+    "os.fdopen",
+)
 ENV_SOURCE = re.compile(r"/proc/(self|\d+|thread-self)/environ|\bgetenv\s*\(|\benviron\b\s*\[")
 DYNAMIC_BUILTINS = frozenset({"exec", "eval", "compile", "__import__", "breakpoint"})
-DYNAMIC_MODULES = ("importlib", "runpy", "marshal", "pickle", "cPickle", "dill", "cloudpickle", "shelve", "code",
-                   "codeop", "imp", "zipimport", "pkgutil", "types.CodeType", "types.FunctionType", "pydoc")  # fmt: skip
+DYNAMIC_MODULES = (
+    "importlib",
+    "runpy",
+    "marshal",
+    "pickle",
+    "cPickle",
+    "dill",
+    "cloudpickle",
+    "shelve",
+    "code",
+    "codeop",
+    "imp",
+    "zipimport",
+    "pkgutil",
+    "types.CodeType",
+    "types.FunctionType",
+    "pydoc",
+)
 NATIVE_LOADERS = ("triton.runtime.build", "triton.backends", "torch.utils.cpp_extension.load")
 """Native code built or loaded where the source scanner cannot read it: Triton's C builder (``compile_module_from_src``
 compiles and imports any C, a red-team review's route in session 19), its backends' drivers, extensions built from
 files (shared libraries loaded by path are ``reach.DENIED_CALLS``). ``torch.utils.cpp_extension.load_inline`` stays
 allowed: its sources are strings in the file, judged by the rules on CUDA/C++ source."""
 FINGERPRINT_CALLS = ("hashlib", "zlib.crc32", "zlib.adler32", "binascii.crc32", "xxhash", "pickle.dumps")
-FINGERPRINT_METHODS = frozenset({"data_ptr", "tobytes", "untyped_storage", "storage", "_cdata", "tolist", "item",
-                                 "numpy", "__hash__", "_version", "storage_offset", "hexdigest", "digest"})  # fmt: skip
+FINGERPRINT_METHODS = frozenset(
+    {
+        "data_ptr",
+        "tobytes",
+        "untyped_storage",
+        "storage",
+        "_cdata",
+        "tolist",
+        "item",
+        "numpy",
+        "__hash__",
+        "_version",
+        "storage_offset",
+        "hexdigest",
+        "digest",
+    }
+)
 FINGERPRINT_BUILTINS = frozenset({"id", "hash", "bytes", "tuple", "frozenset"})
-CACHE_DECORATORS = ("functools.lru_cache", "functools.cache", "functools.cached_property", "cachetools",
-                    "joblib.Memory")  # fmt: skip
-CONTAINER_FACTORIES = ("dict", "list", "set", "collections.OrderedDict", "collections.defaultdict",
-                       "collections.deque", "weakref.WeakKeyDictionary", "weakref.WeakValueDictionary",
-                       "collections.ChainMap", "collections.Counter")  # fmt: skip
+CACHE_DECORATORS = (
+    "functools.lru_cache",
+    "functools.cache",
+    "functools.cached_property",
+    "cachetools",
+    "joblib.Memory",
+)
+CONTAINER_FACTORIES = (
+    "dict",
+    "list",
+    "set",
+    "collections.OrderedDict",
+    "collections.defaultdict",
+    "collections.deque",
+    "weakref.WeakKeyDictionary",
+    "weakref.WeakValueDictionary",
+    "collections.ChainMap",
+    "collections.Counter",
+)
 LIBRARY_METHODS = frozenset(
-    {"softmax", "log_softmax", "matmul", "mm", "bmm", "addmm", "einsum", "conv1d", "conv2d", "conv3d", "exp",
-     "sum", "mean", "amax", "max", "layer_norm", "linear", "relu", "sigmoid", "tanh", "gelu", "silu", "norm",
-     "logsumexp", "baddbmm", "scaled_dot_product_attention", "forward", "reference", "softmax_reference"}
-)  # fmt: skip
+    {
+        "softmax",
+        "log_softmax",
+        "matmul",
+        "mm",
+        "bmm",
+        "addmm",
+        "einsum",
+        "conv1d",
+        "conv2d",
+        "conv3d",
+        "exp",
+        "sum",
+        "mean",
+        "amax",
+        "max",
+        "layer_norm",
+        "linear",
+        "relu",
+        "sigmoid",
+        "tanh",
+        "gelu",
+        "silu",
+        "norm",
+        "logsumexp",
+        "baddbmm",
+        "scaled_dot_product_attention",
+        "forward",
+        "reference",
+        "softmax_reference",
+    }
+)
 RESULT_SOURCE = re.compile(r"(^|[/\\'\"])(result|request)\.json|\.partial\b|status_fd|KSEARCH_|\.\./io\b|/io/")
 SHADOW_SOURCE = re.compile(r"(^|/)(torch|triton|numpy|ksearch|sitecustomize|usercustomize|pydantic)(/|\.py\b)")
 PIP_SOURCE = re.compile(r"\bpip3?\s+install\b|\bconda\s+install\b|\bcurl\s|\bwget\s", re.IGNORECASE)
@@ -132,19 +417,75 @@ SAFE_THREADING = frozenset({"Lock", "RLock"})
 """The only names of ``threading`` a candidate may use: locks start nothing (a lazy build guarded by a Lock is a
 common leaderboard pattern). Any other use of the module (``Thread``, ``Timer``, ``getattr(threading, ...)``, passing
 the module around) keeps ``import threading`` a ``thread_injection``."""
-BUILD_ENV_VARS = frozenset({"TORCH_CUDA_ARCH_LIST", "MAX_JOBS", "TORCH_NVCC_FLAGS", "NVCC_APPEND_FLAGS",
-                            "NVCC_PREPEND_FLAGS", "TRITON_PRINT_AUTOTUNING"})  # fmt: skip
+BUILD_ENV_VARS = frozenset(
+    {
+        "TORCH_CUDA_ARCH_LIST",
+        "MAX_JOBS",
+        "TORCH_NVCC_FLAGS",
+        "NVCC_APPEND_FLAGS",
+        "NVCC_PREPEND_FLAGS",
+        "TRITON_PRINT_AUTOTUNING",
+    }
+)
 """Build variables a candidate may read, test or set, by a constant name only (``os.environ[NAME]``, ``NAME in
 os.environ``, ``os.environ.get/setdefault(NAME, ...)``, ``os.getenv(NAME)``): they steer nvcc and extension builds,
 carry no secret and cannot touch the harness. Everything else about the environment stays ``environment_access``."""
-SHAPE_ATTRS = frozenset({"shape", "size", "dtype", "device", "ndim", "dim", "numel", "nelement", "stride",
-                         "is_cuda", "is_contiguous", "element_size", "itemsize", "layout", "get", "keys", "items",
-                         "values", "__len__"})  # fmt: skip
+SHAPE_ATTRS = frozenset(
+    {
+        "shape",
+        "size",
+        "dtype",
+        "device",
+        "ndim",
+        "dim",
+        "numel",
+        "nelement",
+        "stride",
+        "is_cuda",
+        "is_contiguous",
+        "element_size",
+        "itemsize",
+        "layout",
+        "get",
+        "keys",
+        "items",
+        "values",
+        "__len__",
+    }
+)
 """Attributes that turn an input into a description of it (ints, dtypes, devices) or into a dict lookup: a name bound
 through one of them is not an alias of the input tensor."""
-TENSOR_ATTRS = frozenset({"shape", "dtype", "device", "is_cuda", "contiguous", "view", "reshape", "stride", "data_ptr",
-                          "numel", "size", "float", "half", "to", "permute", "transpose", "clone", "cuda", "cpu",
-                          "ndim", "unsqueeze", "squeeze", "expand", "flatten", "t", "mT", "is_contiguous"})  # fmt: skip
+TENSOR_ATTRS = frozenset(
+    {
+        "shape",
+        "dtype",
+        "device",
+        "is_cuda",
+        "contiguous",
+        "view",
+        "reshape",
+        "stride",
+        "data_ptr",
+        "numel",
+        "size",
+        "float",
+        "half",
+        "to",
+        "permute",
+        "transpose",
+        "clone",
+        "cuda",
+        "cpu",
+        "ndim",
+        "unsqueeze",
+        "squeeze",
+        "expand",
+        "flatten",
+        "t",
+        "mT",
+        "is_contiguous",
+    }
+)
 """Attributes only tensors have: a helper's parameter used through one of them holds a tensor (an int does not)."""
 IMPORT_RULES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("thread_injection", THREAD_MODULES),
@@ -210,9 +551,17 @@ reference, which runs in the separate checker process, and a precision loss beyo
 COMPILER_SETTINGS = ("torch._inductor.config", "torch._dynamo.config")
 """Compiler settings a kernel may assign at import (``torch._inductor.config.coordinate_descent_tuning = True`` is
 common in torch.compile leaderboard files): they change how Inductor builds the candidate's own code."""
-COMPILER_SETTINGS_DENIED = ("cudagraph", "graph_pool", "compile_threads", "worker", "cpp", "debug", "trace", "cache_dir")
+COMPILER_SETTINGS_DENIED = (
+    "cudagraph",
+    "graph_pool",
+    "compile_threads",
+    "worker",
+    "cpp",
+    "debug",
+    "trace",
+    "cache_dir",
+)
 """Settings among them that replay recorded work (CUDA graphs), start processes or threads, or write files."""
-
 
 
 def matches(name: str | None, prefixes: Iterable[str], *, raw: bool = False) -> str | None:

@@ -15,11 +15,11 @@ from collections.abc import Iterator
 from ksearch.tools.integrity.base import Finding, ScannerBase
 from ksearch.tools.integrity.vocabulary import (
     BUILD_ENV_VARS,
+    COMPILER_SETTINGS,
+    COMPILER_SETTINGS_DENIED,
     DYNAMIC_BUILTINS,
     ENV_CALLS,
     FRAME_ATTRS,
-    COMPILER_SETTINGS,
-    COMPILER_SETTINGS_DENIED,
     NUMERICS_FLAGS,
     TIMER_NAMES,
     TIMER_TARGETS,
@@ -40,9 +40,11 @@ class WriteRules(ScannerBase):
         parent = self.parents.get(id(node))
         if name in ("os.environ.get", "os.environ.setdefault"):
             return (
-                isinstance(parent, ast.Call) and parent.func is node and bool(parent.args)
+                isinstance(parent, ast.Call)
+                and parent.func is node
+                and bool(parent.args)
                 and self._build_var(parent.args[0])
-            )  # fmt: skip
+            )
         if name != "os.environ":
             return False
         if isinstance(parent, ast.Subscript) and parent.value is node:

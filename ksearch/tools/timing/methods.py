@@ -159,8 +159,9 @@ class _GpuModeRepeats(TimingMethod):
         output = call()
         runner.after(call, output)
         del output
-        self._repeat(runner, lambda _: call, max_time_s=self.warmup_time_s, audit_each=False, audit_last=False,
-                     measured=False)  # fmt: skip
+        self._repeat(
+            runner, lambda _: call, max_time_s=self.warmup_time_s, audit_each=False, audit_last=False, measured=False
+        )
 
     def _first_checked_call(self, runner: TimingRunner) -> Call:
         call = runner.call_on(0)
@@ -189,8 +190,14 @@ class GpuModeBenchmark(_GpuModeRepeats):
 
     def run(self, runner: TimingRunner, *, flush_l2: bool) -> MethodRun:
         call = self._first_checked_call(runner)
-        return self._repeat(runner, lambda _: call, max_time_s=self.max_time_s, audit_each=False, audit_last=True,
-                            fresh=FreshPlan(rate=self.audit_rate, rng=self.rng))  # fmt: skip
+        return self._repeat(
+            runner,
+            lambda _: call,
+            max_time_s=self.max_time_s,
+            audit_each=False,
+            audit_last=True,
+            fresh=FreshPlan(rate=self.audit_rate, rng=self.rng),
+        )
 
 
 @dataclass
@@ -209,9 +216,12 @@ class GpuMode(_GpuModeRepeats):
     def run(self, runner: TimingRunner, *, flush_l2: bool) -> MethodRun:
         self._first_checked_call(runner)
         return self._repeat(
-            runner, lambda i: runner.call_on(i + 1, fresh=True), max_time_s=self.max_time_s, audit_each=True,
+            runner,
+            lambda i: runner.call_on(i + 1, fresh=True),
+            max_time_s=self.max_time_s,
+            audit_each=True,
             audit_last=True,
-        )  # fmt: skip
+        )
 
 
 @dataclass
@@ -414,13 +424,15 @@ class Confirm(GpuMode):
 
 CONFIRM_METHOD = "confirm"
 """Every task supports it, whatever its ``timing_methods``: it is how a new best is confirmed."""
-_REGISTRY: Mapping[str, Callable[[], TimingMethod]] = MappingProxyType({
-    "robust": Robust,
-    "gpumode": GpuMode,
-    "gpumode-benchmark": GpuModeBenchmark,
-    "flashinfer": FlashInfer,
-    CONFIRM_METHOD: Confirm,
-})  # fmt: skip
+_REGISTRY: Mapping[str, Callable[[], TimingMethod]] = MappingProxyType(
+    {
+        "robust": Robust,
+        "gpumode": GpuMode,
+        "gpumode-benchmark": GpuModeBenchmark,
+        "flashinfer": FlashInfer,
+        CONFIRM_METHOD: Confirm,
+    }
+)
 """Read-only, so nothing in a worker's process can swap a method for another."""
 HEADLINE = MappingProxyType({name: factory().headline for name, factory in _REGISTRY.items()})
 
@@ -449,7 +461,6 @@ def resolve_method(task: Task, requested: str | None) -> str:
         raise TimingError(f"unknown timing method {name!r}; known methods: {', '.join(_REGISTRY)}")
     if name not in supported:
         raise TimingError(
-            f"task {task.name!r} does not support timing method {name!r}; "
-            f"it supports: {', '.join(supported)}"
+            f"task {task.name!r} does not support timing method {name!r}; it supports: {', '.join(supported)}"
         )
     return name

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+
 @dataclass(frozen=True)
 class DevicePeak:
     """Peak rates, deliberately on the high side so the floor never rejects an honest kernel."""

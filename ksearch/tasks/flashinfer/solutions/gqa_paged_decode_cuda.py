@@ -7,7 +7,6 @@ sm_scale * log2(e)), so the LSE it writes is the base-2 LSE the definition asks 
 is rounded to bf16 once. Needs nvcc (load_inline compiles at import, once per process).
 """
 
-import torch
 from torch.utils.cpp_extension import load_inline
 
 LOG2E = 1.4426950408889634

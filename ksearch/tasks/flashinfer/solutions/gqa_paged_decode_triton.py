@@ -17,9 +17,28 @@ LOG2E = 1.4426950408889634
 
 @triton.jit
 def _gqa_decode_kernel(
-    q_ptr, k_ptr, v_ptr, indptr_ptr, indices_ptr, out_ptr, lse_ptr, scale_log2,
-    stride_qb, stride_qh, stride_kp, stride_kh, stride_vp, stride_vh, stride_ob, stride_oh, stride_lb,
-    GROUP: tl.constexpr, GROUP_PAD: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_N: tl.constexpr, UPCAST: tl.constexpr,
+    q_ptr,
+    k_ptr,
+    v_ptr,
+    indptr_ptr,
+    indices_ptr,
+    out_ptr,
+    lse_ptr,
+    scale_log2,
+    stride_qb,
+    stride_qh,
+    stride_kp,
+    stride_kh,
+    stride_vp,
+    stride_vh,
+    stride_ob,
+    stride_oh,
+    stride_lb,
+    GROUP: tl.constexpr,
+    GROUP_PAD: tl.constexpr,
+    HEAD_DIM: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    UPCAST: tl.constexpr,
 ):
     b = tl.program_id(0)
     kvh = tl.program_id(1)
@@ -53,7 +72,9 @@ def _gqa_decode_kernel(
         acc = acc * alpha[:, None] + tl.dot(p, v.to(tl.float32))
         m = m_new
     out = acc / l[:, None]
-    tl.store(out_ptr + b * stride_ob + heads[:, None] * stride_oh + dims[None, :], out.to(tl.bfloat16), mask=row_ok[:, None])
+    tl.store(
+        out_ptr + b * stride_ob + heads[:, None] * stride_oh + dims[None, :], out.to(tl.bfloat16), mask=row_ok[:, None]
+    )
     tl.store(lse_ptr + b * stride_lb + heads, m + tl.log2(l), mask=row_ok)
 
 
@@ -66,10 +87,27 @@ def run(q, k_cache, v_cache, kv_indptr, kv_indices, sm_scale):
     k2 = k_cache.reshape(k_cache.shape[0], num_kv_heads, head_dim)  # page size 1: [pages, kv_heads, dim]
     v2 = v_cache.reshape(v_cache.shape[0], num_kv_heads, head_dim)
     _gqa_decode_kernel[(batch, num_kv_heads)](
-        q, k2, v2, kv_indptr, kv_indices, output, lse, float(sm_scale) * LOG2E,
-        q.stride(0), q.stride(1), k2.stride(0), k2.stride(1), v2.stride(0), v2.stride(1),
-        output.stride(0), output.stride(1), lse.stride(0),
-        GROUP=num_qo_heads // num_kv_heads, GROUP_PAD=16, HEAD_DIM=head_dim, BLOCK_N=64,
+        q,
+        k2,
+        v2,
+        kv_indptr,
+        kv_indices,
+        output,
+        lse,
+        float(sm_scale) * LOG2E,
+        q.stride(0),
+        q.stride(1),
+        k2.stride(0),
+        k2.stride(1),
+        v2.stride(0),
+        v2.stride(1),
+        output.stride(0),
+        output.stride(1),
+        lse.stride(0),
+        GROUP=num_qo_heads // num_kv_heads,
+        GROUP_PAD=16,
+        HEAD_DIM=head_dim,
+        BLOCK_N=64,
         UPCAST=q.device.type == "cpu",
     )
     return output, lse

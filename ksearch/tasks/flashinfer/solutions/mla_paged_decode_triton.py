@@ -16,9 +16,29 @@ LOG2E = 1.4426950408889634
 
 @triton.jit
 def _mla_decode_kernel(
-    qn_ptr, qp_ptr, ckv_ptr, kpe_ptr, indptr_ptr, indices_ptr, out_ptr, lse_ptr, scale_log2,
-    stride_qnb, stride_qnh, stride_qpb, stride_qph, stride_ckv, stride_kpe, stride_ob, stride_oh, stride_lb,
-    HEADS: tl.constexpr, D_CKV: tl.constexpr, D_KPE: tl.constexpr, BLOCK_N: tl.constexpr, UPCAST: tl.constexpr,
+    qn_ptr,
+    qp_ptr,
+    ckv_ptr,
+    kpe_ptr,
+    indptr_ptr,
+    indices_ptr,
+    out_ptr,
+    lse_ptr,
+    scale_log2,
+    stride_qnb,
+    stride_qnh,
+    stride_qpb,
+    stride_qph,
+    stride_ckv,
+    stride_kpe,
+    stride_ob,
+    stride_oh,
+    stride_lb,
+    HEADS: tl.constexpr,
+    D_CKV: tl.constexpr,
+    D_KPE: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    UPCAST: tl.constexpr,
 ):
     b = tl.program_id(0)
     heads = tl.arange(0, HEADS)
@@ -66,9 +86,28 @@ def run(q_nope, q_pe, ckv_cache, kpe_cache, kv_indptr, kv_indices, sm_scale):
     kpe = kpe_cache.reshape(kpe_cache.shape[0], d_kpe)
     qn, qp = q_nope.contiguous(), q_pe.contiguous()
     _mla_decode_kernel[(batch,)](
-        qn, qp, ckv, kpe, kv_indptr, kv_indices, output, lse, float(sm_scale) * LOG2E,
-        qn.stride(0), qn.stride(1), qp.stride(0), qp.stride(1), ckv.stride(0), kpe.stride(0),
-        output.stride(0), output.stride(1), lse.stride(0),
-        HEADS=heads, D_CKV=d_ckv, D_KPE=d_kpe, BLOCK_N=32, UPCAST=q_nope.device.type == "cpu",
+        qn,
+        qp,
+        ckv,
+        kpe,
+        kv_indptr,
+        kv_indices,
+        output,
+        lse,
+        float(sm_scale) * LOG2E,
+        qn.stride(0),
+        qn.stride(1),
+        qp.stride(0),
+        qp.stride(1),
+        ckv.stride(0),
+        kpe.stride(0),
+        output.stride(0),
+        output.stride(1),
+        lse.stride(0),
+        HEADS=heads,
+        D_CKV=d_ckv,
+        D_KPE=d_kpe,
+        BLOCK_N=32,
+        UPCAST=q_nope.device.type == "cpu",
     )
     return output, lse

@@ -2,25 +2,30 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+
 class Model(nn.Module):
     """
     Simple model that performs a HardTanh activation.
     """
+
     def __init__(self):
-        super(Model, self).__init__()
+        super().__init__()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """
         Applies HardTanh activation to the input tensor.
         """
-        return F.hardtanh(x, min_val=-1., max_val=1.)
+        return F.hardtanh(x, min_val=-1.0, max_val=1.0)
+
 
 batch_size = 4096
 dim = 393216
 
+
 def get_inputs():
     x = torch.rand(batch_size, dim)
     return [x]
+
 
 def get_init_inputs():
     return []  # No special initialization inputs needed

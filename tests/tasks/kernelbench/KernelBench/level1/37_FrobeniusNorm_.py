@@ -1,31 +1,36 @@
 import torch
 import torch.nn as nn
 
+
 class Model(nn.Module):
     """
     Simple model that performs Frobenius norm normalization.
     """
+
     def __init__(self):
         """
         Initializes the Frobenius norm normalization layer.
         """
-        super(Model, self).__init__()
+        super().__init__()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """
         Applies Frobenius norm normalization to the input tensor.
         """
-        norm = torch.norm(x, p='fro')
+        norm = torch.norm(x, p="fro")
         return x / norm
+
 
 batch_size = 112
 features = 64
 dim1 = 512
 dim2 = 512
 
+
 def get_inputs():
     x = torch.rand(batch_size, features, dim1, dim2)
     return [x]
+
 
 def get_init_inputs():
     return []

@@ -1,12 +1,14 @@
 import torch
 import torch.nn as nn
 
+
 class Model(nn.Module):
     """
     Simple model that performs a convolution, applies ReLU, and adds a bias term.
     """
+
     def __init__(self, in_channels, out_channels, kernel_size, bias_shape):
-        super(Model, self).__init__()
+        super().__init__()
         self.conv = nn.Conv2d(in_channels, out_channels, kernel_size)
         self.bias = nn.Parameter(torch.randn(bias_shape))
 
@@ -16,15 +18,18 @@ class Model(nn.Module):
         x = x + self.bias
         return x
 
+
 batch_size = 128
-in_channels  = 64
+in_channels = 64
 out_channels = 128
 height = width = 128
 kernel_size = 3
 bias_shape = (out_channels, 1, 1)
 
+
 def get_inputs():
     return [torch.rand(batch_size, in_channels, height, width)]
+
 
 def get_init_inputs():
     return [in_channels, out_channels, kernel_size, bias_shape]

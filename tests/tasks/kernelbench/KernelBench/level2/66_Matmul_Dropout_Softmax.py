@@ -1,12 +1,14 @@
 import torch
 import torch.nn as nn
 
+
 class Model(nn.Module):
     """
     A model that performs matrix multiplication, applies dropout, and then applies softmax.
     """
+
     def __init__(self, in_features, out_features, dropout_p):
-        super(Model, self).__init__()
+        super().__init__()
         self.matmul = nn.Linear(in_features, out_features)
         self.dropout = nn.Dropout(dropout_p)
 
@@ -16,13 +18,16 @@ class Model(nn.Module):
         x = torch.softmax(x, dim=1)
         return x
 
+
 batch_size = 128
 in_features = 16384
 out_features = 16384
 dropout_p = 0.2
 
+
 def get_inputs():
     return [torch.rand(batch_size, in_features)]
+
 
 def get_init_inputs():
     return [in_features, out_features, dropout_p]
