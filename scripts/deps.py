@@ -1,6 +1,6 @@
 """Print which part of ksearch imports which (package level), and any import cycles between modules.
 
-    python scripts/deps.py            # the picture used in commit messages and the README's layout section
+    python scripts/deps.py            # the picture used in commit messages and docs/layout.md
 
 A "part" is the first level below ``ksearch`` (``agent``, ``tools``, ``tasks``, ...; top-level modules are parts of
 their own). Imports inside functions count too: a lazy import is still a dependency.

@@ -3,7 +3,7 @@
 A skill is a hypothesis until a measurement says otherwise: its status and its effect estimate are *derived* from its
 evidence log every time they are read, never stored as flags, so they cannot drift from the measurements.
 
-Definitions used throughout (README "Skills" repeats them):
+Definitions used throughout (docs/skills.md repeats them):
 
 - **held out**: a trial on a different task than every origin of the skill, or on the same task but applied to code
   the skill was not learned from (neither the before nor the after version of any origin). A replay of the source

@@ -82,9 +82,9 @@ def test_a_gpu_at_exactly_the_threshold_is_busy() -> None:
     assert sharing is not None and sharing.busy_percent == BUSY_PERCENT
 
 
-def test_the_threshold_is_the_one_the_readme_states() -> None:
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
-    assert f"at least {BUSY_PERCENT} % busy" in " ".join(readme.split())
+def test_the_threshold_is_the_one_the_manual_states() -> None:
+    manual = (Path(__file__).resolve().parents[2] / "docs" / "trust.md").read_text(encoding="utf-8")
+    assert f"at least {BUSY_PERCENT} % busy" in " ".join(manual.split())
 
 
 def test_the_other_processes_are_named_largest_first() -> None:

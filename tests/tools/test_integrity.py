@@ -567,7 +567,7 @@ def kernel(x):
 
 
 def test_an_honest_cuda_graph_keyed_by_shape_is_refused_by_the_graph_rule_alone() -> None:
-    """A known false rejection (README, Known limits): copy in, replay, copy out, so every call computes from its own
+    """A known false rejection (docs/trust.md, Known limits): copy in, replay, copy out, so every call computes from its own
     input, and only ``cuda_graph_replay`` refuses it. A change that narrows the rule (and runs the exploit corpus on a
     GPU) should turn this into a pass and move the kernel into the honest corpus."""
     assert {finding.rule for finding in scan(_HONEST_GRAPH, task_name="softmax")} == {"cuda_graph_replay"}

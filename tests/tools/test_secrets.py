@@ -230,7 +230,8 @@ def test_unknown_layers_are_one_clear_error(monkeypatch: pytest.MonkeyPatch) -> 
 def test_a_list_protects_the_agent_only_when_it_names_nondumpable(
     value: str, agent_layers: tuple[str, ...], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The README's stricter example names ``nondumpable``: a list gives exactly its layers, the agent's included."""
+    """The stricter example in docs/security.md names ``nondumpable``: a list gives exactly its layers, the agent's
+    included."""
     monkeypatch.setenv("KSEARCH_SANDBOX", value)
     assert policy.parent_layers() == agent_layers
 

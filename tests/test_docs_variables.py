@@ -1,5 +1,5 @@
-"""The README's table of environment variables lists every ``KSEARCH_*`` variable the package reads, so a user can
-find each switch in one place (the ones the harness sets for its own child processes excepted)."""
+"""The manual's table of environment variables (docs/configuration.md) lists every ``KSEARCH_*`` variable the package
+reads, so a user can find each switch in one place (the ones the harness sets for its own child processes excepted)."""
 
 from __future__ import annotations
 
@@ -18,18 +18,18 @@ def _read_by_the_package() -> set[str]:
     return names - HARNESS_OWN
 
 
-def _in_the_readme_table() -> set[str]:
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
-    table = text.split("**Environment variables.**", 1)[1].split("\n\n", 2)[1]
+def _in_the_manual_table() -> set[str]:
+    text = (ROOT / "docs" / "configuration.md").read_text(encoding="utf-8")
+    table = text.split("\n## Environment variables\n", 1)[1].split("\n\n", 2)[1]
     rows = [line for line in table.splitlines() if line.startswith("| `KSEARCH_")]
     return {name for row in rows for name in re.findall(r"`(KSEARCH_[A-Z_]+)`", row.split("|")[1])}
 
 
-def test_every_variable_the_package_reads_is_in_the_readme_table() -> None:
+def test_every_variable_the_package_reads_is_in_the_manual_table() -> None:
     read = _read_by_the_package()
     assert "KSEARCH_AUDIT_RATE" in read and "KSEARCH_WORKSPACE" in read  # the scan finds what it should
-    assert read - _in_the_readme_table() == set()
+    assert read - _in_the_manual_table() == set()
 
 
-def test_the_readme_table_names_no_variable_the_package_does_not_read() -> None:
-    assert _in_the_readme_table() - _read_by_the_package() == set()
+def test_the_manual_table_names_no_variable_the_package_does_not_read() -> None:
+    assert _in_the_manual_table() - _read_by_the_package() == set()
