@@ -25,7 +25,7 @@ Usage (repository root):
     # split it when a command may last at most 10 minutes:
     PYTHONPATH=$PWD python3 bench/throughput.py --device cuda --backends local --parallel 1 --json $OUT/local-1.json
     # two GPUs of one host (issue 12): one GPU (--gpus 1, a count: the first) against both, four cycles per GPU,
-    # local executor and a Dask worker per GPU (bench/RESULTS.md, GPU session 32):
+    # local executor and a Dask worker per GPU (bench/RESULTS.md, "Throughput"):
     PYTHONPATH=$PWD python3 bench/throughput.py --device cuda --task trimul --delay 20 --backends local --gpus 1 \
         --parallel 4 --minutes 3 --json $OUT/g1.json
     PYTHONPATH=$PWD python3 bench/throughput.py --device cuda --task trimul --delay 20 --backends local --gpus 0,1 \

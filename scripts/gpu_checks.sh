@@ -62,8 +62,8 @@ for step in "${steps[@]}"; do
                      --ignore=tests/test_gpu_smoke.py -rs \
                  && timeout 600 python3 -m pytest -q -m gpu -p no:cacheprovider tests -k "$serial" \
                      --ignore=tests/test_gpu_smoke.py -rs; } 2>&1 | tee "$out/gpu_tests.log" | tail -25 ;;
-        audits) # The fidelity gap (bench/RESULTS.md, sessions 16-17): TriMul against upstream's loop with every ledger
-                # dumped and the GPU's clocks, power and temperature logged every 100 ms, then how much of each
+        audits) # The fidelity gap (bench/RESULTS.md, "Timing fidelity"): TriMul against upstream's loop with every
+                # ledger dumped and the GPU's clocks, power and temperature logged every 100 ms, then how much of each
                 # score the audits add (bench/audit_share.py) and the clocks each side ran at (bench/smi_by_run.py).
                 nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,temperature.gpu --format=csv,nounits -lms 100 \
                     > "$out/smi.csv" 2>/dev/null &

@@ -11,7 +11,7 @@ from ksearch.contracts.evaluation import Evaluation, Timing
 
 NOISE_FLOOR = 0.02
 """Relative differences below this are within noise whatever the samples say: separate processes on the same GPU
-read the same kernel 1-3 % apart (bench/RESULTS.md), more on launch-bound shapes."""
+read the same kernel 1-3 % apart (bench/RESULTS.md, "Timing fidelity"), more on launch-bound shapes."""
 NOISE_SIGMAS = 2.0
 PROFILE_TEXT_LIMIT = 1800
 RESOURCE_LINES = 8

@@ -64,7 +64,7 @@ def test_the_gpumode_stop_rule_decides_as_upstreams_arithmetic_does() -> None:
 
 def test_the_gpumode_stop_rule_does_no_exact_fraction_arithmetic(monkeypatch: pytest.MonkeyPatch) -> None:
     """It runs between every two timed repeats: ``statistics.stdev`` (exact fractions) cost ten times upstream's
-    arithmetic there and read +6 % on a launch-bound shape in the same process (bench/RESULTS.md, session 13)."""
+    arithmetic there and read +6 % on a launch-bound shape in the same process (bench/RESULTS.md, "Timing fidelity")."""
     import statistics
 
     def refuse(*_: object) -> float:

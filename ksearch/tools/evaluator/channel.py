@@ -19,12 +19,12 @@ SPIN_WAIT_S = 1.0
 def spin_until_readable(fd: int, limit_s: float) -> None:
     """Poll ``fd`` without sleeping until it is readable, for at most ``limit_s`` seconds.
 
-    Upstream's benchmark process never sleeps between a shape's checked call and its timed loop (its check runs in
-    the same thread, and CUDA's synchronisations spin). A worker that blocked while the checker judged that call
-    would leave its CPU idle just before the loop, and on the cloud machines measured (bench/RESULTS.md, session 12)
-    a CPU back from idle launches slower for a while: the launch-bound shapes then read 10-20 % above upstream's.
-    The parent sends one answer per message, so nothing is buffered ahead of the line waited for; past ``limit_s``
-    (a slow judgment) the caller's blocking read takes over."""
+    Upstream's benchmark process never sleeps between a shape's checked call and its timed loop (its check runs in the
+    same thread, and CUDA's synchronisations spin). A worker that blocked while the checker judged that call would leave
+    its CPU idle just before the loop, and on the cloud machines measured (bench/RESULTS.md, "Timing fidelity") a CPU
+    back from idle launches slower for a while: the launch-bound shapes then read 10-20 % above upstream's. The parent
+    sends one answer per message, so nothing is buffered ahead of the line waited for; past ``limit_s`` (a slow
+    judgment) the caller's blocking read takes over."""
     deadline = time.monotonic() + limit_s
     while not select.select([fd], [], [], 0)[0] and time.monotonic() < deadline:
         pass

@@ -346,14 +346,14 @@ def scored_samples(ledger: TimingLedger, config: int, method: str) -> tuple[list
 
     Upstream's loops (GPU MODE's benchmark mode, flashinfer-bench, a robust median) run their repeats back to back;
     ksearch stops its loop after some windows to hand the output to the checker and wait for its answer (the audits a
-    candidate cannot tell from timed repeats), and some of them run on activations re-randomised just before. The
-    window an audit follows and the one right after its gap run with the host and the device just back from idle: on
-    an H200 they read 0.1-0.2 ms slower on TriMul's launch-bound shapes and put ksearch's mean 1-9 % above the same
-    loop without them (bench/audit_share.py, bench/RESULTS.md, session 17). Those windows are still judged like every
-    other (``judge``); they are only left out of the statistic, which then reads what upstream's uninterrupted loop
-    reads. A candidate gains nothing: it cannot tell which windows these are, and where it can tell an audited call
-    from the others, ``audit_evasion`` and the leaderboard-mode confirmation judge it. Methods that check every
-    window (GPU MODE's leaderboard mode, ``confirm``) do so upstream too: all their windows count."""
+    candidate cannot tell from timed repeats), and some of them run on activations re-randomised just before. The window
+    an audit follows and the one right after its gap run with the host and the device just back from idle: on an H200
+    they read 0.1-0.2 ms slower on TriMul's launch-bound shapes and put ksearch's mean 1-9 % above the same loop without
+    them (bench/audit_share.py; bench/RESULTS.md, "Timing fidelity"). Those windows are still judged like every other
+    (``judge``); they are only left out of the statistic, which then reads what upstream's uninterrupted loop reads. A
+    candidate gains nothing: it cannot tell which windows these are, and where it can tell an audited call from the
+    others, ``audit_evasion`` and the leaderboard-mode confirmation judge it. Methods that check every window (GPU
+    MODE's leaderboard mode, ``confirm``) do so upstream too: all their windows count."""
     windows = ledger.by_config().get(config, [])
     everything = [x for w in windows for x in w.samples_ms]
     if METHOD_SHAPES.get(method, MethodShape()).every_window_audited:

@@ -2,7 +2,7 @@
 
 Starting PyTorch's profiler (CUPTI) costs 4-7 s once per process, and a process that has profiled launches kernels
 slower afterwards (bench/profile_start.py), so the worker cannot start it before it times; started after the timing
-it was 20-32 % of a live verdict (bench/RESULTS.md, sessions 16-17). Instead an evaluation on a GPU takes a second
+it was 20-32 % of a live verdict (bench/RESULTS.md, "Hardware evidence"). Instead an evaluation on a GPU takes a second
 process of the candidate's own, started as ``--role profiler``, which paid the profiler's start before it was taken
 (a session keeps one started ahead of need; a process starting the profiler beside one timing launches did not slow
 them, bench/profile_start.py ``beside``). It gets its request with the worker's and waits: no code of the candidate

@@ -49,11 +49,11 @@ SCOUT_GRACE_S = 60.0
 Waiting costs the worker nothing it would not spend anyway: what the scout is still building (an autotuned kernel's
 configs for the benchmark shapes, say) the worker would otherwise compile itself, one at a time, before timing."""
 TIMING_POLL_S = float(os.environ.get("KSEARCH_TIMING_POLL_MS", "0")) / 1e3
-"""While a worker times, the parent may read its records every this many seconds instead of waking for each one
-(needs the kernel's send stamps: Linux); a request that waits for an answer rings the worker's doorbell and is read at
-once. An experiment's knob, off by default: on the 2-core CPU machine the parent woken for every record raised a 22 us
-call's median from 32 to 44 us (wall-clock events, ``bench/RESULTS.md``, session 16); with the doorbell, and on a
-GPU, it is not measured yet."""
+"""While a worker times, the parent may read its records every this many seconds instead of waking for each one (needs
+the kernel's send stamps: Linux); a request that waits for an answer rings the worker's doorbell and is read at once. An
+experiment's knob, off by default: on the 2-core CPU machine the parent woken for every record raised a 22 us call's
+median from 24-33 to 44 us (wall-clock events, ``bench/RESULTS.md``, "Audits on re-randomised inputs"); with the
+doorbell, and on a GPU, it is not measured yet."""
 LOW_MEMORY_VARIABLE = "KSEARCH_LOW_MEMORY"
 """Set to 1: every evaluation of the session in low-memory mode (else the checker enters it when little is free)."""
 SAMPLED_AUDITS_VARIABLE = "KSEARCH_SAMPLED_AUDITS"

@@ -104,11 +104,11 @@ class TimingRunner(Protocol):
 
 AUDIT_RATE = 0.0625
 """The chance that each repeat after a loop's first audit is re-randomised and audited (``FreshPlan.rate``): about 8
-audits per loop of 100 repeats. Each costs the checker's and the worker's making of the inputs and a sampled
-reference (6-11 ms of TriMul's verdict on an H200), the verdict time's main cost beyond upstream's. 1 in 16 puts a
-live TriMul verdict level with the code before the trusted timing (1 in 8 read 1.08-1.18x; bench/RESULTS.md, session
-32); a kernel replaying on a random half of its calls then escapes one loop with a chance of 1.2e-2 and is still met
-by the leaderboard-mode confirmation of every new best. ``KSEARCH_AUDIT_RATE`` chooses another."""
+audits per loop of 100 repeats. Each costs the checker's and the worker's making of the inputs and a sampled reference
+(6-11 ms of TriMul's verdict on an H200), the verdict time's main cost beyond upstream's. 1 in 16 puts a live TriMul
+verdict level with the code before the trusted timing (1 in 8 read 1.08-1.18x; bench/RESULTS.md, "Audits on
+re-randomised inputs"); a kernel replaying on a random half of its calls then escapes one loop with a chance of 1.2e-2
+and is still met by the leaderboard-mode confirmation of every new best. ``KSEARCH_AUDIT_RATE`` chooses another."""
 
 
 @dataclass

@@ -55,7 +55,7 @@ def gpumode_should_stop(
     list in floats), so that the host does between two timed calls what upstream's does: the same decisions, at the
     same cost. ``statistics.stdev`` (exact fractions) took ten times as long, and that work between repeats read in
     the timed calls of launch-bound shapes: TriMul's 0.3 ms shape +6 % in the same process, +12 % across processes
-    against upstream's loop, geomean +3.6 % (bench/RESULTS.md, session 13)."""
+    against upstream's loop, geomean +3.6 % (bench/RESULTS.md, "Timing fidelity")."""
     runs = len(samples)
     if runs >= max_repeats:
         return True
