@@ -1,7 +1,7 @@
 """What an audit on re-randomised activations costs the checker, whole reference against sampled positions (issue 30).
 
 Each audit inside a ``gpumode-benchmark`` loop waits for the trusted checker, with nothing running on the device:
-it regenerates the inputs, digests them, computes the reference and compares (session 22: 2.8 s of TriMul's 4.1 s
+it regenerates the inputs, digests them, computes the reference and compares (2026-11-29: 2.8 s of TriMul's 4.1 s
 of timing loops per evaluation on an H200). With ``Task.expected_sample`` the checker computes the reference at
 sampled positions only. Per TriMul benchmark config, the checker's steps timed on the device (median of
 ``--repeats``): making the set's inputs, making the audit's activations, the digest, the whole reference and its

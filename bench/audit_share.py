@@ -5,8 +5,8 @@ windows and the window right after each audit.
 The timing loops re-randomise inputs and audit at random positions (``FreshPlan``), and each audit waits for the
 checker's answer (milliseconds) with nothing running on the device. If the audited call, or the call after that
 gap, runs slower than a call in upstream's uninterrupted loop, the mean that ``gpumode-benchmark`` scores rises with
-the audit rate. Session 16 measured ksearch 13 % above GPU MODE's loop on TriMul's geomean on an H200, most on the
-launch-bound shapes (bench/RESULTS.md): this tells whether the audits account for it.
+the audit rate. On 2026-11-27 ksearch read 8-13 % above GPU MODE's loop on TriMul's geomean on an H200, most on the
+launch-bound shapes (bench/RESULTS.md, "Timing fidelity"): this tells whether the audits account for it.
 
     KSEARCH_LEDGER_DUMP=/tmp/ledgers ksearch eval trimul KERNEL --device cuda --timing-method gpumode-benchmark
     python bench/audit_share.py /tmp/ledgers [--json OUT.json]

@@ -4,7 +4,7 @@ preamble, each in its own process, alternating, with every repeat's time kept.
     python bench/first_repeats.py KERNEL.py [--case 6] [--rounds 4]      (GPU machine, repo root)
 
 ``bench/fidelity.py`` read examples/trimul_triton_fast.py's b6 (seqlen 1024, dim 384) 4 % faster through ksearch than
-through ``bench/upstream_trimul.py`` over six rounds (session 26), while in one process ksearch's procedure and a bare
+through ``bench/upstream_trimul.py`` over six rounds (2026-11-29), while in one process ksearch's procedure and a bare
 upstream loop agree to 0.1 %: something of the process, not of the timing loop. What upstream's process does that
 ksearch's worker does not, per config, between the first call and the timed loop:
 

@@ -1,9 +1,9 @@
 """The GPU's SM clock, power and temperature while each side of ``bench/fidelity.py`` ran.
 
-Session 17 found ksearch's TriMul windows 4-5 % faster than upstream's loop on the three largest shapes while the
-same loop in ksearch's own process read alike (bench/RESULTS.md). One explanation to test: upstream's loop keeps the
-GPU busy without a break and runs at lower clocks (power or heat), ksearch's audits leave gaps. Log the GPU while the
-bench runs and split the log by process:
+Since 2026-11-27 ksearch's TriMul windows read 4-5 % faster than upstream's loop on the largest shapes while the same
+loop in ksearch's own process reads alike (bench/RESULTS.md, "Timing fidelity"). One explanation to test: upstream's
+loop keeps the GPU busy without a break and runs at lower clocks (power or heat), ksearch's audits leave gaps. Log the
+GPU while the bench runs and split the log by process:
 
     nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,temperature.gpu --format=csv,nounits -lms 100 > smi.csv &
     OUT=. python bench/fidelity.py --rounds 3 examples/trimul_triton_fast.py; kill %1

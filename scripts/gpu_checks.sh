@@ -9,8 +9,8 @@
 # method), sorted; also in $OUT/gpu_smoke.txt. Run it
 # before resolving any issue that touches the evaluator or a task.
 # `tests` runs the gpu-marked tests one at a time: most of them time a kernel, and an honest kernel timed while
-# another test's work shares the GPU is rejected or stopped by the trusted timing (`gpu_sharing`; session 26 saw ten
-# honest files rejected with four at once). On an H200 (session 31) the exploit corpus alone took 315 s and the
+# another test's work shares the GPU is rejected or stopped by the trusted timing (`gpu_sharing`; 2026-11-29 saw ten
+# honest files rejected with four at once). On an H200 (2026-11-30) the exploit corpus alone took 315 s and the
 # honest corpus about 7 minutes. GPU_TEST_JOBS=N runs the tests that time no TriMul kernel N at a time (pytest-xdist)
 # when a quick look matters more than trustworthy verdicts; the TriMul ones and the comparisons stay alone (a TriMul
 # evaluation holds up to ~60 GB of an 80 GB GPU).
@@ -37,7 +37,7 @@ steps=("$@")
 serial="compare_a_kernel_with_itself or real_compare_confirms or full_run_on_gpu or trimul"
 parallel=() smoke_parallel=()
 # The smoke suite runs one evaluation at a time unless SMOKE_JOBS says otherwise: evaluations sharing the GPU slow
-# each other, and the trusted path's ledger must be judged on honest readings (session 14 saw false rejections at -n 4).
+# each other, and the trusted path's ledger must be judged on honest readings (2026-11-25 saw false rejections at -n 4).
 if python3 -c "import xdist" 2>/dev/null; then
     [ -n "${GPU_TEST_JOBS:-}" ] && parallel=(-n "$GPU_TEST_JOBS")
     [ -n "${SMOKE_JOBS:-}" ] && smoke_parallel=(-n "$SMOKE_JOBS")

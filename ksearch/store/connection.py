@@ -23,7 +23,7 @@ def retry_locked(step: Callable[[], _T], *, timeout_s: float = BUSY_TIMEOUT_S) -
 
     SQLite refuses some locks at once instead of waiting the busy timeout: switching a new file to WAL while another
     process opens it, or a schema write after another process changed the schema. Two runs starting in one new
-    workspace failed that way about one time in three (session 29); each step given here may simply be run again."""
+    workspace failed that way about one time in three (2026-11-30); each step given here may simply be run again."""
     deadline = time.monotonic() + timeout_s
     pause = 0.01
     while True:

@@ -4,7 +4,7 @@ KernelBench problems and user ops draw their inputs and weights from torch's *gl
 ``Model(...)``), so ksearch seeds it with the config's seed around those calls and restores it after
 (``torch.random.fork_rng``). That state is one per process: two search cycles doing it at once on their own threads
 (the agent probes a task's inputs while it judges a timing ledger) would draw from each other's seeds; a thread-safety
-review (session 22) saw an honest kernel's activation probe come out wrong that way. The lock makes each seeded
+review (2026-11-29) saw an honest kernel's activation probe come out wrong that way. The lock makes each seeded
 block whole.
 """
 

@@ -1,6 +1,6 @@
 """Two processes opening one new workspace at the same moment: SQLite refuses some locks at once instead of waiting
 its busy timeout (switching a new file to WAL, a schema write after another process's), and about one opening in
-three failed with "database is locked" (session 29, ``test_concurrency``'s two runs in a new workspace). The steps
+three failed with "database is locked" (2026-11-30, ``test_concurrency``'s two runs in a new workspace). The steps
 that can be refused that way are run again (``retry_locked``)."""
 
 from __future__ import annotations

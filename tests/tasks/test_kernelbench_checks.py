@@ -215,7 +215,7 @@ def test_the_rules_judge_what_modelnew_runs(body: str, rule: str | None) -> None
 )
 def test_the_rules_read_pytorch_ops_in_cuda_host_code(host: str, rule: str | None) -> None:
     """``load_inline`` host code that calls ``at::relu`` hands the work to PyTorch as ``torch.relu`` does (a red-team
-    review, session 26: the rule read Python only); allocation stays allowed."""
+    review of 2026-11-29: the rule read Python only); allocation stays allowed."""
     relu = task("level1/19_ReLU.py")
     source = (
         "#include <torch/extension.h>\n__global__ void relu_kernel(const float* x, float* y) {}\n"

@@ -1,5 +1,5 @@
 """The worker asks a task which inputs may be re-randomised before each config's timing loop, never first between two
-timed windows (session 17 on an H200: KernelBench's probe of its input generator imported PyTorch's reference
+timed windows (2026-11-27 on an H200: KernelBench's probe of its input generator imported PyTorch's reference
 implementations there, 2.9 s that the ledger read as hidden work, and the honest smoke kernels were rejected)."""
 
 from __future__ import annotations

@@ -3,9 +3,9 @@ reaches no service on the machine, without Landlock.
 
 On a GPU Landlock is off (CUDA's initialisation fails under it), so before this layer a kernel could append to any
 file its user owns: the ksearch installation the next checker imports, the workspace database that holds every
-verdict (a red-team review, session 26). The exploit (``exploits/tamper_outside_folders.py``) is run through the real
+verdict (a red-team review of 2026-11-29). The exploit (``exploits/tamper_outside_folders.py``) is run through the real
 evaluator with the layers a GPU gets; what it changed is read from outside, by the test. A second red-team review
-(session 27) wrote ``/proc/sys/kernel/core_pattern`` as root and reached an unauthenticated Dask scheduler on the
+(2026-11-30) wrote ``/proc/sys/kernel/core_pattern`` as root and reached an unauthenticated Dask scheduler on the
 loopback: ``PROC_READ_ONLY`` and ``netns``.
 """
 
@@ -184,9 +184,9 @@ def test_a_kernel_reaches_no_service_on_the_loopback(
 
 @linux_only
 def test_root_cannot_change_the_kernels_settings() -> None:
-    """uid 0 passes the file modes of ``/proc/sys`` and ``/sys`` without any capability: both are read-only (the
-    session 27 red team wrote ``core_pattern`` and had the kernel run its helper as root outside every layer). The
-    probe writes back the value it read, so a failure changes nothing either."""
+    """uid 0 passes the file modes of ``/proc/sys`` and ``/sys`` without any capability: both are read-only (the red
+    team of 2026-11-30 wrote ``core_pattern`` and had the kernel run its helper as root outside every layer). The probe
+    writes back the value it read, so a failure changes nothing either."""
     if os.geteuid() != 0:
         pytest.skip("an ordinary user cannot write these files anyway")
     _needs("userns,mountns,caps")
@@ -267,7 +267,7 @@ def test_a_gpus_candidate_gets_the_minimal_dev_with_nvidia_nodes_and_proc_for_cu
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """What the parent asks the launcher for: a CPU's candidate the minimal ``/dev``, a GPU's the one that keeps the
-    ``nvidia*`` nodes (it ran with CUDA on an H200, session 29) and ``/proc`` writable under Landlock."""
+    ``nvidia*`` nodes (it ran with CUDA on an H200, 2026-11-30) and ``/proc`` writable under Landlock."""
     monkeypatch.setenv("KSEARCH_SANDBOX", "caps")
     if "caps" not in policy.probe(gpu=True)[0] or "caps" not in policy.probe(gpu=False)[0]:
         pytest.skip("this machine refuses the caps layer")
@@ -315,8 +315,9 @@ def test_no_abstract_socket_outside_is_reached_with_landlock_or_a_network_namesp
 def test_without_a_pid_namespace_only_landlock_keeps_signals_from_processes_outside(
     layers: list[str], survives: bool
 ) -> None:
-    """A GPU's layers have no PID namespace: a kernel can kill any process of its user outside (session 28's red
-    team). Landlock's signal scope stops that (on the CPU here; whether CUDA starts under it is for a GPU to show)."""
+    """A GPU's layers have no PID namespace: a kernel can kill any process of its user outside (the red team of
+    2026-11-30). Landlock's signal scope stops that (on the CPU here; whether CUDA starts under it is for a GPU to
+    show)."""
     _needs(",".join(layers))
     if "landlock" in layers and _landlock_abi() < 6:
         pytest.skip("Landlock's signal scope needs ABI 6 (Linux 6.12)")
@@ -341,7 +342,7 @@ def test_without_a_pid_namespace_only_landlock_keeps_signals_from_processes_outs
 def test_a_named_pipe_outside_is_written_only_without_landlock(
     tmp_path: Path, layers: list[str], reached: bool
 ) -> None:
-    """A read-only mount does not stop writing into a named pipe on it (session 28's red team): a GPU's layers let
+    """A read-only mount does not stop writing into a named pipe on it (the red team of 2026-11-30): a GPU's layers let
     the kernel write to a same-user program reading one; Landlock's file rules do not. Read here, not reported."""
     _needs(",".join(layers))
     fifo = tmp_path / "commands"
@@ -424,7 +425,7 @@ def test_a_root_kernel_opens_none_of_the_machines_devices_with_the_minimal_dev(d
 def test_an_mqueue_mount_does_not_open_the_hosts_queues_by_path(
     tmp_path: Path, layers: list[str], reached: bool
 ) -> None:
-    """A file on an mqueue file system is the queue itself, whatever the IPC namespace (session 28's red team,
+    """A file on an mqueue file system is the queue itself, whatever the IPC namespace (the red team of 2026-11-30,
     through systemd's /dev/mqueue): ``ipcns`` in the candidate's mount namespace covers every mqueue mount. The
     control, without it, sends into this process's queue by the file; what arrived is read here."""
     _needs(",".join(layers))
@@ -507,7 +508,7 @@ def test_auto_withholds_seccomp_on_a_gpu_served_by_mps_and_says_why(
     monkeypatch.delenv("KSEARCH_SANDBOX", raising=False)
     monkeypatch.setattr(policy, "MPS_DEFAULT_PIPE", str(tmp_path / "no-mps"))
     monkeypatch.setenv(policy.MPS_PIPE_VARIABLE, str(pipe))
-    assert policy.gpu_withheld() == {}  # every other layer has run with CUDA (an H200, sessions 28-29)
+    assert policy.gpu_withheld() == {}  # every other layer has run with CUDA (an H200, 2026-11-30)
     (pipe / "control").touch()
     assert "seccomp" in policy.gpu_withheld()
     available = set(policy.probe(gpu=True)[0])

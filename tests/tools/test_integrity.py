@@ -453,7 +453,7 @@ NATIVE_ROADS = [
 @pytest.mark.parametrize("code", NATIVE_ROADS, ids=["build", "alias", "from", "backend", "load", "paste"])
 def test_native_code_the_rules_cannot_read_is_result_forgery(code: str) -> None:
     """Triton's C builder, its backends' drivers, extensions built from files and token pasting in C sources (a
-    red-team review, session 19, built and imported C through ``triton.runtime.build``); ``load_inline``, whose
+    red-team review of 2026-11-28 built and imported C through ``triton.runtime.build``); ``load_inline``, whose
     sources are strings in the file, stays allowed (``HONEST``)."""
     assert _rule(code) == "result_forgery", scan(code, task_name="softmax")
 
@@ -478,7 +478,7 @@ OS_NEIGHBOURS = [
 )
 def test_an_operating_system_function_named_without_a_call_is_result_forgery(code: str) -> None:
     """A macro standing for an OS function, its address taken, or a compiler flag that defines or includes what the
-    source does not show: the neighbours of token pasting (session 19) that need none."""
+    source does not show: the neighbours of token pasting (2026-11-28) that need none."""
     assert _rule(code) == "result_forgery", scan(code, task_name="softmax")
 
 
@@ -496,7 +496,7 @@ ESCAPING_PROCESSES = [
 @pytest.mark.parametrize("source", ESCAPING_PROCESSES)
 def test_a_process_started_from_host_code_is_result_forgery(source: str) -> None:
     """A process that leaves the worker's group (a new session, a daemon) outlives the group kill where there is no
-    PID namespace (a GPU): a red-team review, session 26, planted a file that way. Tensor ``clone`` stays allowed."""
+    PID namespace (a GPU): a red-team review of 2026-11-29 planted a file that way. Tensor ``clone`` stays allowed."""
     code = (
         f'SRC = """#include <spawn.h>\nvoid f(char** argv) {{ pid_t pid; {source} }}"""\ndef kernel(x):\n    return x\n'
     )

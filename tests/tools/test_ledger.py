@@ -248,7 +248,7 @@ def test_compare_assigns_each_run_to_a_side_by_its_place_in_the_abba_order() -> 
 
 def test_the_score_leaves_out_the_windows_an_audit_disturbed() -> None:
     """Audited windows and the one after each audit's gap are judged but not scored; the rest reads like upstream's
-    uninterrupted loop (session 17 on an H200: those windows read 0.1-0.2 ms slower on launch-bound shapes)."""
+    uninterrupted loop (2026-11-27 on an H200: those windows read 0.1-0.2 ms slower on launch-bound shapes)."""
     from ksearch.tools.evaluator.ledger import scored_samples
 
     rows = []
@@ -293,7 +293,7 @@ def test_a_timed_evaluation_scores_the_undisturbed_windows_and_says_how_many_it_
 
 def test_a_high_calibration_reading_does_not_widen_one_call_windows_allowance() -> None:
     """A fresh worker's calibration read 0.275 ms of window overhead on an H200 whose windows then held a median of
-    0.05 ms beyond their samples (session 17): three times that reading let a forger claim 0.05 ms for a 0.3 ms call."""
+    0.05 ms beyond their samples (2026-11-27): three times that reading let a forger claim 0.05 ms for a 0.3 ms call."""
     slow_start = Calibration(window_overhead_ms=0.275, call_overhead_ms=0.15, flush_ms=0.1, copy_gbps=2000.0)
     honest = _ledger(_repeats(0, 100, 0.28, 0.33, fresh_at=(1, 40)))
     assert judge(honest, "gpumode-benchmark", slow_start, configs=["b0"]) is None

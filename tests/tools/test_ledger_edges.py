@@ -669,7 +669,7 @@ def test_slow_null_windows_between_two_timed_ones_are_the_harnesss_time() -> Non
 
 def test_null_windows_holding_calls_are_forged() -> None:
     """A candidate that writes ``timed`` then a null-marked ``go`` on the channel inside its call would put the
-    harness's real sample in a null window, out of the score (red-team review, session 17): a null window's sample is
+    harness's real sample in a null window, out of the score (red-team review of 2026-11-27): a null window's sample is
     two events recorded back to back, never a call. The typical one is held tight, a single one loosely (an H100 read
     honest null samples of 0.016-0.027 ms in median, single ones up to 0.074 ms)."""
     timed = [_window([0.03], wall=0.05) for _ in range(3)]

@@ -3,7 +3,7 @@
 Each method's real loop runs here against a fake device (``FakeRunner``: every call takes 1 ms of a fake clock) whose
 windows, null windows and audits go into a ``TimingLedger`` as the worker's messages would: the honest loop passes,
 and the same loop with a candidate writing ``timed`` then ``go`` on the harness's channel inside its call (one call
-read as two windows, the first with a forged sample) is caught. That attack passed every per-window rule (session 17:
+read as two windows, the first with a forged sample) is caught. That attack passed every per-window rule (2026-11-27:
 a ledger replay read 0.164 ms for 0.300 ms calls)."""
 
 from __future__ import annotations
@@ -157,7 +157,7 @@ def test_every_robust_block_is_handed_to_the_checker_once() -> None:
 
 
 def test_runs_are_numbered_in_order_and_only_compare_has_more_than_one() -> None:
-    """A red-team review (session 18) wrote a whole forged run (150 one-call windows numbered run 1) inside one call
+    """A red-team review (2026-11-28) wrote a whole forged run (150 one-call windows numbered run 1) inside one call
     of a flashinfer loop: each run was judged alone, and the mean read 47-75 % low."""
     ledger = _run("flashinfer", configs=1)
     assert judge_loops(ledger, "flashinfer", ["a"]) is None
@@ -260,7 +260,7 @@ def test_numbered_handoffs_catch_a_split_call(method: str) -> None:
 
 
 def test_a_loop_completed_with_forged_windows_after_the_harness_stopped_is_caught() -> None:
-    """A red-team review (session 18): a quiet kernel lets GPU MODE's stop rule end the harness's loop after a few
+    """A red-team review (2026-11-28): a quiet kernel lets GPU MODE's stop rule end the harness's loop after a few
     repeats; the candidate predicts the last call and writes, inside it, forged windows (nulls where the schedule
     puts them) up to a 100-repeat loop, which the replayed stop rule accepts (at 100 it stops), 52-83 % low. The
     harness's handoff after its last window names it by its own count."""
@@ -315,7 +315,7 @@ def _compare_ledger(rounds: int = 4, forged_in: int | None = None) -> TimingLedg
 
 
 def test_compare_runs_end_with_the_harness_count_of_their_blocks() -> None:
-    """Compare mode hands nothing to the checker, so a red-team review (session 18) could chain forged blocks inside a
+    """Compare mode hands nothing to the checker, so a red-team review (2026-11-28) could chain forged blocks inside a
     block; the harness's message that ends each run counts the run's blocks, and names its last one."""
     honest = _compare_ledger()
     assert judge_loops(honest, "compare", ["a"]) is None

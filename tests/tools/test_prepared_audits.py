@@ -154,7 +154,7 @@ def test_an_audit_claiming_other_seeds_is_judged_from_scratch(
 def test_the_draw_of_a_whole_audit_is_made_after_the_output_is_staged_never_while_preparing(
     checker: Checker, counted: list[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A red-team finding (session 29): a whole reference costs ~40x a sample, and the worker waits for the
+    """A red-team finding (2026-11-30): a whole reference costs ~40x a sample, and the worker waits for the
     preparation before the audited call, so a draw made while preparing told the kernel which audits are whole (it
     could then be lossy on all the others). Preparation is whole only for a config's first audit, which is no
     secret; a later audit is prepared sampled, and the draw at the handoff may still ask for the whole output."""

@@ -78,7 +78,7 @@ def test_a_report_planted_before_the_go_is_not_read() -> None:
 
 
 def test_a_folder_where_the_report_goes_leaves_a_note_and_stops_nothing() -> None:
-    """A directory made where the report goes cannot be cleared before the go (a red-team review, session 20): the
+    """A directory made where the report goes cannot be cleared before the go (a red-team review of 2026-11-29): the
     evaluation goes on without a profile, with a note, instead of the error reaching the run."""
     with EvaluatorSession("cpu", prestart=False) as session:
         profiler, configs = _ask(session, _marked())
@@ -286,8 +286,8 @@ def test_a_gpu_profile_without_device_activity_is_no_profile() -> None:
 
 
 def test_a_report_that_is_no_regular_file_is_not_read(tmp_path: Path) -> None:
-    """The worker's folder is the candidate's to write: a FIFO where the report goes would block the parent that
-    opens it, a huge sparse file would fill its memory, a link would lead elsewhere (a red-team review, session 19)."""
+    """The worker's folder is the candidate's to write: a FIFO where the report goes would block the parent that opens
+    it, a huge sparse file would fill its memory, a link would lead elsewhere (a red-team review of 2026-11-28)."""
     import os
 
     from ksearch.tools.evaluator.sandbox import REPORT_LIMIT, read_regular, read_report, read_tail
@@ -347,7 +347,7 @@ def test_no_process_of_an_evaluation_outlives_it_when_no_new_process_can_start(m
     """The machine refuses new processes (fork's EAGAIN, a full disk) after an evaluation took its worker, scout and
     profiling process: taking the profiler fails on its successor, and retiring the scout would start one too. Every
     process of the evaluation is still stopped and its folder removed (retiring never raises: a red-team review,
-    session 22, found the worker left running with the session unaware of it)."""
+    2026-11-29, found the worker left running with the session unaware of it)."""
     monkeypatch.setattr(evaluate_module, "wants_scout", lambda request: True)  # as on a GPU for a Triton candidate
     code = (Path(__file__).resolve().parent / "forgers" / "honest_slow.py").read_text(encoding="utf-8")
     request = EvalRequest(

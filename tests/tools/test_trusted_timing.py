@@ -134,7 +134,7 @@ def test_the_reader_drains_every_waiting_record_with_its_send_stamp() -> None:
 @pytest.mark.parametrize("stamped", [True, False])
 def test_descriptors_a_candidate_passes_over_the_channel_never_stay_in_the_parent(stamped: bool) -> None:
     """A worker's end can send ``SCM_RIGHTS``; where the kernel does not stamp records (``stamped`` off) the reader's
-    ancillary buffer has room for them: the parent closes them at once (a red-team review, session 28)."""
+    ancillary buffer has room for them: the parent closes them at once (a red-team review of 2026-11-30)."""
     import array
     import socket
 

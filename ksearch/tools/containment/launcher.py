@@ -23,19 +23,19 @@ It applies the layers the parent chose (``policy``), in this order, then ``exec`
             socket reaches anything outside (a Dask scheduler, a model server, another process's port), where
             Landlock's network rules are missing or do not reach (UDP, abstract sockets before Linux 6.12).
 ``ipcns``   an IPC namespace of its own: no System V message queue, semaphore or shared-memory segment, and no POSIX
-            message queue, of any process outside (a red-team review, session 28, sent a message into a same-user
+            message queue, of any process outside (a red-team review of 2026-11-30 sent a message into a same-user
             queue outside); with ``mountns``, every ``mqueue`` mount covered (its files are the host's queues).
             POSIX shared memory (``/dev/shm`` files, which CUDA and NCCL use) is not affected.
 ``caps``    every capability dropped from the bounding set (root keeps uid 0 but has no capability after ``exec``:
             no ``CAP_SYS_PTRACE``, no ``CAP_DAC_OVERRIDE``), and no_new_privs (no setuid program gives them back).
 ``seccomp`` a system-call filter (last, with no_new_privs): ``setsid`` and ``setpgid`` succeed without effect, so every
-            process the candidate starts stays in the worker's process group, which the parent's group kill takes
-            whole (a process that forked faster than /proc is read slipped past the kill by namespace: session 27's
-            red team); ``connect`` fails as if nothing listened there, and so does ``sendto`` with an address, so
-            no service listening on a path (a same-user Python forkserver ran the red team's code outside every
-            layer; root's docker socket) can be reached; ``io_uring`` (which would connect past the filter) and
-            32-bit or x32 system calls (other numbers) fail. Creating a Unix socket stays allowed: CUDA's start
-            needs one (it failed with error 304 when ``socket(AF_UNIX)`` did, on an H200, session 28).
+            process the candidate starts stays in the worker's process group, which the parent's group kill takes whole
+            (a process that forked faster than /proc is read slipped past the kill by namespace: the red team of
+            2026-11-30); ``connect`` fails as if nothing listened there, and so does ``sendto`` with an address, so no
+            service listening on a path (a same-user Python forkserver ran the red team's code outside every layer;
+            root's docker socket) can be reached; ``io_uring`` (which would connect past the filter) and 32-bit or x32
+            system calls (other numbers) fail. Creating a Unix socket stays allowed: CUDA's start needs one (it failed
+            with error 304 when ``socket(AF_UNIX)`` did, on an H200, 2026-11-30).
 ``landlock`` reads everywhere except the hidden paths, writes only beneath the given folders and ``/dev`` (and, for
             a GPU's candidate, the spec's ``cuda``, ``/proc``: CUDA's start writes beneath its process's entry, in
             every process that starts it), no TCP (ABI 4+), no signals or (without ``netns``) abstract sockets outside
@@ -90,7 +90,7 @@ ALWAYS_WRITABLE = ("/dev", "/proc")
 PROC_READ_ONLY = ("/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus", "/proc/fs")
 """... but not these: a candidate running as root (uid 0 passes the file modes without any capability) could write
 ``/proc/sys/kernel/core_pattern``, crash, and have the kernel run its helper as root outside every namespace (a
-red-team review, session 27). ``/sys`` is read-only whole (CUDA only reads it; root could move itself out of its
+red-team review of 2026-11-30). ``/sys`` is read-only whole (CUDA only reads it; root could move itself out of its
 cgroup). Docker's read-only paths are the same list."""
 DEVICES_KEPT = ("null", "zero", "full", "random", "urandom", "tty", "shm")
 """What a minimal ``/dev`` (``minimal_dev``) keeps of the machine's, each bound from it, read-only but ``shm``, the
@@ -177,7 +177,7 @@ def enter_namespaces(pid_namespace: bool) -> None:
         raise LayerError(f"writing the user namespace's id maps: {exc}") from None
     try:  # no user namespace inside this one: every process the candidate starts stays in it, where the parent finds
         with open("/proc/sys/user/max_user_namespaces", "w") as f:  # and kills them (``sandbox.kill_user_namespace``)
-            f.write("0")  # (a nested one would also hand it capabilities over new mounts: session 27's red team)
+            f.write("0")  # (a nested one would also hand it capabilities over new mounts: the red team of 2026-11-30)
     except OSError:
         pass  # a read-only /proc/sys (some containers): the nested namespace stays possible, nothing else changes
 
@@ -255,7 +255,7 @@ def private_mounts(
 
 def own_ipc_namespace(*, cover_mqueues: bool) -> None:
     """A new IPC namespace; with ``cover_mqueues`` (in the candidate's mount namespace) every ``mqueue`` mount covered
-    too: a file on one is the host's queue itself, whatever the IPC namespace (session 28's red team, through
+    too: a file on one is the host's queue itself, whatever the IPC namespace (the red team of 2026-11-30, through
     systemd's ``/dev/mqueue``)."""
     _check(_libc.unshare(CLONE_NEWIPC), "unshare(CLONE_NEWIPC)")
     if cover_mqueues:
@@ -284,7 +284,7 @@ def minimal_dev(*, gpu_devices: bool) -> None:
                 f"bind /dev/{name}",
             )
             if name != "shm":  # a device reads and writes on a read-only mount; chmod and chown of the host's
-                _remount_read_only(target.encode())  # node (uid 0 owns it) do not (session 28's red team)
+                _remount_read_only(target.encode())  # node (uid 0 owns it) do not (the red team of 2026-11-30)
         for name, link in DEVICE_LINKS.items():
             os.symlink(link, f"/dev/{name}")
         _own_ptys()
@@ -482,7 +482,7 @@ def apply(spec: dict, *, probe: bool) -> tuple[list[str], dict[str, str]]:
     attempt("caps", drop_capabilities)
     # in a network namespace of its own no abstract socket outside is visible: the scope would add nothing there
     # CUDA's start writes beneath its process's /proc/PID (error 304 otherwise), in every process that starts CUDA
-    # (Inductor's compile workers too, session 29): for a GPU's candidate /proc stays writable, as mountns leaves it
+    # (Inductor's compile workers too, 2026-11-30): for a GPU's candidate /proc stays writable, as mountns leaves it
     writable = [*spec.get("writable", []), *(["/proc"] if spec.get("cuda") else [])]
     attempt(
         "landlock",
@@ -499,7 +499,7 @@ def _fork_into_namespace() -> None:
     status_r, status_w = os.pipe()
     alive_r, alive_w = os.pipe()
     # opened before any fork: the worker's mount layer then changes the /dev this namespace's processes see, and
-    # opening /dev/null after it raced with it (CI, session 30: FileNotFoundError in the namespace's first process)
+    # opening /dev/null after it raced with it (CI, 2026-11-30: FileNotFoundError in the namespace's first process)
     null = os.open(os.devnull, os.O_RDONLY)
     first = os.fork()
     if first == 0:

@@ -10,7 +10,7 @@ of another privilege or of another user namespace can read its memory, environme
 
 ``pidns`` is left out of ``auto`` on a GPU: legacy CUDA IPC handles cannot be opened across PID namespaces, and the
 checker shares its output buffer with the worker through one (the evaluator would fall back to host memory, slower).
-Every other layer runs with CUDA (an H200, session 29): Landlock there leaves ``/proc`` writable (CUDA's start writes
+Every other layer runs with CUDA (an H200, 2026-11-30): Landlock there leaves ``/proc`` writable (CUDA's start writes
 beneath its process's entry, in every process that starts it) and, beside ``netns``, leaves abstract sockets to the
 network namespace; ``mountns`` gives a GPU's candidate a minimal ``/dev`` with the ``nvidia*`` nodes. ``seccomp`` is
 withheld where a CUDA MPS daemon serves the GPU (``gpu_withheld``).
@@ -127,7 +127,7 @@ MPS_DEFAULT_PIPE = "/tmp/nvidia-mps"
 
 def gpu_withheld() -> dict[str, str]:
     """Layers ``auto`` leaves out on a GPU here, and why (``KSEARCH_SANDBOX`` may still name them). ``seccomp`` runs
-    with CUDA (an H200, session 28) but refuses ``connect``, through which a CUDA client reaches an MPS daemon's Unix
+    with CUDA (an H200, 2026-11-30) but refuses ``connect``, through which a CUDA client reaches an MPS daemon's Unix
     socket: where one serves the GPU a candidate would lose it (or, in exclusive-process mode, the GPU)."""
     withheld: dict[str, str] = {}
     pipe = Path(os.environ.get(MPS_PIPE_VARIABLE) or MPS_DEFAULT_PIPE)
@@ -268,7 +268,7 @@ def launcher_prefix(device: str, writable: list[Path]) -> list[str]:
     hidden = hidden_paths(keep)
     if "landlock" in layers and not environ_protected(layers):
         hidden += [f"/proc/{pid}" for pid in ancestors()]
-    devices = "cpu" if device == "cpu" else "gpu"  # the GPU's adds nvidia* (ran with CUDA on an H200, session 29)
+    devices = "cpu" if device == "cpu" else "gpu"  # the GPU's adds nvidia* (ran with CUDA on an H200, 2026-11-30)
     spec = {
         "layers": list(layers),
         "hidden": hidden,

@@ -188,7 +188,7 @@ class Checker:
         before the audited call, so nothing of it runs beside the candidate, and the audit's handoff is judged without
         the work. Whole only where it must be (a config's first audit, or sampling off): the draw of a later whole
         audit is made at the handoff, after the output is staged, since the worker could time this preparation (a
-        whole reference costs ~40x a sample) and be honest only on the audits drawn whole (a red team, session 29).
+        whole reference costs ~40x a sample) and be honest only on the audits drawn whole (a red team, 2026-11-30).
         A claim this evaluation could not make, or any failure here, leaves nothing prepared: the handoff is then
         judged from scratch, as before, and its own checks decide."""
         if self.to_prepare is None:

@@ -239,7 +239,7 @@ def _evaluate_once(
         profiler = session.take_profiler() if wants_profiler(request, low_memory=session.low_memory) else None
         # Named unpredictably and created here: the shared folder is writable by every candidate of the session, and
         # an earlier one could otherwise plant kernels or autotuner entries in the next evaluation's cache (a red-team
-        # review, session 19).
+        # review of 2026-11-28).
         if scout is not None or profiler is not None:
             shared_cache = session.root / SHARED_DIR / f"{evaluation_id}-{secrets.token_hex(8)}-triton"
         if wants_probe(request):  # beside the worker, on the CPU: nothing is timed there

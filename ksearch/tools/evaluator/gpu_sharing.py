@@ -3,7 +3,7 @@
 The parent's ledger holds each timed window's device time against its wall time (rule ``timing_forgery``). On a GPU
 that another process keeps busy, an honest kernel's launches wait behind the other's work, so its windows take wall
 time no device event of its own accounts for: the signature of a forged time. Measured on an H200 with four
-evaluations sharing it (session 26): ten honest files were rejected as timing forgeries, and all ten passed one at a
+evaluations sharing it (2026-11-29): ten honest files were rejected as timing forgeries, and all ten passed one at a
 time. A rejection names the candidate a cheat, so a ``timing_forgery`` verdict that would stand (after its retry) is
 first checked against the GPU: if the GPU is still busy once this evaluation's worker is gone, the evaluation is the
 harness's failure (``HarnessError``: no verdict, the run stops resumable), never the candidate's.

@@ -82,13 +82,13 @@ descheduled for a few milliseconds on a busy host; a forgery shows in every wind
 WINDOW_OVERHEAD_CAP_MS = 0.05
 """Where each window holds one call (GPU MODE's loops), the calibrated window overhead counts for at most this much.
 The calibration's 90th percentile is taken in a few milliseconds of a fresh worker and read 0.027-0.53 ms on one
-H200 (session 17), three times which was each window's allowance: up to 1.6 ms a window a forger could leave out of
+H200 (2026-11-27), three times which was each window's allowance: up to 1.6 ms a window a forger could leave out of
 its samples unseen on a 0.3 ms shape. The windows themselves held at most 0.143 ms beyond their samples (1700
 windows of 17 honest TriMul evaluations, their median at most 0.054 ms); three times this cap covers that."""
 MEDIAN_UNEXPLAINED_MS = 0.1
 """The typical window (the median) may hold at most this much wall time beyond its samples and the harness's own
 work (or ``MEDIAN_UNEXPLAINED_SHARE`` of its samples, if more), with the kernel's stamps: honest windows on an H100
-held 0.05-0.13 ms beyond their samples, on an H200 a median of at most 0.054 ms (session 17), nearly all of it the
+held 0.05-0.13 ms beyond their samples, on an H200 a median of at most 0.054 ms (2026-11-27), nearly all of it the
 harness's calibrated work (0 ms beyond it in 28 honest evaluations' ledgers). The per-config total alone let a
 forger through whose loop stopped after a few windows (constant forged samples meet the stop rule at once), since a
 few windows' unexplained time stays under ``KERNEL_JITTER_S``."""
@@ -97,18 +97,19 @@ NULL_MARGIN_MS = 0.05
 median timed window may hold at most this much more wall time beyond its samples than the median null window holds
 beyond its own. A null window is the harness's own procedure around no call, at the same time in the same process,
 which the candidate cannot move (its code does not run then); a forger that leaves a constant part of each call out
-of its samples shows here. On an H100 (session 18) honest loops read between -0.49 and +0.003 ms (8 softmax loops of
+of its samples shows here. On an H100 (2026-11-28) honest loops read between -0.49 and +0.003 ms (8 softmax loops of
 GPU MODE's two modes, TriMul's 7 shapes: their large calls leave the device busy, so their windows hold less than
-the null windows' synchronisation on an idle device); session 17 had set 0.1 ms before any GPU run."""
+the null windows' synchronisation on an idle device); it was 0.1 ms, set on 2026-11-27 before any GPU run."""
 NULL_SAMPLE_MEDIAN_MAX_MS = 0.1
 """A null window's sample is two events recorded back to back, as far apart as the host's Python between the two
-records: a median of 0.016-0.027 ms on an H100 (session 18; single ones up to 0.074 ms). A call is timed in a null
-window only where a candidate marked the window null by writing on the harness's channel (found by a red-team review,
-session 17: its forged null windows would have taken the real samples out of the score); the typical null window of a
+records: a median of 0.016-0.027 ms on an H100 (2026-11-28; single ones up to 0.074 ms). A call is timed in a null
+window only where a candidate marked the window null by writing on the harness's channel (found by a red-team review of
+2026-11-27: its forged null windows would have taken the real samples out of the score); the typical null window of a
 loop is held to this, and ``_schedule_problem`` to where the harness puts them."""
 NULL_SAMPLE_MAX_MS = 1.0
-"""Any one null window's sample: the host descheduled between the two records, never longer. (Session 17 held every
-null window to 0.05 ms, untested on a GPU: on an H100 that rejected 2 of 4 honest GPU MODE loops at first try.)"""
+"""Any one null window's sample: the host descheduled between the two records, never longer. (The rule of 2026-11-27
+held every null window to 0.05 ms, untested on a GPU: on an H100 that rejected 2 of 4 honest GPU MODE loops at first
+try.)"""
 HOST_NULL_SAMPLE_MEDIAN_MAX_MS = 2.0
 """``NULL_SAMPLE_MEDIAN_MAX_MS`` when the CPU times (tests only: two host clock reads on busy shared cores)."""
 HOST_NULL_SAMPLE_MAX_MS = 20.0
@@ -528,7 +529,7 @@ def _schedule_problem(name: str, loop: list[Window], method: str, timeline: _Tim
     the parent received); flashinfer-bench's times a fixed number of iterations; robust sizes each block from the
     previous block's median, hands every block's last output to the checker and stops by its own rule; the runs of a
     config are numbered 0, 1, ... in order, and only compare mode has more than one. An added window moves all of
-    these (a red-team review of this rule, session 18, added the last two: forged windows numbered as a run of their
+    these (a red-team review of this rule, 2026-11-28, added the last two: forged windows numbered as a run of their
     own, and forged robust blocks sized to keep the harness's next block in range)."""
     runs = [w.run for w in loop]
     steps_ok = all(b - a in (0, 1) for a, b in zip(runs, runs[1:])) and (not runs or runs[0] == 0)
@@ -561,7 +562,7 @@ def _numbering_problem(name: str, timed: list[Window], method: str) -> Finding |
     """Every handoff names the window it audits by the harness's count of the run's timed windows; the parent's count
     must agree, and the run's last window (which every method hands to the checker, and which compare mode, checking
     nothing, names in the message that ends the run: ``TimingLedger.ran``) must be named, which pins the number of
-    windows to the harness's own (a red-team review, session 18: a candidate that predicted where GPU MODE's stop rule
+    windows to the harness's own (a red-team review of 2026-11-28: a candidate that predicted where GPU MODE's stop rule
     would end the harness's loop wrote the rest of a 100-repeat loop as forged windows inside the last call, 52-83 %
     low, every rule above passing; in compare mode, forged blocks chained inside a block)."""
     for position, window in enumerate(timed, start=1):

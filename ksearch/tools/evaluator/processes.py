@@ -67,7 +67,7 @@ def message_channel() -> tuple[socket.socket, socket.socket]:
 
 
 def close_passed(data: bytes) -> None:
-    """Close the descriptors an ``SCM_RIGHTS`` message installed in this process (a red-team review, session 28:
+    """Close the descriptors an ``SCM_RIGHTS`` message installed in this process (a red-team review of 2026-11-30:
     where the kernel does not stamp records, the ancillary buffer had room for four a candidate could pass)."""
     count = len(data) // 4
     for fd in struct.unpack(f"{count}i", data[: count * 4]):
@@ -181,7 +181,7 @@ CHECKER_ENV = {"OMP_WAIT_POLICY": os.environ.get("KSEARCH_CHECKER_OMP_WAIT", "PA
 """The checker's OpenMP threads sleep as soon as its CPU work ends instead of spinning: by default they spin on every
 core for a while after each parallel region, and the worker's next timed call, right after the checker answered an
 audit, lost its CPU to them. On the 2-core CPU machine that call's median went from 3.4 ms to 0.07 ms for a 22 us
-kernel (session 16, ``bench/audit_share.py``); the checker's own work is never timed.
+kernel (2026-11-27, ``bench/audit_share.py``); the checker's own work is never timed.
 ``KSEARCH_CHECKER_OMP_WAIT=ACTIVE`` restores OpenMP's spinning, to measure the difference on another machine."""
 
 

@@ -17,7 +17,7 @@ model: it never decides a verdict, a score or a promotion, and what is read of t
 Not used, the worker profiling after its timing instead: for a candidate that builds a C++ extension (this process
 would build its own copy) or calls ``torch.compile`` (this process would trace and compile its graphs again, one
 per shape: on an H200 a public leaderboard kernel's profile calls took 17.8 s here, a 21.6 s profile stage of a 73 s
-verdict, against 0.16 s in its worker after the timing, whose profiler started in 0.02 s: session 25), in
+verdict, against 0.16 s in its worker after the timing, whose profiler started in 0.02 s: 2026-11-29), in
 low-memory mode (a third CUDA context beside a large task's tensors), and with ``KSEARCH_PROFILE_PROCESS=0``.
 """
 

@@ -100,7 +100,7 @@ def on_spawner_thread(start: Callable[[], _T]) -> _T:
     Linux ties ``PR_SET_PDEATHSIG`` (``die_with_parent``; the containment launcher sets it too) to the *thread*
     that created the child: a checker or prestarted worker started from a LangGraph pool thread was SIGKILLed when
     that pool shut down at the end of a ``graph.stream()``, though its session lived on for the next one (a
-    thread-safety review, session 22), losing the warm checker, its reference cache and the prestarted workers.
+    thread-safety review of 2026-11-29), losing the warm checker, its reference cache and the prestarted workers.
     Started from this thread, they die with the process, as intended."""
     global _spawner
     with _spawner_lock:
@@ -122,7 +122,7 @@ def kill_group(pid: int) -> None:
 
 class UserNamespace:
     """A candidate worker's user namespace, held open: while it is held the kernel cannot give its number to another
-    namespace (numbers of ended ones come back at once: a red-team review, session 27, saw two launchers in a row
+    namespace (numbers of ended ones come back at once: a red-team review of 2026-11-30 saw two launchers in a row
     get the same one), so ``kill_user_namespace`` never takes another worker for this one's."""
 
     def __init__(self, pid: int) -> None:
@@ -152,7 +152,7 @@ def namespace_identity(pid: int) -> tuple[int, int] | None:
 def kill_user_namespace(namespace: UserNamespace | None, *, rounds: int = 5) -> int:
     """SIGKILL every process in ``namespace`` (a candidate worker's user namespace, in which the launcher allows no
     nested one); how many. Without a PID namespace (a GPU), a process the candidate started in a new session or as a
-    daemon outlives the group kill (a red-team review, session 27: it kept writing to the session's shared folder and
+    daemon outlives the group kill (a red-team review of 2026-11-30: it kept writing to the session's shared folder and
     to /dev/shm after its evaluation). Each process is signalled through a pidfd opened before its namespace is read
     again, so a pid reused meanwhile is never hit. A process that forks and exits faster than /proc is listed can
     slip past (``seccomp`` keeps every process in the worker's group, which the group kill takes whole)."""
@@ -251,7 +251,7 @@ def read_regular(path: Path, limit: int = REPORT_LIMIT, *, tail: bool = False) -
     """The text of ``path`` when it is a regular file of at most ``limit`` bytes (with ``tail``: its last ``limit``
     bytes, whatever its size); None otherwise. A worker's folder is the candidate's to write: a FIFO put where its
     report goes would block the parent that opens it, a huge sparse file would fill its memory, a link would lead
-    elsewhere (a red-team review, session 19). Opened without following links and without blocking."""
+    elsewhere (a red-team review of 2026-11-28). Opened without following links and without blocking."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
     except OSError:
@@ -322,7 +322,7 @@ def remove_tree(path: Path) -> bool:
 
     The folders this removes were written by candidates, which may have made them hostile: ``shutil.rmtree``
     recurses once per level in Python (3.11) and opens a descriptor per level, so a tree a thousand folders deep
-    raises ``RecursionError`` through ``ignore_errors`` (a red-team review, session 22). Then GNU ``rm -rf``, which
+    raises ``RecursionError`` through ``ignore_errors`` (a red-team review of 2026-11-29). Then GNU ``rm -rf``, which
     walks any depth without recursion, removes what is left."""
     try:
         shutil.rmtree(path, ignore_errors=True)

@@ -21,7 +21,7 @@ SEED_MODULUS = 2**31 - 2**22
 DIGEST_SAMPLE = 4096
 """Elements sampled (evenly strided) per tensor for the input digest. It is computed three times per audit, twice of
 them on the loop's path (the worker's, after the call; the checker's, while the worker waits): on an H200's host,
-16384 (a dozen TriMul tensors, ~0.5 MB) took 1.5-1.8 ms, 1.0 of it hashing, and 4096 0.6 ms (session 30). The digest
+16384 (a dozen TriMul tensors, ~0.5 MB) took 1.5-1.8 ms, 1.0 of it hashing, and 4096 0.6 ms (2026-11-30). The digest
 says the inputs are the ones the seeds make and that the call left them so; a sample of any size is at known
 positions, so it catches a kernel that overwrites its inputs (a scratch buffer), not one that hides a mark in them:
 what stops a kernel that tells an audit by a mark of its own is the checked output and ``audit_evasion``."""

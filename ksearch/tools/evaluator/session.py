@@ -190,7 +190,7 @@ class EvaluatorSession:
         """Kill ``worker`` and remove its folder; in a prestarting session, start the next of its kind.
 
         Never raises: it runs where an evaluation cleans up, one process after another, and an exception there would
-        skip the rest (a worker left running with its CUDA context: a red-team review, session 22) and hide the
+        skip the rest (a worker left running with its CUDA context: a red-team review of 2026-11-29) and hide the
         evaluation's outcome. A successor that fails to start here is started when one is next taken."""
         worker.kill()
         remove_tree(worker.work.parent)
@@ -316,7 +316,7 @@ class EvaluatorSession:
                 if op in ("go", "timed", "ran"):
                     # Recorded from the first ``timing`` phase on, whatever phase is announced after it: a candidate
                     # writing ``phase`` lines on the channel could otherwise hide the harness's own records (a
-                    # red-team review, session 19). No honest phase after timing sends any.
+                    # red-team review of 2026-11-28). No honest phase after timing sends any.
                     if timing_seen:
                         if op == "go":
                             ledger.go(

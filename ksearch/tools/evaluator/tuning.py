@@ -4,7 +4,7 @@ timed; on the timed configs, Triton's full benchmark for the contenders only.
 GPU MODE's ``test`` mode calls an ``@triton.autotune`` kernel at each test shape, and Triton's autotuner then times
 every config at every new key with ``triton.testing.do_bench`` (25 ms of warm-up and 100 ms of repeats per config, an
 L2 flush before each repeat). On a test shape that choice decides only which config's output is checked; it cost a
-public leaderboard TriMul kernel (11 configs, 3 keys) 10 s of its 72 s ``test`` pass (H200, session 24).
+public leaderboard TriMul kernel (11 configs, 3 keys) 10 s of its 72 s ``test`` pass (H200, 2026-11-29).
 
 While ``quick_tuning`` is active (the worker's correctness pass), an autotuner that uses Triton's default benchmarker
 times each config with ``QUICK_WARMUP_MS`` of warm-up and ``QUICK_REP_MS`` of repeats instead, by the same
@@ -20,7 +20,7 @@ among the contenders: every config is first timed by the short benchmark, and on
 ``WINNOW_MARGIN`` slower than the fastest is not given the full one (its timing is recorded as infinite, as Triton
 records a config that fails to compile). Triton's full benchmark costs about 125 ms per config and key whatever the
 kernel (25 ms of warm-up, 100 ms of repeats); for a kernel of 12 configs on 7 timed shapes that was most of the timing
-stage (session 24). A config that far behind on the short benchmark does not win the full one, so the choice is the
+stage (2026-11-29). A config that far behind on the short benchmark does not win the full one, so the choice is the
 one upstream's fresh ``benchmark`` process makes, for less; the disk cache's key (the configs Triton pruned to) is
 unchanged, so the profiling process finds the worker's choices there.
 
@@ -42,7 +42,7 @@ WINNOW_MARGIN = 0.10
 """On a timed config, a config whose short benchmark reads more than this fraction slower than the fastest config's
 is not given Triton's full benchmark. The short benchmark's own spread is a few percent (10 ms of repeats, at least
 one). With 0.25, 45 of the 64 configs of examples/trimul_triton_autotune.py's 8 timed keys were contenders (H200,
-session 28): its configs lie close together."""
+2026-11-30): its configs lie close together."""
 WINNOW_STATE = "_ksearch_winnow"
 """The autotuner instance's slot for the current key's short timings (set when Triton prunes the configs of a new key,
 which it does only for a key it has not tuned)."""

@@ -116,7 +116,7 @@ def prime_activation_probe(task: Any, config: Any) -> None:
     ops answer by probing their input generator on the meta device, and that first call imports PyTorch's reference
     implementations (seconds: 2.9 s on an H200). Asked first inside the loop, between two windows, it read as work
     done where no sample counts it, and the smoke suite's honest KernelBench and user-op kernels were rejected as
-    ``timing_forgery`` (session 17). The answer is cached per config; a failure here is the loop's to report."""
+    ``timing_forgery`` (2026-11-27). The answer is cached per config; a failure here is the loop's to report."""
     try:
         task.activation_inputs(config)
     except Exception:  # noqa: BLE001 - fresh_values raises it again where it is handled
@@ -184,7 +184,7 @@ class Worker:
             os.environ["TRITON_CACHE_DIR"] = self.request.triton_cache_dir
             # Inductor's graphs too: the profiling process then loads what torch.compile built in the worker instead
             # of compiling it again (a public leaderboard kernel compiling for small shapes: 19 s of a 92 s verdict
-            # were its profiling process recompiling them, H200, session 21).
+            # were its profiling process recompiling them, H200, 2026-11-29).
             os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(self.request.triton_cache_dir, INDUCTOR_SUBDIR)
         if self.request.mode == "scout":
             return self.scout()

@@ -489,7 +489,7 @@ NATIVE_OP_CALL = re.compile(
 def native_op_calls(tree: ast.Module, known: frozenset[str]) -> Iterator[tuple[ast.Constant, str]]:
     """(the string, the call as written) for each PyTorch op of ``known`` that a CUDA/C++ source string calls: host
     code handed to ``load_inline`` that calls ``at::softmax`` hands the work back to PyTorch as surely as Python's
-    ``torch.softmax`` (a red-team review, session 26: the rule read Python only)."""
+    ``torch.softmax`` (a red-team review of 2026-11-29: the rule read Python only)."""
     for node in ast.walk(tree):
         if not (isinstance(node, ast.Constant) and isinstance(node.value, str) and C_SOURCE_MARK.search(node.value)):
             continue

@@ -51,7 +51,7 @@ class StreamRules(ScannerBase):
         and an ``options`` key naming ``cudagraphs`` that is not off. Each is read wherever the module binds it to
         literals (a name assigned a string, either branch of a conditional); a setting the rules cannot read (a
         parameter, ``**settings``, options built at run time) is refused rather than guessed (a red-team pass,
-        session 33: a mode held in a name, ``**settings``, ``options`` and ``functools.partial`` all got past)."""
+        2026-11-30: a mode held in a name, ``**settings``, ``options`` and ``functools.partial`` all got past)."""
         for kw in node.keywords:
             if kw.arg is None:
                 yield self.finding(

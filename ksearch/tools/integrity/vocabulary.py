@@ -334,7 +334,7 @@ DYNAMIC_MODULES = (
 )
 NATIVE_LOADERS = ("triton.runtime.build", "triton.backends", "torch.utils.cpp_extension.load")
 """Native code built or loaded where the source scanner cannot read it: Triton's C builder (``compile_module_from_src``
-compiles and imports any C, a red-team review's route in session 19), its backends' drivers, extensions built from
+compiles and imports any C, a red-team review's route on 2026-11-28), its backends' drivers, extensions built from
 files (shared libraries loaded by path are ``reach.DENIED_CALLS``). ``torch.utils.cpp_extension.load_inline`` stays
 allowed: its sources are strings in the file, judged by the rules on CUDA/C++ source."""
 FINGERPRINT_CALLS = ("hashlib", "zlib.crc32", "zlib.adler32", "binascii.crc32", "xxhash", "pickle.dumps")
@@ -511,7 +511,7 @@ OS_FUNCTIONS = (
 HOST_IO_SOURCE = re.compile(
     r"(?<![\w.>:])(?:(?:std)?::\s*)?\b" + OS_FUNCTIONS + r"\s*\("
     # the same functions named without a call: a macro standing for one, their address taken or assigned (a red-team
-    # review, session 19: ``CAT(op, en)``; these are its neighbours that need no token pasting)
+    # review of 2026-11-28: ``CAT(op, en)``; these are its neighbours that need no token pasting)
     r"|^[ \t]*#[ \t]*define[ \t]+\w+(?:\([^)\n]*\))?[^\n/]*?(?<![\w.>:])\b" + OS_FUNCTIONS + r"\b(?!\s*\()"
     r"|(?:[&=,({?]|[^:]:)[ \t]*(?:(?:std)?::[ \t]*)?\b" + OS_FUNCTIONS + r"\b[ \t]*(?:[;,)}]|:(?!:))"
     r"|\b(ofstream|ifstream|fstream|filebuf)\b|<fstream>|\bstd::filesystem\b|\bsyscall\b|\b__NR_\w+|\bSYS_\w+"
@@ -520,13 +520,13 @@ HOST_IO_SOURCE = re.compile(
 )
 """The operating system called from a CUDA/C++ source: files, descriptors, sockets, processes, system calls, native
 libraries. A kernel's host code launches kernels and allocates tensors through torch; these are how it would write on
-the harness's channel (a socket the worker holds: a forged ``timed``, found by a red-team review in session 17) or
+the harness's channel (a socket the worker holds: a forged ``timed``, found by a red-team review on 2026-11-27) or
 read another process's files, from where no rule about Python can look; or start a process that leaves the worker's
-process group and outlives it (``posix_spawn``, ``clone``, ``daemon``, ``setsid``: a red-team review, session 26).
+process group and outlives it (``posix_spawn``, ``clone``, ``daemon``, ``setsid``: a red-team review of 2026-11-29).
 ``printf``/``fprintf`` stay allowed (they write on the worker's own standard streams)."""
 NATIVE_EVASION_SOURCE = re.compile(r"##")
 """Token pasting in a CUDA/C++ source: ``CAT(wri, te)`` reaches ``write`` without spelling it (found by a red-team
-review in session 19), so no rule on the source's names could see it. A kernel's host code needs none; write the
+review on 2026-11-28), so no rule on the source's names could see it. A kernel's host code needs none; write the
 names out. (The Python C API in C++ is ``reach.PYTHON_C_API``'s.)"""
 COMPILER_FLAG_SOURCE = re.compile(
     r"^\s*(?:-D\s*\w+(?:\([^)]*\))?=.*(?<![\w.>:])\b" + OS_FUNCTIONS + r"\b|-include\b|-imacros\b"

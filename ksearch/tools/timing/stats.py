@@ -79,7 +79,7 @@ class UndisturbedSamples:
     audited repeat (re-randomised just before, the checker's answer awaited after) and the repeat right after its gap
     read slower than the loop's others (0.1-0.2 ms on TriMul on an H200), so the score leaves them out
     (``ledger.scored_samples``); counted by the stop rule they kept b6's loops going to 29, 44, 48 and 62 repeats where
-    this rule stops after 10, 26, 41 and 51 (session 30's ledgers, replayed). So the rule's precision
+    this rule stops after 10, 26, 41 and 51 (the ledgers of 2026-11-30, replayed). So the rule's precision
     test reads the repeats upstream's uninterrupted loop would have, and only once the score will read them too (the
     loop's last repeat is audited, so the score leaves it out as well); its caps (repeats, kernel time, wall time) count
     every repeat, as upstream's. The worker's loop and the parent's replay of it both keep one of these."""

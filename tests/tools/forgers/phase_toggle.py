@@ -1,6 +1,6 @@
 """Forger: announces a phase other than ``timing`` on the harness's channel from inside its first timed call, so a
 parent that recorded windows only while the worker said it was timing would drop the harness's own records (a
-red-team review, session 19: with forged windows written between such toggles, a compare run read 4x faster).
+red-team review of 2026-11-28: with forged windows written between such toggles, a compare run read 4x faster).
 Static rules bypassed in the test. Expected: PASSED, every window recorded, timed at its honest ~5 ms."""
 
 import gc
