@@ -22,8 +22,8 @@ Usage (repo root, GPU machine): ``PYTHONPATH=$PWD python3 bench/evaluator.py`` [
    ``--skip-no-scout`` leaves it out); for an ``@triton.autotune`` kernel, also with Triton's full autotuning
    benchmark on the correctness configs (``KSEARCH_QUICK_TUNING=0``); the ratios ksearch / upstream (target at most
    1/3);
-2. stability of ``robust``: ``--repeats`` evaluations (0: skip) of the kernel in one session (each a new candidate hash);
-   spread of the geomean and of each shape's median ((max - min) / median; targets 1 % and 3 %).
+2. stability of ``robust``: ``--repeats`` evaluations (0: skip) of the kernel in one session (each a new candidate
+   hash); spread of the geomean and of each shape's median ((max - min) / median; targets 1 % and 3 %).
 """
 
 from __future__ import annotations
@@ -56,7 +56,10 @@ _LARGE_TASK = textwrap.dedent(
             return [_config("bench_{LARGE[0]}x{LARGE[1]}", {LARGE[0]}, {LARGE[1]}, seed=301)]
 
         def test_configs(self, device):
-            return [_config("test_{LARGE[0]}x{LARGE[1]}", {LARGE[0]}, {LARGE[1]}, seed=302), *super().test_configs("cpu")]
+            return [
+                _config("test_{LARGE[0]}x{LARGE[1]}", {LARGE[0]}, {LARGE[1]}, seed=302),
+                *super().test_configs("cpu"),
+            ]
     '''
 )
 _SITECUSTOMIZE = (

@@ -302,7 +302,8 @@ def main() -> int:
             if flag and low <= 1 <= high:
                 flag += " (not resolved: the interval holds 1)"
             print(
-                f"  b{i}     {u:10.4f}  {k:10.4f}  {r:6.3f}  [{low:5.3f}, {high:5.3f}]   {mid_up[i]:9.4f} {mid_ks[i]:9.4f}"
+                f"  b{i}     {u:10.4f}  {k:10.4f}  {r:6.3f}  [{low:5.3f}, {high:5.3f}]   {mid_up[i]:9.4f} "
+                f"{mid_ks[i]:9.4f}"
                 f"   {noise[i] * 100:5.1f} %{flag}"
             )
             if flag:

@@ -121,11 +121,15 @@ def main() -> int:
                 flush=True,
             )
     fmt = lambda v, suffix="": "-" if v is None else f"{v:.4f}{suffix}"  # noqa: E731
-    header = f"{'problem':34} {'verdict':10} {'eager ms':>10} {'compile ms':>11} {'ours ms':>10} {'vs eager':>9} {'vs compile':>10}"
+    header = (
+        f"{'problem':34} {'verdict':10} {'eager ms':>10} {'compile ms':>11} {'ours ms':>10} {'vs eager':>9} "
+        f"{'vs compile':>10}"
+    )
     print("\n" + header + "\n" + "-" * len(header))
     for r in rows:
         print(
-            f"{r['problem']:34} {r['verdict']:10} {fmt(r['eager_ms']):>10} {fmt(r['compile_ms']):>11} {fmt(r['ours_ms']):>10} "
+            f"{r['problem']:34} {r['verdict']:10} {fmt(r['eager_ms']):>10} {fmt(r['compile_ms']):>11} "
+            f"{fmt(r['ours_ms']):>10} "
             f"{fmt(r['speedup_vs_eager'], 'x'):>9} {fmt(r['speedup_vs_compile'], 'x'):>10}"
         )
         if r["notes"]:

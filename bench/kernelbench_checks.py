@@ -88,7 +88,8 @@ def main() -> int:
             rows.append(row)
             print(
                 f"{problem_id:>4} {row['verdict']:<12} {row.get('check') or '':<20} "
-                f"not judged: {','.join(row.get('variants_not_judged', [])) or '-':<30} {row['seconds']:>6}s  {task.title}",
+                f"not judged: {','.join(row.get('variants_not_judged', [])) or '-':<30} {row['seconds']:>6}s  "
+                f"{task.title}",
                 flush=True,
             )
             if out is not None:

@@ -232,113 +232,196 @@ EQUIVALENT: dict[str, str] = {
     "ksearch/tools/integrity/processes.py::ProcessRules._threading_misuse: isinstance(parent, ast.Attribute) and "
     "parent.value is node and (parent.attr in SAFE_THREADING) -> isinstance(parent, ast.Attribute) and parent.attr "
     "in SAFE_THREADING": "a Name under an Attribute is always its value (an Attribute's other field is a string)",
-    "ksearch/tools/integrity/processes.py::ProcessRules._import: node.module or '' -> node.module": "only a relative import has no module, and it returned before this line",
-    "ksearch/tools/integrity/processes.py::ProcessRules._import: node.module or '' -> node.module and ''": "only a relative import has no module, and it returned before this line; '' matches no import rule, nor "
-    "does the module name the line adds beside its names' full ones (they extend it)",
-    "ksearch/tools/integrity/processes.py::ProcessRules._import: node.module or '' -> ''": "as above: the module's own name adds nothing to the full names of what it imports",
+    "ksearch/tools/integrity/processes.py::ProcessRules._import: node.module or '' -> node.module": (
+        "only a relative import has no module, and it returned before this line"
+    ),
+    "ksearch/tools/integrity/processes.py::ProcessRules._import: node.module or '' -> node.module and ''": (
+        "only a relative import has no module, and it returned before this line; '' matches no import rule, nor does "
+        "the module name the line adds beside its names' full ones (they extend it)"
+    ),
+    "ksearch/tools/integrity/processes.py::ProcessRules._import: node.module or '' -> ''": (
+        "as above: the module's own name adds nothing to the full names of what it imports"
+    ),
     "ksearch/tools/integrity/processes.py::ProcessRules._introspection_attribute: native and (not "
-    "matches(self.resolve(node.value), NATIVE_LOADERS)) -> native": "each deeper attribute of the chain reports the same finding (same line, snippet and loader), which scan() "
-    "keeps once",
+    "matches(self.resolve(node.value), NATIVE_LOADERS)) -> native": (
+        "each deeper attribute of the chain reports the same finding (same line, snippet and loader), which scan() "
+        "keeps once"
+    ),
     "ksearch/tools/integrity/library.py::LibraryRules._forbidden_call: self.forbidden and (not "
     "name.startswith('triton.')) and (id(node) not in self.self_test) -> not name.startswith('triton.') and "
     "id(node) not in self.self_test": "with nothing forbidden, matches() finds no prefix",
     "ksearch/tools/integrity/library.py::LibraryRules._forbidden_call: self.forbidden and (not "
     "name.startswith('triton.')) and (id(node) not in self.self_test) -> self.forbidden and (not "
-    "name.startswith('triton.'))": "the scanner's walk never visits the self-test's nodes, so no call there reaches this rule",
-    "ksearch/tools/integrity/library.py::LibraryRules._forbidden_call: 'triton.' -> 'triton'": "a resolved name that starts with 'triton' but not 'triton.' is another module, which the allow-list of "
-    "imports (unlisted_import) refuses whatever it calls",
+    "name.startswith('triton.'))": (
+        "the scanner's walk never visits the self-test's nodes, so no call there reaches this rule"
+    ),
+    "ksearch/tools/integrity/library.py::LibraryRules._forbidden_call: 'triton.' -> 'triton'": (
+        "a resolved name that starts with 'triton' but not 'triton.' is another module, which the allow-list of "
+        "imports (unlisted_import) refuses whatever it calls"
+    ),
     "ksearch/tools/integrity/library.py::LibraryRules._reference_class: node.bases and all((isinstance(s, ast.Pass) "
-    "for s in body)) -> all((isinstance(s, ast.Pass) for s in body))": "without bases there is no base name to match the reference's",
+    "for s in body)) -> all((isinstance(s, ast.Pass) for s in body))": (
+        "without bases there is no base name to match the reference's"
+    ),
     "ksearch/tools/integrity/streams.py::StreamRules._bindings: isinstance(node, ast.AnnAssign) and node.value is "
-    "not None -> isinstance(node, ast.AnnAssign)": "an annotation without a value binds nothing readable either way: unmapped, its Name makes the bindings "
-    "empty; mapped to None, _literal_values(None) and _bound_dict([..., None]) read nothing",
+    "not None -> isinstance(node, ast.AnnAssign)": (
+        "an annotation without a value binds nothing readable either way: unmapped, its Name makes the bindings empty; "
+        "mapped to None, _literal_values(None) and _bound_dict([..., None]) read nothing"
+    ),
     "ksearch/tools/evaluator/gpu_sharing.py::judge: uuid is None or not readings or any((uuid not in reading for "
-    "reading in readings)) -> not readings or any((uuid not in reading for reading in readings))": "a reading's keys are uuid strings, so with no uuid (None) every non-empty reading lacks it and the check "
-    "after it returns None as well",
-    "ksearch/tools/timing/primitives.py::FreshPlan.wants: position < self._first -> position <= self._first": "the line before returns for position == self._first, so the two comparisons differ on no position that "
-    "reaches them",
+    "reading in readings)) -> not readings or any((uuid not in reading for reading in readings))": (
+        "a reading's keys are uuid strings, so with no uuid (None) every non-empty reading lacks it and the check "
+        "after it returns None as well"
+    ),
+    "ksearch/tools/timing/primitives.py::FreshPlan.wants: position < self._first -> position <= self._first": (
+        "the line before returns for position == self._first, so the two comparisons differ on no position that "
+        "reaches them"
+    ),
     "ksearch/tools/evaluator/ledger.py::_schedule_problem: _robust_schedule(... run, timed ...) -> "
-    "_robust_schedule(... timed, run ...)": "_robust_schedule returns at once unless run and timed are as long, and a robust run with no null window "
-    "holds the same windows as its timed ones",
-    "ksearch/tools/evaluator/ledger.py::_gpumode_schedule: zip(... seen, expected ...) -> zip(... expected, seen ...)": "the first position where two strings differ does not depend on which is read first",
-    "ksearch/tools/timing/stats.py::UndisturbedSamples._last_kept: False -> True": "add() sets it before should_stop reads it (should_stop returns before reading it below three repeats)",
-    "ksearch/tools/timing/stats.py::UndisturbedSamples.should_stop: 0.0 -> 1.0": "the inner rule's wall cap is infinite: any wall time given to it is never over it",
-    "ksearch/tools/timing/stats.py::UndisturbedSamples.should_stop: 1 -> 2": "the inner rule's repeat cap only has to exceed the kept repeats, which are at most runs: runs + 2 does too",
+    "_robust_schedule(... timed, run ...)": (
+        "_robust_schedule returns at once unless run and timed are as long, and a robust run with no null window holds "
+        "the same windows as its timed ones"
+    ),
+    "ksearch/tools/evaluator/ledger.py::_gpumode_schedule: zip(... seen, expected ...) -> zip(... expected, seen "
+    "...)": "the first position where two strings differ does not depend on which is read first",
+    "ksearch/tools/timing/stats.py::UndisturbedSamples._last_kept: False -> True": (
+        "add() sets it before should_stop reads it (should_stop returns before reading it below three repeats)"
+    ),
+    "ksearch/tools/timing/stats.py::UndisturbedSamples.should_stop: 0.0 -> 1.0": (
+        "the inner rule's wall cap is infinite: any wall time given to it is never over it"
+    ),
+    "ksearch/tools/timing/stats.py::UndisturbedSamples.should_stop: 1 -> 2": (
+        "the inner rule's repeat cap only has to exceed the kept repeats, which are at most runs: runs + 2 does too"
+    ),
     "ksearch/tools/timing/stats.py::UndisturbedSamples.should_stop: gpumode_should_stop(... max_wall_s=math.inf, "
-    "max_repeats=runs + 1 ...) -> gpumode_should_stop(... max_wall_s=runs + 1, max_repeats=math.inf ...)": "the inner rule gets a wall time of 0.0, never over runs + 1, and an infinite repeat cap is never reached",
-    "ksearch/tools/evaluator/ledger.py::_pairs: before.run == after.run and before.closed is not None -> "
-    "before.run == after.run": "the windows come from by_config(), which keeps closed windows only",
-    "ksearch/tools/evaluator/ledger.py::_spread_problem: blocks and medians < SPREAD_RATIO * sums -> "
-    "medians < SPREAD_RATIO * sums": "without blocks both sums are 0, and 0 < 0.5 * 0 is false",
-    "ksearch/nodes/prune.py::promotion_decision: not decision.needs_comparison or best is None -> "
-    "not decision.needs_comparison": "decide() asks for a comparison only when there is an incumbent, so best is never None then",
-    "ksearch/agent/selection.py::_sort_key: 0 -> 1": "every frontier node descends from the root: its top branch is a child of the root, which _branch_cycles "
-    "always counts, so the default is never read",
+    "max_repeats=runs + 1 ...) -> gpumode_should_stop(... max_wall_s=runs + 1, max_repeats=math.inf ...)": (
+        "the inner rule gets a wall time of 0.0, never over runs + 1, and an infinite repeat cap is never reached"
+    ),
+    "ksearch/tools/evaluator/ledger.py::_pairs: before.run == after.run and before.closed is not None -> before.run "
+    "== after.run": "the windows come from by_config(), which keeps closed windows only",
+    "ksearch/tools/evaluator/ledger.py::_spread_problem: blocks and medians < SPREAD_RATIO * sums -> medians < "
+    "SPREAD_RATIO * sums": "without blocks both sums are 0, and 0 < 0.5 * 0 is false",
+    "ksearch/nodes/prune.py::promotion_decision: not decision.needs_comparison or best is None -> not "
+    "decision.needs_comparison": (
+        "decide() asks for a comparison only when there is an incumbent, so best is never None then"
+    ),
+    "ksearch/agent/selection.py::_sort_key: 0 -> 1": (
+        "every frontier node descends from the root: its top branch is a child of the root, which _branch_cycles "
+        "always counts, so the default is never read"
+    ),
     "ksearch/agent/selection.py::frontier_report: 0 -> 1": "as for _sort_key: the default is never read",
     "ksearch/agent/selection.py::_is_deferred: node.action is not None and (not node.pinned) and "
     "(node.action.difficulty > policy.max_difficulty) -> not node.pinned and node.action.difficulty > "
     "policy.max_difficulty": "only frontier nodes are judged, and every one has an action",
-    "ksearch/agent/selection.py::select_actions: n <= 0 -> n < 0": "for n = 0 the slice [:0] is [] like the early return",
-    "ksearch/agent/edit_ops.py::format_validation_error: err['type'] == 'extra_forbidden' and loc -> "
-    "err['type'] == 'extra_forbidden'": "pydantic's extra_forbidden errors always name the extra field in loc",
-    "ksearch/agent/edits.py::_add_node: new.id is not None and s.taken(new.id) -> s.taken(new.id)": "taken(None) is False: no node has the id None",
-    "ksearch/agent/edits.py::_apply_delete: node.parent_id or ROOT_ID -> node.parent_id": "the root cannot be deleted and every other node has a parent",
+    "ksearch/agent/selection.py::select_actions: n <= 0 -> n < 0": (
+        "for n = 0 the slice [:0] is [] like the early return"
+    ),
+    "ksearch/agent/edit_ops.py::format_validation_error: err['type'] == 'extra_forbidden' and loc -> err['type'] == "
+    "'extra_forbidden'": "pydantic's extra_forbidden errors always name the extra field in loc",
+    "ksearch/agent/edits.py::_add_node: new.id is not None and s.taken(new.id) -> s.taken(new.id)": (
+        "taken(None) is False: no node has the id None"
+    ),
+    "ksearch/agent/edits.py::_apply_delete: node.parent_id or ROOT_ID -> node.parent_id": (
+        "the root cannot be deleted and every other node has a parent"
+    ),
     "ksearch/agent/world_model.py::WorldModel.frontier: not node.is_action or node.id == ROOT_ID or "
-    "self.is_pruned(node.id) -> not node.is_action or self.is_pruned(node.id)": "the root has no parent, and the frontier skips parentless nodes two lines below",
+    "self.is_pruned(node.id) -> not node.is_action or self.is_pruned(node.id)": (
+        "the root has no parent, and the frontier skips parentless nodes two lines below"
+    ),
     "ksearch/agent/world_model.py::WorldModel.best_node: n.solution and n.solution.score is not None -> "
     "n.solution.score is not None": "solved_nodes() holds only nodes with a solution",
-    "ksearch/agent/world_model.py::WorldModel.best_node: n.solution.score or 0.0 -> n.solution.score": "only scored nodes are sorted, and `or 0.0` maps the one falsy score, 0.0, to itself",
-    "ksearch/tasks/base.py::Task.check: form is not None or output.numel() == 0 -> form is not None": "an empty output has no value outside the tolerance: tolerance_mismatch returns None for it too",
-    "ksearch/tasks/base.py::tolerance_mismatch: 1.0 -> 2.0": "the initial worst excess (-1) is replaced by the first element counted outside the tolerance, whose excess "
-    "is > 0, before it is read",
-    "ksearch/tasks/base.py::tolerance_mismatch: 0 -> 1 #2": "the initial worst position is replaced with the worst excess, before it is read",
+    "ksearch/agent/world_model.py::WorldModel.best_node: n.solution.score or 0.0 -> n.solution.score": (
+        "only scored nodes are sorted, and `or 0.0` maps the one falsy score, 0.0, to itself"
+    ),
+    "ksearch/tasks/base.py::Task.check: form is not None or output.numel() == 0 -> form is not None": (
+        "an empty output has no value outside the tolerance: tolerance_mismatch returns None for it too"
+    ),
+    "ksearch/tasks/base.py::tolerance_mismatch: 1.0 -> 2.0": (
+        "the initial worst excess (-1) is replaced by the first element counted outside the tolerance, whose excess is "
+        "> 0, before it is read"
+    ),
+    "ksearch/tasks/base.py::tolerance_mismatch: 0 -> 1 #2": (
+        "the initial worst position is replaced with the worst excess, before it is read"
+    ),
     "ksearch/tasks/base.py::_count_outside: sub(... g, e ...) -> sub(... e, g ...)": "|g - e| == |e - g| exactly",
-    "ksearch/tools/fingerprint.py::task_signature: True -> False": "the configs hash is compared only with itself; either key order is deterministic (a change of order "
-    "after an upgrade misses the cache once, like a harness version bump, and never reuses a wrong verdict)",
-    "ksearch/tools/fingerprint.py::DeviceInfo.describe: self.gpu or '' -> self.gpu": "describe returns before this line when gpu is None, and an empty name is '' either way",
-    "ksearch/store/store.py::ensure_comparison: True -> False": "the stored report is read back with json.loads: the key order is lost either way",
-    "ksearch/tools/integrity/caching.py::CachingRules._replayed_outputs: isinstance(n, ast.Return) and "
-    "n.value is not None -> isinstance(n, ast.Return)": "a bare return has no root and no lookup: it adds nothing either way",
+    "ksearch/tools/fingerprint.py::task_signature: True -> False": (
+        "the configs hash is compared only with itself; either key order is deterministic (a change of order after an "
+        "upgrade misses the cache once, like a harness version bump, and never reuses a wrong verdict)"
+    ),
+    "ksearch/tools/fingerprint.py::DeviceInfo.describe: self.gpu or '' -> self.gpu": (
+        "describe returns before this line when gpu is None, and an empty name is '' either way"
+    ),
+    "ksearch/store/store.py::ensure_comparison: True -> False": (
+        "the stored report is read back with json.loads: the key order is lost either way"
+    ),
+    "ksearch/tools/integrity/caching.py::CachingRules._replayed_outputs: isinstance(n, ast.Return) and n.value is "
+    "not None -> isinstance(n, ast.Return)": "a bare return has no root and no lookup: it adds nothing either way",
     "ksearch/tools/integrity/caching.py::CachingRules._fingerprint: self.resolve(node.func) or '' -> "
     "self.resolve(node.func)": "matches() returns None for None as for ''",
-    "ksearch/tools/integrity/caching.py::CachingRules._fingerprint: params | tainted -> params": "a tainted name is found when the walk reaches the name itself",
-    "ksearch/tools/integrity/caching.py::CachingRules._fingerprint: params | tainted -> tainted": "a parameter is found when the walk reaches the bare attribute (x.data_ptr)",
+    "ksearch/tools/integrity/caching.py::CachingRules._fingerprint: params | tainted -> params": (
+        "a tainted name is found when the walk reaches the name itself"
+    ),
+    "ksearch/tools/integrity/caching.py::CachingRules._fingerprint: params | tainted -> tainted": (
+        "a parameter is found when the walk reaches the bare attribute (x.data_ptr)"
+    ),
     "ksearch/tools/integrity/caching.py::CachingRules._fingerprint: any((self._is_input(a, params) or "
     "self._fingerprint(a, tainted, params) for a in node.args)) -> all((self._is_input(a, params) or "
-    "self._fingerprint(a, tainted, params) for a in node.args))": "id and hash take one argument; for the other builtins a skipped branch lets the walk reach the same "
-    "fingerprinted argument",
+    "self._fingerprint(a, tainted, params) for a in node.args))": (
+        "id and hash take one argument; for the other builtins a skipped branch lets the walk reach the same "
+        "fingerprinted argument"
+    ),
     "ksearch/tools/integrity/caching.py::CachingRules._fingerprint: self._is_input(a, params) or "
-    "self._fingerprint(a, tainted, params) -> self._is_input(a, params)": "the test only decides whether to answer early: when it is skipped the walk reaches the same argument",
-    "ksearch/tools/integrity/caching.py::CachingRules._fingerprint: self.is_builtin(node.func, FINGERPRINT_BUILTINS) "
-    "and any((self._is_input(a, params)... -> any((self._is_input(a, params)...": "every answer of the walk is True: a call other than id or hash answers only when an argument is "
-    "fingerprinted, which the walk finds when it reaches that argument, and id and hash are in the list",
+    "self._fingerprint(a, tainted, params) -> self._is_input(a, params)": (
+        "the test only decides whether to answer early: when it is skipped the walk reaches the same argument"
+    ),
+    "ksearch/tools/integrity/caching.py::CachingRules._fingerprint: self.is_builtin(node.func, "
+    "FINGERPRINT_BUILTINS) and any((self._is_input(a, params)... -> any((self._is_input(a, params)...": (
+        "every answer of the walk is True: a call other than id or hash answers only when an argument is "
+        "fingerprinted, which the walk finds when it reaches that argument, and id and hash are in the list"
+    ),
     "ksearch/tools/integrity/caching.py::CachingRules._fingerprint: ...t({'id', 'hash'})) is not None or "
-    "any((self._fingerprint(a, tainted, params) for a in node.args)) -> ...t({'id', 'hash'})) is not None": "a fingerprinted argument of another builtin is found when the walk reaches it (no answer is False)",
-    "ksearch/tools/integrity/caching.py::CachingRules._fingerprint: any((self._fingerprint(a, tainted, params) for a "
-    "in node.args)) -> all((self._fingerprint(a, tainted, params) for a in node.args))": "as above: for id and hash the first test decides, for the others the walk reaches the argument",
-    "ksearch/tools/integrity/reach.py::ReachRules._reach_call: name and matches(name, ATTRGETTERS) -> "
-    "matches(name, ATTRGETTERS)": "matches(None, ...) is None",
+    "any((self._fingerprint(a, tainted, params) for a in node.args)) -> ...t({'id', 'hash'})) is not None": (
+        "a fingerprinted argument of another builtin is found when the walk reaches it (no answer is False)"
+    ),
+    "ksearch/tools/integrity/caching.py::CachingRules._fingerprint: any((self._fingerprint(a, tainted, params) for "
+    "a in node.args)) -> all((self._fingerprint(a, tainted, params) for a in node.args))": (
+        "as above: for id and hash the first test decides, for the others the walk reaches the argument"
+    ),
+    "ksearch/tools/integrity/reach.py::ReachRules._reach_call: name and matches(name, ATTRGETTERS) -> matches(name, "
+    "ATTRGETTERS)": "matches(None, ...) is None",
     "ksearch/tools/integrity/reach.py::ReachRules._reach_call: name and matches(name, DENIED_CALLS) -> "
     "matches(name, DENIED_CALLS)": "matches(None, ...) is None",
     "ksearch/tools/integrity/reach.py::ReachRules._reach_call: name and matches(name, ANNOTATION_EVALUATORS) -> "
     "matches(name, ANNOTATION_EVALUATORS)": "matches(None, ...) and matches('', ...) are None",
     "ksearch/tools/integrity/reach.py::ReachRules._named_attribute: isinstance(target, ast.Attribute) and "
-    "_plain_chain(target) -> _plain_chain(target)": "_plain_chain holds only for a name or an attribute chain over one, and a bare name passes the first test",
+    "_plain_chain(target) -> _plain_chain(target)": (
+        "_plain_chain holds only for a name or an attribute chain over one, and a bare name passes the first test"
+    ),
     "ksearch/tools/integrity/reach.py::ReachRules._named_attribute: base and plain and self._is_module_name(base) "
     "-> plain and self._is_module_name(base)": "a plain chain always resolves to a dotted name, never None",
     "ksearch/tools/integrity/reach.py::ReachRules._starts_with_letter: isinstance(first, ast.Constant) and "
-    "bool(SAFE_NAME_START.match(str(first.value))) -> bool(SAFE_NAME_START.match(str(first.value)))": "str() of a formatted value's AST node starts with '<', never a letter",
+    "bool(SAFE_NAME_START.match(str(first.value))) -> bool(SAFE_NAME_START.match(str(first.value)))": (
+        "str() of a formatted value's AST node starts with '<', never a letter"
+    ),
     "ksearch/tools/integrity/reach.py::_private_status: dotted.startswith(entry) or dotted == entry.rstrip('.') -> "
-    "dotted.startswith(entry)": "only 'torch.ops.' ends with a dot, and 'torch.ops' has no private step, so it is never judged here",
+    "dotted.startswith(entry)": (
+        "only 'torch.ops.' ends with a dot, and 'torch.ops' has no private step, so it is never judged here"
+    ),
     "ksearch/tools/integrity/writes.py::WriteRules._env_use_allowed: isinstance(parent, ast.Subscript) and "
-    "parent.value is node -> isinstance(parent, ast.Subscript)": "os.environ as an index is no constant build variable: refused either way",
+    "parent.value is node -> isinstance(parent, ast.Subscript)": (
+        "os.environ as an index is no constant build variable: refused either way"
+    ),
     "ksearch/tools/integrity/writes.py::WriteRules._env_use_allowed: isinstance(parent, ast.Compare) and "
     "len(parent.ops) == 1 and (parent.comparators[0] is node) -> isinstance(parent, ast.Compare) and "
-    "len(parent.ops) == 1": "with one operator os.environ is the comparator or the left operand, and as the left operand it is no "
-    "constant build variable: refused either way",
+    "len(parent.ops) == 1": (
+        "with one operator os.environ is the comparator or the left operand, and as the left operand it is no constant "
+        "build variable: refused either way"
+    ),
     "ksearch/tools/integrity/writes.py::WriteRules._env_use_allowed: isinstance(parent, ast.Attribute) and "
     "parent.value is node -> isinstance(parent, ast.Attribute)": "the only child of an attribute node is its value",
-    "ksearch/tools/integrity/writes.py::_settable: False -> True": "a target without a dotted name holds no module attribute for the loop below to find either",
+    "ksearch/tools/integrity/writes.py::_settable: False -> True": (
+        "a target without a dotted name holds no module attribute for the loop below to find either"
+    ),
 }
 """Mutants that cannot change what the module decides, by ``Mutant.key``, with the reason."""
 

@@ -58,7 +58,9 @@ def launch_us(n=2000):
     return (time.perf_counter() - started) / n * 1e6
 
 before = min(launch_us() for _ in range(3))
-activities = [ProfilerActivity.CUDA] if os.environ["VARIANT"] == "cuda" else [ProfilerActivity.CPU, ProfilerActivity.CUDA]
+activities = (
+    [ProfilerActivity.CUDA] if os.environ["VARIANT"] == "cuda" else [ProfilerActivity.CPU, ProfilerActivity.CUDA]
+)
 ticks = [0]
 running = [True]
 def count():

@@ -63,7 +63,8 @@ from ksearch.llm.interactive import Waiting
 
 HAND_WRITTEN_NOTE = (
     "HAND-WRITTEN: every reply in this file was written by hand (by a person or a coding agent, outside ksearch's LLM "
-    "layer) answering `--model interactive` prompts (scripts/interactive_drive.py), not by a model called through ksearch."
+    "layer) answering `--model interactive` prompts (scripts/interactive_drive.py), not by a model called through "
+    "ksearch."
 )
 _WRITE_KEY = re.compile(r"^write:(c\d+):(\d+)$")
 

@@ -51,7 +51,8 @@ FAKE_EVAL = textwrap.dedent(
         if mode == "test":
             print(f"test.{i}.status: pass", file=out)
         else:
-            for key, value in (("runs", 3), ("mean", 1e6 * (i + 1)), ("std", 1.0), ("err", 0.5), ("best", 1.0), ("worst", 2.0)):
+            stats = (("runs", 3), ("mean", 1e6 * (i + 1)), ("std", 1.0), ("err", 0.5), ("best", 1.0), ("worst", 2.0))
+            for key, value in stats:
                 print(f"benchmark.{i}.{key}: {value}", file=out)
     print("check: pass", file=out)
     out.close()

@@ -75,7 +75,10 @@ def test_messages_annotations_asserts_and_logging_are_left_alone() -> None:
 
 
 def test_only_the_named_functions_and_numeric_constants_are_mutated() -> None:
-    source = "LIMIT = 10\nNAMES = ('a', 'b')\n\n\nclass C:\n    rate = 0.5\n\n    def g(self):\n        return 1\n\n\ndef h():\n    return 2\n"
+    source = (
+        "LIMIT = 10\nNAMES = ('a', 'b')\n\n\nclass C:\n    rate = 0.5\n\n    def g(self):\n        return 1\n\n\n"
+        "def h():\n    return 2\n"
+    )
     assert {m.function for m in bench.mutants_of("m.py", source)} == {"LIMIT", "C.rate", "C.g", "h"}
     assert {m.function for m in bench.mutants_of("m.py", source, ("C",))} == {"C.rate", "C.g"}
     assert {m.function for m in bench.mutants_of("m.py", source, ("h", "LIMIT"))} == {"h", "LIMIT"}

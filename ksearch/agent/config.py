@@ -129,7 +129,8 @@ class RunConfig(BaseModel):
     seed_candidate_id: str | None = None
     """The seed's candidate id in the store (set by ``start_run`` from ``seed_from``; kept by replays)."""
     require_approval: bool = False
-    """``--require-approval``: every new best waits for ``ksearch steer RUN approve|reject`` (steering can change it)."""
+    """``--require-approval``: every new best waits for ``ksearch steer RUN approve|reject`` (steering can change
+    it)."""
     fork_of: str | None = None
     """Set when this run continues another run's checkpoint (``ksearch fork``)."""
     fork_round: int | None = None

@@ -248,7 +248,9 @@ def lift_from_edge(ctx: SearchContext, result: CycleResult, wm: WorldModel, emit
     node = wm.nodes[result.node_id]
     assert node.action is not None and ctx.skill_context is not None
     item = LiftInput(
-        origin=f"a search edge: run {ctx.run_id}, node {node.id} (cycle {result.cycle_id}) improved on its parent's code",
+        origin=(
+            f"a search edge: run {ctx.run_id}, node {node.id} (cycle {result.cycle_id}) improved on its parent's code"
+        ),
         context=ctx.skill_context,
         task_spec=ctx.task.spec(ctx.config.language),
         change=f"Action: {node.action.title}\n{node.action.description}".strip(),

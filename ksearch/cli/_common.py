@@ -72,7 +72,10 @@ SchedulerOpt = Annotated[
     str | None,
     typer.Option(
         "--scheduler",
-        help="With --executor dask: the Dask scheduler's address, e.g. tcp://host:8786 (through an SSH tunnel: tcp://localhost:8786).",
+        help=(
+            "With --executor dask: the Dask scheduler's address, e.g. tcp://host:8786 (through an SSH tunnel: "
+            "tcp://localhost:8786)."
+        ),
     ),
 ]
 
@@ -166,7 +169,8 @@ def print_waiting(outcome: RunOutcome) -> None:
     """A paused run: what it waits for and the commands that answer it (nothing runs until then)."""
     run_id = outcome.run_id
     out.print(
-        f"\nrun [bold]{run_id}[/bold] is [yellow]waiting[/yellow] after {outcome.rounds_used} rounds; nothing runs until it is answered:"
+        f"\nrun [bold]{run_id}[/bold] is [yellow]waiting[/yellow] after {outcome.rounds_used} rounds; nothing "
+        "runs until it is answered:"
     )
     several = len(outcome.pending) > 1
     for w in outcome.pending:
@@ -185,7 +189,8 @@ def print_waiting(outcome: RunOutcome) -> None:
         else:
             key = f" --key {prompt.key}" if several else ""
             out.print(
-                f"  {prompt.role} prompt [cyan]{escape(prompt.key)}[/cyan]: read it with `ksearch pending {run_id}{key}`, "
+                f"  {prompt.role} prompt [cyan]{escape(prompt.key)}[/cyan]: read it with `ksearch pending "
+                f"{run_id}{key}`, "
                 f"answer with `ksearch respond {run_id}{key} --file reply.md`"
             )
 

@@ -161,7 +161,10 @@ def export_cmd(
         typer.Option(
             "--format",
             "-f",
-            help="module (the plain module, any task), gpumode (a GPU MODE submission.py) or flashinfer (a Solution JSON).",
+            help=(
+                "module (the plain module, any task), gpumode (a GPU MODE submission.py) or flashinfer (a Solution "
+                "JSON)."
+            ),
         ),
     ] = "module",
     output: Annotated[
@@ -198,7 +201,10 @@ def eval_cmd(
         str | None,
         typer.Option(
             "--timing-method",
-            help="robust, gpumode, gpumode-benchmark, flashinfer, or confirm (GPU MODE's leaderboard procedure for any task: what a new best must pass) [default: the task's].",
+            help=(
+                "robust, gpumode, gpumode-benchmark, flashinfer, or confirm (GPU MODE's leaderboard procedure for "
+                "any task: what a new best must pass) [default: the task's]."
+            ),
         ),
     ] = None,
     language: Annotated[str, typer.Option("--language", help="The kernel's language.")] = "triton",
@@ -210,7 +216,8 @@ def eval_cmd(
             min=0,
             max=20,
             help="Audit the timing: after it, per shape, "
-            "N rounds of a bare GPU MODE benchmark loop against gpumode-benchmark in the kernel's own process (their ratio "
+            "N rounds of a bare GPU MODE benchmark loop against gpumode-benchmark in the kernel's own process (their "
+            "ratio "
             "shows what ksearch's procedure changes; a diagnostic, never the score).",
         ),
     ] = 0,

@@ -117,7 +117,8 @@ def show(
         return
     status = run_row["status"] + (f" ({run_row['done_reason']})" if run_row.get("done_reason") else "")
     out.print(
-        f"[bold]{run_row['id']}[/bold]: task {run_row['task']}, model {run_row['model']}, device {run_row['device']}, {status}"
+        f"[bold]{run_row['id']}[/bold]: task {run_row['task']}, model {run_row['model']}, device "
+        f"{run_row['device']}, {status}"
     )
     config = run_row["config"]
     if config.get("fork_of"):
@@ -159,7 +160,10 @@ def show(
         out.print(f"{people} of the LLM calls were answered by a person or an agent (`respond`; counted as 0 tokens)")
     total = usage["total"]
     out.print(
-        f"LLM usage: {int(total['calls'])} calls, {int(total['input_tokens'])} input + {int(total['output_tokens'])} output tokens"
+        (
+            f"LLM usage: {int(total['calls'])} calls, {int(total['input_tokens'])} input + "
+            f"{int(total['output_tokens'])} output tokens"
+        )
         + (f", ${total['cost_usd']:.4f}" if total["cost_usd"] else "")
     )
     if view.cost is not None:

@@ -118,7 +118,10 @@ def respond(
         bool,
         typer.Option(
             "--prompts-only",
-            help="Drive the run on this machine without its GPU: plan and write here; each kernel waits for `ksearch resume RUN` on the GPU machine.",
+            help=(
+                "Drive the run on this machine without its GPU: plan and write here; each kernel waits for `ksearch "
+                "resume RUN` on the GPU machine."
+            ),
         ),
     ] = False,
 ) -> None:

@@ -24,7 +24,10 @@ def report(
         list[str] | None,
         typer.Argument(
             metavar="[RUN]...",
-            help="One run id (its report) or several (a comparison); unique prefixes are enough [default: the latest run].",
+            help=(
+                "One run id (its report) or several (a comparison); unique prefixes are enough [default: the latest "
+                "run]."
+            ),
         ),
     ] = None,
     output: Annotated[

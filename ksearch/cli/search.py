@@ -54,7 +54,10 @@ def run(
     parallel: Annotated[
         int | None,
         typer.Option(
-            help="Actions explored at once [default: one per GPU in --gpus, or with --executor dask one per evaluation slot of the cluster; 1 on cpu]."
+            help=(
+                "Actions explored at once [default: one per GPU in --gpus, or with --executor dask one per "
+                "evaluation slot of the cluster; 1 on cpu]."
+            )
         ),
     ] = None,
     gpus: Annotated[
@@ -63,7 +66,10 @@ def run(
     executor: Annotated[
         str,
         typer.Option(
-            help="Where evaluations run: local (this machine) or dask (the workers of a Dask cluster: --scheduler; this machine needs no GPU)."
+            help=(
+                "Where evaluations run: local (this machine) or dask (the workers of a Dask cluster: --scheduler; "
+                "this machine needs no GPU)."
+            )
         ),
     ] = "local",
     scheduler: SchedulerOpt = None,
@@ -105,7 +111,10 @@ def run(
         bool,
         typer.Option(
             "--skills/--no-skills",
-            help="Show the planner fitting skills from a frozen snapshot of the library and record trials of the ones it applies.",
+            help=(
+                "Show the planner fitting skills from a frozen snapshot of the library and record trials of the ones "
+                "it applies."
+            ),
         ),
     ] = True,
     lift_skills: Annotated[
@@ -119,7 +128,10 @@ def run(
         str | None,
         typer.Option(
             "--target-gpu",
-            help="On the CPU: write kernels for this GPU (h100, h200, b200, a100, ...): its limits and peaks go into every prompt and each Triton kernel is compiled for it and checked against its limits.",
+            help=(
+                "On the CPU: write kernels for this GPU (h100, h200, b200, a100, ...): its limits and peaks go into "
+                "every prompt and each Triton kernel is compiled for it and checked against its limits."
+            ),
         ),
     ] = None,
 ) -> None:
@@ -176,7 +188,8 @@ def run(
     if device == "cpu":
         aim = f"; written and checked for the {config.target_gpu}'s limits" if config.target_gpu else ""
         banner.append(
-            f"[yellow]device cpu: kernels run under the Triton interpreter, checked for correctness only (not timed){aim}[/yellow]"
+            "[yellow]device cpu: kernels run under the Triton interpreter, checked for correctness only (not "
+            f"timed){aim}[/yellow]"
         )
     with Progress(config.max_rounds, banner=banner) as progress:
         outcome = runner.start_run(config, workspace=workspace_of(ctx), on_event=progress)
@@ -192,32 +205,45 @@ def resume(
         str | None,
         typer.Option(
             "--scheduler",
-            help="For a run made with --executor dask: go on with the Dask scheduler at this address (the run remembers it).",
+            help=(
+                "For a run made with --executor dask: go on with the Dask scheduler at this address (the run "
+                "remembers it)."
+            ),
         ),
     ] = None,
     base_url: Annotated[
         str | None,
         typer.Option(
             "--base-url",
-            help="The OpenAI-compatible server to use (a server stored in the workspace that is not loopback is used only when named here).",
+            help=(
+                "The OpenAI-compatible server to use (a server stored in the workspace that is not loopback is used "
+                "only when named here)."
+            ),
         ),
     ] = None,
     trust_task: Annotated[
         bool,
         typer.Option(
             "--trust-task",
-            help="Import the run's task file although it lies inside the workspace folder (a received workspace could ship code there).",
+            help=(
+                "Import the run's task file although it lies inside the workspace folder (a received workspace could "
+                "ship code there)."
+            ),
         ),
     ] = False,
     prompts_only: Annotated[
         bool,
         typer.Option(
             "--prompts-only",
-            help="On a machine without the run's GPU: plan and write here (interactive prompts too); each kernel waits for `ksearch resume RUN` on the GPU machine.",
+            help=(
+                "On a machine without the run's GPU: plan and write here (interactive prompts too); each kernel "
+                "waits for `ksearch resume RUN` on the GPU machine."
+            ),
         ),
     ] = False,
 ) -> None:
-    """Continue a run from its last checkpoint (after a crash, a kill or Ctrl-C); without RUN, the latest unfinished run."""
+    """Continue a run from its last checkpoint (after a crash, a kill or Ctrl-C); without RUN, the latest unfinished
+    run."""
     from ksearch.flows import inspect as inspect_flow
     from ksearch.flows import run as runner
 
@@ -274,5 +300,6 @@ def _print_kernelbench_speedup(outcome: RunOutcome, config: RunConfig, mode: str
         out.print(f"[yellow]no speedup: baseline {base.verdict}[/yellow] {escape(base.log[:200])}")
         return
     out.print(
-        f"speedup over PyTorch {mode}: [bold]{ratio:.3f}x[/bold] ({base.latency_ms:.4f} ms -> {evaluation.latency_ms:.4f} ms)"
+        f"speedup over PyTorch {mode}: [bold]{ratio:.3f}x[/bold] ({base.latency_ms:.4f} ms -> "
+        f"{evaluation.latency_ms:.4f} ms)"
     )

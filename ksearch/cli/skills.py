@@ -173,7 +173,10 @@ def learn(
         typer.Option(
             "--model",
             "-m",
-            help="provider:model, replay:FILE of scripted replies, or replay:SESSION (an earlier learn session's replies, e.g. to re-time a CPU walk on a GPU).",
+            help=(
+                "provider:model, replay:FILE of scripted replies, or replay:SESSION (an earlier learn session's "
+                "replies, e.g. to re-time a CPU walk on a GPU)."
+            ),
         ),
     ],
     device: Annotated[

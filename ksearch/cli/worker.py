@@ -23,7 +23,10 @@ def worker(
     gpu: Annotated[
         int | None,
         typer.Option(
-            help="Own GPU N, as torch numbers the GPUs visible here (the worker sees only it; resource GPU=1); without it, CPU evaluations (resource INTERPRETER=1)."
+            help=(
+                "Own GPU N, as torch numbers the GPUs visible here (the worker sees only it; resource GPU=1); "
+                "without it, CPU evaluations (resource INTERPRETER=1)."
+            )
         ),
     ] = None,
     nthreads: Annotated[
@@ -35,7 +38,10 @@ def worker(
     death_timeout: Annotated[
         float | None,
         typer.Option(
-            help="Wait this many seconds for an unreachable scheduler, at start and once joined (default: refuse at once at start; once joined, keep trying)."
+            help=(
+                "Wait this many seconds for an unreachable scheduler, at start and once joined (default: refuse at "
+                "once at start; once joined, keep trying)."
+            )
         ),
     ] = None,
 ) -> None:

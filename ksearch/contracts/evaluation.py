@@ -258,8 +258,14 @@ class Evaluation(BaseModel):
         """One line for tables and prompts."""
         if self.passed:
             if self.timed and self.latency_ms is not None:
-                return f"passed {self.configs_passed}/{self.configs_total} configs, {self.latency_ms:.4f} ms on {self.device}"
-            return f"passed {self.configs_passed}/{self.configs_total} configs on {self.device} (correctness only, not timed)"
+                return (
+                    f"passed {self.configs_passed}/{self.configs_total} configs, {self.latency_ms:.4f} ms on "
+                    f"{self.device}"
+                )
+            return (
+                f"passed {self.configs_passed}/{self.configs_total} configs on {self.device} (correctness only, not "
+                "timed)"
+            )
         detail = ""
         if self.mismatch is not None:
             detail = self.mismatch.message

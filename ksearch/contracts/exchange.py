@@ -87,8 +87,8 @@ class WorkerRequest(BaseModel):
     allow_threads: bool = False
     """Only for the harness's own baselines (torch.compile keeps worker threads): skip the thread rule."""
     triton_cache_dir: str = ""
-    """Triton's cache for the candidate (and, in a subfolder, Inductor's): shared by one evaluation's worker, its compile
-    scout and its profiling process, by nobody else (empty: the worker's private caches)."""
+    """Triton's cache for the candidate (and, in a subfolder, Inductor's): shared by one evaluation's worker, its
+    compile scout and its profiling process, by nobody else (empty: the worker's private caches)."""
     support_dir: str = ""
     """A folder put first on the candidate's import path, holding the modules its task provides (e.g. GPU MODE's
     ``task`` module with ``input_t``/``output_t``)."""

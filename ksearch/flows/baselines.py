@@ -142,7 +142,8 @@ def speedup(baseline: Baseline | float | None, evaluation: Evaluation | float | 
 def measure_flashinfer_baseline(
     task: Any, device: str = "cuda", timing_method: str | None = None
 ) -> tuple[dict[str, float], Any]:
-    """({benchmark config name: reference ms (``Timing.headline_ms``)}, the Evaluation). Raises if the reference does not pass."""
+    """({benchmark config name: reference ms (``Timing.headline_ms``)}, the Evaluation). Raises if the reference does
+    not pass."""
     evaluation = evaluate(
         EvalRequest(
             candidate=reference_candidate(task),

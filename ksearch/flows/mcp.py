@@ -38,8 +38,8 @@ from ksearch.flows.placement import placement
 from ksearch.flows.run_config import run_config
 from ksearch.flows.workspace import workspace_dir
 
-INSTRUCTIONS = """ksearch searches for fast, correct GPU kernels with an LLM in the loop. With model "interactive" YOU are
-the LLM: start_run returns the first prompt; answer each with respond (a JSON edit script for planner prompts, a
+INSTRUCTIONS = """ksearch searches for fast, correct GPU kernels with an LLM in the loop. With model "interactive" YOU
+are the LLM: start_run returns the first prompt; answer each with respond (a JSON edit script for planner prompts, a
 complete Python module for coder prompts, as each prompt's reply_format says) until the run finishes. steer pins,
 prunes, revives or adds hypotheses; show_run shows the tree and every round; eval_file checks a kernel on its own."""
 

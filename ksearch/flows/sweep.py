@@ -104,7 +104,8 @@ class SweepReport(BaseModel):
     spec: SweepSpec
     problems: list[ProblemEntry]
     summary: dict[str, Any]
-    """``ksearch.flows.metrics.summary`` over the selected problems: n, correct, fast_p by threshold, geomean_speedup."""
+    """``ksearch.flows.metrics.summary`` over the selected problems: n, correct, fast_p by threshold,
+    geomean_speedup."""
 
 
 ProblemSink = Callable[[str, ProblemEntry], None]

@@ -93,7 +93,8 @@ def pip_package(provider: str) -> str:
 
 
 def is_loopback_url(url: str) -> bool:
-    """True for localhost / 127.x / ::1 URLs: only those get a dummy key, so a real endpoint never silently lacks one."""
+    """True for localhost / 127.x / ::1 URLs: only those get a dummy key, so a real endpoint never silently lacks
+    one."""
     host = urlparse(url).hostname or ""
     if host == "localhost" or host.endswith(".localhost"):
         return True

@@ -80,7 +80,8 @@ def profile(state: CycleState, runtime: Runtime[SearchContext]) -> dict:
             "node_id": state.node_id,
             "attempt": state.attempt,
             "round_index": round_index,
-            "round_number": round_number,  # the store's count: what the screen shows, whatever resumed or ran in parallel
+            # the store's count: what the screen shows, whatever resumed or ran in parallel
+            "round_number": round_number,
             "verdict": evaluation.verdict.value if evaluation else "no_code",
             "summary": evaluation.summary() if evaluation else (error or ""),
             "cycle_best_score": progress.best_score,

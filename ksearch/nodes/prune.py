@@ -164,8 +164,8 @@ def approved_decision(
 
 def promotion_decision(ctx: SearchContext, best: BestRef | None, challenger_id: str, score: float | None) -> Decision:
     """The promotion rule of ``ksearch.agent.promotion`` with its leaderboard-mode confirmation and its paired
-    comparison measured (on a leased GPU) and stored (the confirmation as an evaluation under the key
-    ``confirm_key``, the comparison by incumbent, challenger and key: ``paired_comparison``), so a prune re-run after a crash decides the
+    comparison measured (on a leased GPU) and stored (the confirmation as an evaluation under the key ``confirm_key``,
+    the comparison by incumbent, challenger and key: ``paired_comparison``), so a prune re-run after a crash decides the
     same way."""
     kwargs = {
         "has_incumbent": best is not None,

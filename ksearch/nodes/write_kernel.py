@@ -169,7 +169,8 @@ def feedback(state: CycleState, ctx: SearchContext) -> str:
         if ev.mismatch:
             m = ev.mismatch
             lines.append(
-                f"Mismatch on {m.config}: max abs error {m.max_abs_error}, max rel error {m.max_rel_error}, worst index {m.worst_index}"
+                f"Mismatch on {m.config}: max abs error {m.max_abs_error}, max rel error {m.max_rel_error}, "
+                f"worst index {m.worst_index}"
             )
         if ev.rejection:
             lines.append(f"Rejected by rule {ev.rejection.rule}: {ev.rejection.evidence}")

@@ -31,8 +31,8 @@ from ksearch.store.migrations import migrate, pending
 
 
 def _decode_config(run: dict[str, Any]) -> dict[str, Any]:
-    """A run row's stored config; a value that is not a JSON object (an edited or damaged row) reads as ``{}`` and
-    sets ``config_error`` on the row, so one bad row never breaks a listing (``stored_config`` refuses it in one line)."""
+    """A run row's stored config; a value that is not a JSON object (an edited or damaged row) reads as ``{}`` and sets
+    ``config_error`` on the row, so one bad row never breaks a listing (``stored_config`` refuses it in one line)."""
     try:
         value = json.loads(run.get("config") or "{}")
     except (TypeError, ValueError) as exc:
@@ -272,7 +272,10 @@ class Store:
     def rounds_recorded(self, run_id: str) -> tuple[int, int]:
         """(rounds recorded, rounds that passed) of a run, the seed's evaluation not counted."""
         row = self._query(
-            "select count(*) n, coalesce(sum(verdict = 'passed'), 0) passed from attempts where run_id = ? and round_index > 0",
+            (
+                "select count(*) n, coalesce(sum(verdict = 'passed'), 0) passed from attempts where run_id = ? and "
+                "round_index > 0"
+            ),
             [run_id],
         )[0]
         return int(row["n"]), int(row["passed"])

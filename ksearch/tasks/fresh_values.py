@@ -82,7 +82,10 @@ def _mismatch(a: Any, b: Any) -> str:
     if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)):
         return f"{type(a).__name__} and {type(b).__name__}, not tensors: cannot be written in place"
     if a.shape != b.shape or a.dtype != b.dtype or a.device != b.device:
-        return f"{a.dtype} {tuple(a.shape)} on {a.device} with one seed, {b.dtype} {tuple(b.shape)} on {b.device} with another"
+        return (
+            f"{a.dtype} {tuple(a.shape)} on {a.device} with one seed, {b.dtype} {tuple(b.shape)} on {b.device} with "
+            "another"
+        )
     return ""
 
 

@@ -129,7 +129,10 @@ def _file_task(path: Path) -> Task:
     if not path.is_file():
         raise TaskNotFoundError(
             f"task file {path} not found",
-            hint="give the path to a .py file (an operator file or a KernelBench problem), or a task from `ksearch tasks`",
+            hint=(
+                "give the path to a .py file (an operator file or a KernelBench problem), or a task from `ksearch "
+                "tasks`"
+            ),
         )
     module = import_file(path, prefix="ksearch_problem")
     if is_kernelbench_module(module):

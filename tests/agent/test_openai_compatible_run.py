@@ -1,4 +1,5 @@
-"""A whole run against a local OpenAI-compatible server: `--base-url` through langchain-openai, real HTTP on loopback."""
+"""A whole run against a local OpenAI-compatible server: `--base-url` through langchain-openai, real HTTP on
+loopback."""
 
 from __future__ import annotations
 

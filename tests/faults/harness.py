@@ -85,7 +85,7 @@ def ksearch(
     return code, agent.text()
 
 
-# ---- the workspace's log -----------------------------------------------------------------------------------------------
+# ---- the workspace's log ---------------------------------------------------------------------------------------------
 def log_events(ws: Path, name: str | None = None) -> list[dict[str, Any]]:
     """The structlog events of WORKSPACE/logs/ksearch.log (every process appends to it), optionally one kind."""
     path = ws / "logs" / "ksearch.log"
@@ -105,7 +105,7 @@ def event_time(event: dict[str, Any]) -> float:
     return datetime.fromisoformat(event["timestamp"].replace("Z", "+00:00")).timestamp()
 
 
-# ---- the store ---------------------------------------------------------------------------------------------------------
+# ---- the store -------------------------------------------------------------------------------------------------------
 def rows(ws: Path, sql: str, params: tuple = ()) -> list[dict[str, Any]]:
     """Read the workspace database directly (not through ksearch), read-only."""
     conn = sqlite3.connect(f"file:{ws / 'ksearch.db'}?mode=ro", uri=True, timeout=30)

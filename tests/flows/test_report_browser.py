@@ -149,7 +149,8 @@ def _open_a_diff(opened: Opened) -> None:
     """Open a node card and its code diff by clicking, as a reader would; the diff's lines must then be visible."""
     page = opened.page
     node_id = page.evaluate(
-        "() => { const d = Array.from(document.querySelectorAll('details.diff')).find(x => x.querySelector('.line.add'));"
+        "() => { const d = Array.from(document.querySelectorAll('details.diff')).find(x => "
+        "x.querySelector('.line.add'));"
         " return d ? d.dataset.nodeId : null; }"
     )
     assert node_id, "no diff with added lines on the page"
@@ -336,7 +337,8 @@ def test_the_live_view_reloads_itself_when_the_run_writes(browser, tmp_path):
         started = time.monotonic()
         page.wait_for_function(
             f"() => {{ const g = document.getElementById('chart-rounds');"
-            f" return g && g.data && g.data.filter(t => t.meta.kind === 'verdict').reduce((n, t) => n + t.x.length, 0) === {run.rounds + 1}; }}",
+            " return g && g.data && g.data.filter(t => t.meta.kind === 'verdict').reduce((n, t) => n + t.x.length, "
+            f"0) === {run.rounds + 1}; }}",
             timeout=30_000,
         )
         assert time.monotonic() - started < 30

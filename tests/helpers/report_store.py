@@ -47,7 +47,10 @@ class TimedRun:
 
 
 def _code(label: str, body: str = "") -> str:
-    return f"import torch\n\n\ndef custom_kernel(data):\n    # {label}\n{body}    x, mask, weights, config = data\n    return x\n"
+    return (
+        f"import torch\n\n\ndef custom_kernel(data):\n    # {label}\n{body}    x, mask, weights, config = data\n"
+        "    return x\n"
+    )
 
 
 def _timed(medians: list[float], device: str = DEVICE) -> Evaluation:

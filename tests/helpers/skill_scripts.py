@@ -85,7 +85,9 @@ DONE_REPLY = json.dumps({"done": True, "reason": "one row per program, the whole
 
 ONLINE_DRAFT = {
     "category": "online_softmax",
-    "intent": "Stream each row through one register block with a running maximum and rescaled sum, so any row width fits.",
+    "intent": (
+        "Stream each row through one register block with a running maximum and rescaled sum, so any row width fits."
+    ),
     "anchor": "softmax.row_loop",
     "recipe": "Replace the whole-row block with a loop over column blocks of BLOCK = min(1024, next_pow2(n)): keep a "
     "scalar running max m and sum l, rescale l by exp(m - m_new) when the max grows, then a second loop writes "
@@ -137,7 +139,8 @@ def learn_script(path: Path) -> Path:
     ]
     with path.open("w") as f:
         f.write(
-            "// SCRIPTED replies for `ksearch skills learn examples/softmax_expert.py --task softmax`, written by hand by\n"
+            "// SCRIPTED replies for `ksearch skills learn examples/softmax_expert.py --task softmax`, written by "
+            "hand by\n"
             "// the ksearch authors: NOT a real model's output (tests and the README demo use them)\n"
         )
         for key, reply in entries:

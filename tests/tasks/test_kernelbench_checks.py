@@ -187,7 +187,10 @@ def launch(x):
             "reference_fallback",
         ),
         (
-            "    def relu(self, x):\n        return launch(x)\n    def forward(self, x):\n        return self.relu(x)\n",
+            (
+                "    def relu(self, x):\n        return launch(x)\n    def forward(self, x):\n"
+                "        return self.relu(x)\n"
+            ),
             None,
         ),
     ],
@@ -339,7 +342,7 @@ def test_scalable_constants_are_literal_ints_only() -> None:
     ast.parse(source)
 
 
-# -- the sweep's report -------------------------------------------------------------------------------------------------
+# -- the sweep's report ------------------------------------------------------------------------------------------------
 def test_the_sweep_summary_counts_problems_per_check() -> None:
     from ksearch.flows.sweep import ProblemEntry, checks_summary
 

@@ -19,7 +19,8 @@ from ksearch.tools.evaluator.seeds import input_digest
 out = {}
 for name in ("trimul", "softmax"):
     task = resolve_task(name)
-    out[name] = [input_digest(task.make_inputs(c, "cpu")) for c in task.test_configs("cpu") + task.benchmark_configs("cpu")]
+    configs = task.test_configs("cpu") + task.benchmark_configs("cpu")
+    out[name] = [input_digest(task.make_inputs(c, "cpu")) for c in configs]
 print(json.dumps(out))
 """
 

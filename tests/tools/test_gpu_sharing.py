@@ -236,7 +236,8 @@ def test_an_honest_kernel_on_a_gpu_another_job_keeps_busy_is_never_rejected(
 ) -> None:
     """A real neighbour (a detached process running fp16 matmuls back to back) and the real ``nvidia-smi``: the GPU
     check names it, and an honest kernel evaluated beside it passes or gets no verdict, never ``timing_forgery``.
-    (``honest_slow.py`` calls torch's softmax and sleeps: the static rules are off for it, as in test_trusted_timing.)"""
+    (``honest_slow.py`` calls torch's softmax and sleeps: the static rules are off for it, as in
+    test_trusted_timing.)"""
     monkeypatch.setattr(evaluate_module.integrity, "check_source", lambda code, **kwargs: None)
     pid_file = tmp_path / "hog.pid"
     subprocess.run([sys.executable, "-c", HOG, str(pid_file), "300"], check=True)

@@ -50,7 +50,10 @@ def _rule(code: str, task: str | None = "softmax") -> str | None:
         ("import ctypes\np = ctypes.c_void_p(0)\n", "harness_introspection"),
         ("import builtins\nb = builtins\n", "harness_introspection"),
         (
-            "def kernel(x):\n    try:\n        1/0\n    except Exception as e:\n        g = e.__traceback__.tb_frame.f_back.f_globals\n",
+            (
+                "def kernel(x):\n    try:\n        1/0\n    except Exception as e:\n"
+                "        g = e.__traceback__.tb_frame.f_back.f_globals\n"
+            ),
             "harness_introspection",
         ),
         ("import torch\ntorch.allclose = lambda *a, **k: True\n", "harness_introspection"),
@@ -78,7 +81,10 @@ def _rule(code: str, task: str | None = "softmax") -> str | None:
         ("import pickle\nm = pickle\n", "dynamic_code"),
         ("import torch\nf = getattr(torch, 'soft' + 'max')\n", "dynamic_code"),
         (
-            "import torch\ndef kernel(x):\n    try:\n        return k(x)\n    except Exception:\n        return torch.einsum('ij->ij', x)\n",
+            (
+                "import torch\ndef kernel(x):\n    try:\n        return k(x)\n    except Exception:\n"
+                "        return torch.einsum('ij->ij', x)\n"
+            ),
             "reference_fallback",
         ),
         (
@@ -135,10 +141,14 @@ from torch.utils.cpp_extension import load_inline
 _CUDA = r"""
 #include <torch/extension.h>
 #include <c10/cuda/CUDAStream.h>
-__global__ void k(const float* x, float* y, int n) { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) y[i] = x[i]; }
+__global__ void k(const float* x, float* y, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = x[i];
+}
 torch::Tensor run(torch::Tensor x) {
     auto y = torch::empty_like(x);
-    k<<<(x.numel() + 255) / 256, 256, 0, at::cuda::getCurrentCUDAStream()>>>(x.data_ptr<float>(), y.data_ptr<float>(), x.numel());
+    auto stream = at::cuda::getCurrentCUDAStream();
+    k<<<(x.numel() + 255) / 256, 256, 0, stream>>>(x.data_ptr<float>(), y.data_ptr<float>(), x.numel());
     return y;
 }
 """
@@ -257,7 +267,8 @@ _ENTRY = "def custom_kernel(data):\n    x, mask, weights, config = data\n"
         ),
         pytest.param(  # derived weights under a constant key in the weights dict; never the output
             "import torch\n" + _ENTRY + "    if '_w_cat' not in weights:\n"
-            "        weights['_w_cat'] = torch.cat([weights['left_proj.weight'], weights['right_proj.weight']]).half()\n"
+            "        weights['_w_cat'] = torch.cat([weights['left_proj.weight'], "
+            "weights['right_proj.weight']]).half()\n"
             "    y = x @ weights['_w_cat'][:4].t().float()\n    return y\n",
             _ENTRY + "    if '_out' in weights:\n        return weights['_out']\n    y = x * 2\n"
             "    weights['_out'] = y\n    return y\n",
@@ -340,7 +351,10 @@ _ENTRY = "def custom_kernel(data):\n    x, mask, weights, config = data\n"
             id="weight-keyed-weights-vs-weight-keyed-output",
         ),
         pytest.param(  # a module's own table written through a subscript is still patching it
-            "import torch\ndef kernel(x):\n    y = torch.empty_like(x)\n    y[torch.arange(x.shape[0])] = 0\n    return y\n",
+            (
+                "import torch\ndef kernel(x):\n    y = torch.empty_like(x)\n    y[torch.arange(x.shape[0])] = 0\n"
+                "    return y\n"
+            ),
             "import triton.testing\ntriton.testing.__dict__['do_bench'] = lambda f: 0.001\n",
             "timer_monkeypatch",
             id="subscript-store-vs-module-dict",
@@ -567,9 +581,9 @@ def kernel(x):
 
 
 def test_an_honest_cuda_graph_keyed_by_shape_is_refused_by_the_graph_rule_alone() -> None:
-    """A known false rejection (docs/trust.md, Known limits): copy in, replay, copy out, so every call computes from its own
-    input, and only ``cuda_graph_replay`` refuses it. A change that narrows the rule (and runs the exploit corpus on a
-    GPU) should turn this into a pass and move the kernel into the honest corpus."""
+    """A known false rejection (docs/trust.md, Known limits): copy in, replay, copy out, so every call computes from its
+    own input, and only ``cuda_graph_replay`` refuses it. A change that narrows the rule (and runs the exploit corpus on
+    a GPU) should turn this into a pass and move the kernel into the honest corpus."""
     assert {finding.rule for finding in scan(_HONEST_GRAPH, task_name="softmax")} == {"cuda_graph_replay"}
 
 
@@ -577,7 +591,10 @@ def test_an_honest_cuda_graph_keyed_by_shape_is_refused_by_the_graph_rule_alone(
     "code",
     [
         "import torch\nMODE = 'reduce-overhead'\nk = torch.compile(lambda x: x, mode=MODE)\n",
-        "import torch\nBIG = True\nMODE = 'default' if BIG else 'max-autotune'\nk = torch.compile(lambda x: x, mode=MODE)\n",
+        (
+            "import torch\nBIG = True\nMODE = 'default' if BIG else 'max-autotune'\n"
+            "k = torch.compile(lambda x: x, mode=MODE)\n"
+        ),
         "import torch\nMODE = 'default'\nMODE = 'reduce-overhead'\nk = torch.compile(lambda x: x, mode=MODE)\n",
         "import torch\nfor MODE in ['default', 'reduce-overhead']:\n    k = torch.compile(lambda x: x, mode=MODE)\n",
         "import torch\ndef make(m):\n    return torch.compile(lambda x: x, mode=m)\n",
@@ -601,8 +618,14 @@ def test_an_honest_cuda_graph_keyed_by_shape_is_refused_by_the_graph_rule_alone(
         "import torch\nBIG = True\nKEY = 'max_autotune' if BIG else 'triton.cudagraphs'\n"
         "k = torch.compile(lambda x: x, options={KEY: True})\n",
         "import torch\ndef make(flag):\n    return torch.compile(lambda x: x, options={'triton.cudagraphs': flag})\n",
-        "import torch\nBIG = True\nk = torch.compile(lambda x: x, options={'triton.cudagraphs': True if BIG else False})\n",
-        "import torch\nOPTS = {}\nOPTS.update({'triton.cudagraphs': True})\nk = torch.compile(lambda x: x, options=OPTS)\n",
+        (
+            "import torch\nBIG = True\nk = torch.compile(lambda x: x, options={'triton.cudagraphs': True if BIG else "
+            "False})\n"
+        ),
+        (
+            "import torch\nOPTS = {}\nOPTS.update({'triton.cudagraphs': True})\n"
+            "k = torch.compile(lambda x: x, options=OPTS)\n"
+        ),
         "import torch\nOPTS = {}\nOPTS = {'triton.cudagraphs': True}\nk = torch.compile(lambda x: x, options=OPTS)\n",
         "import torch\nk = torch.compile(lambda x: x, options=dict(cudagraphs=True))\n",
         "import torch\ndef make(o):\n    return torch.compile(lambda x: x, options=o)\n",
@@ -611,15 +634,27 @@ def test_an_honest_cuda_graph_keyed_by_shape_is_refused_by_the_graph_rule_alone(
         "import torch\ndef MODE():\n    pass\nMODE = 'default'\nk = torch.compile(lambda x: x, mode=MODE)\n",
         "import torch\ndef make(m='default'):\n    if not m:\n        m = 'default'\n"
         "    return torch.compile(lambda x: x, mode=m)\n",
-        "import torch, functools\ndef f(x):\n    return x\nk = functools.partial(torch.compile, f, mode='reduce-overhead')()\n",
+        (
+            "import torch, functools\ndef f(x):\n    return x\n"
+            "k = functools.partial(torch.compile, f, mode='reduce-overhead')()\n"
+        ),
         "import torch\nMODE = 'reduce-' + 'overhead'\nk = torch.compile(lambda x: x, mode=MODE)\n",
-        "import torch\ndef make_opts(**kw):\n    return kw\nk = torch.compile(lambda x: x, options=make_opts(max_autotune=True))\n",
+        (
+            "import torch\ndef make_opts(**kw):\n    return kw\n"
+            "k = torch.compile(lambda x: x, options=make_opts(max_autotune=True))\n"
+        ),
         "import torch\nk = torch.compile(lambda x: x, options=dict({'triton.cudagraphs': True}))\n",
-        "import torch\nON = {'triton.cudagraphs': True}\nk = torch.compile(lambda x: x, options=dict(max_autotune=True, **ON))\n",
+        (
+            "import torch\nON = {'triton.cudagraphs': True}\n"
+            "k = torch.compile(lambda x: x, options=dict(max_autotune=True, **ON))\n"
+        ),
         "import torch\nk = torch.compile(lambda x: x, options=dict(max_autotune=True, cudagraphs=True))\n",
         "import torch\ndef make():\n    return {}\nOPTS = make()\nk = torch.compile(lambda x: x, options=OPTS)\n",
         "import torch\ndef make(b):\n    return torch.compile(lambda x: x, backend=b)\n",
-        "import torch\ndef be(gm, inputs):\n    return gm\nbe = 'cudagraphs'\nk = torch.compile(lambda x: x, backend=be)\n",
+        (
+            "import torch\ndef be(gm, inputs):\n    return gm\nbe = 'cudagraphs'\n"
+            "k = torch.compile(lambda x: x, backend=be)\n"
+        ),
         "import torch\nk = torch.compile(lambda x: x, backend=torch.cuda)\n",
         "import torch\ndef fast():\n    return 'reduce-overhead'\nk = torch.compile(lambda x: x, mode=fast)\n",
     ],
@@ -681,7 +716,10 @@ def test_torch_compile_settings_that_turn_cuda_graphs_on_are_refused_however_wri
         "import torch\nk = torch.compile(lambda x: x, mode='default', fullgraph=True, dynamic=False)\n",
         "import torch\nk = torch.compile(lambda x: x, mode=None)\n",
         "import torch\nMODE = 'max-autotune-no-cudagraphs'\nk = torch.compile(lambda x: x, mode=MODE)\n",
-        "import torch\nBIG = True\nk = torch.compile(lambda x: x, mode='default' if BIG else 'max-autotune-no-cudagraphs')\n",
+        (
+            "import torch\nBIG = True\nk = torch.compile(lambda x: x, mode='default' if BIG else "
+            "'max-autotune-no-cudagraphs')\n"
+        ),
         "import torch\nk = torch.compile(lambda x: x, options={'triton.cudagraphs': False, 'max_autotune': True})\n",
         "import torch\ndef backend(gm, inputs):\n    return gm\nk = torch.compile(lambda x: x, backend=backend)\n",
         "import torch\nk = torch.compile(lambda x: x, backend='inductor')\n",
@@ -693,7 +731,10 @@ def test_torch_compile_settings_that_turn_cuda_graphs_on_are_refused_however_wri
         "import torch\ndef scaled(x, mode):\n    return x\ndef kernel(x, m):\n    return scaled(x, mode=m)\n",
         "import torch\ndef kernel(x, m):\n    return torch.compile(lambda y: y)(x)\n",
         "import torch\nJOINED = list(map('-'.join, []))\n",
-        "import torch\ndef timed(fn, mode):\n    return fn\nk = timed(torch.compile(lambda x: x), mode='reduce-overhead')\n",
+        (
+            "import torch\ndef timed(fn, mode):\n    return fn\n"
+            "k = timed(torch.compile(lambda x: x), mode='reduce-overhead')\n"
+        ),
         "import torch\nOPTS = {'max_autotune': True}\nGPU = torch.cuda.is_available()\n"
         "k = torch.compile(lambda x: x, options=OPTS)\n",
     ],

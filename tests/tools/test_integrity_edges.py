@@ -195,8 +195,8 @@ CACHING += [
 
 HONEST_CACHING = [
     pytest.param(
-        TRI
-        + "    w = _W.get(id(weights))\n    if w is None:\n        w = _W[id(weights)] = weights['norm.weight'].float()\n"
+        TRI + "    w = _W.get(id(weights))\n    if w is None:\n"
+        "        w = _W[id(weights)] = weights['norm.weight'].float()\n"
         "    return x * w\n",
         "trimul",
         id="derived-weights-by-the-weights-identity",

@@ -43,7 +43,10 @@ def rules(code: str, task: str | None = "softmax") -> set[str]:
         ("import torch\ndef kernel(x):\n    return x.softmax(-1)\n", "forbidden_op", True),
         # an except handler that computes with torch or a library method falls back to the reference
         (
-            "import torch\ndef kernel(x):\n    try:\n        return x\n    except Exception:\n        return torch.abs(x)\n",
+            (
+                "import torch\ndef kernel(x):\n    try:\n        return x\n    except Exception:\n"
+                "        return torch.abs(x)\n"
+            ),
             "reference_fallback",
             True,
         ),
@@ -54,7 +57,10 @@ def rules(code: str, task: str | None = "softmax") -> set[str]:
             False,
         ),
         (
-            "import torch\ndef kernel(x):\n    try:\n        return x\n    except Exception:\n        return x.flip(0)\n",
+            (
+                "import torch\ndef kernel(x):\n    try:\n        return x\n    except Exception:\n"
+                "        return x.flip(0)\n"
+            ),
             "reference_fallback",
             False,
         ),
@@ -69,7 +75,10 @@ def rules(code: str, task: str | None = "softmax") -> set[str]:
             False,
         ),
         (
-            "import torch\ndef kernel(x):\n    try:\n        return x\n    except Exception:\n        return (lambda: x)()\n",
+            (
+                "import torch\ndef kernel(x):\n    try:\n        return x\n    except Exception:\n"
+                "        return (lambda: x)()\n"
+            ),
             "reference_fallback",
             False,
         ),
@@ -115,7 +124,10 @@ def rules(code: str, task: str | None = "softmax") -> set[str]:
             False,
         ),
         (
-            "import torch\ndef kernel(x):\n    try:\n        return x\n    except Exception:\n        return tl.sum(x)\n",
+            (
+                "import torch\ndef kernel(x):\n    try:\n        return x\n    except Exception:\n"
+                "        return tl.sum(x)\n"
+            ),
             "reference_fallback",
             False,
         ),

@@ -605,7 +605,7 @@ def test_the_median_floors_with_and_without_the_kernels_stamps() -> None:
     assert read is not None and "at most 1.000 ms" in read.evidence
 
 
-# ---- null windows ------------------------------------------------------------------------------------------------------
+# ---- null windows ----------------------------------------------------------------------------------------------------
 def _null(sample: float = 0.0, *, wall: float = 0.0, config: int = 0, closed: bool = True) -> Window:
     return Window(
         config=config, run=0, opened=0.0, closed=wall / 1e3 if closed else None, samples_ms=[sample], null=True

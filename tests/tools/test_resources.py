@@ -57,7 +57,8 @@ def test_the_gpu_table_answers_by_target_key_and_by_the_device_name() -> None:
 
 def test_cuobjdumps_resource_listing_is_read_per_function() -> None:
     listing = (
-        "\nResource usage:\n Common:\n  GLOBAL:0\n Function _other:\n  REG:40 STACK:0 SHARED:0 LOCAL:0 CONSTANT[0]:568\n"
+        "\nResource usage:\n Common:\n  GLOBAL:0\n Function _other:\n"
+        "  REG:40 STACK:0 SHARED:0 LOCAL:0 CONSTANT[0]:568\n"
         " Function _kernel:\n  REG:168 STACK:16 SHARED:0 LOCAL:8 CONSTANT[0]:600 TEXTURE:0\n"
     )
     assert parse_usage(listing, "_kernel") == (168, 24)

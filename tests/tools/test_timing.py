@@ -38,7 +38,8 @@ def test_gpumode_stop_rule_matches_upstream() -> None:
 
 
 def _upstream_stops(durations_ms: list[float], wall_s: float, max_time_ns: float) -> bool:
-    """GPU MODE eval.py's decision after a repeat, as it computes it: durations in ns, ``calculate_stats``, then its test."""
+    """GPU MODE eval.py's decision after a repeat, as it computes it: durations in ns, ``calculate_stats``, then its
+    test."""
     durations = [d * 1e6 for d in durations_ms]
     runs = len(durations)
     if runs >= 100:

@@ -4,7 +4,8 @@
 - ``workloads``: dataset loading (``TraceSet.from_path``) and workload synthesis from the axes;
 - ``task``: ``FlashInferTask`` (configs, inputs, reference, flashinfer-bench tolerances, mean-speedup score);
 - ``solution``: candidate <-> flashinfer-bench ``Solution`` JSON;
-- ``baseline``: what the mean-speedup baseline runs (the reference as a candidate; ``ksearch.flows.baselines`` times it);
+- ``baseline``: what the mean-speedup baseline runs (the reference as a candidate; ``ksearch.flows.baselines`` times
+  it);
 - ``solutions``: hand-written Triton solutions (text).
 
 flashinfer-bench is imported lazily: ``import ksearch.tasks.flashinfer`` works without it, and building a task

@@ -133,7 +133,9 @@ def run(*inputs):
         axes[axis] = inputs[_KSEARCH_INPUTS.index(name)].shape[dim]
     device = next(x.device for x in inputs if isinstance(x, _ksearch_torch.Tensor))
     outs = [
-        _ksearch_torch.empty([axes[a] for a in spec["shape"]], dtype=getattr(_ksearch_torch, spec["dtype"]), device=device)
+        _ksearch_torch.empty(
+            [axes[a] for a in spec["shape"]], dtype=getattr(_ksearch_torch, spec["dtype"]), device=device
+        )
         for spec in _KSEARCH_OUTPUTS.values()
     ]
     {entry}(*inputs, *outs)

@@ -108,7 +108,8 @@ class FlashInferTask(Task):
     atol = FIB_ATOL
     rtol = FIB_RTOL
     timing_methods: tuple[str, ...] = ("robust", "flashinfer")
-    """``flashinfer`` is flashinfer-bench 0.1.2's own procedure (``ksearch.tools.timing``), for parity with its numbers."""
+    """``flashinfer`` is flashinfer-bench 0.1.2's own procedure (``ksearch.tools.timing``), for parity with its
+    numbers."""
     default_timing_method = "robust"
 
     def __init__(self, name: str) -> None:
@@ -206,7 +207,7 @@ class FlashInferTask(Task):
         fn = getattr(self, "_ref_cache", None)
         if fn is None:
             namespace: dict[str, Any] = {"__name__": f"fib_reference_{self.definition.name}"}
-            exec(compile(self.definition.reference, f"<reference {self.definition.name}>", "exec"), namespace)  # noqa: S102
+            exec(compile(self.definition.reference, (f"<reference {self.definition.name}>"), "exec"), namespace)  # noqa: S102
             fn = self._ref_cache = namespace["run"]
         return fn
 
@@ -270,7 +271,8 @@ class FlashInferTask(Task):
             f"implementation as a Python module defining `run({', '.join(d.inputs)})` that returns "
             + (f"the tuple ({outs})." if len(d.outputs) > 1 else f"{outs}.")
             + " Allocate the outputs yourself (value-returning, not destination-passing). Do not modify the inputs.",
-            f"Correctness as flashinfer-bench 0.1.2: outputs must have the exact shapes and dtypes, contain no inf/NaN, "
+            "Correctness as flashinfer-bench 0.1.2: outputs must have the exact shapes and dtypes, contain no "
+            "inf/NaN, "
             f"and an element fails only if |x-y| > {self.atol:g} and |x-y|/(|y|+1e-8) > {self.rtol:g}; "
             f"at least {self.required_matched_ratio:.0%} of the elements of each output must match.",
             self._workload_text(),
@@ -362,7 +364,8 @@ class FlashInferTask(Task):
             max_abs_error=max_abs,
             max_rel_error=max_rel,
             worst_index=worst,
-            message=f"{label}: {n_failed} of {failed.numel()} values fail (|x-y| > {self.atol:g} and rel > {self.rtol:g}; "
+            message=f"{label}: {n_failed} of {failed.numel()} values fail "
+            f"(|x-y| > {self.atol:g} and rel > {self.rtol:g}; "
             f"matched {matched:.4f} < required {self.required_matched_ratio:g}); max abs error {max_abs:.3g}, "
             f"max rel error {max_rel:.3g}; worst at {worst}: got {x[tuple(worst)].item():.6g}, "
             f"expected {y[tuple(worst)].item():.6g}",

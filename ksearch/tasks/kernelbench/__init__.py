@@ -15,13 +15,13 @@ Both are canonicalised to ``kernelbench:/absolute/path/to/problem.py`` (``proble
 run starts, because the evaluator's worker runs in a private directory with a scrubbed environment and must find the
 file again. ``problem_files`` finds and loads the problem files; this module is the task.
 
-Correctness follows KernelBench: 5 trials whose seeds derive from seed 42 exactly as KernelBench derives them; per
-trial the global RNG is seeded before ``get_init_inputs()``, before building ``Model``/``ModelNew`` (so their
-weights match) and before ``get_inputs()``; outputs compare with KernelBench's tolerances per dtype (fp32 1e-4,
-fp16/bf16 1e-2), the absolute one scaled to the output (``judging``). The reference runs in a different process from the candidate, so both
+Correctness follows KernelBench: 5 trials whose seeds derive from seed 42 exactly as KernelBench derives them; per trial
+the global RNG is seeded before ``get_init_inputs()``, before building ``Model``/``ModelNew`` (so their weights match)
+and before ``get_inputs()``; outputs compare with KernelBench's tolerances per dtype (fp32 1e-4, fp16/bf16 1e-2), the
+absolute one scaled to the output (``judging``). The reference runs in a different process from the candidate, so both
 sides are built deterministically: ``prepare`` builds ``ModelNew`` and ``expected`` builds ``Model`` under
-``torch.manual_seed(config.seed)`` inside ``torch.random.fork_rng`` (the caller's RNG state is untouched).
-Speedups over PyTorch eager (or ``torch.compile``) come from ``ksearch.tasks.kernelbench.baseline``.
+``torch.manual_seed(config.seed)`` inside ``torch.random.fork_rng`` (the caller's RNG state is untouched). Speedups over
+PyTorch eager (or ``torch.compile``) come from ``ksearch.tasks.kernelbench.baseline``.
 
 Beyond KernelBench (issue 36), each part in its own module:
 
@@ -118,7 +118,8 @@ class KernelBenchTask(Task):
     reference_class = "Model"
     """The class whose ops a candidate may not call (``ksearch.tools.integrity.reference_ops``)."""
     pytorch_baseline_modes = ("eager", "compile")
-    """The problem's ``Model`` is timed as a baseline eagerly and under ``torch.compile`` (``ksearch.flows.baselines``)."""
+    """The problem's ``Model`` is timed as a baseline eagerly and under ``torch.compile`` (by
+    ``ksearch.flows.baselines``)."""
 
     def __init__(self, path: str | Path, *, allow: tuple[str, ...] | frozenset[str] = ()) -> None:
         self.path = Path(path).resolve()

@@ -33,8 +33,8 @@ def kernelbench_root(explicit: str | Path | None = None) -> Path:
     if not raw:
         raise KernelBenchError(
             "KernelBench problems need a KernelBench checkout, and none is set",
-            hint=f"pass --kernelbench-root PATH or export {ROOT_ENV}=PATH (the clone of ScalingIntelligence/KernelBench); "
-            "or name one file: kernelbench:path/to/problem.py",
+            hint=f"pass --kernelbench-root PATH or export {ROOT_ENV}=PATH "
+            "(the clone of ScalingIntelligence/KernelBench); or name one file: kernelbench:path/to/problem.py",
         )
     root = Path(raw).expanduser().resolve()
     for candidate in (root / "KernelBench", root):

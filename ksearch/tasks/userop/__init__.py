@@ -162,7 +162,9 @@ class UserOpTask(Task):
                 raise ProblemFormatError(
                     f"{self.path}: input {position} for config {config.name} is on {value.device}, "
                     f"but device {device} was asked for",
-                    hint="create tensors with device=device in make_inputs (or use get_inputs and let ksearch move them)",
+                    hint=(
+                        "create tensors with device=device in make_inputs (or use get_inputs and let ksearch move them)"
+                    ),
                 )
         return list(inputs)
 
@@ -208,7 +210,8 @@ class UserOpTask(Task):
             out2 = self.reference(*[_clone(x) for x in first])
             if not isinstance(out1, torch.Tensor):
                 raise ProblemFormatError(
-                    f"{self.path}: reference must return a torch.Tensor, got {type(out1).__qualname__} (config {config.name})"
+                    f"{self.path}: reference must return a torch.Tensor, got {type(out1).__qualname__} (config "
+                    f"{config.name})"
                 )
             if not _equal(out1, out2):
                 raise ProblemFormatError(

@@ -41,7 +41,8 @@ class CheckerFailure(KsearchError):
 
 
 def parse_message(line: str) -> dict[str, Any]:
-    """One JSON-object line from a worker; {} for anything else (a worker's messages are not trusted to be well formed)."""
+    """One JSON-object line from a worker; {} for anything else (a worker's messages are not trusted to be well
+    formed)."""
     try:
         value = json.loads(line)
     except json.JSONDecodeError:

@@ -290,7 +290,8 @@ class Worker:
         return module
 
     def prepare(self, module: Any, config: TaskConfig) -> Callable[..., Any]:
-        """The task's callable for this config; failing to build it (e.g. a bad ModelNew constructor) is a runtime error."""
+        """The task's callable for this config; failing to build it (e.g. a bad ModelNew constructor) is a runtime
+        error."""
         try:
             fn = self.task.prepare(module, config, self.device)
         except BaseException as exc:  # noqa: BLE001 - anything the candidate raises is its verdict

@@ -243,7 +243,8 @@ class DaskExecutor:
                         self._abandon(future, started[1])
                         raise _TaskTimeout(
                             f"no answer from Dask worker {started[1]} within {limit_s:.0f} s of starting the "
-                            "evaluation (past the sandbox's own limits): the task was cancelled and the worker restarted"
+                            "evaluation (past the sandbox's own limits): the task was cancelled and the worker "
+                            "restarted"
                         )
                     continue
                 if self._offered(resource) > 0:

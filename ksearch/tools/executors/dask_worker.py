@@ -130,7 +130,7 @@ class SessionsPlugin(WorkerPlugin):
         close_sessions()
 
 
-# ---- as a Dask preload (``ksearch worker`` passes --preload ksearch.tools.executors.dask_worker) ----------------------
+# ---- as a Dask preload (``ksearch worker`` passes --preload ksearch.tools.executors.dask_worker) ---------------
 def dask_setup(worker: Any) -> None:
     """Probe this worker's device in the background, so that the agent's first question is answered at once."""
     resources = getattr(getattr(worker, "state", None), "total_resources", None) or {}

@@ -300,7 +300,8 @@ class CachingRules(ScannerBase):
         return held
 
     def _input_stores(self, function: ast.AST, inputs: set[str]) -> Iterator[tuple[str, ast.expr, ast.expr, ast.AST]]:
-        """(container, key, value, node) for each write into an input container: ``w[k] = v``, ``w.setdefault(k, v)``."""
+        """(container, key, value, node) for each write into an input container:
+        ``w[k] = v``, ``w.setdefault(k, v)``."""
         for node in ast.walk(function):
             if isinstance(node, ast.Assign):
                 for target in node.targets:

@@ -20,10 +20,10 @@ by what they allow rather than by what they know:
   audit from a timed call no better than the values do.) ``getattr``/``setattr``/``hasattr``
   with a constant name are judged as that attribute; a ``torch.library`` registration for a built-in namespace
   (``aten::``) is refused (it would replace an operator the harness uses).
-- ``interpreter_reach`` too: ``getattr``-family calls (and ``operator.attrgetter``/``methodcaller``) with a name computed at
-  run time, unless the name provably starts with a plain letter (``f"w{i}"``, ``"w" + str(i)``, a loop over constant
-  names); the introspection builtins used as values (``f = getattr``); format strings whose fields read attributes
-  or items (``"{0.__globals__}"``).
+- ``interpreter_reach`` too: ``getattr``-family calls (and ``operator.attrgetter``/``methodcaller``) with a name
+  computed at run time, unless the name provably starts with a plain letter (``f"w{i}"``, ``"w" + str(i)``, a loop
+  over constant names); the introspection builtins used as values (``f = getattr``); format strings whose fields read
+  attributes or items (``"{0.__globals__}"``).
 
 Honest leaderboard code passes: ``torch.__version__``, ``self.__class__.__name__``, ``super().__init__()``,
 ``sys.stderr`` for prints, ``logging``, ``warnings``, ``os.environ`` for build variables (judged by ``writes``),
@@ -363,7 +363,8 @@ class ReachRules(ScannerBase):
                 "unlisted_import",
                 node,
                 f"imports {module}, which is not on the list of modules a kernel may use "
-                f"({', '.join(ALLOWED_IMPORTS[:12])}, ... and the task's own: {', '.join(sorted(self.support_modules)) or '-'})",
+                f"({', '.join(ALLOWED_IMPORTS[:12])}, ... and the task's own: "
+                f"{', '.join(sorted(self.support_modules)) or '-'})",
             )
         elif matches(full, ANNOTATION_EVALUATORS):
             yield self.finding("interpreter_reach", node, f"imports {full}, which evaluates annotation strings as code")

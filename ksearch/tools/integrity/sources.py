@@ -1,10 +1,10 @@
 """Rules on string constants: CUDA/C++ sources for ``load_inline`` and the paths or commands a candidate names.
 
-The only text rules: everywhere else the rules match use (imports, calls, assignments), never words. Docstrings and
-bare string statements are prose and are skipped. A string can break ``thread_injection`` (host threads or host callbacks
-in CUDA/C++), ``cuda_graph_replay`` (graph capture), ``environment_access``, ``result_forgery`` (the harness's files and channels, the operating system called from
-C/C++), ``harness_introspection``
-(files that shadow a module, process memory) or ``subprocess_or_network`` (package installs, downloads).
+The only text rules: everywhere else the rules match use (imports, calls, assignments), never words. Docstrings and bare
+string statements are prose and are skipped. A string can break ``thread_injection`` (host threads or host callbacks in
+CUDA/C++), ``cuda_graph_replay`` (graph capture), ``environment_access``, ``result_forgery`` (the harness's files and
+channels, the operating system called from C/C++), ``harness_introspection`` (files that shadow a module, process
+memory) or ``subprocess_or_network`` (package installs, downloads).
 """
 
 from __future__ import annotations

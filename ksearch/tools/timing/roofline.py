@@ -53,7 +53,8 @@ def physics_floor(
     floor_ms = max(memory_ms, compute_ms) * FLOOR_FACTOR
     evidence = (
         f"median {median_ms:.6g} ms is below the physics floor {floor_ms:.6g} ms on {peak.name} "
-        f"({FLOOR_FACTOR:g} x max(bytes {bytes_moved:.4g} / {peak.bandwidth_bytes_s / 1e12:g} TB/s = {memory_ms:.6g} ms, "
+        f"({FLOOR_FACTOR:g} x max(bytes {bytes_moved:.4g} / {peak.bandwidth_bytes_s / 1e12:g} TB/s = {memory_ms:.6g} "
+        "ms, "
         f"flops {flops:.4g} / {flops_peak / 1e12:g} TFLOP/s {compute_dtype} = {compute_ms:.6g} ms))"
     )
     return FloorCheck(floor_ms, median_ms < floor_ms, evidence)

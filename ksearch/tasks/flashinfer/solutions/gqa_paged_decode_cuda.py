@@ -113,7 +113,8 @@ std::vector<torch::Tensor> gqa_decode(torch::Tensor q, torch::Tensor k_cache, to
                                       torch::Tensor indptr, torch::Tensor indices, double scale_log2) {
   TORCH_CHECK(q.is_cuda() && q.scalar_type() == torch::kBFloat16, "q must be a CUDA bfloat16 tensor");
   TORCH_CHECK(q.dim() == 3 && q.size(2) == HEAD_DIM, "q must be [batch, num_qo_heads, 128]");
-  TORCH_CHECK(k_cache.dim() == 4 && k_cache.size(1) == 1 && k_cache.size(3) == HEAD_DIM, "k_cache: [pages, 1, kv, 128]");
+  TORCH_CHECK(k_cache.dim() == 4 && k_cache.size(1) == 1 && k_cache.size(3) == HEAD_DIM,
+              "k_cache: [pages, 1, kv, 128]");
   TORCH_CHECK(indptr.scalar_type() == torch::kInt32 && indices.scalar_type() == torch::kInt32, "int32 indices");
   const int batch = q.size(0), num_qo_heads = q.size(1), num_kv_heads = k_cache.size(2);
   TORCH_CHECK(num_qo_heads % num_kv_heads == 0 && num_qo_heads / num_kv_heads <= 32, "unsupported head grouping");
