@@ -18,8 +18,9 @@ README_MAX_LINES = 400
 """The README is what a newcomer reads first: what ksearch is, install, the demo, the commands; the rest is docs/."""
 
 NUMBERED_PERIOD = re.compile(r"\b(?:GPU |device )?sess" + r"ions?[ -]?\d+\b|\bround \d+ of the review\b", re.I)
-"""A numbered work period ("session 12", "GPU session 3", "round 2 of the review"); spelled in two pieces so that this
-file does not match itself. A search's rounds ("round 8 of examples/trimul-hand") are a product concept and pass."""
+"""A numbered work period (the word for a work session followed by its number, with or without "GPU", or "round 2 of
+the review"); spelled in two pieces so that no tracked file, this one included, matches ``git grep "session [0-9]"``.
+A search's rounds ("round 8 of examples/trimul-hand") are a product concept and pass."""
 
 LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
 FENCED = re.compile(r"^```.*?^```", re.S | re.M)
