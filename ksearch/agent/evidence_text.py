@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 
+from ksearch.agent.counters_text import counters_text
 from ksearch.contracts.evaluation import Evaluation, Timing
 
 NOISE_FLOOR = 0.02
@@ -90,7 +91,7 @@ def evidence_text(evaluation: Evaluation, reference: Evaluation | None = None, l
     lines = shape_lines(evaluation, reference, label)
     if lines:
         parts.append("Per timed shape:\n" + "\n".join(lines))
-    for text in (profile_text(evaluation), resources_text(evaluation)):
+    for text in (profile_text(evaluation), resources_text(evaluation), counters_text(evaluation.counters)):
         if text:
             parts.append(text)
     return "\n".join(parts)

@@ -6,6 +6,8 @@ from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from ksearch.contracts.counters import CounterReport
+
 
 class Verdict(StrEnum):
     """What happened to a candidate. Only ``passed`` candidates can become the best."""
@@ -239,6 +241,9 @@ class Evaluation(BaseModel):
     """Per timed shape, its position against the GPU's roofline (diagnostics, never a score)."""
     profile: list[ShapeProfile] = Field(default_factory=list)
     """Per timed shape, the kernels of one call, profiled after timing (diagnostics, never a score)."""
+    counters: CounterReport | None = None
+    """Nsight Compute's hardware counters of a few shapes, read after the verdict by a trusted process, or why there
+    are none (diagnostics, never a score); None when nobody asked. The store keeps them beside the evaluation."""
 
     @model_validator(mode="after")
     def _status_matches_fields(self) -> Evaluation:

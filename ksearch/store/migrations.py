@@ -203,6 +203,17 @@ def m005_device_info(db: sqlite_utils.Database) -> None:
     db["runs"].add_column("device_info", str)
 
 
+@migration
+def m006_counters(db: sqlite_utils.Database) -> None:
+    """Hardware counters of an evaluated candidate (JSON of ``CounterReport``), collected after its verdict by the
+    run named in ``run_id``; one row per evaluation (a failed collection is a row too, so it is not retried)."""
+    db["counters"].create(
+        {"evaluation_id": str, "run_id": str, "status": str, "wall_s": float, "report": str, "created_at": float},
+        pk="evaluation_id",
+    )
+    db["counters"].create_index(["run_id"])
+
+
 def migrate(db: sqlite_utils.Database) -> list[str]:
     """Apply every migration not yet recorded; returns the names applied now.
 

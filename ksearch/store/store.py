@@ -22,6 +22,7 @@ from typing import Any
 import sqlite_utils
 
 from ksearch.contracts.candidate import Candidate
+from ksearch.contracts.counters import CounterReport
 from ksearch.contracts.evaluation import Evaluation
 from ksearch.contracts.identifiers import check_run_id
 from ksearch.errors import RunNotFoundError, UserError
@@ -208,11 +209,13 @@ class Store:
 
     def find_evaluation(self, candidate_id: str, eval_key: str) -> tuple[str, Evaluation] | None:
         rows = self._query(
-            "select id, report from evaluations where candidate_id = ? and eval_key = ?", [candidate_id, eval_key]
+            "select e.id, e.report, c.report as counters from evaluations e left join counters c "
+            "on c.evaluation_id = e.id where e.candidate_id = ? and e.eval_key = ?",
+            [candidate_id, eval_key],
         )
         if not rows:
             return None
-        return rows[0]["id"], Evaluation.model_validate_json(rows[0]["report"])
+        return rows[0]["id"], _evaluation(rows[0])
 
     def record_evaluation(self, candidate_id: str, eval_key: str, evaluation: Evaluation) -> str:
         """Store an evaluation once per (candidate, key); a second record of the same key keeps the first."""
@@ -235,10 +238,15 @@ class Store:
         return eid
 
     def get_evaluation(self, evaluation_id: str) -> Evaluation:
-        rows = self._query("select report from evaluations where id = ?", [evaluation_id])
+        """The evaluation, with the hardware counters collected for it since (``ksearch.store.counters``)."""
+        rows = self._query(
+            "select e.report, c.report as counters from evaluations e left join counters c "
+            "on c.evaluation_id = e.id where e.id = ?",
+            [evaluation_id],
+        )
         if not rows:
             raise KeyError(f"no evaluation {evaluation_id}")
-        return Evaluation.model_validate_json(rows[0]["report"])
+        return _evaluation(rows[0])
 
     def get_evaluation_key(self, evaluation_id: str) -> str:
         """The evaluation key (harness, device model, software versions...) an evaluation was cached under."""
@@ -381,3 +389,12 @@ def find_comparison(store: Store, incumbent_id: str, challenger_id: str, eval_ke
         [incumbent_id, challenger_id, eval_key],
     )
     return json.loads(rows[0]["report"]) if rows else None
+
+
+def _evaluation(row: dict[str, Any]) -> Evaluation:
+    """An evaluation row, its counters row (if any) attached: counters are collected after the verdict, and the
+    evaluation's own record never changes."""
+    evaluation = Evaluation.model_validate_json(row["report"])
+    if row.get("counters"):
+        evaluation = evaluation.model_copy(update={"counters": CounterReport.model_validate_json(row["counters"])})
+    return evaluation
