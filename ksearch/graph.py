@@ -1,7 +1,7 @@
 """The search's wiring, above the nodes it wires: the outer graph, the cycle subgraph it fans out to with Send,
 and the two routers (typed with their successors, so LangGraph can draw them).
 
-    START -> setup -> plan -> edit_tree -+-> Send(cycle) x N -> prune -> learn_skills -> plan ... -> END
+    START -> setup -> plan -> edit_tree -+-> Send(cycle) x N -> prune -> hardware_counters -> learn_skills -> plan ...
                                ^   |     +-> plan (the script was invalid: repair)
                                +---+     +-> END (nothing left to run)
     cycle: write_kernel -> compile -> profile -> (write_kernel | finish_cycle)
@@ -25,6 +25,7 @@ from ksearch.agent.state import CycleOutput, CycleState, SearchState
 from ksearch.nodes.compile import compile_candidate
 from ksearch.nodes.edit_tree import edit_tree
 from ksearch.nodes.finish_cycle import finish_cycle
+from ksearch.nodes.hardware_counters import hardware_counters
 from ksearch.nodes.learn_skills import learn_skills
 from ksearch.nodes.plan import plan
 from ksearch.nodes.profile import profile
@@ -64,11 +65,13 @@ def build_search_graph(checkpointer: Checkpointer = None) -> CompiledStateGraph:
     g.add_node("edit_tree", traced("edit_tree", edit_tree))
     g.add_node("cycle", build_cycle_graph())
     g.add_node("prune", traced("prune", prune))
+    g.add_node("hardware_counters", traced("hardware_counters", hardware_counters))
     g.add_node("learn_skills", traced("learn_skills", learn_skills))
     g.add_edge(START, "setup")
     g.add_edge("setup", "plan")
     g.add_edge("plan", "edit_tree")
     g.add_edge("cycle", "prune")
-    g.add_edge("prune", "learn_skills")
+    g.add_edge("prune", "hardware_counters")
+    g.add_edge("hardware_counters", "learn_skills")
     g.add_conditional_edges("learn_skills", route_after_prune, ["plan", END])
     return g.compile(checkpointer=checkpointer)

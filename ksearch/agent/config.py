@@ -135,6 +135,12 @@ class RunConfig(BaseModel):
     """Set when this run continues another run's checkpoint (``ksearch fork``)."""
     fork_round: int | None = None
     """The round of ``fork_of`` this run continues from."""
+    counters: bool = True
+    """``--counters/--no-counters``: on a GPU where Nsight Compute runs, the hardware counters of each cycle's best
+    and of the solutions the planner asks about, for the model (``ksearch.tools.counters``; at most ``budget.SHARE``
+    of the run's evaluation time). A run on the CPU has none."""
+    counter_shapes: int = Field(default=2, ge=1, le=8)
+    """``--counter-shapes``: how many benchmark shapes (the longest) the counters profile."""
     skills: bool = True
     """Use the skill library: freeze a snapshot of it at the start, show fitting skills to the planner, and record
     each cycle of an action that applies a skill as evidence on that skill."""

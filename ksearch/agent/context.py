@@ -9,6 +9,7 @@ from typing import Any
 
 from ksearch.agent.config import RunConfig
 from ksearch.contracts.candidate import Candidate
+from ksearch.contracts.counters import CounterReport
 from ksearch.contracts.evaluation import Evaluation
 from ksearch.llm.client import LLMClient
 from ksearch.skills.evidence import SkillView
@@ -36,6 +37,9 @@ class SearchContext:
     """GPUs leased one evaluation at a time (None on the CPU, and with the Dask executor, whose scheduler gives each
     evaluation a GPU of the cluster): profile and promotion time on a leased device."""
     compare: Callable[..., Any] | None = None
+    counters: Callable[[EvalRequest, list[str]], CounterReport] | None = None
+    """``counters(request, shapes)``: Nsight Compute's counters of the request's candidate on those benchmark shapes,
+    read by the executor's trusted collector; None where the executor has none."""
     """``compare(incumbent, challenger, *, rounds)``: the paired re-measurement promotion needs; None = single rule."""
     confirm_bests: bool = False
     """Confirm every timed candidate in leaderboard mode (``confirm``) before it becomes the best (on a GPU)."""

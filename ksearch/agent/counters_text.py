@@ -7,7 +7,7 @@ light, memory units, tensor pipes, occupancy and its limiter, resources and top 
 
 from __future__ import annotations
 
-from ksearch.contracts.counters import CounterReport, KernelCounters, ShapeCounters
+from ksearch.contracts.counters import CounterReport, CounterStatus, KernelCounters, ShapeCounters
 
 COUNTERS_FOR_LIMIT = 2
 """Solutions the planner may ask counters for per plan (``EditScript.counters_for``)."""
@@ -71,7 +71,8 @@ def counters_text(report: CounterReport | None) -> str:
     if report is None:
         return ""
     if not report.collected:
-        return f"Hardware counters: not collected ({report.status.value}): {report.detail or 'no reason recorded'}"
+        status = report.status.value if report.status != CounterStatus.COLLECTED else "no kernel profiled"
+        return f"Hardware counters: not collected ({status}): {report.detail or 'no reason recorded'}"
     where = f" on {report.device}" if report.device else ""
     lines = [
         f"Hardware counters ({report.tool or 'ncu'}{where}; one call per shape, kernels replayed at base clocks; "

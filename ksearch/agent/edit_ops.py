@@ -130,6 +130,9 @@ class EditScript(_Strict):
     kernel_summary: str | None = None
     open_questions: list[str] | None = None
     active_leaf_id: str | None = None
+    counters_for: list[str] | None = Field(default=None, max_length=2)
+    """Ids of nodes whose solutions' hardware counters (Nsight Compute) the next plan should show; collected after
+    this step's cycles, within the run's budget for counters."""
 
 
 def edit_script_json_schema() -> dict[str, Any]:

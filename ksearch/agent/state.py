@@ -69,6 +69,9 @@ class SearchState(BaseModel):
     evidence: list[CycleResult] = Field(default_factory=list)
     """The cycles that ended since the last plan: what the planner must learn from."""
     best: BestRef | None = None
+    counter_requests: list[str] = Field(default_factory=list)
+    """Node ids whose solutions' hardware counters the planner asked for (``EditScript.counters_for``), collected
+    after the step's cycles and shown in the next plan."""
     done_reason: str | None = None
     approval_required: bool = False
     """A new best is promoted only after a person approves it (``--require-approval``, ``steer require-approval``)."""

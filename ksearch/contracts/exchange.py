@@ -61,13 +61,14 @@ class WorkerRequest(BaseModel):
     entry_point: str
     candidate_path: str
     result_path: str
-    mode: Literal["evaluate", "compare", "scout", "resources", "profile"] = "evaluate"
+    mode: Literal["evaluate", "compare", "scout", "resources", "profile", "counters"] = "evaluate"
     """evaluate: correctness on every test config, then (when ``timing``) timing with ``timing_method``; compare: two
     candidates timed interleaved (``challenger_path``); scout: the candidate's Triton kernels compiled ahead of the
     evaluate worker into ``triton_cache_dir`` (public seeds, no staging, nothing judged); resources: on the CPU, the
     candidate's kernels compiled for ``target_gpu`` and their figures reported (``ksearch.tools.evaluator.aot``);
     profile: a process beside the worker that waits for the parent's go (sent once the worker has exited), then
-    profiles one call per benchmark config (``ksearch.tools.evaluator.profile_process``)."""
+    profiles one call per benchmark config (``ksearch.tools.evaluator.profile_process``); counters: under Nsight
+    Compute, one call per config of ``counter_configs`` inside an NVTX range each (``ksearch.tools.counters``)."""
     timing: bool = False
     timing_method: str = "robust"
     salt: int = 0
@@ -114,6 +115,8 @@ class WorkerRequest(BaseModel):
     winnowed_tuning: bool = True
     """On the timed configs, Triton's autotuner gives its full benchmark only to the configs within a margin of the
     fastest on a short one (``ksearch.tools.evaluator.tuning.winnowed_tuning``); off, it fully benchmarks every one."""
+    counter_configs: list[str] = Field(default_factory=list)
+    """counters mode: the benchmark configs to call once each, in this order (NVTX range ``ksearch_counters_<i>``)."""
     low_memory: bool = False
     """The GPU has little free memory: drop each correctness call's inputs and give the allocator's free blocks back
     before handing its output off (the checker judges while this worker waits)."""

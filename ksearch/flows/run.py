@@ -145,6 +145,7 @@ def _context(
         compare=(executor.compare if executor is not None else device_pause.compare_later)
         if config.device != "cpu"
         else None,
+        counters=executor.counters if executor is not None and config.device != "cpu" and config.counters else None,
         confirm_bests=config.device != "cpu",
         close=close,
         device_info=info,

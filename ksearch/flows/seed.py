@@ -8,6 +8,7 @@ from typing import Any
 
 from ksearch.agent.config import RunConfig
 from ksearch.agent.context import SearchContext
+from ksearch.agent.counters_collect import CounterTarget, collect
 from ksearch.agent.state import BestRef, SearchState
 from ksearch.agent.task_guard import ensure_task_file_unchanged
 from ksearch.agent.world_model import ROOT_ID, SolutionRef, WorldModel, attach_seed
@@ -79,6 +80,8 @@ def initial_state(ctx: SearchContext) -> SearchState:
             "error": None,
         }
     )
+    # The seed's hardware counters, so the first plan knows where its time goes (stored: a resume does not pay again).
+    collect(ctx, CounterTarget(evaluation_id, config.seed_candidate_id, "the seed"))
     ref = SolutionRef(
         candidate_id=config.seed_candidate_id,
         evaluation_id=evaluation_id,

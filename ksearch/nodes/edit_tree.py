@@ -62,6 +62,7 @@ def edit_tree(state: SearchState, runtime: Runtime[SearchContext]) -> Command[Li
 
     reset = {
         "world_model": wm,
+        "counter_requests": [] if errors else list((state.plan_reply or {}).get("counters_for") or []),
         "edit_errors": [],
         "edit_attempt": 0,
         "plan_reply": None,

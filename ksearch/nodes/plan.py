@@ -10,6 +10,8 @@ import structlog
 from langgraph.runtime import Runtime
 
 from ksearch.agent.context import SearchContext
+from ksearch.agent.counters_collect import planner_counters_view
+from ksearch.agent.counters_text import counters_text
 from ksearch.agent.edit_ops import EditScript, edit_script_json_schema
 from ksearch.agent.edits import render_edit_errors
 from ksearch.agent.evidence_text import evidence_text, roofline_summary
@@ -96,7 +98,12 @@ def planner_prompt(state: SearchState, ctx: SearchContext) -> str:
         tree_view=tree_view(wm),
         frontier_view=frontier_view(wm, policy),
         best_view=best_view,
-        evidence=evidence_view(state.evidence, state, ctx.store, ctx) or "(no cycle has ended since the last plan)",
+        evidence="\n\n".join(
+            part
+            for part in (evidence_view(state.evidence, state, ctx.store, ctx), planner_counters_view(state, ctx))
+            if part
+        )
+        or "(no cycle has ended since the last plan)",
         max_new_nodes=cfg.max_new_nodes,
         edit_schema=schema,
         skills=planner_skills(ctx, wm, state.best),
@@ -110,9 +117,13 @@ def seed_view(wm: WorldModel, store: Store) -> str:
         return "(none: the first kernels are written from the spec)"
     ev = store.get_evaluation(seed.evaluation_id)
     code = store.get_candidate(seed.candidate_id).code
+    counters = counters_text(ev.counters)
     return (
         f"The search continues from a seed solution attached to the root: {ev.summary()}.\n"
-        "Plan actions that improve it (they are applied to this code):\n```python\n" + clip(code, 8000) + "\n```"
+        + (f"{counters}\n" if counters else "")
+        + "Plan actions that improve it (they are applied to this code):\n```python\n"
+        + clip(code, 8000)
+        + "\n```"
     )
 
 

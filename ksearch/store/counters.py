@@ -15,8 +15,10 @@ from ksearch.store.store import Store
 
 
 def record_counters(store: Store, evaluation_id: str, run_id: str, report: CounterReport) -> None:
-    """Keep ``report`` for ``evaluation_id``; a second report for the same evaluation keeps the first."""
+    """Keep ``report`` for ``evaluation_id``; a second report for the same evaluation keeps the first, unless the
+    first was skipped for the budget."""
     with store._write() as db:
+        db.execute("delete from counters where evaluation_id = ? and status = 'skipped'", [evaluation_id])
         db["counters"].insert(
             {
                 "evaluation_id": evaluation_id,

@@ -55,6 +55,9 @@ class StandInGpu:
     def compare(self, incumbent: EvalRequest, challenger: EvalRequest, *, rounds: int = 5):  # noqa: ANN201
         raise AssertionError("untimed candidates are never compared")
 
+    def counters(self, request: EvalRequest, shapes: list[str]):  # noqa: ANN201
+        raise AssertionError("untimed candidates get no hardware counters")
+
     def close(self) -> None:
         self.inner.close()
 

@@ -84,15 +84,16 @@ def write_rights(abi: int) -> int:
 class Ruleset:
     """A ruleset handling reads and writes of files (not device ioctls), and on ABI 4+ TCP, on ABI 6+ scopes."""
 
-    def __init__(self, abi: int, *, abstract_sockets: bool = True) -> None:
+    def __init__(self, abi: int, *, abstract_sockets: bool = True, tcp: bool = True) -> None:
         """``abstract_sockets``: refuse abstract Unix sockets outside the domain too (redundant in a network namespace
-        of its own, where no abstract socket outside is visible)."""
+        of its own, where no abstract socket outside is visible); ``tcp``: refuse TCP binds and connections (off
+        only for a process profiled by Nsight Compute, whose injected library talks to ncu: ``tools.counters``)."""
         self.abi = abi
         self.handled_fs = READ | write_rights(abi)
         scopes = 0
         if abi >= 6:
             scopes = SCOPE_SIGNAL | (SCOPE_ABSTRACT_UNIX_SOCKET if abstract_sockets else 0)
-        attr = _RulesetAttr(self.handled_fs, NET_BIND_TCP | NET_CONNECT_TCP if abi >= 4 else 0, scopes)
+        attr = _RulesetAttr(self.handled_fs, NET_BIND_TCP | NET_CONNECT_TCP if abi >= 4 and tcp else 0, scopes)
         size = 24 if abi >= 6 else 16 if abi >= 4 else 8
         self.fd = _call(ctypes.c_long(CREATE_RULESET), ctypes.byref(attr), ctypes.c_size_t(size), ctypes.c_uint32(0))
 

@@ -412,16 +412,18 @@ def _has_any_capability() -> bool:
     return False
 
 
-def apply_landlock(hidden: list[str], writable: list[str], *, abstract_sockets: bool = True) -> int:
+def apply_landlock(
+    hidden: list[str], writable: list[str], *, abstract_sockets: bool = True, network: bool = False
+) -> int:
     """Landlock over this process and what it starts: reads everywhere but ``hidden``, writes beneath ``writable``,
-    and the network and scope rules of ``landlock.Ruleset``."""
+    and the network and scope rules of ``landlock.Ruleset`` (``network``: none for TCP and abstract sockets)."""
     from ksearch.tools.containment import landlock
 
     abi = landlock.abi_version()
     if abi < 1:
         raise LayerError("Landlock is not available in this kernel")
     try:
-        ruleset = landlock.Ruleset(abi, abstract_sockets=abstract_sockets)
+        ruleset = landlock.Ruleset(abi, abstract_sockets=abstract_sockets and not network, tcp=not network)
         whole, listed = readable_roots(hidden)
         rules = [(root, landlock.READ) for root in whole] + [(folder, landlock.READ_DIR) for folder in listed]
         rules += [(folder, landlock.READ | landlock.write_rights(abi)) for folder in writable]
@@ -486,7 +488,12 @@ def apply(spec: dict, *, probe: bool) -> tuple[list[str], dict[str, str]]:
     writable = [*spec.get("writable", []), *(["/proc"] if spec.get("cuda") else [])]
     attempt(
         "landlock",
-        lambda: apply_landlock(list(spec.get("hidden", [])), writable, abstract_sockets="netns" not in applied),
+        lambda: apply_landlock(
+            list(spec.get("hidden", [])),
+            writable,
+            abstract_sockets="netns" not in applied,
+            network=bool(spec.get("network")),
+        ),
     )
     attempt("seccomp", lambda: install_seccomp(platform.machine()))
     return applied, failed

@@ -256,9 +256,13 @@ def _sort_hideable(keep: list[str]) -> tuple[list[str], list[str]]:
     return hidden, exposed
 
 
-def launcher_prefix(device: str, writable: list[Path]) -> list[str]:
-    """The command that starts a candidate process inside its layers ([] when there are none)."""
-    layers = child_layers(device)
+def launcher_prefix(
+    device: str, writable: list[Path], *, layers: tuple[str, ...] | None = None, network: bool = False
+) -> list[str]:
+    """The command that starts a candidate process inside its layers ([] when there are none): this machine's
+    (``child_layers``) unless ``layers`` names them; ``network``: Landlock leaves TCP and abstract sockets alone (a
+    process profiled by Nsight Compute, ``ksearch.tools.counters``)."""
+    layers = child_layers(device) if layers is None else layers
     if not layers:
         return []
     keep = [str(p) for p in writable]
@@ -275,6 +279,7 @@ def launcher_prefix(device: str, writable: list[Path]) -> list[str]:
         "writable": [*keep, "/dev"],
         "devices": devices,
         "cuda": device != "cpu",
+        **({"network": True} if network else {}),
     }
     return _launcher_argv(spec)
 

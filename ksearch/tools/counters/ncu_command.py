@@ -55,7 +55,16 @@ def range_name(index: int) -> str:
     return f"{RANGE_PREFIX}{index}"
 
 
-def profile_argv(ncu: str, trusted: Path, shapes: int, launch_cap: int, program: list[str]) -> list[str]:
+def profile_argv(
+    ncu: str,
+    trusted: Path,
+    shapes: int,
+    launch_cap: int,
+    program: list[str],
+    *,
+    sections: tuple[str, ...] = SECTIONS,
+    metrics: tuple[str, ...] = EXTRA_METRICS,
+) -> list[str]:
     """ncu profiling ``program`` (the contained counters worker): the report and ncu's own log go to ``trusted``,
     a folder the candidate cannot write."""
     argv = [
@@ -68,9 +77,8 @@ def profile_argv(ncu: str, trusted: Path, shapes: int, launch_cap: int, program:
         *[arg for index in range(shapes) for arg in ("--nvtx-include", f"{range_name(index)}/")],
         "--launch-count",
         str(launch_cap),
-        *[arg for section in SECTIONS for arg in ("--section", section)],
-        "--metrics",
-        ",".join(EXTRA_METRICS),
+        *[arg for section in sections for arg in ("--section", section)],
+        *(["--metrics", ",".join(metrics)] if metrics else []),
         "--print-summary",
         "none",
         "--export",

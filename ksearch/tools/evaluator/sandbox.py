@@ -68,9 +68,14 @@ def spawn(
     extra_env: dict[str, str] | None = None,
     contain: bool = False,
     writable: tuple[Path, ...] = (),
+    wrapper: tuple[str, ...] = (),
+    layers: tuple[str, ...] | None = None,
+    network: bool = False,
 ) -> subprocess.Popen[bytes]:
     """``python -P -m module args`` in its own process group, with the scrubbed environment of ``cwd``; with
-    ``contain``, inside the containment layers of this machine, writing only beneath ``writable`` (and ``/dev``)."""
+    ``contain``, inside the containment layers of this machine (or ``layers``; ``network``: see
+    ``policy.launcher_prefix``), writing only beneath ``writable`` (and ``/dev``). ``wrapper``: a trusted tool that
+    starts the contained command and stays outside it (Nsight Compute, ``ksearch.tools.counters``)."""
     env = {**worker_environment(cwd, device), "KSEARCH_PARENT_PID": str(os.getpid()), **(extra_env or {})}
     prefix: list[str] = []
     if contain:
@@ -79,9 +84,11 @@ def spawn(
         profile = os.environ.get("KSEARCH_PROFILE")  # the developer's statistics folder (``profiling``)
         if profile:
             Path(profile).mkdir(parents=True, exist_ok=True)
-        prefix = policy.launcher_prefix(device, [cwd, *writable, *([Path(profile)] if profile else [])])
+        prefix = policy.launcher_prefix(
+            device, [cwd, *writable, *([Path(profile)] if profile else [])], layers=layers, network=network
+        )
         policy.protect_parent()
-    argv = [*prefix, sys.executable, "-P", "-m", module, *args]
+    argv = [*wrapper, *prefix, sys.executable, "-P", "-m", module, *args]
     return on_spawner_thread(
         lambda: subprocess.Popen(
             argv, cwd=cwd, env=env, stdin=stdin, stdout=stdout, stderr=stderr, start_new_session=True, pass_fds=pass_fds

@@ -19,6 +19,9 @@ One process does everything for one candidate, so nothing is imported, compiled 
 ``scout``
     the candidate's Triton kernels compiled ahead of the ``evaluate`` worker of the same evaluation, into the Triton
     cache the two share (``ksearch.tools.evaluator.scout``); nothing is checked or timed.
+``counters``
+    a process started as ``--role counters`` under Nsight Compute, which calls the candidate once per chosen shape
+    inside an NVTX range (``ksearch.tools.counters``); nothing is checked or timed.
 ``profile``
     a process started as ``--role profiler`` (the profiler's start paid before its request), which waits for the
     parent's go, sent once the evaluate worker has exited, then imports the candidate from the shared Triton cache and
@@ -90,7 +93,7 @@ from ksearch.tools.evaluator.seeds import input_digest, salted_seed
 from ksearch.tools.evaluator.staging import StagingWriter
 from ksearch.tools.evaluator.timing_runner import HarnessFault, WorkerTimingRunner
 from ksearch.tools.evaluator.tuning import WinnowTally, quick_tuning, winnowed_tuning
-from ksearch.tools.evaluator.worker_modes import run_compare, run_profiler, run_scout, run_yardstick
+from ksearch.tools.evaluator.worker_modes import run_compare, run_counters, run_profiler, run_scout, run_yardstick
 from ksearch.tools.evaluator.worker_process import (
     cache_autotuning,
     diagnostic,
@@ -192,6 +195,8 @@ class Worker:
             return probe_resources(self)
         if self.request.mode == "profile":
             return run_profiler(self)
+        if self.request.mode == "counters":
+            return run_counters(self)
         if self.request.cache_autotuning:
             cache_autotuning()
         try:
@@ -571,12 +576,13 @@ def main(argv: list[str] | None = None) -> int:
         die_with_parent(int(os.environ["KSEARCH_PARENT_PID"]))
     parser = argparse.ArgumentParser()
     parser.add_argument("--device", default="cpu")
-    parser.add_argument("--role", choices=("worker", "profiler"), default="worker")
+    parser.add_argument("--role", choices=("worker", "profiler", "counters"), default="worker")
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     msg_fd = int(os.environ["KSEARCH_MSG_FD"]) if os.environ.get("KSEARCH_MSG_FD") else None
     doorbell_fd = int(os.environ["KSEARCH_DOORBELL_FD"]) if os.environ.get("KSEARCH_DOORBELL_FD") else None
     channel = Channel(msg_fd, sys.stdin, doorbell_fd)
-    calibration = warm_start(args.device, profiler=args.role == "profiler")
+    # a counters worker runs under Nsight Compute: it times nothing, so it calibrates nothing
+    calibration = {} if args.role == "counters" else warm_start(args.device, profiler=args.role == "profiler")
     channel.send(json.dumps({"op": "ready", "calibration": calibration}))
     line = sys.stdin.readline()
     if not line.strip():

@@ -1,6 +1,6 @@
 """The worker's modes beyond ``evaluate``: ``scout`` (compile-only calls that fill the Triton cache the evaluating
-worker shares), ``profile`` (a per-kernel profile once the evaluating worker has exited), ``compare`` (two
-candidates timed interleaved) and the yardstick (a bare GPU MODE loop beside a method, after the timing). Functions
+worker shares), ``profile`` (a per-kernel profile once the evaluating worker has exited), ``counters`` (calls in
+NVTX ranges under Nsight Compute), ``compare`` (two candidates timed interleaved) and the yardstick (a bare GPU MODE loop beside a method, after the timing). Functions
 of the worker, so that its class holds the evaluation's phases."""
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from ksearch.contracts.evaluation import Verdict, YardstickReading
 from ksearch.contracts.exchange import PROFILE_GO, CompareSamples, WorkerResult
 from ksearch.tasks.base import TaskConfig
+from ksearch.tools.counters.ncu_csv import RANGE_PREFIX
 from ksearch.tools.evaluator.guard import CandidateFailure, format_exception
 from ksearch.tools.evaluator.kernel_profile import profile_shapes
 from ksearch.tools.evaluator.ledger import alternating
@@ -80,6 +81,49 @@ def run_profiler(worker: Worker) -> WorkerResult:
     except Exception as exc:  # noqa: BLE001 - a diagnostic: the parent notes why there is no profile
         return worker.result(Verdict.RUNTIME_ERROR, error=f"{type(exc).__name__}: {exc}")
     worker.configs_passed = len(worker.profiles)
+    return worker.result(Verdict.PASSED)
+
+
+def run_counters(worker: Worker) -> WorkerResult:
+    """A counters worker's work, under Nsight Compute (``ksearch.tools.counters``): per config of
+    ``counter_configs``, on public seeds, one unmarked call (compile, autotune, the steady state the timing saw),
+    then one call inside the NVTX range ncu profiles. Nothing is checked or timed; ncu's report, written outside
+    this process, holds the numbers, and this report only says which calls failed."""
+    import torch
+
+    worker.enter("load")
+    worker.prepare_device()
+    worker.install_support_modules()
+    by_name = {c.name: c for c in worker.task.benchmark_configs(worker.device)}
+    chosen = [by_name[name] for name in worker.request.counter_configs if name in by_name]
+    worker.configs_total = len(chosen)
+    try:
+        module = worker.load_candidate()
+    except CandidateFailure as failure:
+        return worker.result(failure.verdict, error=failure.error)
+    worker.mark("counters_import")
+    worker.enter("counters")
+    for index, config in enumerate(chosen):
+        salted = worker.salted(config, worker.request.bench_salt)
+        inputs = args = None
+        try:
+            fn = worker.task.prepare(module, salted, worker.device)
+            inputs = worker.task.make_inputs(salted, worker.device)
+            args = worker.task.call_args(inputs, salted)
+            fn(*args)
+            torch.cuda.synchronize(worker.device)
+            torch.cuda.nvtx.range_push(f"{RANGE_PREFIX}{index}")
+            try:
+                fn(*args)
+                torch.cuda.synchronize(worker.device)
+            finally:
+                torch.cuda.nvtx.range_pop()
+            worker.configs_passed += 1
+        except Exception as exc:  # noqa: BLE001 - a diagnostic: the parent says which call failed
+            worker.notes.append(f"{config.name}: {type(exc).__name__}: {exc}"[:300])
+        finally:
+            inputs = args = None  # noqa: F841 - this config's tensors go before the next is made
+    worker.mark("counters_calls")
     return worker.result(Verdict.PASSED)
 
 

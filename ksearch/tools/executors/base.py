@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
+from ksearch.contracts.counters import CounterReport
 from ksearch.contracts.evaluation import Comparison, Evaluation
 from ksearch.tools.evaluator.request import EvalRequest
 from ksearch.tools.fingerprint import DeviceInfo
@@ -15,7 +16,7 @@ class Busy:
     """One stretch of time a device spent on the search's work, measured where the work ran."""
 
     kind: str
-    """``evaluate`` or ``compare``."""
+    """``evaluate``, ``compare`` or ``counters``."""
     where: str
     """The device (``cuda:0``, ``cpu``) or the Dask worker's address."""
     started: float
@@ -39,6 +40,10 @@ class Executor(Protocol):
 
     def compare(self, incumbent: EvalRequest, challenger: EvalRequest, *, rounds: int = 5) -> Comparison:
         """A paired, interleaved timing of two correct candidates on one GPU."""
+
+    def counters(self, request: EvalRequest, shapes: list[str]) -> CounterReport:
+        """Nsight Compute's hardware counters of the request's candidate on ``shapes`` (a trusted collector; a report
+        that is not ``collected`` says why)."""
 
     def close(self) -> None:
         """Stop every process the executor started."""

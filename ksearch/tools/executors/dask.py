@@ -32,6 +32,7 @@ import time
 import uuid
 from typing import Any, Self
 
+from ksearch.contracts.counters import CounterReport, CounterStatus
 from ksearch.contracts.evaluation import Comparison, Evaluation, Verdict
 from ksearch.errors import MissingExtraError, UserError
 from ksearch.tools.evaluator.evaluate import HarnessError
@@ -195,6 +196,14 @@ class DaskExecutor:
             raise ComparisonError(f"compare() on the Dask cluster failed: {exc}") from exc
         self._record("compare", where)
         return comparison
+
+    def counters(self, request: EvalRequest, shapes: list[str]) -> CounterReport:
+        """Not collected through the cluster yet: said plainly (``ksearch eval --counters`` on a node collects them)."""
+        return CounterReport(
+            status=CounterStatus.OFF,
+            detail="the Dask executor does not collect hardware counters yet; `ksearch eval TASK FILE --counters` on a "
+            "GPU node does",
+        )
 
     def close(self) -> None:
         with contextlib.suppress(Exception):  # a scheduler already gone: closed enough

@@ -15,7 +15,9 @@ import time
 from collections.abc import Iterator
 from typing import Self
 
+from ksearch.contracts.counters import CounterReport
 from ksearch.contracts.evaluation import Comparison, Evaluation
+from ksearch.tools.counters.collect import collect_counters
 from ksearch.tools.evaluator.compare import compare
 from ksearch.tools.evaluator.evaluate import evaluate
 from ksearch.tools.evaluator.request import EvalRequest
@@ -62,6 +64,11 @@ class LocalExecutor:
     def compare(self, incumbent: EvalRequest, challenger: EvalRequest, *, rounds: int = 5) -> Comparison:
         with self.session(incumbent.device) as session, self._timed("compare", incumbent.device):
             return compare(incumbent, challenger, rounds=rounds, session=session)
+
+    def counters(self, request: EvalRequest, shapes: list[str]) -> CounterReport:
+        """ncu around a contained worker of its own (no session's checker is needed: nothing is judged)."""
+        with self._timed("counters", request.device):
+            return collect_counters(request, shapes)
 
     def wait_ready(self, device: str, timeout: float = 120.0) -> bool:
         """Wait until the workers started ahead of need on ``device`` are ready (what the time of an LLM call gives
