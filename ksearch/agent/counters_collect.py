@@ -71,6 +71,8 @@ def collect(ctx: SearchContext, target: CounterTarget) -> CounterReport | None:
         assert ctx.counters is not None
         with ctx.device_lease() as device:
             report = ctx.counters(ctx.eval_request(candidate, device), shapes)
+        if report.collected:
+            report = report.model_copy(update={"device": evaluation.device})  # the GPU's name, not "cuda:0"
     record_counters(ctx.store, target.evaluation_id, ctx.run_id, report)
     log.info(
         "counters.collected",

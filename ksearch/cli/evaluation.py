@@ -230,6 +230,17 @@ def eval_cmd(
             "limits (shared memory, registers, threads) is a compile error.",
         ),
     ] = None,
+    counters: Annotated[
+        bool,
+        typer.Option(
+            "--counters",
+            help="After a passed timing on a GPU: Nsight Compute's hardware counters of the longest shapes "
+            "(speed of light, occupancy and its limiter, DRAM/L2, tensor pipes, warp stalls), read by ncu outside the kernel's process.",
+        ),
+    ] = False,
+    counter_shapes: Annotated[
+        int, typer.Option("--counter-shapes", min=1, max=8, help="How many shapes (the longest) --counters profiles.")
+    ] = 2,
     as_json: JsonOpt = False,
 ) -> None:
     """Run the hardened evaluator on one kernel file: correctness, timing and the verdict with its evidence.
@@ -247,6 +258,8 @@ def eval_cmd(
             kernelbench_root=kernelbench_root,
             yardstick_rounds=yardstick,
             target_gpu=target_gpu,
+            counters=counters,
+            counter_shapes=counter_shapes,
         )
     except ValidationError as exc:
         fail(exc)
@@ -306,6 +319,11 @@ def eval_cmd(
                     y.config, f"{y.bare_mean_ms:.5f}", f"{y.ksearch_mean_ms:.5f}", f"{y.ratio:.3f}", str(len(y.bare_ms))
                 )
             out.print(table)
+        if evaluation.counters is not None:
+            from ksearch.agent.counters_text import counters_text
+
+            out.print(escape(counters_text(evaluation.counters)))
+            out.print(f"[dim]counters took {evaluation.counters.wall_s:.1f} s[/dim]")
         colour = "green" if evaluation.passed else "red"
         out.print(f"[{colour}]{escape(evaluation.verdict.value)}[/{colour}]: {escape(evaluation.summary())}")
         if evaluation.rejection is not None:

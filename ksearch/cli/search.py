@@ -134,6 +134,19 @@ def run(
             ),
         ),
     ] = None,
+    counters: Annotated[
+        bool,
+        typer.Option(
+            "--counters/--no-counters",
+            help="On a GPU where Nsight Compute (ncu) runs: hardware counters of each cycle's best and of the solutions the planner asks about, for the model (at most 15 percent of the run's evaluation time).",
+        ),
+    ] = True,
+    counter_shapes: Annotated[
+        int,
+        typer.Option(
+            "--counter-shapes", min=1, max=8, help="How many benchmark shapes (the longest) the counters profile."
+        ),
+    ] = 2,
 ) -> None:
     """Search for a fast, correct kernel for TASK."""
     from ksearch.flows import inspect as inspect_flow
@@ -177,6 +190,8 @@ def run(
             skills=skills,
             lift_skills=lift_skills,
             target_gpu=target_gpu,
+            counters=counters,
+            counter_shapes=counter_shapes,
         )
     except ValidationError as exc:
         fail(exc)

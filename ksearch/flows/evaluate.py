@@ -59,8 +59,11 @@ def read_kernel(file: Path) -> str:
         raise UserError(f"cannot read {file}: {exc}") from None
 
 
-def evaluate_file(task: str, file: Path, *, device: str = "auto", **options: Any) -> Evaluation:
-    """Evaluate one kernel file: see ``eval_request_for_file`` for the options.
+def evaluate_file(
+    task: str, file: Path, *, device: str = "auto", counters: bool = False, counter_shapes: int = 2, **options: Any
+) -> Evaluation:
+    """Evaluate one kernel file: see ``eval_request_for_file`` for the options. ``counters``: once it has passed and
+    been timed, Nsight Compute's counters of its ``counter_shapes`` longest shapes (``Evaluation.counters``).
 
     The evaluation's processes (checker, worker and, on a GPU, the profiling process and for a Triton kernel the
     compile scout) start first,
@@ -94,9 +97,30 @@ def evaluate_file(task: str, file: Path, *, device: str = "auto", **options: Any
                 session.close()
                 session = start(device)
         request = eval_request_for_file(task, file, device=device, text=code, **options)
-        return with_device_note(evaluate(request, session=session), request)
+        evaluation = with_device_note(evaluate(request, session=session), request)
     finally:
         session.close()
+    return with_counters(evaluation, request, counter_shapes) if counters else evaluation
+
+
+def with_counters(evaluation: Evaluation, request: EvalRequest, shapes: int) -> Evaluation:
+    """``evaluation`` with the hardware counters of its longest shapes, or with why there are none."""
+    from ksearch.contracts.counters import CounterReport, CounterStatus
+    from ksearch.tools.counters.budget import choose_shapes
+    from ksearch.tools.counters.collect import collect_counters
+
+    if not (evaluation.passed and evaluation.timed and evaluation.timings):
+        why = (
+            "the CPU has no hardware counters" if request.device == "cpu" else "only a passed, timed kernel is profiled"
+        )
+        report = CounterReport(
+            status=CounterStatus.NO_GPU if request.device == "cpu" else CounterStatus.OFF, detail=why
+        )
+    else:
+        report = collect_counters(request, choose_shapes(evaluation.timings, shapes))
+        if report.collected:
+            report = report.model_copy(update={"device": evaluation.device})
+    return evaluation.model_copy(update={"counters": report})
 
 
 def with_device_note(evaluation: Evaluation, request: EvalRequest) -> Evaluation:

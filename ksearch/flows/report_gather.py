@@ -75,6 +75,7 @@ def gather_run_report(store: Store, run_id: str) -> RunReport:
         cost=run_cost(store, run),
         best_profile=list(best_eval.profile) if best_eval else [],
         best_resources=list(best_eval.resources) if best_eval else [],
+        best_counters=best_eval.counters if best_eval else None,
         settings=_settings(run, config),
         environment=dict(env_eval.environment) if env_eval else {},
         environment_source=env_source,

@@ -13,6 +13,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from ksearch.agent.world_model import SolutionRef
+from ksearch.contracts.counters import CounterReport
 from ksearch.contracts.evaluation import KernelResources, RooflinePoint, ShapeProfile, Timing
 from ksearch.flows.run_cost import RunCost
 
@@ -206,6 +207,8 @@ class RunReport(_Model):
     best_profile: list[ShapeProfile] = Field(default_factory=list)
     """The best kernel's profile of one call per timed shape."""
     best_resources: list[KernelResources] = Field(default_factory=list)
+    best_counters: CounterReport | None = None
+    """The best kernel's hardware counters (Nsight Compute), or why there are none; None when none were asked."""
     settings: dict[str, str]
     environment: dict[str, str]
     environment_source: str
