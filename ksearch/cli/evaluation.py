@@ -235,7 +235,8 @@ def eval_cmd(
         typer.Option(
             "--counters",
             help="After a passed timing on a GPU: Nsight Compute's hardware counters of the longest shapes "
-            "(speed of light, occupancy and its limiter, DRAM/L2, tensor pipes, warp stalls), read by ncu outside the kernel's process.",
+            "(speed of light, occupancy and its limiter, DRAM/L2, tensor pipes, warp stalls), read by ncu outside "
+            "the kernel's process.",
         ),
     ] = False,
     counter_shapes: Annotated[

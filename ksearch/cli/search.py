@@ -138,7 +138,8 @@ def run(
         bool,
         typer.Option(
             "--counters/--no-counters",
-            help="On a GPU where Nsight Compute (ncu) runs: hardware counters of each cycle's best and of the solutions the planner asks about, for the model (at most 15 percent of the run's evaluation time).",
+            help="On a GPU where Nsight Compute (ncu) runs: hardware counters of each cycle's best and of the "
+            "solutions the planner asks about, for the model (at most 15 percent of the run's evaluation time).",
         ),
     ] = True,
     counter_shapes: Annotated[

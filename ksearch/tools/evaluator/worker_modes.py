@@ -1,7 +1,7 @@
 """The worker's modes beyond ``evaluate``: ``scout`` (compile-only calls that fill the Triton cache the evaluating
 worker shares), ``profile`` (a per-kernel profile once the evaluating worker has exited), ``counters`` (calls in
-NVTX ranges under Nsight Compute), ``compare`` (two candidates timed interleaved) and the yardstick (a bare GPU MODE loop beside a method, after the timing). Functions
-of the worker, so that its class holds the evaluation's phases."""
+NVTX ranges under Nsight Compute), ``compare`` (two candidates timed interleaved) and the yardstick (a bare GPU MODE
+loop beside a method, after the timing). Functions of the worker, so that its class holds the evaluation's phases."""
 
 from __future__ import annotations
 
