@@ -101,7 +101,7 @@ def planner_counters_view(state: SearchState, ctx: SearchContext) -> str:
             evaluation = ctx.store.get_evaluation(solution.evaluation_id)
         except KeyError:
             continue
-        text = counters_text(evaluation.counters) or "Hardware counters: none (its evaluation was not timed)"
+        text = counters_text(evaluation.counters) or "Hardware counters: none (only a passed, timed kernel is profiled)"
         blocks.append(f"## Counters asked for node {node_id} ({evaluation.summary()})\n{text}")
     blocks.append(counters_request_hint())
     return "\n\n".join(blocks)

@@ -1,0 +1,104 @@
+"""What hardware counters cost a TriMul cycle (issue 57), measured side by side in one run on one GPU.
+
+A cycle is ``--attempts`` evaluations of a TriMul kernel (examples/trimul_triton_fast.py by default: each a fresh
+sandboxed worker, correctness then timing, as the search's profile node runs them) followed, with counters on, by
+one collection for the cycle's best (Nsight Compute around a contained worker on the ``--shapes`` longest shapes,
+``ksearch.tools.counters.collect``). The session's checker is started and warm before anything is measured, as in a
+search after its first evaluation. Every figure is wall time with the GPU held.
+
+Prints the cycle's GPU time without and with counters and their ratio (target: at most 0.15), the trusted probe
+that picks the containment ncu works through (paid once per process), and the counters as the model reads them.
+Writes ``$OUT/counters_cost.json`` when ``OUT`` is set, holding the best evaluation with its counters, for
+``scripts/counter_prompts.py --evaluation``.
+
+Usage (repo root, GPU machine): ``python bench/counters_cost.py [--attempts 3] [--shapes 2] [--kernel FILE]``.
+Exits at once with a message when there is no GPU or no ncu.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--kernel", type=Path, default=REPO / "examples" / "trimul_triton_fast.py")
+    parser.add_argument("--attempts", type=int, default=3, help="evaluations in the cycle")
+    parser.add_argument("--shapes", type=int, default=2, help="shapes the counters profile")
+    args = parser.parse_args()
+
+    from ksearch.agent.counters_text import counters_text
+    from ksearch.flows.evaluate import eval_request_for_file
+    from ksearch.tools.counters import collect, ncu_command
+    from ksearch.tools.counters.budget import SHARE, choose_shapes
+    from ksearch.tools.executors.local import LocalExecutor
+    from ksearch.tools.fingerprint import probe_device
+
+    if not probe_device("cuda").is_gpu:
+        print("no GPU here: counters are read on a GPU only")
+        return 0
+    ncu = ncu_command.find_ncu()
+    if ncu is None:
+        print("no ncu here (Nsight Compute): set KSEARCH_NCU or put ncu on PATH")
+        return 0
+    request = eval_request_for_file("trimul", args.kernel, device="cuda")
+    with LocalExecutor(prestart=True) as executor:
+        with executor.session(request.device):
+            pass  # the checker starts now, outside the measured cycle
+        executor.wait_ready(request.device)
+        evaluations = []
+        for attempt in range(1, args.attempts + 1):
+            started = time.monotonic()
+            evaluation = executor.evaluate(request)
+            evaluations.append((time.monotonic() - started, evaluation))
+            print(f"attempt {attempt}: {evaluation.summary()} in {evaluations[-1][0]:.1f} s", flush=True)
+        passed = [e for _, e in evaluations if e.passed and e.timings]
+        if not passed:
+            print("no attempt passed: nothing to profile")
+            return 1
+        best = min(passed, key=lambda e: e.latency_ms or float("inf"))
+        started = time.monotonic()
+        rung, why = collect.choose_rung(request.device, ncu)
+        probe_s = time.monotonic() - started
+        print(f"containment probe: {rung.describe() if rung else why} in {probe_s:.1f} s", flush=True)
+        shapes = choose_shapes(best.timings, args.shapes)
+        started = time.monotonic()
+        report = executor.counters(request, shapes)
+        counters_s = time.monotonic() - started
+    report = report.model_copy(update={"device": best.device}) if report.collected else report
+    cycle_s = sum(seconds for seconds, _ in evaluations)
+    ratio = counters_s / cycle_s
+    first = (counters_s + probe_s) / cycle_s
+    print()
+    print(counters_text(report))
+    print()
+    print(f"GPU: {best.device}; {report.tool or 'ncu'}; kernel {args.kernel.name}; shapes {', '.join(shapes)}")
+    print(f"cycle without counters: {args.attempts} evaluations, {cycle_s:.1f} s")
+    print(f"cycle with counters:    {cycle_s + counters_s:.1f} s (counters {counters_s:.1f} s, status {report.status})")
+    print(f"ratio counters / cycle: {ratio:.3f} (target <= {SHARE}); with the once-per-process probe: {first:.3f}")
+    out = os.environ.get("OUT")
+    if out:
+        record = {
+            "kernel": str(args.kernel.relative_to(REPO)) if args.kernel.is_relative_to(REPO) else str(args.kernel),
+            "attempt_s": [round(s, 3) for s, _ in evaluations],
+            "cycle_s": round(cycle_s, 3),
+            "counters_s": round(counters_s, 3),
+            "probe_s": round(probe_s, 3),
+            "ratio": round(ratio, 4),
+            "ratio_with_probe": round(first, 4),
+            "best": json.loads(best.model_copy(update={"counters": report}).model_dump_json()),
+        }
+        Path(out, "counters_cost.json").write_text(json.dumps(record, indent=2))
+    return 0 if report.collected else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
