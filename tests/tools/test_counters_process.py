@@ -15,7 +15,8 @@ import pytest
 from ksearch.contracts.candidate import Candidate
 from ksearch.contracts.counters import CounterStatus
 from ksearch.tools.counters import collect
-from ksearch.tools.counters.collect import Rung, collect_counters, ladder, requested_rungs
+from ksearch.tools.counters.collect import Rung, carried_ranges, collect_counters, ladder, requested_rungs
+from ksearch.tools.counters.ncu_csv import Launch
 from ksearch.tools.evaluator.request import EvalRequest
 
 FAKE = Path(__file__).parent / "ncu" / "fake_ncu.py"
@@ -73,6 +74,7 @@ def test_a_probe_that_profiles_nothing_under_every_rung_fails_naming_each(fake_n
     assert report.status == CounterStatus.FAILED
     assert "ncu could not profile a contained process here" in report.detail
     assert "all layers" in report.detail and "no network layers" in report.detail
+    assert "the probe's stderr:" in report.detail  # the trusted probe's last words (here: no CUDA on this machine)
 
 
 def test_a_collection_that_hangs_is_killed_at_its_limit(fake_ncu, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -116,3 +118,10 @@ def test_the_user_may_choose_the_layers(monkeypatch: pytest.MonkeyPatch) -> None
     assert requested_rungs("cuda") == [Rung("off", (), True)]
     monkeypatch.setenv("KSEARCH_COUNTERS_SANDBOX", "userns, caps")
     assert requested_rungs("cuda") == [Rung("as asked", ("userns", "caps"), True)]
+
+
+def test_a_launch_inside_the_candidates_own_nvtx_range_keeps_the_shape_of_the_one_before() -> None:
+    renamed = [Launch(3, "ksearch_counters_1"), Launch(0, "ksearch_counters_0"), Launch(1, "candidate_range")]
+    renamed += [Launch(2, "ksearch_counters_1"), Launch(4, "inner")]
+    assert carried_ranges(renamed) == {0: 0, 1: 0, 2: 1, 3: 1, 4: 1}
+    assert carried_ranges([Launch(0, "before any range")]) == {}

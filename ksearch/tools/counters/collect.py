@@ -29,9 +29,9 @@ from ksearch.contracts.counters import CounterReport, CounterStatus, ShapeCounte
 from ksearch.contracts.exchange import WorkerRequest, WorkerResult
 from ksearch.tools.containment import policy
 from ksearch.tools.counters import budget, ncu_command
-from ksearch.tools.counters.ncu_csv import RawPageError, parse_raw_page, range_of, shape_counters
+from ksearch.tools.counters.ncu_csv import Launch, RawPageError, parse_raw_page, range_of, shape_counters
 from ksearch.tools.evaluator.request import EvalRequest
-from ksearch.tools.evaluator.sandbox import kill_group, private_dirs, read_report, remove_tree, spawn
+from ksearch.tools.evaluator.sandbox import kill_group, private_dirs, read_report, read_tail, remove_tree, spawn
 
 SANDBOX_VARIABLE = "KSEARCH_COUNTERS_SANDBOX"
 """``auto`` (default): the strongest rung of ``LADDER`` the probe finds ncu works with; ``off``: no layers (the
@@ -119,9 +119,13 @@ def run_probe(device: str, ncu: str, rung: Rung) -> tuple[CounterStatus, str]:
         )
         if timed_out:
             return CounterStatus.TIMEOUT, f"the probe ran past {PROBE_TIMEOUT_S:g} s"
-        return ncu_command.diagnose(
+        status, detail = ncu_command.diagnose(
             _log(trusted), returncode=returncode, report_exists=ncu_command.report_path(trusted).exists()
         )
+        if status != CounterStatus.COLLECTED:  # the probe is trusted code: its last words say what broke
+            tail = read_tail(work / "stderr.txt", 300).strip().splitlines()
+            detail += f" (the probe's stderr: {tail[-1][:200]})" if tail else ""
+        return status, detail
 
 
 def collect_counters(
@@ -217,9 +221,21 @@ def read_ncu_report(ncu: str, report: Path, configs: list[str], minimal: dict[st
     if len(configs) == 1:
         shape_of = {launch.id: 0 for launch in launches}
     else:
-        renamed = parse_raw_page(_import(ncu, report, by_range=True))
-        shape_of = {launch.id: index for launch in renamed if (index := range_of(launch.name)) is not None}
+        shape_of = carried_ranges(parse_raw_page(_import(ncu, report, by_range=True)))
     return shape_counters(launches, shape_of, configs, minimal)
+
+
+def carried_ranges(renamed: list[Launch]) -> dict[int, int]:
+    """Each launch's shape from its innermost NVTX range; a launch inside a range of the candidate's own (nested in
+    ours, so renamed after it) takes the shape of the launch before it: the shapes' calls run one after another."""
+    shape_of: dict[int, int] = {}
+    current: int | None = None
+    for launch in sorted(renamed, key=lambda x: x.id):
+        index = range_of(launch.name)
+        current = index if index is not None else current
+        if current is not None:
+            shape_of[launch.id] = current
+    return shape_of
 
 
 def minimal_bytes(task: object, configs: list) -> dict[str, float]:
