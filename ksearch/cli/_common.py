@@ -151,6 +151,12 @@ class Progress:
             colour = "magenta" if data["ok"] else "yellow"
             verdict = "" if data["ok"] else " (rejected)"
             out.print(f"[{colour}]steering by {escape(data['author'])}{verdict}[/{colour}]: {escape(data['message'])}")
+        elif event == "counters":
+            colour = "blue" if data["status"] == "collected" else "yellow"
+            out.print(
+                f"[{colour}]hardware counters[/{colour}] of {escape(data['why'])}: {data['status']} "
+                f"({data['wall_s']:.0f} s)"
+            )
         elif event == "skill_lifted":
             out.print(
                 f"[magenta]skill lifted[/magenta] {data['skill_id']} from cycle {data['cycle_id']}: "
