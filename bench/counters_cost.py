@@ -9,7 +9,8 @@ search after its first evaluation. Every figure is wall time with the GPU held.
 Prints the cycle's GPU time without and with counters and their ratio (target: at most 0.15), the trusted probe
 that picks the containment ncu works through (paid once per process), and the counters as the model reads them.
 Writes ``$OUT/counters_cost.json`` when ``OUT`` is set, holding the best evaluation with its counters, for
-``scripts/counter_prompts.py --evaluation``.
+``scripts/counter_prompts.py --evaluation``, and ncu's report, log and raw CSV pages to ``$OUT/ncu/`` (the pages are
+the format ``tests/tools/ncu/`` fixtures follow).
 
 Usage (repo root, GPU machine): ``python bench/counters_cost.py [--attempts 3] [--shapes 2] [--kernel FILE]``.
 Exits at once with a message when there is no GPU or no ncu.
@@ -71,7 +72,8 @@ def main() -> int:
         print(f"containment probe: {rung.describe() if rung else why} in {probe_s:.1f} s", flush=True)
         shapes = choose_shapes(best.timings, args.shapes)
         started = time.monotonic()
-        report = executor.counters(request, shapes)
+        keep = Path(os.environ["OUT"], "ncu") if os.environ.get("OUT") else None
+        report = collect.collect_counters(request, shapes, keep=keep)  # what executor.counters runs, its files kept
         counters_s = time.monotonic() - started
     report = report.model_copy(update={"device": best.device}) if report.collected else report
     cycle_s = sum(seconds for seconds, _ in evaluations)

@@ -85,10 +85,10 @@ def test_a_collection_that_hangs_is_killed_at_its_limit(fake_ncu, monkeypatch: p
     assert report.wall_s < 60
 
 
-def test_a_collection_reads_ncus_report_by_shape(fake_ncu) -> None:
+def test_a_collection_reads_ncus_report_by_shape(fake_ncu, tmp_path: Path) -> None:
     seen = fake_ncu("ok")
     shapes = _shapes()
-    report = collect_counters(_request(), shapes)
+    report = collect_counters(_request(), shapes, keep=tmp_path / "kept")
     assert report.status == CounterStatus.COLLECTED, report.detail
     assert [s.config for s in report.shapes] == shapes  # the fixture's two NVTX ranges, in the order asked
     assert report.shapes[0].kernels[0].name == "_ln_proj_rows" and report.tool == "ncu 2025.3.0.0"
@@ -98,6 +98,8 @@ def test_a_collection_reads_ncus_report_by_shape(fake_ncu) -> None:
     assert "ksearch.tools.counters.probe_kernel" in probe
     assert "--role counters" in worker and "--nvtx-include ksearch_counters_1/" in worker
     assert "ksearch.tools.containment.launcher" in worker  # the candidate runs contained, ncu outside
+    kept = sorted(p.name for p in (tmp_path / "kept").iterdir())
+    assert kept == ["counters.ncu-rep", "ncu.log", "raw_page.csv", "raw_page_by_range.csv"]
 
 
 def test_the_ladder_goes_from_every_layer_down_never_below_userns_caps_and_landlock() -> None:

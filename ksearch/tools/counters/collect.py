@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import subprocess
 import tempfile
 import threading
@@ -129,10 +130,17 @@ def run_probe(device: str, ncu: str, rung: Rung) -> tuple[CounterStatus, str]:
 
 
 def collect_counters(
-    request: EvalRequest, shapes: list[str], *, timeout_s: float | None = None, launch_cap: int | None = None
+    request: EvalRequest,
+    shapes: list[str],
+    *,
+    timeout_s: float | None = None,
+    launch_cap: int | None = None,
+    keep: Path | None = None,
 ) -> CounterReport:
     """Nsight Compute's counters of ``request``'s candidate on ``shapes`` (benchmark config names, in the order they
-    are called), or a report that says why there are none. Never raises for the candidate's or the tool's failure."""
+    are called), or a report that says why there are none. Never raises for the candidate's or the tool's failure.
+    ``keep``: a folder that receives ncu's report (``counters.ncu-rep``, for Nsight Compute's UI), its log and the
+    raw pages read from it."""
     started = time.monotonic()
 
     def report(status: CounterStatus, detail: str = "", **fields: object) -> CounterReport:
@@ -184,9 +192,15 @@ def collect_counters(
         if status != CounterStatus.COLLECTED:
             return report(status, "; ".join(part for part in (detail, notes) if part), **common)
         try:
-            shaped = read_ncu_report(ncu, ncu_command.report_path(trusted), chosen, minimal)
+            shaped = read_ncu_report(ncu, ncu_command.report_path(trusted), chosen, minimal, keep=keep)
         except (RawPageError, OSError, subprocess.SubprocessError) as exc:
             return report(CounterStatus.FAILED, f"ncu's report could not be read: {exc}"[:400], **common)
+        finally:
+            if keep is not None:
+                keep.mkdir(parents=True, exist_ok=True)
+                for name in (ncu_command.report_path(trusted).name, ncu_command.LOG_NAME):
+                    if (trusted / name).is_file():
+                        shutil.copy(trusted / name, keep / name)
     if not shaped:
         return report(
             CounterStatus.FAILED, "ncu's report holds no kernel of the marked calls" + _suffix(notes), **common
@@ -214,14 +228,22 @@ def counters_request(request: EvalRequest, work: Path, configs: list[str]) -> Wo
     )
 
 
-def read_ncu_report(ncu: str, report: Path, configs: list[str], minimal: dict[str, float]) -> list[ShapeCounters]:
-    """The report's launches by shape: one import for the figures, one with each kernel renamed by its NVTX range."""
+def read_ncu_report(
+    ncu: str, report: Path, configs: list[str], minimal: dict[str, float], *, keep: Path | None = None
+) -> list[ShapeCounters]:
+    """The report's launches by shape: one import for the figures, one with each kernel renamed by its NVTX range
+    (``keep``: both pages are written there too)."""
     page = _import(ncu, report, by_range=False)
     launches = parse_raw_page(page)
+    renamed = _import(ncu, report, by_range=True) if len(configs) > 1 or keep is not None else ""
+    if keep is not None:
+        keep.mkdir(parents=True, exist_ok=True)
+        (keep / "raw_page.csv").write_text(page)
+        (keep / "raw_page_by_range.csv").write_text(renamed)
     if len(configs) == 1:
         shape_of = {launch.id: 0 for launch in launches}
     else:
-        shape_of = carried_ranges(parse_raw_page(_import(ncu, report, by_range=True)))
+        shape_of = carried_ranges(parse_raw_page(renamed))
     return shape_counters(launches, shape_of, configs, minimal)
 
 
