@@ -12,7 +12,7 @@ Writes ``$OUT/counters_cost.json`` when ``OUT`` is set, holding the best evaluat
 ``scripts/counter_prompts.py --evaluation``, and ncu's report, log and raw CSV pages to ``$OUT/ncu/`` (the pages are
 the format ``tests/tools/ncu/`` fixtures follow).
 
-Usage (repo root, GPU machine): ``python bench/counters_cost.py [--attempts 3] [--shapes 2] [--kernel FILE]``.
+Usage (repo root, GPU machine): ``python bench/counters_cost.py [--attempts 5] [--shapes 2] [--kernel FILE]``.
 Exits at once with a message when there is no GPU or no ncu.
 """
 
@@ -32,7 +32,9 @@ sys.path.insert(0, str(REPO))
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--kernel", type=Path, default=REPO / "examples" / "trimul_triton_fast.py")
-    parser.add_argument("--attempts", type=int, default=3, help="evaluations in the cycle")
+    parser.add_argument(
+        "--attempts", type=int, default=5, help="evaluations in the cycle (a cycle ends after --stagnation-window, 5)"
+    )
     parser.add_argument("--shapes", type=int, default=2, help="shapes the counters profile")
     args = parser.parse_args()
 

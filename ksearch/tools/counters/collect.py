@@ -16,6 +16,7 @@ that failed on purpose must not weaken its own containment) finds ncu can profil
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import shutil
 import subprocess
@@ -284,7 +285,9 @@ def worker_notes(path: Path) -> str:
     return "; ".join(note[:200] for note in result.notes[:2])
 
 
+@functools.cache
 def tool_version(ncu: str) -> str:
+    """``ncu --version``, once per process and executable."""
     try:
         out = subprocess.run(ncu_command.version_argv(ncu), capture_output=True, text=True, timeout=30, check=False)
     except (OSError, subprocess.SubprocessError):
