@@ -10,7 +10,7 @@ itself: counters are diagnostics for the model and never decide a verdict, a sco
 
 The candidate's layers are the strongest a trusted probe (a one-kernel program, never the candidate: a candidate
 that failed on purpose must not weaken its own containment) finds ncu can profile on this machine, tried in order
-(``LADDER``), once per process; ``KSEARCH_COUNTERS_SANDBOX`` names them instead (``off``, or a comma list).
+(``ladder``), once per process; ``KSEARCH_COUNTERS_SANDBOX`` names them instead (``off``, or a comma list).
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from ksearch.tools.evaluator.request import EvalRequest
 from ksearch.tools.evaluator.sandbox import kill_group, private_dirs, read_report, read_tail, remove_tree, spawn
 
 SANDBOX_VARIABLE = "KSEARCH_COUNTERS_SANDBOX"
-"""``auto`` (default): the strongest rung of ``LADDER`` the probe finds ncu works with; ``off``: no layers (the
+"""``auto`` (default): the strongest rung of ``ladder`` the probe finds ncu works with; ``off``: no layers (the
 scrubbed environment and private folder only); a comma list: exactly those layers, network rules open."""
 NETWORK_LAYERS = ("netns", "seccomp")
 """Layers that cut the profiled process off from ncu (its injected library reports to ncu over a socket)."""
@@ -107,8 +107,11 @@ def probe_rungs(device: str, ncu: str, rungs: list[Rung]) -> tuple[Rung | None, 
         if status == CounterStatus.COLLECTED:
             return rung, ""
         tried.append(f"{rung.name} ({rung.describe()}): {status.value}, {detail}")
-        if status == CounterStatus.NO_PERMISSION:
-            return None, detail  # no layer gives a permission the driver refuses
+        if status == CounterStatus.NO_PERMISSION:  # fewer layers would not help, but capabilities would: said so
+            return None, (
+                f"{detail}; the kernel's process runs without capabilities ({rung.describe()}): with the driver's "
+                f"restriction lifted it needs none ({SANDBOX_VARIABLE} chooses other layers, at your own risk)"
+            )
     return None, "ncu could not profile a contained process here: " + "; ".join(tried)
 
 
