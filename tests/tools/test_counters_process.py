@@ -127,3 +127,36 @@ def test_a_launch_inside_the_candidates_own_nvtx_range_keeps_the_shape_of_the_on
     renamed += [Launch(2, "ksearch_counters_1"), Launch(4, "inner")]
     assert carried_ranges(renamed) == {0: 0, 1: 0, 2: 1, 3: 1, 4: 1}
     assert carried_ranges([Launch(0, "before any range")]) == {}
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="containment is Linux's")
+@pytest.mark.parametrize("network", [False, True])
+def test_the_network_rung_opens_tcp_and_keeps_the_file_rules(network: bool, tmp_path: Path) -> None:
+    """Landlock with ``network``: a TCP connection reaches a listening port (ncu's library needs one); without it, it
+    does not; writing outside the process's folder is refused either way."""
+    import os
+    import socket
+    import subprocess
+
+    from ksearch.tools.containment import landlock, policy
+
+    if "landlock" not in policy.probe(gpu=False)[0] or landlock.abi_version() < 4:
+        pytest.skip("needs Landlock with its TCP rules (ABI 4+)")
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(1)
+    outside = tmp_path / "outside.txt"
+    work = tmp_path / "work"
+    work.mkdir()
+    program = (
+        "import socket, sys\n"
+        f"s = socket.socket()\ntry:\n    s.connect(('127.0.0.1', {server.getsockname()[1]})); print('connected')\n"
+        "except OSError as e:\n    print('refused', e.errno)\n"
+        f"try:\n    open({str(outside)!r}, 'w').write('x'); print('wrote')\nexcept OSError:\n    print('no write')\n"
+    )
+    prefix = policy.launcher_prefix("cpu", [work], layers=("landlock",), network=network)
+    env = {**os.environ, "KSEARCH_PARENT_PID": ""}
+    out = subprocess.run([*prefix, sys.executable, "-c", program], capture_output=True, text=True, env=env, timeout=60)
+    server.close()
+    assert ("connected" in out.stdout) == network, out.stdout + out.stderr
+    assert "no write" in out.stdout and not outside.exists()
