@@ -60,7 +60,7 @@ def components(repeats: int) -> list[dict]:
 def _component_row(task, config, repeats: int) -> dict:
     import torch
 
-    from ksearch.tools.evaluator.seeds import AUDIT_BASE, SEED_STRIDE, input_digest
+    from ksearch.tools.evaluator.shared.seeds import AUDIT_BASE, SEED_STRIDE, input_digest
 
     fresh_config = config.model_copy(update={"seed": config.seed + AUDIT_BASE * SEED_STRIDE})
     generate_ms, inputs = _timed_ms(lambda: task.make_inputs(config, "cuda"), repeats)

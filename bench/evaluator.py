@@ -223,7 +223,7 @@ def _upstream_and_cold_eval(kernel: Path, official: str = "") -> tuple[float, fl
         [
             sys.executable,
             "-c",
-            "import torch; from ksearch.tools.evaluator.warmup import warm_up_triton; "
+            "import torch; from ksearch.tools.evaluator.worker.warmup import warm_up_triton; "
             "warm_up_triton('cuda'); print('{}')",
         ],
         upstream_cache,
@@ -251,7 +251,7 @@ def _time_to_verdict(
     """Evaluations in a live session beside the cold figures, into ``report``: the first, one with the session warm,
     one as warm with the compile scout off (unless ``skip_no_scout``) and, for an ``autotuned`` kernel, one as warm
     with Triton's full autotuning benchmark on the correctness configs too."""
-    from ksearch.tools.evaluator.evaluate import QUICK_TUNING_VARIABLE, SCOUT_VARIABLE
+    from ksearch.tools.evaluator.parent.evaluate import QUICK_TUNING_VARIABLE, SCOUT_VARIABLE
 
     upstream_test, upstream_bench, cli_wall, cli_result = cold
     upstream = upstream_test + upstream_bench
@@ -270,7 +270,7 @@ def _time_to_verdict(
     warm, warm_s = evaluate("gpumode-benchmark", "second candidate")
     executor.wait_ready("cuda")
     # The same without the compile scout (what it saves), and for an autotuned kernel with the full autotuning
-    # benchmark on the tests too (what the short one there saves, ``ksearch.tools.evaluator.tuning``).
+    # benchmark on the tests too (what the short one there saves, ``ksearch.tools.evaluator.worker.tuning``).
     unscouted = None if skip_no_scout else evaluate_without(SCOUT_VARIABLE, "third candidate, no compile scout")
     full_tuning = None
     if autotuned:

@@ -50,7 +50,7 @@ def upstream_seconds(kernel: Path, official: str) -> tuple[float, float]:
         [
             sys.executable,
             "-c",
-            "import torch; from ksearch.tools.evaluator.warmup import warm_up_triton; "
+            "import torch; from ksearch.tools.evaluator.worker.warmup import warm_up_triton; "
             "warm_up_triton('cuda'); print('{}')",
         ],
         env,
@@ -72,7 +72,7 @@ def gpu_jit_resources(kernel: Path) -> list:
     import torch
 
     from ksearch.tasks.trimul import TrimulTask, as_data
-    from ksearch.tools.evaluator.resources import loaded_resources
+    from ksearch.tools.evaluator.shared.resources import loaded_resources
 
     spec = importlib.util.spec_from_file_location("bench_trimul_gpu", kernel)
     module = importlib.util.module_from_spec(spec)

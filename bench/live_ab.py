@@ -49,7 +49,7 @@ def run(kernel: Path, variable: str, rounds: int, device: str = "cuda") -> dict[
     from ksearch.contracts.candidate import Candidate
     from ksearch.tasks.registry import resolve_task
     from ksearch.tools.evaluator import EvalRequest
-    from ksearch.tools.evaluator.verdicts import LEDGER_DUMP_VARIABLE
+    from ksearch.tools.evaluator.parent.verdicts import LEDGER_DUMP_VARIABLE
     from ksearch.tools.executors.local import LocalExecutor
 
     code = kernel.read_text(encoding="utf-8")

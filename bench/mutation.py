@@ -96,7 +96,7 @@ TARGETS: tuple[Target, ...] = (
     Target("ksearch/tools/timing/stats.py", ("tests/tools/test_stats.py", "tests/tools/test_timing.py")),
     Target("ksearch/tools/timing/roofline.py", ("tests/tools/test_stats.py", "tests/tools/test_timing.py")),
     Target(
-        "ksearch/tools/evaluator/ledger.py",
+        "ksearch/tools/evaluator/parent/ledger.py",
         (
             "tests/tools/test_ledger.py",
             "tests/tools/test_ledger_edges.py",
@@ -173,7 +173,7 @@ TARGETS: tuple[Target, ...] = (
         functions=("FreshPlan", "rerandomised"),
     ),
     Target(
-        "ksearch/tools/evaluator/gpu_sharing.py",
+        "ksearch/tools/evaluator/parent/gpu_sharing.py",
         tuple(
             f"tests/tools/test_gpu_sharing.py::{name}"
             for name in (
@@ -268,8 +268,8 @@ EQUIVALENT: dict[str, str] = {
         "an annotation without a value binds nothing readable either way: unmapped, its Name makes the bindings empty; "
         "mapped to None, _literal_values(None) and _bound_dict([..., None]) read nothing"
     ),
-    "ksearch/tools/evaluator/gpu_sharing.py::judge: uuid is None or not readings or any((uuid not in reading for "
-    "reading in readings)) -> not readings or any((uuid not in reading for reading in readings))": (
+    "ksearch/tools/evaluator/parent/gpu_sharing.py::judge: uuid is None or not readings or any((uuid not in reading "
+    "for reading in readings)) -> not readings or any((uuid not in reading for reading in readings))": (
         "a reading's keys are uuid strings, so with no uuid (None) every non-empty reading lacks it and the check "
         "after it returns None as well"
     ),
@@ -277,13 +277,13 @@ EQUIVALENT: dict[str, str] = {
         "the line before returns for position == self._first, so the two comparisons differ on no position that "
         "reaches them"
     ),
-    "ksearch/tools/evaluator/ledger.py::_schedule_problem: _robust_schedule(... run, timed ...) -> "
+    "ksearch/tools/evaluator/parent/ledger.py::_schedule_problem: _robust_schedule(... run, timed ...) -> "
     "_robust_schedule(... timed, run ...)": (
         "_robust_schedule returns at once unless run and timed are as long, and a robust run with no null window holds "
         "the same windows as its timed ones"
     ),
-    "ksearch/tools/evaluator/ledger.py::_gpumode_schedule: zip(... seen, expected ...) -> zip(... expected, seen "
-    "...)": "the first position where two strings differ does not depend on which is read first",
+    "ksearch/tools/evaluator/parent/ledger.py::_gpumode_schedule: zip(... seen, expected ...) -> zip(... expected, "
+    "seen ...)": "the first position where two strings differ does not depend on which is read first",
     "ksearch/tools/timing/stats.py::UndisturbedSamples._last_kept: False -> True": (
         "add() sets it before should_stop reads it (should_stop returns before reading it below three repeats)"
     ),
@@ -297,9 +297,9 @@ EQUIVALENT: dict[str, str] = {
     "max_repeats=runs + 1 ...) -> gpumode_should_stop(... max_wall_s=runs + 1, max_repeats=math.inf ...)": (
         "the inner rule gets a wall time of 0.0, never over runs + 1, and an infinite repeat cap is never reached"
     ),
-    "ksearch/tools/evaluator/ledger.py::_pairs: before.run == after.run and before.closed is not None -> before.run "
-    "== after.run": "the windows come from by_config(), which keeps closed windows only",
-    "ksearch/tools/evaluator/ledger.py::_spread_problem: blocks and medians < SPREAD_RATIO * sums -> medians < "
+    "ksearch/tools/evaluator/parent/ledger.py::_pairs: before.run == after.run and before.closed is not None -> "
+    "before.run == after.run": "the windows come from by_config(), which keeps closed windows only",
+    "ksearch/tools/evaluator/parent/ledger.py::_spread_problem: blocks and medians < SPREAD_RATIO * sums -> medians < "
     "SPREAD_RATIO * sums": "without blocks both sums are 0, and 0 < 0.5 * 0 is false",
     "ksearch/nodes/prune.py::promotion_decision: not decision.needs_comparison or best is None -> not "
     "decision.needs_comparison": (

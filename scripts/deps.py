@@ -23,15 +23,16 @@ def module_name(path: Path) -> str:
     return ".".join(parts)
 
 
-def imports_of(path: Path) -> set[str]:
-    """Every ``ksearch...`` module a file imports (relative imports resolved)."""
+def imports_of(path: Path, *, type_only: bool = False) -> set[str]:
+    """Every ``ksearch...`` module a file imports (relative imports resolved); ``type_only``: imports for type hints
+    (``if TYPE_CHECKING:``) too."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
     me = module_name(path)
     package = me if path.name == "__init__.py" else me.rpartition(".")[0]
     found: set[str] = set()
-    type_only = {id(n) for block in ast.walk(tree) if _is_type_checking(block) for n in ast.walk(block)}
+    for_hints = {id(n) for block in ast.walk(tree) if _is_type_checking(block) for n in ast.walk(block)}
     for node in ast.walk(tree):
-        if id(node) in type_only:
+        if id(node) in for_hints and not type_only:
             continue
         if isinstance(node, ast.Import):
             found.update(a.name for a in node.names if a.name.split(".")[0] == "ksearch")
@@ -63,8 +64,8 @@ def _is_type_checking(node: ast.AST) -> bool:
     )
 
 
-def module_graph() -> dict[str, set[str]]:
-    return {module_name(p): imports_of(p) for p in sorted(ROOT.rglob("*.py"))}
+def module_graph(*, type_only: bool = False) -> dict[str, set[str]]:
+    return {module_name(p): imports_of(p, type_only=type_only) for p in sorted(ROOT.rglob("*.py"))}
 
 
 def part(module: str) -> str:

@@ -13,6 +13,8 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[1]
 _spec = importlib.util.spec_from_file_location("ksearch_deps", REPO / "scripts" / "deps.py")
 assert _spec is not None and _spec.loader is not None
@@ -64,12 +66,61 @@ def test_no_import_cycles_between_modules() -> None:
     assert deps.cycles(deps.module_graph()) == []
 
 
-def test_the_checker_never_imports_the_worker_side() -> None:
-    """The trusted checker must not import the candidate's process code (guard, worker, timing runner)."""
+EVALUATOR = "ksearch.tools.evaluator"
+ROOMS = ("parent", "worker", "checker", "profiler", "shared")
+"""The evaluator's packages by the process their code runs in (and ``shared``: what more than one runs)."""
+FORBIDDEN = {
+    "worker": {"parent", "checker"},
+    "checker": {"parent", "worker", "profiler"},
+    "profiler": {"parent", "worker", "checker"},
+    "shared": {"parent", "worker", "checker", "profiler"},
+}
+"""Rooms a room must not import. The package root re-exports the parent's API, so importing it is importing the
+parent."""
+
+
+def _room(module: str) -> str | None:
+    if module == EVALUATOR:
+        return "parent"
+    if not module.startswith(f"{EVALUATOR}."):
+        return None
+    return module.split(".")[3]
+
+
+def test_every_evaluator_module_lives_in_a_room() -> None:
+    rooms = {_room(module) for module in deps.module_graph() if module.startswith(f"{EVALUATOR}.")}
+    assert rooms <= set(ROOMS), rooms - set(ROOMS)
+
+
+def _room_violations() -> list[str]:
+    found = []
+    for module, targets in deps.module_graph().items():
+        room = _room(module) if module != EVALUATOR else None
+        for target in targets:
+            if room is not None and _room(target) in FORBIDDEN.get(room, set()):
+                found.append(f"{module} -> {target}")
+    return sorted(found)
+
+
+def test_worker_and_checker_import_neither_the_parent_nor_each_other() -> None:
+    """The trusted checker never imports the candidate's process code; the candidate's process never imports the
+    parent's or the checker's; the shared part imports none of the rooms."""
+    assert _room_violations() == []
+
+
+def test_the_room_check_sees_a_forbidden_import(monkeypatch: pytest.MonkeyPatch) -> None:
     graph = deps.module_graph()
-    worker_side = {
-        "ksearch.tools.evaluator.worker",
-        "ksearch.tools.evaluator.guard",
-        "ksearch.tools.evaluator.timing_runner",
-    }
-    assert graph["ksearch.tools.evaluator.checker"] & worker_side == set()
+    graph[f"{EVALUATOR}.checker.main"] = graph[f"{EVALUATOR}.checker.main"] | {f"{EVALUATOR}.worker.guard"}
+    graph[f"{EVALUATOR}.shared.seeds"] = graph[f"{EVALUATOR}.shared.seeds"] | {EVALUATOR}
+    monkeypatch.setattr(deps, "module_graph", lambda: graph)
+    assert _room_violations() == [
+        f"{EVALUATOR}.checker.main -> {EVALUATOR}.worker.guard",
+        f"{EVALUATOR}.shared.seeds -> {EVALUATOR}",
+    ]
+
+
+def test_no_type_only_import_cycles_in_the_evaluator() -> None:
+    """Imports for type hints count here too: the worker's helpers take the worker as a protocol."""
+    graph = deps.module_graph(type_only=True)
+    evaluator = {m: {t for t in ts if t.startswith(EVALUATOR)} for m, ts in graph.items() if m.startswith(EVALUATOR)}
+    assert deps.cycles(evaluator) == []

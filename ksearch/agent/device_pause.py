@@ -12,7 +12,7 @@ from __future__ import annotations
 from ksearch.contracts.evaluation import Comparison, Evaluation
 from ksearch.errors import KsearchError
 from ksearch.llm.interactive import wait_for_device
-from ksearch.tools.evaluator.request import EvalRequest
+from ksearch.tools.evaluator.parent.request import EvalRequest
 
 
 def evaluate_later(request: EvalRequest) -> Evaluation:

@@ -4,8 +4,8 @@ comparison once measured is stored (``paired_comparison``, shared by prune, skil
 Rule: any passing candidate beats no incumbent; an untimed pass (CPU interpreter) never displaces anything; a timed
 pass displaces an untimed incumbent. Between two timed candidates a single measurement each is not enough (the noise
 between two evaluations is often larger than the gain): when the challenger's own score looks better, the two are
-re-measured together, paired and interleaved on one GPU (``ksearch.tools.evaluator.compare``), and the challenger is
-promoted only when that comparison says ``improved`` (its whole confidence interval is above 1). Without a way to
+re-measured together, paired and interleaved on one GPU (``ksearch.tools.evaluator.parent.compare``), and the challenger
+is promoted only when that comparison says ``improved`` (its whole confidence interval is above 1). Without a way to
 compare (no ``compare`` available) the single-measurement rule applies, and the decision says so.
 
 Before any timed candidate becomes the best it is confirmed in leaderboard mode (``confirm``: every repeat on fresh

@@ -65,9 +65,9 @@ class WorkerRequest(BaseModel):
     """evaluate: correctness on every test config, then (when ``timing``) timing with ``timing_method``; compare: two
     candidates timed interleaved (``challenger_path``); scout: the candidate's Triton kernels compiled ahead of the
     evaluate worker into ``triton_cache_dir`` (public seeds, no staging, nothing judged); resources: on the CPU, the
-    candidate's kernels compiled for ``target_gpu`` and their figures reported (``ksearch.tools.evaluator.aot``);
+    candidate's kernels compiled for ``target_gpu`` and their figures reported (``ksearch.tools.evaluator.worker.aot``);
     profile: a process beside the worker that waits for the parent's go (sent once the worker has exited), then
-    profiles one call per benchmark config (``ksearch.tools.evaluator.profile_process``); counters: under Nsight
+    profiles one call per benchmark config (``ksearch.tools.evaluator.parent.profile_process``); counters: under Nsight
     Compute, one call per config of ``counter_configs`` inside an NVTX range each (``ksearch.tools.counters``)."""
     timing: bool = False
     timing_method: str = "robust"
@@ -99,8 +99,8 @@ class WorkerRequest(BaseModel):
     target_gpu: str = ""
     """resources mode: the GPU (``ksearch.tools.gpu_specs`` key) the kernels are compiled for."""
     profile: bool = False
-    """After timing, profile one call per benchmark config in this process (``ksearch.tools.evaluator.kernel_profile``;
-    where a profiling process does it instead, this is off)."""
+    """After timing, profile one call per benchmark config in this process
+    (``ksearch.tools.evaluator.profiler.kernel_profile``; where a profiling process does it instead, this is off)."""
     cache_autotuning: bool = False
     """Triton's autotuner keeps each key's timings in ``triton_cache_dir`` (``knobs.autotuning.cache``), so that the
     evaluation's profiling process, which shares that cache, launches the configs the worker chose without tuning
@@ -108,13 +108,14 @@ class WorkerRequest(BaseModel):
     nothing and would leave made-up timings there)."""
     quick_test_tuning: bool = True
     """On the correctness configs, Triton's autotuner times each config briefly and forgets its choices before timing
-    (``ksearch.tools.evaluator.tuning``); the timed configs are tuned by Triton's own benchmark."""
+    (``ksearch.tools.evaluator.worker.tuning``); the timed configs are tuned by Triton's own benchmark."""
     audit_rate: float | None = Field(default=None, ge=0.0, le=1.0)
     """The chance each later repeat of a timing loop is re-randomised and audited (``KSEARCH_AUDIT_RATE``); None: the
     methods' own (``ksearch.tools.timing.primitives.AUDIT_RATE``)."""
     winnowed_tuning: bool = True
     """On the timed configs, Triton's autotuner gives its full benchmark only to the configs within a margin of the
-    fastest on a short one (``ksearch.tools.evaluator.tuning.winnowed_tuning``); off, it fully benchmarks every one."""
+    fastest on a short one (``ksearch.tools.evaluator.worker.tuning.winnowed_tuning``); off, it fully benchmarks every
+    one."""
     counter_configs: list[str] = Field(default_factory=list)
     """counters mode: the benchmark configs to call once each, in this order (NVTX range ``ksearch_counters_<i>``)."""
     low_memory: bool = False
@@ -215,14 +216,14 @@ class WorkerResult(BaseModel):
     environment: dict[str, str] = Field(default_factory=dict)
     samples: list[ConfigSamples] = Field(default_factory=list)
     """The worker's own copy of its samples: diagnostics only. The score is computed from the samples the parent
-    received window by window while they were taken (``ksearch.tools.evaluator.ledger``)."""
+    received window by window while they were taken (``ksearch.tools.evaluator.parent.ledger``)."""
     comparison: list[CompareSamples] = Field(default_factory=list)
     stage_seconds: dict[str, float] = Field(default_factory=dict)
     """Wall time of the worker's own stages (load, correctness, timing)."""
     yardstick: list[YardstickReading] = Field(default_factory=list)
     resources: list[KernelResources] = Field(default_factory=list)
     """The figures of the candidate's compiled kernels: diagnostics, and on the CPU with a target GPU the figures
-    the parent holds against its limits (``ksearch.tools.evaluator.aot``)."""
+    the parent holds against its limits (``ksearch.tools.evaluator.worker.aot``)."""
     profile: list[ShapeProfile] = Field(default_factory=list)
     """One profiled call per benchmark config, after timing: diagnostics only."""
     notes: list[str] = Field(default_factory=list)

@@ -11,8 +11,8 @@ from ksearch.contracts.evaluation import Evaluation
 from ksearch.errors import UserError
 from ksearch.flows.placement import default_device, resolve_device
 from ksearch.tools.evaluator import EvalRequest, EvaluatorSession, evaluate
-from ksearch.tools.evaluator.evaluate import scout_wanted
-from ksearch.tools.evaluator.profile_process import profiler_wanted
+from ksearch.tools.evaluator.parent.evaluate import scout_wanted
+from ksearch.tools.evaluator.parent.profile_process import profiler_wanted
 
 # The task registry (and with it torch) is imported where it is used: ``evaluate_file`` starts the evaluator's
 # processes before this process pays for torch.

@@ -31,7 +31,7 @@ def build_gpu_pool(config: RunConfig) -> GpuPool | None:
 def device_description(info: DeviceInfo, task: Task, target_gpu: str | None) -> str:
     """The device for prompts: its limits and peaks, and the roofline floor of each timed shape on it (on the CPU,
     on the target GPU; none without one)."""
-    from ksearch.tools.evaluator.evidence import floors_text
+    from ksearch.tools.evaluator.parent.evidence import floors_text
     from ksearch.tools.gpu_specs import gpu_spec, spec_for_device
 
     text = info.describe(target_gpu)

@@ -168,8 +168,8 @@ def _due(state: _State) -> bool:
         return due
 
 
-WORKER_MODULE = b"ksearch.tools.evaluator.worker"
-"""The evaluator's worker (``python -P -m ksearch.tools.evaluator.worker``); the checker is another module."""
+WORKER_MODULE = b"ksearch.tools.evaluator.worker.main"
+"""The evaluator's worker (``python -P -m ksearch.tools.evaluator.worker.main``); the checker is another module."""
 
 
 def _when_worker_runs(fault: Fault) -> None:

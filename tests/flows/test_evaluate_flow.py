@@ -12,7 +12,7 @@ DATA = Path(__file__).resolve().parents[1] / "tasks" / "data"
 
 SPY = r"""
 import json, sys
-from ksearch.tools.evaluator import processes
+from ksearch.tools.evaluator.parent import processes
 
 spawned = []
 real_spawn = processes.spawn
@@ -33,7 +33,7 @@ print(json.dumps({"verdict": evaluation.verdict.value, "spawned": spawned}))
 """
 
 
-CHECKER, WORKER = "ksearch.tools.evaluator.checker", "ksearch.tools.evaluator.worker"
+CHECKER, WORKER = "ksearch.tools.evaluator.checker.main", "ksearch.tools.evaluator.worker.main"
 
 
 def _spawns(device: str, guess: str = "-") -> dict:

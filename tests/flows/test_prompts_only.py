@@ -15,7 +15,7 @@ from ksearch.agent.config import RunConfig
 from ksearch.errors import UserError
 from ksearch.flows import interactive
 from ksearch.flows import run as runner
-from ksearch.tools.evaluator.request import EvalRequest
+from ksearch.tools.evaluator.parent.request import EvalRequest
 from ksearch.tools.executors.local import LocalExecutor
 from ksearch.tools.fingerprint import DeviceInfo
 from tests.helpers.scripts import DEMO, demo_replies, fenced, init_plan, row_kernel

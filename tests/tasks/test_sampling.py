@@ -15,7 +15,7 @@ from ksearch.tasks import sampling
 DIGESTS = """
 import json
 from ksearch.tasks.registry import resolve_task
-from ksearch.tools.evaluator.seeds import input_digest
+from ksearch.tools.evaluator.shared.seeds import input_digest
 out = {}
 for name in ("trimul", "softmax"):
     task = resolve_task(name)

@@ -7,8 +7,8 @@ from typing import Any
 from pydantic import BaseModel
 
 from ksearch.contracts.exchange import CheckerCommand, Handoff, HandoffReply
-from ksearch.tools.evaluator.channel import Channel
-from ksearch.tools.evaluator.checker import Checker
+from ksearch.tools.evaluator.checker.main import Checker
+from ksearch.tools.evaluator.worker.channel import Channel
 
 
 class LoopbackChannel(Channel):

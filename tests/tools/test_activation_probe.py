@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ksearch.tasks.registry import resolve_task
-from ksearch.tools.evaluator.worker import prime_activation_probe
+from ksearch.tools.evaluator.worker.main import prime_activation_probe
 
 ROOT = Path(__file__).resolve().parents[1] / "tasks" / "data" / "kernelbench" / "KernelBench"
 
@@ -37,7 +37,7 @@ def test_a_task_whose_probe_fails_leaves_it_to_the_loop() -> None:
 def test_the_worker_primes_each_config_before_its_runner_is_made() -> None:
     import inspect
 
-    from ksearch.tools.evaluator.worker import Worker
+    from ksearch.tools.evaluator.worker.main import Worker
 
     source = inspect.getsource(Worker.measure)
     assert source.index("prime_activation_probe(self.task, salted)") < source.index("WorkerTimingRunner(")

@@ -10,7 +10,7 @@ import pytest
 from ksearch.contracts.evaluation import Verdict
 from ksearch.errors import UserError
 from ksearch.tasks.trimul import TrimulTask
-from ksearch.tools.evaluator.evaluate import AUDIT_RATE_VARIABLE, audit_rate
+from ksearch.tools.evaluator.parent.evaluate import AUDIT_RATE_VARIABLE, audit_rate
 from ksearch.tools.timing.methods import get_method
 from ksearch.tools.timing.primitives import AUDIT_RATE, FreshPlan
 
@@ -54,8 +54,8 @@ def test_a_plans_audits_follow_its_rate_and_never_fall_below_the_minimum(rate: f
 def test_the_parent_asks_for_the_rate_and_the_worker_times_with_it(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
     from ksearch.contracts.candidate import Candidate
     from ksearch.tools.evaluator import EvalRequest
-    from ksearch.tools.evaluator.evaluate import build_worker_request
-    from ksearch.tools.evaluator.worker import timing_method
+    from ksearch.tools.evaluator.parent.evaluate import build_worker_request
+    from ksearch.tools.evaluator.worker.main import timing_method
 
     task = TrimulTask()
     request = EvalRequest(candidate=Candidate(task="trimul", language="triton", code="x = 1\n"), device="cpu")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import io
 import os
 
-from ksearch.tools.evaluator.channel import Channel, SettleRequest
+from ksearch.tools.evaluator.worker.channel import Channel, SettleRequest
 
 
 def test_a_request_rings_the_doorbell_and_a_record_does_not() -> None:

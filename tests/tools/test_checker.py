@@ -13,13 +13,13 @@ import torch
 from ksearch.contracts.evaluation import Verdict
 from ksearch.contracts.exchange import CheckerCommand, Handoff, WorkerRequest
 from ksearch.tasks.softmax import SoftmaxTask
-from ksearch.tools.evaluator import checker as checker_mod
-from ksearch.tools.evaluator import worker as worker_mod
-from ksearch.tools.evaluator.checker import Checker
-from ksearch.tools.evaluator.guard import CandidateFailure, Guard
-from ksearch.tools.evaluator.seeds import input_digest, salted_seed
-from ksearch.tools.evaluator.staging import StagingWriter
-from ksearch.tools.evaluator.worker import Worker
+from ksearch.tools.evaluator.checker import main as checker_mod
+from ksearch.tools.evaluator.checker.main import Checker
+from ksearch.tools.evaluator.shared.seeds import input_digest, salted_seed
+from ksearch.tools.evaluator.shared.staging import StagingWriter
+from ksearch.tools.evaluator.worker import main as worker_mod
+from ksearch.tools.evaluator.worker.guard import CandidateFailure, Guard
+from ksearch.tools.evaluator.worker.main import Worker
 from tests.tools.loopback import LoopbackChannel
 
 SALT = 12345
@@ -362,7 +362,7 @@ def test_the_checker_judges_fresh_inputs_only_on_seeds_it_issued() -> None:
     needs them: an output on any other seed of those ranges (one the candidate could have computed in advance) is a
     forged record."""
     from ksearch.contracts.exchange import CheckerCommand, Handoff
-    from ksearch.tools.evaluator.seeds import AUDIT_BASE, FRESH_SET_BASE, input_set_seed, salted_seed
+    from ksearch.tools.evaluator.shared.seeds import AUDIT_BASE, FRESH_SET_BASE, input_set_seed, salted_seed
 
     checker = Checker("cpu")
     checker.handle(CheckerCommand(op="begin", task="softmax", device="cpu", salt=1, bench_salt=2))

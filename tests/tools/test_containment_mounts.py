@@ -72,7 +72,7 @@ def _run(code: str, sandbox: str, device: str, monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.setattr(policy, "_hidden", [])
     # the static rules would refuse open() before it runs: this is the layer behind them
     monkeypatch.setattr(
-        importlib.import_module("ksearch.tools.evaluator.evaluate").integrity,
+        importlib.import_module("ksearch.tools.evaluator.parent.evaluate").integrity,
         "check_source",
         lambda code, **kwargs: None,
     )
@@ -621,7 +621,7 @@ def _contained_sleeper() -> subprocess.Popen[bytes]:
 def test_a_held_namespace_is_never_mistaken_for_a_later_one() -> None:
     """The parent holds each worker's user namespace open: its number cannot pass to the next worker's, so the kill
     by namespace (which runs again when a worker is retired) never reaches another worker."""
-    from ksearch.tools.evaluator.sandbox import UserNamespace, kill_user_namespace
+    from ksearch.tools.evaluator.shared.sandbox import UserNamespace, kill_user_namespace
 
     _needs("userns")
     assert UserNamespace.of(os.getpid()) is None  # never this process's own

@@ -17,7 +17,7 @@ from ksearch.contracts.counters import CounterStatus
 from ksearch.tools.counters import collect
 from ksearch.tools.counters.collect import Rung, carried_ranges, collect_counters, ladder, requested_rungs
 from ksearch.tools.counters.ncu_csv import Launch
-from ksearch.tools.evaluator.request import EvalRequest
+from ksearch.tools.evaluator.parent.request import EvalRequest
 
 FAKE = Path(__file__).parent / "ncu" / "fake_ncu.py"
 SOFTMAX = "import torch\n\ndef kernel(x):\n    return torch.softmax(x, dim=-1)\n"

@@ -12,7 +12,7 @@ import pytest
 
 from ksearch.contracts.candidate import Candidate
 from ksearch.contracts.evaluation import Verdict
-from ksearch.tools.evaluator.request import EvalRequest
+from ksearch.tools.evaluator.parent.request import EvalRequest
 from ksearch.tools.executors import LocalExecutor
 from ksearch.tools.executors import dask as dask_executor
 from ksearch.tools.executors.dask import DaskExecutor

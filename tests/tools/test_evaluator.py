@@ -96,7 +96,7 @@ def test_an_exception_is_a_runtime_error_with_the_candidates_traceback() -> None
     assert evaluation.verdict == Verdict.RUNTIME_ERROR
     assert "ValueError: boom in helper" in evaluation.log
     assert 'File "candidate.py", line 2, in helper' in evaluation.log
-    assert "ksearch/tools/evaluator/worker.py" not in evaluation.log  # harness frames are trimmed
+    assert "ksearch/tools/evaluator/worker/main.py" not in evaluation.log  # harness frames are trimmed
 
 
 @pytest.fixture
@@ -228,7 +228,7 @@ def test_worker_environment_is_an_allowlist(monkeypatch: pytest.MonkeyPatch, tmp
 def test_logs_are_trimmed_to_the_candidates_frames_and_the_limit() -> None:
     traceback = (
         "Traceback (most recent call last):\n"
-        '  File "/x/ksearch/tools/evaluator/worker.py", line 10, in call\n'
+        '  File "/x/ksearch/tools/evaluator/worker/main.py", line 10, in call\n'
         "    output = fn(*inputs)\n"
         '  File "candidate.py", line 7, in kernel\n'
         "    return helper(x)\n"
@@ -285,7 +285,7 @@ def test_the_thread_rule_is_off_only_for_the_harness_own_baselines(tmp_path: Pat
 
     from ksearch.tasks.registry import resolve_task
     from ksearch.tools.evaluator import build_worker_request
-    from ksearch.tools.evaluator.worker import CandidateFailure, Guard
+    from ksearch.tools.evaluator.worker.main import CandidateFailure, Guard
 
     strict, lenient = Guard(), Guard(allow_threads=True)
     stop = threading.Event()
@@ -338,8 +338,8 @@ def test_threads_torch_starts_for_itself_are_allowed_and_the_candidates_are_not(
     library's. The same pool or thread started from the candidate's code is still thread injection."""
     import threading
 
-    from ksearch.tools.evaluator.guard import ThreadOrigins
-    from ksearch.tools.evaluator.worker import CandidateFailure, Guard
+    from ksearch.tools.evaluator.worker.guard import ThreadOrigins
+    from ksearch.tools.evaluator.worker.main import CandidateFailure, Guard
 
     library, candidate = tmp_path / "site" / "torch", tmp_path / "work"
     library.mkdir(parents=True)
@@ -369,7 +369,7 @@ def test_threads_torch_starts_for_itself_are_allowed_and_the_candidates_are_not(
 def test_replacing_the_thread_recorder_is_a_harness_patch() -> None:
     import threading
 
-    from ksearch.tools.evaluator.worker import CandidateFailure, Guard
+    from ksearch.tools.evaluator.worker.main import CandidateFailure, Guard
 
     guard = Guard()
     wrapper = threading.Thread.start
@@ -421,8 +421,8 @@ def test_a_checker_out_of_memory_is_retried_and_a_second_one_stops_with_a_harnes
     from ksearch.contracts.exchange import CheckResult
     from ksearch.tools.evaluator import HarnessError
 
-    evaluate_mod = importlib.import_module("ksearch.tools.evaluator.evaluate")
-    from ksearch.tools.evaluator.session import EvaluatorSession
+    evaluate_mod = importlib.import_module("ksearch.tools.evaluator.parent.evaluate")
+    from ksearch.tools.evaluator.parent.session import EvaluatorSession
 
     monkeypatch.setattr(evaluate_mod, "HARNESS_RETRY_PAUSE_S", 0.0)
     real_finish, calls = EvaluatorSession.finish, []
@@ -455,7 +455,7 @@ def test_a_candidate_out_of_device_memory_is_judged_in_low_memory_mode(monkeypat
     harness's footprint, and one that never fits still fails."""
     monkeypatch.delenv("KSEARCH_LOW_MEMORY", raising=False)
     oom = _wrap('raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB (simulated)")')
-    from ksearch.tools.evaluator.session import EvaluatorSession
+    from ksearch.tools.evaluator.parent.session import EvaluatorSession
 
     with EvaluatorSession("cpu", prestart=False) as session:
         evaluation = evaluate(

@@ -14,7 +14,7 @@ import pytest
 
 from ksearch.contracts.candidate import Candidate
 from ksearch.contracts.evaluation import Evaluation
-from ksearch.tools.evaluator.kernel_profile import PROFILE_KERNELS, spans_in, summarise
+from ksearch.tools.evaluator.profiler.kernel_profile import PROFILE_KERNELS, spans_in, summarise
 
 REPO = Path(__file__).resolve().parents[2]
 TRIMUL = REPO / "examples" / "trimul_triton.py"
@@ -42,7 +42,7 @@ def test_the_marked_range_is_no_kernel_of_the_call() -> None:
 
     from torch.autograd import DeviceType
 
-    from ksearch.tools.evaluator.kernel_profile import MARK, recorded
+    from ksearch.tools.evaluator.profiler.kernel_profile import MARK, recorded
 
     def event(name: str, start: float, end: float, device: DeviceType) -> SimpleNamespace:
         return SimpleNamespace(name=name, time_range=SimpleNamespace(start=start, end=end), device_type=device)
@@ -67,7 +67,7 @@ def test_a_real_profilers_marked_ranges_are_read_from_kinetos_results() -> None:
     import torch
     from torch.profiler import ProfilerActivity, profile, record_function
 
-    from ksearch.tools.evaluator.kernel_profile import MARK, activity, recorded
+    from ksearch.tools.evaluator.profiler.kernel_profile import MARK, activity, recorded
 
     with profile(activities=[ProfilerActivity.CPU]) as profiler:
         for name in ("b0", "b1"):
@@ -144,7 +144,7 @@ def test_a_gpu_compiles_resources_agree_with_the_cpus_ahead_of_time_figures() ->
 
     from ksearch.tasks.trimul import TrimulTask, as_data
     from ksearch.tools.evaluator import EvalRequest, evaluate
-    from ksearch.tools.evaluator.resources import loaded_resources
+    from ksearch.tools.evaluator.shared.resources import loaded_resources
     from ksearch.tools.gpu_specs import spec_for_device
 
     gpu = spec_for_device(torch.cuda.get_device_name(0))

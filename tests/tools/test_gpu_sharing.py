@@ -17,7 +17,7 @@ import pytest
 from ksearch.contracts.candidate import Candidate
 from ksearch.contracts.evaluation import Verdict
 from ksearch.tools.evaluator import EvalRequest, HarnessError, evaluate
-from ksearch.tools.evaluator.gpu_sharing import (
+from ksearch.tools.evaluator.parent.gpu_sharing import (
     BUSY_PERCENT,
     ComputeApp,
     judge,
@@ -26,10 +26,10 @@ from ksearch.tools.evaluator.gpu_sharing import (
     process_tree,
     shared_gpu,
 )
-from ksearch.tools.evaluator.sandbox import BARE_ENV, system_binary
+from ksearch.tools.evaluator.shared.sandbox import BARE_ENV, system_binary
 
-evaluate_module = importlib.import_module("ksearch.tools.evaluator.evaluate")
-gpu_sharing = importlib.import_module("ksearch.tools.evaluator.gpu_sharing")
+evaluate_module = importlib.import_module("ksearch.tools.evaluator.parent.evaluate")
+gpu_sharing = importlib.import_module("ksearch.tools.evaluator.parent.gpu_sharing")
 FORGERS = Path(__file__).resolve().parent / "forgers"
 UUID = "GPU-8a3f2c1e-0000-4000-8000-000000000001"
 
@@ -127,7 +127,7 @@ def _fake_nvidia_smi(folder: Path, utilisation: int, foreign_pid: int) -> Path:
         "            line = open(f'/proc/{pid}/cmdline', 'rb').read()\n"
         "        except OSError:\n"
         "            continue\n"
-        "        if b'ksearch.tools.evaluator.checker' in line:\n"
+        "        if b'ksearch.tools.evaluator.checker.main' in line:\n"
         f"            print('{UUID}, ' + pid + ', python, 900')\n"
         f"    print('{UUID}, {foreign_pid}, other_job, 4096')\n"
         "elif query.startswith('--query-gpu='):\n"
@@ -144,7 +144,9 @@ def test_shared_gpu_reads_nvidia_smi_with_a_bare_environment(tmp_path: Path, mon
     fake = _fake_nvidia_smi(tmp_path, 87, 999_999)
     monkeypatch.setattr(gpu_sharing, "nvidia_smi", lambda: str(fake))
     monkeypatch.setenv("KSEARCH_TEST_API_KEY", "sk-must-not-leak")
-    checker = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)", "ksearch.tools.evaluator.checker"])
+    checker = subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(30)", "ksearch.tools.evaluator.checker.main"]
+    )
     try:
         time.sleep(0.2)
         sharing = shared_gpu(checker.pid)

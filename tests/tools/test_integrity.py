@@ -43,7 +43,7 @@ def _rule(code: str, task: str | None = "softmax") -> str | None:
         ("import triton.testing\ntriton.testing.do_bench = lambda f: 0.001\n", "timer_monkeypatch"),
         ("import torch\nev = torch.cuda.Event\nev.elapsed_time = f\n", "timer_monkeypatch"),
         ("import torch\nsetattr(torch.cuda.Event, 'elapsed_time', f)\n", "timer_monkeypatch"),
-        ("import sys\nm = sys.modules['ksearch.tools.evaluator.worker']\n", "harness_introspection"),
+        ("import sys\nm = sys.modules['ksearch.tools.evaluator.worker.main']\n", "harness_introspection"),
         ("import sys\nf = sys._getframe(1)\n", "harness_introspection"),
         ("import gc\nobjs = gc.get_objects()\n", "harness_introspection"),
         ("import inspect\nf = inspect.currentframe()\n", "harness_introspection"),

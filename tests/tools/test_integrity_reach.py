@@ -10,7 +10,7 @@ from ksearch.tools.integrity import check_source, scan
 REFUSED = {
     # modules reached as attributes of allowed ones
     "torch_sys_modules": (
-        "import torch\ndef kernel(x):\n    w = torch.sys.modules['ksearch.tools.evaluator.worker']\n    return x\n"
+        "import torch\ndef kernel(x):\n    w = torch.sys.modules['ksearch.tools.evaluator.worker.main']\n    return x\n"
     ),
     "os_sys": "import os\ndef kernel(x):\n    m = os.sys.modules\n    return x\n",
     "task_torch_sys": (

@@ -1,4 +1,5 @@
-"""The parent's ledger of timed windows (``ksearch.tools.evaluator.ledger``): what it accepts and what it refuses.
+"""The parent's ledger of timed windows (``ksearch.tools.evaluator.parent.ledger``): what it accepts and what it
+refuses.
 
 Pure: windows are built by hand with the wall times and samples an honest or a forging worker would produce."""
 
@@ -6,7 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from ksearch.tools.evaluator.ledger import METHOD_SHAPES, Calibration, TimingLedger, allowance_ms, alternating, judge
+from ksearch.tools.evaluator.parent.ledger import METHOD_SHAPES, Calibration, TimingLedger, allowance_ms, judge
+from ksearch.tools.evaluator.shared.pairing import alternating
 
 CAL = Calibration(window_overhead_ms=0.03, call_overhead_ms=0.05, flush_ms=0.1, copy_gbps=2000.0)
 
@@ -226,8 +228,8 @@ def test_the_parents_read_times_widen_the_scheduling_allowance() -> None:
 def test_compare_assigns_each_run_to_a_side_by_its_place_in_the_abba_order() -> None:
     """The paired comparison is computed from the windows the parent received, never from the worker's report; which
     candidate a run timed follows from its index in the ABBA order."""
-    from ksearch.tools.evaluator.compare import samples_from_ledger
-    from ksearch.tools.evaluator.session import Outcome
+    from ksearch.tools.evaluator.parent.compare import samples_from_ledger
+    from ksearch.tools.evaluator.parent.session import Outcome
 
     ledger, now = TimingLedger(), 10.0
     medians = {"a": 2.0, "b": 1.0}
@@ -249,7 +251,7 @@ def test_compare_assigns_each_run_to_a_side_by_its_place_in_the_abba_order() -> 
 def test_the_score_leaves_out_the_windows_an_audit_disturbed() -> None:
     """Audited windows and the one after each audit's gap are judged but not scored; the rest reads like upstream's
     uninterrupted loop (2026-11-27 on an H200: those windows read 0.1-0.2 ms slower on launch-bound shapes)."""
-    from ksearch.tools.evaluator.ledger import scored_samples
+    from ksearch.tools.evaluator.parent.ledger import scored_samples
 
     rows = []
     for i in range(20):
@@ -267,7 +269,7 @@ def test_the_score_leaves_out_the_windows_an_audit_disturbed() -> None:
 
 
 def test_the_score_counts_every_window_when_too_few_would_remain() -> None:
-    from ksearch.tools.evaluator.ledger import scored_samples
+    from ksearch.tools.evaluator.parent.ledger import scored_samples
 
     short = _ledger([(0, 0.35, [0.3], ["audit"], 1), (0, 0.35, [0.3], [], None), (0, 0.35, [0.31], ["bench"], None)])
     assert scored_samples(short, 0, "gpumode-benchmark") == ([0.3, 0.3, 0.31], 0)
@@ -279,7 +281,7 @@ def test_the_score_counts_every_window_when_too_few_would_remain() -> None:
 def test_a_timed_evaluation_scores_the_undisturbed_windows_and_says_how_many_it_left_out() -> None:
     from ksearch.contracts.exchange import ConfigSamples
     from ksearch.tasks.registry import resolve_task
-    from ksearch.tools.evaluator.verdicts import timings_from_samples
+    from ksearch.tools.evaluator.parent.verdicts import timings_from_samples
 
     task = resolve_task("softmax")
     names = [c.name for c in task.benchmark_configs("cpu")]
@@ -303,7 +305,7 @@ def test_a_high_calibration_reading_does_not_widen_one_call_windows_allowance() 
 
 
 def test_the_score_keeps_the_undisturbed_windows_down_to_half_of_them() -> None:
-    from ksearch.tools.evaluator.ledger import scored_samples
+    from ksearch.tools.evaluator.parent.ledger import scored_samples
 
     def ten(audited_at: tuple[int, ...]) -> TimingLedger:
         return _ledger([(0, 0.35, [0.3 + 0.01 * i], ["bench"] if i in audited_at else [], None) for i in range(10)])
@@ -316,7 +318,7 @@ def test_the_score_keeps_the_undisturbed_windows_down_to_half_of_them() -> None:
 
 
 def test_the_window_overhead_cap_is_for_loops_of_one_call_windows_only() -> None:
-    from ksearch.tools.evaluator.ledger import WINDOW_OVERHEAD_CAP_MS, Window, window_allowances
+    from ksearch.tools.evaluator.parent.ledger import WINDOW_OVERHEAD_CAP_MS, Window, window_allowances
 
     high = Calibration(window_overhead_ms=0.25, call_overhead_ms=0.05, flush_ms=0.1, copy_gbps=2000.0)
     one = [Window(config=0, run=0, opened=0.0, closed=0.001, samples_ms=[0.5]) for _ in range(2)]
@@ -359,7 +361,7 @@ def test_null_windows_are_the_reference_of_the_timed_ones_and_never_a_sample() -
 
 
 def test_the_null_windows_rule_waits_for_enough_of_them_and_the_kernels_stamps() -> None:
-    from ksearch.tools.evaluator import ledger as ledger_module
+    from ksearch.tools.evaluator.parent import ledger as ledger_module
 
     few = _with_nulls(0.15, n=2)  # two null windows: the rule does not apply
     assert ledger_module._null_problem("b0", few.by_config()[0], few.nulls(0), few) is None

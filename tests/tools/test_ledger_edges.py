@@ -1,6 +1,6 @@
-"""The trusted-timing judge (``ksearch.tools.evaluator.ledger``) at every edge: each message the parent may refuse,
-each term of the harness's allowance pinned to its arithmetic, each rule exactly at its limit and just beyond, and
-the audit-evasion test at its thresholds.
+"""The trusted-timing judge (``ksearch.tools.evaluator.parent.ledger``) at every edge: each message the parent may
+refuse, each term of the harness's allowance pinned to its arithmetic, each rule exactly at its limit and just beyond,
+and the audit-evasion test at its thresholds.
 
 Times are chosen so the arithmetic is exact in binary floating point where a test sits *on* a limit (a window of
 0 ms, 2.75 ms); elsewhere a margin well inside the smallest change a wrong constant would make."""
@@ -12,8 +12,8 @@ from dataclasses import asdict, astuple
 
 import pytest
 
-from ksearch.tools.evaluator import ledger as ledger_module
-from ksearch.tools.evaluator.ledger import (
+from ksearch.tools.evaluator.parent import ledger as ledger_module
+from ksearch.tools.evaluator.parent.ledger import (
     DIGEST_MS,
     EVASION_FLOOR_MS,
     EVASION_RATIO,

@@ -14,8 +14,8 @@ import random
 import pytest
 
 from ksearch.tools import timing
-from ksearch.tools.evaluator import ledger as ledger_module
-from ksearch.tools.evaluator.ledger import STOP_WALL_BAND_S, TimingLedger, Window, judge_loops
+from ksearch.tools.evaluator.parent import ledger as ledger_module
+from ksearch.tools.evaluator.parent.ledger import STOP_WALL_BAND_S, TimingLedger, Window, judge_loops
 from tests.tools.test_timing import FakeCall, FakeRunner
 
 FORGED_MS = 0.03

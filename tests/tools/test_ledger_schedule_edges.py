@@ -9,8 +9,8 @@ constant or comparison would make."""
 
 from __future__ import annotations
 
-from ksearch.tools.evaluator import ledger as ledger_module
-from ksearch.tools.evaluator.ledger import (
+from ksearch.tools.evaluator.parent import ledger as ledger_module
+from ksearch.tools.evaluator.parent.ledger import (
     NULL_SAMPLE_MEDIAN_MAX_MS,
     STOP_WALL_BAND_S,
     TimingLedger,

@@ -13,10 +13,10 @@ import torch
 from ksearch.contracts.evaluation import Verdict
 from ksearch.contracts.exchange import CheckerCommand, Handoff
 from ksearch.tasks.trimul import TrimulTask
-from ksearch.tools.evaluator import checker as checker_mod
-from ksearch.tools.evaluator.checker import Checker
-from ksearch.tools.evaluator.seeds import input_digest, input_set_seed, salted_seed
-from ksearch.tools.evaluator.staging import StagingWriter
+from ksearch.tools.evaluator.checker import main as checker_mod
+from ksearch.tools.evaluator.checker.main import Checker
+from ksearch.tools.evaluator.shared.seeds import input_digest, input_set_seed, salted_seed
+from ksearch.tools.evaluator.shared.staging import StagingWriter
 
 TASK = TrimulTask()
 BENCH_SALT = 2
@@ -279,7 +279,7 @@ def test_an_honest_trimul_kernel_has_its_audits_prepared(monkeypatch: pytest.Mon
 )
 def test_a_seed_request_with_numbers_that_are_not_numbers_is_answered_as_malformed(message: dict) -> None:
     """The parent answers it without asking the checker (a red team's list and infinity raised out of ``evaluate``)."""
-    from ksearch.tools.evaluator.session import EvaluatorSession
+    from ksearch.tools.evaluator.parent.session import EvaluatorSession
 
     session = EvaluatorSession.__new__(EvaluatorSession)  # nothing of it is reached before the checker is asked
     answer = session._relay(message, "evaluation", 1.0, None)  # type: ignore[arg-type]

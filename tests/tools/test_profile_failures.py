@@ -10,9 +10,9 @@ import pytest
 from ksearch.contracts.evaluation import Evaluation, Timing, Verdict
 from ksearch.contracts.exchange import WorkerResult
 from ksearch.tasks.softmax import SoftmaxTask
-from ksearch.tools.evaluator.evidence import profile_problem, with_evidence
-from ksearch.tools.evaluator.kernel_profile import PROFILE_NOTE, NoProfiledCall, profile_shapes
-from ksearch.tools.evaluator.worker import Worker
+from ksearch.tools.evaluator.parent.evidence import profile_problem, with_evidence
+from ksearch.tools.evaluator.profiler.kernel_profile import PROFILE_NOTE, NoProfiledCall, profile_shapes
+from ksearch.tools.evaluator.worker.main import Worker
 
 TASK = SoftmaxTask()
 
@@ -58,7 +58,7 @@ def test_the_workers_note_becomes_the_evaluations_profile_problem(monkeypatch) -
     def broken(self, module):  # noqa: ANN001, ANN202
         raise NoProfiledCall("no call could be profiled (7 failed); b0: RuntimeError: boom")
 
-    monkeypatch.setattr("ksearch.tools.evaluator.worker.profile_shapes", lambda w, m: broken(w, m))
+    monkeypatch.setattr("ksearch.tools.evaluator.worker.main.profile_shapes", lambda w, m: broken(w, m))
     assert worker.profile_after_timing(object()) == []
     assert worker.notes == [
         f"{PROFILE_NOTE}NoProfiledCall: no call could be profiled (7 failed); b0: RuntimeError: boom"

@@ -17,17 +17,17 @@ from ksearch.contracts.candidate import Candidate
 from ksearch.contracts.evaluation import ShapeProfile, Verdict
 from ksearch.tasks.registry import resolve_task
 from ksearch.tools.evaluator import EvalRequest, EvaluatorSession, evaluate
-from ksearch.tools.evaluator.evaluate import build_worker_request, wants_profiler
-from ksearch.tools.evaluator.kernel_profile import PROFILE_KERNELS
-from ksearch.tools.evaluator.profile_process import (
+from ksearch.tools.evaluator.parent.evaluate import build_worker_request, wants_profiler
+from ksearch.tools.evaluator.parent.profile_process import (
     NAME_LIMIT,
     ask_profiler,
     bounded,
     collect,
     profiler_wanted,
 )
+from ksearch.tools.evaluator.profiler.kernel_profile import PROFILE_KERNELS
 
-evaluate_module = importlib.import_module("ksearch.tools.evaluator.evaluate")
+evaluate_module = importlib.import_module("ksearch.tools.evaluator.parent.evaluate")
 
 MARKED = """
 import time
@@ -276,7 +276,7 @@ def test_a_prestarting_session_starts_the_next_profiling_process_when_one_is_tak
 def test_a_gpu_profile_without_device_activity_is_no_profile() -> None:
     """CUPTI restricted to administrators (a common cluster setting) gives a session with no kernels: that is said,
     not reported as calls that launch nothing."""
-    from ksearch.tools.evaluator.kernel_profile import NoDeviceActivity, require_device_activity
+    from ksearch.tools.evaluator.profiler.kernel_profile import NoDeviceActivity, require_device_activity
 
     with pytest.raises(NoDeviceActivity, match="NVreg_RestrictProfilingToAdminUsers"):
         require_device_activity("cuda:0", 7, [])
@@ -290,7 +290,7 @@ def test_a_report_that_is_no_regular_file_is_not_read(tmp_path: Path) -> None:
     it, a huge sparse file would fill its memory, a link would lead elsewhere (a red-team review of 2026-11-28)."""
     import os
 
-    from ksearch.tools.evaluator.sandbox import REPORT_LIMIT, read_regular, read_report, read_tail
+    from ksearch.tools.evaluator.shared.sandbox import REPORT_LIMIT, read_regular, read_report, read_tail
 
     fifo = tmp_path / "fifo.json"
     os.mkfifo(fifo)

@@ -32,6 +32,6 @@ def test_triton_warm_up_compiles_and_runs_on_the_gpu() -> None:
 
     if not torch.cuda.is_available():
         pytest.skip("needs a CUDA GPU")
-    from ksearch.tools.evaluator.warmup import warm_up_triton
+    from ksearch.tools.evaluator.worker.warmup import warm_up_triton
 
     warm_up_triton("cuda")  # raises if Triton's backend cannot compile or launch

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ksearch.tools.evaluator.sandbox import remove_tree
+from ksearch.tools.evaluator.shared.sandbox import remove_tree
 
 
 def _nest(root: Path, depth: int) -> None:

@@ -13,7 +13,7 @@ from pydantic import ValidationError
 from ksearch.contracts.candidate import Candidate
 from ksearch.contracts.evaluation import KernelResources, Verdict
 from ksearch.tools.evaluator import EvalRequest, evaluate
-from ksearch.tools.evaluator.resources import distinct, over_limits, parse_usage, problems, tuned_notes
+from ksearch.tools.evaluator.shared.resources import distinct, over_limits, parse_usage, problems, tuned_notes
 from ksearch.tools.gpu_specs import UnknownGpu, gpu_spec, spec_for_device
 
 REPO = Path(__file__).resolve().parents[2]
@@ -186,7 +186,7 @@ def test_the_kernels_of_a_module_are_found_through_their_wrappers_and_odd_object
 
     from triton.runtime.jit import JITFunction
 
-    from ksearch.tools.evaluator.resources import candidate_kernels, loaded_resources
+    from ksearch.tools.evaluator.shared.resources import candidate_kernels, loaded_resources
 
     jit = JITFunction.__new__(JITFunction)
     jit.device_caches = {
@@ -216,7 +216,7 @@ def test_the_kernels_of_a_module_are_found_through_their_wrappers_and_odd_object
 def test_aiming_at_a_gpu_answers_for_it_and_restores_tritons_driver() -> None:
     from triton.runtime.driver import driver
 
-    from ksearch.tools.evaluator.aot import aimed_at
+    from ksearch.tools.evaluator.worker.aot import aimed_at
 
     before = dict(vars(driver))
     with aimed_at(gpu_spec("b200")):
@@ -229,7 +229,7 @@ def test_a_probe_stuck_in_the_candidate_never_holds_a_failed_evaluation_up(monke
     """After a verdict the figures cannot change (here a timeout), the probe gets a short grace, not its own limit."""
     import time
 
-    from ksearch.tools.evaluator import probe as probe_mod
+    from ksearch.tools.evaluator.parent import probe as probe_mod
 
     monkeypatch.setattr(probe_mod, "PROBE_GRACE_S", 1.0)
     hang = "import time\nimport triton\n\nwhile True:\n    time.sleep(0.1)\n\ndef kernel(x):\n    return x\n"

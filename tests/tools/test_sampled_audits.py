@@ -9,10 +9,10 @@ import torch
 from ksearch.contracts.evaluation import Verdict
 from ksearch.contracts.exchange import CheckerCommand, Handoff
 from ksearch.tasks.trimul import AUDIT_SAMPLE_ROWS, TrimulTask, _config
-from ksearch.tools.evaluator import checker as checker_mod
-from ksearch.tools.evaluator.checker import Checker
-from ksearch.tools.evaluator.seeds import input_digest, salted_seed
-from ksearch.tools.evaluator.staging import StagingWriter
+from ksearch.tools.evaluator.checker import main as checker_mod
+from ksearch.tools.evaluator.checker.main import Checker
+from ksearch.tools.evaluator.shared.seeds import input_digest, salted_seed
+from ksearch.tools.evaluator.shared.staging import StagingWriter
 
 TASK = TrimulTask()
 
@@ -256,7 +256,7 @@ def test_a_trimul_kernel_replaying_its_output_is_caught_by_an_audit(device: str,
     from ksearch.contracts.candidate import Candidate
     from ksearch.tools.evaluator import EvalRequest, evaluate
 
-    evaluate_module = importlib.import_module("ksearch.tools.evaluator.evaluate")
+    evaluate_module = importlib.import_module("ksearch.tools.evaluator.parent.evaluate")
     monkeypatch.setattr(evaluate_module.integrity, "check_source", lambda code, **kwargs: None)
     monkeypatch.setenv("KSEARCH_CPU_TIMING", "1")
     candidate = Candidate(task="trimul", language="triton", code=REPLAY, entry_point="custom_kernel")

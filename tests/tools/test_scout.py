@@ -20,12 +20,12 @@ from ksearch.contracts.evaluation import Verdict
 from ksearch.contracts.exchange import WorkerRequest
 from ksearch.tasks.softmax import SoftmaxTask
 from ksearch.tools.evaluator import EvalRequest, evaluate
-from ksearch.tools.evaluator import session as session_mod
-from ksearch.tools.evaluator.scout import dry_pass, scouting
-from ksearch.tools.evaluator.session import EvaluatorSession
-from ksearch.tools.evaluator.worker import Worker
+from ksearch.tools.evaluator.parent import session as session_mod
+from ksearch.tools.evaluator.parent.session import EvaluatorSession
+from ksearch.tools.evaluator.worker.main import Worker
+from ksearch.tools.evaluator.worker.scout import dry_pass, scouting
 
-evaluate_mod = importlib.import_module("ksearch.tools.evaluator.evaluate")  # the package exports the function
+evaluate_mod = importlib.import_module("ksearch.tools.evaluator.parent.evaluate")  # the package exports the function
 DATA = Path(__file__).resolve().parents[1] / "tasks" / "data"
 OK = (DATA / "softmax_triton_ok.py").read_text()
 
@@ -54,7 +54,7 @@ def test_scouting_turns_every_launch_into_a_compile_and_restores_triton(monkeypa
 def test_scouting_runs_torch_compiled_code_eagerly_and_uses_every_core(monkeypatch: pytest.MonkeyPatch) -> None:
     import torch
 
-    from ksearch.tools.evaluator import scout as scout_mod
+    from ksearch.tools.evaluator.worker import scout as scout_mod
 
     original = torch.compile
 
@@ -175,7 +175,7 @@ def test_the_worker_waits_for_the_scouts_calls_and_not_longer(tmp_path: Path) ->
     import subprocess
     import threading
 
-    from ksearch.tools.evaluator.processes import LineReader, WorkerProcess
+    from ksearch.tools.evaluator.parent.processes import LineReader, WorkerProcess
 
     read, write = os.pipe()
     scout = WorkerProcess.__new__(WorkerProcess)

@@ -142,7 +142,7 @@ def test_the_workspace_database_is_hidden_from_kernels(
     monkeypatch.setenv("KSEARCH_SANDBOX", sandbox)
     monkeypatch.setattr(policy, "_hidden", [])
     monkeypatch.setattr(
-        importlib.import_module("ksearch.tools.evaluator.evaluate").integrity,
+        importlib.import_module("ksearch.tools.evaluator.parent.evaluate").integrity,
         "check_source",
         lambda code, **kwargs: None,
     )

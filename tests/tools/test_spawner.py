@@ -6,8 +6,8 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from ksearch.tools.evaluator.sandbox import on_spawner_thread
-from ksearch.tools.evaluator.session import EvaluatorSession
+from ksearch.tools.evaluator.parent.session import EvaluatorSession
+from ksearch.tools.evaluator.shared.sandbox import on_spawner_thread
 
 
 def _ready_session() -> EvaluatorSession:

@@ -10,7 +10,7 @@ import pytest
 from ksearch.tasks.softmax import SoftmaxTask
 from ksearch.tools import timing
 from ksearch.tools.evaluator import comparison_from_samples
-from ksearch.tools.evaluator.worker import CompareSamples
+from ksearch.tools.evaluator.worker.main import CompareSamples
 from ksearch.tools.timing.stats import UndisturbedSamples
 
 

@@ -19,7 +19,9 @@ from ksearch.contracts.candidate import Candidate
 from ksearch.contracts.evaluation import Evaluation, Verdict
 from ksearch.tools.evaluator import EvalRequest, evaluate
 
-evaluate_module = importlib.import_module("ksearch.tools.evaluator.evaluate")  # the package's name is the function
+evaluate_module = importlib.import_module(
+    "ksearch.tools.evaluator.parent.evaluate"
+)  # the package's name is the function
 
 FORGERS = Path(__file__).resolve().parent / "forgers"
 
@@ -107,14 +109,14 @@ def test_a_parent_that_reads_the_records_late_judges_alike(
     the kernel stamped them when they were sent, so the verdicts are the same."""
     if device != "cpu":
         pytest.skip("the polling is the parent's; one device shows it")
-    session_module = importlib.import_module("ksearch.tools.evaluator.session")
+    session_module = importlib.import_module("ksearch.tools.evaluator.parent.session")
     monkeypatch.setattr(session_module, "TIMING_POLL_S", 0.005)
     evaluation = _evaluate(name, "gpumode-benchmark")
     assert evaluation.verdict == verdict, f"{evaluation.summary()}\n{evaluation.log}"
 
 
 def test_the_reader_drains_every_waiting_record_with_its_send_stamp() -> None:
-    from ksearch.tools.evaluator.processes import LineReader, message_channel
+    from ksearch.tools.evaluator.parent.processes import LineReader, message_channel
 
     parent, child = message_channel()
     try:
@@ -138,7 +140,7 @@ def test_descriptors_a_candidate_passes_over_the_channel_never_stay_in_the_paren
     import array
     import socket
 
-    from ksearch.tools.evaluator.processes import LineReader, message_channel
+    from ksearch.tools.evaluator.parent.processes import LineReader, message_channel
 
     if stamped:
         parent, child = message_channel()
@@ -168,7 +170,7 @@ def test_compare_mode_runs_reach_the_parent_named_by_their_ends(device: str) -> 
     robust blocks, spin kernel included, are the GPU's to check: on the CPU's wall-clock events they do not hold)."""
     if device != "cpu":
         pytest.skip("compare() itself runs on the GPU (tests/tools/test_compare.py); this is its path on the CPU")
-    compare_module = importlib.import_module("ksearch.tools.evaluator.compare")
+    compare_module = importlib.import_module("ksearch.tools.evaluator.parent.compare")
     from ksearch.tasks.registry import resolve_task
     from ksearch.tools.evaluator import EvaluatorSession
 
@@ -191,7 +193,7 @@ def test_compare_mode_runs_reach_the_parent_named_by_their_ends(device: str) -> 
         for run in range(4):
             mine = [w for w in windows if w.run == run]
             assert mine and mine[-1].numbers == [len(mine)] and not any(w.numbers for w in mine[:-1])
-    from ksearch.tools.evaluator.ledger import judge_loops
+    from ksearch.tools.evaluator.parent.ledger import judge_loops
 
     assert judge_loops(ledger, "compare", names) is None
 

@@ -14,7 +14,7 @@ import pytest
 triton = pytest.importorskip("triton")
 from triton.runtime import autotuner  # noqa: E402
 
-from ksearch.tools.evaluator.tuning import WINNOW_STATE, quick_tuning, winnowed_tuning  # noqa: E402
+from ksearch.tools.evaluator.worker.tuning import WINNOW_STATE, quick_tuning, winnowed_tuning  # noqa: E402
 
 BLOCKS = (16, 32, 64)
 FULL_MS = {16: 3.0, 32: 2.0, 64: 1.0}  # the full benchmark's fastest: 64
@@ -340,10 +340,10 @@ def test_each_tuning_mode_wraps_its_whole_stage_and_nothing_when_off(
     import torch
 
     from ksearch.contracts.exchange import CheckerCommand, WorkerRequest
-    from ksearch.tools.evaluator import worker as worker_mod
-    from ksearch.tools.evaluator.checker import Checker
-    from ksearch.tools.evaluator.guard import Guard
-    from ksearch.tools.evaluator.staging import StagingWriter
+    from ksearch.tools.evaluator.checker.main import Checker
+    from ksearch.tools.evaluator.shared.staging import StagingWriter
+    from ksearch.tools.evaluator.worker import main as worker_mod
+    from ksearch.tools.evaluator.worker.guard import Guard
     from tests.tools.loopback import LoopbackChannel
 
     correctness = stage == "correctness"
@@ -397,7 +397,11 @@ def test_the_parent_asks_for_the_short_tuning_unless_told_not_to(
     from ksearch.contracts.candidate import Candidate
     from ksearch.tasks.registry import resolve_task
     from ksearch.tools.evaluator import EvalRequest
-    from ksearch.tools.evaluator.evaluate import QUICK_TUNING_VARIABLE, WINNOWED_TUNING_VARIABLE, build_worker_request
+    from ksearch.tools.evaluator.parent.evaluate import (
+        QUICK_TUNING_VARIABLE,
+        WINNOWED_TUNING_VARIABLE,
+        build_worker_request,
+    )
 
     variable = {"quick_test_tuning": QUICK_TUNING_VARIABLE, "winnowed_tuning": WINNOWED_TUNING_VARIABLE}[field]
     task = resolve_task("softmax")

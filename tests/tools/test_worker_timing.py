@@ -14,11 +14,11 @@ import torch
 from ksearch.contracts.evaluation import Verdict
 from ksearch.contracts.exchange import CheckerCommand, WorkerRequest
 from ksearch.tools import timing
-from ksearch.tools.evaluator.checker import Checker
-from ksearch.tools.evaluator.guard import CandidateFailure, Guard
-from ksearch.tools.evaluator.staging import StagingWriter
-from ksearch.tools.evaluator.timing_runner import WorkerTimingRunner
-from ksearch.tools.evaluator.worker import Worker
+from ksearch.tools.evaluator.checker.main import Checker
+from ksearch.tools.evaluator.shared.staging import StagingWriter
+from ksearch.tools.evaluator.worker.guard import CandidateFailure, Guard
+from ksearch.tools.evaluator.worker.main import Worker
+from ksearch.tools.evaluator.worker.timing_runner import WorkerTimingRunner
 from tests.tools.loopback import LoopbackChannel
 
 SALT = 12345
@@ -196,7 +196,7 @@ def test_a_timing_handoff_waits_for_its_answer_without_sleeping() -> None:
     import resource
     import subprocess
 
-    from ksearch.tools.evaluator.channel import spin_until_readable
+    from ksearch.tools.evaluator.worker.channel import spin_until_readable
 
     read_end, write_end = os.pipe()
     try:

@@ -15,9 +15,9 @@ import torch
 from ksearch.contracts.evaluation import YardstickReading
 from ksearch.contracts.exchange import WorkerRequest
 from ksearch.tools import timing
-from ksearch.tools.evaluator.request import EvalRequest
-from ksearch.tools.evaluator.timing_runner import WorkerTimingRunner
-from ksearch.tools.evaluator.worker import Worker
+from ksearch.tools.evaluator.parent.request import EvalRequest
+from ksearch.tools.evaluator.worker.main import Worker
+from ksearch.tools.evaluator.worker.timing_runner import WorkerTimingRunner
 from ksearch.tools.timing import yardstick
 from ksearch.tools.timing.stats import gpumode_should_stop
 from tests.tools.test_worker_timing import WallEvent, _elapsed, _record
@@ -120,7 +120,7 @@ def test_the_reading_ratio_is_ksearch_over_bare() -> None:
 
 
 def test_rounds_alternate_in_abba_order() -> None:
-    from ksearch.tools.evaluator.ledger import alternating
+    from ksearch.tools.evaluator.shared.pairing import alternating
 
     assert "".join(alternating(3)) == "abbaab" and list(alternating(0)) == []
 
@@ -137,7 +137,7 @@ def test_asking_for_it_without_timing_says_what_it_needs() -> None:
 
 def test_a_method_other_than_gpumode_benchmark_is_refused_with_the_flag_to_add() -> None:
     from ksearch.contracts.candidate import Candidate
-    from ksearch.tools.evaluator.evaluate import evaluate
+    from ksearch.tools.evaluator.parent.evaluate import evaluate
 
     code = (REPO / "tests" / "tasks" / "data" / "softmax_triton_ok.py").read_text(encoding="utf-8")
     request = EvalRequest(
@@ -154,7 +154,7 @@ def test_a_method_other_than_gpumode_benchmark_is_refused_with_the_flag_to_add()
 def test_a_real_evaluation_on_cuda_carries_a_reading_per_benchmark_config() -> None:
     from ksearch.contracts.candidate import Candidate
     from ksearch.tasks.softmax import SoftmaxTask
-    from ksearch.tools.evaluator.evaluate import evaluate
+    from ksearch.tools.evaluator.parent.evaluate import evaluate
 
     code = (REPO / "tests" / "tasks" / "data" / "softmax_triton_ok.py").read_text(encoding="utf-8")
     request = EvalRequest(

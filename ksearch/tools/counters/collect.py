@@ -32,15 +32,15 @@ from ksearch.contracts.exchange import WorkerRequest, WorkerResult
 from ksearch.tools.containment import policy
 from ksearch.tools.counters import budget, ncu_command
 from ksearch.tools.counters.ncu_csv import Launch, RawPageError, parse_raw_page, range_of, shape_counters
-from ksearch.tools.evaluator.request import EvalRequest
-from ksearch.tools.evaluator.sandbox import kill_group, private_dirs, read_report, read_tail, remove_tree, spawn
+from ksearch.tools.evaluator.parent.request import EvalRequest
+from ksearch.tools.evaluator.shared.sandbox import kill_group, private_dirs, read_report, read_tail, remove_tree, spawn
 
 SANDBOX_VARIABLE = "KSEARCH_COUNTERS_SANDBOX"
 """``auto`` (default): the strongest rung of ``ladder`` the probe finds ncu works with; ``off``: no layers (the
 scrubbed environment and private folder only); a comma list: exactly those layers, network rules open."""
 NETWORK_LAYERS = ("netns", "seccomp")
 """Layers that cut the profiled process off from ncu (its injected library reports to ncu over a socket)."""
-WORKER_MODULE = "ksearch.tools.evaluator.worker"
+WORKER_MODULE = "ksearch.tools.evaluator.worker.main"
 IMPORT_TIMEOUT_S = 120.0
 PROBE_TIMEOUT_S = 120.0
 PROBE_MODULE = "ksearch.tools.counters.probe_kernel"

@@ -1,27 +1,31 @@
 """The hardened evaluator: the trust boundary between the agent and untrusted kernel code.
 
-Modules, one job each:
+Packages by the process their code runs in (tests/test_layering.py keeps worker and checker away from the parent and
+from each other):
 
-- ``request``: ``EvalRequest`` (what the caller asks) and the harness version in every cache key;
-- ``evaluate``: ``evaluate()``, one candidate from static rules to verdict;
-- ``session``: ``EvaluatorSession``, a device's long-lived checker and pre-started worker, relaying between them;
-- ``processes`` and ``sandbox``: those processes, started with a scrubbed environment, limits, private directories;
-- ``worker`` (+ ``guard``, ``timing_runner``): the candidate's own process, never trusted for correctness;
-- ``checker``: the trusted process that computes the reference and judges outputs;
-- ``staging``: the GPU buffer (CUDA IPC, or shared host memory) outputs reach the checker through;
-- ``seeds``: salted seeds and input digests both sides share;
-- ``verdicts``: one typed ``Evaluation`` from what the processes reported, and logs trimmed for the LLM;
-- ``compare``: paired timing of two candidates, for promotion.
+- ``parent``: the agent-side process. ``request`` (``EvalRequest``, what the caller asks, and the harness version in
+  every cache key); ``evaluate`` (``evaluate()``, one candidate from static rules to verdict); ``session``
+  (``EvaluatorSession``, a device's long-lived checker and pre-started worker, relaying between them);
+  ``processes`` (those processes, started through the shared ``sandbox``); ``ledger`` (every timed window held
+  against the parent's clock); ``verdicts`` (one typed ``Evaluation`` from what the processes reported, and logs
+  trimmed for the LLM); ``compare`` (paired timing of two candidates, for promotion);
+- ``worker``: the candidate's own process (``main``, with ``guard`` and ``timing_runner``), never trusted for
+  correctness;
+- ``checker``: the trusted process that computes the reference and judges outputs (``main``);
+- ``profiler``: the per-kernel profile the profiling process (or the worker, after its timing) takes;
+- ``shared``: what more than one process runs: ``staging`` (the GPU buffer, CUDA IPC or shared host memory, outputs
+  reach the checker through), ``seeds`` (salted seeds and input digests both sides share), ``sandbox`` (a scrubbed
+  environment, limits, private directories, death with the parent), ``resources``, ``profiling``, ``pairing``.
 
 Knows nothing about the graph or the agent.
 """
 
-from ksearch.tools.evaluator.compare import ComparisonError, compare, comparison_from_samples
-from ksearch.tools.evaluator.evaluate import HarnessError, build_worker_request, evaluate, static_verdict
-from ksearch.tools.evaluator.request import HARNESS_VERSION, EvalRequest
-from ksearch.tools.evaluator.sandbox import worker_environment
-from ksearch.tools.evaluator.session import EvaluatorSession
-from ksearch.tools.evaluator.verdicts import LOG_LIMIT, candidate_traceback, timings_from_samples, trim_log
+from ksearch.tools.evaluator.parent.compare import ComparisonError, compare, comparison_from_samples
+from ksearch.tools.evaluator.parent.evaluate import HarnessError, build_worker_request, evaluate, static_verdict
+from ksearch.tools.evaluator.parent.request import HARNESS_VERSION, EvalRequest
+from ksearch.tools.evaluator.parent.session import EvaluatorSession
+from ksearch.tools.evaluator.parent.verdicts import LOG_LIMIT, candidate_traceback, timings_from_samples, trim_log
+from ksearch.tools.evaluator.shared.sandbox import worker_environment
 
 __all__ = [
     "HARNESS_VERSION",

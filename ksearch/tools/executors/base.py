@@ -7,7 +7,7 @@ from typing import Protocol
 
 from ksearch.contracts.counters import CounterReport
 from ksearch.contracts.evaluation import Comparison, Evaluation
-from ksearch.tools.evaluator.request import EvalRequest
+from ksearch.tools.evaluator.parent.request import EvalRequest
 from ksearch.tools.fingerprint import DeviceInfo
 
 

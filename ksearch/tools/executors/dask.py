@@ -35,9 +35,9 @@ from typing import Any, Self
 from ksearch.contracts.counters import CounterReport, CounterStatus
 from ksearch.contracts.evaluation import Comparison, Evaluation, Verdict
 from ksearch.errors import MissingExtraError, UserError
-from ksearch.tools.evaluator.evaluate import HarnessError
-from ksearch.tools.evaluator.request import HARNESS_VERSION, EvalRequest
-from ksearch.tools.evaluator.session import CHECKER_START_S
+from ksearch.tools.evaluator.parent.evaluate import HarnessError
+from ksearch.tools.evaluator.parent.request import HARNESS_VERSION, EvalRequest
+from ksearch.tools.evaluator.parent.session import CHECKER_START_S
 from ksearch.tools.executors.base import Busy
 from ksearch.tools.executors.dask_common import (
     EVENT_TOPIC,
@@ -191,7 +191,7 @@ class DaskExecutor:
         try:
             comparison, where = self._wait(future, hard_limit_s(incumbent), incumbent.device)
         except (self._distributed.KilledWorker, _TaskTimeout) as exc:
-            from ksearch.tools.evaluator.compare import ComparisonError
+            from ksearch.tools.evaluator.parent.compare import ComparisonError
 
             raise ComparisonError(f"compare() on the Dask cluster failed: {exc}") from exc
         self._record("compare", where)

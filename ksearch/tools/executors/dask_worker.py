@@ -27,7 +27,7 @@ from distributed import WorkerPlugin, get_worker
 
 import ksearch
 from ksearch.contracts.evaluation import Comparison, Evaluation
-from ksearch.tools.evaluator.request import HARNESS_VERSION, EvalRequest
+from ksearch.tools.evaluator.parent.request import HARNESS_VERSION, EvalRequest
 from ksearch.tools.executors.dask_common import EVENT_TOPIC, GPU_RESOURCE, worker_device
 from ksearch.tools.executors.local import LocalExecutor
 from ksearch.tools.fingerprint import DeviceInfo, probe_device

@@ -18,10 +18,10 @@ from typing import Self
 from ksearch.contracts.counters import CounterReport
 from ksearch.contracts.evaluation import Comparison, Evaluation
 from ksearch.tools.counters.collect import collect_counters
-from ksearch.tools.evaluator.compare import compare
-from ksearch.tools.evaluator.evaluate import evaluate
-from ksearch.tools.evaluator.request import EvalRequest
-from ksearch.tools.evaluator.session import EvaluatorSession
+from ksearch.tools.evaluator.parent.compare import compare
+from ksearch.tools.evaluator.parent.evaluate import evaluate
+from ksearch.tools.evaluator.parent.request import EvalRequest
+from ksearch.tools.evaluator.parent.session import EvaluatorSession
 from ksearch.tools.executors.base import Busy
 from ksearch.tools.fingerprint import DeviceInfo, probe_device
 

@@ -8,9 +8,9 @@ event, never between them. ``runner.call_on`` builds a call (inputs and the argu
 
 Every method announces its timed windows to the parent as they happen (``runner.open_window`` before the first
 start event of a repeat, block or iteration; ``runner.close_window`` after the synchronisation that ends it, with its
-samples): the parent holds them against the kernel's send-time stamps (``ksearch.tools.evaluator.ledger``) and takes
-the score from them, never from what the loop returns. Where a method reuses inputs across calls, it re-randomises the
-task's activation inputs in place before a call at random positions (``FreshPlan``: at least two per loop, one among
+samples): the parent holds them against the kernel's send-time stamps (``ksearch.tools.evaluator.parent.ledger``) and
+takes the score from them, never from what the loop returns. Where a method reuses inputs across calls, it re-randomises
+the task's activation inputs in place before a call at random positions (``FreshPlan``: at least two per loop, one among
 the first three) and checks that call, so an output replayed from an earlier call is caught and a kernel that works
 only when it sees new values stands out (``audit_evasion``).
 
@@ -413,7 +413,7 @@ class Confirm(GpuMode):
     """GPU MODE's leaderboard procedure for any task: the confirmation a new best must pass before it is promoted,
     reported or exported. Every repeat runs on freshly generated inputs and every output is checked, so no output
     can be replayed, and each repeat is synchronised on both sides, so the parent's clock bounds every sample
-    tightly (``ksearch.tools.evaluator.ledger``)."""
+    tightly (``ksearch.tools.evaluator.parent.ledger``)."""
 
     name: str = "confirm"
     description: str = (

@@ -54,7 +54,7 @@ class TimingRunner(Protocol):
         """Device-wide synchronize."""
 
     def open_window(self) -> None:
-        """A timed window begins: the parent stamps it on its own clock (``ksearch.tools.evaluator.ledger``)."""
+        """A timed window begins: the parent stamps it on its own clock (``ksearch.tools.evaluator.parent.ledger``)."""
 
     def close_window(self, events: list[tuple[Event, Event]]) -> list[float]:
         """Device-wide synchronize, then the window's samples (ms per event pair), sent to the parent as they are."""

@@ -3,16 +3,16 @@
 An evaluation, on an ``EvaluatorSession`` of the device (``session``):
 
 1. static integrity rules (``ksearch.tools.integrity``), before any process runs the code;
-2. one fresh candidate worker (``ksearch.tools.evaluator.worker``), started ahead of need, runs every test config,
+2. one fresh candidate worker (``ksearch.tools.evaluator.worker.main``), started ahead of need, runs every test config,
    then, on a GPU, times every benchmark config with the requested method, in the same process (nothing is imported,
    compiled or autotuned twice); for a Triton candidate on a GPU a second process of it, the compile scout
-   (``ksearch.tools.evaluator.scout``), first makes compile-only calls (the worker starts once they are done and
+   (``ksearch.tools.evaluator.worker.scout``), first makes compile-only calls (the worker starts once they are done and
    the scout's GPU memory is given back), then builds the kernels in parallel into a Triton cache only the two
    share while the worker runs, and is stopped before anything is timed; on a GPU a third, the profiling process
-   (``ksearch.tools.evaluator.profile_process``), starts the profiler while the worker works and profiles one call
-   per timed shape once the worker has exited with a passed verdict;
+   (``ksearch.tools.evaluator.parent.profile_process``), starts the profiler while the worker works and profiles one
+   call per timed shape once the worker has exited with a passed verdict;
 3. every output the worker hands off goes, through the session, to the trusted checker
-   (``ksearch.tools.evaluator.checker``), which never imports the candidate, recomputes the reference from the same
+   (``ksearch.tools.evaluator.checker.main``), which never imports the candidate, recomputes the reference from the same
    seeds and judges it while the worker waits; a failed check ends the evaluation;
 4. the parent computes the timing statistics, the physics floor and the score itself (``verdicts``).
 
@@ -37,28 +37,28 @@ from ksearch.redaction import redact, redact_json
 from ksearch.tools import integrity
 from ksearch.tools import timing as timing_mod
 from ksearch.tools.containment import policy as containment
-from ksearch.tools.evaluator.evidence import EXTENSION_MARKERS, probe_wanted, with_evidence
-from ksearch.tools.evaluator.gpu_sharing import Sharing, shared_gpu
-from ksearch.tools.evaluator.probe import ResourceProbe
-from ksearch.tools.evaluator.processes import CANDIDATE_FILE, SHARED_DIR, CheckerFailure, WorkerProcess
-from ksearch.tools.evaluator.profile_process import ask_profiler, collect, profiler_wanted
-from ksearch.tools.evaluator.request import EvalRequest
-from ksearch.tools.evaluator.sandbox import remove_tree
-from ksearch.tools.evaluator.session import SCOUT_CALLS_S, EvaluatorSession, Outcome
-from ksearch.tools.evaluator.verdicts import assemble, parent_environment, worker_failed
+from ksearch.tools.evaluator.parent.evidence import EXTENSION_MARKERS, probe_wanted, with_evidence
+from ksearch.tools.evaluator.parent.gpu_sharing import Sharing, shared_gpu
+from ksearch.tools.evaluator.parent.probe import ResourceProbe
+from ksearch.tools.evaluator.parent.processes import CANDIDATE_FILE, SHARED_DIR, CheckerFailure, WorkerProcess
+from ksearch.tools.evaluator.parent.profile_process import ask_profiler, collect, profiler_wanted
+from ksearch.tools.evaluator.parent.request import EvalRequest
+from ksearch.tools.evaluator.parent.session import SCOUT_CALLS_S, EvaluatorSession, Outcome
+from ksearch.tools.evaluator.parent.verdicts import assemble, parent_environment, worker_failed
+from ksearch.tools.evaluator.shared.sandbox import remove_tree
 from ksearch.tools.timing.primitives import AUDIT_RATE
 
 if TYPE_CHECKING:
     from ksearch.tasks.base import Task
 
 SCOUT_VARIABLE = "KSEARCH_SCOUT"
-"""Set to 0 to evaluate without compile scouts (``ksearch.tools.evaluator.scout``)."""
+"""Set to 0 to evaluate without compile scouts (``ksearch.tools.evaluator.worker.scout``)."""
 QUICK_TUNING_VARIABLE = "KSEARCH_QUICK_TUNING"
 """Set to 0 to let Triton's autotuner run its full benchmark on the correctness configs too
-(``ksearch.tools.evaluator.tuning``)."""
+(``ksearch.tools.evaluator.worker.tuning``)."""
 WINNOWED_TUNING_VARIABLE = "KSEARCH_WINNOWED_TUNING"
 """Set to 0 to let Triton's autotuner run its full benchmark on every config of a timed config's key, not only on the
-contenders (``ksearch.tools.evaluator.tuning.winnowed_tuning``)."""
+contenders (``ksearch.tools.evaluator.worker.tuning.winnowed_tuning``)."""
 AUDIT_RATE_VARIABLE = "KSEARCH_AUDIT_RATE"
 """A number from 0 to 1: the chance each repeat after a timing loop's first audit is re-randomised and audited
 (default ``AUDIT_RATE``; at 0 a loop still audits at least twice). Recorded in each evaluation's environment."""
@@ -353,7 +353,7 @@ def _profiled(
 
 
 def wants_probe(request: EvalRequest) -> bool:
-    """The resource probe (``ksearch.tools.evaluator.aot``): Triton code on the CPU for a target GPU."""
+    """The resource probe (``ksearch.tools.evaluator.worker.aot``): Triton code on the CPU for a target GPU."""
     return probe_wanted(request.candidate.code, request.device, request.target_gpu)
 
 

@@ -6,8 +6,8 @@ Taken after the timing, on fresh inputs of each benchmark config, with PyTorch's
 never decide a verdict or a promotion. A call that fails here is left out (it already passed the checks).
 ``summarise`` and ``spans_in`` are pure and do the arithmetic.
 
-Where it runs: in a profiling process beside the worker (``ksearch.tools.evaluator.profile_process``), which starts
-the profiler ahead of need (``warm_up``: CUPTI's start costs 4-7 s once per process, bench/profile_start.py) and
+Where it runs: in a profiling process beside the worker (``ksearch.tools.evaluator.parent.profile_process``), which
+starts the profiler ahead of need (``warm_up``: CUPTI's start costs 4-7 s once per process, bench/profile_start.py) and
 profiles once the worker has exited; or, where that process cannot share the worker's build (a C++ extension, the
 graphs ``torch.compile`` built) or memory is short, in the worker after its timing phase (phase ``profile``, which
 the parent's ledger does not count).

@@ -1,6 +1,6 @@
 """The trusted checker: computes the reference in its own process and judges the candidate's outputs.
 
-Started by an evaluator session as ``python -P -m ksearch.tools.evaluator.checker --device D`` and kept for the
+Started by an evaluator session as ``python -P -m ksearch.tools.evaluator.checker.main --device D`` and kept for the
 session's evaluations (one per device). It never imports the candidate. For each output a worker hands off, it
 regenerates the inputs from the claimed seeds (which must be the evaluation's: the salt is the session's for
 correctness configs and the evaluation's for timed ones), checks that their digest equals the one the worker
@@ -45,7 +45,7 @@ from ksearch.contracts.exchange import (
     Handoff,
     HandoffReply,
 )
-from ksearch.tools.evaluator.checker_records import (
+from ksearch.tools.evaluator.checker.checker_records import (
     CheckFailed,
     EvaluationRecord,
     InputClaim,
@@ -53,9 +53,9 @@ from ksearch.tools.evaluator.checker_records import (
     check_layout,
     checker_environment,
 )
-from ksearch.tools.evaluator.profiling import Accumulating
-from ksearch.tools.evaluator.reference_cache import ReferenceCache, nbytes_of
-from ksearch.tools.evaluator.seeds import (
+from ksearch.tools.evaluator.checker.reference_cache import ReferenceCache, nbytes_of
+from ksearch.tools.evaluator.shared.profiling import Accumulating
+from ksearch.tools.evaluator.shared.seeds import (
     AUDIT_BASE,
     FRESH_SET_BASE,
     MAX_INPUT_SETS,
@@ -64,7 +64,7 @@ from ksearch.tools.evaluator.seeds import (
     input_set_seed,
     salted_seed,
 )
-from ksearch.tools.evaluator.staging import StagingOwner
+from ksearch.tools.evaluator.shared.staging import StagingOwner
 
 if TYPE_CHECKING:
     from ksearch.tasks.base import ExpectedSample
@@ -670,7 +670,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    from ksearch.tools.evaluator.sandbox import die_with_parent
+    from ksearch.tools.evaluator.shared.sandbox import die_with_parent
 
     if os.environ.get("KSEARCH_PARENT_PID"):
         die_with_parent(int(os.environ["KSEARCH_PARENT_PID"]))

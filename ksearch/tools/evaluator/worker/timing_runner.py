@@ -9,7 +9,7 @@ candidate that patches them changes nothing here (and is rejected by the guard).
 Each timed window is announced to the parent as it happens (``open_window``: a ``go`` message; ``close_window``: a
 ``timed`` message with the window's samples, right after the synchronisation that ends it), so the samples that
 become the score leave this process as they are taken and the parent can hold them against its own clock
-(``ksearch.tools.evaluator.ledger``). Audits on fresh values re-randomise the task's activation inputs in place,
+(``ksearch.tools.evaluator.parent.ledger``). Audits on fresh values re-randomise the task's activation inputs in place,
 through ``.data`` (the tensors keep their identity and their version counter), so the candidate can tell such a call
 from any other only by reading the values.
 """
@@ -23,7 +23,8 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from ksearch.contracts.evaluation import Verdict
 from ksearch.contracts.exchange import SeedRequest
 from ksearch.tasks.base import TaskConfig
-from ksearch.tools.evaluator.guard import (
+from ksearch.tools.evaluator.shared.seeds import AUDIT_BASE, MAX_INPUT_SETS, input_digest, input_set_seed
+from ksearch.tools.evaluator.worker.guard import (
     CandidateFailure,
     check_output_form,
     clone_inputs,
@@ -32,7 +33,6 @@ from ksearch.tools.evaluator.guard import (
     poison,
     reject,
 )
-from ksearch.tools.evaluator.seeds import AUDIT_BASE, MAX_INPUT_SETS, input_digest, input_set_seed
 
 
 class HarnessFault(Exception):
@@ -41,7 +41,7 @@ class HarnessFault(Exception):
 
 
 if TYPE_CHECKING:
-    from ksearch.tools.evaluator.worker import Worker
+    from ksearch.tools.evaluator.worker.protocol import WorkerProtocol
 
 
 class _Call:
@@ -113,7 +113,7 @@ class WorkerTimingRunner:
 
     def __init__(
         self,
-        worker: Worker,
+        worker: WorkerProtocol,
         fn: Any,
         config: TaskConfig,
         index: int,

@@ -2,7 +2,7 @@
 
 - ``resources``: the figures of each compiled Triton kernel. On a GPU they come from the worker's report (the
   kernels it loaded); a kernel over the GPU's limits has already failed to launch there. On the CPU with a target
-  GPU they come from the resource probe (``ksearch.tools.evaluator.aot``), and a kernel over the target's limits
+  GPU they come from the resource probe (``ksearch.tools.evaluator.worker.aot``), and a kernel over the target's limits
   turns the verdict into a compile error naming the kernel, the resource, the figure and the limit.
 - ``roofline``: per timed shape, computed here from the parent's own timings, the task's flops and bytes and the
   GPU's nominal peaks (``ksearch.tools.gpu_specs``; unlike the physics floor's, not inflated).
@@ -16,8 +16,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ksearch.contracts.evaluation import Evaluation, KernelResources, RooflinePoint, Timing, Verdict
-from ksearch.tools.evaluator.kernel_profile import NOTE_CHARS, PROFILE_NOTE
-from ksearch.tools.evaluator.resources import over_limits, tuned_notes
+from ksearch.tools.evaluator.profiler.kernel_profile import NOTE_CHARS, PROFILE_NOTE
+from ksearch.tools.evaluator.shared.resources import over_limits, tuned_notes
 from ksearch.tools.gpu_specs import GpuSpec, gpu_spec, spec_for_device
 
 if TYPE_CHECKING:

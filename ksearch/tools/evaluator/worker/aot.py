@@ -5,7 +5,7 @@ the compile needs the device. What a launch needs from the driver before it comp
 and target; ``TargetDriver`` answers those for a GPU of ``ksearch.tools.gpu_specs``, so the candidate's own host code,
 called on small CPU tensors with every launch turned into a compile (the compile scout's ``scouting``), specialises
 and compiles each kernel exactly as it would on that GPU, in parallel, and nothing runs. ``recording`` notes every
-kernel so compiled (and whether an autotuner asked for it) for ``ksearch.tools.evaluator.resources``.
+kernel so compiled (and whether an autotuner asked for it) for ``ksearch.tools.evaluator.shared.resources``.
 
 Used by the resource probe (``probe_resources``): on the CPU with a target GPU (``--target-gpu``), a worker process
 in mode ``resources`` imports the candidate with the interpreter off, calls it once per CPU config and reports the
@@ -29,8 +29,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ksearch.contracts.evaluation import KernelResources, Verdict
-from ksearch.tools.evaluator.resources import distinct, finished, kernel_resources
-from ksearch.tools.evaluator.scout import compile_threads, dry_pass, scouting
+from ksearch.tools.evaluator.shared.resources import distinct, finished, kernel_resources
+from ksearch.tools.evaluator.worker.scout import compile_threads, dry_pass, scouting
 from ksearch.tools.gpu_specs import GpuSpec, gpu_spec
 
 if TYPE_CHECKING:
@@ -181,8 +181,8 @@ def recording(threads: int) -> Iterator[Compiled]:
 
 
 def probe_resources(worker: Any) -> WorkerResult:
-    """The ``resources`` mode of a worker (``ksearch.tools.evaluator.worker``): the candidate's kernels compiled for
-    ``request.target_gpu`` from calls on every CPU config, their figures reported. Nothing is checked or judged
+    """The ``resources`` mode of a worker (``ksearch.tools.evaluator.worker.main``): the candidate's kernels compiled
+    for ``request.target_gpu`` from calls on every CPU config, their figures reported. Nothing is checked or judged
     here: the parent holds the figures against the target's limits."""
     gpu = gpu_spec(worker.request.target_gpu)
     os.environ["TRITON_INTERPRET"] = "0"  # real JIT functions, compiled for the target instead of interpreted
@@ -190,7 +190,7 @@ def probe_resources(worker: Any) -> WorkerResult:
     worker.install_support_modules()
     configs = worker.task.test_configs("cpu") + worker.task.benchmark_configs("cpu") + worker.task.resource_configs()
     worker.configs_total = len(configs)
-    from ksearch.tools.evaluator.guard import CandidateFailure
+    from ksearch.tools.evaluator.worker.guard import CandidateFailure
 
     try:
         with aimed_at(gpu), recording(compile_threads()) as compiled:

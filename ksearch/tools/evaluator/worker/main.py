@@ -1,9 +1,9 @@
 """The evaluator's candidate worker: runs ONE untrusted candidate in its own process.
 
-Started by an evaluator session as ``python -P -m ksearch.tools.evaluator.worker --device D`` ahead of need: it
+Started by an evaluator session as ``python -P -m ksearch.tools.evaluator.worker.main --device D`` ahead of need: it
 imports torch, Triton and the harness (and creates its CUDA context) while nothing waits for it, then blocks until
 the parent writes its ``WorkerRequest`` on stdin. It never computes the reference (``task.expected`` is not called
-here: the reference lives only in the trusted checker, ``ksearch.tools.evaluator.checker``), so there is no answer
+here: the reference lives only in the trusted checker, ``ksearch.tools.evaluator.checker.main``), so there is no answer
 in this process for a candidate to find.
 
 One process does everything for one candidate, so nothing is imported, compiled or autotuned twice:
@@ -18,14 +18,15 @@ One process does everything for one candidate, so nothing is imported, compiled 
     two candidates (incumbent and challenger) imported under different module names and timed interleaved.
 ``scout``
     the candidate's Triton kernels compiled ahead of the ``evaluate`` worker of the same evaluation, into the Triton
-    cache the two share (``ksearch.tools.evaluator.scout``); nothing is checked or timed.
+    cache the two share (``ksearch.tools.evaluator.worker.scout``); nothing is checked or timed.
 ``counters``
     a process started as ``--role counters`` under Nsight Compute, which calls the candidate once per chosen shape
     inside an NVTX range (``ksearch.tools.counters``); nothing is checked or timed.
 ``profile``
     a process started as ``--role profiler`` (the profiler's start paid before its request), which waits for the
     parent's go, sent once the evaluate worker has exited, then imports the candidate from the shared Triton cache and
-    profiles one call per benchmark config (``ksearch.tools.evaluator.profile_process``); nothing is checked or timed.
+    profiles one call per benchmark config (``ksearch.tools.evaluator.parent.profile_process``); nothing is checked or
+    timed.
 
 Around every call of the candidate (never between a timed call's events) the worker checks, with references to the
 harness's functions taken before the candidate was imported: no timer or harness function was replaced
@@ -72,9 +73,15 @@ from ksearch.contracts.exchange import (
 from ksearch.tasks.base import Task, TaskConfig
 from ksearch.tasks.registry import resolve_task
 from ksearch.tools import timing as timing_mod
-from ksearch.tools.evaluator.aot import probe_resources
-from ksearch.tools.evaluator.channel import Channel, GrowRequest, SettleRequest
-from ksearch.tools.evaluator.guard import (
+from ksearch.tools.evaluator.profiler.kernel_profile import NOTE_CHARS, PROFILE_NOTE, profile_shapes
+from ksearch.tools.evaluator.shared.profiling import profiled
+from ksearch.tools.evaluator.shared.resources import loaded_resources
+from ksearch.tools.evaluator.shared.sandbox import die_with_parent
+from ksearch.tools.evaluator.shared.seeds import input_digest, salted_seed
+from ksearch.tools.evaluator.shared.staging import StagingWriter
+from ksearch.tools.evaluator.worker.aot import probe_resources
+from ksearch.tools.evaluator.worker.channel import Channel, GrowRequest, SettleRequest
+from ksearch.tools.evaluator.worker.guard import (
     CandidateFailure,
     Guard,
     check_output_form,
@@ -85,16 +92,16 @@ from ksearch.tools.evaluator.guard import (
     poison,
     reject,
 )
-from ksearch.tools.evaluator.kernel_profile import NOTE_CHARS, PROFILE_NOTE, profile_shapes
-from ksearch.tools.evaluator.profiling import profiled
-from ksearch.tools.evaluator.resources import loaded_resources
-from ksearch.tools.evaluator.sandbox import die_with_parent
-from ksearch.tools.evaluator.seeds import input_digest, salted_seed
-from ksearch.tools.evaluator.staging import StagingWriter
-from ksearch.tools.evaluator.timing_runner import HarnessFault, WorkerTimingRunner
-from ksearch.tools.evaluator.tuning import WinnowTally, quick_tuning, winnowed_tuning
-from ksearch.tools.evaluator.worker_modes import run_compare, run_counters, run_profiler, run_scout, run_yardstick
-from ksearch.tools.evaluator.worker_process import (
+from ksearch.tools.evaluator.worker.timing_runner import HarnessFault, WorkerTimingRunner
+from ksearch.tools.evaluator.worker.tuning import WinnowTally, quick_tuning, winnowed_tuning
+from ksearch.tools.evaluator.worker.worker_modes import (
+    run_compare,
+    run_counters,
+    run_profiler,
+    run_scout,
+    run_yardstick,
+)
+from ksearch.tools.evaluator.worker.worker_process import (
     cache_autotuning,
     diagnostic,
     freeze_heap,

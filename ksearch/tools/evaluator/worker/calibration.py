@@ -1,7 +1,7 @@
 """The harness's own costs inside a timed window, measured by a worker before it has read its request.
 
-The parent holds every timed window against its own clock (``ksearch.tools.evaluator.ledger``): the wall time of a
-window may exceed the device time its samples claim only by what the harness itself does in it. Those costs are
+The parent holds every timed window against its own clock (``ksearch.tools.evaluator.parent.ledger``): the wall time of
+a window may exceed the device time its samples claim only by what the harness itself does in it. Those costs are
 measured here, in ``warm_start``, before the worker reads its request, so no candidate code has run in the process
 yet and the figures reach the parent in the ``ready`` message, which the candidate cannot take back:
 
@@ -34,7 +34,7 @@ def calibrate(device: str) -> dict[str, float]:
     import torch
 
     from ksearch.contracts.exchange import FLUSH_BYTES
-    from ksearch.tools.evaluator.guard import Guard
+    from ksearch.tools.evaluator.worker.guard import Guard
     from ksearch.tools.timing.stats import gpumode_should_stop
 
     sink = os.open(os.devnull, os.O_WRONLY)

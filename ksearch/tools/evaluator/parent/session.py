@@ -8,13 +8,13 @@ process group) and the session relays every message between that worker and the 
     worker --phase/handoff--> session --command--> checker
     worker <-----answer------ session <--answer--- checker
 
-A Triton candidate also gets a compile scout (``ksearch.tools.evaluator.scout``): a second worker process of the same
-candidate that builds its kernels in parallel into a Triton cache only the two share. The session sends it its
+A Triton candidate also gets a compile scout (``ksearch.tools.evaluator.worker.scout``): a second worker process of the
+same candidate that builds its kernels in parallel into a Triton cache only the two share. The session sends it its
 request first and the worker's once the scout's calls are done (the scout's GPU memory is given back by then, so
 the two never hold a config's tensors at once; a scout that has not got there within ``SCOUT_CALLS_S`` is killed),
 and stops it (a short grace to finish, then its process group is killed) when the worker
 settles its correctness outputs, before anything is timed. After the first scout, one is kept started ahead of need
-too. So is a profiling process (``ksearch.tools.evaluator.profile_process``) after the first an evaluation takes:
+too. So is a profiling process (``ksearch.tools.evaluator.parent.profile_process``) after the first an evaluation takes:
 it profiles the candidate once the worker has exited.
 
 The worker's time limits are enforced here from the session's own clock: the compile limit from the request until
@@ -36,9 +36,15 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from ksearch.contracts.exchange import CheckerCommand, CheckResult, Handoff, StagingHandle, WorkerRequest, WorkerResult
-from ksearch.tools.evaluator.ledger import TimingLedger
-from ksearch.tools.evaluator.processes import CheckerFailure, CheckerProcess, LineReader, WorkerProcess, parse_message
-from ksearch.tools.evaluator.sandbox import read_report, remove_tree
+from ksearch.tools.evaluator.parent.ledger import TimingLedger
+from ksearch.tools.evaluator.parent.processes import (
+    CheckerFailure,
+    CheckerProcess,
+    LineReader,
+    WorkerProcess,
+    parse_message,
+)
+from ksearch.tools.evaluator.shared.sandbox import read_report, remove_tree
 
 CHECKER_START_S = 180.0
 """Time allowed for the checker to import torch and initialise the device."""

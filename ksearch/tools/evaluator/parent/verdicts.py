@@ -22,9 +22,16 @@ from ksearch.contracts.evaluation import Evaluation, Rejection, Timing, Verdict
 from ksearch.contracts.exchange import CheckResult, ConfigSamples, WorkerResult
 from ksearch.redaction import redact
 from ksearch.tools import timing as timing_mod
-from ksearch.tools.evaluator.ledger import Calibration, TimingLedger, judge, judge_loops, out_of_order, scored_samples
-from ksearch.tools.evaluator.request import HARNESS_VERSION, EvalRequest
-from ksearch.tools.evaluator.session import Outcome
+from ksearch.tools.evaluator.parent.ledger import (
+    Calibration,
+    TimingLedger,
+    judge,
+    judge_loops,
+    out_of_order,
+    scored_samples,
+)
+from ksearch.tools.evaluator.parent.request import HARNESS_VERSION, EvalRequest
+from ksearch.tools.evaluator.parent.session import Outcome
 
 if TYPE_CHECKING:
     from ksearch.tasks.base import Task

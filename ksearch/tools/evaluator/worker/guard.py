@@ -21,23 +21,25 @@ from typing import Any
 
 from ksearch.contracts.evaluation import Mismatch, Rejection, Verdict
 
-HARNESS_MODULES = (
+HARNESS_PACKAGES = (
     "ksearch.tools.evaluator.worker",
-    "ksearch.tools.evaluator.worker_modes",
-    "ksearch.tools.evaluator.worker_process",
-    "ksearch.tools.evaluator.channel",
-    "ksearch.tools.evaluator.guard",
-    "ksearch.tools.evaluator.timing_runner",
-    "ksearch.tools.evaluator.seeds",
-    "ksearch.tools.evaluator.staging",
+    "ksearch.tools.evaluator.profiler",
+    "ksearch.tools.evaluator.shared",
     "ksearch.tools.timing",
-    "ksearch.tools.timing.methods",
-    "ksearch.tools.timing.primitives",
-    "ksearch.tools.timing.stats",
-    "ksearch.contracts.evaluation",
-    "ksearch.contracts.exchange",
+    "ksearch.contracts",
 )
-"""Modules whose functions and classes the candidate must not replace (checked by identity after every call)."""
+"""Packages whose modules' functions and classes the candidate must not replace (checked by identity after every
+call): the code of the candidate's own process (the evaluator's worker, profiler and shared packages) and the timing
+methods and contracts it relies on."""
+
+
+def harness_modules() -> list[str]:
+    """The modules of ``HARNESS_PACKAGES`` this process has imported (one not imported has nothing to replace)."""
+    return sorted(
+        name
+        for name in sys.modules
+        if any(name == package or name.startswith(f"{package}.") for package in HARNESS_PACKAGES)
+    )
 
 
 class CandidateFailure(Exception):
@@ -140,7 +142,7 @@ def harness_references() -> dict[str, tuple[Any, str, Any]]:
         *((f"builtins.{n}", builtins, n) for n in ("type", "isinstance", "len", "getattr", "open", "float", "print")),
     ]
     refs = {label: (owner, name, getattr(owner, name, None)) for label, owner, name in plain}
-    for module_name in HARNESS_MODULES:
+    for module_name in harness_modules():
         module = sys.modules.get(module_name)
         if module is None:
             continue
@@ -257,7 +259,7 @@ class Guard:
 
     Its state cannot be edited in place: slotted (no instance attribute can shadow ``verify``), the reference table a
     read-only mapping and the watch lists tuples. (In-process checks stay advisory: what decides a score is checked
-    from outside the process, ``ksearch.tools.evaluator.ledger``.)"""
+    from outside the process, ``ksearch.tools.evaluator.parent.ledger``.)"""
 
     __slots__ = ("allow_threads", "threads", "refs", "_watch", "_inherited", "current_frames", "baseline_threads")
 

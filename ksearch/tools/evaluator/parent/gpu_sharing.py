@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ksearch.tools.containment.policy import parent_pid
-from ksearch.tools.evaluator.sandbox import BARE_ENV, system_binary
+from ksearch.tools.evaluator.shared.sandbox import BARE_ENV, system_binary
 
 BUSY_PERCENT = 10
 """GPU utilisation (percent of the driver's sample period with a kernel running) that counts as someone's work."""

@@ -10,12 +10,13 @@ from ksearch.contracts.evaluation import Comparison, ConfigComparison
 from ksearch.contracts.exchange import CompareSamples
 from ksearch.errors import KsearchError, UserError
 from ksearch.tools import timing as timing_mod
-from ksearch.tools.evaluator.evaluate import build_worker_request
-from ksearch.tools.evaluator.ledger import Calibration, TimingLedger, alternating, judge, judge_loops
-from ksearch.tools.evaluator.processes import CANDIDATE_FILE, CHALLENGER_FILE
-from ksearch.tools.evaluator.request import EvalRequest
-from ksearch.tools.evaluator.session import EvaluatorSession, Outcome
-from ksearch.tools.evaluator.verdicts import failed_evaluation, worker_failed
+from ksearch.tools.evaluator.parent.evaluate import build_worker_request
+from ksearch.tools.evaluator.parent.ledger import Calibration, TimingLedger, judge, judge_loops
+from ksearch.tools.evaluator.parent.processes import CANDIDATE_FILE, CHALLENGER_FILE
+from ksearch.tools.evaluator.parent.request import EvalRequest
+from ksearch.tools.evaluator.parent.session import EvaluatorSession, Outcome
+from ksearch.tools.evaluator.parent.verdicts import failed_evaluation, worker_failed
+from ksearch.tools.evaluator.shared.pairing import alternating
 
 
 class ComparisonError(KsearchError):

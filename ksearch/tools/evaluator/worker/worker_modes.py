@@ -13,21 +13,21 @@ from ksearch.contracts.evaluation import Verdict, YardstickReading
 from ksearch.contracts.exchange import PROFILE_GO, CompareSamples, WorkerResult
 from ksearch.tasks.base import TaskConfig
 from ksearch.tools.counters.ncu_csv import RANGE_PREFIX
-from ksearch.tools.evaluator.guard import CandidateFailure, format_exception
-from ksearch.tools.evaluator.kernel_profile import profile_shapes
-from ksearch.tools.evaluator.ledger import alternating
-from ksearch.tools.evaluator.scout import compile_threads, dry_pass, scouting
-from ksearch.tools.evaluator.timing_runner import WorkerTimingRunner
-from ksearch.tools.evaluator.worker_process import cache_autotuning
+from ksearch.tools.evaluator.profiler.kernel_profile import profile_shapes
+from ksearch.tools.evaluator.shared.pairing import alternating
+from ksearch.tools.evaluator.worker.guard import CandidateFailure, format_exception
+from ksearch.tools.evaluator.worker.scout import compile_threads, dry_pass, scouting
+from ksearch.tools.evaluator.worker.timing_runner import WorkerTimingRunner
+from ksearch.tools.evaluator.worker.worker_process import cache_autotuning
 from ksearch.tools.timing.methods import Robust, TimingMethod
 
 if TYPE_CHECKING:
-    from ksearch.tools.evaluator.worker import Worker
+    from ksearch.tools.evaluator.worker.protocol import WorkerProtocol
 
 
-def run_scout(worker: Worker) -> WorkerResult:
+def run_scout(worker: WorkerProtocol) -> WorkerResult:
     """Compile-only calls of the candidate on every config's inputs, so its Triton kernels are built in parallel
-    into the cache the worker shares (``ksearch.tools.evaluator.scout``); the report is diagnostics only."""
+    into the cache the worker shares (``ksearch.tools.evaluator.worker.scout``); the report is diagnostics only."""
     worker.enter("load")
     worker.prepare_device()
     worker.install_support_modules()
@@ -49,9 +49,9 @@ def run_scout(worker: Worker) -> WorkerResult:
     return worker.result(Verdict.PASSED)
 
 
-def run_profiler(worker: Worker) -> WorkerResult:
-    """A profiling process's work (``ksearch.tools.evaluator.profile_process``): wait for the parent's go (no code of
-    the candidate runs here before it, so nothing of this process touches the GPU while the worker times), then
+def run_profiler(worker: WorkerProtocol) -> WorkerResult:
+    """A profiling process's work (``ksearch.tools.evaluator.parent.profile_process``): wait for the parent's go (no
+    code of the candidate runs here before it, so nothing of this process touches the GPU while the worker times), then
     import the candidate with the autotuner's choices read from the shared cache and profile one call per benchmark
     config (``kernel_profile.profile_shapes``). The report is diagnostics only."""
     worker.enter("load")
@@ -84,7 +84,7 @@ def run_profiler(worker: Worker) -> WorkerResult:
     return worker.result(Verdict.PASSED)
 
 
-def run_counters(worker: Worker) -> WorkerResult:
+def run_counters(worker: WorkerProtocol) -> WorkerResult:
     """A counters worker's work, under Nsight Compute (``ksearch.tools.counters``): per config of
     ``counter_configs``, on public seeds, one unmarked call (compile, autotune, the steady state the timing saw),
     then one call inside the NVTX range ncu profiles. Nothing is checked or timed; ncu's report, written outside
@@ -127,7 +127,7 @@ def run_counters(worker: Worker) -> WorkerResult:
     return worker.result(Verdict.PASSED)
 
 
-def run_yardstick(worker: Worker, module: Any, method: TimingMethod, configs: list[TaskConfig]) -> None:
+def run_yardstick(worker: WorkerProtocol, module: Any, method: TimingMethod, configs: list[TaskConfig]) -> None:
     """After the timing (its verdict and samples are already final), per benchmark config: rounds alternating a
     bare GPU MODE loop (``timing.yardstick``, no ksearch code inside) and ``method`` on the same callable and data
     object, unaudited, in this process, so that the machine's state reaches both alike (``ksearch eval
@@ -155,7 +155,7 @@ def run_yardstick(worker: Worker, module: Any, method: TimingMethod, configs: li
         worker.yardstick_readings.append(YardstickReading(config=config.name, bare_ms=bare, ksearch_ms=ours))
 
 
-def run_compare(worker: Worker, incumbent: Any, challenger: Any) -> None:
+def run_compare(worker: WorkerProtocol, incumbent: Any, challenger: Any) -> None:
     """Per benchmark config: ``rounds`` rounds of short robust blocks, A B then B A alternately, same inputs."""
     configs = worker.task.benchmark_configs(worker.device)
     worker.configs_total = len(configs)

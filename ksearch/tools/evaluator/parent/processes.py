@@ -18,7 +18,7 @@ from typing import Any
 
 from ksearch.contracts.exchange import CheckerCommand
 from ksearch.errors import KsearchError
-from ksearch.tools.evaluator.sandbox import (
+from ksearch.tools.evaluator.shared.sandbox import (
     UserNamespace,
     has_exited,
     kill_group,
@@ -195,7 +195,7 @@ class CheckerProcess:
         private_dirs(folder)
         self._stderr = open(folder / "stderr.txt", "wb")  # noqa: SIM115 - closed in close()
         self.process = spawn(
-            "ksearch.tools.evaluator.checker",
+            "ksearch.tools.evaluator.checker.main",
             ["--device", device],
             cwd=folder,
             device=device,
@@ -263,9 +263,9 @@ class WorkerProcess:
 
     def __init__(self, device: str, folder: Path, *, interpret: bool | None = None, profiler: bool = False) -> None:
         """``interpret=False``: Triton's interpreter off even on the CPU (the resource probe compiles real kernels
-        for a target GPU, ``ksearch.tools.evaluator.aot``); None: the device decides (on for the CPU).
-        ``profiler``: started as a profiling process (``ksearch.tools.evaluator.profile_process``), which starts the
-        profiler instead of calibrating the harness's timed windows."""
+        for a target GPU, ``ksearch.tools.evaluator.worker.aot``); None: the device decides (on for the CPU).
+        ``profiler``: started as a profiling process (``ksearch.tools.evaluator.parent.profile_process``), which starts
+        the profiler instead of calibrating the harness's timed windows."""
         self.device = device
         self.profiler = profiler
         self.work, self.io = folder / "work", folder / "io"
@@ -281,7 +281,7 @@ class WorkerProcess:
         try:
             with open(self.io / "stdout.txt", "wb") as out, open(self.io / "stderr.txt", "wb") as err:
                 self.process = spawn(
-                    "ksearch.tools.evaluator.worker",
+                    "ksearch.tools.evaluator.worker.main",
                     ["--device", device, *(["--role", "profiler"] if profiler else [])],
                     cwd=self.work,
                     device=device,
@@ -308,7 +308,7 @@ class WorkerProcess:
         self.backlog: list[str] = []
         self.calibration: dict[str, float] = {}
         """The harness's own costs in a timed window, measured by the worker before it read its request and sent with
-        its ``ready`` message (``ksearch.tools.evaluator.calibration``)."""
+        its ``ready`` message (``ksearch.tools.evaluator.worker.calibration``)."""
         self.phase = "start"
         """The last phase this worker announced, as far as ``latest_phase`` has read (for a scout, whose messages
         nobody relays)."""

@@ -926,10 +926,3 @@ def _audit_problem(name: str, windows: list[Window], shape: MethodShape, fresh_p
                     f"{typical:.4f} ms ({shape.headline}): the kernel works only when it sees new values",
                 )
     return None
-
-
-def alternating(rounds: int) -> Iterator[str]:
-    """The sides of ``rounds`` paired rounds in ABBA order ("a", "b", "b", "a", ...), so that a drift of the machine
-    reaches both sides alike (compare mode: the parent assigns each run to a side by this order)."""
-    for round_index in range(rounds):
-        yield from "ab" if round_index % 2 == 0 else "ba"

@@ -1,6 +1,6 @@
 """The resource probe of one evaluation, seen from the parent: a worker process in mode ``resources``
-(``ksearch.tools.evaluator.aot``) started beside the candidate's worker on the CPU, with Triton's interpreter off,
-and read once the verdict is known.
+(``ksearch.tools.evaluator.worker.aot``) started beside the candidate's worker on the CPU, with Triton's interpreter
+off, and read once the verdict is known.
 
 It gets as long as a worker would (the compile and run limits together) when its figures could still turn the
 verdict into a compile error, and a short grace otherwise (after a timeout or a crash they could only add
@@ -14,9 +14,9 @@ from pathlib import Path
 
 from ksearch.contracts.evaluation import Verdict
 from ksearch.contracts.exchange import WorkerRequest, WorkerResult
-from ksearch.tools.evaluator.evidence import VERDICTS_A_LIMIT_OVERRIDES, probe_report
-from ksearch.tools.evaluator.processes import CANDIDATE_FILE, WorkerProcess
-from ksearch.tools.evaluator.sandbox import read_report, remove_tree
+from ksearch.tools.evaluator.parent.evidence import VERDICTS_A_LIMIT_OVERRIDES, probe_report
+from ksearch.tools.evaluator.parent.processes import CANDIDATE_FILE, WorkerProcess
+from ksearch.tools.evaluator.shared.sandbox import read_report, remove_tree
 
 PROBE_GRACE_S = 5.0
 """How long the probe may still run after a verdict its figures cannot change (a timeout, a crash)."""

@@ -110,18 +110,18 @@ def warm_start(device: str, *, profiler: bool = False) -> dict[str, float]:
         torch.cuda.set_device(torch.device(device).index or 0)
         torch.empty(1, device=device)
         try:
-            from ksearch.tools.evaluator.warmup import warm_up_triton
+            from ksearch.tools.evaluator.worker.warmup import warm_up_triton
 
             warm_up_triton(device)
         except Exception:  # noqa: BLE001 - a failed warm-up only costs the candidate the start-up time
             pass
         if profiler:
-            from ksearch.tools.evaluator.kernel_profile import warm_up
+            from ksearch.tools.evaluator.profiler.kernel_profile import warm_up
 
             diagnostic(lambda: warm_up(device), None)
             return {}
         try:
-            from ksearch.tools.evaluator.calibration import calibrate
+            from ksearch.tools.evaluator.worker.calibration import calibrate
 
             figures = calibrate(device)
             torch.cuda.empty_cache()

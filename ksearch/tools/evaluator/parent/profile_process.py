@@ -32,10 +32,10 @@ from pydantic import ValidationError
 
 from ksearch.contracts.evaluation import ShapeProfile, Verdict
 from ksearch.contracts.exchange import PROFILE_GO, WorkerRequest, WorkerResult
-from ksearch.tools.evaluator.evidence import EXTENSION_MARKERS
-from ksearch.tools.evaluator.kernel_profile import PROFILE_KERNELS
-from ksearch.tools.evaluator.processes import CANDIDATE_FILE, WorkerProcess
-from ksearch.tools.evaluator.sandbox import read_report
+from ksearch.tools.evaluator.parent.evidence import EXTENSION_MARKERS
+from ksearch.tools.evaluator.parent.processes import CANDIDATE_FILE, WorkerProcess
+from ksearch.tools.evaluator.profiler.kernel_profile import PROFILE_KERNELS
+from ksearch.tools.evaluator.shared.sandbox import read_report
 
 PROFILE_PROCESS_VARIABLE = "KSEARCH_PROFILE_PROCESS"
 """Set to 0: the worker profiles after its timing, as before the profiling process existed."""
