@@ -28,6 +28,10 @@ class RunNotFoundError(UserError):
     hint = "list runs with: ksearch runs"
 
 
+class RunExistsError(UserError):
+    """A new run was given the id of a run the workspace already holds (ids are never reused)."""
+
+
 class RunBusyError(UserError):
     """Another live process is driving the run."""
 

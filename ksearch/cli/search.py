@@ -287,15 +287,16 @@ def replay(
         bool,
         typer.Option("--trust-task", help="Import the run's task file although it lies inside the workspace folder."),
     ] = False,
+    new_run_id: RunIdOpt = None,
 ) -> None:
     """Re-execute a past run with its recorded LLM replies, re-evaluating every kernel on this machine."""
     from ksearch.flows import run as runner
 
     config = runner.replay_config(
-        pick_run(ctx, run_id), workspace=workspace_of(ctx), device=device, trust_task=trust_task
+        pick_run(ctx, run_id), workspace=workspace_of(ctx), device=device, trust_task=trust_task, new_id=new_run_id
     )
-    out.print(f"replaying [bold]{config.replay_of}[/bold] as new run [bold]{config.run_id}[/bold] on {config.device}")
-    with Progress(config.max_rounds) as progress:
+    banner = [f"replaying [bold]{config.replay_of}[/bold] as new run [bold]{config.run_id}[/bold] on {config.device}"]
+    with Progress(config.max_rounds, banner=banner) as progress:  # said once the new run's id and task are good
         outcome = runner.start_run(config, workspace=workspace_of(ctx), on_event=progress)
     print_outcome(outcome, workspace_of(ctx))
 

@@ -30,7 +30,7 @@ from ksearch.agent.steering import TREE_ACTS
 from ksearch.errors import UserError
 from ksearch.flows import trust
 from ksearch.flows.driving import EventSink
-from ksearch.flows.run import RunOutcome, create_context, resume_run
+from ksearch.flows.run import RunOutcome, create_context, ensure_new_run_id, resume_run
 from ksearch.flows.run_config import SEED_CYCLE_ID, run_config, stored_config
 from ksearch.flows.workspace import open_store
 from ksearch.graph import build_search_graph
@@ -126,8 +126,9 @@ def create_fork(
     store = open_store(workspace)
     try:
         parent = stored_config(store.get_run(run_id))
-        point = fork_point(store, parent.run_id, at_round)
         config = fork_config(parent, at_round, updates)
+        ensure_new_run_id(store, config.run_id)  # before the parent's history is read: a taken id is refused at once
+        point = fork_point(store, parent.run_id, at_round)
         trust.accept_endpoints(
             config,
             command=f"ksearch fork {parent.run_id} --at {at_round}",

@@ -31,10 +31,11 @@ from ksearch.agent.context import SearchContext
 from ksearch.agent.state import BestRef, SearchState
 from ksearch.agent.task_guard import ensure_task_unchanged, stamp_task
 from ksearch.agent.world_model import WorldModel
+from ksearch.contracts.identifiers import check_run_id
 from ksearch.errors import KsearchError, UserError
 from ksearch.flows import driving, trust
 from ksearch.flows.driving import EventSink
-from ksearch.flows.run_config import new_run_id, stored_config
+from ksearch.flows.run_config import new_run_id, run_exists_error, stored_config
 from ksearch.flows.seed import initial_state, register_seed, seed_evaluation
 from ksearch.flows.services import build_gpu_pool, device_description, open_executor
 from ksearch.flows.workspace import open_store, workspace_dir
@@ -192,7 +193,9 @@ def create_context(
     config: RunConfig, store: Store, on_event: EventSink | None, executor: Executor | None = None
 ) -> SearchContext:
     """Check the new run (task, model, device), store and evaluate its seed, freeze its skills and write its row:
-    its services, for the caller to drive (``start_run``) or to shut down (``create_run``, a fork)."""
+    its services, for the caller to drive (``start_run``) or to shut down (``create_run``, a fork). An id the
+    workspace holds already is refused first, before anything is checked, evaluated or written."""
+    ensure_new_run_id(store, config.run_id)
     # The evaluator's worker resolves the task again in a private directory: give it an absolute, canonical name.
     config = config.model_copy(update={"task": canonical_task_name(config.task)})
     ctx = build_context(config, store, executor=executor)  # fail fast on a bad task, model or device, before any row
@@ -224,6 +227,13 @@ def create_context(
     if config.replay_of:  # the replay applies the recorded run's steering acts at the steps where they took effect
         copy_acts(store, config.replay_of, config.run_id)
     return ctx
+
+
+def ensure_new_run_id(store: Store, run_id: str) -> None:
+    """RunExistsError (naming the commands that go on with that run) when ``run_id`` is taken."""
+    existing = store.find_run(run_id)
+    if existing is not None:
+        raise run_exists_error(existing)
 
 
 def resume_run(
@@ -291,10 +301,20 @@ def recorded_device(run: dict[str, Any], config: RunConfig) -> DeviceInfo:
 
 
 def replay_config(
-    run_id: str, *, workspace: Path | None = None, device: str | None = None, trust_task: bool = False
+    run_id: str,
+    *,
+    workspace: Path | None = None,
+    device: str | None = None,
+    trust_task: bool = False,
+    new_id: str | None = None,
 ) -> RunConfig:
     """The config of a new run that re-executes ``run_id`` with its recorded replies, on this machine (a task file
-    inside the workspace only with ``trust_task``)."""
+    inside the workspace only with ``trust_task``); ``new_id``: the new run's id (default: a generated one)."""
+    if new_id is not None:
+        try:
+            check_run_id(new_id)
+        except ValueError as exc:
+            raise UserError(str(exc)) from None
     store = open_store(workspace, read_only=True)
     try:
         run = store.get_run(run_id)
@@ -310,7 +330,7 @@ def replay_config(
         )
     return old.model_copy(
         update={
-            "run_id": new_run_id(old.task),
+            "run_id": new_id or new_run_id(old.task),
             "model": f"replay:{old.run_id}",
             "base_url": None,
             "device": device or old.device,

@@ -12,7 +12,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from ksearch.agent.config import RunConfig
-from ksearch.errors import UserError
+from ksearch.errors import RunExistsError, UserError
 
 SEED_CYCLE_ID = "seed"
 """The attempts row of a seed (round_index 0, before every round) has this cycle id."""
@@ -40,6 +40,19 @@ def run_config(
     ``named_after`` (the task as the user typed it) or ``task``. Raises pydantic's ValidationError, naming every bad
     field at once."""
     return RunConfig(run_id=run_id or new_run_id(named_after or task), task=task, model=model, **knobs)
+
+
+def run_exists_error(run: dict[str, Any]) -> RunExistsError:
+    """The refusal of a new run named like ``run`` (a run already in the workspace), with the commands that act on
+    that run instead: a run id is never reused, so nothing of the existing run is touched."""
+    run_id, status = run["id"], run.get("status") or "created"
+    go_on = "" if status == "finished" else f"continue it with `ksearch resume {run_id}`; "
+    return RunExistsError(
+        f"run {run_id} already exists ({run.get('task')}, {status}, {run.get('rounds_used') or 0} rounds); "
+        "a new run needs a new id",
+        hint=f"{go_on}start from one of its rounds with `ksearch fork {run_id} --at ROUND`; or choose another "
+        "run id (--run-id NAME, or none for a generated one)",
+    )
 
 
 def stored_config(run: dict) -> RunConfig:

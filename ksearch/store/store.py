@@ -25,7 +25,7 @@ from ksearch.contracts.candidate import Candidate
 from ksearch.contracts.counters import CounterReport
 from ksearch.contracts.evaluation import Evaluation
 from ksearch.contracts.identifiers import check_run_id
-from ksearch.errors import RunNotFoundError, UserError
+from ksearch.errors import RunExistsError, RunNotFoundError, UserError
 from ksearch.redaction import redact_json
 from ksearch.store.connection import in_memory_copy, open_connection, open_for_reading, workspace_error
 from ksearch.store.migrations import migrate, pending
@@ -122,6 +122,7 @@ class Store:
 
     # ---- runs ------------------------------------------------------------------------------------------------
     def create_run(self, run: dict[str, Any]) -> None:
+        """Insert a new run's row; RunExistsError when the id is taken (the row already there is left as it is)."""
         try:
             check_run_id(str(run.get("id", "")))
         except ValueError as exc:
@@ -131,7 +132,17 @@ class Store:
         if isinstance(row.get("config"), dict):
             row["config"] = json.dumps(row["config"], sort_keys=True)
         with self._write() as db:
-            db["runs"].insert(row, ignore=True)
+            if db.execute("select 1 from runs where id = ?", [row["id"]]).fetchone():
+                raise RunExistsError(f"run id {row['id']!r} is taken in {self.path}")
+            db["runs"].insert(row)
+
+    def find_run(self, run_id: str) -> dict[str, Any] | None:
+        """The run whose id is exactly ``run_id`` (no prefix matching), or None."""
+        rows = self._query("select * from runs where id = ?", [run_id])
+        if not rows:
+            return None
+        rows[0]["config"] = _decode_config(rows[0])
+        return rows[0]
 
     def get_run(self, run_id: str) -> dict[str, Any]:
         """The run with this id, or the one run whose id starts with it (as git takes a unique prefix)."""
