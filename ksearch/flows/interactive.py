@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ksearch.agent.checkpoint import open_checkpointer, reading_checkpointer
-from ksearch.errors import RunBusyError, UserError
+from ksearch.errors import KsearchError, RunBusyError, UserError
 from ksearch.flows.driving import EventSink
 from ksearch.flows.run import RunOutcome, resume_run
 from ksearch.flows.workspace import open_store
@@ -125,10 +125,14 @@ def respond(
 ) -> Response:
     """Record ``reply`` as the answer to the run's pending LLM prompt (``key``, or the only one), then drive the run
     until its next pause or its end (``drive=False`` only records: the next ``resume`` or running driver takes it;
-    ``prompts_only``: drive it without its device, up to the next evaluation, as ``resume_run`` does)."""
+    ``prompts_only``: drive it without its device, up to the next evaluation, as ``resume_run`` does).
+
+    Atomic with its refusal: when driving, the reply is recorded only once every check of the drive passed (the
+    task unchanged, the device here, the endpoints accepted), so a refused command leaves the run waiting for the
+    same prompt. A run another process drives takes the recorded reply at its next step (``Response.busy``)."""
     if not reply.strip():
         raise UserError("the reply is empty", hint="write the reply to a file and pass --file FILE (or pipe it in)")
-    store = open_store(workspace)
+    store = open_store(workspace, read_only=True)
     try:
         run = store.get_run(run_id)
         run_id = run["id"]
@@ -136,31 +140,53 @@ def respond(
             raise UserError(
                 f"run {run_id} already finished", hint=f"continue it as a new run: ksearch fork {run_id} --at ROUND"
             )
-        waiting = choose_prompt(read_pending(store, run_id), key, run_id)
-        prompt = waiting.prompt
-        if prompt.kind == "approval":
-            raise UserError(
-                f"run {run_id} waits for the approval of a new best, not for a reply",
-                hint=f"answer it with: ksearch steer {run_id} approve (or reject)",
-            )
-        StoreRecorder(store, run_id).record(
-            RecordedCall(
-                call_key=prompt.key,
-                role=prompt.role,
-                model=INTERACTIVE_MODEL,
-                prompt=prompt.prompt,
-                reply=reply,
-                latency_s=max(0.0, time.time() - prompt.asked_at),
-                attempt=prompt.attempt,
-                cost_usd=0.0,
-            )
-        )
+        prompt = choose_prompt(read_pending(store, run_id), key, run_id).prompt
     finally:
         store.close()
+    if prompt.kind == "approval":
+        raise UserError(
+            f"run {run_id} waits for the approval of a new best, not for a reply",
+            hint=f"answer it with: ksearch steer {run_id} approve (or reject)",
+        )
+    call = RecordedCall(
+        call_key=prompt.key,
+        role=prompt.role,
+        model=INTERACTIVE_MODEL,
+        prompt=prompt.prompt,
+        reply=reply,
+        latency_s=max(0.0, time.time() - prompt.asked_at),
+        attempt=prompt.attempt,
+        cost_usd=0.0,
+    )
     response = Response(run_id=run_id, key=prompt.key)
-    if drive:
+    if not drive:
+        store = open_store(workspace)
         try:
-            response.outcome = resume_run(run_id, workspace=workspace, on_event=on_event, prompts_only=prompts_only)
-        except RunBusyError as exc:
-            response.busy = str(exc)
+            StoreRecorder(store, run_id).record(call)
+        finally:
+            store.close()
+        return response
+    recorded: list[bool] = []
+
+    def record(store: Store) -> None:
+        StoreRecorder(store, run_id).record(call)
+        recorded.append(True)
+
+    try:
+        response.outcome = resume_run(
+            run_id, workspace=workspace, on_event=on_event, prompts_only=prompts_only, before_drive=record
+        )
+    except RunBusyError as exc:
+        response.busy = str(exc)
+    except KsearchError as exc:
+        if not recorded:
+            exc.hint = "; ".join(
+                h
+                for h in (
+                    exc.hint,
+                    f"the reply was not recorded (`ksearch respond {run_id} --no-drive` records it only)",
+                )
+                if h
+            )
+        raise
     return response

@@ -246,13 +246,16 @@ def resume_run(
     trust_task: bool = False,
     prompts_only: bool = False,
     executor: Executor | None = None,
+    before_drive: Callable[[Store], None] | None = None,
 ) -> RunOutcome:
     """Drive a run on from its last checkpoint. ``scheduler``: a run made with ``--executor dask`` goes on with the
     Dask scheduler at this address (a restarted cluster); the run's stored config remembers it. A stored LLM server
     or scheduler that is not loopback, and a task file inside the workspace, are used only when confirmed
     (``base_url``, ``scheduler``, ``trust_task``: ``ksearch.flows.trust``). ``prompts_only``: plan and write on a
     machine without the run's device, pausing at each evaluation for ``resume`` on a machine that has it.
-    ``executor``: evaluations go there (the caller keeps and closes it)."""
+    ``executor``: evaluations go there (the caller keeps and closes it). ``before_drive``: called with the store once
+    every check passed, just before the run is driven (``respond`` records its reply there, so that a refused
+    command records nothing)."""
     store = open_store(workspace)
     ctx: SearchContext | None = None
     try:
@@ -274,6 +277,8 @@ def resume_run(
         ctx.config = config = stamp_task(config, ctx.task)  # a run made before digests were recorded gets one now
         if config.model_dump(mode="json") != run["config"]:
             store.update_run(config.run_id, config=json.dumps(config.model_dump(mode="json"), sort_keys=True))
+        if before_drive is not None:
+            before_drive(store)
         return _drive(ctx, None, on_event, workspace)
     finally:
         if ctx is not None:
