@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import sys
 from pathlib import Path
@@ -33,6 +34,46 @@ class WorkspaceLogHandler(logging.FileHandler):
         sys.stderr.write(f"warning: cannot write the log {self.baseFilename} ({exc}); logging to it stops here\n")
 
 
+class StderrLines(logging.Handler):
+    """``--verbose``: every event also as one line on stderr, the stderr of the moment, looked up at each event. While
+    a terminal shows a spinner, rich has put its own proxy there, which prints the line above the spinner instead of
+    into its line (a stream captured at start-up bypasses it). A terminal gets ``time level event key=value``; a
+    pipe or a file the JSON line itself, as in the workspace log."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            stream = sys.stderr
+            line = self.format(record)
+            if _is_terminal(stream):
+                line = human_line(line)
+            stream.write(line + "\n")
+            stream.flush()
+        except Exception:  # noqa: BLE001 - logging's contract: a failed line never stops the program
+            self.handleError(record)
+
+
+def _is_terminal(stream: object) -> bool:
+    try:
+        return bool(stream.isatty())  # type: ignore[attr-defined]
+    except (AttributeError, ValueError):
+        return False
+
+
+def human_line(line: str) -> str:
+    """A JSON log line as ``HH:MM:SS level event key=value ...``; a line that is not a JSON object stays as it is."""
+    try:
+        event = json.loads(line)
+    except ValueError:
+        return line
+    if not isinstance(event, dict):
+        return line
+    stamp = str(event.pop("timestamp", ""))[11:19]
+    level = event.pop("level", "")
+    name = event.pop("event", "")
+    fields = " ".join(f"{k}={v}" for k, v in event.items())
+    return " ".join(part for part in (stamp, level, str(name), fields) if part)
+
+
 def configure_logging(log_file: Path, *, verbose: bool = False) -> None:
     """Every event goes to ``log_file`` as a JSON line; ``--verbose`` also echoes them to stderr.
 
@@ -42,7 +83,7 @@ def configure_logging(log_file: Path, *, verbose: bool = False) -> None:
     those that write it fail on the database with their own clear error."""
     handlers: list[logging.Handler] = [WorkspaceLogHandler(log_file)]
     if verbose:
-        handlers.append(logging.StreamHandler(sys.stderr))
+        handlers.append(StderrLines())
     logging.basicConfig(level=logging.INFO, format="%(message)s", handlers=handlers, force=True)
     for noisy in ("httpx", "httpcore", "openai", "langchain", "langgraph"):
         logging.getLogger(noisy).setLevel(logging.WARNING)

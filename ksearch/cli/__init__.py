@@ -16,7 +16,7 @@ from typing import Annotated
 
 import typer
 
-from ksearch.cli import evaluation, inspect, interactive, report, search, skills, worker
+from ksearch.cli import _common, evaluation, inspect, interactive, report, search, skills, worker
 from ksearch.cli._common import WorkspaceOpt, err, out
 from ksearch.cli.errors import describe, show
 from ksearch.errors import KsearchError, UserError
@@ -64,6 +64,7 @@ def _main(
             hint="pass --workspace DIR (or set KSEARCH_WORKSPACE) to a folder, new or holding a ksearch.db",
         )
     ctx.obj = {"workspace": ws}
+    _common.json_output = False  # a command given --json sets it (``json_mode``)
     configure_logging(ws / "logs" / "ksearch.log", verbose=verbose)
 
 
@@ -126,7 +127,7 @@ def main() -> None:
         assert failure is not None  # the table names both
         if failure.traceback_on_debug and os.environ.get("KSEARCH_DEBUG"):
             raise
-        show(failure)
+        show(failure, exc)
         sys.exit(failure.exit_code)
 
 

@@ -1,5 +1,6 @@
-"""The CLI's one table of expected failures: exception type -> the lines printed on stderr and the exit status (as
-huggingface_hub's CLI does in its ``_errors.py``).
+"""The CLI's exit statuses (``ExitCode``) and its one table of expected failures: exception type -> the lines printed
+on stderr and the exit status (as huggingface_hub's CLI does in its ``_errors.py``). With ``--json`` a failure is
+also one JSON object on stdout (``{"error": ..., "hint": ..., "exit_code": ...}``), so a script reads one format.
 
 ``main`` ends the process through it (errors of ksearch's vocabulary, a stop, Ctrl-C outside a run); a command ends
 through ``fail`` (options that do not validate), so the status is the same under typer's test runner. Anything the
@@ -9,17 +10,37 @@ show their traceback too.
 
 from __future__ import annotations
 
+import json
 import signal
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
+from enum import IntEnum
 from typing import Any, NoReturn
 
 import typer
 from pydantic import ValidationError
 from rich.markup import escape
+from rich.text import Text
 
+from ksearch.cli import _common
 from ksearch.cli._common import err
 from ksearch.errors import KsearchError, RunInterrupted
+
+
+class ExitCode(IntEnum):
+    """What a ``ksearch`` command's exit status means (docs/configuration.md, "Scripts", has this table)."""
+
+    OK = 0
+    """The command did its work: a run finished with a kernel that passed, or paused waiting for an answer (its
+    status says which); ``eval``'s kernel passed; anything else done."""
+    ERROR = 1
+    """The command failed: a bad task, file or run id, a provider or workspace failure (one line and a hint)."""
+    USAGE = 2
+    """Flags that do not parse or validate."""
+    NO_KERNEL_PASSED = 3
+    """The search ended, or the evaluation finished, and no kernel passed."""
+    # 128 + N: stopped by signal N (130 Ctrl-C, 143 SIGTERM); the run is resumable.
 
 
 @dataclass(frozen=True)
@@ -53,7 +74,7 @@ def _stopped(exc: RunInterrupted, signal_name: str | None) -> Failure:
 
 
 def _failed(exc: KsearchError, signal_name: str | None) -> Failure:
-    return Failure(_with_hint("[red]error:[/red]", exc), 1, traceback_on_debug=True)
+    return Failure(_with_hint("[red]error:[/red]", exc), ExitCode.ERROR, traceback_on_debug=True)
 
 
 def _invalid_options(exc: ValidationError, signal_name: str | None) -> Failure:
@@ -62,7 +83,7 @@ def _invalid_options(exc: ValidationError, signal_name: str | None) -> Failure:
 
     lines = [Line("[red]invalid options:[/red]", soft_wrap=None)]
     lines += [Line(f"  - {escape(line)}") for line in option_errors(exc.errors())]
-    return Failure(lines, 2)
+    return Failure(lines, ExitCode.USAGE)
 
 
 def _interrupted(exc: KeyboardInterrupt, signal_name: str | None) -> Failure:
@@ -89,9 +110,17 @@ def describe(exc: BaseException, *, signal_name: str | None = None) -> Failure |
     return None
 
 
-def show(failure: Failure) -> None:
+def show(failure: Failure, exc: BaseException | None = None) -> None:
+    """The failure's lines on stderr; under ``--json``, also ``{"error", "hint", "exit_code"}`` on stdout."""
     for line in failure.lines:
         err.print(line.text, soft_wrap=line.soft_wrap)
+    if _common.json_output and exc is not None:
+        if isinstance(exc, KsearchError):
+            error, hint = str(exc), exc.hint
+        else:
+            error, hint = " ".join(Text.from_markup(line.text).plain.strip() for line in failure.lines), ""
+        sys.stdout.write(json.dumps({"error": error, "hint": hint, "exit_code": failure.exit_code}, indent=2) + "\n")
+        sys.stdout.flush()
 
 
 def fail(exc: BaseException) -> NoReturn:
@@ -99,5 +128,5 @@ def fail(exc: BaseException) -> NoReturn:
     failure = describe(exc)
     if failure is None:
         raise exc
-    show(failure)
+    show(failure, exc)
     raise typer.Exit(failure.exit_code)

@@ -17,11 +17,12 @@ from ksearch.cli._common import (
     KernelBenchRootOpt,
     LatestRunIdArg,
     err,
+    json_mode,
     out,
     pick_run,
     workspace_of,
 )
-from ksearch.cli.errors import fail
+from ksearch.cli.errors import ExitCode, fail
 from ksearch.cli.options import BaseUrlOpt, DeviceOpt, MaxRoundsOpt, RunTimeoutOpt, StagnationWindowOpt
 
 app = typer.Typer()
@@ -246,9 +247,10 @@ def eval_cmd(
 ) -> None:
     """Run the hardened evaluator on one kernel file: correctness, timing and the verdict with its evidence.
 
-    Exits 0 when the kernel passed, 1 otherwise."""
+    Exits 0 when the kernel passed, 3 when it did not, 1 when it could not be evaluated (a bad task or device)."""
     from ksearch.flows.evaluate import evaluate_file
 
+    json_mode(as_json)
     try:
         evaluation = evaluate_file(
             task,
@@ -333,4 +335,4 @@ def eval_cmd(
             out.print(escape(evaluation.log))
         elif evaluation.log.strip():
             out.print(f"[dim]{escape(evaluation.log)}[/dim]")
-    raise typer.Exit(0 if evaluation.passed else 1)
+    raise typer.Exit(ExitCode.OK if evaluation.passed else ExitCode.NO_KERNEL_PASSED)

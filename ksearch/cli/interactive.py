@@ -11,7 +11,7 @@ from typing import Annotated, Any
 import typer
 from rich.markup import escape
 
-from ksearch.cli._common import JsonOpt, Progress, RunIdArg, out, print_outcome, rule, workspace_of
+from ksearch.cli._common import JsonOpt, RunIdArg, json_mode, out, rule, workspace_of
 from ksearch.cli.options import (
     DEVICE,
     MAX_ROUNDS,
@@ -22,6 +22,8 @@ from ksearch.cli.options import (
     RunIdOpt,
     TemperatureOpt,
 )
+from ksearch.cli.outcomes import exit_code, finish, print_outcome
+from ksearch.cli.progress import Progress
 from ksearch.errors import UserError
 
 app = typer.Typer()
@@ -147,6 +149,7 @@ def respond(
         out.print(f"[yellow]{escape(response.busy)}[/yellow]: it takes the reply at its next step")
     elif response.outcome is not None:
         print_outcome(response.outcome, ws)
+        raise typer.Exit(int(exit_code(response.outcome)))
     else:
         out.print(f"continue with: ksearch resume {response.run_id}")
 
@@ -232,6 +235,7 @@ def steer(
         out.print(f"[yellow]{escape(result.busy)}[/yellow]: it takes the answer at its next step")
     elif result.outcome is not None:
         print_outcome(result.outcome, ws)
+        raise typer.Exit(int(exit_code(result.outcome)))
 
 
 def _steer_args(act: SteerAct, node: str | None, **options: Any) -> dict[str, Any]:
@@ -279,11 +283,12 @@ def fork(
         ),
     ] = None,
     new_run_id: RunIdOpt = None,
+    as_json: JsonOpt = False,
 ) -> None:
     """Start a new run from RUN's state at the end of round --at, with another model or settings afterwards.
 
     A flag left out keeps RUN's setting (a new --model does not keep RUN's --base-url). The rounds and tokens
-    budgets count the inherited rounds and calls."""
+    budgets count the inherited rounds and calls. Exits as `run` does."""
     from ksearch.flows import fork as fork_flow
     from ksearch.flows import inspect as inspect_flow
     from ksearch.flows import run as run_flow
@@ -300,17 +305,18 @@ def fork(
         "run_id": new_run_id,
     }
     ws = workspace_of(ctx)
+    console = json_mode(as_json)
     parent = inspect_flow.run_row(run_id, ws)
     if max_tokens is not None:
         updates["budget"] = {**parent["config"].get("budget", {}), "max_total_tokens": max_tokens}
     config = fork_flow.create_fork(parent["id"], at, updates=updates, workspace=ws)
-    out.print(
+    console.print(
         f"forked [bold]{parent['id']}[/bold] at round {at} as new run [bold]{config.run_id}[/bold] "
         f"(model {config.model}, device {config.device}, {config.max_rounds} rounds)"
     )
-    with Progress(config.max_rounds) as progress:
+    with Progress(config.max_rounds, console=console) as progress:
         outcome = run_flow.resume_run(config.run_id, workspace=ws, on_event=progress)
-    print_outcome(outcome, ws)
+    finish(outcome, ws, as_json)
 
 
 @app.command()

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from ksearch.cli._common import out, pick_run, workspace_of
+from ksearch.cli._common import JsonOpt, json_mode, out, pick_run, workspace_of
 
 app = typer.Typer()
 
@@ -39,14 +40,22 @@ def report(
         ),
     ] = None,
     force: Annotated[bool, typer.Option("--force", help="Overwrite the output file if it exists.")] = False,
+    as_json: JsonOpt = False,
 ) -> None:
     """Write one self-contained HTML file (opens offline) of a run: charts, world-model tree with diffs, per-shape
     table, LLM usage and settings; several runs give a comparison."""
     from ksearch.flows import report as report_flow
+    from ksearch.flows.inspect import resolve_run_id
 
-    path = report_flow.write_report(run_ids or [pick_run(ctx, None)], output, workspace_of(ctx), force=force)
-    size_mb = path.stat().st_size / 1e6
-    out.print(f"wrote {path} ({size_mb:.1f} MB, opens offline)")
+    json_mode(as_json)
+    ws = workspace_of(ctx)
+    runs = [resolve_run_id(r, ws) for r in run_ids] if run_ids else [pick_run(ctx, None)]
+    path = report_flow.write_report(runs, output, ws, force=force)
+    size = path.stat().st_size
+    if as_json:
+        print(json.dumps({"path": str(path.resolve()), "bytes": size, "runs": runs}, indent=2))
+        return
+    out.print(f"wrote {path} ({size / 1e6:.1f} MB, opens offline)")
 
 
 @app.command()

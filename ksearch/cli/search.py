@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from pydantic import ValidationError
@@ -11,13 +11,12 @@ from rich.markup import escape
 
 from ksearch.cli._common import (
     BaselineOpt,
+    JsonOpt,
     KernelBenchRootOpt,
     LatestRunIdArg,
-    Progress,
     SchedulerOpt,
-    out,
+    json_mode,
     pick_run,
-    print_outcome,
     workspace_of,
 )
 from ksearch.cli.errors import fail
@@ -32,8 +31,12 @@ from ksearch.cli.options import (
     StagnationWindowOpt,
     TemperatureOpt,
 )
+from ksearch.cli.outcomes import finish
+from ksearch.cli.progress import Progress
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
     from ksearch.agent.config import RunConfig
     from ksearch.flows.run import RunOutcome
 
@@ -148,8 +151,11 @@ def run(
             "--counter-shapes", min=1, max=8, help="How many benchmark shapes (the longest) the counters profile."
         ),
     ] = 2,
+    as_json: JsonOpt = False,
 ) -> None:
-    """Search for a fast, correct kernel for TASK."""
+    """Search for a fast, correct kernel for TASK.
+
+    Exits 0 when a kernel passed (or the run waits for an answer), 3 when the run ended with none, 1 on an error."""
     from ksearch.flows import inspect as inspect_flow
     from ksearch.flows import run as runner
     from ksearch.flows.placement import placement
@@ -207,10 +213,11 @@ def run(
             "[yellow]device cpu: kernels run under the Triton interpreter, checked for correctness only (not "
             f"timed){aim}[/yellow]"
         )
-    with Progress(config.max_rounds, banner=banner) as progress:
+    console = json_mode(as_json)
+    with Progress(config.max_rounds, banner=banner, console=console) as progress:
         outcome = runner.start_run(config, workspace=workspace_of(ctx), on_event=progress)
-    print_outcome(outcome, workspace_of(ctx))
-    _print_kernelbench_speedup(outcome, config, baseline, workspace_of(ctx))
+    speedup = _kernelbench_speedup(outcome, config, baseline, workspace_of(ctx), console)
+    finish(outcome, workspace_of(ctx), as_json, extra={"kernelbench_speedup": speedup} if speedup else {})
 
 
 @app.command()
@@ -257,15 +264,19 @@ def resume(
             ),
         ),
     ] = False,
+    as_json: JsonOpt = False,
 ) -> None:
     """Continue a run from its last checkpoint (after a crash, a kill or Ctrl-C); without RUN, the latest unfinished
-    run."""
+    run.
+
+    Exits as `run` does: 0 when a kernel passed (or the run waits), 3 when it ended with none, 1 on an error."""
     from ksearch.flows import inspect as inspect_flow
     from ksearch.flows import run as runner
 
+    console = json_mode(as_json)
     run_row = inspect_flow.run_row(pick_run(ctx, run_id, unfinished=True), workspace_of(ctx))
     max_rounds = run_row["config"].get("max_rounds", 0)
-    with Progress(max_rounds, announce_resume=True) as progress:
+    with Progress(max_rounds, announce_resume=True, console=console) as progress:
         outcome = runner.resume_run(
             run_row["id"],
             workspace=workspace_of(ctx),
@@ -275,7 +286,7 @@ def resume(
             trust_task=trust_task,
             prompts_only=prompts_only,
         )
-    print_outcome(outcome, workspace_of(ctx))
+    finish(outcome, workspace_of(ctx), as_json)
 
 
 @app.command()
@@ -288,35 +299,42 @@ def replay(
         typer.Option("--trust-task", help="Import the run's task file although it lies inside the workspace folder."),
     ] = False,
     new_run_id: RunIdOpt = None,
+    as_json: JsonOpt = False,
 ) -> None:
-    """Re-execute a past run with its recorded LLM replies, re-evaluating every kernel on this machine."""
+    """Re-execute a past run with its recorded LLM replies, re-evaluating every kernel on this machine (exits as
+    `run` does)."""
     from ksearch.flows import run as runner
 
+    console = json_mode(as_json)
     config = runner.replay_config(
         pick_run(ctx, run_id), workspace=workspace_of(ctx), device=device, trust_task=trust_task, new_id=new_run_id
     )
     banner = [f"replaying [bold]{config.replay_of}[/bold] as new run [bold]{config.run_id}[/bold] on {config.device}"]
-    with Progress(config.max_rounds, banner=banner) as progress:  # said once the new run's id and task are good
+    with Progress(config.max_rounds, banner=banner, console=console) as progress:  # once the new id and task are good
         outcome = runner.start_run(config, workspace=workspace_of(ctx), on_event=progress)
-    print_outcome(outcome, workspace_of(ctx))
+    finish(outcome, workspace_of(ctx), as_json)
 
 
-def _print_kernelbench_speedup(outcome: RunOutcome, config: RunConfig, mode: str, ws: Path) -> None:
-    """For KernelBench tasks on a GPU: the best kernel's speedup over the (cached) PyTorch baseline."""
+def _kernelbench_speedup(
+    outcome: RunOutcome, config: RunConfig, mode: str, ws: Path, console: Console
+) -> dict[str, Any] | None:
+    """For KernelBench tasks on a GPU: the best kernel's speedup over the (cached) PyTorch baseline, said on
+    ``console`` and returned for ``--json``."""
     from ksearch.flows import inspect as inspect_flow
     from ksearch.flows.baselines import kernelbench_speedup
 
     if not config.task.startswith("kernelbench:") or outcome.best is None or config.device == "cpu":
-        return
+        return None
     if config.executor != "local":  # the baseline is measured on this machine's GPU, which a dask agent may lack
-        return
+        return None
     evaluation = inspect_flow.evaluation(outcome.best.evaluation_id, ws)
-    out.print(f"measuring the PyTorch {mode} baseline (cached per problem and GPU)...")
+    console.print(f"measuring the PyTorch {mode} baseline (cached per problem and GPU)...")
     base, ratio = kernelbench_speedup(config.task, config.device, evaluation, mode=mode, workspace=ws)
     if ratio is None:
-        out.print(f"[yellow]no speedup: baseline {base.verdict}[/yellow] {escape(base.log[:200])}")
-        return
-    out.print(
+        console.print(f"[yellow]no speedup: baseline {base.verdict}[/yellow] {escape(base.log[:200])}")
+        return {"baseline": mode, "baseline_verdict": base.verdict, "speedup": None}
+    console.print(
         f"speedup over PyTorch {mode}: [bold]{ratio:.3f}x[/bold] ({base.latency_ms:.4f} ms -> "
         f"{evaluation.latency_ms:.4f} ms)"
     )
+    return {"baseline": mode, "baseline_ms": base.latency_ms, "latency_ms": evaluation.latency_ms, "speedup": ratio}

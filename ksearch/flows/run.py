@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import structlog
+from langgraph.config import get_stream_writer
 from langgraph.types import Command
 
 from ksearch.agent import device_pause
@@ -133,6 +134,8 @@ def _context(
         recorder.usage,
         model_name=config.model,
         max_attempts=config.llm_max_attempts,
+        endpoint=config.base_url,
+        on_notice=_to_stream,
     )
     return SearchContext(
         config=config,
@@ -156,6 +159,16 @@ def _context(
         ),
         skills=load_snapshot(store, config.skill_snapshot) if config.skills and config.skill_snapshot else [],
     )
+
+
+def _to_stream(event: str, fields: dict[str, Any]) -> None:
+    """An LLM call's notice (a request, a retry) as a progress event of the node that makes the call; outside a
+    graph (no node runs) it has nowhere to go, and the log keeps it."""
+    try:
+        writer = get_stream_writer()
+    except RuntimeError:
+        return
+    writer({"event": event, **fields})
 
 
 def start_run(

@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar, overload
 
+import structlog
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 from pydantic import BaseModel
@@ -34,6 +35,36 @@ from ksearch.llm.traits import traits_of
 from ksearch.llm.usage import Budget, RecordedCall, Usage
 
 M = TypeVar("M", bound=BaseModel)
+
+log = structlog.get_logger(__name__)
+
+CallNotice = Callable[[str, dict[str, Any]], None]
+"""Receives ``("llm_request", fields)`` before a provider's model is asked and ``("llm_retry", fields)`` after each
+failed try that is retried, so that whoever drives the run can say what it waits for (``ksearch.cli.progress``)."""
+
+
+def endpoint_of(model: BaseChatModel) -> str | None:
+    """The URL a provider's model sends its requests to, when the integration exposes it (OpenAI-compatible ones do)."""
+    for attr in ("openai_api_base", "base_url", "api_base"):
+        value = getattr(model, attr, None)
+        if isinstance(value, str) and value:
+            return value
+    return None
+
+
+def error_chain(exc: BaseException) -> str:
+    """``exc`` with the causes under it, each new message once: 'APIConnectionError: Connection error. (caused by
+    ConnectError: [Errno 111] Connection refused)'. An SDK's own message often hides the cause ("Connection error.")."""
+    seen = {str(exc)}
+    causes = []
+    inner = exc.__cause__ or exc.__context__
+    while inner is not None and len(causes) < 4:
+        if str(inner) and str(inner) not in seen:
+            seen.add(str(inner))
+            causes.append(f"{type(inner).__name__}: {inner}")
+        inner = inner.__cause__ or inner.__context__
+    text = f"{type(exc).__name__}: {exc}"
+    return text + (f" (caused by {'; '.join(causes)})" if causes else "")
 
 
 def _model_name(model: BaseChatModel) -> str:
@@ -63,8 +94,13 @@ class LLMClient:
         base_delay_s: float = 1.0,
         max_delay_s: float = 60.0,
         sleep: Callable[[float], None] = time.sleep,
+        endpoint: str | None = None,
+        on_notice: CallNotice | None = None,
     ) -> None:
         self.model = model
+        self.endpoint = endpoint or endpoint_of(model)
+        """Where requests go (``--base-url``, or the integration's own URL), named in retries and failures."""
+        self.on_notice = on_notice
         self.recorder = recorder
         self.budget = budget or Budget()
         self.model_name = model_name or _model_name(model)
@@ -207,9 +243,14 @@ class LLMClient:
         replayed = traits.serves_recorded_replies
         kwargs: dict[str, Any] = {"call_key": call_key} if replayed else {}
         last_error: Exception | None = None
+        where = {"role": role, "call_key": call_key, "model": self.model_name, "endpoint": self.endpoint}
         for retry in range(self.max_attempts):
             if retry:
-                self._sleep(self._delay(retry, last_error))
+                delay = self._delay(retry, last_error)
+                self._retrying(where, retry, delay, last_error)
+                self._sleep(delay)
+            if not replayed:
+                self._notice("llm_request", {**where, "try": retry + 1, "max_attempts": self.max_attempts})
             started = time.monotonic()
             try:
                 message = self.model.invoke(messages, **kwargs)
@@ -245,9 +286,11 @@ class LLMClient:
                 retries=retry,
                 replayed=replayed,
             )
+        assert last_error is not None
+        at = f" at {self.endpoint}" if self.endpoint else ""
+        log.warning("llm.failed", **where, tries=self.max_attempts, error=error_chain(last_error))
         raise ProviderError(
-            f"{self.model_name} failed {self.max_attempts} times for {call_key}; last error: "
-            f"{type(last_error).__name__}: {last_error}"
+            f"{self.model_name}{at} failed {self.max_attempts} times for {call_key}; last error: {error_chain(last_error)}"
         ) from last_error
 
     def _ask_person(
@@ -286,6 +329,22 @@ class LLMClient:
             attempt=attempt,
             cost_usd=0.0,
         )
+
+    def _retrying(self, where: dict[str, Any], retry: int, delay: float, error: Exception | None) -> None:
+        """A failed try that is tried again: in the workspace log, and to whoever drives the run."""
+        fields = {
+            **where,
+            "try": retry,
+            "max_attempts": self.max_attempts,
+            "delay_s": round(delay, 2),
+            "error": error_chain(error) if error is not None else "",
+        }
+        log.warning("llm.retry", **fields)
+        self._notice("llm_retry", fields)
+
+    def _notice(self, event: str, fields: dict[str, Any]) -> None:
+        if self.on_notice is not None:
+            self.on_notice(event, fields)
 
     def _delay(self, retry: int, error: Exception | None) -> float:
         """Exponential back-off with jitter (so parallel branches spread out), at least Retry-After, capped."""

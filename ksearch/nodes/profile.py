@@ -33,6 +33,7 @@ def profile(state: CycleState, runtime: Runtime[SearchContext]) -> dict:
             evaluation_id, evaluation = found
             log.info("profile.cached", run_id=ctx.run_id, cycle_id=state.cycle_id, candidate_id=state.candidate_id)
         else:
+            runtime.stream_writer({"event": "evaluate", "cycle_id": state.cycle_id, "attempt": state.attempt})
             evaluation = run_evaluation(state, ctx)
             ensure_task_file_unchanged(cfg)  # the verdict was decided by the file the run's key names
             evaluation_id = ctx.store.record_evaluation(state.candidate_id, ctx.eval_key, evaluation)

@@ -600,7 +600,7 @@ def test_compare_refuses_the_cpu() -> None:
 
 
 # -- ksearch eval ------------------------------------------------------------------------------------------------
-def test_cli_eval_json_passes_and_failures_exit_1(tmp_path: Path) -> None:
+def test_cli_eval_json_passes_and_failures_exit_3(tmp_path: Path) -> None:
     import json
 
     from typer.testing import CliRunner
@@ -619,7 +619,7 @@ def test_cli_eval_json_passes_and_failures_exit_1(tmp_path: Path) -> None:
     broken = tmp_path / "broken.py"
     broken.write_text("def kernel(x)\n    return x\n")
     result = runner.invoke(app, [*workspace, "eval", "softmax", str(broken), "--device", "cpu"])
-    assert result.exit_code == 1 and "compile_error" in result.stdout
+    assert result.exit_code == 3 and "compile_error" in result.stdout
     result = runner.invoke(
         app, [*workspace, "eval", "softmax", str(broken), "--device", "cpu", "--timing-method", "nope"]
     )
