@@ -16,8 +16,8 @@ from typing import Annotated
 
 import typer
 
-from ksearch.cli import _common, evaluation, inspect, interactive, report, search, skills, worker
-from ksearch.cli._common import WorkspaceOpt, err, out
+from ksearch.cli import evaluation, inspect, interactive, report, search, skills, worker
+from ksearch.cli._common import WorkspaceOpt, err, out, output_mode
 from ksearch.cli.errors import describe, show
 from ksearch.errors import KsearchError, UserError
 from ksearch.flows import driving
@@ -64,7 +64,7 @@ def _main(
             hint="pass --workspace DIR (or set KSEARCH_WORKSPACE) to a folder, new or holding a ksearch.db",
         )
     ctx.obj = {"workspace": ws}
-    _common.json_output = False  # a command given --json sets it (``json_mode``)
+    output_mode.json = False  # a command given --json sets it (``json_mode``)
     configure_logging(ws / "logs" / "ksearch.log", verbose=verbose)
 
 

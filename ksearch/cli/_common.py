@@ -1,8 +1,10 @@
-"""What every command shares: the consoles, the option declarations and progress lines (errors: ``errors``)."""
+"""What every command shares: the consoles, the output mode, the option declarations and run lookup (errors: ``errors``;
+progress: ``progress``; how a driven run ends: ``outcomes``)."""
 
 from __future__ import annotations
 
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, TextIO
 
@@ -25,14 +27,21 @@ def console_for(stream: TextIO, *, stderr: bool = False) -> Console:
 out = console_for(sys.stdout)
 err = console_for(sys.stderr, stderr=True)
 
-json_output = False
-"""Set by a command given ``--json`` (``json_mode``): its failures are also one JSON object on stdout."""
+
+@dataclass
+class OutputMode:
+    """How this invocation prints: set per command (``json_mode``), reset by the app's callback."""
+
+    json: bool = False
+    """The command was given ``--json``: its failures are also one JSON object on stdout (``errors.show``)."""
+
+
+output_mode = OutputMode()
 
 
 def json_mode(as_json: bool) -> Console:
     """Where a command's progress goes: stderr under ``--json`` (stdout then carries only the JSON), else stdout."""
-    global json_output
-    json_output = as_json
+    output_mode.json = as_json
     return err if as_json else out
 
 

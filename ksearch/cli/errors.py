@@ -23,8 +23,7 @@ from pydantic import ValidationError
 from rich.markup import escape
 from rich.text import Text
 
-from ksearch.cli import _common
-from ksearch.cli._common import err
+from ksearch.cli._common import err, output_mode
 from ksearch.errors import KsearchError, RunInterrupted
 
 
@@ -114,7 +113,7 @@ def show(failure: Failure, exc: BaseException | None = None) -> None:
     """The failure's lines on stderr; under ``--json``, also ``{"error", "hint", "exit_code"}`` on stdout."""
     for line in failure.lines:
         err.print(line.text, soft_wrap=line.soft_wrap)
-    if _common.json_output and exc is not None:
+    if output_mode.json and exc is not None:
         if isinstance(exc, KsearchError):
             error, hint = str(exc), exc.hint
         else:
