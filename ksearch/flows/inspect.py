@@ -1,23 +1,31 @@
-"""Reading a workspace for ``runs``, ``show`` and ``tasks``: plain data the CLI formats and the MCP server returns."""
+"""Reading a workspace for ``runs``, ``show`` and ``tasks``: plain data the CLI formats and the MCP server returns.
+
+Light on purpose: listing runs and showing one read the store only, so this module imports neither torch (the
+tasks) nor LangGraph (the graph); ``tests/cli/test_cli_import.py`` checks it. A waiting run's pauses come from its
+row (``runs.pending``, written when it paused); the tasks are loaded only when they are asked for.
+"""
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ksearch.agent.evidence_text import evidence_text
 from ksearch.agent.world_model import WorldModel
 from ksearch.contracts.evaluation import Evaluation
 from ksearch.flows.driving import driver_alive
-from ksearch.flows.interactive import read_pending
 from ksearch.flows.run_cost import RunCost, run_cost
 from ksearch.flows.workspace import open_store
-from ksearch.llm.interactive import Waiting
+from ksearch.llm.pauses import Waiting, answer_for
+from ksearch.store import Store
 from ksearch.store.steering import list_acts
-from ksearch.tasks.registry import TaskInfo, list_tasks, prepare_task
 
-__all__ = ["RunView", "canonical_task", "list_runs", "list_tasks", "resolve_run_id", "run_view", "TaskInfo"]
+if TYPE_CHECKING:
+    from ksearch.tasks.registry import TaskInfo
+
+__all__ = ["RunView", "canonical_task", "list_runs", "list_tasks", "resolve_run_id", "run_view"]
 
 
 @dataclass
@@ -72,6 +80,7 @@ def list_runs(workspace: Path | None = None) -> list[dict[str, Any]]:
     finally:
         store.close()
     for r in runs:
+        r.pop("pending", None)  # what a waiting run waits for: `show` and `pending` say it
         if r["status"] == "running":
             r["driven"] = bool(r.get("driver")) and driver_alive(r["driver"])
     return runs
@@ -93,6 +102,7 @@ def run_view(run_id: str, workspace: Path | None = None) -> RunView:
     store = open_store(workspace, read_only=True)
     try:
         run = store.get_run(run_id)
+        paused = run.pop("pending", None)
         snapshots = store.list_snapshots(run["id"])
         best = store.get_evaluation(run["best_evaluation_id"]) if run["best_evaluation_id"] else None
         return RunView(
@@ -105,13 +115,26 @@ def run_view(run_id: str, workspace: Path | None = None) -> RunView:
             cost=run_cost(store, run),
             best_evidence=evidence_text(best) if best is not None else "",
             steering=list_acts(store, run["id"]),
-            pending=read_pending(store, run["id"]) if run["status"] != "finished" else [],
+            pending=pauses(store, run, paused) if run["status"] == "waiting" else [],
             llm_calls=[
                 {k: v for k, v in c.items() if k not in ("prompt", "reply")} for c in store.list_llm_calls(run["id"])
             ],
         )
     finally:
         store.close()
+
+
+def pauses(store: Store, run: dict[str, Any], stored: str | None) -> list[Waiting]:
+    """A waiting run's pauses, each marked answered when the store holds its answer: from the run's row, or, for a
+    run paused by a ksearch that did not record them there, from its checkpoint (which loads the graph)."""
+    if stored is None:
+        from ksearch.flows.interactive import read_pending
+
+        return read_pending(store, run["id"])
+    found = [Waiting.model_validate(w) for w in json.loads(stored)]
+    for w in found:
+        w.answered = answer_for(store, run["id"], w.prompt) is not None
+    return found
 
 
 def run_row(run_id: str, workspace: Path | None = None) -> dict[str, Any]:
@@ -132,4 +155,13 @@ def evaluation(evaluation_id: str, workspace: Path | None = None) -> Evaluation:
 
 def canonical_task(task: str, kernelbench_root: Path | None, device: str) -> str:
     """The name a run carries (absolute paths for KernelBench problems and operator files), validated on ``device``."""
+    from ksearch.tasks.registry import prepare_task
+
     return prepare_task(task, kernelbench_root=kernelbench_root, device=device).name
+
+
+def list_tasks() -> list[TaskInfo]:
+    """The tasks a run can search: built in, registered by installed packages, and the name patterns."""
+    from ksearch.tasks.registry import list_tasks as registered
+
+    return registered()

@@ -406,7 +406,7 @@ def _drive(
             on_event("resumed", {"run_id": run_id, "rounds_used": ctx.store.rounds_recorded(run_id)[0]})
         if initial is None and not graph.get_state(cfg).values:
             initial = initial_state(ctx)  # killed before the first checkpoint: start the thread afresh
-        ctx.store.update_run(run_id, status="running", error=None)
+        ctx.store.update_run(run_id, status="running", error=None, pending=None)
         payload: Any = initial if initial is not None else _resume_command(graph, cfg, ctx)
         resumed: set[str] = set()
         while True:
@@ -428,7 +428,7 @@ def _drive(
                 payload = _resume_command(graph, cfg, ctx)
                 if payload is None or claim_driver(ctx.store, run_id, me, driving.driver_alive) is not None:
                     return waiting
-                ctx.store.update_run(run_id, status="running")
+                ctx.store.update_run(run_id, status="running", pending=None)
     finally:
         driving.unregister(run_id)
         driving.release(ctx, me)
@@ -494,7 +494,11 @@ def _waiting(ctx: SearchContext, snapshot: Any) -> RunOutcome:
         ctx.store.update_run(ctx.run_id, status="interrupted", error=message)
         raise KsearchError(message, hint=f"try: ksearch resume {ctx.run_id}")
     state = SearchState.model_validate(snapshot.values)
-    ctx.store.update_run(ctx.run_id, status="waiting")
+    ctx.store.update_run(
+        ctx.run_id,
+        status="waiting",
+        pending=json.dumps([w.model_dump(mode="json", exclude={"answered"}) for w in pending]),
+    )
     rounds, _passed = ctx.store.rounds_recorded(ctx.run_id)  # the state counts a cycle's rounds when it ends
     log.info("run.waiting", run_id=ctx.run_id, keys=[w.prompt.key for w in pending])
     return RunOutcome(

@@ -214,6 +214,13 @@ def m006_counters(db: sqlite_utils.Database) -> None:
     db["counters"].create_index(["run_id"])
 
 
+@migration
+def m007_pending_prompts(db: sqlite_utils.Database) -> None:
+    """What a waiting run waits for (JSON list of ``Waiting``), written when it pauses and cleared when it is driven
+    again: ``ksearch show`` lists a run's pauses from its row, without loading the graph to read its checkpoint."""
+    db["runs"].add_column("pending", str)
+
+
 def migrate(db: sqlite_utils.Database) -> list[str]:
     """Apply every migration not yet recorded; returns the names applied now.
 
