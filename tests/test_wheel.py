@@ -1,5 +1,6 @@
-"""The built wheel holds every file of the package, and an installed wheel works on its own: `ksearch tasks`, the
-README's offline demo and a FlashInfer-Bench evaluation run from a fresh environment, not from the checkout.
+"""The built wheel holds every file of the package, and an installed wheel works on its own: `ksearch tasks` (its
+hints naming installed files), `ksearch demo` (its replies ship in the wheel) and a FlashInfer-Bench evaluation run
+from a fresh environment in a folder that is not the checkout.
 
 Issue 38: the wheel left out the FlashInfer definitions (JSON) and userop/PROTOCOL.md, so a wheel install (how
 scripts/build_wheelhouse.sh installs offline GPU nodes) ended `ksearch tasks` in a FileNotFoundError; the editable
@@ -138,20 +139,20 @@ def test_installed_wheel_lists_tasks_runs_the_demo_and_a_flashinfer_task(wheel: 
     for name in ("softmax", "trimul", *(f"flashinfer:{d}" for d in _builtin_definitions())):
         assert name in listing, listing
 
-    demo = ksearch(
-        "run",
-        "softmax",
-        "--model",
-        f"replay:{REPO / 'examples' / 'softmax-demo.jsonl'}",
-        "--device",
-        "cpu",
-        "--max-rounds",
-        "6",
-        "--stagnation-window",
-        "2",
-        timeout=600,
-    )
+    assert f"see {purelib / 'ksearch' / 'tasks' / 'userop' / 'PROTOCOL.md'}" in listing  # installed, not a repo path
+
+    demo = ksearch("demo", timeout=600)  # the replies ship in the wheel: no checkout, any folder
     assert "best kernel" in demo and "passed" in demo, demo
+    assert "finished: round budget spent (6/6)" in demo, demo
+    readme = subprocess.run(  # the README's long form, typed where no checkout is: the hint names the command
+        [str(venv / "bin" / "ksearch"), "run", "softmax", "--model", "replay:examples/softmax-demo.jsonl"],
+        cwd=work,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert readme.returncode == 1 and "run `ksearch demo`" in readme.stderr, readme.stderr
 
     if importlib.util.find_spec("flashinfer_bench") is None:
         pytest.skip("flashinfer-bench is not installed: the FlashInfer evaluation from the wheel cannot run")

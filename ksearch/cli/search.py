@@ -221,6 +221,24 @@ def run(
 
 
 @app.command()
+def demo(ctx: typer.Context, run_id: RunIdOpt = None, as_json: JsonOpt = False) -> None:
+    """The offline demo: six rounds of softmax on the CPU from scripted replies shipped with ksearch (no API key, no
+    GPU; the replies were written by hand, not by a model). Runs from any folder; exits as `run` does."""
+    from ksearch.flows import demo as demo_flow
+
+    run(
+        ctx,
+        task=demo_flow.TASK,
+        model=f"replay:{demo_flow.REPLIES}",
+        device=demo_flow.DEVICE,
+        max_rounds=demo_flow.ROUNDS,
+        stagnation_window=demo_flow.STAGNATION_WINDOW,
+        run_id=run_id,
+        as_json=as_json,
+    )
+
+
+@app.command()
 def resume(
     ctx: typer.Context,
     run_id: LatestRunIdArg = None,

@@ -139,7 +139,13 @@ def load_replay_entries(source: str) -> list[ReplayEntry]:
     try:
         raw = path.read_bytes()
     except OSError as exc:
-        raise UserError(f"cannot read replay file {source}: {exc.strerror or exc}") from exc
+        demo = path.name == "softmax-demo.jsonl"  # the README's demo, run where no checkout is (a wheel install)
+        raise UserError(
+            f"cannot read replay file {source}: {exc.strerror or exc}",
+            hint="the offline demo's replies ship with ksearch: run `ksearch demo` (from any folder)"
+            if demo
+            else "pass a JSONL file of replies (replay:path/to/replies.jsonl) or a run id from `ksearch runs`",
+        ) from exc
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:

@@ -19,6 +19,11 @@ from ksearch.errors import UserError
 _CACHE: dict[tuple[str, str], ModuleType] = {}
 
 
+OPERATOR_PROTOCOL = Path(__file__).resolve().parent / "userop" / "PROTOCOL.md"
+"""The operator file format with a worked example, where this ksearch is installed (a wheel has no repository)."""
+OPERATOR_FORMAT_HINT = f"see {OPERATOR_PROTOCOL} for the operator file format"
+
+
 class ProblemFormatError(UserError):
     """A problem or operator file cannot be used: it does not import, or it lacks a required name."""
 

@@ -22,6 +22,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict
 
 from ksearch.errors import TaskNotFoundError, UserError
+from ksearch.tasks._loading import OPERATOR_PROTOCOL
 from ksearch.tasks.base import Task
 
 ENTRY_POINT_GROUP = "ksearch.tasks"
@@ -45,7 +46,7 @@ _PATTERNS: list[tuple[str, str]] = [
         "flashinfer:DEFINITION@DATASET",
         "any FlashInfer-Bench definition of a flashinfer-trace dataset folder, with its workloads",
     ),
-    ("FILE.py", "your own operator file (reference, make_inputs, CONFIGS: see ksearch/tasks/userop/PROTOCOL.md)"),
+    ("FILE.py", f"your own operator file (reference, make_inputs, CONFIGS: see {OPERATOR_PROTOCOL})"),
 ]
 """Families of names, shown by ``ksearch tasks`` after the named tasks."""
 
@@ -121,7 +122,7 @@ def _looks_like_path(name: str) -> bool:
 
 def _file_task(path: Path) -> Task:
     """An operator file or a KernelBench-format file, told apart by what it defines."""
-    from ksearch.tasks._loading import ProblemFormatError, import_file
+    from ksearch.tasks._loading import OPERATOR_FORMAT_HINT, ProblemFormatError, import_file
     from ksearch.tasks.kernelbench import KernelBenchTask
     from ksearch.tasks.kernelbench.problem_files import is_kernelbench_module
     from ksearch.tasks.userop import UserOpTask, is_userop_module
@@ -142,7 +143,7 @@ def _file_task(path: Path) -> Task:
     raise ProblemFormatError(
         f"{path} is neither an operator file (it defines no reference(*inputs)) nor a KernelBench problem "
         "(it defines no class Model and get_inputs())",
-        hint="see ksearch/tasks/userop/PROTOCOL.md for the operator file format",
+        hint=OPERATOR_FORMAT_HINT,
     )
 
 

@@ -43,7 +43,13 @@ from typing import Any
 import torch
 
 from ksearch.contracts.evaluation import Mismatch
-from ksearch.tasks._loading import ProblemFormatError, import_file, to_device, tolerance_for
+from ksearch.tasks._loading import (
+    OPERATOR_FORMAT_HINT,
+    ProblemFormatError,
+    import_file,
+    to_device,
+    tolerance_for,
+)
 from ksearch.tasks.base import Task, TaskConfig, device_kind
 from ksearch.tasks.fresh_values import probed_activation_inputs
 from ksearch.tasks.seeding import seeded_global_rng
@@ -55,9 +61,7 @@ _VALUE_TYPES = (bool, int, float, str)
 
 def _require(condition: bool, path: Path, message: str) -> None:
     if not condition:
-        raise ProblemFormatError(
-            f"{path}: {message}", hint="see ksearch/tasks/userop/PROTOCOL.md for the operator file format"
-        )
+        raise ProblemFormatError(f"{path}: {message}", hint=OPERATOR_FORMAT_HINT)
 
 
 def _configs(raw: Any, path: Path, label: str, seed_base: int) -> list[TaskConfig]:
