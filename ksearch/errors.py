@@ -62,11 +62,21 @@ class ModelReplyError(KsearchError):
 class BudgetExceededError(KsearchError):
     """A token or money budget would be exceeded by the next call."""
 
+    @property
+    def stop_reason(self) -> str:
+        """Why the run stops, as its done reason says it."""
+        return f"budget: {self}"
+
 
 class ReplayExhaustedError(BudgetExceededError):
     """A replay provider was asked for more replies than were recorded: the recording is the run's budget."""
 
     hint = "the replayed run made more calls than the recording holds; re-run with a real provider to go further"
+
+    @property
+    def stop_reason(self) -> str:
+        """The recording was the whole of it: no budget was set or spent."""
+        return f"replay ended: {self}"
 
 
 class MissingExtraError(UserError):

@@ -9,12 +9,14 @@ from __future__ import annotations
 import importlib.metadata
 import logging
 import os
+import shlex
 import signal
 import sys
 from types import FrameType
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 
 from ksearch.cli import evaluation, inspect, interactive, report, search, skills, worker
 from ksearch.cli._common import WorkspaceOpt, err, out, output_mode
@@ -112,6 +114,35 @@ def _exit_now(code: int) -> None:
     os._exit(code)
 
 
+GLOBAL_OPTIONS = {"-w": True, "--workspace": True, "-v": False, "--verbose": False}
+"""The app's own options (before the command), and whether each takes a value."""
+
+
+def misplaced_global_option(args: list[str]) -> str | None:
+    """A hint when a global option (``-w DIR``, ``-v``) was typed after the command, where no command takes it:
+    the same command line with it moved before the command."""
+    command_at = None
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        name = arg.split("=", 1)[0]
+        if command_at is None and name in GLOBAL_OPTIONS:
+            i += 2 if GLOBAL_OPTIONS[name] and "=" not in arg else 1
+            continue
+        if command_at is None and not arg.startswith("-"):
+            command_at = i
+        elif command_at is not None and arg == "--":
+            return None
+        elif command_at is not None and name in GLOBAL_OPTIONS:
+            takes = GLOBAL_OPTIONS[name] and "=" not in arg
+            moved = args[i : i + (2 if takes else 1)]
+            rest = args[:i] + args[i + len(moved) :]
+            line = " ".join(shlex.quote(a) for a in [*rest[:command_at], *moved, *rest[command_at:]])
+            return f"{name} is an option of ksearch itself: it goes before the command, as in: ksearch {line}"
+        i += 1
+    return None
+
+
 def main() -> None:
     """Entry point: expected failures print one line and a hint; tracebacks only with KSEARCH_DEBUG=1."""
     signal.signal(signal.SIGINT, _on_stop_signal)
@@ -121,6 +152,10 @@ def main() -> None:
     except SystemExit as exc:
         if exc.code == 130 and _signals_seen:  # typer ends a KeyboardInterrupt with 130; SIGTERM's is 143
             sys.exit(128 + signal.Signals[_signals_seen[0]].value)
+        if exc.code == 2:  # the command line did not parse: "No such option: -w" says nothing of where it goes
+            hint = misplaced_global_option(sys.argv[1:])
+            if hint:
+                err.print(f"hint: {escape(hint)}", soft_wrap=True)
         raise
     except (KsearchError, KeyboardInterrupt) as exc:  # KeyboardInterrupt: outside typer's handling (it exits 130)
         failure = describe(exc, signal_name=_signals_seen[0] if _signals_seen else None)

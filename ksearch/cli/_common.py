@@ -115,3 +115,8 @@ def pick_run(ctx: typer.Context, run_id: str | None, *, unfinished: bool = False
 def first_line(text: str) -> str:
     line = text.strip().splitlines()[0] if text.strip() else ""
     return line[:140]
+
+
+def count(n: int, noun: str) -> str:
+    """``n`` and ``noun``, plural unless ``n`` is 1: '1 round', '6 rounds'."""
+    return f"{n} {noun}{'' if n == 1 else 's'}"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from pydantic import ValidationError
@@ -24,6 +24,9 @@ from ksearch.cli._common import (
 )
 from ksearch.cli.errors import ExitCode, fail
 from ksearch.cli.options import BaseUrlOpt, DeviceOpt, MaxRoundsOpt, RunTimeoutOpt, StagnationWindowOpt
+
+if TYPE_CHECKING:
+    from ksearch.contracts.evaluation import Evaluation
 
 app = typer.Typer()
 
@@ -328,11 +331,23 @@ def eval_cmd(
             out.print(escape(counters_text(evaluation.counters)))
             out.print(f"[dim]counters took {evaluation.counters.wall_s:.1f} s[/dim]")
         colour = "green" if evaluation.passed else "red"
-        out.print(f"[{colour}]{escape(evaluation.verdict.value)}[/{colour}]: {escape(evaluation.summary())}")
+        out.print(f"[{colour}]{escape(evaluation.summary())}[/{colour}]")  # it starts with the verdict
         if evaluation.rejection is not None:
             out.print(f"rule {escape(evaluation.rejection.rule)}: {escape(evaluation.rejection.evidence)}")
-        if evaluation.log.strip() and not evaluation.passed:
-            out.print(escape(evaluation.log))
-        elif evaluation.log.strip():
-            out.print(f"[dim]{escape(evaluation.log)}[/dim]")
+        log = log_beyond_summary(evaluation)
+        if log and not evaluation.passed:
+            out.print(escape(log))
+        elif log:
+            out.print(f"[dim]{escape(log)}[/dim]")
     raise typer.Exit(ExitCode.OK if evaluation.passed else ExitCode.NO_KERNEL_PASSED)
+
+
+def log_beyond_summary(evaluation: Evaluation) -> str:
+    """The evaluation's log without what the lines above it said already: its first line when the summary quotes
+    it, all of it when it only restates a rejection's rule and evidence."""
+    lines = evaluation.log.strip().splitlines()
+    if evaluation.rejection is not None and evaluation.rejection.evidence in evaluation.log and len(lines) == 1:
+        return ""
+    if lines and evaluation.summary().endswith(f": {lines[0].strip()[:160]}"):
+        lines = lines[1:]
+    return "\n".join(lines).strip()

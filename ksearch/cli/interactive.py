@@ -11,7 +11,7 @@ from typing import Annotated, Any
 import typer
 from rich.markup import escape
 
-from ksearch.cli._common import JsonOpt, RunIdArg, json_mode, out, rule, workspace_of
+from ksearch.cli._common import JsonOpt, RunIdArg, count, json_mode, out, rule, workspace_of
 from ksearch.cli.options import (
     DEVICE,
     MAX_ROUNDS,
@@ -312,9 +312,10 @@ def fork(
     config = fork_flow.create_fork(parent["id"], at, updates=updates, workspace=ws)
     console.print(
         f"forked [bold]{parent['id']}[/bold] at round {at} as new run [bold]{config.run_id}[/bold] "
-        f"(model {config.model}, device {config.device}, {config.max_rounds} rounds)"
+        f"(model {config.model}, device {config.device}, {count(config.max_rounds, 'round')}; rounds up to {at} "
+        "are the parent's, served from its records)"
     )
-    with Progress(config.max_rounds, console=console) as progress:
+    with Progress(config.max_rounds, console=console, inherited=(parent["id"], at)) as progress:
         outcome = run_flow.resume_run(config.run_id, workspace=ws, on_event=progress)
     finish(outcome, ws, as_json)
 

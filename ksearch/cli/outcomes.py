@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 from rich.markup import escape
 
-from ksearch.cli._common import out
+from ksearch.cli._common import count, out
 from ksearch.cli.errors import ExitCode
 
 if TYPE_CHECKING:
@@ -62,8 +62,8 @@ def print_waiting(outcome: RunOutcome) -> None:
     """A paused run: what it waits for and the commands that answer it (nothing runs until then)."""
     run_id = outcome.run_id
     out.print(
-        f"\nrun [bold]{run_id}[/bold] is [yellow]waiting[/yellow] after {outcome.rounds_used} rounds; nothing "
-        "runs until it is answered:"
+        f"\nrun [bold]{run_id}[/bold] is [yellow]waiting[/yellow] after {count(outcome.rounds_used, 'round')}; "
+        "nothing runs until it is answered:"
     )
     several = len(outcome.pending) > 1
     for w in outcome.pending:
@@ -94,7 +94,8 @@ def print_outcome(outcome: RunOutcome, ws: Path) -> None:
         print_waiting(outcome)
         return
     out.print(
-        f"\nrun [bold]{outcome.run_id}[/bold] {outcome.status}: {outcome.done_reason}; {outcome.rounds_used} rounds"
+        f"\nrun [bold]{outcome.run_id}[/bold] {outcome.status}: {outcome.done_reason}; "
+        f"{count(outcome.rounds_used, 'round')}"
     )
     if outcome.best is None:
         out.print("[yellow]no candidate passed[/yellow]")

@@ -16,7 +16,7 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
-from ksearch.cli._common import first_line, out
+from ksearch.cli._common import count, first_line, out
 
 FIRST_NOTICE_S = 10.0
 """Without a terminal, a wait is said once it has lasted this long (short waits stay quiet)."""
@@ -67,6 +67,7 @@ class Progress:
         console: Console | None = None,
         first_notice_s: float = FIRST_NOTICE_S,
         repeat_s: float = REPEAT_S,
+        inherited: tuple[str, int] | None = None,
     ) -> None:
         self.max_rounds = max_rounds
         self.banner = banner or []
@@ -78,6 +79,8 @@ class Progress:
         self.console = console or out
         self.live = self.console.is_terminal
         """A terminal: the wait is a spinner line, redrawn; otherwise lines (``FIRST_NOTICE_S``, ``REPEAT_S``)."""
+        self.inherited = inherited
+        """A fork's parent and round: rounds up to it are the parent's, served from its records, not new ones."""
         self.first_notice_s = first_notice_s
         self.repeat_s = repeat_s
         self.status = self.console.status("starting", spinner="dots") if self.live else None
@@ -139,7 +142,7 @@ class Progress:
         elif event == "resumed":
             self.rounds = data["rounds_used"]
             if self.announce_resume:
-                say(f"resuming [bold]{data['run_id']}[/bold] ({self.rounds} rounds done before)")
+                say(f"resuming [bold]{data['run_id']}[/bold] ({count(self.rounds, 'round')} done before)")
         elif event == "plan":
             self.waiting_for("the planner: the LLM updates the world model")
         elif event == "plan_rejected":
@@ -171,10 +174,13 @@ class Progress:
                 self.wait = None  # the round is over: the next event says what comes next
             colour = "green" if data["verdict"] == "passed" else "red"
             stop = f" [dim](cycle ends: {data['stop_reason']})[/dim]" if data.get("stop_reason") else ""
-            say(
+            line = (
                 f"round {self.rounds:>3}/{self.max_rounds} {data['cycle_id']}.{data['attempt']}: "
                 f"[{colour}]{escape(first_line(data.get('summary') or data['verdict']))}[/{colour}]{stop}"
             )
+            if self.inherited is not None and self.rounds <= self.inherited[1]:
+                line = f"[dim]{line} (inherited from {escape(self.inherited[0])})[/dim]"
+            say(line)
         elif event == "new_best":
             say(f"[bold green]new best[/bold green]: node {escape(data['node_id'])}, {escape(data['summary'])}")
         elif event == "steered":

@@ -15,6 +15,7 @@ from ksearch.cli._common import (
     KernelBenchRootOpt,
     LatestRunIdArg,
     SchedulerOpt,
+    count,
     json_mode,
     pick_run,
     workspace_of,
@@ -205,7 +206,7 @@ def run(
     where = f" on the Dask cluster at {escape(scheduler or '')}" if executor == "dask" else ""
     banner = [
         f"run [bold]{config.run_id}[/bold]: task {escape(task)}, model {escape(model)}, device {device}{where}, "
-        f"{max_rounds} rounds, {config.parallel_cycles} cycle{'s' if config.parallel_cycles > 1 else ''} at once"
+        f"{count(max_rounds, 'round')}, {count(config.parallel_cycles, 'cycle')} at once"
     ]
     if device == "cpu":
         aim = f"; written and checked for the {config.target_gpu}'s limits" if config.target_gpu else ""

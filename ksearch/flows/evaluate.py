@@ -13,6 +13,7 @@ from ksearch.flows.placement import default_device, resolve_device
 from ksearch.tools.evaluator import EvalRequest, EvaluatorSession, evaluate
 from ksearch.tools.evaluator.parent.evaluate import scout_wanted
 from ksearch.tools.evaluator.parent.profile_process import profiler_wanted
+from ksearch.tools.evaluator.parent.verdicts import CANDIDATE_FILE
 
 # The task registry (and with it torch) is imported where it is used: ``evaluate_file`` starts the evaluator's
 # processes before this process pays for torch.
@@ -97,7 +98,10 @@ def evaluate_file(
                 session.close()
                 session = start(device)
         request = eval_request_for_file(task, file, device=device, text=code, **options)
-        evaluation = with_device_note(evaluate(request, session=session), request)
+        evaluation = evaluate(request, session=session)
+        if request.candidate.code == code:  # the module as written: its lines are the file's
+            evaluation = named_after(evaluation, file)
+        evaluation = with_device_note(evaluation, request)
     finally:
         session.close()
     return with_counters(evaluation, request, counter_shapes) if counters else evaluation
@@ -121,6 +125,13 @@ def with_counters(evaluation: Evaluation, request: EvalRequest, shapes: int) -> 
         if report.collected:
             report = report.model_copy(update={"device": evaluation.device})
     return evaluation.model_copy(update={"counters": report})
+
+
+def named_after(evaluation: Evaluation, file: Path) -> Evaluation:
+    """The evaluation with the evaluator's name for its copy of the kernel (``candidate.py``, in tracebacks and
+    syntax errors) replaced by the file the user gave, whose lines it has."""
+    log = evaluation.log.replace(f'File "{CANDIDATE_FILE}"', f'File "{file}"')
+    return evaluation if log == evaluation.log else evaluation.model_copy(update={"log": log})
 
 
 def with_device_note(evaluation: Evaluation, request: EvalRequest) -> Evaluation:

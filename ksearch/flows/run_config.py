@@ -45,10 +45,10 @@ def run_config(
 def run_exists_error(run: dict[str, Any]) -> RunExistsError:
     """The refusal of a new run named like ``run`` (a run already in the workspace), with the commands that act on
     that run instead: a run id is never reused, so nothing of the existing run is touched."""
-    run_id, status = run["id"], run.get("status") or "created"
+    run_id, status, rounds = run["id"], run.get("status") or "created", run.get("rounds_used") or 0
     go_on = "" if status == "finished" else f"continue it with `ksearch resume {run_id}`; "
     return RunExistsError(
-        f"run {run_id} already exists ({run.get('task')}, {status}, {run.get('rounds_used') or 0} rounds); "
+        f"run {run_id} already exists ({run.get('task')}, {status}, {rounds} round{'' if rounds == 1 else 's'}); "
         "a new run needs a new id",
         hint=f"{go_on}start from one of its rounds with `ksearch fork {run_id} --at ROUND`; or choose another "
         "run id (--run-id NAME, or none for a generated one)",

@@ -36,7 +36,7 @@ class RunCost(BaseModel):
         return (
             f"{self.input_tokens} input + {self.output_tokens} output tokens ({dollars}); "
             f"{self.gpu_minutes:.2f} GPU-minutes in {self.gpu_evaluations} evaluations; "
-            f"{self.wall_minutes:.1f} wall minutes over {self.rounds} rounds{rounds}"
+            f"{self.wall_minutes:.1f} wall minutes over {self.rounds} round{'' if self.rounds == 1 else 's'}{rounds}"
         )
 
 

@@ -290,7 +290,8 @@ class LLMClient:
         at = f" at {self.endpoint}" if self.endpoint else ""
         log.warning("llm.failed", **where, tries=self.max_attempts, error=error_chain(last_error))
         raise ProviderError(
-            f"{self.model_name}{at} failed {self.max_attempts} times for {call_key}; last error: {error_chain(last_error)}"
+            f"{self.model_name}{at} failed {self.max_attempts} times for {call_key}; "
+            f"last error: {error_chain(last_error)}"
         ) from last_error
 
     def _ask_person(

@@ -81,10 +81,12 @@ class ReplayChatModel(BaseChatModel):
                 if chosen is None:
                     chosen = next((i for i in unused if self.entries[i].call_key is None), None)
             if chosen is None:
-                raise ReplayExhaustedError(
-                    f"replay has no reply for call {call_key or '(unkeyed)'} "
-                    f"({len(unused)} of {len(self.entries)} recorded replies unused, none for this call)"
+                left = (
+                    f"all {len(self.entries)} recorded replies were used"
+                    if not unused
+                    else f"{len(unused)} of {len(self.entries)} recorded replies unused, none for this call"
                 )
+                raise ReplayExhaustedError(f"the recording has no reply for call {call_key or '(unkeyed)'} ({left})")
             self._used.add(chosen)
             return self.entries[chosen]
 

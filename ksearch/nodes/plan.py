@@ -56,7 +56,7 @@ def plan(state: SearchState, runtime: Runtime[SearchContext]) -> dict:
         log.warning("plan.unusable_reply", run_id=ctx.run_id, error=str(exc))
         return {"plan_reply": None, "plan_raw_reply": exc.last_reply, "plan_error": f"unusable reply: {exc}"}
     except BudgetExceededError as exc:
-        return {"plan_reply": None, "plan_error": str(exc), "done_reason": f"budget: {exc}"}
+        return {"plan_reply": None, "plan_error": str(exc), "done_reason": exc.stop_reason}
     script = parsed if isinstance(parsed, EditScript) else EditScript.model_validate(parsed)
     return {
         "plan_reply": script.model_dump(mode="json", exclude_none=True),

@@ -22,8 +22,8 @@ log = structlog.get_logger(__name__)
 def profile(state: CycleState, runtime: Runtime[SearchContext]) -> dict:
     ctx = runtime.context
     cfg = ctx.config
-    if state.halted:
-        return {"stop_reason": "LLM budget exhausted"}
+    if state.halted:  # the model was not asked: a budget spent, or a replay's recording run out
+        return {"stop_reason": state.write_error or "LLM budget exhausted"}
     evaluation_id: str | None = None
     evaluation: Evaluation | None = None
     error = state.write_error

@@ -75,7 +75,7 @@ def write_kernel(state: CycleState, runtime: Runtime[SearchContext]) -> dict:
         code, error = _ask_for_code(ctx, call_key, prompt)
     except BudgetExceededError as exc:
         log.warning("write_kernel.budget_exhausted", run_id=ctx.run_id, error=str(exc))
-        return {**update, "halted": True, "write_error": str(exc)}
+        return {**update, "halted": True, "write_error": exc.stop_reason}
     if code is None:
         return {**update, "write_error": error}
     candidate = Candidate(task=cfg.task, language=cfg.language, code=code, entry_point=ctx.task.entry_point)

@@ -28,9 +28,7 @@ import json
 import os
 import secrets
 import select
-import tempfile
 import time
-from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -45,6 +43,7 @@ from ksearch.tools.evaluator.parent.processes import (
     parse_message,
 )
 from ksearch.tools.evaluator.shared.sandbox import read_report, remove_tree
+from ksearch.tools.scratch import scratch_dir
 
 CHECKER_START_S = 180.0
 """Time allowed for the checker to import torch and initialise the device."""
@@ -127,7 +126,7 @@ class EvaluatorSession:
         self.prestart = prestart
         self.salt = salt if salt is not None else secrets.randbits(62)
         """Seeds of the correctness configs for the session (so the checker computes their references once)."""
-        self.root = Path(tempfile.mkdtemp(prefix="ksearch-eval-"))
+        self.root = scratch_dir("eval")  # named after this process: the next session removes it if it is killed
         self._workers_started = 0
         self.checker: CheckerProcess | None = None
         self.idle: WorkerProcess | None = None
