@@ -82,7 +82,7 @@ def sweep(
         )
     except ValidationError as exc:
         fail(exc)
-    console = err if as_json else out
+    console = json_mode(as_json)
 
     def on_problem(event: str, entry: Any) -> None:
         what = {

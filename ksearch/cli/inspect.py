@@ -13,7 +13,7 @@ from rich.syntax import Syntax
 from rich.table import Table
 from rich.tree import Tree
 
-from ksearch.cli._common import JsonOpt, LatestRunIdArg, out, pick_run, workspace_of
+from ksearch.cli._common import JsonOpt, LatestRunIdArg, json_mode, out, pick_run, workspace_of
 from ksearch.errors import UserError
 
 if TYPE_CHECKING:
@@ -25,6 +25,7 @@ app = typer.Typer()
 @app.command()
 def runs(ctx: typer.Context, as_json: JsonOpt = False) -> None:
     """List the runs in the workspace with their status and best result."""
+    json_mode(as_json)
     from ksearch.flows import inspect as inspect_flow
 
     rows = inspect_flow.list_runs(workspace_of(ctx))
@@ -104,6 +105,7 @@ def show(
     as_json: JsonOpt = False,
 ) -> None:
     """Show a run: its world-model tree, its rounds and its best kernel."""
+    json_mode(as_json)
     from ksearch.flows import inspect as inspect_flow
 
     view = inspect_flow.run_view(pick_run(ctx, run_id), workspace_of(ctx))
@@ -253,6 +255,7 @@ def render_tree(wm: WorldModel) -> Tree:
 @app.command()
 def tasks(as_json: JsonOpt = False) -> None:
     """List the built-in tasks and those registered by installed packages."""
+    json_mode(as_json)
     from ksearch.flows import inspect as inspect_flow
 
     infos = inspect_flow.list_tasks()

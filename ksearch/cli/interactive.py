@@ -43,6 +43,7 @@ def pending(
     as_json: JsonOpt = False,
 ) -> None:
     """Show what a paused run waits for: each prompt's role, call key, full text and expected reply format."""
+    json_mode(as_json)
     from ksearch.flows import interactive as interactive_flow
 
     ws = workspace_of(ctx)

@@ -10,7 +10,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from ksearch.cli._common import JsonOpt, err, out, workspace_of
+from ksearch.cli._common import JsonOpt, json_mode, out, workspace_of
 
 app = typer.Typer(
     help="Verified optimisation skills (KLineage): list, show, export, import, learn from an expert kernel.",
@@ -55,6 +55,7 @@ def list_(
     """The library: id, status, scope, trials and the effect estimate derived from the evidence now."""
     from ksearch.flows import skills as skills_flow
 
+    json_mode(as_json)
     views = skills_flow.list_skills(workspace_of(ctx), task=task, language=language, arch=arch, status=status)
     if as_json:
         print(json.dumps([v.model_dump(mode="json") for v in views], indent=2))
@@ -83,6 +84,7 @@ def show(ctx: typer.Context, skill_id: SkillIdArg, as_json: JsonOpt = False) -> 
     """One skill: its record, derived status and estimate, and its whole evidence log."""
     from ksearch.flows import skills as skills_flow
 
+    json_mode(as_json)
     view, evidence = skills_flow.show_skill(skill_id, workspace_of(ctx))
     if as_json:
         print(
@@ -195,7 +197,7 @@ def learn(
     each accepted step, reversed, into a candidate skill."""
     from ksearch.flows import skills as skills_flow
 
-    console = err if as_json else out
+    console = json_mode(as_json)
 
     def on_event(event: str, data: dict[str, Any]) -> None:
         if event == "expert":

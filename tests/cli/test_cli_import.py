@@ -38,7 +38,8 @@ try:
     runpy.run_module("ksearch.cli", run_name="__main__")
 except SystemExit as exc:
     assert not exc.code, exc.code
-heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'triton', 'langgraph', 'openai', 'langchain_core'))
+HEAVY = ('torch', 'triton', 'langgraph', 'openai', 'langchain_core')
+heavy = sorted(m for m in sys.modules if m.split('.')[0] in HEAVY)
 print("HEAVY", heavy, file=sys.stderr)
 """
 """Runs the CLI with the arguments given, then prints (on stderr) the heavy modules it loaded."""

@@ -101,3 +101,14 @@ def test_eval_exits_3_for_a_kernel_that_fails_and_1_when_it_cannot_evaluate(tmp_
     unknown = ksearch(tmp_path / "ws", "eval", "no-such-task", str(wrong), *CPU, "--json")
     assert unknown.returncode == 1
     assert "unknown task" in json.loads(unknown.stdout)["error"]
+
+
+def test_every_json_command_fails_in_json_too(tmp_path):
+    for args in (["show", "nope", "--json"], ["pending", "nope", "--json"], ["runs", "--json"]):
+        done = ksearch(tmp_path / "ws", *args)
+        if args[0] == "runs":  # an empty workspace is no error: an empty list
+            assert done.returncode == 0 and json.loads(done.stdout) == [], done.stderr
+            continue
+        assert done.returncode == 1, done.stderr
+        error = json.loads(done.stdout)
+        assert "no run 'nope'" in error["error"] and error["hint"] == "list runs with: ksearch runs"
