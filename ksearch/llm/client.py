@@ -55,16 +55,22 @@ def endpoint_of(model: BaseChatModel) -> str | None:
 def error_chain(exc: BaseException) -> str:
     """``exc`` with the causes under it, each new message once: 'APIConnectionError: Connection error. (caused by
     ConnectError: [Errno 111] Connection refused)'. An SDK's own message often hides the cause ("Connection error.")."""
-    seen = {str(exc)}
+    seen = {_first_line(exc)}
     causes = []
     inner = exc.__cause__ or exc.__context__
     while inner is not None and len(causes) < 4:
-        if str(inner) and str(inner) not in seen:
-            seen.add(str(inner))
-            causes.append(f"{type(inner).__name__}: {inner}")
+        if _first_line(inner) and _first_line(inner) not in seen:
+            seen.add(_first_line(inner))
+            causes.append(f"{type(inner).__name__}: {_first_line(inner)}")
         inner = inner.__cause__ or inner.__context__
-    text = f"{type(exc).__name__}: {exc}"
+    text = f"{type(exc).__name__}: {_first_line(exc)}"
     return text + (f" (caused by {'; '.join(causes)})" if causes else "")
+
+
+def _first_line(exc: BaseException) -> str:
+    """An exception's message on one line (an HTTP client's adds a second, a link to read about the status)."""
+    lines = str(exc).strip().splitlines()
+    return lines[0].strip() if lines else ""
 
 
 def _model_name(model: BaseChatModel) -> str:

@@ -51,7 +51,7 @@ def test_rounds_answered_mid_cycle_are_numbered_and_counted_as_the_store_holds_t
         assert answered.exit_code == 0, answered.output
     # one round stored, its cycle still open: the run waits for the coder's second kernel
     assert "round 1/6 c1.1" in flat(answered.output)
-    assert "is waiting after 1 rounds" in flat(answered.output)
+    assert "is waiting after 1 round;" in flat(answered.output)
     listed = runner.invoke(app, ["-w", ws, "runs", "--json"])
     [row] = json.loads(listed.output)
     assert (row["rounds_used"], row["rounds_passed"]) == (1, 0)  # c1.1 forgets the row maximum: incorrect

@@ -45,7 +45,7 @@ def test_transient_failures_are_retried_and_the_call_is_recorded_once(tmp_path, 
     ws = tmp_path / "ws"
     with loopback_llm(scripted({"plan:0": replies})) as server:
         code, output = ksearch(ws, *run_args("t", server, *ONE_CALL, *flags), cwd=tmp_path)
-        assert code == 0, output[-3000:]
+        assert code == 3, output[-3000:]  # ended by its budget: no kernel passed
         assert server.count("plan:0") == 2  # the failed request and its retry
         check_nothing_paid_twice(ws, "t", server)
     calls = llm_rows(ws, "t")
@@ -59,7 +59,7 @@ def test_a_planner_reply_that_is_not_json_is_repaired_and_both_calls_are_recorde
     broken = 'Here is the plan: {"kernel_summary": "softmax", "ops": [{"op": "insert", '
     with loopback_llm(scripted({"plan:0": broken, "plan:0#repair": PLAN})) as server:
         code, output = ksearch(ws, *run_args("t", server, "--max-tokens", "2000"), cwd=tmp_path)
-        assert code == 0, output[-3000:]
+        assert code == 3, output[-3000:]  # ended by its budget: no kernel passed
         check_nothing_paid_twice(ws, "t", server)
     calls = llm_rows(ws, "t")
     assert sorted(calls) == [PLAN_KEY, f"{PLAN_KEY}#repair1"]
@@ -73,7 +73,7 @@ def test_a_coder_reply_without_code_is_asked_again_then_recorded_as_no_code(tmp_
     replies = {"plan:0": PLAN, "write:c1:1": prose, "write:c1:1#repair": "Sorry, here it is in words: " + prose}
     with loopback_llm(scripted(replies)) as server:
         code, output = ksearch(ws, *run_args("t", server, "--max-tokens", "3000"), cwd=tmp_path)
-        assert code == 0, output[-3000:]
+        assert code == 3, output[-3000:]  # ended by its budget: no kernel passed
         check_nothing_paid_twice(ws, "t", server)
         assert sorted(server.keys()) == sorted(replies)  # each asked once
     assert sorted(llm_rows(ws, "t")) == [PLAN_KEY, "write:c1:1", "write:c1:1#repair1"]
@@ -97,7 +97,7 @@ def test_500_forever_stops_the_run_resumably_and_resume_pays_only_for_the_missin
 
         server.respond = scripted({"plan:0": PLAN})  # the provider is back
         code, output = ksearch(ws, "resume", cwd=tmp_path)  # no RUN: the latest unfinished run
-        assert code == 0, output[-3000:]
+        assert code == 3, output[-3000:]  # ended by its budget: no kernel passed
         assert "using the latest unfinished run: t" in output
         assert server.count("plan:0") == 3
         check_nothing_paid_twice(ws, "t", server)
