@@ -11,6 +11,7 @@ import torch
 
 from ksearch.contracts.evaluation import Evaluation, Mismatch, Rejection, Verdict
 from ksearch.tasks.kernelbench import KernelBenchTask, OutputAliasesInput
+from ksearch.tasks.kernelbench.distributions import DISTRIBUTIONS
 from ksearch.tasks.kernelbench.judging import check_of, output_scale, scaled_mismatch
 from ksearch.tasks.kernelbench.problem_files import KernelBenchError
 from ksearch.tasks.kernelbench.sizes import CpuTooLarge, reduce_for_cpu, scalable_constants
@@ -31,7 +32,7 @@ def task(name: str, **kwargs: object) -> KernelBenchTask:
 def test_variants_keep_shapes_dtypes_and_labels_and_are_deterministic() -> None:
     hinge = task("level1/100_HingeLoss.py")
     configs = {c.name: c for c in hinge.test_configs("cpu")}
-    assert list(configs) == [f"trial{i}" for i in range(5)] + list(VARIANTS)
+    assert list(configs) == [f"trial{i}" for i in range(5)] + list(VARIANTS) + list(DISTRIBUTIONS)
     trial = hinge.make_inputs(configs["trial0"], "cpu")
     for name in VARIANTS:
         drawn = hinge.make_inputs(configs[name], "cpu")

@@ -152,7 +152,7 @@ def test_honest_control_passes_on_cpu(name: str, cpu_session: EvaluatorSession) 
     assert integrity.check_source((CORPUS / name).read_text(encoding="utf-8"), task_name=task.name) is None
     evaluation = _evaluate(name, "cpu", cpu_session, allow)
     assert evaluation.verdict == Verdict.PASSED, evaluation.log
-    assert evaluation.configs_passed == evaluation.configs_total == len(task.test_configs("cpu")) == 10
+    assert evaluation.configs_passed == evaluation.configs_total == len(task.test_configs("cpu")) == 12
 
 
 @pytest.mark.gpu
@@ -181,5 +181,5 @@ def test_a_real_size_problem_is_checked_on_the_cpu_at_reduced_sizes_not_crashed(
     kernel = tmp_path / "new.py"
     kernel.write_text(problem.read_text() + "\n\nModelNew = Model\n")
     evaluation = evaluate_file(f"kernelbench:{problem}?allow=reference_op,no_custom_kernel", kernel, device="cpu")
-    assert evaluation.verdict == Verdict.PASSED and evaluation.configs_passed == 10, evaluation.log
+    assert evaluation.verdict == Verdict.PASSED and evaluation.configs_passed == 12, evaluation.log
     assert evaluation.log.startswith("note: checked on the CPU at reduced sizes: batch_size 4096 -> 1024, dim 393216")

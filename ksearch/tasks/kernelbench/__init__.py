@@ -37,10 +37,21 @@ Beyond KernelBench (issue 36), each part in its own module:
 - ``validate`` refuses a problem whose reference is not deterministic (``UnjudgeableProblem``: dropout in training
   mode) before any kernel is judged against it;
 - ``sizes``: on the CPU, problems sized for a GPU are checked with their size constants reduced, and say so.
+
+Issue 60, so that a kernel is judged by what it runs:
+
+- ``precision``: the expected output is the reference computed in float64, rounded to the output's dtype, and the
+  absolute tolerance widens with the op's own float32 rounding (an honest float32 matmul passes every variant);
+- ``streams``: weights and inputs come from separate streams of the config's (salted) seed, and a ``ModelNew``
+  whose construction draws more random numbers than ``Model``'s is refused (``construction_draws``);
+- ``distributions``: a ``rescaled`` config keeps ``get_inputs()``'s domain with secret statistics, its ``perturbed``
+  twin judges whether the output follows a small change of part of the input, and the timed config draws
+  ``get_inputs()`` or rescaled inputs as its salted seed decides.
 """
 
 from __future__ import annotations
 
+import secrets
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
@@ -55,13 +66,25 @@ from ksearch.errors import UserError
 from ksearch.tasks._loading import to_device, tolerance_for
 from ksearch.tasks.base import Task, TaskConfig, device_kind
 from ksearch.tasks.fresh_values import probed_activation_inputs
+from ksearch.tasks.kernelbench.distributions import (
+    DISTRIBUTIONS,
+    PERTURBED,
+    RESCALED,
+    TIMED,
+    Sensitivity,
+    perturb,
+    rescale,
+    timed_distribution,
+)
 from ksearch.tasks.kernelbench.judging import (
     INPUT_DISTRIBUTION,
     INSENSITIVE_OUTPUT,
     OUTPUT_IS_INPUT,
+    SENSITIVITY,
     Fingerprint,
     scaled_mismatch,
 )
+from ksearch.tasks.kernelbench.precision import RoundingTable, exact_in_dtype, float64_reference
 from ksearch.tasks.kernelbench.problem_files import (
     ALLOWABLE_RULES,
     PREFIX,
@@ -72,14 +95,17 @@ from ksearch.tasks.kernelbench.problem_files import (
     options_suffix,
     parse_options,
 )
+from ksearch.tasks.kernelbench.prompt import NUM_CORRECT_TRIALS, spec_text
 from ksearch.tasks.kernelbench.sizes import CpuTooLarge, Reduction, load_source, reduce_for_cpu
+from ksearch.tasks.kernelbench.streams import check_draws, construction_draws, inputs_seed, weights_seed
 from ksearch.tasks.kernelbench.variants import VARIANT_SEED_BASE, VARIANTS, redraw
 from ksearch.tasks.seeding import seeded_global_rng
 
-NUM_CORRECT_TRIALS = 5
 SEED_NUM = 42
 """KernelBench's default ``seed_num``: trial seeds are drawn from a generator seeded with it."""
 BENCHMARK_SEED = 2025
+RESCALED_SEED = 7800
+"""Public seed of the ``rescaled`` config and of its ``perturbed`` twin (the same inputs, one block changed)."""
 ENTRY_POINT = "ModelNew"
 GET_INPUTS = "get_inputs"
 """The ``distribution`` of configs whose inputs are ``get_inputs()``'s own (KernelBench's trials, the timed one)."""
@@ -139,6 +165,12 @@ class KernelBenchTask(Task):
         self._cpu_problem: ModuleType | None = None
         self._input_prints: OrderedDict[tuple[str, int], list[Fingerprint]] = OrderedDict()
         self._output_prints: list[tuple[str, Fingerprint, Fingerprint]] = []
+        self._roundings = RoundingTable()
+        """Each float64-based expected output's ``precision.Rounding`` (set by ``expected``, read by ``check``)."""
+        self._sensitivity = Sensitivity(secrets.randbits(62))
+        """The ``rescaled`` output's projections until its ``perturbed`` twin is judged (in the judging process)."""
+        self._model_draws: dict[str, int] = {}
+        """Device kind -> random numbers building ``Model`` draws (``streams.construction_draws``)."""
 
     @classmethod
     def from_name(cls, name: str, root: str | Path | None = None) -> KernelBenchTask:
@@ -171,7 +203,8 @@ class KernelBenchTask(Task):
 
     # -- configs and inputs -------------------------------------------------------------------------------------
     def test_configs(self, device: str) -> list[TaskConfig]:
-        """KernelBench's 5 seeded trials on ``get_inputs()``, then one input set per distribution of ``variants``."""
+        """KernelBench's 5 seeded trials on ``get_inputs()``, one input set per distribution of ``variants``, then
+        ``rescaled`` and its ``perturbed`` twin (``distributions``)."""
         trials = [
             TaskConfig(name=f"trial{i}", params={}, seed=seed, distribution=GET_INPUTS)
             for i, seed in enumerate(trial_seeds())
@@ -180,32 +213,51 @@ class KernelBenchTask(Task):
             TaskConfig(name=name, params={}, seed=VARIANT_SEED_BASE + i, distribution=name)
             for i, name in enumerate(VARIANTS)
         ]
-        return trials + extra
+        shaped = [TaskConfig(name=name, params={}, seed=RESCALED_SEED, distribution=name) for name in DISTRIBUTIONS]
+        return trials + extra + shaped
 
     def benchmark_configs(self, device: str) -> list[TaskConfig]:
-        return [TaskConfig(name="benchmark", params={}, seed=BENCHMARK_SEED, distribution=GET_INPUTS)]
+        """One timed config, on ``get_inputs()`` or ``rescaled`` inputs as its salted seed decides (``TIMED``)."""
+        return [TaskConfig(name="benchmark", params={}, seed=BENCHMARK_SEED, distribution=TIMED)]
 
     def make_inputs(self, config: TaskConfig, device: str) -> list[Any]:
-        with seeded_global_rng(config.seed):
+        """``get_inputs()`` from the inputs' own stream (``streams.inputs_seed``), redrawn per the distribution."""
+        with seeded_global_rng(inputs_seed(config.seed)):
             inputs = list(self.problem_for(device).get_inputs())
         inputs = list(to_device(inputs, device))
-        if config.distribution in VARIANTS:
-            inputs = redraw(inputs, config.distribution, config.seed, device)
+        distribution = timed_distribution(config.seed) if config.distribution == TIMED else config.distribution
+        if distribution in VARIANTS:
+            inputs = redraw(inputs, distribution, config.seed, device)
+        elif distribution in (RESCALED, PERTURBED):
+            inputs = rescale(inputs, config.seed)
+            if distribution == PERTURBED:
+                inputs = perturb(inputs, config.seed)
         return inputs
 
     def init_inputs(self, config: TaskConfig, device: str = "cuda") -> list[Any]:
-        with seeded_global_rng(config.seed):
+        with seeded_global_rng(weights_seed(config.seed)):
             return list(self.problem_for(device).get_init_inputs())
 
     def build(self, cls: type, config: TaskConfig, device: str) -> torch.nn.Module:
-        """``cls(*get_init_inputs())`` with the global RNG seeded by the config's seed, moved to ``device``."""
+        """``cls(*get_init_inputs())`` with the global RNG seeded by the weights' stream of the config's seed
+        (``streams.weights_seed``), moved to ``device``."""
+        return self._built(cls, config, device)[0]
+
+    def _built(self, cls: type, config: TaskConfig, device: str) -> tuple[Any, int]:
+        """The built model and how many random numbers its construction drew."""
         init = self.init_inputs(config, device)
-        with seeded_global_rng(config.seed):
-            model = cls(*init)
-        return model.to(device) if isinstance(model, torch.nn.Module) else model
+        with seeded_global_rng(weights_seed(config.seed)):
+            model, drawn = construction_draws(lambda: cls(*init))
+        return (model.to(device) if isinstance(model, torch.nn.Module) else model), drawn
 
     def prepare(self, module: Any, config: TaskConfig, device: str) -> Callable[..., Any]:
-        model = self.build(getattr(module, self.entry_point), config, device)
+        """``ModelNew`` built like ``Model`` (refused when its construction draws more random numbers, see
+        ``streams``), called without gradients; returning (a view of) an input raises ``OutputAliasesInput``."""
+        kind = device_kind(device)
+        if kind not in self._model_draws:
+            self._model_draws[kind] = self._built(self.problem_for(device).Model, config, "cpu")[1]
+        model, drawn = self._built(getattr(module, self.entry_point), config, device)
+        check_draws(self._model_draws[kind], drawn)
 
         def run(*inputs: Any) -> Any:
             with torch.no_grad():
@@ -221,9 +273,26 @@ class KernelBenchTask(Task):
         return run
 
     def expected(self, config: TaskConfig, inputs: list[Any]) -> Any:
+        """The reference computed in float64 and rounded to the problem's output dtype, the answer exact to it
+        (``precision``); the problem's own output where float64 cannot run or fit. Both runs of ``forward`` start
+        from the same generator state, so a random op in it (refused by ``validate``) cannot pass for rounding."""
         device = _device_of(inputs)
         self._remember_inputs(config, inputs)
         model = self.build(self.problem_for(device).Model, config, device)
+        with seeded_global_rng(weights_seed(config.seed)):
+            wide = float64_reference(model, inputs)
+        with seeded_global_rng(weights_seed(config.seed)), torch.no_grad():
+            own = model(*inputs)
+        if wide is None:
+            return own
+        exact, roundings = exact_in_dtype(own, wide, tolerance_for)
+        for tensor, rounding in roundings:
+            self._roundings.put(tensor, rounding)
+        return exact
+
+    def _own_output(self, config: TaskConfig, inputs: list[Any]) -> Any:
+        """The problem's ``Model`` on ``inputs`` as written: its dtype, the generator as it is."""
+        model = self.build(self.problem_for(_device_of(inputs)).Model, config, _device_of(inputs))
         with torch.no_grad():
             return model(*inputs)
 
@@ -251,10 +320,14 @@ class KernelBenchTask(Task):
                     message=f"{config.name}: expected a sequence of {len(expected)} outputs, got {got}",
                 )
             for index, (out, exp) in enumerate(zip(output, expected, strict=True)):
-                mismatch = self.check(config, out, exp)
+                mismatch = self._check_one(config, out, exp, tracked=False)
                 if mismatch is not None:
                     return mismatch.model_copy(update={"message": f"output {index}: {mismatch.message}"})
             return None
+        return self._check_one(config, output, expected, tracked=True)
+
+    def _check_one(self, config: TaskConfig, output: Any, expected: Any, *, tracked: bool) -> Mismatch | None:
+        """One output against its expectation; ``tracked``: a single-tensor output, judged for sensitivity too."""
         if not isinstance(expected, torch.Tensor):
             if output == expected:
                 return None
@@ -269,12 +342,27 @@ class KernelBenchTask(Task):
             )
         mismatch = self.form_mismatch(config.name, output, expected)
         if mismatch is None and output.numel():
-            mismatch = scaled_mismatch(config.name, output.detach(), expected.detach(), tolerance_for(expected.dtype))
+            tol = tolerance_for(expected.dtype)
+            mismatch = scaled_mismatch(
+                config.name, output.detach(), expected.detach(), tol, self._roundings.get(expected)
+            )
+        if mismatch is None and tracked and output.numel():
+            mismatch = self._track(config, output, expected)
         printed = Fingerprint.of(output) if isinstance(output, torch.Tensor) and output.numel() else None
         named = self._name_failure(config, printed, expected, mismatch) if mismatch is not None else None
         if printed is not None:
             self._remember_output(config, printed, Fingerprint.of(expected))
         return named
+
+    def _track(self, config: TaskConfig, output: torch.Tensor, expected: torch.Tensor) -> Mismatch | None:
+        """Sensitivity (``distributions``): remember the ``rescaled`` output, judge the ``perturbed`` one's change."""
+        if config.distribution == RESCALED:
+            self._sensitivity.remember(config.seed, output.detach(), expected.detach())
+        elif config.distribution == PERTURBED:
+            reason = self._sensitivity.judge(config.seed, output.detach(), expected.detach())
+            if reason:
+                return Mismatch(config=config.name, message=f"{config.name}: {reason}", check=SENSITIVITY)
+        return None
 
     def _remember_inputs(self, config: TaskConfig, inputs: list[Any]) -> None:
         """Fingerprints of the inputs the reference saw (the checker judges against them next): bounded."""
@@ -316,11 +404,12 @@ class KernelBenchTask(Task):
                         "differs: it does not depend on the inputs"
                     ),
                 )
-        if not check and config.distribution in VARIANTS:
+        drawn = VARIANTS.get(config.distribution) or DISTRIBUTIONS.get(config.distribution)
+        if not check and drawn:
             check = INPUT_DISTRIBUTION
             detail = (
-                f"inputs drawn from {VARIANTS[config.distribution]} instead of get_inputs(): the kernel must "
-                "compute the op for any values of the inputs' shapes and dtypes"
+                f"inputs drawn from {drawn} instead of get_inputs(): the kernel must compute the op for any values "
+                "of the inputs' shapes and dtypes"
             )
         if not check:
             return mismatch
@@ -343,8 +432,8 @@ class KernelBenchTask(Task):
             return  # sizes unknown: running the reference on the CPU could take the machine's memory
         config = self.test_configs("cpu")[0]
         inputs = self.make_inputs(config, "cpu")
-        first = self.expected(config, [_clone(x) for x in inputs])
-        second = self.expected(config, [_clone(x) for x in inputs])
+        first = self._own_output(config, [_clone(x) for x in inputs])
+        second = self._own_output(config, [_clone(x) for x in inputs])
         difference = self.check(config, second, first)
         if difference is None:
             return
@@ -361,52 +450,11 @@ class KernelBenchTask(Task):
     def spec(self, language: str) -> str:
         if language not in self.languages:
             raise ValueError(f"task {self.name!r} has no spec for language {language!r}; it supports {self.languages}")
-        variants = "; ".join(f"{name}: {what}" for name, what in VARIANTS.items())
-        if self.allowed_rules:
-            torch_ops = (
-                "This run allows calling PyTorch ops (" + ", ".join(sorted(self.allowed_rules)) + "): "
-                "you may keep some of the reference's operations in PyTorch and write kernels for the rest."
-            )
-        else:
-            torch_ops = (
-                "Do not call the PyTorch operations the reference computes with (its torch / "
-                "torch.nn.functional calls, tensor methods and nn layers), nor high-level PyTorch compute ops "
-                "(matmul, convolutions, pooling, activations, softmax, norms, losses, clamp): compute them in "
-                "your own @triton.jit kernels, and launch at least one. Allocating, reshaping and moving "
-                "tensors (torch.empty, .view, .contiguous) is fine; keep nn layers only to hold weights "
-                "(self.conv.weight), never call them."
-            )
         try:
             cpu = self.cpu_reduction().describe()
         except CpuTooLarge:
             cpu = "too large for the CPU: evaluated on a GPU only"
-        sizes = (
-            f"\nOn the CPU (Triton interpreter) this problem is {cpu.removeprefix('checked on the CPU ')}."
-            if cpu
-            else ""
-        )
-        return f"""Task: {self.title} (KernelBench format).
-
-Write a Python module defining `class ModelNew(nn.Module)` that computes exactly what `Model` below computes, with
-the same constructor arguments (`ModelNew(*get_init_inputs())`) and the same forward signature
-(`ModelNew(...)(*get_inputs())`), using custom {language.capitalize()} kernels (`@triton.jit`) for the computation.
-Keep the parameters the reference creates (same names, shapes and creation order) so that, with the same seed,
-`ModelNew` gets the same weights as `Model`: the harness seeds the RNG before building each of them.
-{torch_ops} A try/except that falls back to PyTorch is rejected.
-
-Correctness: {NUM_CORRECT_TRIALS} trials with different seeds on `get_inputs()`, then the same shapes and dtypes
-with other values in every floating-point activation ({variants}); integer, boolean and two-valued inputs are kept.
-The kernel must compute the op for any such values, and return a new tensor (never an input or a view of one).
-Outputs must match the reference within rtol = 1e-4 for float32 outputs and 1e-2 for float16/bfloat16 outputs,
-with an absolute tolerance of the same size times the output's scale (its root mean square, at most 1); no TF32 or
-lower-precision shortcuts for float32. The inputs must not be modified.
-Timing: the forward call on `get_inputs()` at the sizes below; the score is the speedup over PyTorch eager.{sizes}
-
-Reference (the problem file):
-```python
-{self.source.rstrip()}
-```
-"""
+        return spec_text(self.title, language, self.allowed_rules, cpu, self.source)
 
     def reference_source(self) -> str:
         return self.source

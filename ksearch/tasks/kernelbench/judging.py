@@ -28,6 +28,8 @@ import torch
 
 from ksearch.contracts.evaluation import Evaluation, Mismatch, Verdict
 from ksearch.tasks.base import tolerance_mismatch
+from ksearch.tasks.kernelbench.precision import ROUNDING_MARGIN, Rounding
+from ksearch.tasks.kernelbench.streams import CONSTRUCTION_DRAWS
 
 CHECK_CHUNK = 1 << 24
 SAMPLE = 4096
@@ -37,17 +39,24 @@ INPUT_DISTRIBUTION = "input_distribution"
 OUTPUT_IS_INPUT = "output_is_input"
 INSENSITIVE_OUTPUT = "insensitive_output"
 OUTPUT_ALIASES_INPUT = "output_aliases_input"
+REFERENCE_PRECISION = "reference_precision"
+SENSITIVITY = "sensitivity"
 STATIC_RULES = ("reference_op", "no_custom_kernel", "reference_fallback")
 """The integrity rules that keep KernelBench results computed by the candidate (``integrity.reference_ops``)."""
 CHECKS = (
     *STATIC_RULES,
+    CONSTRUCTION_DRAWS,
     OUTPUT_ALIASES_INPUT,
     OUTPUT_IS_INPUT,
     INSENSITIVE_OUTPUT,
     INPUT_DISTRIBUTION,
+    SENSITIVITY,
     SCALED_TOLERANCE,
+    REFERENCE_PRECISION,
 )
-"""Every check issue 36 added to KernelBench tasks, in the order a sweep reports them."""
+"""Every check issues 36 and 60 added to KernelBench tasks, in the order a sweep reports them."""
+RAISED_IN_WORKER = (OUTPUT_ALIASES_INPUT, CONSTRUCTION_DRAWS)
+"""Checks the task raises in the candidate's process (a runtime error whose log starts with the check's name)."""
 
 
 def check_of(evaluation: Evaluation) -> str | None:
@@ -56,8 +65,8 @@ def check_of(evaluation: Evaluation) -> str | None:
         return evaluation.rejection.rule
     if evaluation.mismatch is not None and evaluation.mismatch.check in CHECKS:
         return evaluation.mismatch.check
-    if evaluation.verdict == Verdict.RUNTIME_ERROR and f"{OUTPUT_ALIASES_INPUT}:" in evaluation.log:
-        return OUTPUT_ALIASES_INPUT
+    if evaluation.verdict == Verdict.RUNTIME_ERROR:
+        return next((check for check in RAISED_IN_WORKER if f"{check}:" in evaluation.log), None)
     return None
 
 
@@ -73,15 +82,41 @@ def output_scale(expected: torch.Tensor) -> float:
     return math.sqrt(total / count) if count else 0.0
 
 
-def scaled_mismatch(where: str, got: torch.Tensor, expected: torch.Tensor, tol: float) -> Mismatch | None:
-    """``tolerance_mismatch`` with the absolute floor scaled to the output; the mismatch says when KernelBench's
-    plain ``allclose`` would have passed it (``check=scaled_tolerance``)."""
+def scaled_mismatch(
+    where: str, got: torch.Tensor, expected: torch.Tensor, tol: float, rounding: Rounding | None = None
+) -> Mismatch | None:
+    """``tolerance_mismatch`` with the absolute floor scaled to the output and, where ``expected`` is the float64
+    reference rounded to the output's dtype (``precision``), widened to ``ROUNDING_MARGIN`` times the rounding of
+    the problem's own result and never below what that result needs itself. The mismatch says when KernelBench's
+    plain ``allclose`` would have passed it (``check=scaled_tolerance``) and when the problem's own float32 result
+    misses the base tolerance on these inputs too (``check=reference_precision``)."""
     if not expected.is_floating_point() and not expected.is_complex():
         return tolerance_mismatch(where, got, expected, 0.0, 0.0)
     scale = output_scale(expected)
-    floor = max(tol * min(1.0, scale), 1e-30)
+    base = max(tol * min(1.0, scale), 1e-30)
+    floor = base
+    if rounding is not None:
+        floor = max(base, ROUNDING_MARGIN * rounding.rms, 2.0 * rounding.needed_floor)
     mismatch = tolerance_mismatch(where, got, expected, floor, tol)
-    if mismatch is None or floor >= tol:
+    if mismatch is None:
+        return None
+    if rounding is not None and floor > base:
+        reference_misses = rounding.needed_floor > base
+        note = (
+            f" (the absolute tolerance is raised from {base:.3g} to {floor:.3g} for the op's own float32 rounding: "
+            f"PyTorch's float32 result differs from the float64 reference by {rounding.rms:.3g} rms"
+            + (
+                f" and misses the base tolerance by up to {rounding.needed_floor:.3g} itself"
+                if reference_misses
+                else ""
+            )
+            + "; the kernel's error is beyond that)"
+        )
+        update: dict[str, object] = {"message": mismatch.message + note}
+        if reference_misses:
+            update["check"] = REFERENCE_PRECISION
+        return mismatch.model_copy(update=update)
+    if floor >= tol:
         return mismatch
     if tolerance_mismatch(where, got, expected, tol, tol) is None:
         note = (
