@@ -90,6 +90,23 @@ class ExpectedSample:
         return [k if positions is None else int(positions[k]) for k, positions in zip(index, self.axes, strict=True)]
 
 
+@dataclass(frozen=True)
+class WorkPolicy:
+    """How the evaluator watches where a candidate's work happens at run time (``ksearch.tools.evaluator``'s
+    ``work_observed`` and ``work_judged``), for a task whose candidates must compute in their own kernels."""
+
+    trace: bool = True
+    """Trace the ATen ops each correctness call runs outside custom launches (``aten_compute``)."""
+    ghost: bool = True
+    """Replay one correctness call with every custom launch a no-op; its output must be wrong (``ghost_output``)."""
+    launches_required: bool = True
+    """A traced call must launch a custom kernel (``no_custom_launch``)."""
+    glue_ops: frozenset[str] = frozenset()
+    """ATen ops (overload packets, ``"add"``) the task declares glue: allowed on input-sized tensors too."""
+    share: int = 8
+    """PyTorch compute may touch, summed over a call, less than 1/share of the largest input's elements."""
+
+
 def device_kind(device: str) -> str:
     """'cpu' or 'cuda' for any device string ('cuda:1' -> 'cuda'), for choosing config sets."""
     return "cpu" if device == "cpu" else "cuda"
@@ -278,6 +295,10 @@ class Task(ABC):
 
         The evaluator fills them with NaN before every call and does not count writes to them as input mutation.
         """
+        return None
+
+    def work_policy(self) -> WorkPolicy | None:
+        """How the evaluator watches where the candidate's work happens (``WorkPolicy``), or None: not watched."""
         return None
 
     def output_strides(self, config: TaskConfig, expected: Any) -> Any:

@@ -51,9 +51,7 @@ Issue 60, so that a kernel is judged by what it runs:
 
 from __future__ import annotations
 
-import secrets
 import threading
-from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
@@ -64,27 +62,19 @@ import torch
 from ksearch.contracts.evaluation import Mismatch
 from ksearch.errors import UserError
 from ksearch.tasks._loading import to_device, tolerance_for
-from ksearch.tasks.base import Task, TaskConfig, device_kind
+from ksearch.tasks.base import Task, TaskConfig, WorkPolicy, device_kind
 from ksearch.tasks.fresh_values import probed_activation_inputs
+from ksearch.tasks.kernelbench.checking import OutputJudge
 from ksearch.tasks.kernelbench.distributions import (
     DISTRIBUTIONS,
     PERTURBED,
     RESCALED,
     TIMED,
-    Sensitivity,
     perturb,
     rescale,
     timed_distribution,
 )
-from ksearch.tasks.kernelbench.judging import (
-    INPUT_DISTRIBUTION,
-    INSENSITIVE_OUTPUT,
-    OUTPUT_IS_INPUT,
-    SENSITIVITY,
-    Fingerprint,
-    scaled_mismatch,
-)
-from ksearch.tasks.kernelbench.precision import RoundingTable, exact_in_dtype, float64_reference
+from ksearch.tasks.kernelbench.precision import exact_in_dtype, float64_reference
 from ksearch.tasks.kernelbench.problem_files import (
     ALLOWABLE_RULES,
     PREFIX,
@@ -108,8 +98,8 @@ RESCALED_SEED = 7800
 """Public seed of the ``rescaled`` config and of its ``perturbed`` twin (the same inputs, one block changed)."""
 ENTRY_POINT = "ModelNew"
 GET_INPUTS = "get_inputs"
-"""The ``distribution`` of configs whose inputs are ``get_inputs()``'s own (KernelBench's trials, the timed one)."""
-REMEMBERED_INPUTS = 64
+"""The ``distribution`` of configs whose inputs are ``get_inputs()``'s own (KernelBench's trials)."""
+TRIAL_PREFIX = "trial"
 
 
 def trial_seeds(n: int = NUM_CORRECT_TRIALS, seed_num: int = SEED_NUM) -> list[int]:
@@ -163,12 +153,8 @@ class KernelBenchTask(Task):
         self.source = self.path.read_text(encoding="utf-8")
         self._reduction: Reduction | None = None
         self._cpu_problem: ModuleType | None = None
-        self._input_prints: OrderedDict[tuple[str, int], list[Fingerprint]] = OrderedDict()
-        self._output_prints: list[tuple[str, Fingerprint, Fingerprint]] = []
-        self._roundings = RoundingTable()
-        """Each float64-based expected output's ``precision.Rounding`` (set by ``expected``, read by ``check``)."""
-        self._sensitivity = Sensitivity(secrets.randbits(62))
-        """The ``rescaled`` output's projections until its ``perturbed`` twin is judged (in the judging process)."""
+        self.judge = OutputJudge(TRIAL_PREFIX + "0", self.form_mismatch)
+        """Judges outputs, and remembers between configs what judging needs (in the judging process)."""
         self._model_draws: dict[str, int] = {}
         """Device kind -> random numbers building ``Model`` draws (``streams.construction_draws``)."""
 
@@ -206,7 +192,7 @@ class KernelBenchTask(Task):
         """KernelBench's 5 seeded trials on ``get_inputs()``, one input set per distribution of ``variants``, then
         ``rescaled`` and its ``perturbed`` twin (``distributions``)."""
         trials = [
-            TaskConfig(name=f"trial{i}", params={}, seed=seed, distribution=GET_INPUTS)
+            TaskConfig(name=f"{TRIAL_PREFIX}{i}", params={}, seed=seed, distribution=GET_INPUTS)
             for i, seed in enumerate(trial_seeds())
         ]
         extra = [
@@ -277,7 +263,7 @@ class KernelBenchTask(Task):
         (``precision``); the problem's own output where float64 cannot run or fit. Both runs of ``forward`` start
         from the same generator state, so a random op in it (refused by ``validate``) cannot pass for rounding."""
         device = _device_of(inputs)
-        self._remember_inputs(config, inputs)
+        self.judge.remember_inputs(config, inputs)
         model = self.build(self.problem_for(device).Model, config, device)
         with seeded_global_rng(weights_seed(config.seed)):
             wide = float64_reference(model, inputs)
@@ -287,7 +273,7 @@ class KernelBenchTask(Task):
             return own
         exact, roundings = exact_in_dtype(own, wide, tolerance_for)
         for tensor, rounding in roundings:
-            self._roundings.put(tensor, rounding)
+            self.judge.roundings.put(tensor, rounding)
         return exact
 
     def _own_output(self, config: TaskConfig, inputs: list[Any]) -> Any:
@@ -306,115 +292,9 @@ class KernelBenchTask(Task):
 
     # -- checking -----------------------------------------------------------------------------------------------
     def check(self, config: TaskConfig, output: Any, expected: Any) -> Mismatch | None:
-        """KernelBench's per-dtype tolerance, scaled to the output (``judging``); tuple/list outputs element by
-        element; a variant on which the reference is not finite is not judged; failures of a work check named."""
-        if isinstance(expected, (tuple, list)):
-            if not isinstance(output, (tuple, list)) or len(output) != len(expected):
-                got = (
-                    f"{type(output).__qualname__} of {len(output)}"
-                    if isinstance(output, (tuple, list))
-                    else type(output).__qualname__
-                )
-                return Mismatch(
-                    config=config.name,
-                    message=f"{config.name}: expected a sequence of {len(expected)} outputs, got {got}",
-                )
-            for index, (out, exp) in enumerate(zip(output, expected, strict=True)):
-                mismatch = self._check_one(config, out, exp, tracked=False)
-                if mismatch is not None:
-                    return mismatch.model_copy(update={"message": f"output {index}: {mismatch.message}"})
-            return None
-        return self._check_one(config, output, expected, tracked=True)
-
-    def _check_one(self, config: TaskConfig, output: Any, expected: Any, *, tracked: bool) -> Mismatch | None:
-        """One output against its expectation; ``tracked``: a single-tensor output, judged for sensitivity too."""
-        if not isinstance(expected, torch.Tensor):
-            if output == expected:
-                return None
-            return Mismatch(config=config.name, message=f"{config.name}: got {output!r}, expected {expected!r}")
-        if (expected.is_floating_point() or expected.is_complex()) and not bool(torch.isfinite(expected).all()):
-            if config.distribution in VARIANTS:
-                return None  # the op does not allow this distribution (variants' docstring)
-            return Mismatch(
-                config=config.name,
-                message=f"{config.name}: the reference's output is not finite on "
-                "get_inputs(), so no finite output matches it (as in KernelBench's allclose)",
-            )
-        mismatch = self.form_mismatch(config.name, output, expected)
-        if mismatch is None and output.numel():
-            tol = tolerance_for(expected.dtype)
-            mismatch = scaled_mismatch(
-                config.name, output.detach(), expected.detach(), tol, self._roundings.get(expected)
-            )
-        if mismatch is None and tracked and output.numel():
-            mismatch = self._track(config, output, expected)
-        printed = Fingerprint.of(output) if isinstance(output, torch.Tensor) and output.numel() else None
-        named = self._name_failure(config, printed, expected, mismatch) if mismatch is not None else None
-        if printed is not None:
-            self._remember_output(config, printed, Fingerprint.of(expected))
-        return named
-
-    def _track(self, config: TaskConfig, output: torch.Tensor, expected: torch.Tensor) -> Mismatch | None:
-        """Sensitivity (``distributions``): remember the ``rescaled`` output, judge the ``perturbed`` one's change."""
-        if config.distribution == RESCALED:
-            self._sensitivity.remember(config.seed, output.detach(), expected.detach())
-        elif config.distribution == PERTURBED:
-            reason = self._sensitivity.judge(config.seed, output.detach(), expected.detach())
-            if reason:
-                return Mismatch(config=config.name, message=f"{config.name}: {reason}", check=SENSITIVITY)
-        return None
-
-    def _remember_inputs(self, config: TaskConfig, inputs: list[Any]) -> None:
-        """Fingerprints of the inputs the reference saw (the checker judges against them next): bounded."""
-        self._input_prints[(config.name, config.seed)] = [
-            Fingerprint.of(x) for x in inputs if isinstance(x, torch.Tensor) and x.numel()
-        ]
-        while len(self._input_prints) > REMEMBERED_INPUTS:
-            self._input_prints.popitem(last=False)
-
-    def _remember_output(self, config: TaskConfig, output: Fingerprint, expected: Fingerprint) -> None:
-        if config.name == self.test_configs("cpu")[0].name:  # a new evaluation starts with the first test config
-            self._output_prints.clear()
-        self._output_prints.append((config.name, output, expected))
-
-    def _name_failure(
-        self, config: TaskConfig, output: Fingerprint | None, expected: torch.Tensor, mismatch: Mismatch
-    ) -> Mismatch:
-        """The mismatch with the work check it shows failed, where one applies (``judging``'s docstring)."""
-        check, detail = mismatch.check, ""
-        if output is not None:
-            inputs = self._input_prints.get((config.name, config.seed), [])
-            same_input = next((i for i, fp in enumerate(inputs) if fp.same(output)), None)
-            wanted = Fingerprint.of(expected)
-            earlier = next(
-                (
-                    name
-                    for name, out, exp in self._output_prints
-                    if name != config.name and out.same(output) and not exp.same(wanted)
-                ),
-                None,
-            )
-            if same_input is not None:
-                check, detail = OUTPUT_IS_INPUT, f"the output equals input {same_input}: no work was done on it"
-            elif earlier is not None:
-                check, detail = (
-                    INSENSITIVE_OUTPUT,
-                    (
-                        f"the output equals the output on {earlier}, whose reference "
-                        "differs: it does not depend on the inputs"
-                    ),
-                )
-        drawn = VARIANTS.get(config.distribution) or DISTRIBUTIONS.get(config.distribution)
-        if not check and drawn:
-            check = INPUT_DISTRIBUTION
-            detail = (
-                f"inputs drawn from {drawn} instead of get_inputs(): the kernel must compute the op for any values "
-                "of the inputs' shapes and dtypes"
-            )
-        if not check:
-            return mismatch
-        message = mismatch.message + (f" [{check}: {detail}]" if detail else "")
-        return mismatch.model_copy(update={"check": check, "message": message})
+        """KernelBench's per-dtype tolerance, scaled to the output and widened for the op's own rounding; work
+        checks named (``checking.OutputJudge``)."""
+        return self.judge.check(config, output, expected)
 
     # -- before any evaluation ----------------------------------------------------------------------------------
     def validate(self, device: str = "cpu") -> None:
@@ -458,6 +338,16 @@ class KernelBenchTask(Task):
 
     def reference_source(self) -> str:
         return self.source
+
+    def work_policy(self) -> WorkPolicy | None:
+        """Every correctness call traced and one ghost replay (``WorkPolicy``), unless the task name allows PyTorch's
+        ops (``reference_op``: no trace) or kernels-free candidates (``no_custom_kernel``: no ghost, no launch
+        required)."""
+        trace = "reference_op" not in self.allowed_rules
+        launches = "no_custom_kernel" not in self.allowed_rules
+        if not trace and not launches:
+            return None
+        return WorkPolicy(trace=trace, ghost=launches, launches_required=launches)
 
     def starter_code(self, language: str) -> str | None:
         return None
