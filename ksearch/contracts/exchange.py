@@ -30,6 +30,7 @@ from ksearch.contracts.evaluation import (
     Verdict,
     YardstickReading,
 )
+from ksearch.contracts.work import WorkTrace
 
 FLUSH_BYTES = 256 * 1024 * 1024
 """Bytes written to evict the L2 cache before a timed call (larger than any current GPU's L2)."""
@@ -87,6 +88,8 @@ class WorkerRequest(BaseModel):
     flush_bytes: int = FLUSH_BYTES
     allow_threads: bool = False
     """Only for the harness's own baselines (torch.compile keeps worker threads): skip the thread rule."""
+    observe_work: bool = True
+    """Trace and ghost-replay the candidate as its task's ``WorkPolicy`` says (off for the harness's baselines)."""
     triton_cache_dir: str = ""
     """Triton's cache for the candidate (and, in a subfolder, Inductor's): shared by one evaluation's worker, its
     compile scout and its profiling process, by nobody else (empty: the worker's private caches)."""
@@ -134,9 +137,10 @@ class Handoff(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     op: Literal["handoff"] = "handoff"
-    kind: Literal["test", "bench", "audit"]
+    kind: Literal["test", "bench", "audit", "ghost"]
     """test: a correctness config; bench: a timed call's output; audit: a call on freshly re-randomised inputs after
-    a timing loop (catches outputs replayed from an earlier call)."""
+    a timing loop (catches outputs replayed from an earlier call); ghost: the first correctness config again with
+    every custom launch a no-op (``work_observed``), whose output must not match."""
     config_index: int
     config: str
     prepare_seed: int
@@ -154,6 +158,9 @@ class Handoff(BaseModel):
     offsets: list[int] = Field(default_factory=list)
     """Byte offset of each output tensor in the staging buffer."""
     generation: int = 0
+    work: WorkTrace | None = None
+    """test and ghost, where the task has a ``WorkPolicy``: what the call ran (the worker's record, judged by the
+    checker). A ghost record that ``raised`` comes with no output."""
     window: int | None = None
     """In timing: how many timed windows of this config's method run the harness had closed when it handed this
     output off (the audited window's number). The parent holds it to the windows it saw: windows a candidate added by
@@ -252,6 +259,9 @@ class CheckerCommand(BaseModel):
     """staging: use shared host memory from now on (the worker could not open a CUDA IPC buffer)."""
     low_memory: bool = False
     """begin: low-memory mode whatever the free memory (the checker also enters it by itself when little is free)."""
+    observe_work: bool = True
+    """begin: judge the traces and the ghost replay the task's ``WorkPolicy`` asks for (off for the harness's
+    baselines, which are PyTorch by definition)."""
     sampled_audits: bool = True
     """begin: judge an audit's output (a timed call on re-randomised activations) at positions the checker draws, where
     the task computes its reference there for less (``Task.expected_sample``); False: the whole output, always."""

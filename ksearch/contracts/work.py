@@ -1,8 +1,8 @@
 """Records of where a candidate's work happened, observed at run time (issue 60): what the worker ships to the checker.
 
 The worker (the candidate's process) collects them; the trusted checker judges them with the task's policy
-(``ksearch.tools.evaluator.work_judged``). What the candidate's process collects is its word: the harness installs
-the collection before the candidate is imported, reports whether it was still installed after each call
+(``ksearch.tools.evaluator.checker.work_judged``). What the candidate's process collects is its word: the harness
+installs the collection before the candidate is imported, reports whether it was still installed after each call
 (``intact``), and the checker judges the one thing the candidate cannot write, the ghost replay's output against the
 reference, in its own process.
 """
@@ -11,6 +11,12 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
+TRACE_TAMPERED = "trace_tampered"
+NO_CUSTOM_LAUNCH = "no_custom_launch"
+ATEN_COMPUTE = "aten_compute"
+GHOST_OUTPUT = "ghost_output"
+WORK_RULES = (ATEN_COMPUTE, GHOST_OUTPUT, NO_CUSTOM_LAUNCH, TRACE_TAMPERED)
+"""The rules the checker judges these records by (``ksearch.tools.evaluator.checker.work_judged``)."""
 MAX_TRACED_OPS = 64
 """Ops a trace reports, the largest first (a candidate cannot make a record unbounded)."""
 
@@ -42,4 +48,13 @@ class WorkTrace(BaseModel):
     """The ghost replay raised this (its output is then taken as wrong: nothing right came without the launches)."""
 
 
-__all__ = ["MAX_TRACED_OPS", "TracedOp", "WorkTrace"]
+__all__ = [
+    "ATEN_COMPUTE",
+    "GHOST_OUTPUT",
+    "MAX_TRACED_OPS",
+    "NO_CUSTOM_LAUNCH",
+    "TRACE_TAMPERED",
+    "WORK_RULES",
+    "TracedOp",
+    "WorkTrace",
+]

@@ -90,10 +90,21 @@ class ExpectedSample:
         return [k if positions is None else int(positions[k]) for k, positions in zip(index, self.axes, strict=True)]
 
 
+class RuleBroken(RuntimeError):
+    """Raised by a task in the candidate's process when the candidate breaks one of the task's rules (the worker
+    reports it as a rejection with the rule, never as the candidate's runtime error)."""
+
+    def __init__(self, rule: str, evidence: str) -> None:
+        super().__init__(f"{rule}: {evidence}")
+        self.rule = rule
+        self.evidence = evidence
+
+
 @dataclass(frozen=True)
 class WorkPolicy:
     """How the evaluator watches where a candidate's work happens at run time (``ksearch.tools.evaluator``'s
-    ``work_observed`` and ``work_judged``), for a task whose candidates must compute in their own kernels."""
+    ``worker.work_observed`` and ``checker.work_judged``), for a task whose candidates must compute in their own
+    kernels."""
 
     trace: bool = True
     """Trace the ATen ops each correctness call runs outside custom launches (``aten_compute``)."""

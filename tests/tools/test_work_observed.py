@@ -14,8 +14,7 @@ import torch
 from ksearch.contracts.work import TracedOp, WorkTrace
 from ksearch.tasks.base import WorkPolicy
 from ksearch.tasks.kernelbench import KernelBenchTask
-from ksearch.tools.evaluator import work_observed
-from ksearch.tools.evaluator.work_judged import (
+from ksearch.tools.evaluator.checker.work_judged import (
     ATEN_COMPUTE,
     GHOST_OUTPUT,
     NO_CUSTOM_LAUNCH,
@@ -23,6 +22,8 @@ from ksearch.tools.evaluator.work_judged import (
     judge_ghost,
     judge_trace,
 )
+from ksearch.tools.evaluator.worker import work_observed
+from ksearch.tools.evaluator.worker.worker_process import interpret_autotune_with_first_config
 
 CORPUS = Path(__file__).resolve().parents[1] / "tasks" / "kernelbench"
 PROBLEMS = {
@@ -38,6 +39,7 @@ POLICY = WorkPolicy()
 
 @pytest.fixture(scope="module", autouse=True)
 def hooks() -> None:
+    interpret_autotune_with_first_config()  # as the worker does under the interpreter (no driver to time configs)
     work_observed.LaunchHooks.install()
 
 
@@ -160,3 +162,13 @@ def test_a_trace_reports_when_the_harness_hooks_were_removed() -> None:
     assert not trace.intact
     _result, trace = work_observed.traced(lambda: torch.ones(2) + 1)
     assert trace.intact and {op.op for op in trace.ops} == {"ones", "add"}
+
+
+def test_the_harness_own_tuning_wrapper_leaves_the_trace_intact() -> None:
+    """The worker's quick tuning wraps ``Autotuner.run`` again during correctness; every launch still meets the
+    hooked ``JITFunction.run``/``InterpretedFunction.run``, so the trace is intact (it was read as tampered)."""
+    from ksearch.tools.evaluator.worker.tuning import quick_tuning
+
+    with quick_tuning():
+        _task, inputs, _output, trace, _ghost, _ghost_trace = _call("honest/matmul_triton_ok.py")
+    assert trace.intact and trace.launches == 1 and judge_trace(trace, _largest(inputs), POLICY) is None

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 import torch
 
 from ksearch.contracts.evaluation import Evaluation, Mismatch, Verdict
+from ksearch.contracts.work import WORK_RULES
 from ksearch.tasks.base import tolerance_mismatch
 from ksearch.tasks.kernelbench.precision import ROUNDING_MARGIN, Rounding
 from ksearch.tasks.kernelbench.streams import CONSTRUCTION_DRAWS
@@ -43,9 +44,12 @@ REFERENCE_PRECISION = "reference_precision"
 SENSITIVITY = "sensitivity"
 STATIC_RULES = ("reference_op", "no_custom_kernel", "reference_fallback")
 """The integrity rules that keep KernelBench results computed by the candidate (``integrity.reference_ops``)."""
+RUN_TIME_RULES = (CONSTRUCTION_DRAWS, *WORK_RULES)
+"""Rules judged while the candidate runs: its construction's random draws (``streams``), and where its work
+happens (the evaluator's trace and ghost replay, ``ksearch.contracts.work``)."""
 CHECKS = (
     *STATIC_RULES,
-    CONSTRUCTION_DRAWS,
+    *RUN_TIME_RULES,
     OUTPUT_ALIASES_INPUT,
     OUTPUT_IS_INPUT,
     INSENSITIVE_OUTPUT,
@@ -55,18 +59,16 @@ CHECKS = (
     REFERENCE_PRECISION,
 )
 """Every check issues 36 and 60 added to KernelBench tasks, in the order a sweep reports them."""
-RAISED_IN_WORKER = (OUTPUT_ALIASES_INPUT, CONSTRUCTION_DRAWS)
-"""Checks the task raises in the candidate's process (a runtime error whose log starts with the check's name)."""
 
 
 def check_of(evaluation: Evaluation) -> str | None:
     """The KernelBench check (``CHECKS``) that failed ``evaluation``, if one did."""
-    if evaluation.rejection is not None and evaluation.rejection.rule in STATIC_RULES:
+    if evaluation.rejection is not None and evaluation.rejection.rule in (*STATIC_RULES, *RUN_TIME_RULES):
         return evaluation.rejection.rule
     if evaluation.mismatch is not None and evaluation.mismatch.check in CHECKS:
         return evaluation.mismatch.check
-    if evaluation.verdict == Verdict.RUNTIME_ERROR:
-        return next((check for check in RAISED_IN_WORKER if f"{check}:" in evaluation.log), None)
+    if evaluation.verdict == Verdict.RUNTIME_ERROR and f"{OUTPUT_ALIASES_INPUT}:" in evaluation.log:
+        return OUTPUT_ALIASES_INPUT
     return None
 
 

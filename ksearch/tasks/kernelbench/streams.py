@@ -26,6 +26,8 @@ from typing import Any
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from ksearch.tasks.base import RuleBroken
+
 CONSTRUCTION_DRAWS = "construction_draws"
 SEED_BITS = 63
 
@@ -45,10 +47,11 @@ def _derived(stream: str, seed: int) -> int:
     return int.from_bytes(digest, "little") % (1 << SEED_BITS)
 
 
-class ConstructionDraws(RuntimeError):
+class ConstructionDraws(RuleBroken):
     """Raised in the candidate's process when ``ModelNew``'s construction draws more random numbers than ``Model``'s."""
 
-    rule = CONSTRUCTION_DRAWS
+    def __init__(self, evidence: str) -> None:
+        super().__init__(CONSTRUCTION_DRAWS, evidence)
 
 
 class _DrawCounter(TorchDispatchMode):
@@ -78,7 +81,7 @@ def check_draws(model_draws: int, new_draws: int) -> None:
     """Raise ``ConstructionDraws`` when ``ModelNew`` drew more random numbers than ``Model``."""
     if new_draws > model_draws:
         raise ConstructionDraws(
-            f"{CONSTRUCTION_DRAWS}: building ModelNew drew {new_draws} random numbers, building Model draws "
+            f"building ModelNew drew {new_draws} random numbers, building Model draws "
             f"{model_draws}: create the same parameters as the reference (same layers, same order) and draw nothing "
             "else in __init__ (the inputs do not come from the generator state __init__ sees)"
         )

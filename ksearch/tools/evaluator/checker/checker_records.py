@@ -69,6 +69,9 @@ class EvaluationRecord:
     prepared when their seed was issued (``Checker.prepare_audit``)."""
     audits_prepared: int = 0
     failure: CheckFailed | None = None
+    work_policy: Any = None
+    """The task's ``WorkPolicy`` for this evaluation (None: nothing observed, e.g. the harness's own baselines)."""
+    ghost_judged: bool = False
 
 
 def check_layout(

@@ -54,6 +54,7 @@ from ksearch.tools.evaluator.checker.checker_records import (
     checker_environment,
 )
 from ksearch.tools.evaluator.checker.reference_cache import ReferenceCache, nbytes_of
+from ksearch.tools.evaluator.checker.work_checks import judge_ghost_output, judge_traced, largest_input
 from ksearch.tools.evaluator.shared.profiling import Accumulating
 from ksearch.tools.evaluator.shared.seeds import (
     AUDIT_BASE,
@@ -83,6 +84,8 @@ WHOLE_AUDIT_ODDS = 8
 first audit always, each later one with probability 1 / 8, drawn here after the handoff. A kernel that replays an
 output is wrong nearly everywhere and any sample finds it; one whose repeat calls take a cheaper path wrong at a few
 elements (a lossy precision, a rare race) is found only by a whole check, and cannot tell which calls get one."""
+TEST_KINDS = ("test", "ghost")
+"""Handoffs of a correctness config's inputs (the session's salt, input set 0): a test and the ghost replay."""
 _T = TypeVar("_T")
 
 
@@ -107,6 +110,8 @@ class Checker:
         self.largest_output: dict[str, int] = {}
         self.input_bytes: dict[tuple[str, str], int] = {}
         """(task, benchmark config) -> bytes of its inputs (deterministic per config; kept across evaluations)."""
+        self.input_elements: dict[tuple[str, str], int] = {}
+        """(task, config) -> elements of its largest input, as regenerated here (``work_checks.judge_traced``)."""
         self.input_costs: dict[tuple[str, str], tuple[list[float], list[float]]] = {}
         """(task, benchmark config) -> the milliseconds its ``make_inputs`` and its input digest took here, each time
         (kept across evaluations): the parent's allowance for the same work in the worker between timed windows."""
@@ -221,7 +226,12 @@ class Checker:
         task = self.tasks.get(command.task)
         if task is None:
             task = self.tasks[command.task] = resolve_task(command.task)
-        self.current = EvaluationRecord(task=task, salt=command.salt, bench_salt=command.bench_salt)
+        self.current = EvaluationRecord(
+            task=task,
+            salt=command.salt,
+            bench_salt=command.bench_salt,
+            work_policy=task.work_policy() if command.observe_work else None,
+        )
         self.sampled_audits = command.sampled_audits
         self.prepared_audits = command.prepared_audits
         self.to_prepare = self.prepared = self.kept = None
@@ -383,13 +393,14 @@ class Checker:
         """The config the record names and its staged outputs (views, or with ``private`` copies of them), after
         checking that the record is one this evaluation can make."""
         task = state.task
-        configs = task.test_configs(self.device) if h.kind == "test" else task.benchmark_configs(self.device)
+        tested = h.kind in TEST_KINDS
+        configs = task.test_configs(self.device) if tested else task.benchmark_configs(self.device)
         if not 0 <= h.config_index < len(configs) or configs[h.config_index].name != h.config:
             raise CheckFailed(
                 Verdict.REJECTED, f"an output was handed off for an unknown config {h.config!r}", rule="forged_record"
             )
         config = configs[h.config_index]
-        salt = state.salt if h.kind == "test" else state.bench_salt
+        salt = state.salt if tested else state.bench_salt
         base = salted_seed(config.seed, salt)
         index = input_set_index(base, h.input_seed)
         audit = input_set_index(base, h.activation_seed) if h.activation_seed is not None else None
@@ -397,10 +408,11 @@ class Checker:
         valid = (
             h.prepare_seed == base
             and index is not None
-            and (h.kind != "test" or index == 0)
+            and (not tested or index == 0)
+            and (h.kind != "ghost" or h.config_index == 0)
             and (h.kind == "audit") == (h.activation_seed is not None)
             and (audit is None or (audit >= AUDIT_BASE and (h.config_index, h.activation_seed) in state.issued))
-            and (h.kind == "test" or not fresh_set or (h.config_index, h.input_seed) in state.issued)
+            and (tested or not fresh_set or (h.config_index, h.input_seed) in state.issued)
         )
         if not valid:
             raise CheckFailed(
@@ -408,6 +420,8 @@ class Checker:
                 f"{config.name}: an output was handed off for seeds the evaluation did not use",
                 rule="forged_record",
             )
+        if h.kind == "ghost" and h.work is not None and h.work.raised:
+            return config, []  # the ghost replay raised: there is no output to read
         return config, self._retrying_out_of_memory(lambda: self._staged(config.name, h, private=private))
 
     def _retrying_out_of_memory(self, work: Callable[[], _T]) -> _T:
@@ -444,6 +458,9 @@ class Checker:
         task = state.task
         claim = InputClaim.of(h)
         sample: ExpectedSample | None = None
+        if h.kind == "ghost":
+            judge_ghost_output(self._reference, state, h, config, outputs)
+            return
         if h.kind == "audit":
             prepared, self.prepared = self.prepared, None
             state.audits += 1
@@ -474,6 +491,8 @@ class Checker:
                 "were recorded or the task's input generator is not deterministic",
                 rule="input_digest",
             )
+        if h.kind == "test":
+            judge_traced(state, h, self.input_elements.get((task.name, config.name)))
         prepare_config = config.model_copy(update={"seed": h.prepare_seed})
         if sample is not None:  # the layout is the whole output's: a tensor of its shape and dtype, with no data
             expected = torch.empty(sample.shape, dtype=sample.values.dtype, device="meta")
@@ -518,7 +537,7 @@ class Checker:
     def _reference(self, task: Any, config: Any, claim: InputClaim) -> tuple[str, Any]:
         key = (
             task.name,
-            claim.kind == "test",
+            claim.kind in TEST_KINDS,
             config.name,
             claim.prepare_seed,
             claim.input_seed,
@@ -582,9 +601,10 @@ class Checker:
         self._sync()
         generated = time.perf_counter()
         self.input_bytes[(task.name, config.name)] = nbytes_of(inputs)
+        self.input_elements[(task.name, config.name)] = largest_input(inputs)
         digested = time.perf_counter()
         digest = input_digest(inputs)
-        if claim.kind != "test":  # the same work the worker does between timed windows, timed here where it is trusted
+        if claim.kind not in TEST_KINDS:  # the worker does the same between timed windows: timed here, trusted
             costs = self.input_costs.setdefault((task.name, config.name), ([], []))
             costs[0].append((generated - started) * 1e3)
             costs[1].append((time.perf_counter() - digested) * 1e3)

@@ -254,7 +254,13 @@ def _evaluate_once(
             profile_request = build_worker_request(request, profiler.work, profiler.result_path, task, method, salt=0)
             profile_request.triton_cache_dir = str(shared_cache)
             ask_profiler(profiler, request.candidate.code, profile_request)
-        staging = session.begin(evaluation_id, request.task, bench_salt, request.compile_timeout_s)
+        staging = session.begin(
+            evaluation_id,
+            request.task,
+            bench_salt,
+            request.compile_timeout_s,
+            observe_work=not request.harness_baseline,
+        )
         if scout is not None and not scout.wait_phase("compile", time.monotonic() + SCOUT_CALLS_S):
             scout.kill()  # stuck in the candidate's code: the worker compiles for itself
         salt = session.salt if request.seed_salt is None else request.seed_salt
@@ -440,6 +446,7 @@ def build_worker_request(
         staging=staging,
         flush_l2=task.flush_l2,
         allow_threads=request.harness_baseline,
+        observe_work=not request.harness_baseline,
         support_dir=str(work / "_support"),
         yardstick_rounds=request.yardstick_rounds,
         profile=request.profile and request.timing,

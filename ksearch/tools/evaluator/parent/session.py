@@ -447,8 +447,11 @@ class EvaluatorSession:
         return outcome
 
     # -- the checker's side of an evaluation ---------------------------------------------------------------------
-    def begin(self, evaluation: str, task: str, bench_salt: int, timeout: float) -> StagingHandle | None:
-        """Tell the checker an evaluation starts; the staging buffer the worker should use (None on a failure)."""
+    def begin(
+        self, evaluation: str, task: str, bench_salt: int, timeout: float, *, observe_work: bool = True
+    ) -> StagingHandle | None:
+        """Tell the checker an evaluation starts; the staging buffer the worker should use (None on a failure).
+        ``observe_work``: judge what the task's ``WorkPolicy`` asks (False for the harness's own baselines)."""
         answer = self.ask_checker(
             CheckerCommand(
                 op="begin",
@@ -458,6 +461,7 @@ class EvaluatorSession:
                 salt=self.salt,
                 bench_salt=bench_salt,
                 low_memory=self.low_memory,
+                observe_work=observe_work,
                 sampled_audits=os.environ.get(SAMPLED_AUDITS_VARIABLE, "1") != "0",
                 prepared_audits=os.environ.get(PREPARED_AUDITS_VARIABLE, "1") != "0",
             ),

@@ -70,7 +70,8 @@ from ksearch.contracts.exchange import (
     WorkerRequest,
     WorkerResult,
 )
-from ksearch.tasks.base import Task, TaskConfig
+from ksearch.contracts.work import WorkTrace
+from ksearch.tasks.base import RuleBroken, Task, TaskConfig, WorkPolicy
 from ksearch.tasks.registry import resolve_task
 from ksearch.tools import timing as timing_mod
 from ksearch.tools.evaluator.profiler.kernel_profile import NOTE_CHARS, PROFILE_NOTE, profile_shapes
@@ -94,6 +95,7 @@ from ksearch.tools.evaluator.worker.guard import (
 )
 from ksearch.tools.evaluator.worker.timing_runner import HarnessFault, WorkerTimingRunner
 from ksearch.tools.evaluator.worker.tuning import WinnowTally, quick_tuning, winnowed_tuning
+from ksearch.tools.evaluator.worker.work_phases import call_observed, ghost_replay, start_observing
 from ksearch.tools.evaluator.worker.worker_modes import (
     run_compare,
     run_counters,
@@ -163,6 +165,7 @@ class Worker:
         "profiles",
         "notes",
         "winnowed",
+        "work_policy",
     )
 
     def __init__(self, request: WorkerRequest, channel: Channel | None = None, task: Task | None = None) -> None:
@@ -187,6 +190,8 @@ class Worker:
         self.notes: list[str] = []
         self.winnowed: WinnowTally | None = None
         """What Triton's autotuners did on the timed configs (``tuning.winnowed_tuning``)."""
+        self.work_policy: WorkPolicy | None = None
+        """What the task asks the worker to observe of where the work happens (``work_phases``)."""
 
     # -- the template -------------------------------------------------------------------------------------------
     def run(self) -> WorkerResult:
@@ -218,6 +223,8 @@ class Worker:
                         Verdict.CRASHED,
                         error=f"harness: staging: cannot open the checker's buffer ({type(exc).__name__}: {exc})",
                     )
+            if self.request.mode == "evaluate":
+                self.work_policy = start_observing(self)  # its hooks are in place before the guard's references
             self.guard = Guard(allow_threads=self.request.allow_threads)  # before the candidate is imported
             module = self.load_candidate()
             self.verify("importing the candidate")
@@ -306,6 +313,8 @@ class Worker:
         error."""
         try:
             fn = self.task.prepare(module, config, self.device)
+        except RuleBroken as broken:  # the task's own rule (KernelBench: construction_draws): a rejection
+            raise reject(broken.rule, f"preparing config {config.name}: {broken.evidence}") from None
         except BaseException as exc:  # noqa: BLE001 - anything the candidate raises is its verdict
             raise CandidateFailure(
                 Verdict.RUNTIME_ERROR, f"preparing config {config.name}:\n{format_exception(exc)}"
@@ -329,6 +338,7 @@ class Worker:
                 self.configs_passed += 1
         self.settle()
         self.mark("correctness")
+        ghost_replay(self, module)
 
     def check_config(self, fn: Callable[..., Any], config: TaskConfig, index: int = 0) -> None:
         """One guarded call on fresh inputs: inputs unchanged, output staged and judged by the checker."""
@@ -341,7 +351,7 @@ class Worker:
         poison(buffers)
         self.verify(f"before the call on config {config.name}")
         try:
-            output = fn(*args)
+            output, trace = call_observed(self, fn, args)
             staged = self.stage(config, output)
             self.synchronize()
         except CandidateFailure:
@@ -355,7 +365,7 @@ class Worker:
         del inputs, args, snapshot, buffers  # the output is staged: nothing else of this call is read again
         if self.request.low_memory:
             release_cached_memory(self.device)  # the checker judges while this process waits
-        self.handoff("test", index, config, config.seed, None, digest, output, staged)
+        self.handoff("test", index, config, config.seed, None, digest, output, staged, work=trace)
 
     # -- outputs for the checker ----------------------------------------------------------------------------------
     def stage(self, config: TaskConfig, output: Any) -> list[int] | None:
@@ -402,12 +412,14 @@ class Worker:
         offsets: list[int] | None,
         *,
         window: int | None = None,
+        work: WorkTrace | None = None,
     ) -> None:
         """Tell the checker where the output is and wait for its answer; a failed check ends the evaluation.
-        ``window``: in timing, how many timed windows of the run the harness had closed (``Handoff.window``)."""
-        if offsets is None or self.staging is None:
+        ``window``: in timing, how many timed windows of the run the harness had closed (``Handoff.window``).
+        ``work``: what the call ran (``work_phases``); a ghost replay that raised hands off no output."""
+        if self.staging is None or (offsets is None and not (work is not None and work.raised)):
             return
-        tensors = list(output) if isinstance(output, tuple) else [output]
+        tensors = [] if output is None else list(output) if isinstance(output, tuple) else [output]
         message = Handoff(
             kind=kind,  # type: ignore[arg-type]
             config_index=index,
@@ -419,9 +431,10 @@ class Worker:
             shapes=[list(t.shape) for t in tensors],
             dtypes=[str(t.dtype) for t in tensors],
             strides=[list(t.stride()) for t in tensors],
-            offsets=offsets,
+            offsets=offsets or [],
             generation=self.staging.handle.generation,
             window=window,
+            work=work,
         )
         self._answered(self.channel.ask(message, spin=self.phase == "timing" and self.device.startswith("cuda")))
 

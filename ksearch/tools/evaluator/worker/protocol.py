@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 if TYPE_CHECKING:
     from ksearch.contracts.evaluation import Mismatch, Rejection, ShapeProfile, Verdict, YardstickReading
     from ksearch.contracts.exchange import CompareSamples, WorkerRequest, WorkerResult
-    from ksearch.tasks.base import Task, TaskConfig
+    from ksearch.contracts.work import WorkTrace
+    from ksearch.tasks.base import Task, TaskConfig, WorkPolicy
     from ksearch.tools.evaluator.shared.staging import StagingWriter
     from ksearch.tools.evaluator.worker.channel import Channel
     from ksearch.tools.evaluator.worker.guard import Guard
@@ -31,6 +32,7 @@ class WorkerProtocol(Protocol):
     spin_cycles_per_ms: float | None
     profiles: list[ShapeProfile]
     notes: list[str]
+    work_policy: WorkPolicy | None
 
     def prepare_device(self) -> None: ...
     def install_support_modules(self) -> None: ...
@@ -51,6 +53,7 @@ class WorkerProtocol(Protocol):
         offsets: list[int] | None,
         *,
         window: int | None = None,
+        work: WorkTrace | None = None,
     ) -> None: ...
     def settle(self, *, spin: bool = False, meanwhile: Callable[[], _T] | None = None) -> _T | None: ...
     def verify(self, where: str) -> None: ...

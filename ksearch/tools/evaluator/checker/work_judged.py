@@ -1,4 +1,5 @@
-"""Where a candidate's work happens, judged in the trusted checker (issue 60): the checker's half of ``work_observed``.
+"""Where a candidate's work happens, judged in the trusted checker (issue 60): the other half of
+``worker.work_observed``.
 
 Pure functions of the records the worker ships (``ksearch.contracts.work``), the task's ``WorkPolicy`` and what
 the checker knows itself (the size of the inputs it regenerated, the reference). Rules:
@@ -14,14 +15,9 @@ the checker knows itself (the size of the inputs it regenerated, the reference).
 
 from __future__ import annotations
 
-from ksearch.contracts.work import WorkTrace
+from ksearch.contracts.work import ATEN_COMPUTE, GHOST_OUTPUT, NO_CUSTOM_LAUNCH, TRACE_TAMPERED, WorkTrace
 from ksearch.tasks.base import WorkPolicy
 
-TRACE_TAMPERED = "trace_tampered"
-NO_CUSTOM_LAUNCH = "no_custom_launch"
-ATEN_COMPUTE = "aten_compute"
-GHOST_OUTPUT = "ghost_output"
-RULES = (TRACE_TAMPERED, NO_CUSTOM_LAUNCH, ATEN_COMPUTE, GHOST_OUTPUT)
 LAYOUT_OPS = frozenset(
     {
         # allocation
@@ -143,7 +139,6 @@ __all__ = [
     "GHOST_OUTPUT",
     "LAYOUT_OPS",
     "NO_CUSTOM_LAUNCH",
-    "RULES",
     "TRACE_TAMPERED",
     "judge_ghost",
     "judge_trace",

@@ -15,8 +15,8 @@ sum) beside a decoy Triton launch passed them. Here the harness watches what run
 
 ``traced`` wraps one correctness call and returns its ``WorkTrace``; ``ghost`` wraps the ghost replay, one more call
 on a correctness config's inputs with every custom launch skipped. Both records go to the checker with the output's
-handoff, and the checker decides (``work_judged``): compute on input-sized tensors outside allocation, layout and
-views is ``aten_compute``; a ghost output that still matches the reference is ``ghost_output``.
+handoff, and the checker decides (``checker.work_judged``): compute on input-sized tensors outside allocation,
+layout and views is ``aten_compute``; a ghost output that still matches the reference is ``ghost_output``.
 
 Trust. Everything here runs in the candidate's process and is advisory: the hooks and the mode are installed by the
 harness before the candidate is imported, the static rules keep the candidate from reaching them
@@ -41,6 +41,8 @@ from torch.utils._python_dispatch import TorchDispatchMode, _get_current_dispatc
 
 from ksearch.contracts.work import MAX_TRACED_OPS, TracedOp, WorkTrace
 
+LAUNCHERS = frozenset({"JITFunction", "InterpretedFunction"})
+"""The classes whose ``run`` every Triton launch reaches (on a GPU, and under the interpreter)."""
 UNINITIALISED = frozenset({"empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided", "empty_permuted"})
 """Allocations whose contents are undefined: a ghost replay poisons them."""
 
@@ -102,7 +104,8 @@ class LaunchHooks:
             original = getattr(owner, attribute)
             wrapper = _launch_wrapper(original)
             setattr(owner, attribute, wrapper)
-            _STATE.wrappers[f"{owner.__module__}.{owner.__qualname__}.{attribute}"] = (owner, attribute, wrapper)
+            if attribute == "run" and owner.__name__ in LAUNCHERS:
+                _STATE.wrappers[f"{owner.__module__}.{owner.__qualname__}.{attribute}"] = (owner, attribute, wrapper)
         from torch.utils import cpp_extension
 
         for name in ("load_inline", "load"):
@@ -113,7 +116,9 @@ class LaunchHooks:
 
     @staticmethod
     def in_place() -> bool:
-        """Whether every wrapper is still where the harness put it."""
+        """Whether every wrapper every launch goes through is still where the harness put it (the autotuner's and
+        heuristics' ``run`` are wrapped too, for the ghost replay to skip a whole tuned launch, but the harness's
+        own tuning wraps them again during correctness, and a launch below them still meets ``JITFunction.run``)."""
         return bool(_STATE.wrappers) and all(
             getattr(owner, attribute, None) is wrapper for owner, attribute, wrapper in _STATE.wrappers.values()
         )
