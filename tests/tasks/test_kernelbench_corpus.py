@@ -18,6 +18,7 @@ import pytest
 from ksearch.contracts.candidate import Candidate
 from ksearch.contracts.evaluation import Evaluation, Verdict
 from ksearch.tasks.kernelbench import KernelBenchTask, UnjudgeableProblem
+from ksearch.tasks.kernelbench.judging import RUN_TIME_RULES, STATIC_RULES
 from ksearch.tools import integrity
 from ksearch.tools.evaluator import EvalRequest, EvaluatorSession, evaluate
 
@@ -30,6 +31,9 @@ PROBLEMS = {
     "mse": "level1/94_MSELoss.py",
     "hinge": "level1/100_HingeLoss.py",
     "conv": "level2/1_Conv2D_ReLU_BiasAdd.py",
+    "matmul": "level1/1_Square_matrix_multiplication_.py",
+    "layernorm": "level1/40_LayerNorm.py",
+    "crossentropy": "level1/95_CrossEntropyLoss.py",
 }
 """A corpus file's problem, by the first word of its name."""
 
@@ -61,6 +65,18 @@ EXPECTED: dict[str, Expect] = {
     "exploits/frobenius_from_numel.py": Expect(I),
     "exploits/hinge_analytic.py": Expect(I),
     "exploits/mse_partial.py": Expect(I),
+    # issue 60, at run time: PyTorch reached by another name beside a decoy launch (the trace sees it), a shortcut
+    # tuned for U(0, 1) (rescaled inputs with secret statistics), a construction that replays the generator
+    "exploits/relu_getattr_functional.py": Expect(R, "aten_compute"),
+    "exploits/matmul_operator_module.py": Expect(R, "aten_compute"),
+    "exploits/layernorm_aten_op.py": Expect(R, "aten_compute"),
+    "exploits/frobenius_aten_vector_norm.py": Expect(R, "aten_compute"),
+    "exploits/crossentropy_inline_module.py": Expect(R, "aten_compute"),
+    "exploits/softmax_composed.py": Expect(R, "aten_compute"),
+    "exploits/softmax_getattr_except.py": Expect(R, "aten_compute"),
+    "exploits/softmax_numpy_decoy.py": Expect(R, "ghost_output"),
+    "exploits/crossentropy_sampling.py": Expect(I, "input_distribution"),
+    "exploits/matmul_seed_replay.py": Expect(R, "construction_draws"),
     # GPU only: what only the timing loop shows
     "exploits/relu_stale_after_warmup.py": Expect(I, needs_gpu=True),
     "exploits/relu_unnamed_side_stream.py": Expect((R, I), needs_gpu=True),
@@ -71,6 +87,9 @@ CONTROLS: dict[str, tuple[str, ...]] = {
     "honest/frobenius_triton_ok.py": (),
     "honest/hinge_triton_ok.py": (),
     "honest/conv_relu_bias_torch_conv.py": ("reference_op",),
+    "honest/matmul_triton_ok.py": (),
+    "honest/layernorm_triton_ok.py": (),
+    "honest/crossentropy_triton_ok.py": (),
 }
 """Honest kernels and the rules their task allows; each must pass every config."""
 
@@ -137,11 +156,21 @@ def _assert_caught(name: str, expect: Expect, evaluation: Evaluation) -> None:
 
 
 @pytest.mark.parametrize(
-    "name", [n for n, e in EXPECTED.items() if e.verdict == R and not e.needs_gpu], ids=lambda n: Path(n).stem
+    "name",
+    [n for n, e in EXPECTED.items() if e.verdict == R and not e.needs_gpu and e.rule in STATIC_RULES],
+    ids=lambda n: Path(n).stem,
 )
 def test_static_rejections_start_no_worker(name: str) -> None:
     rejection = integrity.check_source((CORPUS / name).read_text(encoding="utf-8"), task_name=_task(name).name)
     assert rejection is not None and rejection.rule == EXPECTED[name].rule, rejection
+
+
+@pytest.mark.parametrize(
+    "name", [n for n, e in EXPECTED.items() if e.rule in RUN_TIME_RULES], ids=lambda n: Path(n).stem
+)
+def test_run_time_rejections_get_past_the_static_rules(name: str) -> None:
+    """Issue 60's exploits name nothing the static rules know: only what they run gives them away."""
+    assert integrity.check_source((CORPUS / name).read_text(encoding="utf-8"), task_name=_task(name).name) is None
 
 
 @pytest.mark.slow
