@@ -172,3 +172,18 @@ def test_the_harness_own_tuning_wrapper_leaves_the_trace_intact() -> None:
     with quick_tuning():
         _task, inputs, _output, trace, _ghost, _ghost_trace = _call("honest/matmul_triton_ok.py")
     assert trace.intact and trace.launches == 1 and judge_trace(trace, _largest(inputs), POLICY) is None
+
+
+def test_a_copy_to_the_host_is_named_so_and_is_not_layout() -> None:
+    """numpy can do the work on a host copy where the trace sees nothing: on a GPU the copy itself counts."""
+    assert work_observed._leaves_the_device((torch.empty(2, device="meta"),), torch.empty(2))
+    assert not work_observed._leaves_the_device((torch.empty(2),), torch.empty(2))
+    copied = WorkTrace(ops=[TracedOp(op=work_observed.DEVICE_TO_HOST, calls=1, elements=1 << 20)], launches=1)
+    assert judge_trace(copied, 1 << 20, POLICY)[0] == ATEN_COMPUTE  # type: ignore[index]
+
+
+@pytest.mark.gpu
+def test_a_copy_of_a_device_tensor_to_the_host_is_traced_on_a_gpu() -> None:
+    x = torch.rand(1 << 16, device="cuda")
+    _result, trace = work_observed.traced(lambda: x.cpu().numpy().sum())
+    assert work_observed.DEVICE_TO_HOST in {op.op for op in trace.ops}, trace

@@ -41,6 +41,9 @@ from torch.utils._python_dispatch import TorchDispatchMode, _get_current_dispatc
 
 from ksearch.contracts.work import MAX_TRACED_OPS, TracedOp, WorkTrace
 
+DEVICE_TO_HOST = "device_to_host"
+"""How the trace names an op that copies a device tensor to the host: not layout, since what the host does with the
+copy (numpy) is work the trace cannot see."""
 LAUNCHERS = frozenset({"JITFunction", "InterpretedFunction"})
 """The classes whose ``run`` every Triton launch reaches (on a GPU, and under the interpreter)."""
 UNINITIALISED = frozenset({"empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided", "empty_permuted"})
@@ -77,6 +80,8 @@ class WorkTracer(TorchDispatchMode):
         name = func.overloadpacket.__name__
         if self.ghost and name in UNINITIALISED:
             _poison(result)
+        if _leaves_the_device(args, result):
+            name = DEVICE_TO_HOST  # a copy to the host is where numpy (unseen here) could do the work
         record = self.ops.setdefault(name, [0, 0])
         record[0] += 1
         record[1] += _largest(args, kwargs, result)
@@ -239,6 +244,13 @@ def _poison(value: Any) -> None:
                     tensor.fill_(True)
                 else:
                     tensor.fill_(torch.iinfo(tensor.dtype).min)
+
+
+def _leaves_the_device(args: Any, result: Any) -> bool:
+    """Whether an op copies a device tensor to the host (``.cpu()``, ``.to("cpu")``, ``copy_`` into host memory)."""
+    sources = [v for v in _flat(args) if isinstance(v, torch.Tensor)]
+    targets = [v for v in _flat((result,)) if isinstance(v, torch.Tensor)]
+    return any(t.device.type == "cpu" for t in targets) and any(v.device.type != "cpu" for v in sources)
 
 
 def _largest(args: Any, kwargs: Any, result: Any) -> int:
