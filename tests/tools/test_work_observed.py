@@ -187,3 +187,16 @@ def test_a_copy_of_a_device_tensor_to_the_host_is_traced_on_a_gpu() -> None:
     x = torch.rand(1 << 16, device="cuda")
     _result, trace = work_observed.traced(lambda: x.cpu().numpy().sum())
     assert work_observed.DEVICE_TO_HOST in {op.op for op in trace.ops}, trace
+
+
+def test_the_hooks_come_out_before_timing_and_can_go_back() -> None:
+    """After the ghost replay the worker takes the hooks out: a timed launch runs exactly Triton's own path."""
+    from triton.runtime.jit import JITFunction
+
+    hooked = JITFunction.run
+    work_observed.LaunchHooks.uninstall()
+    try:
+        assert JITFunction.run is hooked.__wrapped__ and not work_observed.LaunchHooks.in_place()
+    finally:
+        work_observed.LaunchHooks.install()
+    assert work_observed.LaunchHooks.in_place() and JITFunction.run is not hooked.__wrapped__

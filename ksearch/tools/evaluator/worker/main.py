@@ -95,7 +95,7 @@ from ksearch.tools.evaluator.worker.guard import (
 )
 from ksearch.tools.evaluator.worker.timing_runner import HarnessFault, WorkerTimingRunner
 from ksearch.tools.evaluator.worker.tuning import WinnowTally, quick_tuning, winnowed_tuning
-from ksearch.tools.evaluator.worker.work_phases import call_observed, ghost_replay, start_observing
+from ksearch.tools.evaluator.worker.work_phases import call_observed, finish_observing, start_observing
 from ksearch.tools.evaluator.worker.worker_modes import (
     run_compare,
     run_counters,
@@ -338,7 +338,7 @@ class Worker:
                 self.configs_passed += 1
         self.settle()
         self.mark("correctness")
-        ghost_replay(self, module)
+        finish_observing(self, module)
 
     def check_config(self, fn: Callable[..., Any], config: TaskConfig, index: int = 0) -> None:
         """One guarded call on fresh inputs: inputs unchanged, output staged and judged by the checker."""

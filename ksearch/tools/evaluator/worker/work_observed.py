@@ -59,6 +59,7 @@ class _State:
     launches: int = 0
     depth: int = 0
     wrappers: dict[str, Any] = field(default_factory=dict)
+    originals: list[tuple[Any, str, Any]] = field(default_factory=list)
 
 
 _STATE = _State()
@@ -111,6 +112,7 @@ class LaunchHooks:
             setattr(owner, attribute, wrapper)
             if attribute == "run" and owner.__name__ in LAUNCHERS:
                 _STATE.wrappers[f"{owner.__module__}.{owner.__qualname__}.{attribute}"] = (owner, attribute, wrapper)
+            _STATE.originals.append((owner, attribute, original))
         from torch.utils import cpp_extension
 
         for name in ("load_inline", "load"):
@@ -118,6 +120,17 @@ class LaunchHooks:
             wrapper = _extension_builder(original)
             setattr(cpp_extension, name, wrapper)
             _STATE.wrappers[f"torch.utils.cpp_extension.{name}"] = (cpp_extension, name, wrapper)
+            _STATE.originals.append((cpp_extension, name, original))
+
+    @staticmethod
+    def uninstall() -> None:
+        """Put Triton's launchers and the extension builders back (before timing: a timed launch then runs exactly
+        Triton's own path; functions of an extension already built keep their thin wrapper, which does nothing
+        when no trace is running)."""
+        for owner, attribute, original in reversed(_STATE.originals):
+            setattr(owner, attribute, original)
+        _STATE.originals.clear()
+        _STATE.wrappers.clear()
 
     @staticmethod
     def in_place() -> bool:

@@ -7,7 +7,8 @@ worker to do, as functions of the worker (``worker_modes`` style), with the hook
 - ``call_observed``: one correctness call, traced when the policy says so; the trace goes with the output's
   handoff and the checker judges it (``work_judged.judge_trace``);
 - ``ghost_replay``: after every correctness verdict, the first test config once more with every custom launch a
-  no-op, handed off as ``ghost``: the checker requires its output not to match (``work_judged.judge_ghost``).
+  no-op, handed off as ``ghost``: the checker requires its output not to match (``work_judged.judge_ghost``);
+  ``finish_observing`` runs it and then takes the hooks out again, so a timed launch runs Triton's own path.
 """
 
 from __future__ import annotations
@@ -46,6 +47,15 @@ def call_observed(
     return work_observed.traced(lambda: fn(*args))
 
 
+def finish_observing(worker: WorkerProtocol, module: Any) -> None:
+    """After the correctness verdicts: the ghost replay, then the hooks removed, so nothing of this module runs in
+    a timed call."""
+    if worker.work_policy is None:
+        return
+    ghost_replay(worker, module)
+    work_observed.LaunchHooks.uninstall()
+
+
 def ghost_replay(worker: WorkerProtocol, module: Any) -> None:
     """The first test config called once more with every custom launch skipped; its output (or that it raised) is
     handed to the checker, whose answer ends the evaluation if the output still matches."""
@@ -77,4 +87,4 @@ def ghost_replay(worker: WorkerProtocol, module: Any) -> None:
     worker.mark(GHOST)
 
 
-__all__ = ["GHOST", "call_observed", "ghost_replay", "start_observing"]
+__all__ = ["GHOST", "call_observed", "finish_observing", "ghost_replay", "start_observing"]
