@@ -38,6 +38,8 @@ class WorkTrace(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     ops: list[TracedOp] = Field(default_factory=list, max_length=MAX_TRACED_OPS)
+    unlisted_elements: int = 0
+    """The elements of the ops beyond the ``MAX_TRACED_OPS`` largest: the checker counts them as compute."""
     launches: int = 0
     """Custom launches (Triton kernels, functions of a C++ extension) the harness's hooks saw."""
     intact: bool = True

@@ -23,6 +23,7 @@ from ksearch.tools.evaluator.checker.work_judged import (
     judge_trace,
 )
 from ksearch.tools.evaluator.worker import work_observed
+from ksearch.tools.evaluator.worker.work_observed import WorkTracer
 from ksearch.tools.evaluator.worker.worker_process import interpret_autotune_with_first_config
 
 CORPUS = Path(__file__).resolve().parents[1] / "tasks" / "kernelbench"
@@ -200,3 +201,13 @@ def test_the_hooks_come_out_before_timing_and_can_go_back() -> None:
     finally:
         work_observed.LaunchHooks.install()
     assert work_observed.LaunchHooks.in_place() and JITFunction.run is not hooked.__wrapped__
+
+
+def test_ops_beyond_the_listed_ones_count_as_compute() -> None:
+    """A call cannot push its compute out of the record by running many other ops: what is not listed counts."""
+    many = WorkTracer()
+    many.ops = {f"op{i}": [1, i] for i in range(100)}  # 100 distinct ops, op{i} touching i elements
+    trace = many.trace(intact=True)
+    assert len(trace.ops) == 64 and trace.ops[0].op == "op99" and trace.unlisted_elements == sum(range(36))
+    padded = WorkTrace(ops=[TracedOp(op="view", calls=1, elements=1 << 30)] * 64, unlisted_elements=1 << 20, launches=1)
+    assert judge_trace(padded, 1 << 20, POLICY)[0] == ATEN_COMPUTE  # type: ignore[index]

@@ -106,7 +106,7 @@ def judge_trace(trace: WorkTrace, largest_input: int, policy: WorkPolicy) -> tup
         return NO_CUSTOM_LAUNCH, "the call launched no custom kernel (no Triton launch, no C++ extension call)"
     allowed = LAYOUT_OPS | policy.glue_ops
     compute = [op for op in trace.ops if op.op not in allowed]
-    total = sum(op.elements for op in compute)
+    total = sum(op.elements for op in compute) + trace.unlisted_elements
     threshold = max(1, largest_input // policy.share)
     if total < threshold:
         return None

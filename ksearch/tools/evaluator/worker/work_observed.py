@@ -89,9 +89,10 @@ class WorkTracer(TorchDispatchMode):
         return result
 
     def trace(self, *, intact: bool, raised: str = "") -> WorkTrace:
-        ops = sorted(self.ops.items(), key=lambda item: -item[1][1])[:MAX_TRACED_OPS]
+        ops = sorted(self.ops.items(), key=lambda item: -item[1][1])
         return WorkTrace(
-            ops=[TracedOp(op=name, calls=calls, elements=elements) for name, (calls, elements) in ops],
+            ops=[TracedOp(op=name, calls=calls, elements=elements) for name, (calls, elements) in ops[:MAX_TRACED_OPS]],
+            unlisted_elements=sum(elements for _name, (_calls, elements) in ops[MAX_TRACED_OPS:]),
             launches=_STATE.launches,
             intact=intact,
             ghost=self.ghost,
