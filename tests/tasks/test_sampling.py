@@ -7,17 +7,21 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import torch
 
 from ksearch.tasks import sampling
 
+KERNELBENCH = Path(__file__).resolve().parent / "kernelbench" / "KernelBench" / "level1" / "94_MSELoss.py"
+"""A KernelBench problem: its rescaled and perturbed configs compute in float64 on the CPU too."""
 DIGESTS = """
 import json
+import sys
 from ksearch.tasks.registry import resolve_task
 from ksearch.tools.evaluator.shared.seeds import input_digest
 out = {}
-for name in ("trimul", "softmax"):
+for name in sys.argv[1:]:
     task = resolve_task(name)
     configs = task.test_configs("cpu") + task.benchmark_configs("cpu")
     out[name] = [input_digest(task.make_inputs(c, "cpu")) for c in configs]
@@ -27,7 +31,8 @@ print(json.dumps(out))
 
 def _digests(capability: str) -> dict:
     env = {**os.environ, "ATEN_CPU_CAPABILITY": capability}
-    proc = subprocess.run([sys.executable, "-c", DIGESTS], capture_output=True, text=True, env=env, check=True)
+    names = ["trimul", "softmax", f"kernelbench:{KERNELBENCH}"]
+    proc = subprocess.run([sys.executable, "-c", DIGESTS, *names], capture_output=True, text=True, env=env, check=True)
     return json.loads(proc.stdout)
 
 
