@@ -228,3 +228,13 @@ def test_the_timed_config_draws_get_inputs_or_rescaled_inputs_as_its_salted_seed
     torch.manual_seed(inputs_seed(seeds[GET_INPUTS]))
     assert torch.equal(plain, torch.rand(plain.shape))
     assert _distance_from_uniform(shaped) > 0.09
+
+
+def test_the_prompt_says_what_is_judged_at_run_time() -> None:
+    relu = task("level1/19_ReLU.py")
+    strict = relu.spec("triton")
+    for phrase in ("traced", "replayed with every kernel launch skipped", "rescaled", "perturbed", "float64"):
+        assert phrase in strict, phrase
+    assert "may draw no more random numbers than `Model.__init__`" in strict
+    allowing = KernelBenchTask(relu.path, allow=("reference_op",)).spec("triton")
+    assert "traced" not in allowing and "rescaled" in allowing

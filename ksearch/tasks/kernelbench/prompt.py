@@ -24,7 +24,10 @@ def spec_text(title: str, language: str, allowed_rules: frozenset[str], cpu_note
             "(matmul, convolutions, pooling, activations, softmax, norms, losses, clamp): compute them in "
             "your own @triton.jit kernels, and launch at least one. Allocating, reshaping and moving "
             "tensors (torch.empty, .view, .contiguous) is fine; keep nn layers only to hold weights "
-            "(self.conv.weight), never call them."
+            "(self.conv.weight), never call them. This is checked at run time too, whatever name reaches PyTorch: "
+            "the PyTorch ops of every correctness call are traced, and compute beyond allocation, copies and views "
+            "that touches 1/8 of the largest input's elements or more is rejected; one call is replayed with every "
+            "kernel launch skipped, and its output must then be wrong."
         )
     sizes = (
         f"\nOn the CPU (Triton interpreter) this problem is {cpu_note.removeprefix('checked on the CPU ')}."
