@@ -238,3 +238,18 @@ def test_the_prompt_says_what_is_judged_at_run_time() -> None:
     assert "may draw no more random numbers than `Model.__init__`" in strict
     allowing = KernelBenchTask(relu.path, allow=("reference_op",)).spec("triton")
     assert "traced" not in allowing and "rescaled" in allowing
+
+
+def test_the_activation_probe_of_the_timed_config_stays_on_the_meta_device(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The evaluator probes which inputs it may re-randomise on the meta device (inputs can be gigabytes); a timed
+    config drawing rescaled inputs made that probe fall back to drawing them twice on the CPU."""
+    from ksearch.tasks import fresh_values
+
+    relu = task("level1/19_ReLU.py")
+    (bench,) = relu.benchmark_configs("cpu")
+    seed = next(s for s in range(40) if timed_distribution(s) == RESCALED)
+    devices: list[str] = []
+    original = relu.make_inputs
+    monkeypatch.setattr(relu, "make_inputs", lambda c, d: devices.append(d) or original(c, d))
+    assert fresh_values.probe_activation_inputs(relu.make_inputs, bench.model_copy(update={"seed": seed})) == (0,)
+    assert devices == ["meta", "meta"]

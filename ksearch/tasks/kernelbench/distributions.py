@@ -65,6 +65,8 @@ REMEMBERED = 8
 
 def rescale(inputs: list[Any], seed: int) -> list[Any]:
     """``inputs`` with every floating-point activation mapped by the secret ``k`` and ``c`` of ``seed``."""
+    if _on_meta(inputs):
+        return inputs  # shapes and dtypes only (the activation probe): they are unchanged
     k, c = secret_shape(seed)
     return [_rescaled(x, k, c) if is_activation(x) else x for x in inputs]
 
@@ -74,6 +76,8 @@ def perturb(inputs: list[Any], seed: int) -> list[Any]:
     ``SHRINK`` of its distance to the tensor's minimum (so it stays in the range; zeros stay zeros when the minimum
     is 0): a change that moves a mean over many rows by about the tolerance, where a kernel that skips the block is
     still within it."""
+    if _on_meta(inputs):
+        return inputs
     activations = [i for i, x in enumerate(inputs) if is_activation(x)]
     if not activations:
         return inputs
@@ -115,6 +119,10 @@ def _rescaled(x: torch.Tensor, k: float, c: float) -> torch.Tensor:
     values.sub_(low).div_(high - low).pow_(k).mul_((high - low) * c).add_(low)
     values.masked_fill_(zeros, 0.0)
     return values.to(x.dtype)
+
+
+def _on_meta(inputs: list[Any]) -> bool:
+    return any(isinstance(x, torch.Tensor) and x.device.type == "meta" for x in inputs)
 
 
 def _work_dtype(device: torch.device) -> torch.dtype:
