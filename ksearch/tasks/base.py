@@ -237,6 +237,12 @@ class Task(ABC):
             return None
         return tuple(position for position, role in enumerate(roles) if role is InputRole.ACTIVATION)
 
+    def data_paths(self) -> tuple[str, ...]:
+        """Files and folders the candidate's process reads to build this task (an operator file, a KernelBench
+        problem, a data set): the file layer of the containment lets a candidate read them (and nothing else of the
+        user's). Empty for a task whose code and data are in an installed package."""
+        return ()
+
     def support_modules(self) -> dict[str, str]:
         """Modules (name -> source) the candidate may import besides installed packages, e.g. the ``task`` module of
         GPU MODE's submission template (``from task import input_t, output_t``)."""

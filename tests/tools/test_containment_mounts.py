@@ -29,7 +29,7 @@ import pytest
 
 import ksearch
 from ksearch.contracts.candidate import Candidate
-from ksearch.tools.containment import policy
+from ksearch.tools.containment import allowlist, policy
 from ksearch.tools.containment.launcher import beneath_any, mount_points
 
 EXPLOITS = Path(__file__).resolve().parent / "exploits"
@@ -672,9 +672,12 @@ def _reach_paths(
 def test_a_kernel_reaches_no_service_listening_on_a_path(
     tmp_path: Path, sandbox: str, reached: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Namespaces do not stop a connection or a datagram to a socket on a path (the control reaches both);
-    ``seccomp`` does, while the kernel may still create Unix sockets (CUDA's start needs one)."""
+    """Namespaces do not stop a connection or a datagram to a socket on a path the kernel can see (the control
+    reaches both); ``seccomp`` does, while the kernel may still create Unix sockets (CUDA's start needs one). The
+    sockets' folder is put on the file layer's allow-list (a service in a system folder, say): the mount layer's fence
+    over ``/tmp`` would hide them otherwise."""
     _needs(sandbox)
+    monkeypatch.setenv(allowlist.ALLOW_VARIABLE, str(tmp_path))
     loot, connected, sent = _reach_paths(tmp_path, sandbox, "cpu", monkeypatch)
     assert bool(connected) == reached and bool(sent) == reached, (loot, connected, sent)
     if not reached:

@@ -143,6 +143,7 @@ class FlashInferTask(Task):
         self.search_workloads = int(options.get("search", DEFAULT_SEARCH_WORKLOADS))
         self.final = options.get("final", "0") not in ("", "0", "false")
         self.baseline_ms: dict[str, float] = {}
+        self._baseline_file = str(Path(options["baseline"]).expanduser().resolve()) if options.get("baseline") else None
         if options.get("baseline"):
             self.baseline_ms = load_baseline(options["baseline"])
         self.output_is_tuple = len(self.definition.outputs) > 1
@@ -152,6 +153,9 @@ class FlashInferTask(Task):
         self._specs = {c.name: s for kind in ("cuda", "cpu") for c, s in self._configs[kind]}
 
     # -- configs ------------------------------------------------------------------------------------------------
+    def data_paths(self) -> tuple[str, ...]:
+        return tuple(p for p in (self.dataset, self._baseline_file) if p)
+
     def _to_configs(self, specs: list[WorkloadSpec]) -> list[tuple[TaskConfig, WorkloadSpec]]:
         out = []
         for i, spec in enumerate(specs):

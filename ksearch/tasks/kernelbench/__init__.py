@@ -165,6 +165,9 @@ class KernelBenchTask(Task):
         return cls(find_problem(spec, root), allow=allow)
 
     # -- the problem as each device checks it -------------------------------------------------------------------
+    def data_paths(self) -> tuple[str, ...]:
+        return (str(self.path),)
+
     def problem_for(self, device: str) -> ModuleType:
         """The problem module: as written on a GPU; on the CPU with its sizes reduced to fit (``sizes``)."""
         if device_kind(device) != "cpu":

@@ -137,6 +137,9 @@ class UserOpTask(Task):
         self.atol = float(self._atol) if self._atol is not None else 1e-4
         self.rtol = float(self._rtol) if self._rtol is not None else 1e-4
 
+    def data_paths(self) -> tuple[str, ...]:
+        return (str(self.path),)
+
     # -- configs and inputs -------------------------------------------------------------------------------------
     def test_configs(self, device: str) -> list[TaskConfig]:
         if device_kind(device) == "cpu" and self._cpu is not None:

@@ -59,6 +59,7 @@ import signal
 import stat
 import sys
 from collections.abc import Callable
+from typing import NamedTuple
 
 FAILED = 121
 """Exit status of a launcher that could not apply a layer it was asked for."""
@@ -121,9 +122,11 @@ def readable_roots(
     hidden: list[str],
     listdir: Callable[[str], list[str]] = os.listdir,
     is_link: Callable[[str], bool] = os.path.islink,
+    roots: tuple[str, ...] | list[str] = ("/",),
 ) -> tuple[list[str], list[str]]:
-    """(hierarchies to allow reading whole, folders to allow listing only) so that everything is readable except
-    the files beneath ``hidden`` (absolute, resolved paths).
+    """(hierarchies to allow reading whole, folders to allow listing only) so that everything beneath ``roots`` (the
+    allow-list; by default the whole file system) is readable except the files beneath ``hidden`` (absolute,
+    resolved paths).
 
     Landlock only allows, so "all but X" is every sibling of every ancestor of X, read whole. The ancestors
     themselves may be listed (with everything beneath them, hidden folders included: names only, no contents), since
@@ -153,7 +156,10 @@ def readable_roots(
                 found.extend(visit(child))
         return found
 
-    return visit("/"), listed
+    whole: list[str] = []
+    for root in dict.fromkeys(os.path.normpath(r) for r in roots):
+        whole.extend(visit(root))
+    return whole, listed
 
 
 def die_with(parent_pid: int) -> None:
@@ -215,19 +221,31 @@ def beneath_any(path: bytes, roots: list[bytes]) -> bool:
 
 
 def private_mounts(
-    hidden: list[str], writable: list[str], *, new_namespace: bool, setattr_call: bool = True, devices: str = "all"
+    hidden: list[str],
+    writable: list[str],
+    *,
+    new_namespace: bool,
+    setattr_call: bool = True,
+    devices: str = "all",
+    fenced: list[str] | tuple[str, ...] = (),
+    keep: list[str] | tuple[str, ...] = (),
+    shm: SharedMemoryFolder | None = None,
 ) -> None:
-    """In a mount namespace of this process's own (``new_namespace``: unshare one; else ``pidns`` made it): ``hidden``
-    covered, ``/dev`` made minimal unless ``devices`` is ``all`` (``cpu``: ``DEVICES_KEPT``; ``gpu``: and ``nvidia*``),
-    every mount read-only but ``writable`` (and ``ALWAYS_WRITABLE``). Needs ``CAP_SYS_ADMIN`` over the namespace: the
-    user namespace's. ``setattr_call=False`` takes the older kernels' way (tests)."""
+    """In a mount namespace of this process's own (``new_namespace``: unshare one; else ``pidns`` made it): each
+    folder of ``fenced`` emptied but for the paths of ``keep`` beneath it (``fence``), ``hidden`` covered, ``/dev``
+    made minimal unless ``devices`` is ``all`` (``cpu``: ``DEVICES_KEPT``; ``gpu``: and ``nvidia*``; with ``shm``, a
+    private ``/dev/shm``), every mount read-only but ``writable`` (and ``ALWAYS_WRITABLE``). Needs ``CAP_SYS_ADMIN``
+    over the namespace: the user namespace's. ``setattr_call=False`` takes the older kernels' way (tests)."""
     if new_namespace:
         _check(_libc.unshare(CLONE_NEWNS), "unshare(CLONE_NEWNS)")
         _check(_libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None), "mount --make-rprivate /")
+    kept = [os.path.realpath(k) for k in [*keep, *writable]]
+    for folder in fenced:
+        fence(folder, kept)
     for path in hidden:
         cover(path)
     if devices != "all":
-        minimal_dev(gpu_devices=devices == "gpu")
+        minimal_dev(gpu_devices=devices == "gpu", shm=shm)
     folders = sorted({os.fsencode(os.path.realpath(w)) for w in writable if os.path.isdir(w)})
     protected = [os.fsencode(p) for p in PROC_READ_ONLY if os.path.exists(p)]
     for folder in [*folders, *protected]:  # its own mount, so that it can be judged apart from the mount it is in
@@ -263,11 +281,12 @@ def own_ipc_namespace(*, cover_mqueues: bool) -> None:
             cover(os.fsdecode(point))
 
 
-def minimal_dev(*, gpu_devices: bool) -> None:
+def minimal_dev(*, gpu_devices: bool, shm: SharedMemoryFolder | None = None) -> None:
     """Put a tmpfs over ``/dev`` holding only ``DEVICES_KEPT`` (and ``nvidia*`` with ``gpu_devices``), each bound from
     the machine's, and ``DEVICE_LINKS``: no disk, loop, input, kvm, watchdog or other device node a uid-0 candidate
-    without capabilities could still open by the file modes (a raw disk holds every file a hidden path hides)."""
-    names = [name for name in DEVICES_KEPT if os.path.exists(f"/dev/{name}")]
+    without capabilities could still open by the file modes (a raw disk holds every file a hidden path hides). With
+    ``shm``, ``/dev/shm`` is a tmpfs of the candidate's own instead of the machine's (``private_shm``)."""
+    names = [name for name in DEVICES_KEPT if os.path.exists(f"/dev/{name}") and not (shm and name == "shm")]
     if gpu_devices:
         names += sorted(name for name in os.listdir("/dev") if name.startswith("nvidia"))
     held = {name: os.open(f"/dev/{name}", os.O_PATH | os.O_CLOEXEC) for name in names}  # reachable once /dev is covered
@@ -288,10 +307,77 @@ def minimal_dev(*, gpu_devices: bool) -> None:
         for name, link in DEVICE_LINKS.items():
             os.symlink(link, f"/dev/{name}")
         _own_ptys()
+        if shm is not None:
+            private_shm(shm)
     finally:
         for fd in held.values():
             os.close(fd)
     _remount_read_only(b"/dev")
+
+
+class SharedMemoryFolder(NamedTuple):
+    """A candidate's own ``/dev/shm``: a tmpfs of at most ``size`` bytes (0: the kernel's default, half the memory)
+    holding, besides what the candidate writes, only the machine's folders ``keep`` (beneath ``/dev/shm``: an
+    evaluation's staging folder, shared with its checker)."""
+
+    size: int = 0
+    keep: tuple[str, ...] = ()
+
+
+def private_shm(shm: SharedMemoryFolder) -> None:
+    """Mount the candidate's own ``/dev/shm`` (in ``minimal_dev``'s new ``/dev``): what it writes there is gone with
+    its mount namespace, and no other evaluation's staging buffer, nor any other file of the machine's ``/dev/shm``,
+    is in it."""
+    keep = [k for k in shm.keep if beneath_any(os.fsencode(k), [b"/dev/shm"]) and os.path.isdir(k)]
+    held = {k: os.open(k, os.O_PATH | os.O_CLOEXEC) for k in keep}  # the machine's, before the mount covers them
+    try:
+        os.mkdir("/dev/shm")
+        options = f"mode=1777{f',size={shm.size}' if shm.size else ''}".encode()
+        _check(_libc.mount(b"tmpfs", b"/dev/shm", b"tmpfs", MS_NOSUID | MS_NODEV, options), "mount /dev/shm")
+        for path, fd in held.items():
+            os.makedirs(path, exist_ok=True)
+            _check(
+                _libc.mount(f"/proc/self/fd/{fd}".encode(), os.fsencode(path), None, MS_BIND | MS_REC, None),
+                f"bind {path}",
+            )
+    finally:
+        for fd in held.values():
+            os.close(fd)
+
+
+def fence(folder: str, keep: list[str]) -> None:
+    """Put an empty tmpfs over ``folder`` holding only the paths of ``keep`` (resolved) that lie beneath it, each
+    bound from the machine's at its own path (the folders leading to one are there, empty but for it): ``/tmp`` with
+    only the worker's own folders in it, a home with only the virtual environment that runs ksearch. Nothing when
+    ``folder`` is missing, a link, or lies within a path of ``keep`` (it is needed whole)."""
+    root = os.path.realpath(folder)
+    if not os.path.isdir(folder) or os.path.islink(folder) or root == "/":
+        return
+    if any(root == k or _beneath(root, k) for k in keep):
+        return
+    inside = sorted({k for k in keep if _beneath(k, root) and os.path.lexists(k)})
+    outermost = [k for k in inside if not any(_beneath(k, other) for other in inside if other != k)]
+    held = {k: os.open(k, os.O_PATH | os.O_CLOEXEC) for k in outermost}
+    try:
+        options = b"mode=0755,size=1m"
+        _check(_libc.mount(b"tmpfs", os.fsencode(root), b"tmpfs", MS_NOSUID | MS_NODEV, options), f"fence {root}")
+        for path, fd in held.items():
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            if stat.S_ISDIR(os.fstat(fd).st_mode):
+                os.mkdir(path)
+            else:
+                os.close(os.open(path, os.O_CREAT | os.O_WRONLY | os.O_CLOEXEC, 0o644))
+            _check(
+                _libc.mount(f"/proc/self/fd/{fd}".encode(), os.fsencode(path), None, MS_BIND | MS_REC, None),
+                f"bind {path}",
+            )
+    finally:
+        for fd in held.values():
+            os.close(fd)
+
+
+def _beneath(path: str, root: str) -> bool:
+    return path.startswith(root.rstrip("/") + "/")
 
 
 def _own_ptys() -> None:
@@ -333,7 +419,12 @@ SECCOMP_SYSCALLS = {  # setsid, setpgid, connect, sendto, io_uring_setup; audit 
     "x86_64": ((112, 109, 42, 44, 425), 0xC000003E, True),
     "aarch64": ((157, 154, 203, 206, 425), 0xC00000B7, False),
 }
-EPERM, ENOENT = 1, 2
+SOCKET_SYSCALL = {"x86_64": 41, "aarch64": 198}
+IP_FAMILIES = (2, 10, 17)
+"""``AF_INET``, ``AF_INET6``, ``AF_PACKET``: the sockets a CPU's candidate may not create (``refuse_ip``)."""
+EPERM, ENOENT, EACCES = 1, 2, 13
+SOCKET_FAMILY = 16
+"""Offset of ``socket``'s first argument (the address family) in ``struct seccomp_data`` (its low word)."""
 SENDTO_ADDRESS = 16 + 4 * 8
 """Offset of ``sendto``'s fifth argument (its destination address) in ``struct seccomp_data`` (low word first)."""
 PR_SET_SECCOMP, SECCOMP_MODE_FILTER, PR_SET_NO_NEW_PRIVS = 22, 2, 38
@@ -341,8 +432,9 @@ RET_ALLOW, RET_ERRNO = 0x7FFF0000, 0x00050000
 LD_ABS, JEQ, JGE, RET = 0x20, 0x15, 0x35, 0x06
 
 
-def seccomp_program(machine: str) -> list[tuple[int, int, int, int]]:
-    """The filter as classic BPF instructions (code, jump if true, jump if false, k) for ``machine``."""
+def seccomp_program(machine: str, *, refuse_ip: bool = False) -> list[tuple[int, int, int, int]]:
+    """The filter as classic BPF instructions (code, jump if true, jump if false, k) for ``machine``; with
+    ``refuse_ip``, creating an IP or packet socket fails too (``EACCES``: a CPU's candidate needs none)."""
     if machine not in SECCOMP_SYSCALLS:
         raise LayerError(f"seccomp: no system-call table for {machine}")
     (setsid, setpgid, connect, sendto, io_uring), arch, x32 = SECCOMP_SYSCALLS[machine]
@@ -365,19 +457,31 @@ def seccomp_program(machine: str) -> list[tuple[int, int, int, int]]:
         (LD_ABS, 0, 0, SENDTO_ADDRESS + 4),
         (JEQ, 1, 0, 0),
         (RET, 0, 0, nobody_there),
-        (RET, 0, 0, RET_ALLOW),
     ]
-    return head + body
+    tail = [(RET, 0, 0, RET_ALLOW)]
+    if refuse_ip:
+        inet, inet6, packet = IP_FAMILIES
+        tail = [
+            (LD_ABS, 0, 0, 0),  # the call's number again (the sendto branch loaded an argument)
+            (JEQ, 0, 5, SOCKET_SYSCALL[machine]),
+            (LD_ABS, 0, 0, SOCKET_FAMILY),
+            (JEQ, 2, 0, inet),
+            (JEQ, 1, 0, inet6),
+            (JEQ, 0, 1, packet),
+            (RET, 0, 0, RET_ERRNO | EACCES),
+            (RET, 0, 0, RET_ALLOW),
+        ]
+    return head + body + tail
 
 
-def install_seccomp(machine: str) -> None:
+def install_seccomp(machine: str, *, refuse_ip: bool = False) -> None:
     class Instruction(ctypes.Structure):
         _fields_ = [("code", ctypes.c_uint16), ("jt", ctypes.c_uint8), ("jf", ctypes.c_uint8), ("k", ctypes.c_uint32)]
 
     class Program(ctypes.Structure):
         _fields_ = [("len", ctypes.c_uint16), ("filter", ctypes.POINTER(Instruction))]
 
-    instructions = seccomp_program(machine)
+    instructions = seccomp_program(machine, refuse_ip=refuse_ip)
     table = (Instruction * len(instructions))(*(Instruction(*i) for i in instructions))
     program = Program(len(instructions), table)
     _check(_libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(PR_SET_NO_NEW_PRIVS)")
@@ -413,10 +517,18 @@ def _has_any_capability() -> bool:
 
 
 def apply_landlock(
-    hidden: list[str], writable: list[str], *, abstract_sockets: bool = True, network: bool = False
+    hidden: list[str],
+    writable: list[str],
+    *,
+    readable: list[str] | None = None,
+    listable: list[str] | tuple[str, ...] = (),
+    abstract_sockets: bool = True,
+    network: bool = False,
 ) -> int:
-    """Landlock over this process and what it starts: reads everywhere but ``hidden``, writes beneath ``writable``,
-    and the network and scope rules of ``landlock.Ruleset`` (``network``: none for TCP and abstract sockets)."""
+    """Landlock over this process and what it starts: reads beneath ``readable`` (the allow-list; None: everywhere)
+    but not beneath ``hidden``, listing ``listable`` folders (names only: Python lists every folder on its path),
+    writes beneath ``writable``, and the network and scope rules of ``landlock.Ruleset`` (``network``: none for TCP
+    and abstract sockets)."""
     from ksearch.tools.containment import landlock
 
     abi = landlock.abi_version()
@@ -424,7 +536,8 @@ def apply_landlock(
         raise LayerError("Landlock is not available in this kernel")
     try:
         ruleset = landlock.Ruleset(abi, abstract_sockets=abstract_sockets and not network, tcp=not network)
-        whole, listed = readable_roots(hidden)
+        whole, listed = readable_roots(hidden, roots=readable if readable is not None else ("/",))
+        listed = [*listed, *listable]
         rules = [(root, landlock.READ) for root in whole] + [(folder, landlock.READ_DIR) for folder in listed]
         rules += [(folder, landlock.READ | landlock.write_rights(abi)) for folder in writable]
         for path, rights in rules:
@@ -436,6 +549,58 @@ def apply_landlock(
     except OSError as exc:
         raise LayerError(f"Landlock: {exc}") from None
     return abi
+
+
+class Limits(NamedTuple):
+    """What one candidate may use (0: no limit of that kind)."""
+
+    memory: int = 0
+    """Bytes: ``RLIMIT_AS`` (``address_space``) or ``RLIMIT_DATA`` (a GPU's candidate: CUDA reserves far more
+    address space than it uses)."""
+    address_space: bool = True
+    file_size: int = 0
+    """Bytes, per file written (``RLIMIT_FSIZE``: a larger write ends the process with ``SIGXFSZ``)."""
+    processes: int = 0
+    """``RLIMIT_NPROC``, set inside the user namespace (counted there from Linux 5.14; uid 0 is exempt)."""
+    oom_score: int = 1000
+    """The OOM killer's first choice when memory runs out is the candidate, never another process of the machine."""
+
+
+def apply_limits(limits: Limits) -> None:
+    """The resource limits of ``limits`` on this process and what it starts (the candidate), and no core files."""
+    import resource
+
+    wanted = [(resource.RLIMIT_CORE, 0)]
+    if limits.memory:
+        wanted.append((resource.RLIMIT_AS if limits.address_space else resource.RLIMIT_DATA, limits.memory))
+    if limits.file_size:
+        wanted.append((resource.RLIMIT_FSIZE, limits.file_size))
+    for kind, value in wanted:
+        _lower(kind, value)
+    try:
+        with open("/proc/self/oom_score_adj", "w") as f:
+            f.write(str(limits.oom_score))
+    except OSError as exc:
+        raise LayerError(f"oom_score_adj: {exc.strerror or exc}") from None
+
+
+def limit_processes(count: int) -> None:
+    """``RLIMIT_NPROC`` (in the candidate's own user namespace, where only its own processes count)."""
+    import resource
+
+    if count:
+        _lower(resource.RLIMIT_NPROC, count)
+
+
+def _lower(kind: int, value: int) -> None:
+    import resource
+
+    soft, hard = resource.getrlimit(kind)
+    top = value if hard == resource.RLIM_INFINITY else min(value, hard)
+    try:
+        resource.setrlimit(kind, (top, top))
+    except (OSError, ValueError) as exc:
+        raise LayerError(f"setrlimit({kind}, {top}): {exc}") from None
 
 
 def apply(spec: dict, *, probe: bool) -> tuple[list[str], dict[str, str]]:
@@ -467,15 +632,30 @@ def apply(spec: dict, *, probe: bool) -> tuple[list[str], dict[str, str]]:
             raise LayerError(f"{name}: needs the user namespace")
         return False
 
+    limits = Limits(**spec.get("limits", {}))
+    attempt("limits", lambda: apply_limits(limits))
     attempt("userns", lambda: enter_namespaces("pidns" in layers))
+    if "limits" in applied and "userns" in applied:
+        limit_processes(limits.processes)
     if in_user_namespace("pidns"):
         _fork_into_namespace()
         attempt("pidns", fresh_proc)
+    readable = spec.get("readable")
     if in_user_namespace("mountns"):
         hidden, writable = list(spec.get("hidden", [])), list(spec.get("writable", []))
         devices = str(spec.get("devices", "all"))
+        shm = SharedMemoryFolder(**spec["shm"]) if spec.get("shm") is not None else None
         attempt(
-            "mountns", lambda: private_mounts(hidden, writable, new_namespace="pidns" not in applied, devices=devices)
+            "mountns",
+            lambda: private_mounts(
+                hidden,
+                writable,
+                new_namespace="pidns" not in applied,
+                devices=devices,
+                fenced=list(spec.get("fenced", [])),
+                keep=list(readable or []),
+                shm=shm,
+            ),
         )
     if in_user_namespace("netns"):
         attempt("netns", lambda: _check(_libc.unshare(CLONE_NEWNET), "unshare(CLONE_NEWNET)"))
@@ -491,11 +671,14 @@ def apply(spec: dict, *, probe: bool) -> tuple[list[str], dict[str, str]]:
         lambda: apply_landlock(
             list(spec.get("hidden", [])),
             writable,
+            readable=readable,
+            listable=list(spec.get("listable", [])),
             abstract_sockets="netns" not in applied,
             network=bool(spec.get("network")),
         ),
     )
-    attempt("seccomp", lambda: install_seccomp(platform.machine()))
+    refuse_ip = not spec.get("ip_sockets", True)
+    attempt("seccomp", lambda: install_seccomp(platform.machine(), refuse_ip=refuse_ip))
     return applied, failed
 
 

@@ -33,10 +33,11 @@ from pathlib import Path
 
 import ksearch
 from ksearch.errors import KsearchError
+from ksearch.tools.containment import allowlist, limits
 
 VARIABLE = "KSEARCH_SANDBOX"
 HIDE_VARIABLE = "KSEARCH_SANDBOX_HIDE"
-CHILD_LAYERS = ("userns", "pidns", "mountns", "netns", "ipcns", "caps", "landlock", "seccomp")
+CHILD_LAYERS = ("limits", "userns", "pidns", "mountns", "netns", "ipcns", "caps", "landlock", "seccomp")
 LAYERS = (*CHILD_LAYERS, "nondumpable")
 HOME_SECRETS = (
     ".ssh",
@@ -62,10 +63,22 @@ HOME_SECRETS = (
     ".cache/huggingface",
     ".huggingface",
     ".local/share/keyrings",
+    ".local/state/ksearch",
     ".password-store",
     ".ksearch",
+    ".codex",
+    ".claude",
+    ".claude.json",
+    ".pgpass",
+    ".vault-token",
+    ".kaggle",
+    ".terraform.d",
 )
-"""Where a home directory keeps keys and tokens (shell start-up files often export API keys)."""
+"""Where a home directory keeps keys and tokens (shell start-up files often export API keys). With Landlock the home
+is not on the allow-list at all (``allowlist``); this list is what the mount layer covers where the home holds a path
+a worker needs (a virtual environment), and what it covers where Landlock is missing."""
+WORKING_FOLDER_SECRETS = (".env", ".envrc")
+"""Files of the working folder that often export keys (``direnv``'s ``.envrc``, ``.env``)."""
 PR_SET_DUMPABLE = 4
 
 _lock = threading.Lock()
@@ -209,10 +222,6 @@ def protect_parent() -> bool:
     return _parent_protected
 
 
-TASK_DATA_VARIABLES = ("FIB_DATASET_PATH", "KERNELBENCH_ROOT", "CUDA_HOME", "CUDA_PATH")
-"""Folders tasks and toolchains read from, wherever the user keeps them (never hidden)."""
-
-
 def needed_paths() -> list[str]:
     """What a worker must keep reading: the Python installation, ksearch itself, task data and the CUDA toolkit."""
     paths = {
@@ -222,7 +231,7 @@ def needed_paths() -> list[str]:
         os.path.dirname(os.path.realpath(sys.executable)),
         str(Path(ksearch.__file__).resolve().parent),
     }
-    paths |= {os.environ[v] for v in TASK_DATA_VARIABLES if os.environ.get(v)}
+    paths |= {os.environ[v] for v in allowlist.TASK_DATA_VARIABLES if os.environ.get(v)}
     return [os.path.realpath(p) for p in paths if p]
 
 
@@ -240,7 +249,9 @@ def exposed_paths() -> list[str]:
 
 def _sort_hideable(keep: list[str]) -> tuple[list[str], list[str]]:
     home = os.path.expanduser("~")
-    candidates = [*_hidden, *(os.path.join(home, name) for name in HOME_SECRETS), os.path.join(os.getcwd(), ".env")]
+    candidates = [*_hidden, *(os.path.join(home, name) for name in HOME_SECRETS)]
+    candidates += [os.path.join(os.getcwd(), name) for name in WORKING_FOLDER_SECRETS]
+    candidates += list(allowlist.SYSTEM_SECRETS)
     candidates += [p for p in os.environ.get(HIDE_VARIABLE, "").split(os.pathsep) if p]
     needed = [os.path.realpath(p) for p in (*keep, *needed_paths())]
     hidden: list[str] = []
@@ -273,12 +284,18 @@ def launcher_prefix(
     if "landlock" in layers and not environ_protected(layers):
         hidden += [f"/proc/{pid}" for pid in ancestors()]
     devices = "cpu" if device == "cpu" else "gpu"  # the GPU's adds nvidia* (ran with CUDA on an H200, 2026-11-30)
+    readable, listable = allowlist.readable()
     spec = {
         "layers": list(layers),
         "hidden": hidden,
         "writable": [*keep, "/dev"],
+        "readable": readable,
+        "listable": listable,
+        "fenced": allowlist.fenced(),
         "devices": devices,
         "cuda": device != "cpu",
+        "ip_sockets": device != "cpu",
+        "limits": limits.for_device(device)._asdict(),
         **({"network": True} if network else {}),
     }
     return _launcher_argv(spec)
