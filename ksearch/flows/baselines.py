@@ -28,10 +28,12 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from ksearch.contracts.evaluation import Evaluation, Timing
+from ksearch.tasks.described import DescribedTask
 from ksearch.tasks.flashinfer.baseline import reference_candidate
 from ksearch.tasks.flashinfer.definitions import FlashInferError
 from ksearch.tasks.kernelbench import KernelBenchTask
 from ksearch.tasks.kernelbench.baseline import BASELINE_MODES, BASELINE_VERSION, baseline_candidate
+from ksearch.tasks.registry import resolve_task
 from ksearch.tools.evaluator import EvalRequest, evaluate
 from ksearch.tools.fingerprint import probe_device
 
@@ -55,7 +57,7 @@ class Baseline(BaseModel):
     log: str = ""
 
 
-def cache_key(task: KernelBenchTask, mode: str, eval_key: str) -> str:
+def cache_key(task: KernelBenchTask | DescribedTask, mode: str, eval_key: str) -> str:
     content = hashlib.sha256(task.source.encode()).hexdigest()
     raw = json.dumps([BASELINE_VERSION, task.name, content, mode, eval_key], separators=(",", ":"))
     return hashlib.sha256(raw.encode()).hexdigest()[:32]
@@ -66,7 +68,7 @@ def baseline_path(workspace: Path, key: str) -> Path:
 
 
 def measure_baseline(
-    task: KernelBenchTask,
+    task: KernelBenchTask | DescribedTask,
     *,
     device: str,
     mode: str = "eager",
@@ -170,7 +172,5 @@ def kernelbench_speedup(
     task: str, device: str, best: Evaluation, *, mode: str = "eager", workspace: Path
 ) -> tuple[Baseline, float | None]:
     """The (cached) PyTorch baseline of a ``kernelbench:`` task and the speedup of ``best`` over it."""
-    base = measure_baseline(
-        KernelBenchTask(task.removeprefix("kernelbench:")), device=device, mode=mode, workspace=workspace
-    )
+    base = measure_baseline(resolve_task(task), device=device, mode=mode, workspace=workspace)
     return base, speedup(base, best)

@@ -248,10 +248,11 @@ def run_sweep(
 
 def _unjudgeable(spec: SweepSpec, entry: ProblemEntry) -> bool:
     """Whether the problem cannot be judged as written (its reference is random); if so the entry says why."""
-    from ksearch.tasks.kernelbench import KernelBenchTask, UnjudgeableProblem
+    from ksearch.tasks.kernelbench import UnjudgeableProblem
+    from ksearch.tasks.registry import prepare_task
 
     try:
-        KernelBenchTask.from_name(entry.task).validate(spec.device)
+        prepare_task(entry.task, device=spec.device)  # in a process without the key (``tasks.keyless``)
     except UnjudgeableProblem as exc:
         entry.status, entry.correct, entry.updated_at = "unjudgeable", False, time.time()
         entry.error = f"{exc} (fix: {exc.hint})"
@@ -324,11 +325,11 @@ def _collect(spec: SweepSpec, entry: ProblemEntry, workspace: Path) -> None:
     """Fill the entry's result from the store, and the speedup from the (cached) baseline when it is timed."""
     from ksearch.flows import run as runner
     from ksearch.flows.baselines import measure_baseline, speedup
-    from ksearch.tasks.kernelbench import KernelBenchTask
     from ksearch.tasks.kernelbench.judging import check_of
+    from ksearch.tasks.registry import resolve_task
     from ksearch.tools.integrity import reference_ops
 
-    task = KernelBenchTask.from_name(entry.task)
+    task = resolve_task(entry.task)
     store = runner.open_store(workspace)
     try:
         run = store.get_run(entry.run_id)

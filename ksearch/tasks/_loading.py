@@ -1,7 +1,9 @@
 """Shared helpers for tasks defined by a user's Python file (KernelBench problems, user operators).
 
-The file is trusted (it is the user's own definition of the problem), so it is imported in the agent's process
-and again in each evaluator worker. The candidate is never imported here.
+The file is the user's own definition of the problem, but it is code: it is imported only in processes that do not
+hold the API key (the evaluator's worker and checker, the loader of ``ksearch.tasks.keyless``); a process that holds
+it gets the task's description instead (``ksearch.tasks.described``), and ``import_file`` refuses there. The
+candidate is never imported here.
 """
 
 from __future__ import annotations
@@ -28,9 +30,19 @@ class ProblemFormatError(UserError):
     """A problem or operator file cannot be used: it does not import, or it lacks a required name."""
 
 
+class KeyHeldError(RuntimeError):
+    """A task file was about to be imported into a process that holds an API key (a bug: such a process loads it
+    through ``ksearch.tasks.keyless``)."""
+
+
 def import_file(path: Path, *, prefix: str) -> ModuleType:
     """Import ``path`` as a fresh module (cached while the file's contents are unchanged: by their hash, since an
-    edit within one tick of the file system's clock keeps the time stamp); errors name the file."""
+    edit within one tick of the file system's clock keeps the time stamp); errors name the file. Never in a process
+    that holds an API key (``KeyHeldError``)."""
+    from ksearch.tasks.keyless import holds_key
+
+    if holds_key():
+        raise KeyHeldError(f"{path} is a task file: it is not imported into a process that holds an API key")
     path = path.resolve()
     try:
         content = path.read_bytes()

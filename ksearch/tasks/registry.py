@@ -85,6 +85,11 @@ def resolve_task(name: str, *, kernelbench_root: str | Path | None = None) -> Ta
         from ksearch.tasks.flashinfer import FlashInferTask
 
         return FlashInferTask(name)
+    if is_task_file(name):
+        from ksearch.tasks import keyless
+
+        if keyless.holds_key():  # its code runs in a process without the key; this one gets its description
+            return keyless.load(name, kernelbench_root=kernelbench_root)
     if name.startswith(KERNELBENCH_PREFIX):
         from ksearch.tasks.kernelbench import KernelBenchTask
 
@@ -110,10 +115,28 @@ def canonical_task_name(name: str, *, kernelbench_root: str | Path | None = None
 
 def prepare_task(name: str, *, kernelbench_root: str | Path | None = None, device: str = "cpu") -> Task:
     """Resolve, canonicalise and validate a task before a run or an evaluation: an operator file's reference is run
-    on ``device`` to check its inputs' placement and determinism. The returned task's ``name`` is canonical."""
+    on ``device`` to check its inputs' placement and determinism (in a process without the key, for a task file).
+    The returned task's ``name`` is canonical."""
+    if is_task_file(name) and not _named(name):
+        from ksearch.tasks import keyless
+
+        if keyless.holds_key():
+            return keyless.load(name, kernelbench_root=kernelbench_root, validate_on=device)
     task = resolve_task(name, kernelbench_root=kernelbench_root)
     task.validate(device)
     return task
+
+
+def is_task_file(name: str) -> bool:
+    """Whether ``name`` names a Python file to import (an operator file, a KernelBench problem), not a task of
+    ksearch's or of an installed package."""
+    if name in _BUILTIN or name.startswith(FLASHINFER_PREFIX):
+        return False
+    return name.startswith(KERNELBENCH_PREFIX) or _looks_like_path(name)
+
+
+def _named(name: str) -> bool:
+    return any(ep.name == name for ep in _plugin_entry_points())
 
 
 def _looks_like_path(name: str) -> bool:

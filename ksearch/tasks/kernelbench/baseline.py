@@ -10,6 +10,7 @@ the evaluator.
 from __future__ import annotations
 
 from ksearch.contracts.candidate import Candidate
+from ksearch.tasks.described import DescribedTask
 from ksearch.tasks.kernelbench import KernelBenchTask
 
 BASELINE_MODES: tuple[str, ...] = ("eager", "compile")
@@ -37,13 +38,13 @@ class ModelNew(Model):
 """
 
 
-def baseline_code(task: KernelBenchTask, mode: str = "eager") -> str:
+def baseline_code(task: KernelBenchTask | DescribedTask, mode: str = "eager") -> str:
     if mode not in BASELINE_MODES:
         raise ValueError(f"baseline mode must be one of {', '.join(BASELINE_MODES)}, not {mode!r}")
     return task.source.rstrip() + "\n" + (_EAGER if mode == "eager" else _COMPILE)
 
 
-def baseline_candidate(task: KernelBenchTask, mode: str = "eager") -> Candidate:
+def baseline_candidate(task: KernelBenchTask | DescribedTask, mode: str = "eager") -> Candidate:
     """The reference packaged as a candidate module for ``evaluate()``."""
     return Candidate(task=task.name, language="triton", code=baseline_code(task, mode), entry_point=task.entry_point)
 
