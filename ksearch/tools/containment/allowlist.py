@@ -105,9 +105,17 @@ def python_paths() -> list[str]:
     return paths
 
 
+MPS_PIPE_VARIABLE, MPS_DEFAULT_PIPE = "CUDA_MPS_PIPE_DIRECTORY", "/tmp/nvidia-mps"
+"""Where a CUDA MPS control daemon keeps the pipes and sockets its clients use (NVIDIA's MPS documentation)."""
+
+
 def cuda_paths() -> list[str]:
-    """CUDA's toolkit (named, or where ``nvcc`` on the PATH comes from) and the folders of ``LD_LIBRARY_PATH``."""
+    """CUDA's toolkit (named, or where ``nvcc`` on the PATH comes from), the folders of ``LD_LIBRARY_PATH``, and
+    an MPS daemon's pipe folder where one serves the GPUs."""
     paths = [os.environ[v] for v in ("CUDA_HOME", "CUDA_PATH") if os.environ.get(v)]
+    mps = os.environ.get(MPS_PIPE_VARIABLE) or MPS_DEFAULT_PIPE
+    if os.path.exists(os.path.join(mps, "control")):
+        paths.append(mps)
     nvcc = shutil.which("nvcc")
     if nvcc:
         paths.append(os.path.dirname(os.path.dirname(os.path.realpath(nvcc))))

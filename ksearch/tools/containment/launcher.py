@@ -2,6 +2,8 @@
 
 It applies the layers the parent chose (``policy``), in this order, then ``exec``s the program (a candidate worker):
 
+``limits``  the spec's ``limits`` (``Limits``): ``RLIMIT_AS`` (or ``RLIMIT_DATA``), ``RLIMIT_FSIZE``, no core files,
+            an OOM score of 1000, and once in the user namespace ``RLIMIT_NPROC`` (counted there).
 ``userns``  a new user namespace (the same uid and gid inside): from inside it, nothing outside can be ptraced and
             no ``/proc/PID/{environ,mem,fd}`` outside it can be read, even as root, since its capabilities count only
             inside it. No user namespace can be made inside it, so every process the candidate starts stays in it:
@@ -10,7 +12,9 @@ It applies the layers the parent chose (``policy``), in this order, then ``exec`
             not even by ``/proc/*/cmdline``, and a process the candidate starts in a new session still dies with the
             worker (the namespace ends with its first process, a reaper whose child is the worker). The launcher
             stays outside as the namespace's parent and exits as the worker did.
-``mountns`` a mount namespace of its own (``pidns``'s, or a new one) in which the hidden paths are covered (an empty
+``mountns`` a mount namespace of its own (``pidns``'s, or a new one) in which each ``fenced`` folder (``/tmp``,
+            ``/run``, the homes...) is emptied but for the ``readable`` and writable paths beneath it (``fence``),
+            the hidden paths are covered (an empty
             read-only folder over a folder, ``/dev/null`` over a file) and every mount is read-only but the writable
             folders (bind-mounted onto themselves first), ``/dev`` and ``/proc`` (not its system settings:
             ``PROC_READ_ONLY``). Without Landlock (a machine that refuses it) this is what keeps the workspace and the
@@ -18,7 +22,8 @@ It applies the layers the parent chose (``policy``), in this order, then ``exec`
             a cache another process reads unchanged. Undoing a mount needs a capability, and ``caps`` leaves none.
             ``/dev`` is a minimal one (``minimal_dev``, where the spec's ``devices`` asks; a GPU's keeps ``nvidia*``):
             no disk, loop, input or other device node that a uid-0 candidate without capabilities could still open
-            by the file modes.
+            by the file modes; with the spec's ``shm``, its ``/dev/shm`` is a tmpfs of its own holding only the
+            machine's folders it names (``private_shm``).
 ``netns``   a network namespace of its own, with only a loopback interface that is down: no TCP, UDP or abstract
             socket reaches anything outside (a Dask scheduler, a model server, another process's port), where
             Landlock's network rules are missing or do not reach (UDP, abstract sockets before Linux 6.12).
@@ -34,9 +39,12 @@ It applies the layers the parent chose (``policy``), in this order, then ``exec`
             2026-11-30); ``connect`` fails as if nothing listened there, and so does ``sendto`` with an address, so no
             service listening on a path (a same-user Python forkserver ran the red team's code outside every layer;
             root's docker socket) can be reached; ``io_uring`` (which would connect past the filter) and 32-bit or x32
-            system calls (other numbers) fail. Creating a Unix socket stays allowed: CUDA's start needs one (it failed
+            system calls (other numbers) fail; with ``ip_sockets`` false (a CPU's candidate), creating an IP or packet
+            socket fails too. Creating a Unix socket stays allowed: CUDA's start needs one (it failed
             with error 304 when ``socket(AF_UNIX)`` did, on an H200, 2026-11-30).
-``landlock`` reads everywhere except the hidden paths, writes only beneath the given folders and ``/dev`` (and, for
+``landlock`` reads beneath the spec's ``readable`` paths only (the allow-list; everywhere where the spec names
+            none) but the hidden paths, lists the ``listable`` folders, writes only beneath the given folders and
+            ``/dev`` (and, for
             a GPU's candidate, the spec's ``cuda``, ``/proc``: CUDA's start writes beneath its process's entry, in
             every process that starts it), no TCP (ABI 4+), no signals or (without ``netns``) abstract sockets outside
             (ABI 6+), no ptrace attach outside.
@@ -59,21 +67,32 @@ import signal
 import stat
 import sys
 from collections.abc import Callable
-from typing import NamedTuple
+
+from ksearch.tools.containment.fences import SharedMemoryFolder, fence, hold_shm_folders, private_shm
+from ksearch.tools.containment.rlimits import Limits, apply_limits, limit_processes
+from ksearch.tools.containment.syscalls import (
+    MS_BIND,
+    MS_NOATIME,
+    MS_NODEV,
+    MS_NODIRATIME,
+    MS_NOEXEC,
+    MS_NOSUID,
+    MS_PRIVATE,
+    MS_RDONLY,
+    MS_REC,
+    MS_RELATIME,
+    MS_REMOUNT,
+    MS_STRICTATIME,
+    LayerError,
+    beneath_any,
+)
+from ksearch.tools.containment.syscalls import check as _check
+from ksearch.tools.containment.syscalls import libc as _libc
 
 FAILED = 121
 """Exit status of a launcher that could not apply a layer it was asked for."""
 CLONE_NEWNS, CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET = 0x00020000, 0x10000000, 0x20000000, 0x40000000
 CLONE_NEWIPC = 0x08000000
-MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT, MS_BIND = 1, 2, 4, 8, 32, 4096
-MS_NOATIME, MS_NODIRATIME, MS_REC, MS_PRIVATE, MS_RELATIME, MS_STRICTATIME = (
-    1024,
-    2048,
-    1 << 14,
-    1 << 18,
-    1 << 21,
-    1 << 24,
-)
 STATVFS_TO_MOUNT = (
     (os.ST_RDONLY, MS_RDONLY),
     (os.ST_NOSUID, MS_NOSUID),
@@ -95,8 +114,8 @@ red-team review of 2026-11-30). ``/sys`` is read-only whole (CUDA only reads it;
 cgroup). Docker's read-only paths are the same list."""
 DEVICES_KEPT = ("null", "zero", "full", "random", "urandom", "tty", "shm")
 """What a minimal ``/dev`` (``minimal_dev``) keeps of the machine's, each bound from it, read-only but ``shm``, the
-host's folder (POSIX shared memory: the checker's staging buffer on the CPU). With ``gpu_devices``, every ``nvidia*``
-entry too. Its own ``devpts`` gives it ptys."""
+host's folder (POSIX shared memory), unless a ``/dev/shm`` of the candidate's own replaces it. With ``gpu_devices``,
+every ``nvidia*`` entry too. Its own ``devpts`` gives it ptys."""
 DEVICE_LINKS = {
     "fd": "/proc/self/fd",
     "stdin": "/proc/self/fd/0",
@@ -104,18 +123,6 @@ DEVICE_LINKS = {
     "stderr": "/proc/self/fd/2",
 }
 PR_SET_PDEATHSIG, PR_CAPBSET_DROP, PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 1, 24, 47, 4
-
-_libc = ctypes.CDLL(None, use_errno=True)
-
-
-class LayerError(Exception):
-    """A layer could not be applied."""
-
-
-def _check(result: int, what: str) -> None:
-    if result != 0:
-        err = ctypes.get_errno()
-        raise LayerError(f"{what}: {os.strerror(err)}")
 
 
 def readable_roots(
@@ -216,10 +223,6 @@ def current_mounts(fstype: bytes | None = None) -> list[bytes]:
         return mount_points(f.read(), fstype)
 
 
-def beneath_any(path: bytes, roots: list[bytes]) -> bool:
-    return any(path == root or path.startswith(root.rstrip(b"/") + b"/") for root in roots)
-
-
 def private_mounts(
     hidden: list[str],
     writable: list[str],
@@ -290,6 +293,7 @@ def minimal_dev(*, gpu_devices: bool, shm: SharedMemoryFolder | None = None) -> 
     if gpu_devices:
         names += sorted(name for name in os.listdir("/dev") if name.startswith("nvidia"))
     held = {name: os.open(f"/dev/{name}", os.O_PATH | os.O_CLOEXEC) for name in names}  # reachable once /dev is covered
+    shm_held = hold_shm_folders(shm) if shm is not None else {}
     try:
         _check(_libc.mount(b"tmpfs", b"/dev", b"tmpfs", MS_NOSUID | MS_NOEXEC, b"mode=0755,size=64k"), "mount /dev")
         for name, fd in held.items():
@@ -308,76 +312,11 @@ def minimal_dev(*, gpu_devices: bool, shm: SharedMemoryFolder | None = None) -> 
             os.symlink(link, f"/dev/{name}")
         _own_ptys()
         if shm is not None:
-            private_shm(shm)
+            private_shm(shm, shm_held)
     finally:
-        for fd in held.values():
+        for fd in [*held.values(), *shm_held.values()]:
             os.close(fd)
     _remount_read_only(b"/dev")
-
-
-class SharedMemoryFolder(NamedTuple):
-    """A candidate's own ``/dev/shm``: a tmpfs of at most ``size`` bytes (0: the kernel's default, half the memory)
-    holding, besides what the candidate writes, only the machine's folders ``keep`` (beneath ``/dev/shm``: an
-    evaluation's staging folder, shared with its checker)."""
-
-    size: int = 0
-    keep: tuple[str, ...] = ()
-
-
-def private_shm(shm: SharedMemoryFolder) -> None:
-    """Mount the candidate's own ``/dev/shm`` (in ``minimal_dev``'s new ``/dev``): what it writes there is gone with
-    its mount namespace, and no other evaluation's staging buffer, nor any other file of the machine's ``/dev/shm``,
-    is in it."""
-    keep = [k for k in shm.keep if beneath_any(os.fsencode(k), [b"/dev/shm"]) and os.path.isdir(k)]
-    held = {k: os.open(k, os.O_PATH | os.O_CLOEXEC) for k in keep}  # the machine's, before the mount covers them
-    try:
-        os.mkdir("/dev/shm")
-        options = f"mode=1777{f',size={shm.size}' if shm.size else ''}".encode()
-        _check(_libc.mount(b"tmpfs", b"/dev/shm", b"tmpfs", MS_NOSUID | MS_NODEV, options), "mount /dev/shm")
-        for path, fd in held.items():
-            os.makedirs(path, exist_ok=True)
-            _check(
-                _libc.mount(f"/proc/self/fd/{fd}".encode(), os.fsencode(path), None, MS_BIND | MS_REC, None),
-                f"bind {path}",
-            )
-    finally:
-        for fd in held.values():
-            os.close(fd)
-
-
-def fence(folder: str, keep: list[str]) -> None:
-    """Put an empty tmpfs over ``folder`` holding only the paths of ``keep`` (resolved) that lie beneath it, each
-    bound from the machine's at its own path (the folders leading to one are there, empty but for it): ``/tmp`` with
-    only the worker's own folders in it, a home with only the virtual environment that runs ksearch. Nothing when
-    ``folder`` is missing, a link, or lies within a path of ``keep`` (it is needed whole)."""
-    root = os.path.realpath(folder)
-    if not os.path.isdir(folder) or os.path.islink(folder) or root == "/":
-        return
-    if any(root == k or _beneath(root, k) for k in keep):
-        return
-    inside = sorted({k for k in keep if _beneath(k, root) and os.path.lexists(k)})
-    outermost = [k for k in inside if not any(_beneath(k, other) for other in inside if other != k)]
-    held = {k: os.open(k, os.O_PATH | os.O_CLOEXEC) for k in outermost}
-    try:
-        options = b"mode=0755,size=1m"
-        _check(_libc.mount(b"tmpfs", os.fsencode(root), b"tmpfs", MS_NOSUID | MS_NODEV, options), f"fence {root}")
-        for path, fd in held.items():
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            if stat.S_ISDIR(os.fstat(fd).st_mode):
-                os.mkdir(path)
-            else:
-                os.close(os.open(path, os.O_CREAT | os.O_WRONLY | os.O_CLOEXEC, 0o644))
-            _check(
-                _libc.mount(f"/proc/self/fd/{fd}".encode(), os.fsencode(path), None, MS_BIND | MS_REC, None),
-                f"bind {path}",
-            )
-    finally:
-        for fd in held.values():
-            os.close(fd)
-
-
-def _beneath(path: str, root: str) -> bool:
-    return path.startswith(root.rstrip("/") + "/")
 
 
 def _own_ptys() -> None:
@@ -549,58 +488,6 @@ def apply_landlock(
     except OSError as exc:
         raise LayerError(f"Landlock: {exc}") from None
     return abi
-
-
-class Limits(NamedTuple):
-    """What one candidate may use (0: no limit of that kind)."""
-
-    memory: int = 0
-    """Bytes: ``RLIMIT_AS`` (``address_space``) or ``RLIMIT_DATA`` (a GPU's candidate: CUDA reserves far more
-    address space than it uses)."""
-    address_space: bool = True
-    file_size: int = 0
-    """Bytes, per file written (``RLIMIT_FSIZE``: a larger write ends the process with ``SIGXFSZ``)."""
-    processes: int = 0
-    """``RLIMIT_NPROC``, set inside the user namespace (counted there from Linux 5.14; uid 0 is exempt)."""
-    oom_score: int = 1000
-    """The OOM killer's first choice when memory runs out is the candidate, never another process of the machine."""
-
-
-def apply_limits(limits: Limits) -> None:
-    """The resource limits of ``limits`` on this process and what it starts (the candidate), and no core files."""
-    import resource
-
-    wanted = [(resource.RLIMIT_CORE, 0)]
-    if limits.memory:
-        wanted.append((resource.RLIMIT_AS if limits.address_space else resource.RLIMIT_DATA, limits.memory))
-    if limits.file_size:
-        wanted.append((resource.RLIMIT_FSIZE, limits.file_size))
-    for kind, value in wanted:
-        _lower(kind, value)
-    try:
-        with open("/proc/self/oom_score_adj", "w") as f:
-            f.write(str(limits.oom_score))
-    except OSError as exc:
-        raise LayerError(f"oom_score_adj: {exc.strerror or exc}") from None
-
-
-def limit_processes(count: int) -> None:
-    """``RLIMIT_NPROC`` (in the candidate's own user namespace, where only its own processes count)."""
-    import resource
-
-    if count:
-        _lower(resource.RLIMIT_NPROC, count)
-
-
-def _lower(kind: int, value: int) -> None:
-    import resource
-
-    soft, hard = resource.getrlimit(kind)
-    top = value if hard == resource.RLIM_INFINITY else min(value, hard)
-    try:
-        resource.setrlimit(kind, (top, top))
-    except (OSError, ValueError) as exc:
-        raise LayerError(f"setrlimit({kind}, {top}): {exc}") from None
 
 
 def apply(spec: dict, *, probe: bool) -> tuple[list[str], dict[str, str]]:
