@@ -7,8 +7,9 @@ import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-HARNESS_OWN = {"KSEARCH_PARENT_PID", "KSEARCH_MSG_FD", "KSEARCH_DOORBELL_FD"}
-"""Set by the evaluator for the processes it starts (a pipe's descriptor, the parent to die with): not a user's."""
+HARNESS_OWN = {"KSEARCH_PARENT_PID", "KSEARCH_MSG_FD", "KSEARCH_DOORBELL_FD", "KSEARCH_STAGING_DIR"}
+"""Set by the evaluator for the processes it starts (a pipe's descriptor, the parent to die with, the checker's
+staging folder): not a user's."""
 
 
 def _read_by_the_package() -> set[str]:

@@ -49,7 +49,10 @@ class StagingHandle(BaseModel):
     ipc: str = ""
     """cuda_ipc: base64 of the pickled (rebuild function, arguments) torch gives for sharing the buffer."""
     shm_name: str = ""
-    """shm: the name of the ``multiprocessing.shared_memory`` block."""
+    """shm: the name of the ``multiprocessing.shared_memory`` block (a checker without a staging folder)."""
+    shm_path: str = ""
+    """shm: the file in the session's staging folder (``/dev/shm/ksearch-staging-*``), which is all of the machine's
+    ``/dev/shm`` a candidate's private one holds."""
 
 
 class WorkerRequest(BaseModel):

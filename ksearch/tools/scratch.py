@@ -18,10 +18,11 @@ from pathlib import Path
 _NAME = re.compile(r"^ksearch-(?P<kind>[a-z]+)-(?P<pid>\d+)-")
 
 
-def scratch_dir(kind: str) -> Path:
-    """A new private folder ``ksearch-KIND-PID-XXXX`` in the temporary folder, after sweeping stale ones."""
-    sweep_stale()
-    return Path(tempfile.mkdtemp(prefix=f"ksearch-{kind}-{os.getpid()}-"))
+def scratch_dir(kind: str, *, root: Path | None = None) -> Path:
+    """A new private folder ``ksearch-KIND-PID-XXXX`` in ``root`` (default: the temporary folder; a session's staging
+    folder is in ``/dev/shm``), after sweeping stale ones there."""
+    sweep_stale(root)
+    return Path(tempfile.mkdtemp(prefix=f"ksearch-{kind}-{os.getpid()}-", dir=root))
 
 
 def sweep_stale(root: Path | None = None) -> list[Path]:

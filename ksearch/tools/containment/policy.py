@@ -29,6 +29,7 @@ import os
 import subprocess
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import ksearch
@@ -268,11 +269,20 @@ def _sort_hideable(keep: list[str]) -> tuple[list[str], list[str]]:
 
 
 def launcher_prefix(
-    device: str, writable: list[Path], *, layers: tuple[str, ...] | None = None, network: bool = False
+    device: str,
+    writable: list[Path],
+    *,
+    layers: tuple[str, ...] | None = None,
+    network: bool = False,
+    shm_keep: list[Path] | None = None,
+    allow_list: bool = True,
 ) -> list[str]:
     """The command that starts a candidate process inside its layers ([] when there are none): this machine's
     (``child_layers``) unless ``layers`` names them; ``network``: Landlock leaves TCP and abstract sockets alone (a
-    process profiled by Nsight Compute, ``ksearch.tools.counters``)."""
+    process profiled by Nsight Compute, ``ksearch.tools.counters``). With ``mountns`` and ``shm_keep``, a
+    ``/dev/shm`` of its own holding only those folders of the machine's (its staging folder). ``allow_list``: the
+    file layer reads the allow-list only (``allowlist``); without it (the process Nsight Compute profiles, whose
+    library in it reads the tool's files), everything but the hidden paths, as before the allow-list."""
     layers = child_layers(device) if layers is None else layers
     if not layers:
         return []
@@ -285,17 +295,19 @@ def launcher_prefix(
         hidden += [f"/proc/{pid}" for pid in ancestors()]
     devices = "cpu" if device == "cpu" else "gpu"  # the GPU's adds nvidia* (ran with CUDA on an H200, 2026-11-30)
     readable, listable = allowlist.readable()
+    files = {"readable": readable, "listable": listable, "fenced": allowlist.fenced()} if allow_list else {}
+    candidate_limits = limits.for_device(device)
+    shm = {"size": candidate_limits.memory, "keep": [os.path.realpath(p) for p in shm_keep or []]}
     spec = {
         "layers": list(layers),
         "hidden": hidden,
         "writable": [*keep, "/dev"],
-        "readable": readable,
-        "listable": listable,
-        "fenced": allowlist.fenced(),
+        **files,
         "devices": devices,
         "cuda": device != "cpu",
         "ip_sockets": device != "cpu",
-        "limits": limits.for_device(device)._asdict(),
+        "limits": candidate_limits._asdict(),
+        **({"shm": shm} if shm_keep is not None else {}),
         **({"network": True} if network else {}),
     }
     return _launcher_argv(spec)
@@ -330,8 +342,35 @@ def parent_pid(pid: int) -> int | None:
         return None
 
 
+NoticeSink = Callable[[str], None]
+_notice_sink: NoticeSink | None = None
+_noticed: set[str] = set()
+
+
+def set_notice_sink(sink: NoticeSink | None) -> None:
+    """Where ``record`` says, once per process and device kind, that candidates run with layers missing (the CLI's
+    console); None (a library's use) says nothing."""
+    global _notice_sink
+    _notice_sink = sink
+
+
+def notice(device: str, missing: str) -> None:
+    """Say ``missing`` (the layers a candidate on ``device`` lacks, and why) once, where ``set_notice_sink`` points."""
+    kind = "cpu" if device == "cpu" else "gpu"
+    with _lock:
+        if _notice_sink is None or not missing or kind in _noticed:
+            return
+        _noticed.add(kind)
+        sink = _notice_sink
+    sink(
+        f"containment: kernels on the {kind.upper()} run without part of the sandbox here ({missing}); "
+        f"see docs/security.md"
+    )
+
+
 def record(device: str) -> dict[str, str]:
-    """For an evaluation's environment: the layers active for its candidate, and those missing with the reason."""
+    """For an evaluation's environment: the layers active for its candidate, and those missing with the reason
+    (said once on the console: ``notice``)."""
     try:
         layers = child_layers(device)
     except SandboxError as exc:
@@ -349,7 +388,10 @@ def record(device: str) -> dict[str, str]:
     exposed = exposed_paths() if layers else []
     if exposed:  # asked to be hidden, but they hold what the worker needs
         missing["not hidden"] = ", ".join(exposed)[:300] + " (they hold the Python installation, ksearch or task data)"
-    return {
+    entry = {
         "sandbox": ",".join(active) or "none",
         "sandbox_missing": "; ".join(f"{k}: {v}" for k, v in missing.items()),
+        "limits": limits.describe(limits.for_device(device)) if "limits" in layers else "none",
     }
+    notice(device, entry["sandbox_missing"])
+    return entry

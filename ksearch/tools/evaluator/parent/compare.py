@@ -10,6 +10,7 @@ from ksearch.contracts.evaluation import Comparison, ConfigComparison
 from ksearch.contracts.exchange import CompareSamples
 from ksearch.errors import KsearchError, UserError
 from ksearch.tools import timing as timing_mod
+from ksearch.tools.containment import allowlist
 from ksearch.tools.evaluator.parent.evaluate import build_worker_request
 from ksearch.tools.evaluator.parent.ledger import Calibration, TimingLedger, judge, judge_loops
 from ksearch.tools.evaluator.parent.processes import CANDIDATE_FILE, CHALLENGER_FILE
@@ -46,6 +47,7 @@ def compare(
     from ksearch.tasks.registry import resolve_task  # not at import: the evaluator package imports without torch
 
     task = resolve_task(incumbent.task)
+    allowlist.allow(*task.data_paths())  # the candidates' processes build the task: they read these files
     if session is None:
         with EvaluatorSession(incumbent.device, prestart=False) as own:
             outcome = _run_pair(own, incumbent, challenger, task, rounds)

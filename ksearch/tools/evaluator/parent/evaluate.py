@@ -36,6 +36,7 @@ from ksearch.errors import KsearchError, UserError
 from ksearch.redaction import redact, redact_json
 from ksearch.tools import integrity
 from ksearch.tools import timing as timing_mod
+from ksearch.tools.containment import allowlist
 from ksearch.tools.containment import policy as containment
 from ksearch.tools.evaluator.parent.evidence import EXTENSION_MARKERS, probe_wanted, with_evidence
 from ksearch.tools.evaluator.parent.gpu_sharing import Sharing, shared_gpu
@@ -94,6 +95,7 @@ def evaluate(request: EvalRequest, *, session: EvaluatorSession | None = None) -
 
     started = time.monotonic()
     task = resolve_task(request.task)
+    allowlist.allow(*task.data_paths())  # the candidate's process builds the task: it reads these files
     method = timing_mod.resolve_method(task, request.timing_method)
     if request.yardstick_rounds and method != YARDSTICK_METHOD:
         raise timing_mod.TimingError(

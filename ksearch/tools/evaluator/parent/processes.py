@@ -18,6 +18,7 @@ from typing import Any
 
 from ksearch.contracts.exchange import CheckerCommand
 from ksearch.errors import KsearchError
+from ksearch.tools.containment import allowlist
 from ksearch.tools.evaluator.shared.sandbox import (
     UserNamespace,
     has_exited,
@@ -28,6 +29,7 @@ from ksearch.tools.evaluator.shared.sandbox import (
     signal_group,
     spawn,
 )
+from ksearch.tools.evaluator.shared.staging import STAGING_DIR_VARIABLE
 
 CANDIDATE_FILE = "candidate.py"
 CHALLENGER_FILE = "challenger.py"
@@ -189,11 +191,13 @@ kernel (2026-11-27, ``bench/audit_share.py``); the checker's own work is never t
 class CheckerProcess:
     """The trusted checker of one device, kept for a session's evaluations."""
 
-    def __init__(self, device: str, folder: Path) -> None:
+    def __init__(self, device: str, folder: Path, *, staging_dir: Path | None = None) -> None:
+        """``staging_dir``: where the checker makes its host-memory staging buffer (``staging``)."""
         self.device = device
         self.folder = folder
         private_dirs(folder)
         self._stderr = open(folder / "stderr.txt", "wb")  # noqa: SIM115 - closed in close()
+        staging = {STAGING_DIR_VARIABLE: str(staging_dir)} if staging_dir is not None else {}
         self.process = spawn(
             "ksearch.tools.evaluator.checker.main",
             ["--device", device],
@@ -202,7 +206,7 @@ class CheckerProcess:
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self._stderr,
-            extra_env=CHECKER_ENV,
+            extra_env={**CHECKER_ENV, **staging},
         )
         assert self.process.stdout is not None
         self.reader = LineReader(self.process.stdout.fileno())
@@ -261,13 +265,24 @@ class CheckerProcess:
 class WorkerProcess:
     """A candidate worker started ahead of need in its own private directory; used for one candidate."""
 
-    def __init__(self, device: str, folder: Path, *, interpret: bool | None = None, profiler: bool = False) -> None:
+    def __init__(
+        self,
+        device: str,
+        folder: Path,
+        *,
+        interpret: bool | None = None,
+        profiler: bool = False,
+        staging_dir: Path | None = None,
+    ) -> None:
         """``interpret=False``: Triton's interpreter off even on the CPU (the resource probe compiles real kernels
         for a target GPU, ``ksearch.tools.evaluator.worker.aot``); None: the device decides (on for the CPU).
         ``profiler``: started as a profiling process (``ksearch.tools.evaluator.parent.profile_process``), which starts
-        the profiler instead of calibrating the harness's timed windows."""
+        the profiler instead of calibrating the harness's timed windows. ``staging_dir``: the session's staging
+        folder, the one folder of the machine's ``/dev/shm`` in the candidate's own."""
         self.device = device
         self.profiler = profiler
+        self.allowed_version = allowlist.version()
+        """The file layer's allow-list as this process started with it (a later task's files are not on it)."""
         self.work, self.io = folder / "work", folder / "io"
         private_dirs(self.work)
         self.io.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -296,6 +311,7 @@ class WorkerProcess:
                     },
                     contain=True,
                     writable=(folder, shared),
+                    shm_keep=(staging_dir,) if staging_dir is not None else (),
                 )
         finally:
             child.close()

@@ -29,11 +29,14 @@ import os
 import secrets
 import select
 import time
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from ksearch.contracts.exchange import CheckerCommand, CheckResult, Handoff, StagingHandle, WorkerRequest, WorkerResult
+from ksearch.tools.containment import allowlist
+from ksearch.tools.evaluator.parent.exhaustion import oom_kills
 from ksearch.tools.evaluator.parent.ledger import TimingLedger
 from ksearch.tools.evaluator.parent.processes import (
     CheckerFailure,
@@ -98,6 +101,11 @@ class Outcome(BaseModel):
     stopped_out_of_order: bool = False
     """The worker was stopped at the first timing message out of order (``ledger.out_of_order``: no honest worker
     sends one)."""
+    oom_kills_before: int = 0
+    """The kernel's count of OOM kills when the worker got its request (``exhaustion.oom_kills``)."""
+    oom_killed: bool = False
+    """The kernel's OOM killer ended a process while the worker ran (with the OOM score its limits give it, most
+    likely the worker)."""
     timed_span: tuple[float, float] | None = None
     """Epoch seconds on the session's clock from the worker's ``timing`` phase to the phase after it (or its end):
     when the device was timing this candidate, to show that no two evaluations were timed on one GPU at once
@@ -127,6 +135,8 @@ class EvaluatorSession:
         self.salt = salt if salt is not None else secrets.randbits(62)
         """Seeds of the correctness configs for the session (so the checker computes their references once)."""
         self.root = scratch_dir("eval")  # named after this process: the next session removes it if it is killed
+        self.staging_dir = staging_folder()
+        """The one folder of the machine's ``/dev/shm`` a candidate's own holds: the checker's buffer is there."""
         self._workers_started = 0
         self.checker: CheckerProcess | None = None
         self.idle: WorkerProcess | None = None
@@ -150,11 +160,13 @@ class EvaluatorSession:
     def _start_checker(self) -> None:
         if self.checker is not None:
             self.checker.close()
-        self.checker = CheckerProcess(self.device, self.root / "check")
+        self.checker = CheckerProcess(self.device, self.root / "check", staging_dir=self.staging_dir)
 
     def _start_worker(self, *, profiler: bool = False) -> WorkerProcess:
         self._workers_started += 1
-        return WorkerProcess(self.device, self.root / f"w{self._workers_started}", profiler=profiler)
+        return WorkerProcess(
+            self.device, self.root / f"w{self._workers_started}", profiler=profiler, staging_dir=self.staging_dir
+        )
 
     def take_worker(self) -> WorkerProcess:
         """The pre-started worker (or a new one)."""
@@ -184,10 +196,13 @@ class EvaluatorSession:
         return profiler
 
     def _alive_or_new(self, worker: WorkerProcess | None, *, profiler: bool = False) -> WorkerProcess:
-        """``worker`` if it is still running; one that died while idle is replaced by a new one."""
-        if worker is None or worker.exited():
+        """``worker`` if it is still running and may read every path the file layer allows now; one that died while
+        idle, or was started before a task's files were allowed (``allowlist.allow``), is replaced by a new one."""
+        stale = worker is not None and worker.allowed_version < allowlist.version()
+        if worker is None or worker.exited() or stale:
             if worker is not None:
                 worker.kill()
+                remove_tree(worker.work.parent)
             worker = self._start_worker(profiler=profiler)
         return worker
 
@@ -232,6 +247,8 @@ class EvaluatorSession:
             self.checker.close()
             self.checker = None
         remove_tree(self.root)
+        if self.staging_dir is not None:
+            remove_tree(self.staging_dir)
 
     def __enter__(self) -> EvaluatorSession:
         return self
@@ -285,7 +302,7 @@ class EvaluatorSession:
         paused: list[WorkerProcess],
     ) -> Outcome:
         started = time.monotonic()
-        outcome = Outcome(ledger=TimingLedger())
+        outcome = Outcome(ledger=TimingLedger(), oom_kills_before=oom_kills())
         if not worker.wait_ready(started + compile_timeout_s):
             outcome.phase_seconds["start"] = round(time.monotonic() - started, 3)
             return self._finish(worker, outcome, timed_out=not worker.exited(), started=started)
@@ -433,6 +450,7 @@ class EvaluatorSession:
         worker.kill()
         outcome.timed_out = timed_out
         outcome.returncode = worker.process.returncode
+        outcome.oom_killed = oom_kills() > outcome.oom_kills_before
         outcome.stdout, outcome.stderr = worker.output()
         outcome.wall_s = time.monotonic() - started
         if not timed_out and os.path.lexists(worker.result_path):
@@ -522,3 +540,17 @@ def _mark_timed_span(outcome: Outcome, new_phase: str | None) -> None:
 
 
 __all__ = ["EvaluatorSession", "LineReader", "Outcome"]
+
+
+SHARED_MEMORY = Path("/dev/shm")
+
+
+def staging_folder() -> Path | None:
+    """A new folder of this user's alone beneath ``/dev/shm`` for a session's staging buffer, named after this process
+    so that a later session removes it if this one is killed (``scratch``); None without ``/dev/shm``."""
+    if not SHARED_MEMORY.is_dir():
+        return None
+    try:
+        return scratch_dir("staging", root=SHARED_MEMORY)
+    except OSError:
+        return None

@@ -22,6 +22,7 @@ from ksearch.contracts.evaluation import Evaluation, Rejection, Timing, Verdict
 from ksearch.contracts.exchange import CheckResult, ConfigSamples, WorkerResult
 from ksearch.redaction import redact
 from ksearch.tools import timing as timing_mod
+from ksearch.tools.evaluator.parent import exhaustion
 from ksearch.tools.evaluator.parent.ledger import (
     Calibration,
     TimingLedger,
@@ -51,12 +52,17 @@ def failed_evaluation(request: EvalRequest, task: Task, outcome: Outcome, scrub:
         limit = request.run_timeout_s if outcome.phase in ("run", "timing") else request.compile_timeout_s
         verdict, headline, error = Verdict.TIMEOUT, f"timeout: exceeded {limit:g} s in phase {outcome.phase!r}", ""
     elif result is None:
-        verdict, headline, error = Verdict.CRASHED, _crash_headline(outcome), ""
+        verdict, headline, error = Verdict.CRASHED, _crash_headline(outcome, request.device), ""
     elif result.verdict == Verdict.PASSED:  # only reached for a timing pass that reported no samples
         verdict, headline, error = Verdict.CRASHED, "crashed: the worker reported no timing samples", ""
     else:
         verdict, headline = result.verdict, _headline(result)
         error = "" if result.mismatch or result.rejection else result.error  # already in the headline
+        if not (result.mismatch or result.rejection):
+            ran_out = exhaustion.cause(
+                returncode=outcome.returncode, text=error, oom_killed=outcome.oom_killed, device=request.device
+            )
+            headline += f" ({ran_out})" if ran_out else ""
     show_output = verdict != Verdict.PASSED
     return Evaluation(
         verdict=verdict,
@@ -289,7 +295,7 @@ def _headline(result: WorkerResult) -> str:
     return f"{result.verdict.value} in phase {result.phase!r}"
 
 
-def _crash_headline(outcome: Outcome) -> str:
+def _crash_headline(outcome: Outcome, device: str = "cpu") -> str:
     code = outcome.returncode
     if code is not None and code < 0:
         try:
@@ -299,6 +305,11 @@ def _crash_headline(outcome: Outcome) -> str:
     else:
         how = f"exited with code {code}"
     extra = f" (unreadable result: {outcome.unreadable})" if outcome.unreadable else ""
+    ran_out = exhaustion.cause(
+        returncode=code, text=outcome.stderr[-4000:], oom_killed=outcome.oom_killed, device=device
+    )
+    if ran_out:
+        return f"crashed, {ran_out}: the worker {how} in phase {outcome.phase!r} without reporting a result{extra}"
     return f"crashed: the worker {how} in phase {outcome.phase!r} without reporting a result{extra}"
 
 

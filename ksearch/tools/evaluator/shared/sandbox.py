@@ -71,11 +71,14 @@ def spawn(
     wrapper: tuple[str, ...] = (),
     layers: tuple[str, ...] | None = None,
     network: bool = False,
+    shm_keep: tuple[Path, ...] | None = None,
 ) -> subprocess.Popen[bytes]:
     """``python -P -m module args`` in its own process group, with the scrubbed environment of ``cwd``; with
     ``contain``, inside the containment layers of this machine (or ``layers``; ``network``: see
-    ``policy.launcher_prefix``), writing only beneath ``writable`` (and ``/dev``). ``wrapper``: a trusted tool that
-    starts the contained command and stays outside it (Nsight Compute, ``ksearch.tools.counters``)."""
+    ``policy.launcher_prefix``), writing only beneath ``writable`` (and ``/dev``); with ``shm_keep``, a ``/dev/shm``
+    of its own holding only those folders of the machine's. ``wrapper``: a trusted tool that starts the contained
+    command and stays outside it (Nsight Compute, ``ksearch.tools.counters``): the process it profiles keeps the
+    file layer's deny-list (the tool's library in it reads what it needs), not the allow-list."""
     env = {**worker_environment(cwd, device), "KSEARCH_PARENT_PID": str(os.getpid()), **(extra_env or {})}
     prefix: list[str] = []
     if contain:
@@ -85,7 +88,12 @@ def spawn(
         if profile:
             Path(profile).mkdir(parents=True, exist_ok=True)
         prefix = policy.launcher_prefix(
-            device, [cwd, *writable, *([Path(profile)] if profile else [])], layers=layers, network=network
+            device,
+            [cwd, *writable, *([Path(profile)] if profile else [])],
+            layers=layers,
+            network=network,
+            shm_keep=list(shm_keep) if shm_keep is not None else None,
+            allow_list=not wrapper,
         )
         policy.protect_parent()
     argv = [*wrapper, *prefix, sys.executable, "-P", "-m", module, *args]

@@ -9,18 +9,27 @@ output it judges while the worker goes on, takes a private copy before answering
 while the buffer is read.
 
 Offsets are aligned so that any dtype can be viewed at them.
+
+Where the session gives the checker a staging folder (``STAGING_DIR_VARIABLE``), the host-memory block is a file in
+it, mapped by both sides: a candidate's ``/dev/shm`` is its own, holding that folder and nothing else of the
+machine's (``containment.launcher.private_shm``), so no other evaluation's buffer is within its reach.
 """
 
 from __future__ import annotations
 
 import base64
+import mmap
+import os
 import pickle
+import secrets
 from typing import Any
 
 from ksearch.contracts.exchange import StagingHandle
 
 ALIGN = 256
 MIN_BYTES = 64 << 20
+STAGING_DIR_VARIABLE = "KSEARCH_STAGING_DIR"
+"""The session's staging folder beneath ``/dev/shm``, given to the checker."""
 _OWNED_HERE: set[str] = set()
 """Shared-memory blocks this process created (a writer in the same process, as in tests, must not untrack them)."""
 
@@ -56,6 +65,7 @@ class StagingOwner:
         self.use_ipc = prefer_ipc and device.startswith("cuda")
         self.buffer: Any = None
         self._shm: Any = None
+        self._file: tuple[str, mmap.mmap] | None = None
         self.handle: StagingHandle | None = None
         self.generation = 0
 
@@ -90,6 +100,12 @@ class StagingOwner:
 
         import torch
 
+        folder = os.environ.get(STAGING_DIR_VARIABLE)
+        if folder:
+            path, mapped = map_file(os.path.join(folder, f"buffer-{secrets.token_hex(8)}"), size, create=True)
+            self._file = (path, mapped)
+            self.buffer = torch.frombuffer(mapped, dtype=torch.uint8)
+            return StagingHandle(kind="shm", nbytes=size, generation=self.generation, shm_path=path)
         self._shm = shared_memory.SharedMemory(create=True, size=size)
         _OWNED_HERE.add(self._shm.name)
         self.buffer = torch.frombuffer(self._shm.buf, dtype=torch.uint8)
@@ -111,6 +127,17 @@ class StagingOwner:
 
     def release(self) -> None:
         self.buffer = None
+        if self._file is not None:
+            path, mapped = self._file
+            self._file = None
+            try:
+                os.unlink(path)
+            except FileNotFoundError:
+                pass
+            try:
+                mapped.close()
+            except BufferError:
+                pass  # a view is still alive somewhere; the memory goes with the process
         if self._shm is not None:
             name = self._shm.name
             try:
@@ -132,6 +159,7 @@ class StagingWriter:
         self.handle = handle
         self.buffer: Any = None
         self._shm: Any = None
+        self._mapped: mmap.mmap | None = None
         self.open(handle)
 
     def open(self, handle: StagingHandle) -> None:
@@ -142,6 +170,10 @@ class StagingWriter:
         if handle.kind == "cuda_ipc":
             rebuild, args = pickle.loads(base64.b64decode(handle.ipc))  # from the trusted parent, not the candidate
             self.buffer = rebuild(*args)
+        elif handle.shm_path:
+            _, mapped = map_file(handle.shm_path, handle.nbytes, create=False)
+            self._mapped = mapped
+            self.buffer = torch.frombuffer(mapped, dtype=torch.uint8)
         else:
             from multiprocessing import resource_tracker, shared_memory
 
@@ -171,9 +203,27 @@ class StagingWriter:
 
     def close(self) -> None:
         self.buffer = None
+        if self._mapped is not None:
+            try:
+                self._mapped.close()
+            except BufferError:
+                pass
+            self._mapped = None
         if self._shm is not None:
             try:
                 self._shm.close()
             except BufferError:
                 pass
             self._shm = None
+
+
+def map_file(path: str, size: int, *, create: bool) -> tuple[str, mmap.mmap]:
+    """``path`` mapped shared, read and write (``create``: a new file of ``size`` bytes, this user's alone)."""
+    flags = os.O_RDWR | os.O_CLOEXEC | os.O_NOFOLLOW | (os.O_CREAT | os.O_EXCL if create else 0)
+    fd = os.open(path, flags, 0o600)
+    try:
+        if create:
+            os.ftruncate(fd, size)
+        return path, mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+    finally:
+        os.close(fd)
