@@ -31,6 +31,7 @@ def pytest_collection_modifyitems(config, items):
 def _isolated_environment(tmp_path, monkeypatch):
     """Every test gets its own workspace and cannot reach a real LLM provider by accident."""
     monkeypatch.setenv("KSEARCH_WORKSPACE", str(tmp_path / "workspace"))
+    monkeypatch.setenv("KSEARCH_TRUST_FILE", str(tmp_path / "trusted-runs.json"))  # what the user vouched for
     for key in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GOOGLE_API_KEY", "MISTRAL_API_KEY", "OPENAI_BASE_URL"):
         monkeypatch.delenv(key, raising=False)
     yield

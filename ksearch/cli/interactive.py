@@ -285,6 +285,10 @@ def fork(
     ] = None,
     new_run_id: RunIdOpt = None,
     as_json: JsonOpt = False,
+    trust_task: Annotated[
+        bool,
+        typer.Option("--trust-task", help="Run RUN's task file although you have not vouched for it here."),
+    ] = False,
 ) -> None:
     """Start a new run from RUN's state at the end of round --at, with another model or settings afterwards.
 
@@ -310,7 +314,7 @@ def fork(
     parent = inspect_flow.run_row(run_id, ws)
     if max_tokens is not None:
         updates["budget"] = {**parent["config"].get("budget", {}), "max_total_tokens": max_tokens}
-    config = fork_flow.create_fork(parent["id"], at, updates=updates, workspace=ws)
+    config = fork_flow.create_fork(parent["id"], at, updates=updates, workspace=ws, trust_task=trust_task)
     console.print(
         f"forked [bold]{parent['id']}[/bold] at round {at} as new run [bold]{config.run_id}[/bold] "
         f"(model {config.model}, device {config.device}, {count(config.max_rounds, 'round')}; rounds up to {at} "

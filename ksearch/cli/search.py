@@ -258,8 +258,8 @@ def resume(
         typer.Option(
             "--base-url",
             help=(
-                "The OpenAI-compatible server to use (a server stored in the workspace that is not loopback is used "
-                "only when named here)."
+                "The OpenAI-compatible server to use (a server stored in the workspace is used only when you vouched "
+                "for it on this machine, by starting the run or by naming it here; loopback included)."
             ),
         ),
     ] = None,
@@ -268,8 +268,8 @@ def resume(
         typer.Option(
             "--trust-task",
             help=(
-                "Import the run's task file although it lies inside the workspace folder (a received workspace could "
-                "ship code there)."
+                "Run the run's task file although you have not vouched for it on this machine as it is now (a "
+                "received workspace can name any file; it is loaded in a process without your key)."
             ),
         ),
     ] = False,
@@ -315,7 +315,7 @@ def replay(
     device: Annotated[str | None, typer.Option(help="Re-evaluate on this device (default: the recorded one).")] = None,
     trust_task: Annotated[
         bool,
-        typer.Option("--trust-task", help="Import the run's task file although it lies inside the workspace folder."),
+        typer.Option("--trust-task", help="Run the run's task file although you have not vouched for it here."),
     ] = False,
     new_run_id: RunIdOpt = None,
     as_json: JsonOpt = False,

@@ -112,16 +112,23 @@ def fork_run(
     updates: dict[str, Any] | None = None,
     workspace: Path | None = None,
     on_event: EventSink | None = None,
+    trust_task: bool = False,
 ) -> RunOutcome:
     """Create the fork of ``run_id`` at ``at_round`` and drive it until it pauses or ends."""
-    config = create_fork(run_id, at_round, updates=updates, workspace=workspace)
+    config = create_fork(run_id, at_round, updates=updates, workspace=workspace, trust_task=trust_task)
     return resume_run(config.run_id, workspace=workspace, on_event=on_event, base_url=(updates or {}).get("base_url"))
 
 
 def create_fork(
-    run_id: str, at_round: int, *, updates: dict[str, Any] | None = None, workspace: Path | None = None
+    run_id: str,
+    at_round: int,
+    *,
+    updates: dict[str, Any] | None = None,
+    workspace: Path | None = None,
+    trust_task: bool = False,
 ) -> RunConfig:
-    """Create the fork of ``run_id`` at ``at_round`` (not driven yet: ``resume_run`` drives it, in any process)."""
+    """Create the fork of ``run_id`` at ``at_round`` (not driven yet: ``resume_run`` drives it, in any process). The
+    parent's endpoints and task file are used as ``resume`` would (``ksearch.flows.trust``; ``trust_task``)."""
     updates = updates or {}
     store = open_store(workspace)
     try:
@@ -129,12 +136,16 @@ def create_fork(
         config = fork_config(parent, at_round, updates)
         ensure_new_run_id(store, config.run_id)  # before the parent's history is read: a taken id is refused at once
         point = fork_point(store, parent.run_id, at_round)
+        command = f"ksearch fork {parent.run_id} --at {at_round}"
+        folder = store.path.parent
         trust.accept_endpoints(
-            config,
-            command=f"ksearch fork {parent.run_id} --at {at_round}",
+            config.model_copy(update={"run_id": parent.run_id}),  # the parent's record vouches for its endpoints
+            command=command,
+            workspace=folder,
             base_url=updates.get("base_url"),
             scheduler=updates.get("scheduler"),
         )
+        trust.check_task_file(parent, folder, trusted=trust_task, command=command)
         ctx = create_context(config, store, None)
         ctx.shutdown()  # nothing is evaluated here: the process that drives the fork evaluates
         config = ctx.config

@@ -237,6 +237,7 @@ def create_context(
         }
     )
     record_device(store, config.run_id, ctx)
+    trust.vouch(config, store.path.parent)  # the user chose this run's task and endpoints (``flows.trust``)
     if config.replay_of:  # the replay applies the recorded run's steering acts at the steps where they took effect
         copy_acts(store, config.replay_of, config.run_id)
     return ctx
@@ -282,10 +283,14 @@ def resume_run(
                 "made with --executor dask"
             )
         command = f"ksearch resume {config.run_id}"
-        config = trust.accept_endpoints(config, command=command, base_url=base_url, scheduler=scheduler)
-        trust.check_task_file(config, workspace_dir(workspace), trusted=trust_task, command=command)
+        folder = store.path.parent
+        config = trust.accept_endpoints(
+            config, command=command, workspace=folder, base_url=base_url, scheduler=scheduler
+        )
+        trust.check_task_file(config, folder, trusted=trust_task, command=command)
         recorded = recorded_device(run, config) if prompts_only else None
         ctx = build_context(config, store, executor=executor, prompts_only_on=recorded)
+        trust.vouch(config, folder)  # accepted, and the task is the run's own: the next resume needs no flag
         record_device(store, config.run_id, ctx)
         ctx.config = config = stamp_task(config, ctx.task)  # a run made before digests were recorded gets one now
         if config.model_dump(mode="json") != run["config"]:
@@ -340,7 +345,7 @@ def replay_config(
         store.close()
     old = stored_config(run)
     trust.check_task_file(old, workspace_dir(workspace), trusted=trust_task, command=f"ksearch replay {old.run_id}")
-    if old.executor == "dask" and old.scheduler and not trust.is_loopback(old.scheduler):
+    if old.executor == "dask" and old.scheduler:
         raise UserError(
             f"run {old.run_id} evaluated on the Dask scheduler {old.scheduler}, a setting stored in the workspace: a "
             "replay evaluates on this machine only",

@@ -133,13 +133,17 @@ def test_a_seed_checked_against_the_old_file_is_checked_again_against_the_new_on
     write(op, OPERATOR.replace("x * 2", "x * 4"))
     with pytest.raises(UserError, match=r"does not pass: incorrect"):
         runner.create_run(config("after"), workspace=ws)
-    # the run made for the old file is not driven on with the new one ...
-    with pytest.raises(TaskChangedError, match=r"task file .*op\.py changed since run before started") as info:
+    # the run made for the old file is not driven on with the new one: not unasked (the file is not as the user
+    # vouched for it, ``flows.trust``) ...
+    with pytest.raises(UserError, match=r"task file .*op\.py changed since you vouched for it"):
         runner.resume_run("before", workspace=ws)
+    # ... nor once the user vouches for the new file ...
+    with pytest.raises(TaskChangedError, match=r"task file .*op\.py changed since run before started") as info:
+        runner.resume_run("before", workspace=ws, trust_task=True)
     assert "restore the file" in info.value.hint and f"ksearch run {op}" in info.value.hint
     # ... nor forked onto it
     with pytest.raises(TaskChangedError):
-        fork_run("done", at_round=0, workspace=ws)
+        fork_run("done", at_round=0, workspace=ws, trust_task=True)
     # restored, it goes on: the run's own verdicts are valid again
     write(op, OPERATOR)
     outcome = runner.resume_run("before", workspace=ws)
