@@ -326,10 +326,19 @@ def fork(
 
 
 @app.command()
-def mcp(ctx: typer.Context) -> None:
+def mcp(
+    ctx: typer.Context,
+    base_url: Annotated[
+        str | None,
+        typer.Option(
+            "--base-url",
+            help="The OpenAI-compatible server the runs use (no tool argument can name another: the key goes here).",
+        ),
+    ] = None,
+) -> None:
     """Serve ksearch to coding agents over MCP (stdio): tasks, runs, pending prompts, replies, steering, eval."""
     try:
         from ksearch.flows.mcp import serve
     except ImportError as exc:
         raise UserError(f"the MCP server needs the `mcp` package ({exc})", hint="pip install 'ksearch[mcp]'") from None
-    serve(workspace_of(ctx))
+    serve(workspace_of(ctx), base_url=base_url)

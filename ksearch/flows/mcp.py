@@ -7,6 +7,12 @@ it at most ``wait_s`` seconds: with ``--model interactive`` the run pauses withi
 the tool returns; with a real model the run goes on in the background (its output in
 ``WORKSPACE/logs/RUN.driver.log``) and the agent polls ``pending`` or ``show_run``. The server itself never runs a
 graph or a kernel, so it stays responsive and its stdout carries nothing but the protocol.
+
+Trust: an MCP client is an agent that a prompt may have steered, and the server often holds the user's API key in
+its environment, out of the agent's sight. So no tool argument names where the key goes: the LLM server is the
+server's own launch configuration (``ksearch mcp --base-url URL``, or ``OPENAI_BASE_URL``), and runs evaluate on
+this machine (no Dask scheduler). Kernel and task files are read only under the server's folder (``confined_file``),
+and a task file is loaded in a process without the key (``ksearch.tasks.keyless``), never imported into the server.
 """
 
 from __future__ import annotations
@@ -179,8 +185,9 @@ def confined_task(task: str, workspace: Path) -> str:
     return task
 
 
-def build_server(workspace: Path | None = None) -> MCPServer:
-    """The server with its tools, on ``workspace`` (``--workspace``, ``$KSEARCH_WORKSPACE`` or ``./.ksearch``)."""
+def build_server(workspace: Path | None = None, *, base_url: str | None = None) -> MCPServer:
+    """The server with its tools, on ``workspace`` (``--workspace``, ``$KSEARCH_WORKSPACE`` or ``./.ksearch``);
+    ``base_url``: the OpenAI-compatible server its runs use (the launch configuration's, never a tool's)."""
     ws = workspace_dir(workspace).resolve()
     drivers = BackgroundDrivers(ws)
     server: MCPServer = MCPServer("ksearch", instructions=INSTRUCTIONS)
@@ -211,14 +218,14 @@ def build_server(workspace: Path | None = None) -> MCPServer:
         language: str = "triton",
         seed_from: str | None = None,
         require_approval: bool = False,
-        base_url: str | None = None,
         max_tokens: int | None = None,
         run_id: str | None = None,
         wait_s: float = 60.0,
     ) -> dict[str, Any]:
         """Start a search. model "interactive" makes you answer every LLM call (returns the first prompt); a
-        provider:model runs in the background (poll pending/show_run). device: auto, cuda, cuda:N or cpu; parallel:
-        actions explored at once (default: one per GPU, 1 on cpu)."""
+        provider:model runs in the background (poll pending/show_run) against the LLM server this MCP server was
+        started with. device: auto, cuda, cuda:N or cpu; parallel: actions explored at once (default: one per GPU,
+        1 on cpu)."""
         chosen, parallel = placement(device, parallel)
         task = confined_task(task, ws)
         seed_from = str(confined_file(seed_from, "seed file", ws)) if seed_from else None
@@ -237,7 +244,7 @@ def build_server(workspace: Path | None = None) -> MCPServer:
             require_approval=require_approval,
             budget=BudgetConfig(max_total_tokens=max_tokens),
         )
-        created = run_flow.create_run(config, workspace=ws)
+        created = run_flow.create_run(config, workspace=ws)  # vouched for: the launch configuration's endpoint
         drivers.start(created.run_id, base_url=base_url)
         return drivers.wait(created.run_id, wait_s)
 
@@ -342,6 +349,6 @@ def build_server(workspace: Path | None = None) -> MCPServer:
     return server
 
 
-def serve(workspace: Path | None = None) -> None:
+def serve(workspace: Path | None = None, *, base_url: str | None = None) -> None:
     """Serve over stdio until the client disconnects."""
-    build_server(workspace).run("stdio")
+    build_server(workspace, base_url=base_url).run("stdio")
