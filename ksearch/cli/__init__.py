@@ -68,6 +68,16 @@ def _main(
     ctx.obj = {"workspace": ws}
     output_mode.json = False  # a command given --json sets it (``json_mode``)
     configure_logging(ws / "logs" / "ksearch.log", verbose=verbose)
+    _say_missing_containment()
+
+
+def _say_missing_containment() -> None:
+    """Layers of the sandbox this machine refuses are said once on the console (stderr), not only in ``--json``."""
+    from rich.markup import escape
+
+    from ksearch.tools.containment import policy
+
+    policy.set_notice_sink(lambda line: err.print(f"[yellow]warning[/yellow]: {escape(line)}"))
 
 
 _signals_seen: list[str] = []
