@@ -41,6 +41,12 @@ def secret_values(environ: dict[str, str] | None = None) -> list[str]:
     return sorted(values, key=len, reverse=True)
 
 
+def holds_secret(environ: dict[str, str] | None = None) -> bool:
+    """Whether ``environ`` (this process's by default) holds a secret-named variable with a value: an API key, a
+    token. Such a process never imports a task file (``ksearch.tasks.keyless``)."""
+    return bool(secret_values(environ))
+
+
 def redact(text: str, environ: dict[str, str] | None = None) -> str:
     """``text`` with every secret-looking value replaced by ``REDACTED``."""
     if not text:

@@ -28,11 +28,11 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from ksearch.contracts.evaluation import Evaluation, Timing
-from ksearch.tasks.described import DescribedTask
 from ksearch.tasks.flashinfer.baseline import reference_candidate
 from ksearch.tasks.flashinfer.definitions import FlashInferError
 from ksearch.tasks.kernelbench import KernelBenchTask
 from ksearch.tasks.kernelbench.baseline import BASELINE_MODES, BASELINE_VERSION, baseline_candidate
+from ksearch.tasks.keyless import DescribedTask
 from ksearch.tasks.registry import resolve_task
 from ksearch.tools.evaluator import EvalRequest, evaluate
 from ksearch.tools.fingerprint import probe_device

@@ -17,6 +17,7 @@ from types import ModuleType
 from typing import Any
 
 from ksearch.errors import UserError
+from ksearch.redaction import holds_secret
 
 _CACHE: dict[tuple[str, str], ModuleType] = {}
 
@@ -39,9 +40,7 @@ def import_file(path: Path, *, prefix: str) -> ModuleType:
     """Import ``path`` as a fresh module (cached while the file's contents are unchanged: by their hash, since an
     edit within one tick of the file system's clock keeps the time stamp); errors name the file. Never in a process
     that holds an API key (``KeyHeldError``)."""
-    from ksearch.tasks.keyless import holds_key
-
-    if holds_key():
+    if holds_secret():
         raise KeyHeldError(f"{path} is a task file: it is not imported into a process that holds an API key")
     path = path.resolve()
     try:

@@ -4,19 +4,17 @@ An operator file or a KernelBench problem is Python: importing it runs its code.
 CLI, the MCP server, a ``resume``) holds the user's API key, so it never imports one: ``ksearch.tasks.keyless`` loads
 the file in a process of its own without the key, which answers with a ``TaskDescription`` (everything the agent
 and the evaluator's parent read of a task: its prompt text, its configurations, its tolerances, its digest), and the
-key's process uses the ``DescribedTask`` built from it. What needs the code itself (inputs, the reference, the
-candidate's callable) is for the evaluator's worker and checker, which start without the key and import the file
-there.
+key's process uses the ``DescribedTask`` built from it (``keyless``). What needs the code itself (inputs, the
+reference, the candidate's callable) is for the evaluator's worker and checker, which start without the key and
+import the file there.
 """
 
 from __future__ import annotations
 
-from typing import Any
-
 from pydantic import BaseModel, ConfigDict
 
 from ksearch.contracts.candidate import Candidate
-from ksearch.tasks.base import Task, TaskConfig, device_kind
+from ksearch.tasks.base import Task, TaskConfig
 
 KINDS = ("cpu", "cuda")
 
@@ -119,87 +117,3 @@ def describe(task: Task) -> TaskDescription:
         data_paths=tuple(task.data_paths()),
         path=str(path) if path is not None else None,
     )
-
-
-class NotLoadedHere(RuntimeError):
-    """The task's code is not in this process (it holds the API key): only the evaluator's worker and checker run
-    it."""
-
-
-class DescribedTask(Task):
-    """A task known by its description only (``TaskDescription``): the agent's and the evaluator parent's view."""
-
-    def __init__(self, description: TaskDescription) -> None:
-        d = description
-        self.description = d
-        self.name, self.title, self.entry_point, self.languages = d.name, d.title, d.entry_point, d.languages
-        self.atol, self.rtol = d.atol, d.rtol
-        self.timing_methods, self.default_timing_method = d.timing_methods, d.default_timing_method
-        self.flush_l2, self.output_is_tuple, self.allow_nonfinite = d.flush_l2, d.output_is_tuple, d.allow_nonfinite
-        self.data_parameters = d.data_parameters
-        self.roofline_compute_dtype, self.roofline_evidence_dtype = d.roofline_compute_dtype, d.roofline_evidence_dtype
-        self.gpumode_problem, self.reference_class = d.gpumode_problem, d.reference_class
-        self.allowed_rules, self.forbidden_calls = d.allowed_rules, d.forbidden_calls
-        self.pytorch_baseline_modes = d.pytorch_baseline_modes
-        self.path = d.path
-        self.source = d.reference_source
-        """A KernelBench problem's text (its baselines package it as a candidate)."""
-        self._work = {w.config.model_dump_json(): (w.flops, w.bytes_moved) for w in d.work}
-
-    def spec(self, language: str) -> str:
-        if language not in self.description.specs:
-            raise ValueError(f"task {self.name!r} has no spec for language {language!r}; it supports {self.languages}")
-        return self.description.specs[language]
-
-    def reference_source(self) -> str:
-        return self.description.reference_source
-
-    def definition_digest(self) -> str:
-        return self.description.definition_digest
-
-    def test_configs(self, device: str) -> list[TaskConfig]:
-        return list(self.description.test_configs[device_kind(device)])
-
-    def benchmark_configs(self, device: str) -> list[TaskConfig]:
-        return list(self.description.benchmark_configs[device_kind(device)])
-
-    def resource_configs(self) -> list[TaskConfig]:
-        return list(self.description.resource_configs)
-
-    def flops_and_bytes(self, config: TaskConfig) -> tuple[float, float]:
-        return self._work.get(config.model_dump_json(), (0.0, 0.0))
-
-    def device_note(self, device: str) -> str:
-        return self.description.device_notes.get(device_kind(device), "")
-
-    def starter_code(self, language: str) -> str | None:
-        return self.description.starter_code.get(language)
-
-    def support_modules(self) -> dict[str, str]:
-        return dict(self.description.support_modules)
-
-    def data_paths(self) -> tuple[str, ...]:
-        return self.description.data_paths
-
-    def reference_candidate(self) -> Candidate | None:
-        return self.description.reference_candidate
-
-    def reference_latencies_ms(self) -> dict[str, float]:
-        return dict(self.description.reference_latencies_ms)
-
-    def flashinfer_definition(self) -> str | None:
-        return self.description.flashinfer_definition
-
-    def validate(self, device: str = "cpu") -> None:
-        from ksearch.tasks.keyless import validate
-
-        validate(self.name, device)
-
-    def make_inputs(self, config: TaskConfig, device: str) -> list[Any]:
-        raise NotLoadedHere(f"task {self.name}: its inputs are made in the evaluator's processes, not here")
-
-    def reference(self, *inputs: Any) -> Any:
-        raise NotLoadedHere(f"task {self.name}: its reference runs in the evaluator's checker, not here")
-
-    def prepare(self, module: Any, config: TaskConfig, device: str) -> Any:
-        raise NotLoadedHere(f"task {self.name}: candidates run in the evaluator's worker, not here")

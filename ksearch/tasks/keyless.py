@@ -1,11 +1,11 @@
 """Task files loaded in a process that does not hold the API key (issue 61).
 
 A process whose environment holds a secret-named variable (``OPENAI_API_KEY``, ``*_TOKEN``: ``redaction``'s names)
-never imports a task file (``_loading.import_file`` refuses): ``load`` starts ``python -P -m ksearch.tasks.keyless``
-with an environment rebuilt from an allowlist (no secret-named variable, its own HOME and TMPDIR), which imports the
-file, validates it when asked, and writes the task's ``TaskDescription`` to a file; the caller gets a
-``DescribedTask``. Before it starts, the caller is made non-dumpable (unless ``KSEARCH_SANDBOX=off``): its own
-``/proc`` entries (``environ`` holds the key it started with) become root's, out of the loader's reach.
+never imports a task file (``_loading.import_file`` refuses): ``load`` starts ``python -P -m
+ksearch.tasks.keyless_loader`` with an environment rebuilt from an allowlist (no secret-named variable, its own HOME
+and TMPDIR), which imports the file, validates it when asked, and writes the task's ``TaskDescription`` to a file; the
+caller gets a ``DescribedTask``. Before it starts, the caller is made non-dumpable (unless ``KSEARCH_SANDBOX=off``):
+its own ``/proc`` entries (``environ`` holds the key it started with) become root's, out of the loader's reach.
 
 The evaluator's worker and checker start without the key, so they import the file themselves, as before.
 """
@@ -21,11 +21,14 @@ import sys
 import tempfile
 import threading
 from pathlib import Path
+from typing import Any
 
 import ksearch
+from ksearch.contracts.candidate import Candidate
 from ksearch.errors import TaskNotFoundError, UserError
-from ksearch.redaction import MIN_SECRET_LENGTH, SECRET_NAME
-from ksearch.tasks.described import DescribedTask, TaskDescription
+from ksearch.redaction import SECRET_NAME, holds_secret
+from ksearch.tasks.base import Task, TaskConfig, device_kind
+from ksearch.tasks.described import TaskDescription
 
 LOAD_TIMEOUT_S = 600.0
 """Importing torch and the file, and validating its reference (on a GPU: CUDA's start)."""
@@ -53,8 +56,7 @@ _cache: dict[tuple[str, str | None], tuple[TaskDescription, dict[str, str]]] = {
 
 def holds_key(environ: dict[str, str] | None = None) -> bool:
     """Whether this process's environment holds a secret-named variable with a value (an API key, a token)."""
-    env = os.environ if environ is None else environ
-    return any(SECRET_NAME.search(k) and len(v.strip()) >= MIN_SECRET_LENGTH for k, v in env.items())
+    return holds_secret(environ)
 
 
 def load(name: str, *, kernelbench_root: str | Path | None = None, validate_on: str | None = None) -> DescribedTask:
@@ -114,7 +116,7 @@ def _run(name: str, kernelbench_root: str | Path | None, validate_on: str | None
     with tempfile.TemporaryDirectory(prefix="ksearch-task-") as folder:
         home = Path(folder)
         out = home / "description.json"
-        argv = [sys.executable, "-P", "-m", "ksearch.tasks.keyless", name, str(out)]
+        argv = [sys.executable, "-P", "-m", "ksearch.tasks.keyless_loader", name, str(out)]
         argv += ["--kernelbench-root", str(kernelbench_root)] if kernelbench_root else []
         argv += ["--validate", validate_on] if validate_on else []
         try:
@@ -157,26 +159,83 @@ def _error(answer: dict) -> UserError:
     return error
 
 
-def main(argv: list[str]) -> int:
-    """The loader: ``NAME OUT [--kernelbench-root DIR] [--validate DEVICE]``; writes its answer to OUT."""
-    from ksearch.tasks.described import describe
-    from ksearch.tasks.registry import resolve_task
-
-    name, out, rest = argv[0], Path(argv[1]), argv[2:]
-    options = dict(zip(rest[::2], rest[1::2], strict=False))
-    if holds_key():
-        answer: dict = {"ok": False, "error": "the task loader was started with a secret-named variable"}
-    else:
-        try:
-            task = resolve_task(name, kernelbench_root=options.get("--kernelbench-root"))
-            if "--validate" in options:
-                task.validate(options["--validate"])
-            answer = {"ok": True, "description": describe(task).model_dump(mode="json")}
-        except UserError as exc:
-            answer = {"ok": False, "kind": type(exc).__name__, "error": str(exc), "hint": exc.hint}
-    out.write_text(json.dumps(answer), encoding="utf-8")
-    return 0
+class NotLoadedHere(RuntimeError):
+    """The task's code is not in this process (it holds the API key): only the evaluator's worker and checker run
+    it."""
 
 
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+class DescribedTask(Task):
+    """A task known by its description only (``TaskDescription``): the agent's and the evaluator parent's view."""
+
+    def __init__(self, description: TaskDescription) -> None:
+        d = description
+        self.description = d
+        self.name, self.title, self.entry_point, self.languages = d.name, d.title, d.entry_point, d.languages
+        self.atol, self.rtol = d.atol, d.rtol
+        self.timing_methods, self.default_timing_method = d.timing_methods, d.default_timing_method
+        self.flush_l2, self.output_is_tuple, self.allow_nonfinite = d.flush_l2, d.output_is_tuple, d.allow_nonfinite
+        self.data_parameters = d.data_parameters
+        self.roofline_compute_dtype, self.roofline_evidence_dtype = d.roofline_compute_dtype, d.roofline_evidence_dtype
+        self.gpumode_problem, self.reference_class = d.gpumode_problem, d.reference_class
+        self.allowed_rules, self.forbidden_calls = d.allowed_rules, d.forbidden_calls
+        self.pytorch_baseline_modes = d.pytorch_baseline_modes
+        self.path = d.path
+        self.source = d.reference_source
+        """A KernelBench problem's text (its baselines package it as a candidate)."""
+        self._work = {w.config.model_dump_json(): (w.flops, w.bytes_moved) for w in d.work}
+
+    def spec(self, language: str) -> str:
+        if language not in self.description.specs:
+            raise ValueError(f"task {self.name!r} has no spec for language {language!r}; it supports {self.languages}")
+        return self.description.specs[language]
+
+    def reference_source(self) -> str:
+        return self.description.reference_source
+
+    def definition_digest(self) -> str:
+        return self.description.definition_digest
+
+    def test_configs(self, device: str) -> list[TaskConfig]:
+        return list(self.description.test_configs[device_kind(device)])
+
+    def benchmark_configs(self, device: str) -> list[TaskConfig]:
+        return list(self.description.benchmark_configs[device_kind(device)])
+
+    def resource_configs(self) -> list[TaskConfig]:
+        return list(self.description.resource_configs)
+
+    def flops_and_bytes(self, config: TaskConfig) -> tuple[float, float]:
+        return self._work.get(config.model_dump_json(), (0.0, 0.0))
+
+    def device_note(self, device: str) -> str:
+        return self.description.device_notes.get(device_kind(device), "")
+
+    def starter_code(self, language: str) -> str | None:
+        return self.description.starter_code.get(language)
+
+    def support_modules(self) -> dict[str, str]:
+        return dict(self.description.support_modules)
+
+    def data_paths(self) -> tuple[str, ...]:
+        return self.description.data_paths
+
+    def reference_candidate(self) -> Candidate | None:
+        return self.description.reference_candidate
+
+    def reference_latencies_ms(self) -> dict[str, float]:
+        return dict(self.description.reference_latencies_ms)
+
+    def flashinfer_definition(self) -> str | None:
+        return self.description.flashinfer_definition
+
+    def validate(self, device: str = "cpu") -> None:
+        validate(self.name, device)
+
+    def make_inputs(self, config: TaskConfig, device: str) -> list[Any]:
+        raise NotLoadedHere(f"task {self.name}: its inputs are made in the evaluator's processes, not here")
+
+    def reference(self, *inputs: Any) -> Any:
+        raise NotLoadedHere(f"task {self.name}: its reference runs in the evaluator's checker, not here")
+
+    def prepare(self, module: Any, config: TaskConfig, device: str) -> Any:
+        raise NotLoadedHere(f"task {self.name}: candidates run in the evaluator's worker, not here")

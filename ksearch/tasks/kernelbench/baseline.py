@@ -10,8 +10,8 @@ the evaluator.
 from __future__ import annotations
 
 from ksearch.contracts.candidate import Candidate
-from ksearch.tasks.described import DescribedTask
 from ksearch.tasks.kernelbench import KernelBenchTask
+from ksearch.tasks.keyless import DescribedTask
 
 BASELINE_MODES: tuple[str, ...] = ("eager", "compile")
 BASELINE_VERSION = "kb-baseline-1"

@@ -22,7 +22,7 @@ from ksearch.contracts.evaluation import Evaluation, Rejection, Timing, Verdict
 from ksearch.contracts.exchange import CheckResult, ConfigSamples, WorkerResult
 from ksearch.redaction import redact
 from ksearch.tools import timing as timing_mod
-from ksearch.tools.evaluator.parent import exhaustion
+from ksearch.tools.evaluator.parent.exhaustion import cause as ran_out_of
 from ksearch.tools.evaluator.parent.ledger import (
     Calibration,
     TimingLedger,
@@ -59,7 +59,7 @@ def failed_evaluation(request: EvalRequest, task: Task, outcome: Outcome, scrub:
         verdict, headline = result.verdict, _headline(result)
         error = "" if result.mismatch or result.rejection else result.error  # already in the headline
         if not (result.mismatch or result.rejection):
-            ran_out = exhaustion.cause(
+            ran_out = ran_out_of(
                 returncode=outcome.returncode, text=error, oom_killed=outcome.oom_killed, device=request.device
             )
             headline += f" ({ran_out})" if ran_out else ""
@@ -305,9 +305,7 @@ def _crash_headline(outcome: Outcome, device: str = "cpu") -> str:
     else:
         how = f"exited with code {code}"
     extra = f" (unreadable result: {outcome.unreadable})" if outcome.unreadable else ""
-    ran_out = exhaustion.cause(
-        returncode=code, text=outcome.stderr[-4000:], oom_killed=outcome.oom_killed, device=device
-    )
+    ran_out = ran_out_of(returncode=code, text=outcome.stderr[-4000:], oom_killed=outcome.oom_killed, device=device)
     if ran_out:
         return f"crashed, {ran_out}: the worker {how} in phase {outcome.phase!r} without reporting a result{extra}"
     return f"crashed: the worker {how} in phase {outcome.phase!r} without reporting a result{extra}"
