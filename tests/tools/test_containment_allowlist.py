@@ -57,7 +57,7 @@ def _plant(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[Path]:
     return files
 
 
-def _evaluate(files: list[Path], sandbox: str, monkeypatch: pytest.MonkeyPatch) -> str:
+def _evaluate(files: list[Path], sandbox: str, monkeypatch: pytest.MonkeyPatch, device: str = "cpu") -> str:
     from ksearch.tools.evaluator import EvalRequest, evaluate
 
     monkeypatch.setenv("KSEARCH_SANDBOX", sandbox)
@@ -70,7 +70,7 @@ def _evaluate(files: list[Path], sandbox: str, monkeypatch: pytest.MonkeyPatch) 
     code = (EXPLOITS / "secret_unlisted_files.py").read_text()
     code = code.replace('["__TARGETS__"]', json.dumps([str(p) for p in files]))
     candidate = Candidate(code=code, task="softmax", language="triton", entry_point="kernel")
-    evaluation = evaluate(EvalRequest(candidate=candidate, device="cpu", timing=False))
+    evaluation = evaluate(EvalRequest(candidate=candidate, device=device, timing=False))
     lines = [line for line in evaluation.log.splitlines() if "LOOT-REPORT" in line]
     assert lines, f"the exploit did not run to its end: {evaluation.log[:800]}"
     return lines[0]
@@ -106,3 +106,14 @@ def test_without_the_file_layers_the_kernel_reads_them(planted: list[Path], monk
     _needs("userns,caps")
     loot = _evaluate(planted, "userns,caps", monkeypatch)
     assert f"read={len(planted)} denied=0" in loot and SECRET.encode().hex()[:40] in loot, loot
+
+
+@linux_only
+@pytest.mark.gpu
+def test_on_a_gpu_a_kernel_reads_no_file_outside_the_allow_list(
+    planted: list[Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A GPU's candidate (CUDA started: its device files, the driver's libraries, ``/proc`` and ``/sys`` on the
+    list) reads none of the files either."""
+    loot = _evaluate(planted, "auto", monkeypatch, device="cuda")
+    assert f"read=0 denied={len(planted)} own=1" in loot, loot

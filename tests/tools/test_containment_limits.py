@@ -28,7 +28,7 @@ EXPLOITS = Path(__file__).resolve().parent / "exploits"
 linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="containment is Linux's")
 
 
-def _evaluate(code: str, monkeypatch: pytest.MonkeyPatch, sandbox: str = "auto") -> Evaluation:
+def _evaluate(code: str, monkeypatch: pytest.MonkeyPatch, sandbox: str = "auto", device: str = "cpu") -> Evaluation:
     from ksearch.tools.evaluator import EvalRequest, evaluate
 
     monkeypatch.setenv("KSEARCH_SANDBOX", sandbox)
@@ -39,7 +39,7 @@ def _evaluate(code: str, monkeypatch: pytest.MonkeyPatch, sandbox: str = "auto")
         lambda code, **kwargs: None,
     )
     candidate = Candidate(code=code, task="softmax", language="triton", entry_point="kernel")
-    return evaluate(EvalRequest(candidate=candidate, device="cpu", timing=False))
+    return evaluate(EvalRequest(candidate=candidate, device=device, timing=False))
 
 
 def _needs(layers: str) -> None:
@@ -86,10 +86,20 @@ def test_a_crash_that_ran_out_says_what_it_ran_out_of() -> None:
 
 
 @linux_only
-@pytest.mark.parametrize(("sandbox", "private"), [("auto", True), ("userns,caps", False)])
-def test_a_kernels_dev_shm_is_its_own(monkeypatch: pytest.MonkeyPatch, sandbox: str, private: bool) -> None:
+@pytest.mark.parametrize(
+    ("sandbox", "private", "device"),
+    [
+        ("auto", True, "cpu"),
+        ("userns,caps", False, "cpu"),
+        pytest.param("auto", True, "cuda", marks=pytest.mark.gpu, id="gpu"),
+    ],
+)
+def test_a_kernels_dev_shm_is_its_own(
+    monkeypatch: pytest.MonkeyPatch, sandbox: str, private: bool, device: str
+) -> None:
     """With the mount layer a file the kernel leaves in ``/dev/shm`` is gone with its evaluation, and another
-    evaluation's buffer there is out of its reach; the control (no mount layer) shows both would happen."""
+    evaluation's buffer there is out of its reach; the control (no mount layer) shows both would happen. On a GPU
+    (staging through CUDA IPC, CUDA's own use of ``/dev/shm`` in the candidate's process) the same."""
     _needs(sandbox if sandbox != "auto" else "userns,mountns")
     token = secrets.token_hex(6)
     foreign = Path(f"/dev/shm/ksearch-test-foreign-{token}")
@@ -98,7 +108,7 @@ def test_a_kernels_dev_shm_is_its_own(monkeypatch: pytest.MonkeyPatch, sandbox: 
     code = (EXPLOITS / "tamper_shared_memory.py").read_text()
     code = code.replace("__FOREIGN__", str(foreign)).replace("__LEFT__", left.name)
     try:
-        evaluation = _evaluate(code, monkeypatch, sandbox)
+        evaluation = _evaluate(code, monkeypatch, sandbox, device)
         assert "LOOT-REPORT" in evaluation.log, evaluation.log[:600]
         assert left.exists() != private and (b"planted" in foreign.read_bytes()) != private, evaluation.log[:600]
         if private:

@@ -23,6 +23,8 @@ import os
 import re
 from typing import NamedTuple
 
+from ksearch.errors import UserError
+
 MEMORY_VARIABLE = "KSEARCH_CANDIDATE_MEMORY"
 FILE_SIZE_VARIABLE = "KSEARCH_CANDIDATE_FILE_SIZE"
 DEFAULT_FILE_SIZE = 16 << 30
@@ -33,8 +35,10 @@ OOM_SCORE = 1000
 _UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
 
 
-class LimitError(ValueError):
+class LimitError(UserError):
     """A limit variable that cannot be read."""
+
+    hint = f"e.g. {MEMORY_VARIABLE}=8G, {FILE_SIZE_VARIABLE}=512M, or off for no limit of that kind"
 
 
 class Limits(NamedTuple):

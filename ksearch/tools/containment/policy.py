@@ -388,10 +388,10 @@ def record(device: str) -> dict[str, str]:
     exposed = exposed_paths() if layers else []
     if exposed:  # asked to be hidden, but they hold what the worker needs
         missing["not hidden"] = ", ".join(exposed)[:300] + " (they hold the Python installation, ksearch or task data)"
-    entry = {
+    degraded = {k: v for k, v in missing.items() if not (device != "cpu" and k in GPU_REFUSED)}  # by design there
+    notice(device, "; ".join(f"{k}: {v}" for k, v in degraded.items()))
+    return {
         "sandbox": ",".join(active) or "none",
         "sandbox_missing": "; ".join(f"{k}: {v}" for k, v in missing.items()),
         "limits": limits.describe(limits.for_device(device)) if "limits" in layers else "none",
     }
-    notice(device, entry["sandbox_missing"])
-    return entry
