@@ -63,7 +63,7 @@ def _evaluate(files: list[Path], sandbox: str, monkeypatch: pytest.MonkeyPatch, 
     monkeypatch.setenv("KSEARCH_SANDBOX", sandbox)
     monkeypatch.setattr(policy, "_hidden", [])
     monkeypatch.setattr(
-        importlib.import_module("ksearch.tools.evaluator.evaluate").integrity,
+        importlib.import_module("ksearch.tools.evaluator.parent.evaluate").integrity,
         "check_source",
         lambda code, **kwargs: None,
     )

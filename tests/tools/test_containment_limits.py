@@ -34,7 +34,7 @@ def _evaluate(code: str, monkeypatch: pytest.MonkeyPatch, sandbox: str = "auto",
     monkeypatch.setenv("KSEARCH_SANDBOX", sandbox)
     monkeypatch.setattr(policy, "_hidden", [])
     monkeypatch.setattr(
-        importlib.import_module("ksearch.tools.evaluator.evaluate").integrity,
+        importlib.import_module("ksearch.tools.evaluator.parent.evaluate").integrity,
         "check_source",
         lambda code, **kwargs: None,
     )
