@@ -6,6 +6,8 @@ import os
 
 import pytest
 
+from ksearch.redaction import SECRET_NAME
+
 # Kernels run under Triton's interpreter on machines without a GPU; set before anything imports triton.
 try:
     import torch
@@ -16,6 +18,12 @@ except Exception:  # torch missing or broken: GPU tests cannot run either
 
 if not _HAS_CUDA:
     os.environ.setdefault("TRITON_INTERPRET", "1")
+
+# A process whose environment holds a secret-named variable (HF_TOKEN on a GPU node, say) never imports a task file:
+# it loads one in a process without the key (``ksearch.tasks.keyless``). Tests that build a task file's task directly
+# need to import it here, so the suite runs without any; a test that needs a key sets one itself.
+for _name in [name for name in os.environ if SECRET_NAME.search(name)]:
+    del os.environ[_name]
 
 
 def pytest_collection_modifyitems(config, items):

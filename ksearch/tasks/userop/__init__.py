@@ -1,7 +1,8 @@
 """Your own operator as a ksearch task: ``ksearch run path/to/my_op.py``.
 
-The operator file is plain Python (it is trusted: ksearch imports it in its own process and in each evaluator
-worker; only the generated kernel is untrusted). It defines:
+The operator file is plain Python (it is trusted: ksearch imports it in each evaluator worker and checker, and
+in a loader without the API key where its own process holds one, ``ksearch.tasks.keyless``; only the generated kernel
+is untrusted). It defines:
 
 Required
     ``reference(*inputs) -> Tensor``
