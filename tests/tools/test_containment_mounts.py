@@ -487,7 +487,7 @@ def test_a_kernel_on_a_gpu_runs_under_seccomp_and_reaches_no_service_on_a_path(
     assert "seccomp" in policy.child_layers("cuda")
     loot, connected, sent = _reach_paths(tmp_path, "auto", "cuda", monkeypatch)
     assert connected == [] and sent == [], (loot, connected, sent)
-    pid_file = Path(f"/dev/shm/ksearch-test-hopper-{secrets.token_hex(6)}")
+    pid_file = _heartbeat_file(tmp_path, "hopper", monkeypatch)
     code = (EXPLOITS / "tamper_pid_hopper.py").read_text().replace("__PID_FILE__", str(pid_file))
     try:
         assert "hopper started" in _run(code, "auto", "cuda", monkeypatch)
@@ -570,6 +570,16 @@ def test_mount_points_are_read_with_their_escapes() -> None:
     assert not beneath_any(b"/devices", [b"/dev"]) and not beneath_any(b"/", [b"/dev"])
 
 
+def _heartbeat_file(tmp_path: Path, name: str, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Where a daemon the exploit leaves writes its pid and heartbeat, for the test to read: a folder a candidate may
+    write to and this process can see (the developer's statistics folder, ``KSEARCH_PROFILE``; a candidate's
+    ``/dev/shm`` is its own)."""
+    folder = tmp_path / "heartbeats"
+    folder.mkdir(exist_ok=True)
+    monkeypatch.setenv("KSEARCH_PROFILE", str(folder))
+    return folder / f"{name}-{secrets.token_hex(6)}"
+
+
 def _end_daemon(pid_file: Path) -> None:
     """Kill the daemon whose pid ``pid_file`` holds, if it lives, and remove the file."""
     if pid_file.exists():
@@ -590,14 +600,14 @@ def _alive(pid: int) -> bool:
 @linux_only
 @pytest.mark.parametrize(("sandbox", "lingers"), [(GPU_LAYERS, False), ("off", True)])
 def test_no_process_of_a_candidate_outlives_its_evaluation(
-    sandbox: str, lingers: bool, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, sandbox: str, lingers: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Without a PID namespace (a GPU's layers) a daemon leaves the worker's process group: the parent kills it by
     the worker's user namespace. The control, without containment: the same daemon does outlive the evaluation
     (and is killed here)."""
     if sandbox != "off":
         _needs(sandbox)
-    pid_file = Path(f"/dev/shm/ksearch-test-daemon-{secrets.token_hex(6)}")
+    pid_file = _heartbeat_file(tmp_path, "daemon", monkeypatch)
     code = (EXPLOITS / "tamper_lingering_daemon.py").read_text().replace("__PID_FILE__", str(pid_file))
     try:
         loot = _run(code, sandbox, "cpu", monkeypatch)
@@ -714,10 +724,10 @@ def test_a_kernel_reaches_no_system_v_queue_outside(
 
 
 @linux_only
-def test_a_pid_hopping_daemon_does_not_outlive_its_evaluation(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_pid_hopping_daemon_does_not_outlive_its_evaluation(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     sandbox = GPU_LAYERS + ",seccomp"
     _needs(sandbox)
-    pid_file = Path(f"/dev/shm/ksearch-test-hopper-{secrets.token_hex(6)}")
+    pid_file = _heartbeat_file(tmp_path, "hopper", monkeypatch)
     code = (EXPLOITS / "tamper_pid_hopper.py").read_text().replace("__PID_FILE__", str(pid_file))
     try:
         loot = _run(code, sandbox, "cpu", monkeypatch)
