@@ -63,7 +63,8 @@ class BackgroundDrivers:
 
     def start(self, run_id: str, *, base_url: str | None = None) -> None:
         """Drive ``run_id`` in the background, unless this server already does (that process takes new answers);
-        ``base_url``: the LLM server this call named (a stored one that is not loopback is not used unasked)."""
+        ``base_url``: the LLM server of the server's launch configuration (a stored one the user has not vouched for
+        is not used unasked)."""
         with self._lock:
             proc = self._procs.get(run_id)
             if proc is not None and proc.poll() is None:

@@ -127,3 +127,28 @@ def test_limit_sizes_are_read_or_refused_in_one_line(monkeypatch: pytest.MonkeyP
     assert limits.for_device("cpu").memory == limits.machine_memory() // 2
     assert limits.for_device("cuda:0").memory == 0  # CUDA reserves far more address space than it uses
     assert os.environ.get(limits.FILE_SIZE_VARIABLE) is None and limits.for_device("cpu").file_size == 16 << 30
+
+
+@linux_only
+def test_a_killed_sessions_staging_folder_is_swept_by_the_next(tmp_path: Path) -> None:
+    """A session's staging folder holds its checker's buffer in ``/dev/shm`` (memory): after a ``kill -9`` no cleanup
+    runs, so it is named after its process and the next session removes those whose process is gone."""
+    import subprocess
+
+    from ksearch.tools.evaluator.parent.session import SHARED_MEMORY, staging_folder
+
+    gone = subprocess.Popen(["/bin/true"])
+    gone.wait()
+    stale = SHARED_MEMORY / f"ksearch-staging-{gone.pid}-{secrets.token_hex(4)}"
+    stale.mkdir()
+    (stale / "buffer").write_bytes(b"\0" * 4096)
+    fresh = staging_folder()
+    try:
+        assert fresh is not None and fresh.parent == SHARED_MEMORY
+        assert fresh.name.startswith(f"ksearch-staging-{os.getpid()}-") and not stale.exists()
+    finally:
+        if fresh is not None:
+            fresh.rmdir()
+        if stale.exists():
+            (stale / "buffer").unlink()
+            stale.rmdir()
