@@ -46,8 +46,10 @@ def report(
     table, LLM usage and settings; several runs give a comparison."""
     from ksearch.flows import report as report_flow
     from ksearch.flows.inspect import resolve_run_id
+    from ksearch.flows.report_render import require_libraries
 
     json_mode(as_json)
+    require_libraries()  # before the run is looked up: a missing extra is the first thing to fix
     ws = workspace_of(ctx)
     runs = [resolve_run_id(r, ws) for r in run_ids] if run_ids else [pick_run(ctx, None)]
     path = report_flow.write_report(runs, output, ws, force=force)

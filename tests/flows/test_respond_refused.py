@@ -1,6 +1,6 @@
 """A refused `respond` records nothing (issue 64): the task file changed since the run started, so the run cannot go
-on; before, the reply was recorded all the same, and the next `respond` said the run was not waiting while `runs`
-said it was."""
+on (the trust check refuses a task file changed since the user vouched for it); before, the reply was recorded all
+the same, and the next `respond` said the run was not waiting while `runs` said it was."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from ksearch.agent.config import RunConfig
-from ksearch.agent.task_guard import TaskChangedError
+from ksearch.errors import UserError
 from ksearch.flows import interactive
 from ksearch.flows import run as runner
 from tests.helpers.scripts import init_plan
@@ -37,8 +37,9 @@ def test_a_refused_respond_records_no_reply_and_the_run_still_waits(tmp_path: Pa
     assert runner.start_run(config, workspace=ws).status == "waiting"
 
     op.write_text(textwrap.dedent(OPERATOR.replace("FACTOR", "3")))  # the task changes while the run waits
-    with pytest.raises(TaskChangedError) as refused:
+    with pytest.raises(UserError) as refused:
         interactive.respond("waits", init_plan([("a", 0.9)]), workspace=ws)
+    assert "changed since you vouched for it" in str(refused.value)
 
     view = interactive.pending("waits", workspace=ws)
     assert [(w.prompt.key, w.answered) for w in view.prompts] == [("plan:0:0", False)]
