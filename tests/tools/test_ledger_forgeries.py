@@ -111,3 +111,19 @@ def test_the_same_unchecked_repeats_are_caught_in_gpumode() -> None:
         line.window(0, 0.05, [0.02])
     finding = judge(line.ledger, "gpumode", CAL, configs=["a"])
     assert finding is not None and finding.rule == "audit_evasion"
+
+
+def test_work_hidden_in_the_audit_gaps_is_not_trimmed_away() -> None:
+    """trust_detach_hook.py's class (issue 59): the kernel's real work runs in the harness's hands after an audited
+    window, before the handoff is relayed (a method of its output the harness called), 5 ms per audit. At the default
+    audit rate the audited gaps are the largest tenth of all gaps, the share the ledger trimmed as descheduling: they
+    are judged on their own."""
+    line = Timeline()
+    audits = {1, 12, 25, 38, 50, 63, 77, 90}
+    for i in range(100):
+        audit = ("audit", 1000 + i) if i in audits else (None, None)
+        line.window(0, 0.01, [0.002], *audit)
+        if i in audits:
+            line.wait(CALL_MS)
+    finding = judge(line.ledger, "gpumode-benchmark", CAL, configs=["a"])
+    assert finding is not None and finding.rule == "timing_forgery", finding
