@@ -37,6 +37,7 @@ import re
 from collections.abc import Iterator
 
 from ksearch.tools.integrity.base import Finding, ScannerBase
+from ksearch.tools.integrity.gateways import landing
 from ksearch.tools.integrity.vocabulary import matches
 
 ALLOWED_IMPORTS = (
@@ -265,6 +266,9 @@ RESTRICTED_MODULES: dict[str, frozenset[str]] = {
 }
 """The only attributes of these allowed modules a candidate may use: printing to stderr, version checks, build
 variables (``writes`` judges which), CPU counts."""
+RESTRICTED_STEPS = frozenset((module, name) for module, names in RESTRICTED_MODULES.items() for name in names)
+"""(module, attribute) pairs ``RESTRICTED_MODULES`` allows, judged by their own rules (``os.path`` is a module a
+kernel could not import)."""
 GETATTR_FAMILY = frozenset({"getattr", "setattr", "delattr", "hasattr"})
 AS_VALUE_DENIED = frozenset(
     {
@@ -356,7 +360,7 @@ class ReachRules(ScannerBase):
         if module.split(".")[0] in self.support_modules:
             return
         full = f"{module}.{name}" if name and name != "*" else module
-        if matches(module, DENIED_IMPORTS) and _private_status(full) != "allowed":
+        if matches(module, DENIED_IMPORTS) and private_status(full) != "allowed":
             yield self.finding("interpreter_reach", node, f"imports {full}")
         elif not matches(module, ALLOWED_IMPORTS):
             yield self.finding(
@@ -398,7 +402,18 @@ class ReachRules(ScannerBase):
             yield from self._steps(node, "", steps, module_chain=False)
 
     def _steps(self, node: ast.AST, base: str, steps: list[str], *, module_chain: bool) -> Iterator[Finding]:
-        """Each step of a chain from ``base`` (a module path when ``module_chain``, else an object)."""
+        """Each step of a chain from ``base`` (a module path when ``module_chain``, else an object): first what the
+        chain lands on through the installed modules (``gateways.landing``: deny by object), then each step's name."""
+        if module_chain and base not in self.support_modules:
+            gateway = landing(base, steps, RESTRICTED_STEPS)
+            if gateway is not None:
+                yield self.finding(
+                    "interpreter_reach",
+                    node,
+                    f"reaches {gateway.path}, which holds {gateway.kind}: a public attribute of an allowed module "
+                    "that is the interpreter's machinery",
+                )
+                return
         path, inside_private = base, False
         for step in steps:
             here = f"{path}.{step}" if path else step
@@ -412,7 +427,7 @@ class ReachRules(ScannerBase):
                     )
                     return
             elif module_chain and (step.startswith("_") or inside_private):
-                status = _private_status(here)
+                status = private_status(here)
                 if status == "denied":
                     yield self.finding("interpreter_reach", node, f"uses {here}, a private name of a module")
                     return
@@ -616,7 +631,7 @@ def _plain_chain(node: ast.AST) -> bool:
     return isinstance(node, ast.Name)
 
 
-def _private_status(dotted: str) -> str:
+def private_status(dotted: str) -> str:
     """'allowed' when ``dotted`` is (or extends) an ``ALLOWED_PRIVATE`` entry, 'intermediate' when it leads to one
     (``torch._inductor`` on the way to ``torch._inductor.config``), else 'denied'."""
     for prefix in ALLOWED_PRIVATE:
