@@ -11,7 +11,7 @@ import pytest
 
 from ksearch.tools.integrity import scan
 from ksearch.tools.integrity.gateways import ROOT_ONLY, landing, walk_gateways
-from ksearch.tools.integrity.reach import ALLOWED_IMPORTS, RESTRICTED_STEPS
+from ksearch.tools.integrity.reach import ALLOWED_IMPORTS, RESTRICTED_STEPS, candidate_may_import
 
 ROOTS = tuple(name for name in ALLOWED_IMPORTS if name != "__future__")
 
@@ -22,7 +22,7 @@ def _rules(code: str) -> set[str]:
 
 @pytest.fixture(scope="module")
 def table() -> dict[str, str]:
-    return {gateway.path: gateway.kind for gateway in walk_gateways(ROOTS, RESTRICTED_STEPS)}
+    return {gateway.path: gateway.kind for gateway in walk_gateways(ROOTS, candidate_may_import, RESTRICTED_STEPS)}
 
 
 def test_the_table_is_generated_from_what_the_attributes_hold(table: dict[str, str]) -> None:
@@ -85,10 +85,10 @@ def test_honest_chains_pass(code: str) -> None:
 
 def test_the_modules_a_kernel_imports_by_name_only_are_gateways_as_attributes() -> None:
     for name in ROOT_ONLY:
-        found = landing("logging", [name]) or landing("torch", [name])
+        found = landing("logging", [name], candidate_may_import) or landing("torch", [name], candidate_may_import)
         assert found is not None and name in found.kind
 
 
 def test_a_chain_the_installed_modules_cannot_follow_is_left_to_the_name_rules() -> None:
-    assert landing("torch", ["no_such_attribute", "mp"]) is None
-    assert landing("no_such_module_anywhere", ["x"]) is None
+    assert landing("torch", ["no_such_attribute", "mp"], candidate_may_import) is None
+    assert landing("no_such_module_anywhere", ["x"], candidate_may_import) is None

@@ -7,7 +7,7 @@ asks what a chain of attributes lands on instead (``landing``): it follows the c
 themselves, reading each module's namespace (``vars``, never ``getattr``: no code of any module runs), and judges
 the object it reaches (``gateway_kind``):
 
-- a module the candidate could not import itself (``ALLOWED_IMPORTS`` less ``DENIED_IMPORTS``), or one it may import
+- a module the candidate could not import itself (``may_import``: the reach rule's lists), or one it may import
   only by name at the top of its file (``sys``, ``os``, ``threading``, whose own rules judge each use);
 - ``builtins`` or its namespace, the module table ``sys.modules``, the builtins that run or find code by a string
   (``eval``, ``getattr``, ``__import__``, ``open``, ...) and the functions that hand out frames or the heap;
@@ -29,11 +29,9 @@ import importlib
 import importlib.util
 import sys
 import types
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
-
-from ksearch.tools.integrity.vocabulary import matches
 
 ROOT_ONLY = ("sys", "os", "threading")
 """Modules a kernel may import by name only: reached as an attribute of another module they escape their rules."""
@@ -80,19 +78,6 @@ class Gateway:
     kind: str
 
 
-def candidate_may_import(name: str) -> bool:
-    """Whether a kernel may use the module ``name`` (the reach rule's lists: allowed, not denied, and no private part
-    unless ``ALLOWED_PRIVATE`` lists it, as ``torch._inductor.config``)."""
-    from ksearch.tools.integrity.reach import ALLOWED_IMPORTS, DENIED_IMPORTS, private_status
-
-    if not matches(name, ALLOWED_IMPORTS):
-        return False
-    private = any(part.startswith("_") for part in name.split(".")[1:])
-    if matches(name, DENIED_IMPORTS) or private:
-        return private_status(name) == "allowed"
-    return True
-
-
 def _gateway_objects() -> dict[int, str]:
     """id -> description of the gateway objects that exist by identity in this process."""
     found: dict[int, str] = {
@@ -112,7 +97,11 @@ def _gateway_objects() -> dict[int, str]:
     return found
 
 
-def gateway_kind(value: Any, objects: dict[int, str] | None = None) -> str | None:
+MayImport = Callable[[str], bool]
+"""Whether a kernel may use the module of that name (``reach.candidate_may_import``)."""
+
+
+def gateway_kind(value: Any, may_import: MayImport, objects: dict[int, str] | None = None) -> str | None:
     """What ``value`` gives a kernel that it may not have, or None."""
     known = (objects if objects is not None else _gateway_objects()).get(id(value))
     if known is not None:
@@ -123,7 +112,7 @@ def gateway_kind(value: Any, objects: dict[int, str] | None = None) -> str | Non
             return "a module without a name"
         if name.split(".")[0] in ROOT_ONLY:
             return f"the module {name} (a kernel may import it by name only)"
-        if not candidate_may_import(name):
+        if not may_import(name):
             return f"the module {name}"
         return None
     if isinstance(value, (types.FrameType, types.TracebackType, types.CodeType)):
@@ -144,12 +133,12 @@ def _is_loader(value: Any) -> bool:
         return False
 
 
-def _module(name: str) -> types.ModuleType | None:
+def _module(name: str, may_import: MayImport) -> types.ModuleType | None:
     """The module ``name`` as installed (imported here if a kernel may import it), or None."""
     module = sys.modules.get(name)
     if isinstance(module, types.ModuleType):
         return module
-    if not candidate_may_import(name):
+    if not may_import(name):
         return None
     try:
         return importlib.import_module(name)
@@ -157,13 +146,13 @@ def _module(name: str) -> types.ModuleType | None:
         return None
 
 
-def _member(holder: Any, step: str) -> Any:
+def _member(holder: Any, step: str, may_import: MayImport) -> Any:
     """``holder.step`` as stored (a module's namespace, or a class's along its MRO), never through ``getattr``."""
     if isinstance(holder, types.ModuleType):
         value = vars(holder).get(step, _MISSING)
         if value is _MISSING:  # a submodule not imported yet: the import the kernel's chain stands for
             child = f"{holder.__name__}.{step}"
-            return _module(child) if _submodule_exists(child) else _MISSING
+            return _module(child, may_import) if _submodule_exists(child) else _MISSING
         return value
     if isinstance(holder, type):
         for klass in type.__dict__["__mro__"].__get__(holder):
@@ -182,23 +171,25 @@ def _submodule_exists(name: str) -> bool:
         return False
 
 
-def landing(root: str, steps: list[str], exempt: frozenset[tuple[str, str]] = frozenset()) -> Gateway | None:
+def landing(
+    root: str, steps: list[str], may_import: MayImport, exempt: frozenset[tuple[str, str]] = frozenset()
+) -> Gateway | None:
     """The first gateway the chain ``root.steps[0].steps[1]...`` reaches through the installed modules (and the
     classes they hold), or None. ``exempt``: (module, attribute) pairs a rule of their own judges (``os.path``). The
     walk stops where the chain leaves modules and classes (an instance's attributes are the name rules' to judge)."""
-    holder: Any = _module(root)
+    holder: Any = _module(root, may_import)
     if holder is None:
         return None
     objects = _gateway_objects()
     path = root
     for step in steps:
         owner = holder.__name__ if isinstance(holder, types.ModuleType) else None
-        value = _member(holder, step)
+        value = _member(holder, step, may_import)
         path = f"{path}.{step}"
         if value is _MISSING:
             return None
         if (owner, step) not in exempt:
-            kind = gateway_kind(value, objects)
+            kind = gateway_kind(value, may_import, objects)
             if kind is not None:
                 return Gateway(path, kind)
         if not isinstance(value, (types.ModuleType, type)):
@@ -207,14 +198,16 @@ def landing(root: str, steps: list[str], exempt: frozenset[tuple[str, str]] = fr
     return None
 
 
-def walk_gateways(roots: tuple[str, ...], exempt: frozenset[tuple[str, str]] = frozenset()) -> Iterator[Gateway]:
+def walk_gateways(
+    roots: tuple[str, ...], may_import: MayImport, exempt: frozenset[tuple[str, str]] = frozenset()
+) -> Iterator[Gateway]:
     """Every public attribute path (one per gateway object and module holding it) from the modules ``roots`` and
     their public submodules, as installed, whose value is a gateway (``exempt`` apart, as in ``landing``): the table
     the reach rule is checked against."""
     objects = _gateway_objects()
     queue: list[tuple[str, types.ModuleType]] = []
     for root in roots:
-        module = _module(root)
+        module = _module(root, may_import)
         if module is not None:
             queue.append((root, module))
     seen: set[int] = set()
@@ -226,7 +219,7 @@ def walk_gateways(roots: tuple[str, ...], exempt: frozenset[tuple[str, str]] = f
         for name, value in sorted(vars(module).items()):
             if name.startswith("_"):
                 continue
-            kind = None if (module.__name__, name) in exempt else gateway_kind(value, objects)
+            kind = None if (module.__name__, name) in exempt else gateway_kind(value, may_import, objects)
             if kind is not None:
                 yield Gateway(f"{path}.{name}", kind)
             elif isinstance(value, types.ModuleType):

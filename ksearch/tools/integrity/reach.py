@@ -405,7 +405,7 @@ class ReachRules(ScannerBase):
         """Each step of a chain from ``base`` (a module path when ``module_chain``, else an object): first what the
         chain lands on through the installed modules (``gateways.landing``: deny by object), then each step's name."""
         if module_chain and base not in self.support_modules:
-            gateway = landing(base, steps, RESTRICTED_STEPS)
+            gateway = landing(base, steps, candidate_may_import, RESTRICTED_STEPS)
             if gateway is not None:
                 yield self.finding(
                     "interpreter_reach",
@@ -629,6 +629,17 @@ def _plain_chain(node: ast.AST) -> bool:
     while isinstance(node, ast.Attribute):
         node = node.value
     return isinstance(node, ast.Name)
+
+
+def candidate_may_import(name: str) -> bool:
+    """Whether a kernel may use the module ``name``: allowed, not denied, and no private part unless
+    ``ALLOWED_PRIVATE`` lists it (``torch._inductor.config``)."""
+    if not matches(name, ALLOWED_IMPORTS):
+        return False
+    private = any(part.startswith("_") for part in name.split(".")[1:])
+    if matches(name, DENIED_IMPORTS) or private:
+        return private_status(name) == "allowed"
+    return True
 
 
 def private_status(dotted: str) -> str:
