@@ -60,8 +60,8 @@ def _rule(code: str, task: str | None = "softmax") -> str | None:
         ("import torch\nclass T(torch.Tensor):\n    pass\n", "tensor_subclass"),
         ("import torch\ndef kernel(x):\n    return torch.Tensor._make_subclass(C, x)\n", "tensor_subclass"),
         ("class C:\n    def __torch_function__(cls, f, t, a=(), k=None):\n        pass\n", "tensor_subclass"),
-        ("import torch\ng = torch.cuda.CUDAGraph()\n", "cuda_graph_replay"),
-        ("import torch\ndef kernel(x):\n    with torch.cuda.graph(g):\n        pass\n", "cuda_graph_replay"),
+        ("import torch\ngraphs = [torch.cuda.CUDAGraph]\n", "cuda_graph_replay"),
+        ("import torch\ndef kernel(x, capture=torch.cuda.graph):\n    pass\n", "cuda_graph_replay"),
         ("import torch\nf = torch.cuda.make_graphed_callables(m, (x,))\n", "cuda_graph_replay"),
         ("import torch\nk = torch.compile(f, mode='reduce-overhead')\n", "cuda_graph_replay"),
         ("C = {}\ndef kernel(x):\n    k = x.data_ptr()\n    if k in C:\n        return C[k]\n", "output_caching"),
@@ -541,8 +541,6 @@ def test_an_operating_system_function_held_in_braces_or_a_condition_is_result_fo
 @pytest.mark.parametrize(
     "code",
     [
-        "import torch\ng = torch.cuda.CUDAGraph()\n",
-        "import torch\ndef kernel(x):\n    with torch.cuda.graph(torch.cuda.CUDAGraph()):\n        return x\n",
         "import torch\nkernel = torch.compile(lambda x: x, mode='reduce-overhead')\n",
         "import torch\nkernel = torch.compile(lambda x: x, mode='max-autotune')\n",
     ],
@@ -552,9 +550,7 @@ def test_the_cuda_graphs_the_coder_prompt_forbids_are_refused(code: str) -> None
     from ksearch.prompts import template_text
 
     prompt = template_text("write_kernel")
-    assert all(
-        name in prompt for name in ("torch.cuda.CUDAGraph", "torch.cuda.graph", '"reduce-overhead"', '"max-autotune"')
-    )
+    assert all(name in prompt for name in ('"reduce-overhead"', '"max-autotune"', "called where they stand"))
     assert "cuda_graph_replay" in {finding.rule for finding in scan(code, task_name="softmax")}
 
 
@@ -580,11 +576,51 @@ def kernel(x):
 """
 
 
-def test_an_honest_cuda_graph_keyed_by_shape_is_refused_by_the_graph_rule_alone() -> None:
-    """A known false rejection (docs/trust.md, Known limits): copy in, replay, copy out, so every call computes from its
-    own input, and only ``cuda_graph_replay`` refuses it. A change that narrows the rule (and runs the exploit corpus on
-    a GPU) should turn this into a pass and move the kernel into the honest corpus."""
-    assert {finding.rule for finding in scan(_HONEST_GRAPH, task_name="softmax")} == {"cuda_graph_replay"}
+def test_an_honest_cuda_graph_keyed_by_shape_passes_the_static_rules() -> None:
+    """Copy in, replay, copy out, so every call computes from its own input (issue 59): capture called where it
+    stands passes here and is judged at run time, where audited calls are checked like any kernel's
+    (``tests/tools/honest/softmax_cuda_graph.py`` on a GPU)."""
+    assert scan(_HONEST_GRAPH, task_name="softmax") == []
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "import torch\ndef _build(fn, make=getattr(torch, 'compile')):\n    return make(fn)\n",
+        "import torch\nCOMPILERS = [torch.compile]\n",
+        "import torch\ndef make(fn, compile_=torch.compile):\n    return compile_(fn, mode='reduce-overhead')\n",
+        "import torch, functools\nk = functools.partial(torch.compile, mode='default')\n",
+        "import torch\nk = torch.compiler.compile(lambda x: x, mode='reduce-overhead')\n",
+        "import torch\nk = torch.compiler.compile(lambda x: x, options={'triton.cudagraphs': True})\n",
+        "import torch\np = torch._inductor.config.patch('triton.cudagraphs', True)\n",
+        "import torch\np = torch._inductor.config.patch({'triton.cudagraphs': True})\n",
+        "import torch\nKEY = 'triton.cudagraphs'\np = torch._inductor.config.patch(KEY, True)\n",
+        "import torch\ndef on(k):\n    return torch._inductor.config.patch(k, True)\n",
+        "import torch\np = torch._dynamo.config.patch(**{'x': 1})\n",
+        "import torch\npatcher = [torch._inductor.config.patch]\n",
+        "import torch\ndef graphs():\n    return torch.cuda.CUDAGraph\n",
+        "from torch.cuda import CUDAGraph\nmade = list(map(lambda f: f(), [CUDAGraph]))\n",
+    ],
+)
+def test_a_compile_or_graph_api_not_called_where_it_stands_is_refused(code: str) -> None:
+    """issue 59: ``getattr(torch, "compile")``, one held in a container or a default argument,
+    ``torch.compiler.compile`` and Inductor's config patch could replay CUDA graphs with settings no rule read."""
+    assert "cuda_graph_replay" in {finding.rule for finding in scan(code, task_name="softmax")}
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "import torch\n@torch.compile\ndef f(x):\n    return x\n",
+        "import torch\nk = torch.compiler.compile(lambda x: x, mode='max-autotune-no-cudagraphs')\n",
+        "import torch\nwith torch._inductor.config.patch(coordinate_descent_tuning=True):\n    pass\n",
+        "import torch\np = torch._inductor.config.patch({'triton.cudagraphs': False})\n",
+        "import torch\ndef replay(g: torch.cuda.CUDAGraph) -> None:\n    g.replay()\n",
+        "from torch.cuda import CUDAGraph\ng = CUDAGraph()\n",
+    ],
+)
+def test_compile_and_graph_apis_called_where_they_stand_pass(code: str) -> None:
+    assert "cuda_graph_replay" not in {finding.rule for finding in scan(code, task_name="softmax")}
 
 
 @pytest.mark.parametrize(

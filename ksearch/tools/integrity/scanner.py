@@ -54,6 +54,7 @@ class Scanner(ProcessRules, StreamRules, WriteRules, SourceRules, CachingRules, 
                 yield from self._introspection_attribute(node)
                 yield from self._environment_attribute(node)
                 yield from self._reach_attribute(node)
+                yield from self._graph_reference(node)
             elif isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Delete)):
                 yield from self._assignment(node)
             elif isinstance(node, ast.ClassDef):
@@ -73,6 +74,7 @@ class Scanner(ProcessRules, StreamRules, WriteRules, SourceRules, CachingRules, 
             elif isinstance(node, ast.Name):
                 yield from self._harness_name(node)
                 yield from self._reach_name(node)
+                yield from self._graph_reference(node)
             elif isinstance(node, (ast.Await, ast.AsyncFor, ast.AsyncWith)):
                 yield from self._asynchronous(node)
         yield from self._caching()

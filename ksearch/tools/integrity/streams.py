@@ -1,8 +1,17 @@
 """CUDA graphs and tensor subclasses: work that is replayed, or not done when the call claims it is.
 
-Rules: ``cuda_graph_replay`` (CUDA graphs and the ``torch.compile`` settings that use them, however the module
-writes them) and
-``tensor_subclass`` (subclasses and dispatch hooks that can defer the work until the output is checked).
+Rules: ``cuda_graph_replay`` and ``tensor_subclass`` (subclasses and dispatch hooks that can defer the work until
+the output is checked).
+
+``cuda_graph_replay`` asks that every compile or graph API be called where it stands, with settings the rules can
+read: ``torch.compile`` (and ``torch.compiler.compile``, the same function) without the modes and options that turn
+CUDA graphs on, Inductor's and Dynamo's ``config.patch`` without a CUDA-graph setting, and graph capture
+(``torch.cuda.CUDAGraph``, ``torch.cuda.graph``) called directly. Any other reference to them (``getattr(torch,
+"compile")``, one held in a container or a default argument, passed as an argument) is refused, since what it
+compiles to cannot be read. Honest capture (per shape, the input copied in, replay, the output copied out) passes
+here: what a replay returns is judged at run time, where audited calls are checked like any kernel's; a replay of
+stale inputs returns a stale output there. The remaining graph helpers (``make_graphed_callables``, graph pools,
+``do_bench_cudagraph``) are refused wherever they appear.
 
 Side streams are not refused here: a kernel that joins its side streams to the current stream before it returns
 (``wait_stream``, ``record_stream``) is honest. Work left running on one when the call returns is caught at run time:
@@ -17,7 +26,11 @@ from collections.abc import Iterator
 
 from ksearch.tools.integrity.base import Finding, ScannerBase, binds, binds_otherwise
 from ksearch.tools.integrity.vocabulary import (
+    COMPILE_APIS,
+    COMPILER_PATCHES,
+    COMPILER_SETTINGS_DENIED,
     GRAPH_CALLS,
+    GRAPH_CAPTURE,
     SUBCLASS_CALLS,
     SUBCLASS_DEFS,
     SUBCLASS_METHODS,
@@ -29,16 +42,25 @@ GRAPH_COMPILE_SETTINGS = {"mode": frozenset({"reduce-overhead", "max-autotune"})
 """``torch.compile`` settings that replay CUDA graphs (``max-autotune-no-cudagraphs`` does not)."""
 
 
+GRAPH_APIS = (*COMPILE_APIS, *COMPILER_PATCHES, *GRAPH_CAPTURE)
+"""APIs a kernel may use only by calling them where they stand (``_graph_reference``)."""
+
+
 def _is_compile(name: str | None) -> bool:
-    return name is not None and (name == "torch.compile" or name.endswith(".torch.compile"))
+    return name is not None and (
+        name in COMPILE_APIS or any(name.endswith(f".{api}") for api in COMPILE_APIS)  # ``task.torch.compile`` too
+    )
 
 
 class StreamRules(ScannerBase):
     def _stream_call(self, node: ast.Call, name: str | None, method: str | None) -> Iterator[Finding]:
+        yield from self._graph_getattr(node)
         if not name:
             return
         if matches(name, GRAPH_CALLS):
             yield self.finding("cuda_graph_replay", node, f"calls {name}")
+        if matches(name, COMPILER_PATCHES) and _plain(node.func):  # not the call of what ``patch(...)`` returned
+            yield from self._compiler_patch(node, name)
         if _is_compile(name) or any(  # torch.compile(...), or functools.partial(torch.compile, mode=...)
             isinstance(arg, (ast.Name, ast.Attribute)) and _is_compile(self.resolve(arg)) for arg in node.args
         ):
@@ -169,6 +191,102 @@ class StreamRules(ScannerBase):
                 return []
         return found
 
+    def _graph_getattr(self, node: ast.Call) -> Iterator[Finding]:
+        """``getattr(torch, "compile")`` and its family: a compile or graph API reached by a string is a value whose
+        settings the rules cannot read where it is called."""
+        builtin = self.is_builtin(node.func, frozenset({"getattr", "setattr", "delattr", "hasattr"}))
+        if builtin is None or len(node.args) < 2 or not isinstance(node.args[0], (ast.Name, ast.Attribute)):
+            return
+        base = self.resolve(node.args[0])
+        names = self._folded_names(node.args[1]) if base else None
+        for name in names or ():
+            full = f"{base}.{name}"
+            if matches(full, GRAPH_APIS) or matches(full, GRAPH_CALLS) or _is_compile(full):
+                yield self.finding(
+                    "cuda_graph_replay",
+                    node,
+                    f"{builtin} reaches {full}: call it where it stands, with literal settings",
+                )
+
+    def _graph_reference(self, node: ast.Name | ast.Attribute) -> Iterator[Finding]:
+        """A compile or graph API referenced other than by calling it where it stands (held in a container, a default
+        argument, passed as an argument, returned): what it compiles to or replays cannot be read. A bare decorator
+        (``@torch.compile``: the default settings), an annotation and a plain alias (``compile_ = torch.compile``,
+        whose calls are judged where they stand) are not values."""
+        parent = self.parents.get(id(node))
+        if isinstance(parent, ast.Attribute) and parent.value is node:
+            return  # a step of a longer chain: judged at the chain's outermost node
+        if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
+            return
+        name = self.resolve(node) if _plain(node) else None
+        api = matches(name, GRAPH_APIS) or (name if _is_compile(name) else None)
+        if not api:
+            return
+        if isinstance(parent, ast.Call) and parent.func is node:
+            return
+        if id(node) in self._annotation_nodes():
+            return
+        if isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node in parent.decorator_list:
+            if _is_compile(name):
+                return
+        if (
+            isinstance(parent, ast.Assign)
+            and parent.value is node
+            and all(isinstance(t, ast.Name) for t in parent.targets)
+        ):
+            return
+        yield self.finding(
+            "cuda_graph_replay",
+            node,
+            f"{name} is used as a value (held, passed or returned): call it where it stands, with literal settings",
+        )
+
+    def _annotation_nodes(self) -> set[int]:
+        """Ids of every node inside an annotation (parameters, returns, annotated assignments)."""
+        cached = getattr(self, "_annotations", None)
+        if cached is not None:
+            return cached
+        roots: list[ast.AST] = []
+        for node in ast.walk(self.tree):
+            if isinstance(node, ast.arg) and node.annotation is not None:
+                roots.append(node.annotation)
+            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.returns is not None:
+                roots.append(node.returns)
+            elif isinstance(node, ast.AnnAssign):
+                roots.append(node.annotation)
+        found = {id(inner) for root in roots for inner in ast.walk(root)}
+        self._annotations = found
+        return found
+
+    def _compiler_patch(self, node: ast.Call, name: str) -> Iterator[Finding]:
+        """``config.patch("triton.cudagraphs", True)``, ``config.patch({...})``, ``config.patch(key=value)``: a setting
+        that replays CUDA graphs (``COMPILER_SETTINGS_DENIED``'s ``cudagraph``) not literally off, or a key or value
+        the rules cannot read, is refused."""
+        pairs: list[tuple[ast.expr | None, ast.expr | None]] = []
+        if len(node.args) == 2:
+            pairs.append((node.args[0], node.args[1]))
+        elif len(node.args) == 1:
+            table = self._bound_dict(node.args[0])
+            if table is None:
+                pairs.append((None, None))
+            else:
+                pairs.extend(zip(table.keys, table.values))
+        elif node.args:
+            pairs.append((None, None))
+        for kw in node.keywords:
+            pairs.append((ast.Constant(kw.arg) if kw.arg is not None else None, kw.value))
+        graph_keys = tuple(k for k in COMPILER_SETTINGS_DENIED if "graph" in k)
+        for key, value in pairs:
+            keys = self._literal_values(key) if key is not None else None
+            if keys is None:
+                yield self.finding("cuda_graph_replay", node, f"{name} holds a setting the rules cannot read")
+                continue
+            if not any(isinstance(k, str) and any(g in k for g in graph_keys) for k in keys):
+                continue
+            values = self._literal_values(value) if value is not None else None
+            if values is None or any(values):
+                yield self.finding("cuda_graph_replay", node, f"{name} turns CUDA graphs on")
+
     def _tensor_subclass(self, node: ast.ClassDef) -> Iterator[Finding]:
         for base in node.bases:
             name = self.resolve(base)
@@ -178,3 +296,10 @@ class StreamRules(ScannerBase):
     def _dispatch_hook(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> Iterator[Finding]:
         if node.name in SUBCLASS_DEFS:
             yield self.finding("tensor_subclass", node, f"defines {node.name}")
+
+
+def _plain(node: ast.AST) -> bool:
+    """A chain of names and attributes only (``torch.cuda.graph``), not one through a call or an item."""
+    while isinstance(node, ast.Attribute):
+        node = node.value
+    return isinstance(node, ast.Name)

@@ -251,9 +251,15 @@ THREAD_SOURCE = re.compile(r"cudaLaunchHostFunc|cudaStreamAddCallback|std::threa
 refused in the source: a kernel may use them when it joins them to the current stream; work left running on one is
 caught at run time, by the deferred-work check and by the parent's clock.)"""
 GRAPH_SOURCE = re.compile(r"cudaStreamBeginCapture|cudaGraphLaunch|cudaGraphInstantiate")
+GRAPH_CAPTURE = ("torch.cuda.graph", "torch.cuda.CUDAGraph")
+"""CUDA graph capture a kernel may call directly (capture per shape, copy the input in, replay, copy the output out):
+what a replay computes is judged at run time, where audited calls are checked like any kernel's. Referenced any
+other way (held in a name the rules cannot follow, a container, a default argument) it is refused."""
+COMPILE_APIS = ("torch.compile", "torch.compiler.compile")
+"""``torch.compile`` under its public names: called directly with settings the rules read (``streams``)."""
+COMPILER_PATCHES = ("torch._inductor.config.patch", "torch._dynamo.config.patch")
+"""Settings patched for a block or a function: their keys and values are read like ``torch.compile``'s options."""
 GRAPH_CALLS = (
-    "torch.cuda.graph",
-    "torch.cuda.CUDAGraph",
     "torch.cuda.make_graphed_callables",
     "torch.cuda.graphs",
     "torch.cuda.graph_pool_handle",
