@@ -159,7 +159,8 @@ TARGETS: tuple[Target, ...] = (
             "ReachRules._reach_call",
             "ReachRules._named_attribute",
             "ReachRules._starts_with_letter",
-            "_private_status",
+            "private_status",
+            "candidate_may_import",
             "_leads_to",
             "_plain_chain",
         ),
@@ -192,6 +193,11 @@ TARGETS: tuple[Target, ...] = (
     Target(
         "ksearch/tools/integrity/streams.py",
         ("tests/tools/test_integrity.py", "tests/tools/test_integrity_edges.py", HONEST_STATIC),
+    ),
+    Target(
+        "ksearch/tools/integrity/gateways.py",
+        ("tests/tools/test_integrity_gateways.py", "tests/tools/test_integrity_reach.py", HONEST_STATIC),
+        functions=("gateway_kind", "landing", "walk_gateways", "_member", "_module", "_submodule_exists", "_is_loader"),
     ),
     Target(
         "ksearch/tools/integrity/processes.py",
