@@ -171,6 +171,21 @@ class Handoff(BaseModel):
     cannot forge."""
 
 
+class StagedInput(BaseModel):
+    """One input of a set the checker made and left in the staging buffer for the worker (issue 59: audit inputs are
+    made where the candidate cannot see them first): a tensor's bytes, contiguous at ``offset``, or a plain value."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    position: int
+    offset: int | None = None
+    """A tensor: the byte offset of its contiguous values in the staging buffer (None: a plain value)."""
+    shape: list[int] = Field(default_factory=list)
+    dtype: str = ""
+    value: int | float | str | None = None
+    """A plain input (an int, a float, a string or None), as ``make_inputs`` returned it."""
+
+
 class HandoffReply(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -187,6 +202,13 @@ class HandoffReply(BaseModel):
     """seed (activation): the checker is computing this audit's reference now, from the seeds alone; the worker asks
     for the verdicts so far (``settle``, answered once that is done) before the audited call, so that none of it runs
     on the device while the candidate does."""
+    inputs: list[StagedInput] | None = None
+    """seed: the inputs the seed makes, made by the checker and left in the staging buffer (``input``: the whole set;
+    ``activation``: the activations): the worker copies them in instead of running the task's generator, where the
+    candidate could see them before the audited call. None: the set cannot be handed over (an input that is neither
+    a contiguous tensor nor a plain value); the worker makes it."""
+    digest: str | None = None
+    """seed, with ``inputs``: the digest of the call's whole input set once they are in place."""
 
 
 class ConfigSamples(BaseModel):

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
-
-from pydantic import BaseModel
 
 from ksearch.contracts.exchange import CheckerCommand, Handoff, HandoffReply
 from ksearch.tools.evaluator.checker.main import Checker
-from ksearch.tools.evaluator.worker.channel import Channel
+from ksearch.tools.evaluator.worker.channel import Channel, encode_record
 
 
 class LoopbackChannel(Channel):
@@ -31,21 +30,24 @@ class LoopbackChannel(Channel):
     def phase(self, name: str) -> None:
         self.phases.append(name)
 
-    def request(self, message: BaseModel) -> None:
-        data: dict[str, Any] = message.model_dump()
+    def request(self, fields: dict[str, object]) -> None:
+        data: dict[str, Any] = json.loads(encode_record(fields))  # the line the parent would read
         if data.get("op") == "grow":
             answer = self.checker.handle(CheckerCommand(op="staging", min_bytes=data["min_bytes"]))
         elif data.get("op") == "settle":
             answer = self.checker.handle(CheckerCommand(op="settle"))
         elif data.get("op") == "seed":
             answer = self.checker.handle(
-                CheckerCommand(op="seed", config_index=data["config_index"], kind=data["kind"])
+                CheckerCommand(
+                    op="seed", config_index=data["config_index"], kind=data["kind"], input_seed=data.get("input_seed")
+                )
             )
         else:
             handoff = Handoff.model_validate(data)
             self.handoffs.append(handoff)
             answer = self.checker.handle(CheckerCommand(op="handoff", handoff=handoff))
         self.checker.judge_pending()  # as the checker's serve loop does after each answer
+        self.checker.prepare_audit()
         self.answers_due.append(HandoffReply.model_validate(answer))
 
     def answer(self, *, spin: bool = False) -> HandoffReply:

@@ -224,12 +224,14 @@ def test_a_preparation_that_fails_leaves_the_handoff_to_judge(
     checker: Checker, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     writer = _begin(checker)
-    reply = _seed(checker, _base())
-    real = TrimulTask.make_inputs
-    monkeypatch.setattr(TrimulTask, "make_inputs", lambda self, config, device: 1 / 0)
+    reply = _seed(checker, _base())  # the audit's inputs are made when its seed is issued (handed to the worker)
+    real, real_sample = TrimulTask.expected, TrimulTask.expected_sample
+    monkeypatch.setattr(TrimulTask, "expected", lambda self, config, inputs: 1 / 0)
+    monkeypatch.setattr(TrimulTask, "expected_sample", lambda self, config, inputs, generator: 1 / 0)
     checker.prepare_audit()
     assert checker.prepared is None and checker.current is not None and checker.current.failure is None
-    monkeypatch.setattr(TrimulTask, "make_inputs", real)
+    monkeypatch.setattr(TrimulTask, "expected", real)
+    monkeypatch.setattr(TrimulTask, "expected_sample", real_sample)
     assert checker.check(_handoff(writer, reply["seed"])).ok
 
 
@@ -308,8 +310,8 @@ def test_audits_of_one_set_make_its_other_inputs_once_and_a_reference_cannot_spo
     monkeypatch.setattr(TrimulTask, "expected", scribbling_expected)
     writer = _begin(checker, sampled_audits=False)  # every audit whole: the careless reference runs each time
     for audit in range(3):
-        reply = _seed(checker, _base())
         made.clear()
+        reply = _seed(checker, _base())  # the inputs are made here, when the seed is issued, and handed over
         checker.prepare_audit()
         assert checker.prepared is not None
         assert made == ([reply["seed"], _base()] if audit == 0 else [reply["seed"]])

@@ -118,15 +118,16 @@ def test_every_timed_call_is_checked_after_it_returns(checker: Checker) -> None:
 
 @pytest.mark.parametrize("method", ["gpumode-benchmark", "robust"])
 def test_an_output_replayed_from_an_earlier_call_is_caught_in_the_loop(checker: Checker, method: str) -> None:
-    """A kernel that keeps its first output on the input object and returns it again passes every timed audit of
-    the same inputs, and is caught by a timed call on inputs re-randomised in place."""
+    """A kernel that keeps its first output by the input object and returns it again passes every timed audit of
+    the same inputs, and is caught by a timed call on inputs re-randomised in place. (Kept ON the input, as an
+    attribute, it is refused sooner: ``tensor_attributes``.)"""
+
+    replayed: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
 
     def replaying(x: torch.Tensor) -> torch.Tensor:
-        cached = getattr(x, "_replayed", None)
-        if cached is None:
-            cached = torch.softmax(x, dim=-1)
-            x._replayed = cached  # type: ignore[attr-defined]
-        return cached
+        if id(x) not in replayed:  # the input kept alive beside its output: its id stays its own
+            replayed[id(x)] = (x, torch.softmax(x, dim=-1))
+        return replayed[id(x)][1]
 
     _, runner, channel = _runner(checker, replaying)
     chosen = _short() if method == "robust" else timing.get_method(method)
@@ -279,7 +280,7 @@ def test_the_worker_does_its_own_work_while_the_checker_prepares_and_reads_the_a
     worker, _, channel = _runner(checker, lambda x: x)
     order: list[str] = []
     real_request, real_answer = channel.request, channel.answer
-    channel.request = lambda message: (order.append(message.model_dump()["op"]), real_request(message))[1]
+    channel.request = lambda message: (order.append(message["op"]), real_request(message))[1]
     channel.answer = lambda *, spin=False: (order.append("answer"), real_answer(spin=spin))[1]
     worker.settle(meanwhile=lambda: order.append("digest"))
     assert order == ["settle", "digest", "answer"]
@@ -290,3 +291,61 @@ def test_the_worker_does_its_own_work_while_the_checker_prepares_and_reads_the_a
     with pytest.raises(RuntimeError):
         worker.settle(meanwhile=failing)
     assert order[3:] == ["settle", "answer"] and not channel.answers_due
+
+
+def test_an_attribute_set_on_an_input_is_refused_at_the_next_audit(checker: Checker) -> None:
+    """issue 59: the harness reads inputs by type only, and an input that gained attributes (a method the digest
+    would have called) is refused with a rule of its own."""
+
+    def tagging(x: torch.Tensor) -> torch.Tensor:
+        x.detach = lambda: torch.zeros_like(x)  # type: ignore[method-assign]
+        return torch.softmax(x, dim=-1)
+
+    _, runner, _ = _runner(checker, tagging)
+    with pytest.raises(CandidateFailure) as failure:
+        _short().run(runner, flush_l2=False)
+    assert failure.value.rejection is not None and failure.value.rejection.rule == "tensor_attributes"
+
+
+def test_a_method_set_on_the_output_is_never_run_by_the_harness(checker: Checker) -> None:
+    """issue 59: the staging copy, the deferred-work check and the handoff record read the output by type; a
+    closure set on it never runs (and the output is refused with a rule of its own)."""
+    ran: list[str] = []
+
+    def hooked(x: torch.Tensor) -> torch.Tensor:
+        out = torch.softmax(x, dim=-1)
+        for name in ("detach", "numel", "element_size", "stride", "untyped_storage", "data_ptr", "clone", "to"):
+            setattr(out, name, lambda *args, _n=name, **kwargs: ran.append(_n))
+        return out
+
+    _, runner, _ = _runner(checker, hooked)
+    with pytest.raises(CandidateFailure) as failure:
+        _short().run(runner, flush_l2=False)
+    assert failure.value.rejection is not None and failure.value.rejection.rule == "tensor_attributes"
+    assert ran == []
+
+
+@pytest.mark.parametrize("method", ["gpumode-benchmark", "robust", "confirm", "flashinfer"])
+def test_audit_inputs_are_made_by_the_checker_never_by_the_task_in_the_worker(checker: Checker, method: str) -> None:
+    """issue 59: a wrapper of the task's ``make_inputs`` in the candidate's process showed the kernel each audit's
+    values before the audited call. The audits' activations and the fresh sets of the leaderboard loops are made by
+    the checker and copied in: the worker's generator sees only the sets the loop reuses, whose values the kernel
+    gets anyway."""
+    worker, runner, channel = _runner(checker, lambda x: torch.softmax(x, dim=-1))
+    seen: list[int] = []
+    real = worker.task.make_inputs
+
+    def watching(config: Any, device: str) -> list[Any]:
+        seen.append(config.seed)
+        return real(config, device)
+
+    worker.task.make_inputs = watching  # type: ignore[method-assign]
+    chosen = _short() if method == "robust" else timing.get_method(method)
+    chosen.run(runner, flush_l2=False)
+    audited = {h.activation_seed for h in channel.handoffs if h.activation_seed is not None}
+    fresh = {h.input_seed for h in channel.handoffs if h.kind == "bench"} - {runner._seed(i) for i in range(4)}  # noqa: SLF001
+    assert audited or fresh, "the loop audited nothing"
+    assert not (audited | fresh) & set(seen), (
+        f"the worker's generator made the inputs of {(audited | fresh) & set(seen)}"
+    )
+    assert checker.current is not None and checker.current.failure is None and checker.current.audits + len(fresh)

@@ -44,6 +44,8 @@ from ksearch.contracts.exchange import (
     CheckResult,
     Handoff,
     HandoffReply,
+    StagedInput,
+    StagingHandle,
 )
 from ksearch.tools.evaluator.checker.checker_records import (
     CheckFailed,
@@ -65,7 +67,7 @@ from ksearch.tools.evaluator.shared.seeds import (
     input_set_seed,
     salted_seed,
 )
-from ksearch.tools.evaluator.shared.staging import StagingOwner
+from ksearch.tools.evaluator.shared.staging import StagingOwner, layout
 
 if TYPE_CHECKING:
     from ksearch.tasks.base import ExpectedSample
@@ -86,6 +88,8 @@ output is wrong nearly everywhere and any sample finds it; one whose repeat call
 elements (a lossy precision, a rare race) is found only by a whole check, and cannot tell which calls get one."""
 TEST_KINDS = ("test", "ghost")
 """Handoffs of a correctness config's inputs (the session's salt, input set 0): a test and the ghost replay."""
+HANDED_KEPT = 4
+"""Input sets made for the worker kept for their handoffs (a loop uses each before it asks for the next)."""
 _T = TypeVar("_T")
 
 
@@ -127,6 +131,10 @@ class Checker:
         self.low_memory = False
         """This evaluation's mode (``begin``): judge before answering, cache nothing, give memory back after each."""
         self.kept: tuple[tuple[str, str, int], dict[int, Any]] | None = None
+        self.handed: dict[tuple[int, int, int | None], tuple[list[Any], str]] = {}
+        """(benchmark config, input seed, activation seed) -> the inputs this checker made for a fresh seed and handed
+        to the worker through the staging buffer, and their digest: the handoff of the call on them is judged on
+        these, not on inputs made again (``_regenerated``). At most ``HANDED_KEPT``; none in low-memory mode."""
         """(task, config, input seed) and the inputs that config's audits do not re-randomise, of the set last audited:
         each audit of the set then makes only its new activations (``_regenerated``)."""
 
@@ -181,11 +189,63 @@ class Checker:
             state.failure = state.failure or CheckFailed(Verdict.REJECTED, message, rule="forged_record")
             return HandoffReply(ok=False, message=message)
         state.issued.add((config_index, seed))
-        preparing = kind == "activation" and input_seed is not None and self.prepared_audits and not self.low_memory
+        if kind == "activation" and input_seed is None:  # no set named: nothing to make or prepare
+            return HandoffReply(ok=True, seed=seed)
+        claim = (
+            InputClaim("audit", config_index, base, input_seed, seed)
+            if kind == "activation"
+            else InputClaim("bench", config_index, base, seed)
+        )
+        handed, digest, handle = self._hand_over(state, configs[config_index], claim)
+        preparing = kind == "activation" and self.prepared_audits and not self.low_memory
         if preparing:
-            assert input_seed is not None
-            self.to_prepare = (state, InputClaim("audit", config_index, base, input_seed, seed))
-        return HandoffReply(ok=True, seed=seed, preparing=preparing)
+            self.to_prepare = (state, claim)
+        return HandoffReply(ok=True, seed=seed, preparing=preparing, inputs=handed, digest=digest, staging=handle)
+
+    def _hand_over(
+        self, state: EvaluationRecord, config: Any, claim: InputClaim
+    ) -> tuple[list[StagedInput] | None, str | None, StagingHandle | None]:
+        """Make the inputs ``claim`` names here and leave the ones the worker needs (an audit's activations, or a
+        fresh set whole) in the staging buffer, so the task's generator never runs in the candidate's process for
+        an audit (issue 59: a wrapper of it showed a kernel each audit's values before the call). Kept for the
+        handoff's judgment. (None, None, None) when an input cannot be handed over (neither a contiguous tensor
+        nor a plain value): the worker then makes the set itself."""
+        import torch
+
+        task = state.task
+        inputs, digest = self._retrying_out_of_memory(lambda: self._regenerated(task, config, claim))
+        if claim.activation_seed is not None:
+            positions = task.activation_inputs(config)
+            wanted = range(len(inputs)) if positions is None else positions
+        else:
+            wanted = range(len(inputs))
+        tensors: list[tuple[int, Any]] = []
+        items: list[StagedInput] = []
+        for position in wanted:
+            value = inputs[position]
+            if type(value) is torch.Tensor and value.is_contiguous():
+                tensors.append((position, value))
+            elif value is None or type(value) in (int, float, str):
+                items.append(StagedInput(position=position, value=value))
+            else:
+                return None, None, None
+        offsets, total = layout([t.numel() * t.element_size() for _, t in tensors])
+        handle = self.staging.ensure(total)
+        name = task.name
+        self.largest_output[name] = max(self.largest_output.get(name, 0), total)
+        for (position, tensor), offset in zip(tensors, offsets, strict=True):
+            size = tensor.numel() * tensor.element_size()
+            target = self.staging.buffer[offset : offset + size].view(tensor.dtype).view(tensor.shape)
+            target.copy_(tensor)
+            items.append(
+                StagedInput(position=position, offset=offset, shape=list(tensor.shape), dtype=str(tensor.dtype))
+            )
+        self._sync()
+        if not self.low_memory:
+            self.handed[(claim.config_index, claim.input_seed, claim.activation_seed)] = (inputs, digest)
+            while len(self.handed) > HANDED_KEPT:
+                self.handed.pop(next(iter(self.handed)))
+        return sorted(items, key=lambda item: item.position), digest, handle
 
     def prepare_audit(self) -> None:
         """Compute the expectation of the audit whose activation seed was just issued (its inputs from the seeds, their
@@ -235,6 +295,7 @@ class Checker:
         self.sampled_audits = command.sampled_audits
         self.prepared_audits = command.prepared_audits
         self.to_prepare = self.prepared = self.kept = None
+        self.handed = {}
         self.low_memory = command.low_memory or self._available_bytes() < LOW_MEMORY_BELOW
         if self.low_memory:
             self.cache.clear()
@@ -328,6 +389,7 @@ class Checker:
         state = self.current
         self.current = None
         self.to_prepare = self.prepared = self.kept = None
+        self.handed = {}
         self._release_memory()
         if state is None:
             return CheckResult(verdict=Verdict.CRASHED, error="the checker saw no evaluation begin")
@@ -589,6 +651,10 @@ class Checker:
     def _regenerated(self, task: Any, config: Any, claim: InputClaim) -> tuple[list[Any], str]:
         """The inputs ``claim`` names (its set's seed, and an audit's activation seed) made here, and their digest;
         for a timed output, what making and digesting them cost (the parent's allowance for the worker's same work)."""
+        if claim.kind != "test":
+            handed = self.handed.pop((claim.config_index, claim.input_seed, claim.activation_seed), None)
+            if handed is not None:  # made when the seed was issued (``_hand_over``)
+                return handed
         started = time.perf_counter()
         if claim.activation_seed is None:
             inputs = task.make_inputs(config.model_copy(update={"seed": claim.input_seed}), self.device)

@@ -12,7 +12,7 @@ from ksearch.contracts.candidate import Candidate
 from ksearch.tools import timing as timing_mod
 from ksearch.tools.gpu_specs import gpu_spec
 
-HARNESS_VERSION = "ksearch-evaluator-15"
+HARNESS_VERSION = "ksearch-evaluator-16"
 """Part of the evaluation cache key: bump when a change could alter verdicts or timings."""
 _DEVICE = re.compile(r"^(cpu|cuda(:\d+)?)$")
 CPU_TIMING_VARIABLE = "KSEARCH_CPU_TIMING"

@@ -56,22 +56,26 @@ def salted_seed(public_seed: int, salt: int) -> int:
 
 
 def input_digest(inputs: list[Any]) -> str:
-    """A cheap digest of a list of inputs: dtype, shape and an evenly strided sample of each tensor's bytes."""
+    """A cheap digest of a list of inputs: dtype, shape and an evenly strided sample of each tensor's bytes. Read
+    through ``tensor_access`` only: the inputs have been in the candidate's hands, and a method it set on one of them
+    must not decide what the digest reads."""
     import torch
+
+    from ksearch.tools.evaluator.shared import tensor_access as ta
 
     h = hashlib.sha256()  # hardware-accelerated on current hosts: twice blake2b's speed here
     samples = []  # gathered on the device and copied to the host once (one synchronisation, not one per tensor)
     for item in inputs:
-        if isinstance(item, torch.Tensor):
-            t = item.detach()
-            h.update(f"T|{t.dtype}|{tuple(t.shape)}|".encode())
-            if t.numel():
-                flat = t.reshape(-1)
-                step = max(1, flat.numel() // DIGEST_SAMPLE)
-                sample = flat[::step].contiguous()
-                if sample.dtype == torch.bool:
-                    sample = sample.to(torch.uint8)
-                samples.append(sample.view(torch.uint8).reshape(-1))
+        if ta.is_tensor(item):
+            t = ta.detach(item)
+            h.update(f"T|{ta.dtype(t)}|{ta.shape(t)}|".encode())
+            count = ta.numel(t)
+            if count:
+                step = max(1, count // DIGEST_SAMPLE)
+                sample = ta.contiguous(ta.every(ta.reshape(t, -1), step))
+                if ta.dtype(sample) == torch.bool:
+                    sample = ta.to(sample, torch.uint8)
+                samples.append(ta.reshape(ta.view(sample, torch.uint8), -1))
         elif isinstance(item, (list, tuple)):
             h.update(f"L{len(item)}|".encode())
             h.update(input_digest(list(item)).encode())
@@ -79,7 +83,7 @@ def input_digest(inputs: list[Any]) -> str:
             h.update(f"V|{item!r}|".encode())
     by_device: dict[Any, list[Any]] = {}
     for sample in samples:
-        by_device.setdefault(sample.device, []).append(sample)
+        by_device.setdefault(ta.device(sample), []).append(sample)
     for group in by_device.values():
-        h.update(torch.cat(group).cpu().numpy().tobytes())
+        h.update(ta.host_bytes(group))
     return h.hexdigest()[:32]

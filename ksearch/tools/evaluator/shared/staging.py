@@ -25,6 +25,7 @@ import secrets
 from typing import Any
 
 from ksearch.contracts.exchange import StagingHandle
+from ksearch.tools.evaluator.shared import tensor_access as ta
 
 ALIGN = 256
 MIN_BYTES = 64 << 20
@@ -189,17 +190,17 @@ class StagingWriter:
         return nbytes <= self.handle.nbytes
 
     def stage(self, tensors: list[Any]) -> list[int]:
-        """Copy ``tensors`` (any layout, any device) into the buffer, enqueued on the current stream; their offsets."""
-        offsets, _ = layout([t.numel() * t.element_size() for t in tensors])
+        """Copy ``tensors`` (any layout, any device) into the buffer, enqueued on the current stream; their offsets.
+        The tensors are the candidate's: read through ``tensor_access`` only, so no method of theirs runs."""
+        offsets, _ = layout([ta.nbytes(t) for t in tensors])
         for tensor, offset in zip(tensors, offsets, strict=True):
-            nbytes = tensor.numel() * tensor.element_size()
-            view = self.buffer[offset : offset + nbytes].view(tensor.dtype).view(tensor.shape)
-            view.copy_(tensor.detach(), non_blocking=self.handle.kind == "cuda_ipc")
+            target = ta.typed_view(self.buffer, offset, ta.dtype(tensor), ta.shape(tensor))
+            ta.copy_into(target, ta.detach(tensor), non_blocking=self.handle.kind == "cuda_ipc")
         return offsets
 
     def view(self, offset: int, like: Any) -> Any:
-        nbytes = like.numel() * like.element_size()
-        return self.buffer[offset : offset + nbytes].view(like.dtype).view(like.shape)
+        """The staged copy at ``offset`` of a tensor shaped like ``like`` (a candidate's tensor: read by type)."""
+        return ta.typed_view(self.buffer, offset, ta.dtype(like), ta.shape(like))
 
     def close(self) -> None:
         self.buffer = None

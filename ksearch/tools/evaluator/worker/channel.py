@@ -1,5 +1,10 @@
 """The worker's side of its conversation with the parent: phases, handoffs and timed windows out on the message
-socket (``KSEARCH_MSG_FD``), answers in on stdin."""
+socket (``KSEARCH_MSG_FD``), answers in on stdin.
+
+Every record the worker sends is written here, by ``encode_record``, from plain ints, strings and lists the harness
+read itself: no serialiser of a library the candidate's process holds (pydantic, ``json``) decides what the parent and
+the checker read (a red-team review of issue 59 wrapped pydantic's ``model_dump_json`` to rewrite the staged output
+as each handoff was serialised)."""
 
 from __future__ import annotations
 
@@ -8,9 +13,8 @@ import select
 import time
 from typing import TextIO
 
-from pydantic import BaseModel
-
 from ksearch.contracts.exchange import HandoffReply
+from ksearch.contracts.work import WorkTrace
 
 SPIN_WAIT_S = 1.0
 """How long a handoff of the timing phase waits for the checker's answer without sleeping (then it blocks)."""
@@ -28,6 +32,58 @@ def spin_until_readable(fd: int, limit_s: float) -> None:
     deadline = time.monotonic() + limit_s
     while not select.select([fd], [], [], 0)[0] and time.monotonic() < deadline:
         pass
+
+
+_INT, _STR, _BOOL, _FLOAT, _LIST, _TUPLE, _DICT, _TYPE = int, str, bool, float, list, tuple, dict, type
+_ESCAPES = {'"': '\\"', "\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def _escaped(char: str) -> str:
+    if char in _ESCAPES:
+        return _ESCAPES[char]
+    return "\\u%04x" % ord(char) if ord(char) < 0x20 else char
+
+
+def _encode(value: object) -> str:
+    kind = _TYPE(value)
+    if value is None:
+        return "null"
+    if kind is _BOOL:
+        return "true" if value else "false"
+    if kind is _INT:
+        return "%d" % value
+    if kind is _FLOAT:
+        return repr(value)
+    if kind is _STR:
+        return '"' + "".join(_escaped(c) for c in value) + '"'  # type: ignore[union-attr]
+    if kind is _LIST or kind is _TUPLE:
+        return "[" + ", ".join(_encode(item) for item in value) + "]"  # type: ignore[union-attr]
+    if kind is _DICT:
+        return encode_record(value)  # type: ignore[arg-type]
+    raise TypeError(f"a record holds only ints, floats, strings, lists, dicts and None, not {kind.__name__}")
+
+
+def encode_record(fields: dict[str, object]) -> str:
+    """One JSON object from ``fields`` (exact ``int``, ``float``, ``bool``, ``str``, ``None``, and lists and dicts of
+    them): written by hand, so nothing but this module's code decides the line."""
+    for name in fields:
+        if _TYPE(name) is not _STR:
+            raise TypeError(f"a record's keys are strings, not {_TYPE(name).__name__}")
+    return "{" + ", ".join(f"{_encode(name)}: {_encode(value)}" for name, value in fields.items()) + "}"
+
+
+def work_record(work: WorkTrace | None) -> dict[str, object] | None:
+    """A call's ``WorkTrace`` as plain values for ``encode_record`` (its fields read one by one, no serialiser)."""
+    if work is None:
+        return None
+    return {
+        "ops": [{"op": op.op, "calls": op.calls, "elements": op.elements} for op in work.ops],
+        "unlisted_elements": work.unlisted_elements,
+        "launches": work.launches,
+        "intact": work.intact,
+        "ghost": work.ghost,
+        "raised": work.raised,
+    }
 
 
 class Channel:
@@ -55,14 +111,16 @@ class Channel:
         except OSError:
             pass  # the parent enforces limits from its own clock; a lost phase only costs precision
 
-    def ask(self, message: BaseModel, *, spin: bool = False) -> HandoffReply:
-        """Send ``message`` and read the answer; ``spin``: wait for it without sleeping (``spin_until_readable``)."""
-        self.request(message)
+    def ask(self, fields: dict[str, object], *, spin: bool = False) -> HandoffReply:
+        """Send the record ``fields`` and read the answer; ``spin``: wait for it without sleeping
+        (``spin_until_readable``)."""
+        self.request(fields)
         return self.answer(spin=spin)
 
-    def request(self, message: BaseModel) -> None:
-        """Send ``message``, whose answer ``answer`` reads: the worker may do its own work in between."""
-        self.send(message.model_dump_json())
+    def request(self, fields: dict[str, object]) -> None:
+        """Send the record ``fields`` (``encode_record``), whose answer ``answer`` reads: the worker may do its own
+        work in between."""
+        self.send(encode_record(fields))
         if self.doorbell_fd is not None:
             try:
                 os.write(self.doorbell_fd, b"!")
@@ -78,14 +136,10 @@ class Channel:
         return HandoffReply.model_validate_json(line)
 
 
-class GrowRequest(BaseModel):
+def grow_request(min_bytes: int) -> dict[str, object]:
     """The staging buffer must hold ``min_bytes``."""
-
-    op: str = "grow"
-    min_bytes: int
+    return {"op": "grow", "min_bytes": min_bytes}
 
 
-class SettleRequest(BaseModel):
-    """Every output handed off so far judged: the answer is the verdict."""
-
-    op: str = "settle"
+SETTLE_REQUEST: dict[str, object] = {"op": "settle"}
+"""Every output handed off so far judged: the answer is the verdict."""

@@ -20,6 +20,7 @@ from types import MappingProxyType
 from typing import Any
 
 from ksearch.contracts.evaluation import Mismatch, Rejection, Verdict
+from ksearch.tools.evaluator.shared import tensor_access as ta
 
 HARNESS_PACKAGES = (
     "ksearch.tools.evaluator.worker",
@@ -322,37 +323,46 @@ def poison(buffers: list[Any]) -> None:
     import torch
 
     for buffer in buffers:
-        if not isinstance(buffer, torch.Tensor):
+        if not ta.is_tensor(buffer):
             continue
-        if buffer.is_floating_point() or buffer.is_complex():
-            buffer.fill_(float("nan"))
-        elif buffer.dtype == torch.bool:
-            buffer.fill_(True)
+        kind = ta.dtype(buffer)
+        if ta.is_floating(buffer):
+            ta.fill(buffer, float("nan"))
+        elif kind == torch.bool:
+            ta.fill(buffer, True)
         else:
-            buffer.fill_(torch.iinfo(buffer.dtype).max)
+            ta.fill(buffer, torch.iinfo(kind).max)
 
 
 def clone_inputs(inputs: list[Any]) -> list[Any]:
-    import torch
-
-    return [x.detach().clone() if isinstance(x, torch.Tensor) else x for x in inputs]
+    return [ta.clone(x) if ta.is_tensor(x) else x for x in inputs]
 
 
 def count_changed(now: Any, before: Any) -> str:
-    """'' when ``now`` still equals ``before`` bit for bit (NaN equals NaN); else what changed, for evidence."""
-    import torch
-
-    if not isinstance(before, torch.Tensor):
+    """'' when ``now`` still equals ``before`` bit for bit (NaN equals NaN); else what changed, for evidence. ``now``
+    has been in the candidate's hands: it is read through ``tensor_access`` only."""
+    if not ta.is_tensor(before):
         return "" if now == before else "value replaced"
-    if not isinstance(now, torch.Tensor) or now.shape != before.shape or now.dtype != before.dtype:
+    if not ta.is_tensor(now) or ta.shape(now) != ta.shape(before) or ta.dtype(now) != ta.dtype(before):
         return "tensor replaced or reshaped"
-    if torch.equal(now, before):
-        return ""
-    same = now == before
-    if now.is_floating_point() or now.is_complex():
-        same |= torch.isnan(now) & torch.isnan(before)
-    changed = int((~same).sum())
-    return f"{changed} of {now.numel()} elements changed" if changed else ""
+    changed = ta.changed_elements(now, before)
+    return f"{changed} of {ta.numel(now)} elements changed" if changed else ""
+
+
+def check_plain_tensors(where: str, tensors: list[Any], what: str) -> None:
+    """``tensor_attributes``: a tensor the harness reads carries attributes of its own (a method set on it would
+    shadow torch's). The harness never runs them (``tensor_access``), but no honest kernel sets them, and one that
+    does is telling the harness something it must not hear."""
+    for position, tensor in enumerate(tensors):
+        if not ta.is_plain(tensor):
+            continue
+        names = ta.own_attributes(tensor)
+        if names:
+            raise reject(
+                "tensor_attributes",
+                f"{where}: {what} {position} carries attributes of its own ({', '.join(sorted(names)[:4])}); a kernel "
+                "may not set attributes on the tensors it is given or returns",
+            )
 
 
 def is_compile_error(exc: BaseException) -> bool:
@@ -366,32 +376,31 @@ def format_exception(exc: BaseException) -> str:
 
 
 def check_output_form(task: Any, device: str, where: str, output: Any) -> None:
-    """Exact type (``torch.Tensor``, or a tuple of them when the task says so), device and a real storage."""
+    """Exact type (``torch.Tensor``, or a tuple of them when the task says so), no attributes of its own, device and
+    a real storage; read through ``tensor_access`` only (no method of the output runs)."""
     import torch
 
     if task.output_is_tuple:
-        if type(output) is not tuple:
-            _incorrect(where, f"expected a tuple of torch.Tensor, got {type(output).__qualname__}")
+        if not ta.is_tuple(output):
+            _incorrect(where, f"expected a tuple of torch.Tensor, got {ta.type_name(output)}")
         tensors = list(output)
     else:
         tensors = [output]
     expected_device = torch.device(device)
     for tensor in tensors:
-        if isinstance(tensor, torch.Tensor) and type(tensor) is not torch.Tensor:
+        if ta.is_tensor(tensor) and not ta.is_plain(tensor):
             raise reject(
                 "lazy_output",
-                f"config {where}: the output is a {type(tensor).__qualname__}, a torch.Tensor subclass; "
+                f"config {where}: the output is a {ta.type_name(tensor)}, a torch.Tensor subclass; "
                 "return a plain torch.Tensor",
             )
-        if type(tensor) is not torch.Tensor:
-            _incorrect(where, f"expected a torch.Tensor, got {type(tensor).__qualname__}")
-        if tensor.device != expected_device:
-            _incorrect(where, f"device {tensor.device}, expected {expected_device}")
-        try:
-            real = tensor.numel() == 0 or (tensor.untyped_storage().nbytes() > 0 and tensor.data_ptr() != 0)
-        except Exception:  # noqa: BLE001 - no storage at all
-            real = False
-        if not real:
+        if not ta.is_plain(tensor):
+            _incorrect(where, f"expected a torch.Tensor, got {ta.type_name(tensor)}")
+    check_plain_tensors(f"config {where}", tensors, "output")
+    for tensor in tensors:
+        if ta.device(tensor) != expected_device:
+            _incorrect(where, f"device {ta.device(tensor)}, expected {expected_device}")
+        if not ta.has_storage(tensor):
             raise reject("lazy_output", f"config {where}: the output has no real storage")
 
 

@@ -65,7 +65,6 @@ from ksearch.contracts.evaluation import (
 from ksearch.contracts.exchange import (
     CompareSamples,
     ConfigSamples,
-    Handoff,
     HandoffReply,
     WorkerRequest,
     WorkerResult,
@@ -75,17 +74,19 @@ from ksearch.tasks.base import RuleBroken, Task, TaskConfig, WorkPolicy
 from ksearch.tasks.registry import resolve_task
 from ksearch.tools import timing as timing_mod
 from ksearch.tools.evaluator.profiler.kernel_profile import NOTE_CHARS, PROFILE_NOTE, profile_shapes
+from ksearch.tools.evaluator.shared import tensor_access as ta
 from ksearch.tools.evaluator.shared.profiling import profiled
 from ksearch.tools.evaluator.shared.resources import loaded_resources
 from ksearch.tools.evaluator.shared.sandbox import die_with_parent
 from ksearch.tools.evaluator.shared.seeds import input_digest, salted_seed
 from ksearch.tools.evaluator.shared.staging import StagingWriter
 from ksearch.tools.evaluator.worker.aot import probe_resources
-from ksearch.tools.evaluator.worker.channel import Channel, GrowRequest, SettleRequest
+from ksearch.tools.evaluator.worker.channel import SETTLE_REQUEST, Channel, grow_request, work_record
 from ksearch.tools.evaluator.worker.guard import (
     CandidateFailure,
     Guard,
     check_output_form,
+    check_plain_tensors,
     clone_inputs,
     count_changed,
     format_exception,
@@ -360,6 +361,7 @@ class Worker:
             verdict = Verdict.COMPILE_ERROR if is_compile_error(exc) else Verdict.RUNTIME_ERROR
             raise CandidateFailure(verdict, f"on config {config.name}:\n{format_exception(exc)}") from None
         self.verify(f"config {config.name}")
+        check_plain_tensors(f"config {config.name}", [x for x in inputs if ta.is_tensor(x)], "input")
         self.check_staged(config, output, staged)
         self.check_inputs_unchanged(config, inputs, snapshot, buffers)
         del inputs, args, snapshot, buffers  # the output is staged: nothing else of this call is read again
@@ -369,14 +371,16 @@ class Worker:
 
     # -- outputs for the checker ----------------------------------------------------------------------------------
     def stage(self, config: TaskConfig, output: Any) -> list[int] | None:
-        """Check the output's form, then copy it into the checker's buffer in stream order (no sync): the offsets."""
+        """Check the output's form, then copy it into the checker's buffer in stream order (no sync): the offsets.
+        What the checker judges is fixed here, right after the call, by type-level reads only (``tensor_access``):
+        no method of the output runs, so no code of the candidate's runs between the call and this copy."""
         check_output_form(self.task, self.device, config.name, output)
         if self.staging is None:
             return None
-        tensors = list(output) if isinstance(output, tuple) else [output]
-        need = sum(t.numel() * t.element_size() + 256 for t in tensors)
+        tensors = list(output) if ta.is_tuple(output) else [output]
+        need = sum(ta.nbytes(t) + 256 for t in tensors)
         if not self.staging.fits(need):
-            reply = self.channel.ask(GrowRequest(min_bytes=need))
+            reply = self.channel.ask(grow_request(need))
             if reply.staging is None:
                 raise RuntimeError(f"the checker could not provide {need} bytes of staging memory: {reply.message}")
             self.staging.open(reply.staging)
@@ -387,11 +391,11 @@ class Worker:
         (else work was left running on another stream when the call returned)."""
         if offsets is None or self.staging is None:
             return
-        tensors = output if isinstance(output, tuple) else (output,)
+        tensors = output if ta.is_tuple(output) else (output,)
         for position, (tensor, offset) in enumerate(zip(tensors, offsets, strict=True)):
             staged = self.staging.view(offset, tensor)
-            if staged.device != tensor.device:  # shared host memory (no CUDA IPC here): compare on the output's device
-                staged = staged.to(tensor.device)
+            if ta.device(staged) != ta.device(tensor):  # shared host memory (no CUDA IPC here): compare on the device
+                staged = ta.to(staged, ta.device(tensor))
             changed = count_changed(tensor, staged)
             if changed:
                 raise reject(
@@ -416,27 +420,30 @@ class Worker:
     ) -> None:
         """Tell the checker where the output is and wait for its answer; a failed check ends the evaluation.
         ``window``: in timing, how many timed windows of the run the harness had closed (``Handoff.window``).
-        ``work``: what the call ran (``work_phases``); a ghost replay that raised hands off no output."""
+        ``work``: what the call ran (``work_phases``); a ghost replay that raised hands off no output. The record
+        (``Handoff``'s fields) is read from the output by type-level calls and written by ``encode_record``: nothing
+        of the candidate's decides it."""
         if self.staging is None or (offsets is None and not (work is not None and work.raised)):
             return
-        tensors = [] if output is None else list(output) if isinstance(output, tuple) else [output]
-        message = Handoff(
-            kind=kind,  # type: ignore[arg-type]
-            config_index=index,
-            config=prepared.name,
-            prepare_seed=prepared.seed,
-            input_seed=input_seed,
-            activation_seed=activation_seed,
-            digest=digest,
-            shapes=[list(t.shape) for t in tensors],
-            dtypes=[str(t.dtype) for t in tensors],
-            strides=[list(t.stride()) for t in tensors],
-            offsets=offsets or [],
-            generation=self.staging.handle.generation,
-            window=window,
-            work=work,
-        )
-        self._answered(self.channel.ask(message, spin=self.phase == "timing" and self.device.startswith("cuda")))
+        tensors = [] if output is None else list(output) if ta.is_tuple(output) else [output]
+        record: dict[str, object] = {
+            "op": "handoff",
+            "kind": kind,
+            "config_index": index,
+            "config": prepared.name,
+            "prepare_seed": prepared.seed,
+            "input_seed": input_seed,
+            "activation_seed": activation_seed,
+            "digest": digest,
+            "shapes": [list(ta.shape(t)) for t in tensors],
+            "dtypes": [str(ta.dtype(t)) for t in tensors],
+            "strides": [list(ta.stride(t)) for t in tensors],
+            "offsets": list(offsets or []),
+            "generation": self.staging.handle.generation,
+            "window": window,
+            "work": work_record(work),
+        }
+        self._answered(self.channel.ask(record, spin=self.phase == "timing" and self.device.startswith("cuda")))
 
     def settle(self, *, spin: bool = False, meanwhile: Callable[[], _T] | None = None) -> _T | None:
         """Wait for the checker's verdict on every correctness output (it judges each while the next config runs) and
@@ -446,13 +453,32 @@ class Worker:
         is returned."""
         if self.staging is None:
             return meanwhile() if meanwhile is not None else None
-        self.channel.request(SettleRequest())
+        self.channel.request(SETTLE_REQUEST)
         try:
             result = meanwhile() if meanwhile is not None else None
         finally:
             reply = self.channel.answer(spin=spin)
         self._answered(reply)
         return result
+
+    def receive_inputs(self, reply: HandoffReply) -> list[tuple[int, Any]]:
+        """The inputs the checker made and left in the staging buffer (``HandoffReply.inputs``), as (position, value)
+        pairs: each tensor copied into a new tensor of this process's, in stream order; plain values as they are."""
+        from ksearch.tools.evaluator.staging import dtype_of
+
+        assert self.staging is not None and reply.inputs is not None
+        if reply.staging is not None and reply.staging.generation != self.staging.handle.generation:
+            self.staging.open(reply.staging)
+        received: list[tuple[int, Any]] = []
+        for item in reply.inputs:
+            if item.offset is None:
+                received.append((item.position, item.value))
+                continue
+            kind, size = dtype_of(item.dtype), tuple(item.shape)
+            tensor = ta.empty(size, kind, self.device)
+            ta.copy_into(tensor, ta.typed_view(self.staging.buffer, item.offset, kind, size))
+            received.append((item.position, tensor))
+        return received
 
     @staticmethod
     def _answered(reply: HandoffReply) -> None:
@@ -479,7 +505,7 @@ class Worker:
             return
         import torch
 
-        nbytes = sum(x.numel() * x.element_size() for x in inputs if isinstance(x, torch.Tensor))
+        nbytes = sum(ta.nbytes(x) for x in inputs if ta.is_tensor(x))
         nbytes = min(max(nbytes, 1 << 20), 1 << 30)
         block = torch.empty(nbytes, dtype=torch.uint8, device=self.device)
         block.fill_(0xFF)

@@ -21,12 +21,14 @@ import time
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ksearch.contracts.evaluation import Verdict
-from ksearch.contracts.exchange import SeedRequest
+from ksearch.contracts.exchange import HandoffReply
 from ksearch.tasks.base import TaskConfig
+from ksearch.tools.evaluator.shared import tensor_access as ta
 from ksearch.tools.evaluator.shared.seeds import AUDIT_BASE, MAX_INPUT_SETS, input_digest, input_set_seed
 from ksearch.tools.evaluator.worker.guard import (
     CandidateFailure,
     check_output_form,
+    check_plain_tensors,
     clone_inputs,
     format_exception,
     is_compile_error,
@@ -166,8 +168,13 @@ class WorkerTimingRunner:
     def call_on(self, index: int, *, fresh: bool = False, reuse_args: bool = True, clone: bool = False) -> _Call:
         task = self.worker.task
         if fresh:  # a whole new input set, its seed drawn by the checker now (unpredictable in this process)
-            seed = self._issued_seed("input")[0] or self._seed(index)
-            inputs = task.make_inputs(self.config.model_copy(update={"seed": seed}), self.worker.device)
+            reply = self._issued("input")
+            seed = reply.seed if reply is not None and reply.seed is not None else self._seed(index)
+            handed = self._handed_set(reply)
+            if handed is not None:  # made by the checker: the task's generator never ran here on them
+                inputs = handed
+            else:
+                inputs = task.make_inputs(self.config.model_copy(update={"seed": seed}), self.worker.device)
             return _Call(self.fn, task.call_args(inputs, self.config), inputs, index, seed, self.config)
         if index not in self.sets:
             inputs = self._generate(index)
@@ -304,6 +311,9 @@ class WorkerTimingRunner:
         offsets = staged if staged is not None else worker.stage(self.config, output)
         self.synchronize()
         worker.verify(f"timed call on config {self.config.name}")
+        check_plain_tensors(
+            f"timed call on config {self.config.name}", [x for x in call.inputs if ta.is_tensor(x)], "input"
+        )
         worker.check_staged(self.config, output, offsets)
         digest = input_digest(call.inputs)
         expected = self.sets[call.index][1] if call.index in self.sets else None
@@ -337,7 +347,11 @@ class WorkerTimingRunner:
         positions = task.activation_inputs(self.config)
         if positions is not None and not positions:
             return None
-        seed, preparing = self._issued_seed("activation", input_seed=call.seed)
+        reply = self._issued("activation", input_seed=call.seed)
+        seed = reply.seed if reply is not None else None
+        preparing = reply is not None and reply.preparing
+        if reply is not None and reply.inputs is not None and reply.digest is not None:
+            return self._handed_values(call, reply, preparing)
         if seed is None:  # no checker to issue one (direct use): a seed of the audit range
             seed = input_set_seed(self.config.seed, AUDIT_BASE + random.randrange(MAX_INPUT_SETS - AUDIT_BASE))
         fresh = task.make_inputs(self.config.model_copy(update={"seed": seed}), self.worker.device)
@@ -368,23 +382,54 @@ class WorkerTimingRunner:
         assert digest is not None
         return FreshValues(seed, values, digest)
 
-    def _issued_seed(self, kind: str, *, input_seed: int | None = None) -> tuple[int | None, bool]:
-        """A seed the checker draws now for this config's fresh inputs (``input``) or activations (``activation``,
-        of the set of ``input_seed``), and whether the checker is preparing that audit's expectation (then the worker
-        waits for it before the audited call); None when nothing is audited (no checker to ask)."""
+    def _issued(self, kind: str, *, input_seed: int | None = None) -> HandoffReply | None:
+        """The checker's answer to a seed request for this config's fresh inputs (``input``) or activations
+        (``activation``, of the set of ``input_seed``): the seed it drew now, whether it is preparing that audit's
+        expectation (then the worker waits for it before the audited call) and, where it could, the inputs it made
+        from the seed (``HandoffReply.inputs``); None when nothing is audited (no checker to ask)."""
         if not self.audited or self.worker.staging is None:
-            return None, False
-        request = SeedRequest(config_index=self.index, kind=kind, input_seed=input_seed)  # type: ignore[arg-type]
+            return None
+        request = {"op": "seed", "config_index": self.index, "kind": kind, "input_seed": input_seed}
         reply = self.worker.channel.ask(request, spin=self.worker.device.startswith("cuda"))
         if not reply.ok or reply.seed is None:
             raise HarnessFault(f"the checker issued no {kind} seed for config {self.config.name}: {reply.message}")
-        return reply.seed, reply.preparing
+        return reply
+
+    def _handed_set(self, reply: HandoffReply | None) -> list[Any] | None:
+        """A fresh input set the checker made (``HandoffReply.inputs``, every position), or None."""
+        if reply is None or reply.inputs is None:
+            return None
+        received = self.worker.receive_inputs(reply)
+        if [position for position, _ in received] != list(range(len(received))):
+            raise HarnessFault(f"the checker handed over an incomplete input set for config {self.config.name}")
+        return [value for _, value in received]
+
+    def _handed_values(self, call: _Call, reply: HandoffReply, preparing: bool) -> FreshValues:
+        """An audit's new activation values as the checker made them, copied out of the staging buffer (they must fit
+        the set's tensors in place); with ``preparing``, after the checker has prepared the audit's expectation."""
+        assert reply.seed is not None and reply.digest is not None
+        values = self.worker.receive_inputs(reply)
+        for position, source in values:
+            target = call.inputs[position]
+            if not (
+                ta.is_tensor(target)
+                and ta.is_tensor(source)
+                and ta.shape(target) == ta.shape(source)
+                and ta.dtype(target) == ta.dtype(source)
+            ):
+                raise HarnessFault(
+                    f"input {position} of {self.worker.task.name} cannot be re-randomised in place (its shape or dtype "
+                    "changes with the seed): the task must declare only value inputs in Task.activation_inputs"
+                )
+        if preparing:  # the checker computes the audit's expectation meanwhile: none of it may run beside the call
+            self.worker.settle(spin=self.worker.device.startswith("cuda"))
+        return FreshValues(reply.seed, values, reply.digest)
 
     def rerandomise(self, call: _Call, values: FreshValues) -> None:
         """Copy the new values into the set's activations through ``.data`` (same tensors, same version counter),
         in stream order with no synchronisation; later audits of the set are judged on them."""
         for position, source in values.pairs:
-            call.inputs[position].data.copy_(source)
+            ta.copy_into(ta.data(call.inputs[position]), source)
         self.activation[call.index] = values.seed
         if call.index in self.sets:
             inputs, _, args = self.sets[call.index]
