@@ -127,3 +127,16 @@ def test_work_hidden_in_the_audit_gaps_is_not_trimmed_away() -> None:
             line.wait(CALL_MS)
     finding = judge(line.ledger, "gpumode-benchmark", CAL, configs=["a"])
     assert finding is not None and finding.rule == "timing_forgery", finding
+
+
+def test_an_audit_gap_descheduled_once_is_still_honest() -> None:
+    """The untrimmed audit gaps share the config's scheduling allowance: one worker descheduled for 3 ms in one of
+    them is not a forgery."""
+    line = Timeline()
+    audits = {1, 12, 25, 38, 50, 63, 77, 90}
+    for i in range(100):
+        audit = ("audit", 1000 + i) if i in audits else (None, None)
+        line.window(0, CALL_MS + 0.01, [CALL_MS], *audit)
+        if i == 38:
+            line.wait(3.0)
+    assert judge(line.ledger, "gpumode-benchmark", CAL, configs=["a"]) is None

@@ -349,3 +349,22 @@ def test_audit_inputs_are_made_by_the_checker_never_by_the_task_in_the_worker(ch
         f"the worker's generator made the inputs of {(audited | fresh) & set(seen)}"
     )
     assert checker.current is not None and checker.current.failure is None and checker.current.audits + len(fresh)
+
+
+@pytest.mark.parametrize("method", ["gpumode-benchmark", "robust", "confirm"])
+def test_in_timing_every_request_to_the_checker_follows_a_device_synchronisation(
+    checker: Checker, method: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """issue 59: the parent credits the time a worker waits for the checker; no work of the worker's may be left on
+    the device during that wait, so each request in timing is sent right after a synchronisation."""
+    worker, runner, channel = _runner(checker, lambda x: torch.softmax(x, dim=-1))
+    worker.phase = "timing"
+    order: list[str] = []
+    real_request = channel.request
+    channel.request = lambda message: (order.append(str(message["op"])), real_request(message))[1]
+    monkeypatch.setattr(Worker, "synchronize", lambda self: order.append("sync"))
+    worker.guard = Guard()  # its references taken with the recording synchronisation in place
+    chosen = _short() if method == "robust" else timing.get_method(method)
+    chosen.run(runner, flush_l2=False)
+    requests = [i for i, op in enumerate(order) if op != "sync"]
+    assert requests and all(order[i - 1] == "sync" for i in requests), order[:40]

@@ -380,7 +380,7 @@ class Worker:
         tensors = list(output) if ta.is_tuple(output) else [output]
         need = sum(ta.nbytes(t) + 256 for t in tensors)
         if not self.staging.fits(need):
-            reply = self.channel.ask(grow_request(need))
+            reply = self.ask(grow_request(need))
             if reply.staging is None:
                 raise RuntimeError(f"the checker could not provide {need} bytes of staging memory: {reply.message}")
             self.staging.open(reply.staging)
@@ -443,7 +443,7 @@ class Worker:
             "window": window,
             "work": work_record(work),
         }
-        self._answered(self.channel.ask(record, spin=self.phase == "timing" and self.device.startswith("cuda")))
+        self._answered(self.ask(record, spin=self.phase == "timing" and self.device.startswith("cuda")))
 
     def settle(self, *, spin: bool = False, meanwhile: Callable[[], _T] | None = None) -> _T | None:
         """Wait for the checker's verdict on every correctness output (it judges each while the next config runs) and
@@ -453,6 +453,7 @@ class Worker:
         is returned."""
         if self.staging is None:
             return meanwhile() if meanwhile is not None else None
+        self._quiet_device()
         self.channel.request(SETTLE_REQUEST)
         try:
             result = meanwhile() if meanwhile is not None else None
@@ -460,6 +461,18 @@ class Worker:
             reply = self.channel.answer(spin=spin)
         self._answered(reply)
         return result
+
+    def ask(self, fields: dict[str, object], *, spin: bool = False) -> HandoffReply:
+        """A request to the checker and its answer, the device idle while the worker waits (``_quiet_device``)."""
+        self._quiet_device()
+        return self.channel.ask(fields, spin=spin)
+
+    def _quiet_device(self) -> None:
+        """In timing, synchronise before a request whose wait the parent credits as the checker's time: no work of
+        this process is left on the device while the worker waits (issue 59: a credited wait must not hide work).
+        Nothing of the candidate's runs between this and the request (the harness calls no method of its objects)."""
+        if self.phase == "timing":
+            self.synchronize()
 
     def receive_inputs(self, reply: HandoffReply) -> list[tuple[int, Any]]:
         """The inputs the checker made and left in the staging buffer (``HandoffReply.inputs``), as (position, value)

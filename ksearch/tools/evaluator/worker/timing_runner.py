@@ -390,7 +390,7 @@ class WorkerTimingRunner:
         if not self.audited or self.worker.staging is None:
             return None
         request = {"op": "seed", "config_index": self.index, "kind": kind, "input_seed": input_seed}
-        reply = self.worker.channel.ask(request, spin=self.worker.device.startswith("cuda"))
+        reply = self.worker.ask(request, spin=self.worker.device.startswith("cuda"))
         if not reply.ok or reply.seed is None:
             raise HarnessFault(f"the checker issued no {kind} seed for config {self.config.name}: {reply.message}")
         return reply
