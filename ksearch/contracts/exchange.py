@@ -277,6 +277,9 @@ class CheckerCommand(BaseModel):
     bench_salt: int = 0
     timed: bool = False
     """finish: whether the evaluation timed the candidate (then every benchmark config needs a checked output)."""
+    correctness: bool = True
+    """finish: whether the evaluation ran the correctness configs (then each needs a checked output; a paired
+    comparison runs none: it times two candidates that passed them, and its timed outputs are checked)."""
     handoff: Handoff | None = None
     min_bytes: int = 0
     """staging: the buffer must hold at least this many bytes."""

@@ -590,8 +590,10 @@ def test_compare_a_kernel_with_itself_is_not_improved() -> None:
     assert 0.8 < result.speedup < 1.25 and len(result.per_config) == len(SoftmaxTask().benchmark_configs("cuda"))
 
 
-def test_compare_refuses_the_cpu() -> None:
+def test_compare_refuses_the_cpu(monkeypatch: pytest.MonkeyPatch) -> None:
     from ksearch.errors import UserError
+
+    monkeypatch.delenv("KSEARCH_CPU_TIMING", raising=False)
     from ksearch.tools.evaluator import compare
 
     request = EvalRequest(candidate=Candidate(task="softmax", language="triton", code=OK))

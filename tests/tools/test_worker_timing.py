@@ -368,3 +368,50 @@ def test_in_timing_every_request_to_the_checker_follows_a_device_synchronisation
     chosen.run(runner, flush_l2=False)
     requests = [i for i, op in enumerate(order) if op != "sync"]
     assert requests and all(order[i - 1] == "sync" for i in requests), order[:40]
+
+
+def test_compare_hands_both_candidates_outputs_to_the_checker_and_finds_a_replay(checker: Checker) -> None:
+    """issue 59: with the checker's staging buffer, compare audits like robust timing: each block's last output of
+    either candidate is handed off, blocks end on re-randomised activations, and a challenger replaying an output
+    where nothing used to be checked is found."""
+    from types import SimpleNamespace
+
+    def softmax(x: torch.Tensor) -> torch.Tensor:
+        return torch.softmax(x, dim=-1)
+
+    replayed: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
+
+    def replaying(x: torch.Tensor) -> torch.Tensor:
+        if id(x) not in replayed:
+            replayed[id(x)] = (x, torch.softmax(x, dim=-1))
+        return replayed[id(x)][1]
+
+    def compare(challenger: Any) -> tuple[Worker, LoopbackChannel]:
+        request = WorkerRequest(
+            task="softmax",
+            device="cpu",
+            entry_point="kernel",
+            candidate_path="",
+            result_path="",
+            mode="compare",
+            rounds=2,
+            time_cap_s=0.2,
+            min_samples=8,
+            flush_l2=False,
+            salt=SALT,
+            bench_salt=SALT,
+            staging=checker.staging.handle,
+        )
+        channel = LoopbackChannel(checker)
+        worker = Worker(request, channel)
+        worker.guard = Guard()
+        worker.staging = StagingWriter(checker.staging.handle)
+        worker.compare(SimpleNamespace(kernel=softmax), SimpleNamespace(kernel=challenger))
+        return worker, channel
+
+    worker, channel = compare(softmax)
+    assert {h.kind for h in channel.handoffs} == {"bench", "audit"}
+    assert checker.current is not None and checker.current.failure is None
+    with pytest.raises(CandidateFailure) as failure:
+        compare(replaying)
+    assert failure.value.verdict == Verdict.INCORRECT

@@ -323,7 +323,9 @@ METHOD_SHAPES: dict[str, MethodShape] = {
         flush_per_call=True, hold_per_window=True, min_fresh_audits=2, headline="median", one_kernel_per_window=True
     ),
     "flashinfer": MethodShape(flush_per_call=True, clone_per_call=True, min_fresh_audits=2),
-    "compare": MethodShape(flush_per_call=True, hold_per_window=True, headline="median", one_kernel_per_window=True),
+    "compare": MethodShape(
+        flush_per_call=True, hold_per_window=True, min_fresh_audits=2, headline="median", one_kernel_per_window=True
+    ),
 }
 
 

@@ -494,8 +494,10 @@ class EvaluatorSession:
         self.staging = StagingHandle.model_validate(staging)
         return self.staging
 
-    def finish(self, evaluation: str, *, timed: bool, timeout: float) -> CheckResult:
-        answer = self.ask_checker(CheckerCommand(op="finish", evaluation=evaluation, timed=timed), timeout)
+    def finish(self, evaluation: str, *, timed: bool, timeout: float, correctness: bool = True) -> CheckResult:
+        answer = self.ask_checker(
+            CheckerCommand(op="finish", evaluation=evaluation, timed=timed, correctness=correctness), timeout
+        )
         return CheckResult.model_validate(answer)
 
     def next_evaluation_id(self) -> str:

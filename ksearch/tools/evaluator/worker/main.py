@@ -477,7 +477,7 @@ class Worker:
     def receive_inputs(self, reply: HandoffReply) -> list[tuple[int, Any]]:
         """The inputs the checker made and left in the staging buffer (``HandoffReply.inputs``), as (position, value)
         pairs: each tensor copied into a new tensor of this process's, in stream order; plain values as they are."""
-        from ksearch.tools.evaluator.staging import dtype_of
+        from ksearch.tools.evaluator.shared.staging import dtype_of
 
         assert self.staging is not None and reply.inputs is not None
         if reply.staging is not None and reply.staging.generation != self.staging.handle.generation:

@@ -19,7 +19,7 @@ from ksearch.tools.evaluator.worker.guard import CandidateFailure, format_except
 from ksearch.tools.evaluator.worker.scout import compile_threads, dry_pass, scouting
 from ksearch.tools.evaluator.worker.timing_runner import WorkerTimingRunner
 from ksearch.tools.evaluator.worker.worker_process import cache_autotuning
-from ksearch.tools.timing.methods import Robust, TimingMethod
+from ksearch.tools.timing.methods import AUDIT_RATE, Robust, TimingMethod
 
 if TYPE_CHECKING:
     from ksearch.tools.evaluator.worker.protocol import WorkerProtocol
@@ -156,18 +156,30 @@ def run_yardstick(worker: WorkerProtocol, module: Any, method: TimingMethod, con
 
 
 def run_compare(worker: WorkerProtocol, incumbent: Any, challenger: Any) -> None:
-    """Per benchmark config: ``rounds`` rounds of short robust blocks, A B then B A alternately, same inputs."""
+    """Per benchmark config: ``rounds`` rounds of short robust blocks, A B then B A alternately, same inputs. Audited
+    like robust timing where the checker takes handoffs (issue 59: a challenger that replayed where nothing was
+    checked won promotion's comparison 81x): each block's last output of either candidate goes to the checker, and
+    blocks at random positions end on re-randomised activations."""
     configs = worker.task.benchmark_configs(worker.device)
     worker.configs_total = len(configs)
+    audited = worker.staging is not None
     block = Robust(
         time_cap_s=max(0.05, worker.request.time_cap_s / 4),
         min_samples=worker.request.min_samples,
-        fresh_value_audits=False,
+        fresh_value_audits=audited,
+        audit_rate=AUDIT_RATE if worker.request.audit_rate is None else worker.request.audit_rate,
     )
     for index, config in enumerate(configs):
         salted = worker.salted(config, worker.request.bench_salt)
+        if audited:  # asked before the loop, as ``Worker.measure`` does (its first answer may take seconds)
+            try:
+                worker.task.activation_inputs(salted)
+            except Exception:  # noqa: BLE001 - the loop's own call reports it
+                pass
         runners = {
-            side: WorkerTimingRunner(worker, worker.prepare(module, salted), salted, index, audited=False, windows=True)
+            side: WorkerTimingRunner(
+                worker, worker.prepare(module, salted), salted, index, audited=audited, windows=True
+            )
             for side, module in (("a", incumbent), ("b", challenger))
         }
         runners["b"].share_inputs_with(runners["a"])  # identical inputs for both
