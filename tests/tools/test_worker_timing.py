@@ -415,3 +415,29 @@ def test_compare_hands_both_candidates_outputs_to_the_checker_and_finds_a_replay
     with pytest.raises(CandidateFailure) as failure:
         compare(replaying)
     assert failure.value.verdict == Verdict.INCORRECT
+
+
+def test_a_dispatch_mode_left_active_is_refused(checker: Checker) -> None:
+    """A torch function mode entered and not left would see every torch call the harness makes (its digests, its
+    copies): the guard refuses it after the call that left it."""
+    from torch.overrides import TorchFunctionMode
+
+    class Watching(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):  # noqa: ANN001, ANN204
+            return func(*args, **(kwargs or {}))
+
+    modes: list[Any] = []
+
+    def leaving_a_mode(x: torch.Tensor) -> torch.Tensor:
+        if not modes:
+            modes.append(Watching())
+            modes[0].__enter__()
+        return torch.softmax(x, dim=-1)
+
+    _, runner, _ = _runner(checker, leaving_a_mode)
+    try:
+        with pytest.raises(CandidateFailure) as failure:
+            _short().run(runner, flush_l2=False)
+    finally:
+        modes[0].__exit__(None, None, None)
+    assert failure.value.rejection is not None and failure.value.rejection.rule == "tensor_subclass"

@@ -307,6 +307,12 @@ class Guard:
                 "timer_monkeypatch",
                 f"{where}: the candidate replaced harness or timer functions: {', '.join(sorted(replaced)[:8])}",
             )
+        if ta.modes_active():
+            raise reject(
+                "tensor_subclass",
+                f"{where}: a torch function or dispatch mode is active after the candidate's code ran: it would "
+                "intercept every torch call of the harness (leave no mode entered when the kernel returns)",
+            )
         new = set() if self.allow_threads else {i for i, t in self._running().items() if not self._expected(i, t)}
         if new:
             names = [t.name for t in threading.enumerate() if t.ident in new] or [str(i) for i in sorted(new)]
