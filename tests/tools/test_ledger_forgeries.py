@@ -117,7 +117,7 @@ def test_work_hidden_in_the_audit_gaps_is_not_trimmed_away() -> None:
     """trust_detach_hook.py's class (issue 59): the kernel's real work runs in the harness's hands after an audited
     window, before the handoff is relayed (a method of its output the harness called), 5 ms per audit. At the default
     audit rate the audited gaps are the largest tenth of all gaps, the share the ledger trimmed as descheduling: they
-    are judged on their own."""
+    are judged on their own (trimmed among themselves only, so eight of them count in full)."""
     line = Timeline()
     audits = {1, 12, 25, 38, 50, 63, 77, 90}
     for i in range(100):

@@ -166,8 +166,9 @@ def test_descriptors_a_candidate_passes_over_the_channel_never_stay_in_the_paren
 
 def test_compare_mode_runs_reach_the_parent_named_by_their_ends(device: str) -> None:
     """Compare mode through the real session and worker: every run's last window is named by the message that ends
-    the run, and the parent's judgement of the loops accepts them (``judge_loops``; the per-window allowances of
-    robust blocks, spin kernel included, are the GPU's to check: on the CPU's wall-clock events they do not hold)."""
+    the run, every block's handoff to the checker names the window it audits (compare is audited since issue 59), and
+    the parent's judgement of the loops accepts them (``judge_loops``; the per-window allowances of robust blocks,
+    spin kernel included, are the GPU's to check: on the CPU's wall-clock events they do not hold)."""
     if device != "cpu":
         pytest.skip("compare() itself runs on the GPU (tests/tools/test_compare.py); this is its path on the CPU")
     compare_module = importlib.import_module("ksearch.tools.evaluator.parent.compare")
@@ -185,14 +186,16 @@ def test_compare_mode_runs_reach_the_parent_named_by_their_ends(device: str) -> 
     ]
     task = resolve_task("softmax")
     with EvaluatorSession("cpu", prestart=False) as session:
-        outcome = compare_module._run_pair(session, *requests, task, 2)
+        outcome, check = compare_module._run_pair(session, *requests, task, 2)
+    assert check.verdict == Verdict.PASSED and check.outputs_checked > 0
     names = [c.name for c in task.benchmark_configs("cpu")]
     ledger = outcome.ledger
     for index in range(len(names)):
         windows = ledger.by_config()[index]
         for run in range(4):
             mine = [w for w in windows if w.run == run]
-            assert mine and mine[-1].numbers == [len(mine)] and not any(w.numbers for w in mine[:-1])
+            assert mine and mine[-1].numbers[-1] == len(mine)
+            assert all(set(w.numbers) == {position} for position, w in enumerate(mine, start=1))
     from ksearch.tools.evaluator.parent.ledger import judge_loops
 
     assert judge_loops(ledger, "compare", names) is None

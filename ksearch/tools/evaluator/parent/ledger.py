@@ -78,8 +78,8 @@ DIGEST_MS = 0.3
 """The input digest (an evenly strided sample of every input copied to the host) and its synchronisation."""
 TRIMMED = 0.1
 """From 10 windows (or gaps) on, the tenth with the largest unexplained time is left out: the worker can be
-descheduled for a few milliseconds on a busy host; a forgery shows in every window. Gaps around an audit are never
-trimmed (``_gap_problem``)."""
+descheduled for a few milliseconds on a busy host; a forgery shows in every window. Gaps around an audit are trimmed
+among themselves only (``_gap_problem``)."""
 WINDOW_OVERHEAD_CAP_MS = 0.05
 """Where each window holds one call (GPU MODE's loops), the calibrated window overhead counts for at most this much.
 The calibration's 90th percentile is taken in a few milliseconds of a fresh worker and read 0.027-0.53 ms on one
@@ -855,9 +855,11 @@ def _gap_problem(
 ) -> Finding | None:
     """Time between windows beyond the checker's answers and the harness's own work: where a kernel whose samples
     claim little would do its real work. The gaps around an audit (after an audited window, before one on fresh
-    values) are judged on their own, in full: at the default audit rate they are the largest tenth of the gaps, the
-    share the trim leaves out as descheduling, so trimming them would credit whatever the worker did there (issue 59:
-    a method of the output the harness ran did the kernel's work there). Only the other gaps are trimmed."""
+    values) are judged on their own: at the default audit rate they are the largest tenth of all gaps, the share the
+    trim leaves out as descheduling, so a trim over all gaps credited whatever the worker did there (issue 59: a
+    method of the output the harness ran did the kernel's work there). Each group is trimmed within itself, so a
+    loop's few audit gaps (fewer than ten at the default rate) count in full, and where every gap is an audit gap
+    (``confirm``) the trim is what it was."""
     excesses, audit_excesses, total = [], [], 0.0
     for before, after in _pairs(windows):
         assert before.closed is not None
@@ -870,7 +872,7 @@ def _gap_problem(
         total += max(0.0, gap_ms)
         excess = max(0.0, gap_ms - gap_allowance_ms(before, after, shape, calibration, facts))
         (audit_excesses if before.audits or after.fresh else excesses).append(excess)
-    unexplained = _trimmed_sum(excesses) + sum(audit_excesses)
+    unexplained = _trimmed_sum(excesses) + _trimmed_sum(audit_excesses)
     jitter = _jitter_ms(ledger) + (HOST_GAP_SLACK if ledger.host_timing else GAP_SLACK) * total
     if unexplained > jitter:
         return Finding(
