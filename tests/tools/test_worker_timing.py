@@ -441,3 +441,20 @@ def test_a_dispatch_mode_left_active_is_refused(checker: Checker) -> None:
     finally:
         modes[0].__exit__(None, None, None)
     assert failure.value.rejection is not None and failure.value.rejection.rule == "tensor_subclass"
+
+
+def test_the_markers_torch_sets_on_tensors_pass_the_attribute_rule(checker: Checker) -> None:
+    """``torch.compile(dynamic=True)`` marks its outputs (``_dynamo_propagated_dynamic_indices``) and
+    ``torch._dynamo.mark_dynamic`` the tensor it is given: attributes that shadow no member of ``torch.Tensor`` are
+    torch's own and pass; only a method or property set on a tensor is ``tensor_attributes`` (a false rejection of
+    the honest corpus's torch.compile kernels otherwise)."""
+
+    def marking(x: torch.Tensor) -> torch.Tensor:
+        torch._dynamo.mark_dynamic(x, 0)
+        out = torch.softmax(x, dim=-1)
+        out._dynamo_propagated_dynamic_indices = {0}  # type: ignore[attr-defined]
+        return out
+
+    _, runner, _ = _runner(checker, marking)
+    _short().run(runner, flush_l2=False)
+    assert checker.current is not None and checker.current.failure is None

@@ -25,6 +25,8 @@ _PLAIN: type = torch.Tensor
 _TYPE = type
 _MRO = vars(type)["__mro__"].__get__
 _QUALNAME = vars(type)["__qualname__"].__get__
+TENSOR_MEMBERS = frozenset(dir(torch.Tensor))
+"""Every name ``torch.Tensor`` answers for, as imported (before the candidate)."""
 _INSTANCE_DICT = vars(torch.Tensor)["__dict__"].__get__
 _TUPLE = tuple
 _LIST = list
@@ -87,6 +89,13 @@ def is_plain(value: Any) -> bool:
 def own_attributes(tensor: Any) -> list[str]:
     """The names in a plain tensor's instance dictionary (an honest tensor has none)."""
     return _LIST(_INSTANCE_DICT(tensor))
+
+
+def shadowing_attributes(tensor: Any) -> list[str]:
+    """The names in a plain tensor's instance dictionary that shadow a member of ``torch.Tensor`` (a method or a
+    property a harness looking names up would have run). Markers torch itself sets on a tensor it is given
+    (``torch._dynamo.mark_dynamic``'s ``_dynamo_dynamic_indices``) shadow nothing."""
+    return [name for name in _INSTANCE_DICT(tensor) if name in TENSOR_MEMBERS]
 
 
 def shape(tensor: Any) -> tuple[int, ...]:

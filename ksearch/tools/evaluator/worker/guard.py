@@ -356,18 +356,21 @@ def count_changed(now: Any, before: Any) -> str:
 
 
 def check_plain_tensors(where: str, tensors: list[Any], what: str) -> None:
-    """``tensor_attributes``: a tensor the harness reads carries attributes of its own (a method set on it would
-    shadow torch's). The harness never runs them (``tensor_access``), but no honest kernel sets them, and one that
-    does is telling the harness something it must not hear."""
+    """``tensor_attributes``: a returned tensor or an input carries an attribute of its own that shadows a member of
+    ``torch.Tensor`` (a method or property set on it: what a harness looking names up would have run). The harness
+    never runs them (``tensor_access``), but no honest kernel sets them. The markers torch sets on tensors itself
+    (``torch.compile``'s ``_dynamo_propagated_dynamic_indices`` on its outputs, ``torch._dynamo.mark_dynamic``'s on an
+    input) shadow nothing and pass."""
     for position, tensor in enumerate(tensors):
         if not ta.is_plain(tensor):
             continue
-        names = ta.own_attributes(tensor)
+        names = ta.shadowing_attributes(tensor)
         if names:
             raise reject(
                 "tensor_attributes",
-                f"{where}: {what} {position} carries attributes of its own ({', '.join(sorted(names)[:4])}); a kernel "
-                "may not set attributes on the tensors it is given or returns",
+                f"{where}: {what} {position} carries attributes of its own that shadow torch.Tensor's "
+                f"({', '.join(sorted(names)[:4])}); a kernel may not set methods or properties on the tensors it is "
+                "given or returns",
             )
 
 
