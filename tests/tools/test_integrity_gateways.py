@@ -92,3 +92,45 @@ def test_the_modules_a_kernel_imports_by_name_only_are_gateways_as_attributes() 
 def test_a_chain_the_installed_modules_cannot_follow_is_left_to_the_name_rules() -> None:
     assert landing("torch", ["no_such_attribute", "mp"], candidate_may_import) is None
     assert landing("no_such_module_anywhere", ["x"], candidate_may_import) is None
+
+
+def test_what_counts_as_a_gateway_by_object(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: ANN001
+    """Import loaders and module specs (they load and run modules), frames and code objects, and builtins found by
+    identity; plain values are not gateways."""
+    import builtins
+    import importlib.machinery
+    import sys
+
+    from ksearch.tools.integrity.gateways import gateway_kind
+
+    spec = importlib.machinery.ModuleSpec("anything", None)
+    loader = importlib.machinery.SourceFileLoader("anything", str(tmp_path / "anything.py"))
+    assert gateway_kind(spec, candidate_may_import) == "an import loader"
+    assert gateway_kind(loader, candidate_may_import) == "an import loader"
+    assert gateway_kind(importlib.machinery.SourceFileLoader, candidate_may_import) == "an import loader"
+    assert gateway_kind(sys._getframe(), candidate_may_import) == "a frame"
+    assert gateway_kind(builtins, candidate_may_import) == "the builtins module"
+    assert gateway_kind(builtins.getattr, candidate_may_import) == "the builtin getattr"
+    for value in (42, "os", [sys], type, int, candidate_may_import):
+        assert gateway_kind(value, candidate_may_import) is None
+
+
+def test_a_chain_is_followed_through_classes_and_submodules_not_imported_yet(
+    tmp_path, monkeypatch: pytest.MonkeyPatch
+) -> None:  # noqa: ANN001
+    """A class of an allowed module holding a module is followed like a module; a submodule the scanning process
+    has not imported is imported (as the kernel's chain would) and judged by what it holds."""
+    package = tmp_path / "fakekernelpkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("import os as _os\n\nclass Holder:\n    tools = _os\n", encoding="utf-8")
+    (package / "lazy.py").write_text("import subprocess as runner\n", encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+
+    def allowed(name: str) -> bool:
+        return name.split(".")[0] == "fakekernelpkg"
+
+    through_class = landing("fakekernelpkg", ["Holder", "tools"], allowed)
+    assert through_class is not None and through_class.kind.startswith("the module os")
+    through_submodule = landing("fakekernelpkg", ["lazy", "runner"], allowed)
+    assert through_submodule is not None and through_submodule.kind == "the module subprocess"
+    assert landing("fakekernelpkg", ["missing", "runner"], allowed) is None
