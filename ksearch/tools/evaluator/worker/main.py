@@ -32,8 +32,11 @@ Around every call of the candidate (never between a timed call's events) the wor
 harness's functions taken before the candidate was imported: no timer or harness function was replaced
 (``timer_monkeypatch``), no thread started by the candidate is still running (``thread_injection``), the inputs are
 unchanged (``input_mutation``), the output is a real ``torch.Tensor`` (``lazy_output`` for subclasses) on the right
-device, and on a GPU that the output equals its stream-ordered staged copy after a device-wide sync
-(``deferred_work``). Output buffers the task preallocates are poisoned with NaN first.
+device with no method or property of its own (``tensor_attributes``, on inputs too), and on a GPU that the output
+equals its stream-ordered staged copy after a device-wide sync (``deferred_work``). Output buffers the task
+preallocates are poisoned with NaN first. Every one of these reads a tensor of the candidate's through torch's own
+implementations (``shared.tensor_access``), never a method looked up on it, and the records sent to the checker are
+written by hand (``channel.encode_record``); an audit's inputs come from the checker (``receive_inputs``).
 
 Messages: phase names and handoffs go to the parent on a pipe (``KSEARCH_MSG_FD``), answers come back on stdin; the
 report goes to a file at the end. The parent trusts the report only for the candidate's own failures and the timing
