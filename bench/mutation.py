@@ -235,6 +235,18 @@ TARGETS: tuple[Target, ...] = (
 )
 
 EQUIVALENT: dict[str, str] = {
+    "ksearch/tools/integrity/streams.py::StreamRules._graph_reference: isinstance(parent, ast.Attribute) and "
+    "parent.value is node -> isinstance(parent, ast.Attribute)": "an Attribute's only expression child is its value",
+    "ksearch/tools/integrity/streams.py::StreamRules._graph_reference: ...yncFunctionDef, ast.ClassDef)) and node in "
+    "parent.decorator_list -> ...yncFunctionDef, ast.ClassDef))": (
+        "a definition's other expression children are annotations, which returned before this line"
+    ),
+    "ksearch/tools/integrity/streams.py::StreamRules._graph_reference: ...tance(parent, ast.Assign) and parent.value "
+    "is node and all((isinstance(t, ast.Name) f... -> ...tance(parent, ast.Assign) and all((isinstance(t, ast.Name) "
+    "f...": (
+        "a node under an Assign that is not its value is a target: a Name target returned before (not a Load), and "
+        "any other target makes all() false"
+    ),
     "ksearch/tools/integrity/processes.py::ProcessRules._threading_misuse: isinstance(parent, ast.Attribute) and "
     "parent.value is node and (parent.attr in SAFE_THREADING) -> isinstance(parent, ast.Attribute) and parent.attr "
     "in SAFE_THREADING": "a Name under an Attribute is always its value (an Attribute's other field is a string)",

@@ -600,6 +600,14 @@ def test_an_honest_cuda_graph_keyed_by_shape_passes_the_static_rules() -> None:
         "import torch\npatcher = [torch._inductor.config.patch]\n",
         "import torch\ndef graphs():\n    return torch.cuda.CUDAGraph\n",
         "from torch.cuda import CUDAGraph\nmade = list(map(lambda f: f(), [CUDAGraph]))\n",
+        "import torch\ngraph = getattr(torch.cuda, 'CUDAGraph')\n",
+        "import torch\nmake = getattr(torch.cuda, 'make_graphed_callables')\n",
+        "import torch\ntorch.compile = lambda f, **k: f\n",
+        "import torch\nclass C:\n    pass\nC.held = torch.compile\n",
+        "import torch\nclass C:\n    pass\nc = C()\nalias = c.held = torch.compile\n",
+        "import torch\np = torch._inductor.config.patch({'triton.cudagraphs': True, 'max_autotune': True})\n",
+        "import torch\ndef on(flag):\n    return torch._inductor.config.patch('triton.cudagraphs', flag)\n",
+        "import torch\nBIG = True\np = torch._inductor.config.patch('triton.cudagraphs', True if BIG else False)\n",
     ],
 )
 def test_a_compile_or_graph_api_not_called_where_it_stands_is_refused(code: str) -> None:
@@ -617,6 +625,12 @@ def test_a_compile_or_graph_api_not_called_where_it_stands_is_refused(code: str)
         "import torch\np = torch._inductor.config.patch({'triton.cudagraphs': False})\n",
         "import torch\ndef replay(g: torch.cuda.CUDAGraph) -> None:\n    g.replay()\n",
         "from torch.cuda import CUDAGraph\ng = CUDAGraph()\n",
+        "import torch\nf = torch._inductor.config.patch(coordinate_descent_tuning=True)(lambda x: x)\n",
+        "import torch\nprint(torch, 'compile')\n",
+        "import torch\nr = getattr(torch.cuda.CUDAGraph(), 'replay')\n",
+        "import torch\ndef f(g):\n    torch.cuda.CUDAGraph.replay(g)\n",
+        "import torch\ncompile_ = torch.compile\nk = compile_(lambda x: x)\n",
+        "import torch\np = torch._inductor.config.patch({1: True})\n",
     ],
 )
 def test_compile_and_graph_apis_called_where_they_stand_pass(code: str) -> None:
@@ -808,3 +822,9 @@ def test_torch_compile_without_cuda_graphs_passes(code: str) -> None:
 )
 def test_a_subclass_is_refused_by_its_method_or_by_its_module(code: str) -> None:
     assert "tensor_subclass" in {finding.rule for finding in scan(code, task_name="softmax")}
+
+
+def test_torch_compile_of_a_support_module_held_as_a_value_is_refused() -> None:
+    """``task.torch.compile`` (GPU MODE's support module re-exports torch) is torch.compile under another path."""
+    code = "import task\ncompilers = [task.torch.compile]\n"
+    assert "cuda_graph_replay" in {finding.rule for finding in scan(code, task_name="trimul")}

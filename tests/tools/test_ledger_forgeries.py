@@ -140,3 +140,17 @@ def test_an_audit_gap_descheduled_once_is_still_honest() -> None:
         if i == 38:
             line.wait(3.0)
     assert judge(line.ledger, "gpumode-benchmark", CAL, configs=["a"]) is None
+
+
+def test_work_hidden_before_the_audited_windows_is_judged_with_the_audit_gaps() -> None:
+    """The gap before a window on fresh values (where the worker makes them) belongs to the audit gaps too: 5 ms
+    hidden there at each of eight audits is not trimmed away among the plain gaps."""
+    line = Timeline()
+    audits = {1, 12, 25, 38, 50, 63, 77, 90}
+    for i in range(100):
+        if i in audits:
+            line.wait(CALL_MS)
+        audit = ("audit", 1000 + i) if i in audits else (None, None)
+        line.window(0, 0.01, [0.002], *audit)
+    finding = judge(line.ledger, "gpumode-benchmark", CAL, configs=["a"])
+    assert finding is not None and finding.rule == "timing_forgery", finding

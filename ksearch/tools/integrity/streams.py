@@ -61,9 +61,7 @@ class StreamRules(ScannerBase):
             yield self.finding("cuda_graph_replay", node, f"calls {name}")
         if matches(name, COMPILER_PATCHES) and _plain(node.func):  # not the call of what ``patch(...)`` returned
             yield from self._compiler_patch(node, name)
-        if _is_compile(name) or any(  # torch.compile(...), or functools.partial(torch.compile, mode=...)
-            isinstance(arg, (ast.Name, ast.Attribute)) and _is_compile(self.resolve(arg)) for arg in node.args
-        ):
+        if _is_compile(name):  # passed as a value (``functools.partial(torch.compile, ...)``) it is refused outright
             yield from self._compile_settings(node)
         if matches(name, SUBCLASS_CALLS) or method in SUBCLASS_METHODS:
             yield self.finding("tensor_subclass", node, f"calls {name}")
@@ -195,8 +193,8 @@ class StreamRules(ScannerBase):
         """``getattr(torch, "compile")`` and its family: a compile or graph API reached by a string is a value whose
         settings the rules cannot read where it is called."""
         builtin = self.is_builtin(node.func, frozenset({"getattr", "setattr", "delattr", "hasattr"}))
-        if builtin is None or len(node.args) < 2 or not isinstance(node.args[0], (ast.Name, ast.Attribute)):
-            return
+        if builtin is None or len(node.args) < 2 or not _plain(node.args[0]):
+            return  # an object a call made (``getattr(torch.cuda.CUDAGraph(), "replay")``) is not the module
         base = self.resolve(node.args[0])
         names = self._folded_names(node.args[1]) if base else None
         for name in names or ():
