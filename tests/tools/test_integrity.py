@@ -608,6 +608,8 @@ def test_an_honest_cuda_graph_keyed_by_shape_passes_the_static_rules() -> None:
         "import torch\np = torch._inductor.config.patch({'triton.cudagraphs': True, 'max_autotune': True})\n",
         "import torch\ndef on(flag):\n    return torch._inductor.config.patch('triton.cudagraphs', flag)\n",
         "import torch\nBIG = True\np = torch._inductor.config.patch('triton.cudagraphs', True if BIG else False)\n",
+        "import torch\nBIG = True\nKEY = 'triton.cudagraphs' if BIG else 'max_autotune'\n"
+        "p = torch._inductor.config.patch(KEY, True)\n",
     ],
 )
 def test_a_compile_or_graph_api_not_called_where_it_stands_is_refused(code: str) -> None:
@@ -826,5 +828,8 @@ def test_a_subclass_is_refused_by_its_method_or_by_its_module(code: str) -> None
 
 def test_torch_compile_of_a_support_module_held_as_a_value_is_refused() -> None:
     """``task.torch.compile`` (GPU MODE's support module re-exports torch) is torch.compile under another path."""
-    code = "import task\ncompilers = [task.torch.compile]\n"
-    assert "cuda_graph_replay" in {finding.rule for finding in scan(code, task_name="trimul")}
+    for code in (
+        "import task\ncompilers = [task.torch.compile]\n",
+        "import task\nc = getattr(task.torch, 'compile')\n",
+    ):
+        assert "cuda_graph_replay" in {finding.rule for finding in scan(code, task_name="trimul")}, code
