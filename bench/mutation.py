@@ -235,6 +235,14 @@ TARGETS: tuple[Target, ...] = (
 )
 
 EQUIVALENT: dict[str, str] = {
+    "ksearch/tools/integrity/gateways.py::_submodule_exists: False -> True": (
+        "find_spec raises for a parent that is not a package; importing the name then fails too and the chain ends "
+        "with None, as it does on _MISSING"
+    ),
+    "ksearch/tools/integrity/gateways.py::_submodule_exists: name in sys.modules -> name not in sys.modules": (
+        "a name in sys.modules is found by find_spec too, and one that is not is imported, or fails to be, as "
+        "find_spec would have said"
+    ),
     "ksearch/tools/integrity/streams.py::StreamRules._graph_reference: isinstance(parent, ast.Attribute) and "
     "parent.value is node -> isinstance(parent, ast.Attribute)": "an Attribute's only expression child is its value",
     "ksearch/tools/integrity/streams.py::StreamRules._graph_reference: ...yncFunctionDef, ast.ClassDef)) and node in "

@@ -114,16 +114,30 @@ def test_what_counts_as_a_gateway_by_object(tmp_path, monkeypatch: pytest.Monkey
     for value in (42, "os", [sys], type, int, candidate_may_import):
         assert gateway_kind(value, candidate_may_import) is None
 
+    class Evasive:
+        """Its class cannot be asked: judged by its type, never by what it says it is."""
+
+        @property
+        def __class__(self):  # noqa: ANN204
+            raise RuntimeError("no")
+
+    assert gateway_kind(Evasive(), candidate_may_import) is None
+
 
 def test_a_chain_is_followed_through_classes_and_submodules_not_imported_yet(
     tmp_path, monkeypatch: pytest.MonkeyPatch
 ) -> None:  # noqa: ANN001
     """A class of an allowed module holding a module is followed like a module; a submodule the scanning process
-    has not imported is imported (as the kernel's chain would) and judged by what it holds."""
+    has not imported is imported (as the kernel's chain would) and judged by what it holds, and so is one imported
+    but not bound in its package."""
+    import importlib
+    import sys
+
     package = tmp_path / "fakekernelpkg"
     package.mkdir()
     (package / "__init__.py").write_text("import os as _os\n\nclass Holder:\n    tools = _os\n", encoding="utf-8")
     (package / "lazy.py").write_text("import subprocess as runner\n", encoding="utf-8")
+    (package / "hidden.py").write_text("import subprocess as runner\n", encoding="utf-8")
     monkeypatch.syspath_prepend(str(tmp_path))
 
     def allowed(name: str) -> bool:
@@ -134,3 +148,7 @@ def test_a_chain_is_followed_through_classes_and_submodules_not_imported_yet(
     through_submodule = landing("fakekernelpkg", ["lazy", "runner"], allowed)
     assert through_submodule is not None and through_submodule.kind == "the module subprocess"
     assert landing("fakekernelpkg", ["missing", "runner"], allowed) is None
+    importlib.import_module("fakekernelpkg.hidden")  # imported, then unbound from its package
+    del sys.modules["fakekernelpkg"].hidden
+    through_table = landing("fakekernelpkg", ["hidden", "runner"], allowed)
+    assert through_table is not None and through_table.kind == "the module subprocess"

@@ -106,8 +106,8 @@ def gateway_kind(value: Any, may_import: MayImport, objects: dict[int, str] | No
     known = (objects if objects is not None else _gateway_objects()).get(id(value))
     if known is not None:
         return known
-    if isinstance(value, types.ModuleType):
-        name = getattr(value, "__name__", None)
+    if issubclass(type(value), types.ModuleType):
+        name = vars(value).get("__name__")
         if not isinstance(name, str):
             return "a module without a name"
         if name.split(".")[0] in ROOT_ONLY:
@@ -115,22 +115,21 @@ def gateway_kind(value: Any, may_import: MayImport, objects: dict[int, str] | No
         if not may_import(name):
             return f"the module {name}"
         return None
-    if isinstance(value, (types.FrameType, types.TracebackType, types.CodeType)):
+    if issubclass(type(value), (types.FrameType, types.TracebackType, types.CodeType)):
         return f"a {type(value).__name__}"
     from importlib.machinery import ModuleSpec
 
-    if isinstance(value, ModuleSpec) or _is_loader(value):
+    if issubclass(type(value), ModuleSpec) or _is_loader(value):
         return "an import loader"
     return None
 
 
 def _is_loader(value: Any) -> bool:
-    try:
-        from importlib.abc import Loader
+    """An import loader or a loader class (by the value's type: no property of the value's own is read)."""
+    from importlib.abc import Loader
 
-        return isinstance(value, Loader) or (isinstance(value, type) and issubclass(value, Loader))
-    except Exception:  # noqa: BLE001 - an object whose class cannot be asked is not a loader
-        return False
+    kind = type(value)
+    return issubclass(kind, Loader) or (issubclass(kind, type) and issubclass(value, Loader))
 
 
 def _module(name: str, may_import: MayImport) -> types.ModuleType | None:
