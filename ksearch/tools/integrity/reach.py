@@ -633,12 +633,13 @@ def _plain_chain(node: ast.AST) -> bool:
 
 def candidate_may_import(name: str) -> bool:
     """Whether a kernel may use the module ``name``: allowed, not denied, and no private part unless
-    ``ALLOWED_PRIVATE`` lists it (``torch._inductor.config``)."""
+    ``ALLOWED_PRIVATE`` lists it (``torch._inductor.config``) or it is on the way to one (``torch._inductor``, whose
+    other steps the name rules judge)."""
     if not matches(name, ALLOWED_IMPORTS):
         return False
     private = any(part.startswith("_") for part in name.split(".")[1:])
     if matches(name, DENIED_IMPORTS) or private:
-        return private_status(name) == "allowed"
+        return private_status(name) in ("allowed", "intermediate")
     return True
 
 
