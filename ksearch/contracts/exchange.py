@@ -47,7 +47,7 @@ class StagingHandle(BaseModel):
     generation: int = 0
     """Bumped every time the checker replaces the buffer with a larger one."""
     ipc: str = ""
-    """cuda_ipc: base64 of the pickled (rebuild function, arguments) torch gives for sharing the buffer."""
+    """cuda_ipc: the driver's IPC handle of the allocation and the buffer's offset in it (``shared.cuda_ipc``)."""
     shm_name: str = ""
     """shm: the name of the ``multiprocessing.shared_memory`` block (a checker without a staging folder)."""
     shm_path: str = ""

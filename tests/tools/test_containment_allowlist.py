@@ -117,3 +117,43 @@ def test_on_a_gpu_a_kernel_reads_no_file_outside_the_allow_list(
     list) reads none of the files either."""
     loot = _evaluate(planted, "auto", monkeypatch, device="cuda")
     assert f"read=0 denied={len(planted)} own=1" in loot, loot
+
+
+@linux_only
+@pytest.mark.parametrize("sandbox", ["auto", MOUNT_LAYERS])
+def test_the_c_compiler_triton_runs_stays_readable_in_a_fenced_folder(
+    tmp_path: Path, sandbox: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Triton builds each kernel's launcher with ``CC`` or the ``gcc`` on the PATH: one installed in a fenced folder
+    (``/opt/gcc`` on the lent H100; here under ``/tmp``) stays readable with its installation, while a file beside
+    that installation does not."""
+    if sandbox == "auto" and "landlock" not in policy.probe(gpu=False)[0]:
+        pytest.skip(f"no Landlock here: {policy.probe(gpu=False)[1]}")
+    _needs(MOUNT_LAYERS)
+    prefix = tmp_path / "opt" / "gcc"
+    compiler, helper = prefix / "bin" / "gcc", prefix / "libexec" / "cc1"
+    for program in (compiler, helper):
+        program.parent.mkdir(parents=True)
+        program.write_text("#!/bin/sh\nexit 0\n")
+        program.chmod(0o755)
+    beside = tmp_path / "opt" / "other-tool.txt"
+    beside.write_text(f"token={SECRET}\n")
+    monkeypatch.setenv("PATH", f"{compiler.parent}{os.pathsep}{os.environ.get('PATH', '')}")
+    monkeypatch.chdir(tmp_path)
+    loot = _evaluate([compiler, helper, beside], sandbox, monkeypatch)
+    assert "read=2 denied=1 own=1" in loot, loot
+
+
+def test_the_toolchain_of_cc_and_of_the_path_is_on_the_list(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from ksearch.tools.containment import allowlist
+
+    named, on_path = tmp_path / "named" / "bin" / "my-cc", tmp_path / "found" / "bin" / "clang"
+    for program in (named, on_path):
+        program.parent.mkdir(parents=True)
+        program.write_text("#!/bin/sh\n")
+        program.chmod(0o755)
+    monkeypatch.setenv("CC", f"{named} -m64")
+    monkeypatch.setenv("PATH", f"{named.parent}{os.pathsep}{on_path.parent}{os.pathsep}/usr/bin:/bin")
+    paths = allowlist.toolchain_paths()
+    assert str(tmp_path / "named") in paths and str(tmp_path / "found") in paths
+    assert str(tmp_path / "named") in allowlist.readable()[0]

@@ -4,8 +4,10 @@ Readable: the operating system (``SYSTEM_READABLE`` less ``SYSTEM_SECRETS``), th
 folder on the worker's import path, ksearch itself, the task's data (``TASK_DATA_VARIABLES`` and the files an
 evaluation's task names: ``allow``), CUDA (``CUDA_HOME``/``CUDA_PATH``, the installation ``nvcc`` comes from, the
 folders of ``LD_LIBRARY_PATH``, where the driver's libraries often are; ``/dev/nvidia*`` and ``/proc`` are in the
-list anyway) and ``KSEARCH_SANDBOX_ALLOW``. Writable: the candidate's own folders and ``/dev``. Nothing else: no home,
-no other project, nothing of ``/tmp`` or ``/run``, no workspace, whether or not a list of secrets names it.
+list anyway), the C toolchain Triton builds its launchers with (``toolchain_paths``: on clusters often outside
+``/usr``, e.g. ``/opt/gcc``) and ``KSEARCH_SANDBOX_ALLOW``. Writable: the candidate's own folders and ``/dev``.
+Nothing else: no home, no other project, nothing of ``/tmp`` or ``/run``, no workspace, whether or not a list of
+secrets names it.
 
 The folder that holds an editable ksearch (a checkout: often a project with its workspace and its ``.envrc``) may be
 listed, not read, beyond ksearch itself: Python lists every folder on its import path. A path on the list that holds the
@@ -123,6 +125,25 @@ def cuda_paths() -> list[str]:
     return paths
 
 
+COMPILER_VARIABLES = ("CC", "CXX")
+COMPILERS = ("gcc", "g++", "cc", "c++", "clang", "clang++", "as", "ld")
+"""What Triton (``CC``, else ``gcc`` or ``clang`` on the PATH) and torch's extension builds run, and what they call."""
+
+
+def toolchain_paths() -> list[str]:
+    """The installation (the folder above ``bin``) of each C compiler, assembler and linker the PATH or ``CC``/``CXX``
+    names, as found and as resolved: a compiler the mount layer hid (``/opt`` is fenced) made every Triton kernel a
+    runtime error on a GPU machine whose gcc lives in ``/opt/gcc`` (H100, 2026-12-07)."""
+    names = [os.environ[v].split()[0] for v in COMPILER_VARIABLES if os.environ.get(v, "").strip()]
+    paths: list[str] = []
+    for name in [*names, *COMPILERS]:
+        found = shutil.which(name)
+        if found:
+            for program in (found, os.path.realpath(found)):
+                paths.append(os.path.dirname(os.path.dirname(program)))
+    return list(dict.fromkeys(paths))
+
+
 def readable(extra: list[str] | tuple[str, ...] = ()) -> tuple[list[str], list[str]]:
     """(folders and files a candidate may read whole, folders it may only list), resolved and existing."""
     home = os.path.realpath(os.path.expanduser("~"))
@@ -133,6 +154,7 @@ def readable(extra: list[str] | tuple[str, ...] = ()) -> tuple[list[str], list[s
         str(Path(ksearch.__file__).resolve().parent),
         *(os.environ[v] for v in TASK_DATA_VARIABLES if os.environ.get(v)),
         *cuda_paths(),
+        *toolchain_paths(),
         *[p for p in os.environ.get(ALLOW_VARIABLE, "").split(os.pathsep) if p],
         *extra,
     ]

@@ -1,6 +1,7 @@
 """The staging buffer: where the candidate's worker puts an output for the trusted checker, without leaving the GPU.
 
-The checker owns the buffer (it outlives every worker) and shares it with each worker: on a GPU through CUDA IPC, so
+The checker owns the buffer (it outlives every worker) and shares it with each worker: on a GPU through CUDA IPC
+(the driver's handle, ``cuda_ipc``), so
 an output goes from the candidate's memory to the checker's with one device-to-device copy; on the CPU, or where
 CUDA IPC is unavailable (some sandboxed runtimes), through a shared host-memory block. The worker copies an output in
 stream order right after the call (that copy doubles as the deferred-work check's early copy), synchronises, and
@@ -17,14 +18,13 @@ machine's (``containment.launcher.private_shm``), so no other evaluation's buffe
 
 from __future__ import annotations
 
-import base64
 import mmap
 import os
-import pickle
 import secrets
 from typing import Any
 
 from ksearch.contracts.exchange import StagingHandle
+from ksearch.tools.evaluator.shared import cuda_ipc
 from ksearch.tools.evaluator.shared import tensor_access as ta
 
 ALIGN = 256
@@ -89,12 +89,11 @@ class StagingOwner:
 
     def _allocate_ipc(self, size: int) -> StagingHandle:
         import torch
-        from torch.multiprocessing.reductions import reduce_tensor
 
         self.buffer = torch.empty(size, dtype=torch.uint8, device=self.device)
-        rebuild, args = reduce_tensor(self.buffer)
-        payload = base64.b64encode(pickle.dumps((rebuild, args))).decode()
-        return StagingHandle(kind="cuda_ipc", nbytes=size, generation=self.generation, ipc=payload)
+        with torch.cuda.device(self.buffer.device):
+            exported = cuda_ipc.export(self.buffer.data_ptr())
+        return StagingHandle(kind="cuda_ipc", nbytes=size, generation=self.generation, ipc=exported.encode())
 
     def _allocate_shm(self, size: int) -> StagingHandle:
         from multiprocessing import shared_memory
@@ -161,6 +160,7 @@ class StagingWriter:
         self.buffer: Any = None
         self._shm: Any = None
         self._mapped: mmap.mmap | None = None
+        self._ipc: cuda_ipc.MappedBuffer | None = None
         self.open(handle)
 
     def open(self, handle: StagingHandle) -> None:
@@ -169,8 +169,8 @@ class StagingWriter:
         self.close()
         self.handle = handle
         if handle.kind == "cuda_ipc":
-            rebuild, args = pickle.loads(base64.b64decode(handle.ipc))  # from the trusted parent, not the candidate
-            self.buffer = rebuild(*args)
+            self._ipc = cuda_ipc.MappedBuffer(cuda_ipc.ExportedBuffer.decode(handle.ipc), handle.nbytes)
+            self.buffer = self._ipc.tensor
         elif handle.shm_path:
             _, mapped = map_file(handle.shm_path, handle.nbytes, create=False)
             self._mapped = mapped
@@ -204,6 +204,9 @@ class StagingWriter:
 
     def close(self) -> None:
         self.buffer = None
+        if self._ipc is not None:
+            self._ipc.close()
+            self._ipc = None
         if self._mapped is not None:
             try:
                 self._mapped.close()

@@ -1,0 +1,50 @@
+"""The staging buffer's CUDA IPC handle (``shared.cuda_ipc``): what the parent hands a worker round-trips, anything
+else is refused before the driver sees it, and on a GPU a second process writes into the checker's buffer through it
+with no file of ``/dev/shm`` involved (a candidate's ``/dev/shm`` is its own)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from ksearch.tools.evaluator.shared.cuda_ipc import HANDLE_BYTES, ExportedBuffer
+
+
+def test_a_handle_round_trips_and_a_malformed_one_is_refused() -> None:
+    exported = ExportedBuffer(handle=bytes(range(HANDLE_BYTES)), offset=512)
+    assert ExportedBuffer.decode(exported.encode()) == exported
+    for text in ("", "cuipc1:00:0", f"other:{'00' * HANDLE_BYTES}:0", f"cuipc1:{'00' * HANDLE_BYTES}:-1"):
+        with pytest.raises(ValueError):
+            ExportedBuffer.decode(text)
+
+
+@pytest.mark.gpu
+def test_another_process_writes_into_the_checkers_buffer_through_the_handle() -> None:
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("needs CUDA")
+    from ksearch.tools.evaluator.shared.staging import StagingOwner
+
+    owner = StagingOwner("cuda")
+    handle = owner.ensure(1 << 20)
+    assert handle.kind == "cuda_ipc"
+    code = textwrap.dedent(
+        f"""
+        import torch
+        from ksearch.contracts.exchange import StagingHandle
+        from ksearch.tools.evaluator.shared.staging import StagingWriter
+
+        torch.cuda.set_device(0)
+        writer = StagingWriter(StagingHandle.model_validate_json({handle.model_dump_json()!r}))
+        offsets = writer.stage([torch.full((1000,), 7.0, device="cuda")])
+        torch.cuda.synchronize()
+        print(offsets[0])
+        """
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    staged = owner.tensor(int(proc.stdout.split()[-1]), [1000], "torch.float32")
+    assert torch.equal(staged, torch.full((1000,), 7.0, device="cuda"))
