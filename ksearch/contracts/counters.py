@@ -137,7 +137,12 @@ class CounterReport(BaseModel):
     launch_cap: int = 0
     """At most this many kernel launches were profiled in all."""
     layers: str = ""
-    """The containment layers the candidate's process ran with under ncu."""
+    """The containment layers ncu and the candidate's process shared, and what was opened there for ncu."""
+    stages: dict[str, float] = Field(default_factory=dict)
+    """Where ``wall_s`` went, in seconds: ``ncu`` (ncu with the worker, start to exit) and ``import`` (reading the
+    report back), measured by the parent; ``load`` (torch and the candidate imported), ``warm`` (the unmarked calls:
+    compile, autotune) and ``profiled`` (the marked calls, ncu's replay included) as the counters worker reported
+    them (diagnostics), and ``start``, the rest of ``ncu`` (the layers', ncu's and Python's start, and exit)."""
 
     @property
     def collected(self) -> bool:

@@ -795,3 +795,25 @@ def test_the_seccomp_filter_answers_each_call_as_documented(machine: str) -> Non
     assert call(connect, audit_arch=0x40000003) == eperm, "another architecture's numbers"
     if x32:
         assert call(0x40000000 + connect) == eperm, "x32's numbers"
+
+
+@pytest.mark.parametrize("machine", ["x86_64", "aarch64"])
+def test_the_seccomp_filter_lets_connect_through_only_when_asked(machine: str) -> None:
+    """Nsight Compute's rung (``connect`` in the spec: beside the network and mount namespaces) lets ``connect`` and
+    ``sendto`` to an address pass; everything else is answered as for a candidate."""
+    from ksearch.tools.containment.launcher import RET_ALLOW, RET_ERRNO, SECCOMP_SYSCALLS, seccomp_program
+
+    program = seccomp_program(machine, refuse_connect=False)
+    (setsid, setpgid, connect, sendto, io_uring), arch, _x32 = SECCOMP_SYSCALLS[machine]
+
+    def call(nr: int, *args: int) -> int:
+        words = [*args, *[0] * (6 - len(args))]
+        data = nr.to_bytes(4, "little") + arch.to_bytes(4, "little") + bytes(8)
+        return _filter(program, data + b"".join(w.to_bytes(8, "little") for w in words))
+
+    assert call(connect, 3, 0x7FFF_0000_1000, 110) == RET_ALLOW
+    assert call(sendto, 3, 0x1000, 5, 0, 0x7FFF_0000_2000, 110) == RET_ALLOW
+    assert call(setsid) == call(setpgid, 0, 0) == RET_ERRNO, "still no effect, no error"
+    assert call(io_uring, 8, 0) == RET_ERRNO | 1
+    refusing = seccomp_program(machine)
+    assert len(refusing) > len(program) and seccomp_program(machine, refuse_connect=True) == refusing

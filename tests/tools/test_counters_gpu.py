@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from ksearch.contracts.counters import CounterStatus
+from ksearch.tools.containment import policy
 from ksearch.tools.counters.ncu_command import find_ncu
 
 REPO = Path(__file__).resolve().parents[2]
@@ -31,6 +32,9 @@ def test_an_evaluations_evidence_carries_ncus_counters_of_its_kernel() -> None:
     assert report is not None
     assert report.status == CounterStatus.COLLECTED, f"{report.status}: {report.detail}"
     assert report.tool.startswith("ncu 20") and report.layers and 0 < report.wall_s < COLLECTION_LIMIT_S
+    layers = report.layers.split(" (")[0].split(",")
+    assert "userns" in layers or "userns" not in policy.child_layers("cuda"), report.layers  # ncu inside, contained
+    assert set(report.stages) >= {"ncu", "import"}, report.stages
     longest = sorted(evaluation.timings, key=lambda t: -t.headline_ms)[:2]
     assert [s.config for s in report.shapes] == [t.config for t in longest]
     for shape in report.shapes:
@@ -46,3 +50,4 @@ def test_an_evaluations_evidence_carries_ncus_counters_of_its_kernel() -> None:
     text = evidence_text(evaluation)
     assert "Hardware counters (ncu 20" in text
     print(text)  # for the record: what the model reads
+    print(f"layers: {report.layers}; stages: {report.stages}")

@@ -137,12 +137,12 @@ def test_ncu_is_found_by_variable_then_path_and_missing_is_none(tmp_path: Path) 
     assert found is None or found in ncu_command.DEFAULT_LOCATIONS
 
 
-def test_the_command_profiles_only_the_marked_calls_and_writes_where_the_candidate_cannot(tmp_path: Path) -> None:
+def test_the_command_profiles_only_the_marked_calls_into_its_folder(tmp_path: Path) -> None:
     argv = ncu_command.profile_argv("ncu", tmp_path, 2, 32, ["python", "-m", "worker"])
     assert argv[-3:] == ["python", "-m", "worker"]
     text = " ".join(argv)
     assert "--nvtx-include ksearch_counters_0/ --nvtx-include ksearch_counters_1/" in text
-    assert "--launch-count 32" in text and "--replay-mode kernel" in text
+    assert "--launch-count 32" in text and "--replay-mode kernel" in text and "--config-file off" in text
     assert f"--export {tmp_path / 'counters'}" in text and f"--log-file {tmp_path / 'ncu.log'}" in text
     assert all(f"--section {s}" in text for s in ("SpeedOfLight", "Occupancy", "LaunchStats", "WarpStateStats"))
     assert ncu_command.import_argv("ncu", tmp_path / "r.ncu-rep", by_range=True)[-2:] == [

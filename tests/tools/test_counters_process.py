@@ -1,12 +1,16 @@
 """The counters collector's processes, on a machine without Nsight Compute: every way it cannot run is a typed
-status with a sentence (no ncu, the CPU, no counter permission, nothing profiled, a hang killed at its limit), and
-a collection that works reads ncu's report, never the candidate's output.
+status with a sentence (no ncu, the CPU, no counter permission, nothing profiled, a hang killed at its limit), ncu
+runs inside the candidate's containment with what it needs opened there, and a collection that works reads ncu's
+report (through a contained ``ncu --import``), never the candidate's output.
 
-``ncu/fake_ncu.py`` stands in for the ncu executable only (it runs the real contained worker or probe it is given
-and hands back the raw-page fixtures); the real ncu runs in ``test_counters_gpu.py``."""
+``ncu/fake_ncu.py`` stands in for the ncu executable only, installed in a folder of its own as Nsight Compute is
+(it runs the real contained worker or probe it is given, and hands back the raw-page fixtures); the real ncu runs in
+``test_counters_gpu.py``."""
 
 from __future__ import annotations
 
+import os
+import shutil
 import sys
 from pathlib import Path
 
@@ -14,13 +18,17 @@ import pytest
 
 from ksearch.contracts.candidate import Candidate
 from ksearch.contracts.counters import CounterStatus
-from ksearch.tools.counters import collect
-from ksearch.tools.counters.collect import Rung, carried_ranges, collect_counters, ladder, requested_rungs
+from ksearch.tools.containment import policy
+from ksearch.tools.containment.policy import Openings
+from ksearch.tools.counters import ncu_command, probe
+from ksearch.tools.counters.collect import carried_ranges, collect_counters
 from ksearch.tools.counters.ncu_csv import Launch
+from ksearch.tools.counters.rungs import Rung, openings_for
 from ksearch.tools.evaluator.parent.request import EvalRequest
 
-FAKE = Path(__file__).parent / "ncu" / "fake_ncu.py"
+HERE = Path(__file__).parent / "ncu"
 SOFTMAX = "import torch\n\ndef kernel(x):\n    return torch.softmax(x, dim=-1)\n"
+linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="containment is Linux's")
 
 
 def _request(device: str = "cuda:0") -> EvalRequest:
@@ -30,18 +38,34 @@ def _request(device: str = "cuda:0") -> EvalRequest:
 
 @pytest.fixture
 def fake_ncu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    """Install the stand-in as KSEARCH_NCU in a given mode; forget any earlier probe's choice."""
-    monkeypatch.setattr(collect, "_chosen", {})
+    """Install the stand-in as KSEARCH_NCU in a given mode, in a folder of its own (its installation, which the
+    sandbox's allow-list does not hold); forget any earlier probe's choice. Its record of each run goes to a folder
+    the sandbox may write (``KSEARCH_PROFILE``'s)."""
+    monkeypatch.setattr(probe, "_chosen", {})
+    record = tmp_path / "record"
+    record.mkdir()
+    monkeypatch.setenv("KSEARCH_PROFILE", str(record))
 
     def install(mode: str) -> Path:
-        seen = tmp_path / f"argv-{mode}.txt"
-        tool = tmp_path / f"ncu-{mode}"
-        tool.write_text(f'#!/bin/sh\nFAKE_NCU_MODE={mode} FAKE_NCU_ARGV={seen} exec {sys.executable} {FAKE} "$@"\n')
+        home = tmp_path / f"nsight-compute-{mode}"
+        home.mkdir()
+        for name in ("fake_ncu.py", "raw_page.csv", "raw_page_by_range.csv"):
+            shutil.copy(HERE / name, home / name)
+        seen = record / f"runs-{mode}.txt"
+        tool = home / "ncu"
+        script = f'FAKE_NCU_MODE={mode} FAKE_NCU_ARGV={seen} exec {sys.executable} {home}/fake_ncu.py "$@"'
+        tool.write_text(f"#!/bin/sh\n{script}\n")
         tool.chmod(0o755)
         monkeypatch.setenv("KSEARCH_NCU", str(tool))
         return seen
 
     return install
+
+
+def _runs(seen: Path) -> dict[str, str]:
+    """Each run of the stand-in: its argv, and what it saw of its containment."""
+    lines = seen.read_text().splitlines()
+    return dict(zip(lines[::2], lines[1::2], strict=True))
 
 
 def _shapes() -> list[str]:
@@ -72,54 +96,69 @@ def test_a_probe_that_profiles_nothing_under_every_rung_fails_naming_each(fake_n
     fake_ncu("nothing")
     report = collect_counters(_request(), _shapes())
     assert report.status == CounterStatus.FAILED
-    assert "ncu could not profile a contained process here" in report.detail
-    assert "all layers" in report.detail and "no network layers" in report.detail
-    assert "the probe's stderr:" in report.detail  # the trusted probe's last words (here: no CUDA on this machine)
+    assert report.detail.startswith("ncu could not profile a contained process here: all layers (")
+    assert "; without seccomp (" in report.detail or "seccomp" not in policy.child_layers("cuda:0")
+    assert "==WARNING== No kernels were profiled." in report.detail  # ncu's own words, for each rung
+    # and the trusted probe's last words (here: no CUDA on this machine), one line each, never its traceback
+    after = report.detail.split("No kernels were profiled.", 1)[1]
+    assert "Error" in after and "Traceback" not in report.detail
 
 
 def test_a_collection_that_hangs_is_killed_at_its_limit(fake_ncu, monkeypatch: pytest.MonkeyPatch) -> None:
     fake_ncu("hang")
-    monkeypatch.setattr(collect, "_chosen", {"cuda": (Rung("off", (), True), "")})  # the probe is not what hangs
+    monkeypatch.setattr(probe, "_chosen", {"cuda": (Rung("off", (), openings_for(())), "")})  # not the probe's hang
     report = collect_counters(_request(), _shapes(), timeout_s=2.0)
     assert report.status == CounterStatus.TIMEOUT and "killed after 2 s" in report.detail
     assert report.wall_s < 60
 
 
-def test_a_collection_reads_ncus_report_by_shape(fake_ncu, tmp_path: Path) -> None:
+@linux_only
+def test_a_collection_runs_ncu_inside_every_layer_and_reads_its_report_by_shape(fake_ncu, tmp_path: Path) -> None:
+    """ncu runs inside the candidate's layers, every one of this machine's: it reads its installation (outside the
+    allow-list), reaches its own listeners (the sandbox's loopback and sockets are opened for it) and writes its
+    report there; the report is read back by shape, by ncu contained again."""
     seen = fake_ncu("ok")
     shapes = _shapes()
     report = collect_counters(_request(), shapes, keep=tmp_path / "kept")
     assert report.status == CounterStatus.COLLECTED, report.detail
     assert [s.config for s in report.shapes] == shapes  # the fixture's two NVTX ranges, in the order asked
     assert report.shapes[0].kernels[0].name == "_ln_proj_rows" and report.tool == "ncu 2025.3.0.0"
-    assert "userns" in report.layers.split(",") or report.layers == "none"  # the machine's layers, limits first
+    machine = policy.child_layers("cuda:0")
+    assert report.layers.split(" (")[0] == ",".join(machine)  # the strongest rung: every layer of this machine
     assert report.launch_cap == 2 * 16 and report.wall_s > 0
-    probe, worker = seen.read_text().splitlines()
-    assert "ksearch.tools.counters.probe_kernel" in probe
-    assert "--role counters" in worker and "--nvtx-include ksearch_counters_1/" in worker
-    assert "ksearch.tools.containment.launcher" in worker  # the candidate runs contained, ncu outside
+    assert set(report.stages) >= {"ncu", "import"} and report.stages["ncu"] > 0
+    runs = _runs(seen)
+    probe_run = next(argv for argv in runs if "ksearch.tools.counters.probe_kernel" in argv)
+    worker_run = next(argv for argv in runs if "--role counters" in argv)
+    imports = [argv for argv in runs if "--import" in argv]
+    assert "--nvtx-include ksearch_counters_1/" in worker_run and "--config-file off" in worker_run
+    assert "ksearch.tools.containment.launcher" not in worker_run  # the launcher ran before ncu, not under it
+    assert len(imports) == 2  # both pages, each read by a contained ncu
+    for run in (probe_run, worker_run, *imports):
+        if "userns" in machine:
+            assert f"uid_map={os.getuid()} {os.getuid()} 1" in runs[run], runs[run]  # its own user namespace
+        if "caps" in machine:
+            assert "capeff=0000000000000000" in runs[run], runs[run]
+    if "seccomp" in machine:
+        assert "seccomp=2" in runs[worker_run]
     kept = sorted(p.name for p in (tmp_path / "kept").iterdir())
     assert kept == ["counters.ncu-rep", "ncu.log", "raw_page.csv", "raw_page_by_range.csv"]
 
 
-def test_the_ladder_goes_from_every_layer_down_never_below_userns_caps_and_landlock() -> None:
-    machine = ("userns", "mountns", "netns", "ipcns", "caps", "landlock", "seccomp")
-    rungs = ladder(machine)
-    assert [r.layers for r in rungs] == [
-        machine,
-        ("userns", "mountns", "ipcns", "caps", "landlock"),
-        ("userns", "ipcns", "caps", "landlock"),
-    ]
-    assert [r.network for r in rungs] == [False, True, True]
-    assert ladder(()) == [Rung("all layers", (), False), Rung("no network layers", (), True)]
-
-
-def test_the_user_may_choose_the_layers(monkeypatch: pytest.MonkeyPatch) -> None:
-    assert requested_rungs("cuda") is None
-    monkeypatch.setenv("KSEARCH_COUNTERS_SANDBOX", "off")
-    assert requested_rungs("cuda") == [Rung("off", (), True)]
-    monkeypatch.setenv("KSEARCH_COUNTERS_SANDBOX", "userns, caps")
-    assert requested_rungs("cuda") == [Rung("as asked", ("userns", "caps"), True)]
+@linux_only
+def test_without_ncus_openings_the_probe_says_why_in_a_line(fake_ncu) -> None:
+    """Under an evaluation's own layers (nothing opened for ncu) the stand-in cannot reach its listeners: the probe
+    names the rung, the status and ncu's first error, in a line."""
+    fake_ncu("ok")
+    machine = policy.child_layers("cuda:0")
+    if not {"netns", "seccomp"} <= set(machine):
+        pytest.skip("needs the network namespace and seccomp")
+    ncu = os.environ["KSEARCH_NCU"]
+    closed = Openings(readable=ncu_command.installation(ncu), tool=True)  # its files, but no socket opened
+    rung, why = probe.probe_rungs("cuda:0", ncu, [Rung("as an evaluation's", machine, closed)])
+    assert rung is None
+    assert why.startswith("ncu could not profile a contained process here: as an evaluation's (")
+    assert "failed: ==ERROR== Failed to connect to the profiled process" in why and len(why) < 600
 
 
 def test_a_launch_inside_the_candidates_own_nvtx_range_keeps_the_shape_of_the_one_before() -> None:
@@ -127,36 +166,3 @@ def test_a_launch_inside_the_candidates_own_nvtx_range_keeps_the_shape_of_the_on
     renamed += [Launch(2, "ksearch_counters_1"), Launch(4, "inner")]
     assert carried_ranges(renamed) == {0: 0, 1: 0, 2: 1, 3: 1, 4: 1}
     assert carried_ranges([Launch(0, "before any range")]) == {}
-
-
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="containment is Linux's")
-@pytest.mark.parametrize("network", [False, True])
-def test_the_network_rung_opens_tcp_and_keeps_the_file_rules(network: bool, tmp_path: Path) -> None:
-    """Landlock with ``network``: a TCP connection reaches a listening port (ncu's library needs one); without it, it
-    does not; writing outside the process's folder is refused either way."""
-    import os
-    import socket
-    import subprocess
-
-    from ksearch.tools.containment import landlock, policy
-
-    if "landlock" not in policy.probe(gpu=False)[0] or landlock.abi_version() < 4:
-        pytest.skip("needs Landlock with its TCP rules (ABI 4+)")
-    server = socket.socket()
-    server.bind(("127.0.0.1", 0))
-    server.listen(1)
-    outside = tmp_path / "outside.txt"
-    work = tmp_path / "work"
-    work.mkdir()
-    program = (
-        "import socket, sys\n"
-        f"s = socket.socket()\ntry:\n    s.connect(('127.0.0.1', {server.getsockname()[1]})); print('connected')\n"
-        "except OSError as e:\n    print('refused', e.errno)\n"
-        f"try:\n    open({str(outside)!r}, 'w').write('x'); print('wrote')\nexcept OSError:\n    print('no write')\n"
-    )
-    prefix = policy.launcher_prefix("cpu", [work], layers=("landlock",), network=network)
-    env = {**os.environ, "KSEARCH_PARENT_PID": ""}
-    out = subprocess.run([*prefix, sys.executable, "-c", program], capture_output=True, text=True, env=env, timeout=60)
-    server.close()
-    assert ("connected" in out.stdout) == network, out.stdout + out.stderr
-    assert "no write" in out.stdout and not outside.exists()

@@ -26,7 +26,9 @@ It applies the layers the parent chose (``policy``), in this order, then ``exec`
             machine's folders it names (``private_shm``).
 ``netns``   a network namespace of its own, with only a loopback interface that is down: no TCP, UDP or abstract
             socket reaches anything outside (a Dask scheduler, a model server, another process's port), where
-            Landlock's network rules are missing or do not reach (UDP, abstract sockets before Linux 6.12).
+            Landlock's network rules are missing or do not reach (UDP, abstract sockets before Linux 6.12). With the
+            spec's ``loopback``, that interface is up: it is the namespace's own, so only processes inside reach it
+            (Nsight Compute, run inside with the candidate, talks to its library in the candidate's process).
 ``ipcns``   an IPC namespace of its own: no System V message queue, semaphore or shared-memory segment, and no POSIX
             message queue, of any process outside (a red-team review of 2026-11-30 sent a message into a same-user
             queue outside); with ``mountns``, every ``mqueue`` mount covered (its files are the host's queues).
@@ -41,7 +43,9 @@ It applies the layers the parent chose (``policy``), in this order, then ``exec`
             root's docker socket) can be reached; ``io_uring`` (which would connect past the filter) and 32-bit or x32
             system calls (other numbers) fail; with ``ip_sockets`` false (a CPU's candidate), creating an IP or packet
             socket fails too. Creating a Unix socket stays allowed: CUDA's start needs one (it failed
-            with error 304 when ``socket(AF_UNIX)`` did, on an H200, 2026-11-30).
+            with error 304 when ``socket(AF_UNIX)`` did, on an H200, 2026-11-30). With the spec's ``connect`` (only
+            beside ``netns`` and ``mountns``, where the only listeners in reach are the sandbox's own), ``connect``
+            and ``sendto`` pass: Nsight Compute connects to its library in the candidate's process.
 ``landlock`` reads beneath the spec's ``readable`` paths only (the allow-list; everywhere where the spec names
             none) but the hidden paths, lists the ``listable`` folders, writes only beneath the given folders and
             ``/dev`` (and, for
@@ -54,6 +58,12 @@ It applies the layers the parent chose (``policy``), in this order, then ``exec`
 A layer that fails is an error (exit code ``FAILED``), never silently skipped: the parent decided from a probe of the
 same steps (``--probe``), which instead reports what worked as one JSON line. Only the standard library is imported:
 this runs before every worker.
+
+The layers are applied here, in a process of one thread (a user namespace is refused to a process of several, and a
+per-thread layer would not bind threads that already run), and then the program is ``exec``ed: a worker, or a
+trusted tool that starts the worker inside the same layers (the spec's ``tool``: Nsight Compute, whose library
+starts threads in every process it profiles). The tool's child names no parent to die with
+(``KSEARCH_PARENT_PID``): its parent is the tool.
 """
 
 from __future__ import annotations
@@ -123,6 +133,9 @@ DEVICE_LINKS = {
     "stderr": "/proc/self/fd/2",
 }
 PR_SET_PDEATHSIG, PR_CAPBSET_DROP, PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 1, 24, 47, 4
+SIOCGIFFLAGS, SIOCSIFFLAGS, IFF_UP = 0x8913, 0x8914, 0x1
+IFREQ = "16sH22x"
+"""``struct ifreq`` with its flags: the interface's name, then ``ifr_flags`` in a union of 24 bytes."""
 
 
 def readable_roots(
@@ -274,6 +287,22 @@ def private_mounts(
     os.chdir(os.getcwd())  # the working folder was entered through the mount beneath its bind: enter it anew
 
 
+def own_network(*, loopback: bool) -> None:
+    """A new network namespace; with ``loopback``, its loopback interface up (the namespace's own: only processes
+    inside it are on it)."""
+    _check(_libc.unshare(CLONE_NEWNET), "unshare(CLONE_NEWNET)")
+    if not loopback:
+        return
+    import fcntl
+    import socket
+    import struct
+
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as handle:
+        asked = fcntl.ioctl(handle.fileno(), SIOCGIFFLAGS, struct.pack(IFREQ, b"lo", 0))
+        flags = struct.unpack(IFREQ, asked)[1]
+        fcntl.ioctl(handle.fileno(), SIOCSIFFLAGS, struct.pack(IFREQ, b"lo", flags | IFF_UP))
+
+
 def own_ipc_namespace(*, cover_mqueues: bool) -> None:
     """A new IPC namespace; with ``cover_mqueues`` (in the candidate's mount namespace) every ``mqueue`` mount covered
     too: a file on one is the host's queue itself, whatever the IPC namespace (the red team of 2026-11-30, through
@@ -371,9 +400,12 @@ RET_ALLOW, RET_ERRNO = 0x7FFF0000, 0x00050000
 LD_ABS, JEQ, JGE, RET = 0x20, 0x15, 0x35, 0x06
 
 
-def seccomp_program(machine: str, *, refuse_ip: bool = False) -> list[tuple[int, int, int, int]]:
+def seccomp_program(
+    machine: str, *, refuse_ip: bool = False, refuse_connect: bool = True
+) -> list[tuple[int, int, int, int]]:
     """The filter as classic BPF instructions (code, jump if true, jump if false, k) for ``machine``; with
-    ``refuse_ip``, creating an IP or packet socket fails too (``EACCES``: a CPU's candidate needs none)."""
+    ``refuse_ip``, creating an IP or packet socket fails too (``EACCES``: a CPU's candidate needs none); without
+    ``refuse_connect``, ``connect`` and ``sendto`` pass (the spec's ``connect``)."""
     if machine not in SECCOMP_SYSCALLS:
         raise LayerError(f"seccomp: no system-call table for {machine}")
     (setsid, setpgid, connect, sendto, io_uring), arch, x32 = SECCOMP_SYSCALLS[machine]
@@ -388,15 +420,18 @@ def seccomp_program(machine: str, *, refuse_ip: bool = False) -> list[tuple[int,
         (RET, 0, 0, fake_success),
         (JEQ, 0, 1, io_uring),
         (RET, 0, 0, deny),
-        (JEQ, 0, 1, connect),
-        (RET, 0, 0, nobody_there),  # ENOENT: what CUDA meets where no MPS daemon listens
-        (JEQ, 0, 5, sendto),  # with an address (either word not zero): a datagram to a path
-        (LD_ABS, 0, 0, SENDTO_ADDRESS),
-        (JEQ, 0, 2, 0),
-        (LD_ABS, 0, 0, SENDTO_ADDRESS + 4),
-        (JEQ, 1, 0, 0),
-        (RET, 0, 0, nobody_there),
     ]
+    if refuse_connect:
+        body += [
+            (JEQ, 0, 1, connect),
+            (RET, 0, 0, nobody_there),  # ENOENT: what CUDA meets where no MPS daemon listens
+            (JEQ, 0, 5, sendto),  # with an address (either word not zero): a datagram to a path
+            (LD_ABS, 0, 0, SENDTO_ADDRESS),
+            (JEQ, 0, 2, 0),
+            (LD_ABS, 0, 0, SENDTO_ADDRESS + 4),
+            (JEQ, 1, 0, 0),
+            (RET, 0, 0, nobody_there),
+        ]
     tail = [(RET, 0, 0, RET_ALLOW)]
     if refuse_ip:
         inet, inet6, packet = IP_FAMILIES
@@ -413,14 +448,14 @@ def seccomp_program(machine: str, *, refuse_ip: bool = False) -> list[tuple[int,
     return head + body + tail
 
 
-def install_seccomp(machine: str, *, refuse_ip: bool = False) -> None:
+def install_seccomp(machine: str, *, refuse_ip: bool = False, refuse_connect: bool = True) -> None:
     class Instruction(ctypes.Structure):
         _fields_ = [("code", ctypes.c_uint16), ("jt", ctypes.c_uint8), ("jf", ctypes.c_uint8), ("k", ctypes.c_uint32)]
 
     class Program(ctypes.Structure):
         _fields_ = [("len", ctypes.c_uint16), ("filter", ctypes.POINTER(Instruction))]
 
-    instructions = seccomp_program(machine, refuse_ip=refuse_ip)
+    instructions = seccomp_program(machine, refuse_ip=refuse_ip, refuse_connect=refuse_connect)
     table = (Instruction * len(instructions))(*(Instruction(*i) for i in instructions))
     program = Program(len(instructions), table)
     _check(_libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(PR_SET_NO_NEW_PRIVS)")
@@ -545,7 +580,7 @@ def apply(spec: dict, *, probe: bool) -> tuple[list[str], dict[str, str]]:
             ),
         )
     if in_user_namespace("netns"):
-        attempt("netns", lambda: _check(_libc.unshare(CLONE_NEWNET), "unshare(CLONE_NEWNET)"))
+        attempt("netns", lambda: own_network(loopback=bool(spec.get("loopback"))))
     if in_user_namespace("ipcns"):
         attempt("ipcns", lambda: own_ipc_namespace(cover_mqueues="mountns" in applied))
     attempt("caps", drop_capabilities)
@@ -564,8 +599,8 @@ def apply(spec: dict, *, probe: bool) -> tuple[list[str], dict[str, str]]:
             network=bool(spec.get("network")),
         ),
     )
-    refuse_ip = not spec.get("ip_sockets", True)
-    attempt("seccomp", lambda: install_seccomp(platform.machine(), refuse_ip=refuse_ip))
+    refuse_ip, refuse_connect = not spec.get("ip_sockets", True), not spec.get("connect")
+    attempt("seccomp", lambda: install_seccomp(platform.machine(), refuse_ip=refuse_ip, refuse_connect=refuse_connect))
     return applied, failed
 
 
@@ -671,8 +706,13 @@ def main(argv: list[str]) -> int:
         return 0
     if not program:
         return 0
-    os.execv(program[0], program)
-    return FAILED  # unreachable: execv replaces this process or raises
+    if spec.get("tool"):  # a trusted tool that starts the worker: the worker's parent is the tool, not ours
+        os.environ["KSEARCH_PARENT_PID"] = ""
+    try:
+        os.execv(program[0], program)
+    except OSError as exc:  # inside the layers, the program (a tool's installation) may be out of reach
+        print(f"ksearch containment could not start {program[0]}: {exc.strerror or exc}", file=sys.stderr)
+    return FAILED
 
 
 if __name__ == "__main__":

@@ -30,6 +30,7 @@ import subprocess
 import sys
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import ksearch
@@ -268,24 +269,41 @@ def _sort_hideable(keep: list[str]) -> tuple[list[str], list[str]]:
     return hidden, exposed
 
 
+@dataclass(frozen=True)
+class Openings:
+    """What a trusted tool run inside a candidate's layers needs opened there: Nsight Compute starts the candidate's
+    process and talks to its own library in it (``ksearch.tools.counters``). Each opening reaches nothing outside the
+    sandbox where the layer it names is active; the counters' ladder asks for each only beside that layer."""
+
+    network: bool = False
+    """Landlock leaves TCP and abstract Unix sockets alone (with ``netns``: the sandbox's own loopback and sockets)."""
+    loopback: bool = False
+    """The network namespace's loopback interface is up (the namespace's own)."""
+    connect: bool = False
+    """seccomp lets ``connect`` and ``sendto`` through (with ``netns`` and ``mountns``: no listener outside the
+    sandbox is in reach, neither on the network nor on a path)."""
+    readable: tuple[str, ...] = ()
+    """More paths it may read: the tool's installation, a report it reads."""
+    tool: bool = False
+    """The program is the tool, which starts the worker as its child (the worker names no parent to die with)."""
+
+
 def launcher_prefix(
     device: str,
     writable: list[Path],
     *,
     layers: tuple[str, ...] | None = None,
-    network: bool = False,
+    openings: Openings | None = None,
     shm_keep: list[Path] | None = None,
-    allow_list: bool = True,
 ) -> list[str]:
     """The command that starts a candidate process inside its layers ([] when there are none): this machine's
-    (``child_layers``) unless ``layers`` names them; ``network``: Landlock leaves TCP and abstract sockets alone (a
-    process profiled by Nsight Compute, ``ksearch.tools.counters``). With ``mountns`` and ``shm_keep``, a
-    ``/dev/shm`` of its own holding only those folders of the machine's (its staging folder). ``allow_list``: the
-    file layer reads the allow-list only (``allowlist``); without it (the process Nsight Compute profiles, whose
-    library in it reads the tool's files), everything but the hidden paths, as before the allow-list."""
+    (``child_layers``) unless ``layers`` names them; ``openings``: what a trusted tool run inside with it needs
+    (``Openings``). With ``mountns`` and ``shm_keep``, a ``/dev/shm`` of its own holding only those folders of the
+    machine's (its staging folder). The file layer reads the allow-list only (``allowlist``)."""
     layers = child_layers(device) if layers is None else layers
     if not layers:
         return []
+    opened = openings or Openings()
     keep = [str(p) for p in writable]
     profile = os.environ.get("KSEARCH_PROFILE")
     if profile:
@@ -294,21 +312,22 @@ def launcher_prefix(
     if "landlock" in layers and not environ_protected(layers):
         hidden += [f"/proc/{pid}" for pid in ancestors()]
     devices = "cpu" if device == "cpu" else "gpu"  # the GPU's adds nvidia* (ran with CUDA on an H200, 2026-11-30)
-    readable, listable = allowlist.readable()
-    files = {"readable": readable, "listable": listable, "fenced": allowlist.fenced()} if allow_list else {}
+    readable, listable = allowlist.readable(opened.readable)
     candidate_limits = limits.for_device(device)
     shm = {"size": candidate_limits.memory, "keep": [os.path.realpath(p) for p in shm_keep or []]}
     spec = {
         "layers": list(layers),
         "hidden": hidden,
         "writable": [*keep, "/dev"],
-        **files,
+        "readable": readable,
+        "listable": listable,
+        "fenced": allowlist.fenced(),
         "devices": devices,
         "cuda": device != "cpu",
         "ip_sockets": device != "cpu",
         "limits": candidate_limits._asdict(),
         **({"shm": shm} if shm_keep is not None else {}),
-        **({"network": True} if network else {}),
+        **{name: True for name in ("network", "loopback", "connect", "tool") if getattr(opened, name)},
     }
     return _launcher_argv(spec)
 

@@ -5,6 +5,10 @@ statistics, warp states, memory and compute workload) plus DRAM bytes, kernel re
 replayed once per pass over the same inputs), only the kernels launched inside the NVTX ranges the counters worker
 puts around one call per chosen shape, and at most ``launch_cap`` launches in all. Nsight Compute's defaults stay:
 caches flushed before each pass, clocks locked to base (so its durations read slower than the timing's).
+
+ncu runs inside the candidate's containment (``ncu_process``): what the sandbox must let it read (``installation``),
+the environment it gets there (``ENVIRONMENT``), and what its log and the processes' stderr say went wrong, in a few
+lines (``problems``).
 """
 
 from __future__ import annotations
@@ -30,12 +34,20 @@ SECTIONS = (
 )
 EXTRA_METRICS = ("dram__bytes_read.sum", "dram__bytes_write.sum")
 REPORT_NAME = "counters"
-"""ncu writes ``counters.ncu-rep`` into the trusted folder."""
+"""ncu writes ``counters.ncu-rep`` into its folder (the sandbox's: the candidate could change it too)."""
 LOG_NAME = "ncu.log"
-LOG_LIMIT = 400
-"""A failure quotes this many characters of ncu's log at most."""
 PERMISSION_MARK = "ERR_NVGPUCTRPERM"
 NOTHING_PROFILED = ("No kernels were profiled", "No ranges were profiled")
+CONNECTED_MARK = "==PROF== Connected to process"
+ENVIRONMENT = {"NV_COMPUTE_PROFILER_DISABLE_STOCK_FILE_DEPLOYMENT": "1"}
+"""ncu reads its section files from its installation instead of first copying them into the home (Nsight Compute's
+documented variable): nothing to write there, and the sandbox's home is a fresh folder anyway."""
+INSTALLATION_NAMES = ("nsight-compute", "NsightCompute", "Nsight_Compute")
+"""How an Nsight Compute installation's folder starts, beside a CUDA toolkit's ``bin`` (``nsight-compute-2025.3.1``)."""
+PROBLEM_LIMIT = 3
+PROBLEM_CHARS = 200
+_EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt)\b")
+_OWN_LINE = ("ksearch containment", "==ERROR==", "==WARNING==")
 
 
 def find_ncu(environ: dict[str, str] | None = None) -> str | None:
@@ -50,6 +62,24 @@ def find_ncu(environ: dict[str, str] | None = None) -> str | None:
     return next((p for p in DEFAULT_LOCATIONS if os.access(p, os.X_OK)), None)
 
 
+def installation(ncu: str) -> tuple[str, ...]:
+    """The folders ``ncu`` runs from, which the sandbox lets it read: its resolved file's folder (a CUDA toolkit's
+    ``bin``, or ``/opt/nvidia/nsight-compute/<version>``, outside the allow-list), and beside a ``bin`` the Nsight
+    Compute installations its launcher script starts (``nsight-compute-<version>``, with ncu's libraries, the
+    library it puts in the profiled process, and its section files)."""
+    real = os.path.realpath(ncu)
+    folder = os.path.dirname(real)
+    found = [folder]
+    if os.path.basename(folder) == "bin":
+        parent = os.path.dirname(folder)
+        try:
+            names = sorted(os.listdir(parent))
+        except OSError:
+            names = []
+        found += [os.path.join(parent, name) for name in names if name.startswith(INSTALLATION_NAMES)]
+    return tuple(path for path in dict.fromkeys(found) if path != "/" and os.path.isdir(path))
+
+
 def range_name(index: int) -> str:
     """The NVTX range around shape ``index``'s profiled call."""
     return f"{RANGE_PREFIX}{index}"
@@ -57,7 +87,7 @@ def range_name(index: int) -> str:
 
 def profile_argv(
     ncu: str,
-    trusted: Path,
+    folder: Path,
     shapes: int,
     launch_cap: int,
     program: list[str],
@@ -65,8 +95,8 @@ def profile_argv(
     sections: tuple[str, ...] = SECTIONS,
     metrics: tuple[str, ...] = EXTRA_METRICS,
 ) -> list[str]:
-    """ncu profiling ``program`` (the contained counters worker): the report and ncu's own log go to ``trusted``,
-    a folder the candidate cannot write."""
+    """ncu profiling ``program`` (the counters worker): the report and ncu's own log go to ``folder``, ncu's folder
+    in the sandbox; ncu reads no configuration file (the sandbox's home and working folder are fresh anyway)."""
     argv = [
         ncu,
         "--target-processes",
@@ -81,17 +111,19 @@ def profile_argv(
         *(["--metrics", ",".join(metrics)] if metrics else []),
         "--print-summary",
         "none",
+        "--config-file",
+        "off",
         "--export",
-        str(trusted / REPORT_NAME),
+        str(folder / REPORT_NAME),
         "--force-overwrite",
         "--log-file",
-        str(trusted / LOG_NAME),
+        str(folder / LOG_NAME),
     ]
     return [*argv, *program]
 
 
-def report_path(trusted: Path) -> Path:
-    return trusted / f"{REPORT_NAME}.ncu-rep"
+def report_path(folder: Path) -> Path:
+    return folder / f"{REPORT_NAME}.ncu-rep"
 
 
 def import_argv(ncu: str, report: Path, *, by_range: bool) -> list[str]:
@@ -110,20 +142,35 @@ def version_of(text: str) -> str:
     return f"ncu {match.group(1)}" if match else ""
 
 
-def diagnose(log: str, *, returncode: int | None, report_exists: bool) -> tuple[CounterStatus, str]:
-    """What ncu's own log (never the candidate's output) says about a collection: ``COLLECTED`` with '' when the
-    report exists and nothing went wrong, else the status and a sentence that says why."""
-    if PERMISSION_MARK in log:
+def problems(log: str, stderr: str, *, limit: int = PROBLEM_LIMIT) -> list[str]:
+    """What went wrong, in the fewest lines: the launcher's own words on stderr (a layer refused, the tool out of
+    reach), then ncu's errors and its first warning (its log, or stderr where it could not write one), then the
+    program's exception (its last such line); each clipped, at most ``limit``, none twice."""
+    logged = [line.strip() for line in log.splitlines()]
+    said = [line.strip() for line in stderr.splitlines() if line.strip()]
+    launcher = [line for line in said if line.startswith("ksearch containment")]
+    errors = [line for line in [*logged, *said] if line.startswith("==ERROR==")]
+    warnings = [line for line in [*logged, *said] if line.startswith("==WARNING==")]
+    exceptions = [line for line in said if _EXCEPTION_LINE.match(line) and not line.startswith(_OWN_LINE)]
+    picked = [*launcher[:1], *errors[:2], *warnings[:1], *exceptions[-1:]]
+    return list(dict.fromkeys(line[:PROBLEM_CHARS] for line in picked))[:limit]
+
+
+def diagnose(log: str, *, returncode: int | None, report_exists: bool, stderr: str = "") -> tuple[CounterStatus, str]:
+    """What ncu's own log and the run's stderr say about a collection: ``COLLECTED`` with '' when the report exists
+    and nothing went wrong, else the status and a sentence that says why (``problems``' lines)."""
+    if PERMISSION_MARK in log or PERMISSION_MARK in stderr:
         return CounterStatus.NO_PERMISSION, (
             "the GPU driver refuses performance counters to this user (ERR_NVGPUCTRPERM): allow them with the "
             "nvidia module option NVreg_RestrictProfilingToAdminUsers=0, or run as an administrator"
         )
-    errors = [line.strip() for line in log.splitlines() if line.startswith("==ERROR==")]
+    found = problems(log, stderr)
+    why = " | ".join(found)
     if any(mark in log for mark in NOTHING_PROFILED):
-        return CounterStatus.FAILED, "ncu profiled no kernel inside the marked calls" + (
-            f" ({errors[0][:LOG_LIMIT]})" if errors else ""
-        )
+        return CounterStatus.FAILED, "ncu profiled no kernel inside the marked calls" + (f" ({why})" if why else "")
     if not report_exists:
-        why = errors[0] if errors else f"ncu exited with status {returncode} and wrote no report"
-        return CounterStatus.FAILED, why[:LOG_LIMIT]
+        if not found and log and CONNECTED_MARK not in log:
+            found = ["ncu never connected to the profiled process"]
+        tail = f"ncu exited with status {returncode} and wrote no report"
+        return CounterStatus.FAILED, " | ".join(found) or tail
     return CounterStatus.COLLECTED, ""

@@ -27,9 +27,12 @@ import weakref
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import IO, Any, TypeVar
+from typing import IO, TYPE_CHECKING, Any, TypeVar
 
 import ksearch
+
+if TYPE_CHECKING:
+    from ksearch.tools.containment.policy import Openings
 
 _ENV_ALLOWED = frozenset(
     {
@@ -68,17 +71,51 @@ def spawn(
     extra_env: dict[str, str] | None = None,
     contain: bool = False,
     writable: tuple[Path, ...] = (),
-    wrapper: tuple[str, ...] = (),
+    tool: tuple[str, ...] = (),
     layers: tuple[str, ...] | None = None,
-    network: bool = False,
+    openings: Openings | None = None,
     shm_keep: tuple[Path, ...] | None = None,
 ) -> subprocess.Popen[bytes]:
     """``python -P -m module args`` in its own process group, with the scrubbed environment of ``cwd``; with
-    ``contain``, inside the containment layers of this machine (or ``layers``; ``network``: see
-    ``policy.launcher_prefix``), writing only beneath ``writable`` (and ``/dev``); with ``shm_keep``, a ``/dev/shm``
-    of its own holding only those folders of the machine's. ``wrapper``: a trusted tool that starts the contained
-    command and stays outside it (Nsight Compute, ``ksearch.tools.counters``): the process it profiles keeps the
-    file layer's deny-list (the tool's library in it reads what it needs), not the allow-list."""
+    ``contain``, inside the containment layers of this machine (or ``layers``), writing only beneath ``writable``
+    (and ``/dev``); with ``shm_keep``, a ``/dev/shm`` of its own holding only those folders of the machine's.
+    ``tool``: a trusted tool's command that starts the program inside the same layers (Nsight Compute,
+    ``ksearch.tools.counters``), with what it needs there opened (``openings``)."""
+    return spawn_command(
+        [*tool, sys.executable, "-P", "-m", module, *args],
+        cwd=cwd,
+        device=device,
+        stdin=stdin,
+        stdout=stdout,
+        stderr=stderr,
+        pass_fds=pass_fds,
+        extra_env=extra_env,
+        contain=contain,
+        writable=writable,
+        layers=layers,
+        openings=openings,
+        shm_keep=shm_keep,
+    )
+
+
+def spawn_command(
+    command: list[str],
+    *,
+    cwd: Path,
+    device: str,
+    stdin: int | IO[Any] | None,
+    stdout: int | IO[Any] | None,
+    stderr: int | IO[Any] | None,
+    pass_fds: tuple[int, ...] = (),
+    extra_env: dict[str, str] | None = None,
+    contain: bool = False,
+    writable: tuple[Path, ...] = (),
+    layers: tuple[str, ...] | None = None,
+    openings: Openings | None = None,
+    shm_keep: tuple[Path, ...] | None = None,
+) -> subprocess.Popen[bytes]:
+    """``command`` as ``spawn`` starts a module: its own process group, the scrubbed environment of ``cwd``, and with
+    ``contain`` inside the layers (``policy.launcher_prefix``), which are applied before ``command`` is ``exec``ed."""
     env = {**worker_environment(cwd, device), "KSEARCH_PARENT_PID": str(os.getpid()), **(extra_env or {})}
     prefix: list[str] = []
     if contain:
@@ -91,12 +128,11 @@ def spawn(
             device,
             [cwd, *writable, *([Path(profile)] if profile else [])],
             layers=layers,
-            network=network,
+            openings=openings,
             shm_keep=list(shm_keep) if shm_keep is not None else None,
-            allow_list=not wrapper,
         )
         policy.protect_parent()
-    argv = [*wrapper, *prefix, sys.executable, "-P", "-m", module, *args]
+    argv = [*prefix, *command]
     return on_spawner_thread(
         lambda: subprocess.Popen(
             argv, cwd=cwd, env=env, stdin=stdin, stdout=stdout, stderr=stderr, start_new_session=True, pass_fds=pass_fds

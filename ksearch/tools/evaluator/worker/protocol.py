@@ -32,6 +32,7 @@ class WorkerProtocol(Protocol):
     spin_cycles_per_ms: float | None
     profiles: list[ShapeProfile]
     notes: list[str]
+    stages: dict[str, float]
     work_policy: WorkPolicy | None
 
     def prepare_device(self) -> None: ...

@@ -88,7 +88,11 @@ def run_counters(worker: WorkerProtocol) -> WorkerResult:
     """A counters worker's work, under Nsight Compute (``ksearch.tools.counters``): per config of
     ``counter_configs``, on public seeds, one unmarked call (compile, autotune, the steady state the timing saw),
     then one call inside the NVTX range ncu profiles. Nothing is checked or timed; ncu's report, written outside
-    this process, holds the numbers, and this report only says which calls failed."""
+    this process, holds the numbers, and this report only says which calls failed, and where its time went
+    (``counters_load``, ``counters_warm``: the unmarked calls, ``counters_profiled``: the marked ones, ncu's replay
+    included)."""
+    import time
+
     import torch
 
     worker.enter("load")
@@ -101,29 +105,35 @@ def run_counters(worker: WorkerProtocol) -> WorkerResult:
         module = worker.load_candidate()
     except CandidateFailure as failure:
         return worker.result(failure.verdict, error=failure.error)
-    worker.mark("counters_import")
+    worker.mark("counters_load")
     worker.enter("counters")
+    warm = profiled = 0.0
     for index, config in enumerate(chosen):
         salted = worker.salted(config, worker.request.bench_salt)
         inputs = args = None
+        started = time.monotonic()
         try:
             fn = worker.task.prepare(module, salted, worker.device)
             inputs = worker.task.make_inputs(salted, worker.device)
             args = worker.task.call_args(inputs, salted)
             fn(*args)
             torch.cuda.synchronize(worker.device)
+            marked = time.monotonic()
+            warm += marked - started
             torch.cuda.nvtx.range_push(f"{RANGE_PREFIX}{index}")
             try:
                 fn(*args)
                 torch.cuda.synchronize(worker.device)
             finally:
                 torch.cuda.nvtx.range_pop()
+                profiled += time.monotonic() - marked
             worker.configs_passed += 1
         except Exception as exc:  # noqa: BLE001 - a diagnostic: the parent says which call failed
             worker.notes.append(f"{config.name}: {type(exc).__name__}: {exc}"[:300])
         finally:
             inputs = args = None  # noqa: F841 - this config's tensors go before the next is made
-    worker.mark("counters_calls")
+    worker.stages["counters_warm"] = round(warm, 3)
+    worker.stages["counters_profiled"] = round(profiled, 3)
     return worker.result(Verdict.PASSED)
 
 
