@@ -81,6 +81,7 @@ def collect(ctx: SearchContext, target: CounterTarget) -> CounterReport | None:
         why=target.why,
         status=report.status.value,
         wall_s=report.wall_s,
+        detail=report.detail,  # the whole reason (every containment tried): the prompts carry only the status
     )
     return report
 

@@ -1,8 +1,10 @@
 """Hardware counters as compact text for the planner's and the coder's prompts, ``ksearch show`` and the report.
 
-One block per counter report: a head saying what was measured and how (or, plainly, why nothing was), then per
-profiled shape its DRAM traffic against the task's minimum and a line per kernel: its roofline position, speed of
-light, memory units, tensor pipes, occupancy and its limiter, resources and top stalls. Pure: no I/O.
+One block per counter report: a head saying what was measured and how, then per profiled shape its DRAM traffic
+against the task's minimum and a line per kernel: its roofline position, speed of light, memory units, tensor pipes,
+occupancy and its limiter, resources and top stalls. A report without counters is one short line (its status, in a
+few words) for the model, and with ``detail`` (``ksearch show``, ``ksearch eval``) the whole reason, which can name
+every containment tried. Pure: no I/O.
 """
 
 from __future__ import annotations
@@ -11,6 +13,17 @@ from ksearch.contracts.counters import CounterReport, CounterStatus, KernelCount
 
 COUNTERS_FOR_LIMIT = 2
 """Solutions the planner may ask counters for per plan (``EditScript.counters_for``)."""
+WHY_NONE = {
+    CounterStatus.NO_NCU: "Nsight Compute is not installed here",
+    CounterStatus.NO_PERMISSION: "the GPU driver refuses performance counters",
+    CounterStatus.NO_GPU: "the CPU has none",
+    CounterStatus.TIMEOUT: "ncu ran past its time limit",
+    CounterStatus.FAILED: "ncu gave no usable report",
+    CounterStatus.OFF: "not asked for this kernel",
+    CounterStatus.SKIPPED: "kept within the run's budget for them",
+    CounterStatus.COLLECTED: "no kernel of the calls was profiled",
+}
+"""Why a report has no counters, in a few words: what a prompt says (the full reason is for people)."""
 
 
 def _pct(value: float | None) -> str:
@@ -66,13 +79,14 @@ def shape_head(s: ShapeCounters) -> str:
     return f"{s.config} ({s.launches} launches profiled){traffic}"
 
 
-def counters_text(report: CounterReport | None) -> str:
-    """The report as prompt text ('' when there is none)."""
+def counters_text(report: CounterReport | None, *, detail: bool = False) -> str:
+    """The report as prompt text ('' when there is none); without counters, one short line, and with ``detail`` the
+    recorded reason after it."""
     if report is None:
         return ""
     if not report.collected:
-        status = report.status.value if report.status != CounterStatus.COLLECTED else "no kernel profiled"
-        return f"Hardware counters: not collected ({status}): {report.detail or 'no reason recorded'}"
+        line = f"Hardware counters: not collected ({report.status.value}: {WHY_NONE[report.status]})"
+        return f"{line}: {report.detail}" if detail and report.detail else line
     where = f" on {report.device}" if report.device else ""
     lines = [
         f"Hardware counters ({report.tool or 'ncu'}{where}; one call per shape, kernels replayed at base clocks; "

@@ -85,13 +85,17 @@ def resources_text(evaluation: Evaluation, limit: int = RESOURCE_LINES) -> str:
     return "\n".join(lines)
 
 
-def evidence_text(evaluation: Evaluation, reference: Evaluation | None = None, label: str = "base") -> str:
-    """Everything an evaluation tells the model beyond its verdict line, for prompts."""
+def evidence_text(
+    evaluation: Evaluation, reference: Evaluation | None = None, label: str = "base", *, detail: bool = False
+) -> str:
+    """Everything an evaluation tells the model beyond its verdict line, for prompts (``detail``: for people, the
+    full reason when there are no counters)."""
     parts = []
     lines = shape_lines(evaluation, reference, label)
     if lines:
         parts.append("Per timed shape:\n" + "\n".join(lines))
-    for text in (profile_text(evaluation), resources_text(evaluation), counters_text(evaluation.counters)):
+    counters = counters_text(evaluation.counters, detail=detail)
+    for text in (profile_text(evaluation), resources_text(evaluation), counters):
         if text:
             parts.append(text)
     return "\n".join(parts)

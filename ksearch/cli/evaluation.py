@@ -328,7 +328,7 @@ def eval_cmd(
         if evaluation.counters is not None:
             from ksearch.agent.counters_text import counters_text
 
-            out.print(escape(counters_text(evaluation.counters)))
+            out.print(escape(counters_text(evaluation.counters, detail=True)))
             out.print(f"[dim]counters took {evaluation.counters.wall_s:.1f} s[/dim]")
         colour = "green" if evaluation.passed else "red"
         out.print(f"[{colour}]{escape(evaluation.summary())}[/{colour}]")  # it starts with the verdict

@@ -113,7 +113,7 @@ def run_view(run_id: str, workspace: Path | None = None) -> RunView:
             best_code=store.get_candidate(run["best_candidate_id"]).code if run["best_candidate_id"] else None,
             best_evaluation=best,
             cost=run_cost(store, run),
-            best_evidence=evidence_text(best) if best is not None else "",
+            best_evidence=evidence_text(best, detail=True) if best is not None else "",
             steering=list_acts(store, run["id"]),
             pending=pauses(store, run, paused) if run["status"] == "waiting" else [],
             llm_calls=[

@@ -71,3 +71,28 @@ def test_without_counters_the_prompts_show_none_and_the_planner_is_told_why(tmp_
     assert "Hardware counters" not in prompts["plan_init"] and "Hardware counters" not in prompts["write_kernel"]
     assert "Hardware counters (" not in prompts["plan_update"]
     assert "Hardware counters: none (only a passed, timed kernel is profiled)" in prompts["plan_update"]
+
+
+H100_FAILURE = (
+    "ncu could not profile a contained process here: all layers (userns,mountns,netns,ipcns,caps,landlock,seccomp): "
+    "failed, ==ERROR== The application returned an error code (121). (the probe's stderr: ksearch containment could "
+    "not apply userns: unshare: Invalid argument); no network layers (userns,mountns,ipcns,caps,landlock (network "
+    "rules open for ncu)): failed, ==ERROR== The application returned an error code (121). (the probe's stderr: "
+    "ksearch containment could not apply userns: unshare: Invalid argument); no network or mount layers (userns,"
+    "ipcns,caps,landlock (network rules open for ncu)): failed, ==ERROR== The application returned an error code "
+    "(121). (the probe's stderr: ksearch containment could not apply userns: unshare: Invalid argument)"
+)
+"""What an H100 run's prompts carried, whole, in every prompt (2026-12-07: plan_update.txt, line 170)."""
+
+
+def test_counters_that_failed_are_one_short_line_in_every_prompt(tmp_path: Path) -> None:
+    """The planner and the coder read the status in a few words; the containment ladder's failure text (600
+    characters, repeated) goes to the log and ``ksearch show``, never into a prompt."""
+    code = (REPO / "examples" / "trimul_triton_fast.py").read_text()
+    failed = CounterReport(status=CounterStatus.FAILED, detail=H100_FAILURE)
+    prompts = counter_prompts.render(_evaluation(failed), code, tmp_path)
+    for name, prompt in prompts.items():
+        lines = [line for line in prompt.splitlines() if "Hardware counters" in line]
+        assert lines == ["Hardware counters: not collected (failed: ncu gave no usable report)"] * len(lines), name
+        assert "unshare" not in prompt and "ncu could not profile" not in prompt, name
+    assert any("Hardware counters: not collected" in prompt for prompt in prompts.values())

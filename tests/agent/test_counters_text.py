@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from ksearch.agent.counters_text import counters_request_hint, counters_text, kernel_line
+from ksearch.agent.counters_text import WHY_NONE, counters_request_hint, counters_text, kernel_line
 from ksearch.agent.evidence_text import evidence_text
 from ksearch.contracts.candidate import Candidate
 from ksearch.contracts.counters import CounterReport, CounterStatus
@@ -74,10 +74,17 @@ def test_the_block_names_the_tool_the_method_and_each_shapes_traffic() -> None:
         (CounterStatus.SKIPPED, "counters have taken 40 s against 200 s of evaluations"),
     ],
 )
-def test_no_counters_is_said_plainly(status: CounterStatus, detail: str) -> None:
-    text = counters_text(CounterReport(status=status, detail=detail))
-    assert text == f"Hardware counters: not collected ({status.value}): {detail}"
+def test_no_counters_is_one_short_line_for_the_model_and_the_whole_reason_for_people(
+    status: CounterStatus, detail: str
+) -> None:
+    report = CounterReport(status=status, detail=detail)
+    text = counters_text(report)
+    assert text == f"Hardware counters: not collected ({status.value}: {WHY_NONE[status]})"
+    assert len(text) < 100 and detail not in text
+    assert counters_text(report, detail=True) == f"{text}: {detail}"
     assert counters_text(None) == ""
+    evaluation = _passed().model_copy(update={"counters": report})
+    assert detail not in evidence_text(evaluation) and detail in evidence_text(evaluation, detail=True)
 
 
 def test_the_evaluations_evidence_carries_its_counters() -> None:

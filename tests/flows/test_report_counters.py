@@ -61,9 +61,11 @@ def test_the_report_and_show_carry_the_bests_counters(tmp_path: Path) -> None:
 
 def test_counters_that_could_not_be_read_say_why(tmp_path: Path) -> None:
     timed = write_timed_run(tmp_path / "ws")
-    report = CounterReport(status=CounterStatus.NO_PERMISSION, detail="the GPU driver refuses performance counters")
+    detail = "ERR_NVGPUCTRPERM: allow them with NVreg_RestrictProfilingToAdminUsers=0"
+    report = CounterReport(status=CounterStatus.NO_PERMISSION, detail=detail)
     r = _with_counters(timed.workspace, timed.run_id, report)
     html = report_render.render_run(r, report_render.Assets())
-    assert 'id="counters-missing"' in html and "Not collected (no_permission)" in html
+    assert 'id="counters-missing"' in html and "Not collected (no_permission)" in html and detail in html
     shown = CliRunner().invoke(app, ["--workspace", str(timed.workspace), "show", timed.run_id])
-    assert "Hardware counters: not collected (no_permission)" in shown.stdout
+    assert "Hardware counters: not collected (no_permission: " in shown.stdout
+    assert detail in shown.stdout.replace("\n", " ")  # the whole reason for people (a prompt has the status only)
