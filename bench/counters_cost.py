@@ -2,12 +2,14 @@
 
 A cycle is ``--attempts`` evaluations of a TriMul kernel (examples/trimul_triton_fast.py by default: each a fresh
 sandboxed worker, correctness then timing, as the search's profile node runs them) followed, with counters on, by
-one collection for the cycle's best (Nsight Compute around a contained worker on the ``--shapes`` longest shapes,
-``ksearch.tools.counters.collect``). The session's checker is started and warm before anything is measured, as in a
-search after its first evaluation. Every figure is wall time with the GPU held.
+one collection for the cycle's best (Nsight Compute inside the candidate's containment, with a worker on the
+``--shapes`` longest shapes, ``ksearch.tools.counters.collect``). The session's checker is started and warm before
+anything is measured, as in a search after its first evaluation. Every figure is wall time with the GPU held.
 
-Prints the cycle's GPU time without and with counters and their ratio (target: at most 0.15), the trusted probe
-that picks the containment ncu works through (paid once per process), and the counters as the model reads them.
+Prints the cycle's GPU time without and with counters and their ratio (target: at most 0.15), where the counters'
+time went (the processes' start, torch's and the candidate's import, the unmarked calls that compile, the profiled
+calls with ncu's replay, reading the report back), the trusted probe that picks the containment ncu works through
+(paid once per process), and the counters as the model reads them.
 Writes ``$OUT/counters_cost.json`` when ``OUT`` is set, holding the best evaluation with its counters, for
 ``scripts/counter_prompts.py --evaluation``, and ncu's report, log and raw CSV pages to ``$OUT/ncu/`` (the pages are
 the format ``tests/tools/ncu/`` fixtures follow).
@@ -40,7 +42,7 @@ def main() -> int:
 
     from ksearch.agent.counters_text import counters_text
     from ksearch.flows.evaluate import eval_request_for_file
-    from ksearch.tools.counters import collect, ncu_command
+    from ksearch.tools.counters import collect, ncu_command, probe
     from ksearch.tools.counters.budget import SHARE, choose_shapes
     from ksearch.tools.executors.local import LocalExecutor
     from ksearch.tools.fingerprint import probe_device
@@ -69,7 +71,7 @@ def main() -> int:
             return 1
         best = min(passed, key=lambda e: e.latency_ms or float("inf"))
         started = time.monotonic()
-        rung, why = collect.choose_rung(request.device, ncu)
+        rung, why = probe.choose_rung(request.device, collect.resolved(ncu))
         probe_s = time.monotonic() - started
         print(f"containment probe: {rung.describe() if rung else why} in {probe_s:.1f} s", flush=True)
         shapes = choose_shapes(best.timings, args.shapes)
@@ -82,12 +84,13 @@ def main() -> int:
     ratio = counters_s / cycle_s
     first = (counters_s + probe_s) / cycle_s
     print()
-    print(counters_text(report))
+    print(counters_text(report, detail=True))
     print()
     print(f"GPU: {best.device}; {report.tool or 'ncu'}; kernel {args.kernel.name}; shapes {', '.join(shapes)}")
     print(f"cycle without counters: {args.attempts} evaluations, {cycle_s:.1f} s")
     print(f"cycle with counters:    {cycle_s + counters_s:.1f} s (counters {counters_s:.1f} s, status {report.status})")
     print(f"ratio counters / cycle: {ratio:.3f} (target <= {SHARE}); with the once-per-process probe: {first:.3f}")
+    print(f"where the counters' {counters_s:.1f} s went: {stages_text(report.stages)}")
     out = os.environ.get("OUT")
     if out:
         record = {
@@ -98,10 +101,26 @@ def main() -> int:
             "probe_s": round(probe_s, 3),
             "ratio": round(ratio, 4),
             "ratio_with_probe": round(first, 4),
+            "stages": report.stages,
             "best": json.loads(best.model_copy(update={"counters": report}).model_dump_json()),
         }
         Path(out, "counters_cost.json").write_text(json.dumps(record, indent=2))
     return 0 if report.collected else 1
+
+
+STAGE_WORDS = {
+    "start": "the launcher's layers, ncu's, Python's and the worker's start, and exit",
+    "load": "torch, CUDA and the candidate imported",
+    "warm": "the unmarked calls: compile, autotune",
+    "profiled": "the marked calls with ncu's replay",
+    "import": "ncu reading its report back, contained",
+}
+
+
+def stages_text(stages: dict[str, float]) -> str:
+    """The collection's stages (``CounterReport.stages``) in words; ``ncu`` is the first four together."""
+    parts = [f"{name} {stages[name]:.1f} s ({words})" for name, words in STAGE_WORDS.items() if name in stages]
+    return "; ".join(parts) or "no stages recorded"
 
 
 if __name__ == "__main__":
