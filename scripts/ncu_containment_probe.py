@@ -5,8 +5,10 @@ One command for a lent GPU machine, in about three minutes; no step stops the ne
 1. facts: ncu as found and resolved, its version, the installation folders the sandbox opens for it, the driver's
    profiling restriction (``RmProfilingAdminOnly``), the kernel, Landlock's ABI, a GPU candidate's layers here;
 2. rungs: the trusted probe (one tiny kernel, never a candidate) profiled by ncu under a bare ncu (no containment:
-   does ncu work here at all?), an evaluation's own layers with nothing opened for ncu (shows what ncu needs), and
-   each rung of the ladder the collector tries (``ksearch.tools.counters.rungs``): status, seconds, ncu's reason;
+   does ncu work here at all?), an evaluation's own layers with nothing opened for ncu (shows what ncu needs),
+   Landlock alone with the capabilities kept (where the driver restricts counters to administrators, only this and
+   the bare ncu can profile: the rungs all drop them), and each rung of the ladder the collector tries
+   (``ksearch.tools.counters.rungs``): status, seconds, ncu's reason;
 3. ``pytest tests/tools/test_counters_gpu.py`` (an evaluation's evidence carries the counters);
 4. ``bench/counters_cost.py`` (a TriMul cycle with and without counters, and where the counters' time goes);
 5. ``scripts/counter_prompts.py`` on the bench's evaluation (the TriMul prompts with the counters in them).
@@ -14,7 +16,7 @@ One command for a lent GPU machine, in about three minutes; no step stops the ne
 Writes under ``$OUT`` (or ``--out``): ``summary.txt`` (facts and table), ``logs.tar.gz`` (each step's whole output,
 each rung's ncu log and probe output, ncu's report of the bench), ``counters_cost.json`` and the three prompts.
 
-Usage (repo root, GPU machine): ``python scripts/ncu_containment_probe.py [--rung-timeout 60] [--skip-bench]``.
+Usage (repo root, GPU machine): ``python scripts/ncu_containment_probe.py [--rung-timeout 45] [--skip-bench]``.
 """
 
 from __future__ import annotations
@@ -22,7 +24,6 @@ from __future__ import annotations
 import argparse
 import os
 import platform
-import re
 import shutil
 import subprocess
 import sys
@@ -62,13 +63,9 @@ def facts(device: str) -> tuple[list[str], str | None]:
     head = Path(ncu).read_bytes()[:2]
     lines.append(f"ncu: {found} -> {ncu} ({'a script' if head == b'#!' else 'a binary'}); {collect.tool_version(ncu)}")
     lines.append(f"opened for ncu to read: {', '.join(ncu_command.installation(ncu)) or 'nothing found'}")
-    params = _read("/proc/driver/nvidia/params")
-    restriction = re.findall(r"^\s*(RmProfilingAdminOnly|RestrictProfilingToAdminUsers)\s*:\s*(\S+)", params, re.M)
-    lines.append(
-        "driver: profiling restricted to admins: "
-        + (", ".join(f"{name}={value}" for name, value in restriction) or "unknown (no /proc/driver/nvidia/params)")
-        + f"; driver {_read('/sys/module/nvidia/version').strip() or '?'}"
-    )
+    restriction = ncu_command.profiling_restriction() or "unknown (no /proc/driver/nvidia/params)"
+    version = _read("/sys/module/nvidia/version").strip() or "?"
+    lines.append(f"driver {version}: counters restricted to administrators? {restriction}")
     layers, failed = policy.probe(gpu=True)
     lines.append(
         f"landlock ABI {landlock.abi_version()}; a GPU candidate's layers here: {','.join(policy.child_layers(device))}"
@@ -90,9 +87,10 @@ def try_rungs(device: str, ncu: str, logs: Path, timeout_s: float) -> list[Row]:
     rungs = [
         Rung("bare ncu (no containment)", (), Openings(readable=readable, tool=True)),
         Rung("an evaluation's layers, nothing opened", machine, Openings(readable=readable, tool=True)),
+        Rung("Landlock only (capabilities kept)", ("landlock",), Openings(network=True, readable=readable, tool=True)),
         *ladder(machine, readable),
     ]
-    checks = 2  # the first two are no rung of the ladder: they tell whether ncu works here, and what it needs
+    checks = 3  # no rungs of the ladder: whether ncu works here, what it needs, whether capabilities are what it lacks
     rows: list[Row] = []
     started = time.monotonic()
     for index, rung in enumerate(rungs):

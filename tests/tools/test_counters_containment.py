@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from ksearch.contracts.counters import CounterStatus
 from ksearch.tools.containment import landlock, policy
 from ksearch.tools.containment.launcher import FAILED
 from ksearch.tools.containment.policy import Openings
@@ -217,3 +218,19 @@ def test_a_failure_is_said_in_its_first_meaningful_lines() -> None:
     assert detail == "ncu never connected to the profiled process"
     status, detail = ncu_command.diagnose("", returncode=121, report_exists=False, stderr=launcher)
     assert detail == launcher.strip()
+
+
+def test_the_drivers_restriction_is_read_under_either_of_its_names(tmp_path: Path) -> None:
+    """Where counters are refused, the report says what the driver says: the open module publishes
+    ``RmProfilingAdminOnly``, older drivers the option's own name."""
+    params = tmp_path / "params"
+    params.write_text("ResmanDebugLevel: 4294967295\nRmProfilingAdminOnly: 1\nEnableMSI: 1\n")
+    assert ncu_command.profiling_restriction(params) == "RmProfilingAdminOnly: 1"
+    params.write_text("RestrictProfilingToAdminUsers: 0\n")
+    assert ncu_command.profiling_restriction(params) == "RestrictProfilingToAdminUsers: 0"
+    assert ncu_command.profiling_restriction(tmp_path / "missing") == ""
+    refused = "==ERROR== ERR_NVGPUCTRPERM - The user does not have permission\n"
+    status, detail = ncu_command.diagnose(
+        refused, returncode=1, report_exists=False, restriction="RmProfilingAdminOnly: 1"
+    )
+    assert status == CounterStatus.NO_PERMISSION and "(ERR_NVGPUCTRPERM; RmProfilingAdminOnly: 1)" in detail

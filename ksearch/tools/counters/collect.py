@@ -99,6 +99,7 @@ def collect_counters(
             returncode=finished.returncode,
             report_exists=ncu_process.is_regular(ncu_command.report_path(folders.ncu)),
             stderr=ncu_process.tail(folders.work / "stderr.txt"),
+            restriction=ncu_command.profiling_restriction(),
         )
         notes = worker_notes(result)
         if status != CounterStatus.COLLECTED:

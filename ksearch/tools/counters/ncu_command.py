@@ -44,6 +44,7 @@ ENVIRONMENT = {"NV_COMPUTE_PROFILER_DISABLE_STOCK_FILE_DEPLOYMENT": "1"}
 documented variable): nothing to write there, and the sandbox's home is a fresh folder anyway."""
 INSTALLATION_NAMES = ("nsight-compute", "NsightCompute", "Nsight_Compute")
 """How an Nsight Compute installation's folder starts, beside a CUDA toolkit's ``bin`` (``nsight-compute-2025.3.1``)."""
+DRIVER_PARAMS = Path("/proc/driver/nvidia/params")
 PROBLEM_LIMIT = 3
 PROBLEM_CHARS = 200
 _EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt)\b")
@@ -78,6 +79,17 @@ def installation(ncu: str) -> tuple[str, ...]:
             names = []
         found += [os.path.join(parent, name) for name in names if name.startswith(INSTALLATION_NAMES)]
     return tuple(path for path in dict.fromkeys(found) if path != "/" and os.path.isdir(path))
+
+
+def profiling_restriction(params: Path = DRIVER_PARAMS) -> str:
+    """What the NVIDIA driver says of its restriction of counters to administrators (``RmProfilingAdminOnly: 1``,
+    or the option's older name), '' where it cannot be read."""
+    try:
+        text = params.read_text(errors="replace")
+    except OSError:
+        return ""
+    found = re.findall(r"^\s*((?:Rm)?(?:ProfilingAdminOnly|RestrictProfilingToAdminUsers))\s*:\s*(\S+)", text, re.M)
+    return ", ".join(f"{name}: {value}" for name, value in found)
 
 
 def range_name(index: int) -> str:
@@ -156,13 +168,17 @@ def problems(log: str, stderr: str, *, limit: int = PROBLEM_LIMIT) -> list[str]:
     return list(dict.fromkeys(line[:PROBLEM_CHARS] for line in picked))[:limit]
 
 
-def diagnose(log: str, *, returncode: int | None, report_exists: bool, stderr: str = "") -> tuple[CounterStatus, str]:
+def diagnose(
+    log: str, *, returncode: int | None, report_exists: bool, stderr: str = "", restriction: str = ""
+) -> tuple[CounterStatus, str]:
     """What ncu's own log and the run's stderr say about a collection: ``COLLECTED`` with '' when the report exists
-    and nothing went wrong, else the status and a sentence that says why (``problems``' lines)."""
+    and nothing went wrong, else the status and a sentence that says why (``problems``' lines; on a refusal of
+    counters, what the driver says of its ``restriction``, ``profiling_restriction``)."""
     if PERMISSION_MARK in log or PERMISSION_MARK in stderr:
         return CounterStatus.NO_PERMISSION, (
-            "the GPU driver refuses performance counters to this user (ERR_NVGPUCTRPERM): allow them with the "
-            "nvidia module option NVreg_RestrictProfilingToAdminUsers=0, or run as an administrator"
+            "the GPU driver refuses performance counters to this user (ERR_NVGPUCTRPERM"
+            + (f"; {restriction}" if restriction else "")
+            + "): allow them with the nvidia module option NVreg_RestrictProfilingToAdminUsers=0"
         )
     found = problems(log, stderr)
     why = " | ".join(found)

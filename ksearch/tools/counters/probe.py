@@ -68,7 +68,13 @@ def try_rung(
             reasons = (f"killed after {timeout_s:g} s", *found)
             return RungTrial(rung, CounterStatus.TIMEOUT, reasons, finished.seconds)
         report = ncu_process.is_regular(ncu_command.report_path(folders.ncu))
-        status, detail = ncu_command.diagnose(log, returncode=finished.returncode, report_exists=report, stderr=stderr)
+        status, detail = ncu_command.diagnose(
+            log,
+            returncode=finished.returncode,
+            report_exists=report,
+            stderr=stderr,
+            restriction=ncu_command.profiling_restriction(),
+        )
         if status == CounterStatus.COLLECTED:
             return RungTrial(rung, status, (), finished.seconds)
         reasons = tuple(ncu_command.problems(log, stderr)) or (detail,)
