@@ -3,7 +3,8 @@
 Targets, in order: each cycle that just ended, its best attempt; then the solutions the planner named in its last
 script (``EditScript.counters_for``). Each is collected once per evaluation (a stored report, even a failed one,
 is not paid for again; one skipped for the budget is tried again when asked), on a leased GPU, through the
-context's ``counters`` (the executor's trusted collector). Nothing here decides a verdict or a promotion.
+context's ``counters`` (the executor's trusted collector). Nothing here decides a verdict or a promotion: a collector
+that fails, even by raising, is stored as ``failed`` with its reason, and the run goes on.
 """
 
 from __future__ import annotations
@@ -70,7 +71,11 @@ def collect(ctx: SearchContext, target: CounterTarget) -> CounterReport | None:
         candidate = ctx.store.get_candidate(target.candidate_id)
         assert ctx.counters is not None
         with ctx.device_lease() as device:
-            report = ctx.counters(ctx.eval_request(candidate, device), shapes)
+            try:
+                report = ctx.counters(ctx.eval_request(candidate, device), shapes)
+            except Exception as exc:  # noqa: BLE001 - counters are diagnostics: the run goes on, the fault is kept
+                why = f"the executor's counters collector failed: {type(exc).__name__}: {exc}"[:400]
+                report = CounterReport(status=CounterStatus.FAILED, detail=why)
         if report.collected:
             report = report.model_copy(update={"device": evaluation.device})  # the GPU's name, not "cuda:0"
     record_counters(ctx.store, target.evaluation_id, ctx.run_id, report)

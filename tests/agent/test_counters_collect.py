@@ -5,7 +5,7 @@ on the CPU or in a process that only writes prompts; the planner sees what it as
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -81,7 +81,9 @@ class Collector:
         return CounterReport(status=CounterStatus.COLLECTED, wall_s=self.wall_s, shapes=[shape], tool="ncu 2025.3")
 
 
-def _ctx(store: Store, collector: Collector | None, *, device: str = "cuda", prompts_only: bool = False):
+def _ctx(
+    store: Store, collector: Callable[..., CounterReport] | None, *, device: str = "cuda", prompts_only: bool = False
+):
     @contextlib.contextmanager
     def lease() -> Iterator[str]:
         yield "cuda:0"
@@ -158,6 +160,23 @@ def test_nothing_is_collected_on_the_cpu_untimed_or_in_a_prompts_only_process(st
     untimed_candidate, untimed = _stored(store, "k2", Evaluation(verdict="passed", device="cpu"))
     assert collect(_ctx(store, collector), CounterTarget(untimed, untimed_candidate, "c2")) is None  # type: ignore[arg-type]
     assert collector.asked == [] and find_counters(store, eid) is None
+
+
+def test_a_collector_that_raises_is_a_failed_report_and_the_run_goes_on(store: Store) -> None:
+    """Counters are diagnostics: an executor whose collector raises (a lost worker, a full disk) leaves the
+    evaluation as it was, stores the failure with its reason (not paid for again) and raises nothing."""
+
+    def broken(request: SimpleNamespace, shapes: list[str]) -> CounterReport:
+        raise OSError("No space left on device")
+
+    candidate, eid = _stored(store, "k1", _evaluation())
+    before = store.get_evaluation(eid)
+    report = collect(_ctx(store, broken), CounterTarget(eid, candidate, "c1"))  # type: ignore[arg-type]
+    assert report is not None and report.status == CounterStatus.FAILED
+    assert report.detail == "the executor's counters collector failed: OSError: No space left on device"
+    after = store.get_evaluation(eid)
+    assert after.counters == report
+    assert after.model_dump(exclude={"counters"}) == before.model_dump(exclude={"counters"})
 
 
 def test_the_planner_sees_what_it_asked_for_and_how_to_ask(store: Store) -> None:

@@ -9,18 +9,22 @@ report (through a contained ``ncu --import``), never the candidate's output.
 
 from __future__ import annotations
 
+import ast
 import os
 import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 
 from ksearch.contracts.candidate import Candidate
 from ksearch.contracts.counters import CounterStatus
+from ksearch.contracts.evaluation import Evaluation, Timing
+from ksearch.flows.evaluate import with_counters
 from ksearch.tools.containment import policy
 from ksearch.tools.containment.policy import Openings
-from ksearch.tools.counters import ncu_command, probe
+from ksearch.tools.counters import collect, ncu_command, probe
 from ksearch.tools.counters.collect import carried_ranges, collect_counters
 from ksearch.tools.counters.ncu_csv import Launch
 from ksearch.tools.counters.rungs import Rung, openings_for
@@ -28,6 +32,7 @@ from ksearch.tools.evaluator.parent.request import EvalRequest
 
 HERE = Path(__file__).parent / "ncu"
 SOFTMAX = "import torch\n\ndef kernel(x):\n    return torch.softmax(x, dim=-1)\n"
+SECRET = "the user's private key"
 linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="containment is Linux's")
 
 
@@ -53,13 +58,28 @@ def fake_ncu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
             shutil.copy(HERE / name, home / name)
         seen = record / f"runs-{mode}.txt"
         tool = home / "ncu"
-        script = f'FAKE_NCU_MODE={mode} FAKE_NCU_ARGV={seen} exec {sys.executable} {home}/fake_ncu.py "$@"'
+        variables = f"FAKE_NCU_MODE={mode} FAKE_NCU_ARGV={seen} FAKE_NCU_SECRET={_secret(tmp_path)}"
+        script = f'{variables} exec {sys.executable} {home}/fake_ncu.py "$@"'
         tool.write_text(f"#!/bin/sh\n{script}\n")
         tool.chmod(0o755)
         monkeypatch.setenv("KSEARCH_NCU", str(tool))
         return seen
 
     return install
+
+
+def _secret(tmp_path: Path) -> Path:
+    """A file of the user's outside the sandbox (a key, say) that a candidate would like read back to it."""
+    secret = tmp_path / "outside" / "secret.txt"
+    secret.parent.mkdir(exist_ok=True)
+    secret.write_text(SECRET)
+    return secret
+
+
+def _without_probe(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The installed stand-in's rung chosen already (no containment), as a probe earlier in the process would."""
+    ncu = collect.resolved(os.environ["KSEARCH_NCU"])
+    monkeypatch.setattr(probe, "_chosen", {("cuda", ncu): (Rung("off", (), openings_for(())), "")})
 
 
 def _runs(seen: Path) -> dict[str, str]:
@@ -106,7 +126,7 @@ def test_a_probe_that_profiles_nothing_under_every_rung_fails_naming_each(fake_n
 
 def test_a_collection_that_hangs_is_killed_at_its_limit(fake_ncu, monkeypatch: pytest.MonkeyPatch) -> None:
     fake_ncu("hang")
-    monkeypatch.setattr(probe, "_chosen", {"cuda": (Rung("off", (), openings_for(())), "")})  # not the probe's hang
+    _without_probe(monkeypatch)  # not the probe's hang
     report = collect_counters(_request(), _shapes(), timeout_s=2.0)
     assert report.status == CounterStatus.TIMEOUT and "killed after 2 s" in report.detail
     assert report.wall_s < 60
@@ -133,6 +153,10 @@ def test_a_collection_runs_ncu_inside_every_layer_and_reads_its_report_by_shape(
     imports = [argv for argv in runs if "--import" in argv]
     assert "--nvtx-include ksearch_counters_1/" in worker_run and "--config-file off" in worker_run
     assert "ksearch.tools.containment.launcher" not in worker_run  # the launcher ran before ncu, not under it
+    # what the launcher execs: ncu's options, then the worker it starts (inside the same layers)
+    assert worker_run.startswith("--target-processes all --replay-mode kernel --nvtx ")
+    worker = f"{sys.executable} -P -m {collect.WORKER_MODULE} --device cuda:0 --role counters"
+    assert worker_run.endswith(f"/{ncu_command.LOG_NAME} {worker}")
     assert len(imports) == 2  # both pages, each read by a contained ncu
     for run in (probe_run, worker_run, *imports):
         if "userns" in machine:
@@ -166,3 +190,101 @@ def test_a_launch_inside_the_candidates_own_nvtx_range_keeps_the_shape_of_the_on
     renamed += [Launch(2, "ksearch_counters_1"), Launch(4, "inner")]
     assert carried_ranges(renamed) == {0: 0, 1: 0, 2: 1, 3: 1, 4: 1}
     assert carried_ranges([Launch(0, "before any range")]) == {}
+
+
+# ---- counters are advisory: a failing ncu, or a report the candidate changed, never reaches a verdict or a score ----
+
+
+def _timed(shapes: list[str]) -> Evaluation:
+    """A passed, timed evaluation of the softmax candidate (its verdict and score decided before any counter)."""
+    timings = [
+        Timing(config=name, median_ms=ms, mean_ms=ms, stdev_ms=0.01, samples=30)
+        for name, ms in zip(shapes, [2.0, 1.0], strict=True)
+    ]
+    return Evaluation(verdict="passed", device="cuda:0", timed=True, timings=timings, score=0.7, latency_ms=1.41)
+
+
+ADVISORY_CASES = {
+    "permission": (CounterStatus.NO_PERMISSION, "ERR_NVGPUCTRPERM"),
+    "forged": (CounterStatus.COLLECTED, ""),
+    "garbage": (CounterStatus.FAILED, "ncu's report could not be read"),
+    "linked": (CounterStatus.FAILED, ""),  # a link is no report: nothing is read through it
+}
+"""How each mode of the stand-in ends: ncu refused the counters; a report the candidate changed (it shares ncu's
+folder) into figures the kernel never had, into no report at all, into a link to a file outside the sandbox."""
+
+
+@linux_only
+@pytest.mark.parametrize("mode", list(ADVISORY_CASES))
+def test_counters_never_change_the_evaluation_they_describe(fake_ncu, mode: str) -> None:
+    """Whatever ncu or the candidate does to the counters, the evaluation keeps its verdict, score and timings; a
+    forged report misleads only the diagnostic (its figures show as counters, which the model is told they are), and
+    a link is never followed."""
+    fake_ncu(mode)
+    evaluation = _timed(_shapes())
+    described = with_counters(evaluation, _request(), 2)
+    assert described.model_dump(exclude={"counters"}) == evaluation.model_dump(exclude={"counters"})
+    report = described.counters
+    status, said = ADVISORY_CASES[mode]
+    assert report is not None and report.status == status and said in report.detail, report
+    assert SECRET not in report.model_dump_json()
+    if mode == "forged":
+        assert report.shapes[0].kernels[0].name == "forged_by_the_candidate"
+
+
+@linux_only
+def test_each_ncu_gets_a_rung_that_opens_its_own_installation(fake_ncu) -> None:
+    """The probe's choice is kept per device kind and ncu: another ncu (``KSEARCH_NCU`` changed in a process) is
+    probed anew, since a rung lets the sandbox read its ncu's installation only."""
+    chosen = []
+    for mode in ("ok", "forged"):
+        fake_ncu(mode)
+        ncu = collect.resolved(os.environ["KSEARCH_NCU"])
+        rung, why = probe.choose_rung("cuda:0", ncu)
+        assert rung is not None, why
+        chosen.append((ncu, rung))
+    for ncu, rung in chosen:
+        assert os.path.dirname(ncu) in rung.openings.readable
+
+
+def test_a_fault_of_the_collector_itself_is_a_failed_report_never_an_exception(
+    fake_ncu, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """No scratch folder (a full or missing temporary folder): the collection fails with the reason, it does not
+    raise into the evaluation or the run."""
+    fake_ncu("ok")
+    _without_probe(monkeypatch)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "no-such-folder"))
+    report = collect_counters(_request(), _shapes())
+    assert report.status == CounterStatus.FAILED
+    assert report.detail.startswith("the counters collector failed: FileNotFoundError")
+
+
+DECISIONS = (
+    "ksearch/tools/evaluator/parent",
+    "ksearch/tools/evaluator/checker",
+    "ksearch/tools/timing",
+    "ksearch/agent/promotion.py",
+    "ksearch/agent/selection.py",
+)
+"""What decides a verdict, a score or a promotion (the evaluator's parent and checker, timing, promotion, the
+frontier's order)."""
+
+
+def test_what_decides_a_verdict_a_score_or_a_promotion_never_reads_counters() -> None:
+    """The counters (ncu's report, which the candidate may have changed) reach the model and people only: no module
+    that decides imports them or reads an evaluation's ``counters``."""
+    root = Path(__file__).parents[2]
+    paths = [root / entry for entry in DECISIONS]
+    files = [file for path in paths for file in (sorted(path.rglob("*.py")) if path.is_dir() else [path])]
+    assert len(files) > 10
+    for path in files:
+        tree = ast.parse(path.read_text(), str(path))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom | ast.Import):
+                names = [node.module or ""] if isinstance(node, ast.ImportFrom) else [a.name for a in node.names]
+                assert not any("counters" in name for name in names), f"{path} imports {names}"
+            if isinstance(node, ast.Attribute):
+                assert node.attr != "counters", f"{path}:{node.lineno} reads .counters"
+            if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                assert "ncu-rep" not in node.value, f"{path}:{node.lineno} names ncu's report"

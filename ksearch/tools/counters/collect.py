@@ -44,11 +44,27 @@ def collect_counters(
     keep: Path | None = None,
 ) -> CounterReport:
     """Nsight Compute's counters of ``request``'s candidate on ``shapes`` (benchmark config names, in the order they
-    are called), or a report that says why there are none. Never raises for the candidate's or the tool's failure.
-    ``keep``: a folder that receives ncu's report (``counters.ncu-rep``, for Nsight Compute's UI), its log and the
-    raw pages read from it."""
+    are called), or a report that says why there are none. Never raises for the candidate's, the tool's or this
+    machine's failure (counters are diagnostics: a fault here must not end an evaluation or a run). ``keep``: a
+    folder that receives ncu's report (``counters.ncu-rep``, for Nsight Compute's UI), its log and the raw pages
+    read from it."""
     started = time.monotonic()
+    try:
+        return _collect(request, shapes, started, timeout_s=timeout_s, launch_cap=launch_cap, keep=keep)
+    except Exception as exc:  # noqa: BLE001 - a diagnostic: the fault is said in the report, never raised
+        why = f"the counters collector failed: {type(exc).__name__}: {exc}"[:400]
+        return CounterReport(status=CounterStatus.FAILED, detail=why, wall_s=round(time.monotonic() - started, 3))
 
+
+def _collect(
+    request: EvalRequest,
+    shapes: list[str],
+    started: float,
+    *,
+    timeout_s: float | None,
+    launch_cap: int | None,
+    keep: Path | None,
+) -> CounterReport:
     def report(status: CounterStatus, detail: str = "", **fields: object) -> CounterReport:
         return CounterReport(status=status, detail=detail, wall_s=round(time.monotonic() - started, 3), **fields)  # type: ignore[arg-type]
 

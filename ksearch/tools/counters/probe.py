@@ -100,14 +100,14 @@ def probe_rungs(device: str, ncu: str, rungs: list[Rung]) -> tuple[Rung | None, 
     return None, f"{NO_RUNG}: " + "; ".join(trial.describe() for trial in tried)
 
 
-_chosen: dict[str, tuple[Rung | None, str]] = {}
+_chosen: dict[tuple[str, str], tuple[Rung | None, str]] = {}
 _chosen_lock = threading.Lock()
 
 
 def choose_rung(device: str, ncu: str) -> tuple[Rung | None, str]:
-    """The containment ncu and the candidate get on ``device`` (once per process and device kind), or None with why
-    no rung worked."""
-    key = device.split(":")[0]
+    """The containment ncu and the candidate get on ``device`` (once per process, device kind and ncu: a rung opens
+    its ncu's installation), or None with why no rung worked."""
+    key = (device.split(":")[0], ncu)
     with _chosen_lock:
         if key not in _chosen:
             _chosen[key] = probe_rungs(device, ncu, rungs_for(device, ncu))

@@ -5,8 +5,11 @@ paths the collector opens for ncu), beside the raw-page fixtures. Behaves by ``F
 it can reach a listener of its own as ncu reaches its library in the profiled process (a TCP port on the loopback and
 an abstract Unix socket), runs the program it profiles (the real counters worker or probe) and writes a report and a
 log as ncu does; ``permission`` logs ncu's ERR_NVGPUCTRPERM error; ``nothing`` logs that no kernel was profiled;
-``hang`` never returns. ``--import`` prints the raw-page fixtures beside this file, once it has read the report it
-is given; ``--version`` a version. Each run appends its argv and what it can see of its own containment to
+``hang`` never returns. A candidate's report (never the trusted probe's) is changed afterwards as the candidate
+could (it shares ncu's folder) by ``forged`` (a plausible page of figures the kernel never had), ``garbage`` (no
+page at all) and ``linked`` (a link to ``FAKE_NCU_SECRET``, a file outside the sandbox). Its report is the raw page
+itself: ``--import`` prints it (and, with ``--print-nvtx-rename``, the by-range fixture beside this file);
+``--version`` a version. Each run appends its argv and what it can see of its own containment to
 ``FAKE_NCU_ARGV`` (a file in a folder the sandbox may write).
 """
 
@@ -53,10 +56,10 @@ if "--version" in argv:
     sys.exit(0)
 if "--import" in argv:
     report = Path(argv[argv.index("--import") + 1])
-    if not report.read_bytes():
+    page = report.read_text(errors="replace")
+    if not page:
         sys.exit(1)
-    name = "raw_page_by_range.csv" if "--print-nvtx-rename" in argv else "raw_page.csv"
-    sys.stdout.write((HERE / name).read_text())
+    sys.stdout.write((HERE / "raw_page_by_range.csv").read_text() if "--print-nvtx-rename" in argv else page)
     sys.exit(0)
 log = Path(argv[argv.index("--log-file") + 1])
 report = Path(argv[argv.index("--export") + 1] + ".ncu-rep")
@@ -77,4 +80,12 @@ if mode == "nothing":
     sys.exit(returncode)
 log.write_text("==PROF== Connected to process 2\n==PROF== Disconnected from process 2\n")
 shutil.copy(HERE / "raw_page.csv", report)
+tampered = mode if "--role" in program else "ok"  # the counters worker runs the candidate; the probe does not
+if tampered == "forged":
+    report.write_text(report.read_text().replace("_ln_proj_rows", "forged_by_the_candidate"))
+elif tampered == "garbage":
+    report.write_bytes(b"NVIDIA report? no: bytes of the candidate's choosing\n")
+elif tampered == "linked":
+    report.unlink()
+    report.symlink_to(os.environ["FAKE_NCU_SECRET"])
 sys.exit(0)
