@@ -1,14 +1,15 @@
 """Which containment Nsight Compute profiles through on this GPU machine, and what counters cost (issue 57).
 
-One command for a lent GPU machine, in about three minutes; no step stops the next, and the compact table comes last:
+One command for a lent GPU machine, in about four minutes; no step stops the next, and the compact table comes last:
 
 1. facts: ncu as found and resolved, its version, the installation folders the sandbox opens for it, the driver's
    profiling restriction (``RmProfilingAdminOnly``), the kernel, Landlock's ABI, a GPU candidate's layers here;
-2. rungs: the trusted probe (one tiny kernel, never a candidate) profiled by ncu under a bare ncu (no containment:
-   does ncu work here at all?), an evaluation's own layers with nothing opened for ncu (shows what ncu needs),
-   Landlock alone with the capabilities kept (where the driver restricts counters to administrators, only this and
-   the bare ncu can profile: the rungs all drop them), and each rung of the ladder the collector tries
-   (``ksearch.tools.counters.rungs``): status, seconds, ncu's reason;
+2. rungs: the trusted probe (one tiny kernel, never a candidate) profiled by ncu under each rung of the ladder the
+   collector tries (``ksearch.tools.counters.rungs``), strongest first, up to the first that works (all of them with
+   ``--all-rungs``): status, seconds, ncu's reason. When none works (or with ``--all-rungs``), three checks follow: a
+   bare ncu (no containment: does ncu work here at all?), an evaluation's own layers with nothing opened for ncu
+   (what ncu needs), and Landlock alone with the capabilities kept (where the driver restricts counters to
+   administrators, only this and the bare ncu can profile: the rungs all drop them);
 3. ``pytest tests/tools/test_counters_gpu.py`` (an evaluation's evidence carries the counters);
 4. ``bench/counters_cost.py`` (a TriMul cycle with and without counters, and where the counters' time goes);
 5. ``scripts/counter_prompts.py`` on the bench's evaluation (the TriMul prompts with the counters in them).
@@ -16,7 +17,8 @@ One command for a lent GPU machine, in about three minutes; no step stops the ne
 Writes under ``$OUT`` (or ``--out``): ``summary.txt`` (facts and table), ``logs.tar.gz`` (each step's whole output,
 each rung's ncu log and probe output, ncu's report of the bench), ``counters_cost.json`` and the three prompts.
 
-Usage (repo root, GPU machine): ``python scripts/ncu_containment_probe.py [--rung-timeout 45] [--skip-bench]``.
+Usage (repo root, GPU machine): ``python scripts/ncu_containment_probe.py [--rung-timeout 45] [--all-rungs]
+[--skip-bench] [--budget 540]``. Exits 0 when a rung of the ladder profiled the probe and every later step passed.
 """
 
 from __future__ import annotations
@@ -32,6 +34,10 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ksearch.tools.counters.rungs import Rung
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -75,37 +81,61 @@ def facts(device: str) -> tuple[list[str], str | None]:
     return lines, ncu
 
 
-def try_rungs(device: str, ncu: str, logs: Path, timeout_s: float) -> list[Row]:
-    """The probe under a bare ncu, an evaluation's layers, then every rung of the ladder, each with its reason."""
+def try_rungs(device: str, ncu: str, logs: Path, timeout_s: float, *, every: bool) -> list[Row]:
+    """The ladder's rungs, strongest first, up to the first that profiles the probe (``every``: all of them); then,
+    when none did (or ``every``), the checks that say why: a bare ncu, an evaluation's layers, Landlock alone."""
     from ksearch.tools.containment import policy
     from ksearch.tools.containment.policy import Openings
-    from ksearch.tools.counters import ncu_command, probe
+    from ksearch.tools.counters import ncu_command
     from ksearch.tools.counters.rungs import Rung, ladder
 
     readable = ncu_command.installation(ncu)
     machine = policy.child_layers(device)
-    rungs = [
-        Rung("bare ncu (no containment)", (), Openings(readable=readable, tool=True)),
-        Rung("an evaluation's layers, nothing opened", machine, Openings(readable=readable, tool=True)),
-        Rung("Landlock only (capabilities kept)", ("landlock",), Openings(network=True, readable=readable, tool=True)),
-        *ladder(machine, readable),
-    ]
-    checks = 3  # no rungs of the ladder: whether ncu works here, what it needs, whether capabilities are what it lacks
-    rows: list[Row] = []
     started = time.monotonic()
-    for index, rung in enumerate(rungs):
-        step = f"{'check' if index < checks else 'rung'}: {rung.name}"
+    rows = try_each("rung", ladder(machine, readable), device, ncu, logs, timeout_s, started, stop_at_first=not every)
+    if every or not any(row.outcome == "ok" for row in rows):
+        checks = [
+            Rung("bare ncu (no containment)", (), Openings(readable=readable, tool=True)),
+            Rung("an evaluation's layers, nothing opened", machine, Openings(readable=readable, tool=True)),
+            Rung(
+                "Landlock only (capabilities kept)", ("landlock",), Openings(network=True, readable=readable, tool=True)
+            ),
+        ]
+        rows += try_each("check", checks, device, ncu, logs, timeout_s, started, stop_at_first=False)
+    return rows
+
+
+def try_each(
+    kind: str,
+    rungs: list[Rung],
+    device: str,
+    ncu: str,
+    logs: Path,
+    timeout_s: float,
+    started: float,
+    *,
+    stop_at_first: bool,
+) -> list[Row]:
+    """The probe under each of ``rungs`` (its ncu log and output kept under ``logs``), within ``RUNGS_BUDGET_S``."""
+    from ksearch.tools.counters import probe
+
+    rows: list[Row] = []
+    for rung in rungs:
+        step = f"{kind}: {rung.name}"
         if time.monotonic() - started > RUNGS_BUDGET_S:
             rows.append(Row(step, "not tried", 0.0, f"past {RUNGS_BUDGET_S:g} s for the rungs"))
             continue
+        folder = logs / f"{kind}-{len(rows)}"
         try:
-            trial = probe.try_rung(device, ncu, rung, timeout_s, keep=logs / f"rung{index}")
+            trial = probe.try_rung(device, ncu, rung, timeout_s, keep=folder)
         except Exception as exc:  # noqa: BLE001 - a step of a diagnostic: the next one runs anyway
             rows.append(Row(step, "error", 0.0, f"{type(exc).__name__}: {exc}"))
             continue
         ok = trial.status.value == "collected"
         rows.append(Row(step, "ok" if ok else trial.status.value, trial.seconds, " | ".join(trial.reasons)))
         print(f"  {rows[-1].seconds:5.1f} s  {trial.describe()}", flush=True)
+        if ok and stop_at_first:
+            break
     return rows
 
 
@@ -144,6 +174,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--rung-timeout", type=float, default=45.0, help="seconds each rung's probe may take")
+    parser.add_argument("--all-rungs", action="store_true", help="every rung and check, not up to the first that works")
     parser.add_argument("--budget", type=float, default=540.0, help="seconds the whole may take (steps are cut)")
     parser.add_argument("--skip-tests", action="store_true")
     parser.add_argument("--skip-bench", action="store_true")
@@ -164,7 +195,7 @@ def main() -> int:
     print("\n".join(lines), flush=True)
     if ncu is not None:
         print("rungs (the trusted probe under each):", flush=True)
-        rows += try_rungs(args.device, ncu, logs, args.rung_timeout)
+        rows += try_rungs(args.device, ncu, logs, args.rung_timeout, every=args.all_rungs)
     python = sys.executable
     deadline = began + args.budget
 
