@@ -10,13 +10,21 @@ import textwrap
 
 import pytest
 
-from ksearch.tools.evaluator.shared.cuda_ipc import HANDLE_BYTES, ExportedBuffer
+from ksearch.tools.evaluator.shared.cuda_ipc import HANDLE_BYTES, PROBE_BYTES, ExportedBuffer
 
 
 def test_a_handle_round_trips_and_a_malformed_one_is_refused() -> None:
-    exported = ExportedBuffer(handle=bytes(range(HANDLE_BYTES)), offset=512)
+    exported = ExportedBuffer(handle=bytes(range(HANDLE_BYTES)), offset=512, probe=b"p" * PROBE_BYTES)
     assert ExportedBuffer.decode(exported.encode()) == exported
-    for text in ("", "cuipc1:00:0", f"other:{'00' * HANDLE_BYTES}:0", f"cuipc1:{'00' * HANDLE_BYTES}:-1"):
+    handle, probe = "00" * HANDLE_BYTES, "11" * PROBE_BYTES
+    for text in (
+        "",
+        f"cuipc1:00:0:{probe}",
+        f"other:{handle}:0:{probe}",
+        f"cuipc1:{handle}:-1:{probe}",
+        f"cuipc1:{handle}:0",
+        f"cuipc1:{handle}:0:11",
+    ):
         with pytest.raises(ValueError):
             ExportedBuffer.decode(text)
 
@@ -48,3 +56,12 @@ def test_another_process_writes_into_the_checkers_buffer_through_the_handle() ->
     assert proc.returncode == 0, proc.stderr
     staged = owner.tensor(int(proc.stdout.split()[-1]), [1000], "torch.float32")
     assert torch.equal(staged, torch.full((1000,), 7.0, device="cuda"))
+
+    wrong = handle.model_copy(update={"ipc": handle.ipc[: -2 * PROBE_BYTES] + "00" * PROBE_BYTES})
+    proc = subprocess.run(
+        [sys.executable, "-c", code.replace(handle.model_dump_json(), wrong.model_dump_json())],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode != 0 and "does not hold the checker's bytes" in proc.stderr, proc.stderr

@@ -5,6 +5,10 @@ a candidate's ``/dev/shm`` is its own (``containment.launcher.private_shm``), so
 open the checker's buffer and fell back to host memory (2026-12-07). The driver's handle needs no file: the checker
 exports the allocation that holds its buffer, the worker maps it and views it at the buffer's offset. The checker
 keeps its buffer alive while any worker may write to it (it replaces it only between requests).
+
+The checker writes random bytes (``probe``) at the buffer's start before it hands the handle out, and the worker reads
+them back after mapping: a mapping that missed the buffer is refused there (the session then stages through host
+memory) instead of misplacing every output, which the checker would judge wrong.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from typing import Any
 
 PREFIX = "cuipc1"
 HANDLE_BYTES = 64
+PROBE_BYTES = 16
 CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS = 1
 
 
@@ -24,21 +29,25 @@ class _IpcMemHandle(ctypes.Structure):
 
 @dataclass(frozen=True)
 class ExportedBuffer:
-    """What a worker needs to map the checker's buffer: the allocation's handle and the buffer's offset in it."""
+    """What a worker needs to map the checker's buffer: the allocation's handle, the buffer's offset in it, and the
+    bytes the checker wrote at the buffer's start."""
 
     handle: bytes
     offset: int
+    probe: bytes
 
     def encode(self) -> str:
-        return f"{PREFIX}:{self.handle.hex()}:{self.offset}"
+        return f"{PREFIX}:{self.handle.hex()}:{self.offset}:{self.probe.hex()}"
 
     @classmethod
     def decode(cls, text: str) -> ExportedBuffer:
-        prefix, handle, offset = text.split(":")
-        raw = bytes.fromhex(handle)
-        if prefix != PREFIX or len(raw) != HANDLE_BYTES or int(offset) < 0:
+        parts = text.split(":")
+        if len(parts) != 4 or parts[0] != PREFIX:
             raise ValueError(f"not a staging buffer's CUDA IPC handle: {text[:40]!r}")
-        return cls(handle=raw, offset=int(offset))
+        handle, offset, probe = bytes.fromhex(parts[1]), int(parts[2]), bytes.fromhex(parts[3])
+        if len(handle) != HANDLE_BYTES or offset < 0 or len(probe) != PROBE_BYTES:
+            raise ValueError(f"not a staging buffer's CUDA IPC handle: {text[:40]!r}")
+        return cls(handle=handle, offset=offset, probe=probe)
 
 
 _driver: Any = None
@@ -65,14 +74,24 @@ def _check(status: int, call: str) -> None:
         raise RuntimeError(f"{call} failed: {(name.value or b'?').decode()} ({status})")
 
 
-def export(pointer: int) -> ExportedBuffer:
-    """The IPC handle of the allocation holding device address ``pointer`` (the current context's), and its offset."""
+def export(buffer: Any) -> ExportedBuffer:
+    """The IPC handle of the allocation holding ``buffer`` (a uint8 CUDA tensor of the current device), its offset,
+    and the random bytes now written at its start (synchronised: the worker may read them at once)."""
+    import secrets
+
+    import torch
+
+    probe = secrets.token_bytes(PROBE_BYTES)
+    buffer[:PROBE_BYTES].copy_(torch.frombuffer(bytearray(probe), dtype=torch.uint8))
+    torch.cuda.synchronize(buffer.device)
+    pointer = buffer.data_ptr()
     cuda = _cuda()
     base, size = ctypes.c_uint64(), ctypes.c_size_t()
     _check(cuda.cuMemGetAddressRange_v2(ctypes.byref(base), ctypes.byref(size), ctypes.c_uint64(pointer)), "range")
     handle = _IpcMemHandle()
     _check(cuda.cuIpcGetMemHandle(ctypes.byref(handle), ctypes.c_uint64(base.value)), "cuIpcGetMemHandle")
-    return ExportedBuffer(handle=ctypes.string_at(ctypes.byref(handle), HANDLE_BYTES), offset=pointer - base.value)
+    raw = ctypes.string_at(ctypes.byref(handle), HANDLE_BYTES)
+    return ExportedBuffer(handle=raw, offset=pointer - base.value, probe=probe)
 
 
 class _DeviceBytes:
@@ -104,6 +123,10 @@ class MappedBuffer:
         )
         self._base: int | None = base.value
         self.tensor = torch.as_tensor(_DeviceBytes(base.value + exported.offset, nbytes), device=f"cuda:{index}")
+        found = bytes(self.tensor[:PROBE_BYTES].cpu().tolist())
+        if found != exported.probe:
+            self.close()
+            raise RuntimeError("the mapped staging buffer does not hold the checker's bytes")
 
     def close(self) -> None:
         """Unmap (no view of ``tensor`` may be used afterwards)."""

@@ -92,7 +92,7 @@ class StagingOwner:
 
         self.buffer = torch.empty(size, dtype=torch.uint8, device=self.device)
         with torch.cuda.device(self.buffer.device):
-            exported = cuda_ipc.export(self.buffer.data_ptr())
+            exported = cuda_ipc.export(self.buffer)
         return StagingHandle(kind="cuda_ipc", nbytes=size, generation=self.generation, ipc=exported.encode())
 
     def _allocate_shm(self, size: int) -> StagingHandle:
