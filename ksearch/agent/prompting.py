@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 from ksearch.agent.selection import SelectionPolicy, frontier_report
-from ksearch.agent.world_model import ROOT_ID, Node, WorldModel
+from ksearch.agent.world_model import ROOT_ID, Node, SolutionRef, WorldModel
 from ksearch.prompts import clip
 
 
@@ -21,14 +21,24 @@ def node_line(node: Node, depth: int) -> str:
     if node.solution:
         sol = node.solution
         perf = f"{sol.latency_ms:.4f} ms" if sol.latency_ms is not None else "correct (untimed)"
-        flag = ", regression vs parent" if sol.regression_vs_parent else ""
-        parts.append(f"solution {sol.candidate_id[-10:]}: {perf}{flag}")
+        parts.append(f"solution {sol.candidate_id[-10:]}: {perf}{_versus_parent(sol)}")
     if node.failed_cycles:
         parts.append(f"failed cycles: {node.failed_cycles}")
     marks = [m for m, on in (("added", node.by_person), ("pinned", node.pinned), ("pruned", node.pruned)) if on]
     if marks:
         parts.append(" and ".join(marks) + " by a person")
     return " | ".join(parts)
+
+
+def _versus_parent(sol: SolutionRef) -> str:
+    """``, x0.98 vs parent (within noise)``; a regression beyond the noise band says so."""
+    if sol.vs_parent is None:
+        return ", regression vs parent" if sol.regression_vs_parent else ""
+    if sol.vs_parent_within_noise:
+        verdict = "within noise"
+    else:
+        verdict = "regression" if sol.regression_vs_parent else "faster"
+    return f", x{sol.vs_parent:.2f} vs parent ({verdict})"
 
 
 def tree_view(wm: WorldModel, *, limit: int = 12000, with_notes: bool = True) -> str:

@@ -77,6 +77,18 @@ class SearchState(BaseModel):
     """A new best is promoted only after a person approves it (``--require-approval``, ``steer require-approval``)."""
 
 
+class SiblingCycle(BaseModel):
+    """Another cycle opened at the same step: its finished attempts are shown to this cycle's coder, so parallel cycles
+    do not repeat each other's losing changes (issue 57: round 4 repeated round 2's)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    cycle_id: str
+    node_id: str
+    title: str
+    base_candidate_id: str | None = None
+
+
 class CycleState(BaseModel):
     """A cycle's own state: one action, rounds of write_kernel -> compile -> profile until it stagnates."""
 
@@ -90,6 +102,8 @@ class CycleState(BaseModel):
     round_offset: int = 0
     tree_view: str = ""
     """The world model as text for the coder's prompt (rendered once per cycle; the tree itself stays outside)."""
+    siblings: list[SiblingCycle] = Field(default_factory=list)
+    """The other cycles opened at the same step."""
     attempt: int = 0
     prompt_kind: str | None = None
     candidate_id: str | None = None

@@ -68,7 +68,12 @@ class SolutionRef(BaseModel):
     latency_ms: float | None = None
     round_index: int = 0
     regression_vs_parent: bool = False
-    """True when this cycle's best scored below the parent's solution (K-Search attaches it anyway)."""
+    """True when this cycle's best is slower than the parent's solution beyond the noise band (K-Search attaches it
+    anyway; it flagged any lower score, 1.7 % included, issue 57)."""
+    vs_parent: float | None = None
+    """The parent's latency over this one's (above 1: faster than the parent), when both were timed."""
+    vs_parent_within_noise: bool = False
+    """The difference to the parent is inside the noise band (``evidence_text.aggregate_change``)."""
 
 
 class Node(BaseModel):

@@ -69,7 +69,9 @@ class Timing(BaseModel):
         """One line for prompts and terminals: config, the headline statistic (the one the score uses) first, the
         other one, spread and sample count."""
         other = f"median {self.median_ms:.4f}" if self.headline == "mean" else f"mean {self.mean_ms:.4f}"
-        left_out = f", {self.windows_left_out} windows beside audits left out" if self.windows_left_out else ""
+        left_out = (
+            f" (+{self.windows_left_out} right after an output check, not counted)" if self.windows_left_out else ""
+        )
         return (
             f"{self.config}: {self.headline} {self.headline_ms:.4f} ms ({other}), stdev {self.stdev_ms:.4f} ms, "
             f"n={self.samples}{left_out}"

@@ -18,9 +18,9 @@ from ksearch.agent.fallback import ensure_frontier
 from ksearch.agent.prompting import tree_view
 from ksearch.agent.selection import SelectionPolicy, select_actions
 from ksearch.agent.skill_use import check_bindings
-from ksearch.agent.state import CycleState, SearchState
+from ksearch.agent.state import CycleState, SearchState, SiblingCycle
 from ksearch.agent.steering import TREE_ACTS, apply_act
-from ksearch.agent.world_model import WorldModel
+from ksearch.agent.world_model import SolutionRef, WorldModel
 from ksearch.store.steering import APPLIED, REJECTED, claim_acts, settle_act
 
 log = structlog.get_logger(__name__)
@@ -125,14 +125,22 @@ def cycle_sends(
     if ctx.config.max_attempts_per_cycle:
         share = min(share, ctx.config.max_attempts_per_cycle)
     view = tree_view(wm, limit=6000, with_notes=False)
+    cycles = [
+        SiblingCycle(
+            cycle_id=f"c{state.cycles_started + i + 1}",
+            node_id=node_id,
+            title=wm.nodes[node_id].action.title,  # type: ignore[union-attr]
+            base_candidate_id=_base(wm, node_id).candidate_id if _base(wm, node_id) else None,
+        )
+        for i, node_id in enumerate(selected)
+    ]
     sends = []
     for i, node_id in enumerate(selected):
         node = wm.nodes[node_id]
-        parent = wm.nodes[node.parent_id] if node.parent_id else None
-        base = parent.solution if parent is not None else None
+        base = _base(wm, node_id)
         assert node.action is not None
         payload = CycleState(
-            cycle_id=f"c{state.cycles_started + i + 1}",
+            cycle_id=cycles[i].cycle_id,
             node_id=node_id,
             action=node.action,
             base_candidate_id=base.candidate_id if base else None,
@@ -140,6 +148,14 @@ def cycle_sends(
             attempt_budget=share,
             round_offset=state.rounds_used + i * share,
             tree_view=view,
+            siblings=[c for c in cycles if c.cycle_id != cycles[i].cycle_id],
         )
         sends.append(Send("cycle", payload.model_dump()))
     return sends
+
+
+def _base(wm: WorldModel, node_id: str) -> SolutionRef | None:
+    """The solution a node's cycle starts from: its parent's (the seed's on the root), or None (from the spec)."""
+    node = wm.nodes[node_id]
+    parent = wm.nodes[node.parent_id] if node.parent_id else None
+    return parent.solution if parent is not None else None

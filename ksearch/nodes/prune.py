@@ -9,8 +9,9 @@ from langgraph.errors import GraphBubbleUp
 from langgraph.runtime import Runtime
 
 from ksearch.agent.context import SearchContext
+from ksearch.agent.evidence_text import parent_change
 from ksearch.agent.promotion import Decision, confirmation_decision, decide, paired_comparison, promotion_line
-from ksearch.agent.state import BestRef, SearchState
+from ksearch.agent.state import BestRef, CycleResult, SearchState
 from ksearch.agent.steering import Act
 from ksearch.agent.world_model import SolutionRef, WorldModel, attach_solution, mark_failed
 from ksearch.contracts.evaluation import Evaluation
@@ -35,6 +36,7 @@ def prune(state: SearchState, runtime: Runtime[SearchContext]) -> dict:
             log.info("prune.failed_action", run_id=ctx.run_id, node_id=result.node_id, cycle_id=result.cycle_id)
             continue
         evaluation = ctx.store.get_evaluation(result.best_evaluation_id)
+        change = parent_change(evaluation, _parent_evaluation(ctx, result), result.base_score)
         ref = SolutionRef(
             candidate_id=result.best_candidate_id,
             evaluation_id=result.best_evaluation_id,
@@ -42,9 +44,9 @@ def prune(state: SearchState, runtime: Runtime[SearchContext]) -> dict:
             score=evaluation.score,
             latency_ms=evaluation.latency_ms,
             round_index=rounds,
-            regression_vs_parent=(
-                result.base_score is not None and evaluation.score is not None and evaluation.score < result.base_score
-            ),
+            regression_vs_parent=change is not None and not change.within_noise and change.speedup < 1.0,
+            vs_parent=round(change.speedup, 4) if change is not None else None,
+            vs_parent_within_noise=change is not None and change.within_noise,
         )
         wm = attach_solution(wm, result.node_id, ref)
         decision = promotion_decision(ctx, best, result.best_candidate_id, evaluation.score)
@@ -98,6 +100,14 @@ def prune(state: SearchState, runtime: Runtime[SearchContext]) -> dict:
         "step": state.step + 1,
         "done_reason": done,
     }
+
+
+def _parent_evaluation(ctx: SearchContext, result: CycleResult) -> Evaluation | None:
+    """The evaluation of the code the cycle started from, on this run's evaluator (None without one)."""
+    if not result.base_candidate_id:
+        return None
+    found = ctx.store.find_evaluation(result.base_candidate_id, ctx.eval_key)
+    return found[1] if found is not None else None
 
 
 def approved_decision(

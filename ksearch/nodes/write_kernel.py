@@ -5,10 +5,12 @@ from __future__ import annotations
 import structlog
 from langgraph.runtime import Runtime
 
+from ksearch.agent.code_view import change_view, fenced
 from ksearch.agent.context import SearchContext
 from ksearch.agent.cycle_logic import PromptKind, choose_prompt
-from ksearch.agent.evidence_text import evidence_text
+from ksearch.agent.evidence_text import LEGEND, Score, aggregate_change, evidence_text, perf_text
 from ksearch.agent.prompting import action_view, spec_with_reference
+from ksearch.agent.sibling_view import sibling_results
 from ksearch.agent.skill_use import coder_skill
 from ksearch.agent.state import CycleState
 from ksearch.agent.world_model import Node
@@ -45,21 +47,7 @@ def write_kernel(state: CycleState, runtime: Runtime[SearchContext]) -> dict:
         last_passed=state.progress.last_passed,
         passed_in_cycle=state.progress.passed_any,
     )
-    prompt = render(
-        "write_kernel",
-        language=cfg.language,
-        task_spec=spec_with_reference(ctx.task, cfg.language),
-        device_description=ctx.device_description,
-        cycle_id=state.cycle_id,
-        attempt=attempt,
-        attempt_budget=state.attempt_budget,
-        action_view=action_view(Node(id=state.node_id, action=state.action)) + coder_skill(ctx, state.action),
-        situation=template_text(SITUATION_TEMPLATE[kind]).strip(),
-        base_code=starting_code(state, ctx, attempt),
-        best_code=best_code(state, ctx, attempt),
-        feedback=feedback(state, ctx) if attempt > 1 else first_feedback(state, ctx),
-        tree_view=state.tree_view or "(not available)",
-    )
+    prompt = coder_prompt(state, ctx, attempt, kind)
     call_key = f"write:{state.cycle_id}:{attempt}"
     runtime.stream_writer({"event": "write", "cycle_id": state.cycle_id, "attempt": attempt, "prompt_kind": kind.value})
     log.info("write_kernel.start", run_id=ctx.run_id, cycle_id=state.cycle_id, attempt=attempt, prompt_kind=kind.value)
@@ -98,15 +86,39 @@ def _ask_for_code(ctx: SearchContext, call_key: str, prompt: str) -> tuple[str |
             return None, f"the reply contained no usable code: {exc}"
 
 
+def coder_prompt(state: CycleState, ctx: SearchContext, attempt: int, kind: PromptKind) -> str:
+    """The coder's prompt for ``attempt`` of the cycle."""
+    cfg = ctx.config
+    return render(
+        "write_kernel",
+        language=cfg.language,
+        task_spec=spec_with_reference(ctx.task, cfg.language),
+        device_description=ctx.device_description,
+        cycle_id=state.cycle_id,
+        attempt=attempt,
+        attempt_budget=state.attempt_budget,
+        action_view=action_view(Node(id=state.node_id, action=state.action)) + coder_skill(ctx, state.action),
+        situation=template_text(SITUATION_TEMPLATE[kind]).strip(),
+        base_code=starting_code(state, ctx, attempt),
+        best_code=best_code(state, ctx, attempt),
+        feedback=feedback(state, ctx) if attempt > 1 else first_feedback(state, ctx),
+        measurement_legend=LEGEND,
+        others=sibling_results(state, ctx),
+        tree_view=state.tree_view or "(not available)",
+        stream_rule=ctx.task.side_stream_rule,
+    )
+
+
+def _shown_id(state: CycleState, attempt: int) -> str | None:
+    """The code under "Code to start from": the last attempt's, else the base the cycle started from."""
+    return state.last_candidate_id if attempt > 1 and state.last_candidate_id else state.base_candidate_id
+
+
 def starting_code(state: CycleState, ctx: SearchContext, attempt: int) -> str:
-    source_id = state.last_candidate_id if attempt > 1 and state.last_candidate_id else state.base_candidate_id
+    source_id = _shown_id(state, attempt)
     if source_id is None:
         return "(none: start from the spec)"
-    code = ctx.store.get_candidate(source_id).code
-    return f"```python\n{code}\n```"
-
-
-BEST_CODE_LIMIT = 12000
+    return fenced(ctx.store.get_candidate(source_id).code)
 
 
 def base_evaluation(state: CycleState, ctx: SearchContext) -> Evaluation | None:
@@ -124,10 +136,15 @@ def first_feedback(state: CycleState, ctx: SearchContext) -> str:
     if base is None:
         return "(first attempt of this cycle; no measurements of a base code)"
     lines = [f"First attempt of this cycle. The base code above measured: {base.summary()}"]
-    evidence = evidence_text(base)
+    evidence = evidence_text(base, score=_score(ctx))
     if evidence:
         lines.append(evidence)
     return "\n".join(lines)
+
+
+def _score(ctx: SearchContext) -> Score | None:
+    task = getattr(ctx, "task", None)
+    return task.score if task is not None else None
 
 
 def _regressed(state: CycleState) -> bool:
@@ -138,32 +155,33 @@ def _regressed(state: CycleState) -> bool:
 
 def best_code(state: CycleState, ctx: SearchContext, attempt: int) -> str:
     """After a failed or slower attempt: the best code of the cycle so far (or the base it started from, when nothing
-    passed yet), beside the last attempt shown above, so the coder can see what worked ('' otherwise)."""
+    passed yet) as a diff against the last attempt shown above, so the coder can see what worked ('' otherwise)."""
     if attempt <= 1:
         return ""
     failed = state.progress.last_passed is False or state.last_evaluation_id is None
     if not failed and not _regressed(state):
         return ""
     best_id = state.progress.best_candidate_id if state.progress.passed_any else state.base_candidate_id
-    shown = state.last_candidate_id or state.base_candidate_id  # the code under "Code to start from"
+    shown = _shown_id(state, attempt)
     if best_id is None or best_id == shown:
         return ""
     what = "the best code of this cycle so far" if state.progress.passed_any else "the base code the cycle started from"
     why = "failed" if failed else "was slower"
-    code = ctx.store.get_candidate(best_id).code
-    return (
-        f"\n# For comparison: {what} (your last attempt above {why}; keep what made this one work)\n"
-        f"```python\n{clip(code, BEST_CODE_LIMIT)}\n```"
-    )
+    shown_code = ctx.store.get_candidate(shown).code if shown else None
+    view = change_view(shown_code, ctx.store.get_candidate(best_id).code, "your last attempt", what)
+    return f"\n# For comparison (your last attempt above {why}; keep what made this one work)\n{view}"
 
 
 def feedback(state: CycleState, ctx: SearchContext) -> str:
     lines = []
     if state.last_evaluation_id:
         ev = ctx.store.get_evaluation(state.last_evaluation_id)
-        lines.append(f"Verdict of your last attempt: {ev.summary()}")
         reference, label = comparison(state, ctx)
-        evidence = evidence_text(ev, reference, label)
+        change = aggregate_change(ev, reference) if reference is not None and ev.passed else None
+        lines.append(
+            f"Verdict of your last attempt: {ev.summary()}" + (f", {change.describe(label)}" if change else "")
+        )
+        evidence = evidence_text(ev, reference, label, score=_score(ctx))
         if evidence:
             lines.append(evidence)
         if ev.mismatch:
@@ -178,11 +196,15 @@ def feedback(state: CycleState, ctx: SearchContext) -> str:
             lines.append("Log:\n" + clip(ev.log, 4000))
     elif state.last_error:
         lines.append(clip(state.last_error, 4000))
-    progress = state.progress
-    if progress.best_score is not None:
-        lines.append(f"Best score in this cycle so far: {progress.best_score:.6g} (higher is better)")
-    if state.base_score is not None:
-        lines.append(f"Base (parent) score: {state.base_score:.6g}")
+    best_id = state.progress.best_evaluation_id
+    if best_id and best_id != state.last_evaluation_id:
+        best = ctx.store.get_evaluation(best_id)
+        lines.append(f"Best of this cycle so far: {perf_text(best.latency_ms, best.score)}")
+    base = base_evaluation(state, ctx)
+    if base is not None and base.passed:
+        lines.append(
+            f"The base this cycle started from (the parent's solution): {perf_text(base.latency_ms, base.score)}"
+        )
     return "\n".join(lines) or "(none)"
 
 

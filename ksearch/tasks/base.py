@@ -161,6 +161,12 @@ class Task(ABC):
     """Integrity rules this task waives (KernelBench's ``?allow=...``)."""
     forbidden_calls: tuple[str, ...] = ()
     """Calls a candidate must not make besides the common ones (same format as ``TASK_FORBIDDEN_CALLS``)."""
+    side_stream_rule: str = (
+        "allowed only when joined back to the current stream before the call returns (wait_stream, record_stream); "
+        "work still running on a side stream when the call returns is caught and the kernel rejected."
+    )
+    """What the coder's rules (and a task's spec) say about side streams: one statement, true of what the evaluator
+    accepts and of where the task's kernels are submitted."""
     pytorch_baseline_modes: tuple[str, ...] = ()
     """The modes ('eager', 'compile') in which the reference ``Model`` is timed as a baseline by the flows
     (``ksearch.flows.baselines``); empty: the task has no such baseline."""

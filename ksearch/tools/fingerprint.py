@@ -66,15 +66,21 @@ class DeviceInfo(BaseModel):
     def describe(self, target_gpu: str | None = None) -> str:
         """The device for prompts, with the limits a kernel must fit and the peaks it is measured against
         (``ksearch.tools.gpu_specs``); on the CPU, the target GPU's (``target_gpu``) or plainly none."""
-        from ksearch.tools.gpu_specs import describe_cpu, describe_gpu
+        from ksearch.tools.gpu_specs import LIMITS_PREFIX, describe_cpu, describe_gpu
 
         if not self.is_gpu:
             return describe_cpu(target_gpu)
-        line = (
-            f"{self.gpu} (compute capability {self.capability}, {self.sms} SMs, {self.memory_gb} GiB memory, "
-            f"{self.l2_mb} MB L2), CUDA {self.cuda}, torch {self.torch}, triton {self.triton}"
+        limits = describe_gpu(self.gpu or "", self.model_dump())
+        sizes = (
+            ""  # the limits line states the SMs, memory and L2, the device's own figures where it reports them
+            if limits.startswith(LIMITS_PREFIX)
+            else f", {self.sms} SMs, {self.memory_gb} GiB memory, {self.l2_mb} MB L2"
         )
-        return line + "\n" + describe_gpu(self.gpu or "", self.model_dump())
+        line = (
+            f"{self.gpu} (compute capability {self.capability}{sizes}), CUDA {self.cuda}, torch {self.torch}, "
+            f"triton {self.triton}"
+        )
+        return line + "\n" + limits
 
     def eval_key(self, task: str, timing_method: str | None = None, target_gpu: str | None = None) -> str:
         """Evaluations are reused only for the same task definition (its file's contents, not just its name), test

@@ -172,7 +172,7 @@ GPUS: tuple[GpuSpec, ...] = (
         capability=(9, 0),
         sms=132,
         memory_gb=141,
-        l2_mb=50,
+        l2_mb=60,  # as the device reports it (60 MiB, examples/trimul-record): all six memory stacks and their L2
         bandwidth_bytes_s=4.8e12,
         peak_flops=_H100_PEAKS,
         **_HOPPER_SHARED,
@@ -234,7 +234,7 @@ def measured_spec(table: GpuSpec, properties: dict[str, object]) -> GpuSpec:
     """The table's entry with the limits the device itself reports (torch's device properties, as strings of
     ``DeviceInfo``) put in their place, so a prompt states the machine's own figures where it tells them."""
     update: dict[str, int] = {}
-    for field in ("shared_per_block_optin", "shared_per_sm", "registers_per_sm", "max_threads_per_sm", "sms"):
+    for field in ("shared_per_block_optin", "shared_per_sm", "registers_per_sm", "max_threads_per_sm", "sms", "l2_mb"):
         value = str(properties.get(field) or "")
         if value.isdigit() and int(value) > 0:
             update[field] = int(value)
@@ -262,12 +262,16 @@ def describe_cpu(target_gpu: str | None) -> str:
     )
 
 
+LIMITS_PREFIX = "Limits and peaks: "
+"""How ``describe_gpu`` starts when the table knows the GPU: its line then states every size (one figure each)."""
+
+
 def describe_gpu(device_name: str, properties: dict[str, object]) -> str:
     """A GPU's limits and peaks for prompts: the table's figures (the device's own limits where it reports them),
     or only the limits it reports when the table does not know it."""
     table = spec_for_device(device_name)
     if table is not None:
-        return "Limits and peaks: " + measured_spec(table, properties).describe()
+        return LIMITS_PREFIX + measured_spec(table, properties).describe()
     figures = {
         k: str(properties.get(k) or "")
         for k in ("shared_per_block_optin", "shared_per_sm", "registers_per_sm", "max_threads_per_sm")

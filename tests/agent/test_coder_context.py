@@ -88,7 +88,8 @@ def test_after_a_failure_the_coder_sees_the_cycles_best_code_beside_its_last_att
     state = _state(attempt=2, progress=progress, last_candidate_id=last_id, last_evaluation_id=last_eval)
     ctx = SimpleNamespace(store=store, eval_key=KEY)
     section = best_code(state, ctx, 3)  # type: ignore[arg-type]
-    assert "the best code of this cycle so far (your last attempt above failed" in section
+    assert "# For comparison (your last attempt above failed; keep what made this one work)" in section
+    assert "the best code of this cycle so far (whole; it rewrites most of your last attempt)" in section
     assert "# the best so far" in section
     assert best_code(state, ctx, 1) == ""  # type: ignore[arg-type]
 
@@ -159,3 +160,19 @@ def test_a_cpu_run_without_a_target_says_plainly_that_no_gpu_limits_apply(tmp_pa
     for call in calls:
         assert "No GPU is targeted, so no GPU limits apply here" in call["prompt"]
         assert "232448" not in call["prompt"] and "Roofline floors" not in call["prompt"]
+
+
+def test_the_best_code_beside_a_slower_attempt_is_a_diff_against_it(store: Store) -> None:
+    """Issue 57: code is never clipped; the second copy of nearly the same code is a diff against the first."""
+    body = "".join(f"    a{i} = {i}\n" for i in range(60))
+    best_id, best_eval = _stored(store, f"def kernel(x):\n{body}    return x\n", _passed(0.5))
+    slow = f"def kernel(x):\n{body.replace('a7 = 7', 'a7 = 70')}    return x\n"
+    last_id, last_eval = _stored(store, slow, _passed(0.6))
+    progress = CycleProgress(
+        attempts=2, best_score=2.0, best_candidate_id=best_id, best_evaluation_id=best_eval, passed_any=True
+    )
+    progress = progress.model_copy(update={"last_passed": True})
+    state = _state(attempt=2, progress=progress, last_candidate_id=last_id, last_evaluation_id=last_eval)
+    section = best_code(state, SimpleNamespace(store=store, eval_key=KEY), 3)  # type: ignore[arg-type]
+    assert "the best code of this cycle so far as a diff against your last attempt:\n```diff\n" in section
+    assert "-    a7 = 70\n+    a7 = 7\n" in section and "a40 = 40" not in section

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 
 from ksearch.agent.evidence_text import versus
 from ksearch.contracts.evaluation import Timing
-from ksearch.nodes.plan import attempt_lines
 from ksearch.store import Store
+from ksearch.tasks.softmax import SoftmaxTask
 
 
-def _timing(config: str, mean: float, median: float, headline: str = "mean") -> Timing:
+def _timing(config: str, mean: float, median: float | None = None, headline: str = "mean") -> Timing:
+    median = mean if median is None else median
     return Timing(
         config=config,
         median_ms=median,
@@ -35,90 +37,107 @@ def test_each_shape_is_compared_with_the_base() -> None:
     assert versus(now, None, "base") == ""
 
 
-def test_the_rounds_of_a_cycle_are_listed_in_order(tmp_path: Path) -> None:
-    store = Store(tmp_path / "ksearch.db")
-    for attempt, (verdict, score, error) in enumerate(
-        [
-            ("passed", 1 / 1.53, None),
-            ("passed", 1 / 1.21, None),
-            ("compile_error", None, "out of resource: shared memory"),
-        ],
-        1,
-    ):
-        store.record_attempt(
-            {
-                "run_id": "r",
-                "cycle_id": "c1",
-                "attempt": attempt,
-                "round_index": attempt,
-                "node_id": "n",
-                "prompt_kind": "improve",
-                "candidate_id": f"c{attempt}",
-                "evaluation_id": f"e{attempt}",
-                "verdict": verdict,
-                "score": score,
-                "error": error,
-            }
-        )
+def _attempt(store: Store, cycle: str, attempt: int, candidate: str | None, evaluation: str | None, **row) -> None:
     store.record_attempt(
         {
             "run_id": "r",
-            "cycle_id": "c2",
-            "attempt": 1,
-            "round_index": 4,
-            "node_id": "m",
+            "cycle_id": cycle,
+            "attempt": attempt,
+            "round_index": attempt,
+            "node_id": "n",
             "prompt_kind": "improve",
-            "candidate_id": "x",
-            "evaluation_id": "y",
-            "verdict": "passed",
-            "score": 1.0,
-            "error": None,
+            "candidate_id": candidate,
+            "evaluation_id": evaluation,
+            "verdict": row.get("verdict", "passed"),
+            "score": None,
+            "error": row.get("error"),
         }
     )
-    lines = attempt_lines(store, "r", "c1")
-    assert lines[0] == "Rounds of the cycle:"
-    assert "attempt 1 (round 1, improve): passed, 1.5300 ms" in lines[1]
-    assert "attempt 2 (round 2, improve): passed, 1.2100 ms" in lines[2]
-    assert "compile_error" in lines[3] and "shared memory" in lines[3]
-    assert len(lines) == 4
-    assert attempt_lines(store, "r", "c2") == []  # one round: the outcome line says it all
 
 
-def test_each_timed_attempt_of_a_cycle_shows_its_shapes(tmp_path: Path) -> None:
-    """Issue 33's search: the cycle's second attempt regressed by a third and the planner saw only its geomean."""
+def test_every_attempt_of_a_cycle_is_shown_in_order_with_its_code_as_a_diff(tmp_path: Path) -> None:
+    """Issue 33's search: the cycle's second attempt regressed by a third and the planner saw only its geomean; issue
+    57: then only its per-shape times, never its profile, resources or code."""
+    from ksearch.agent.state import CycleResult, SearchState
+    from ksearch.agent.world_model import ROOT_ID, Action, Node, SolutionRef, WorldModel
+    from ksearch.contracts.candidate import Candidate
     from ksearch.contracts.evaluation import Evaluation, Verdict
+    from ksearch.nodes.plan import evidence_view
 
     store = Store(tmp_path / "ksearch.db")
-    slower = Evaluation(
-        verdict=Verdict.PASSED,
-        device="cuda",
-        configs_passed=2,
-        configs_total=2,
-        timings=[_timing("b0_n256_b2", mean=0.52, median=0.5), _timing("b6_n1024_b1", 3.9, 3.8)],
-    )
-    evaluation_id = store.record_evaluation("cand2", "key", slower)
-    for attempt, eid in ((1, "missing"), (2, evaluation_id)):
-        store.record_attempt(
-            {
-                "run_id": "r",
-                "cycle_id": "c1",
-                "attempt": attempt,
-                "round_index": attempt,
-                "node_id": "n",
-                "prompt_kind": "improve",
-                "candidate_id": f"cand{attempt}",
-                "evaluation_id": eid,
-                "verdict": "passed",
-                "score": 1.0,
-                "error": None,
-            }
+    store.create_run({"id": "r", "task": "softmax", "model": "m"})
+
+    def stored(code: str, ev: Evaluation) -> tuple[str, str]:
+        cid = store.ensure_candidate(Candidate(task="softmax", language="triton", code=code))
+        return cid, store.record_evaluation(cid, "key", ev)
+
+    def passed(*timings: Timing) -> Evaluation:
+        latency = timings[0].headline_ms
+        return Evaluation(
+            verdict=Verdict.PASSED,
+            device="cuda",
+            timed=True,
+            latency_ms=latency,
+            score=1 / latency,
+            configs_passed=2,
+            configs_total=2,
+            timings=list(timings),
         )
-    lines = attempt_lines(store, "r", "c1")
-    assert (
-        lines[2].startswith("  attempt 2")
-        and lines[3] == "    per shape (ms, the score's statistic): b0 0.5200, b6 3.9000"
+
+    base_code = "def kernel(x):\n" + "".join(f"    a{i} = {i}\n" for i in range(30)) + "    return x\n"
+    base = stored(base_code, passed(_timing("b0", 1.0, 1.0), _timing("b6", 4.0, 4.0)))
+    first = stored(base_code.replace("a3 = 3", "a3 = 33"), passed(_timing("b0", 0.8, 0.8), _timing("b6", 3.9, 3.8)))
+    broken = base_code.replace("a3 = 3", "a3 = 33").replace("a20 = 20", "a20 = oops")
+    second = stored(broken, Evaluation(verdict=Verdict.COMPILE_ERROR, device="cuda", log="NameError: oops"))
+    _attempt(store, "c1", 1, *first)
+    _attempt(store, "c1", 2, *second, verdict="compile_error")
+    _attempt(store, "c1", 3, None, None, verdict="no_code", error="the reply contained no usable code")
+    wm = WorldModel(
+        nodes={
+            ROOT_ID: Node(id=ROOT_ID),
+            "p": Node(
+                id="p",
+                parent_id=ROOT_ID,
+                action=Action(title="do p"),
+                solution=SolutionRef(candidate_id=base[0], evaluation_id=base[1], verdict="passed"),
+            ),
+            "a": Node(id="a", parent_id="p", action=Action(title="do a", expected_speedup=1.2)),
+        }
     )
-    assert len(lines) == 4  # attempt 1's evaluation is not in the store: no shape line, no error
+    result = CycleResult(
+        cycle_id="c1",
+        node_id="a",
+        rounds=3,
+        passed=True,
+        stop_reason="attempt budget",
+        base_candidate_id=base[0],
+        best_candidate_id=first[0],
+        best_evaluation_id=first[1],
+    )
+    ctx = SimpleNamespace(run_id="r", task=SoftmaxTask())
+    view = evidence_view([result], SearchState(world_model=wm), store, ctx)  # type: ignore[arg-type]
+    lines = view.splitlines()
+    assert lines[0] == "## Cycle c1 on node a: do a"
+    assert (
+        lines[1]
+        == "Started from: code A (the solution of node p, 1.0000 ms; whole at the end). Rounds: 3; ended by: attempt budget"
+    )
+    assert lines[2] == "Predicted speedup over the parent: 1.2x"
+    heads = [line for line in lines if line.startswith("### Attempt")]
+    assert heads == [
+        "### Attempt 1 (round 1, improve): passed 2/2 configs, 0.8000 ms on cuda, x1.25 vs the parent (faster) (the best of the cycle)",
+        "### Attempt 2 (round 2, improve): compile_error on cuda: NameError: oops",
+        "### Attempt 3 (round 3, improve): no evaluation (the reply contained no usable code)",
+    ]
+    first_block = view[view.index(heads[0]) : view.index(heads[1])]
+    assert "  b6: mean 3.9000 ms (median 3.8000)" in first_block and "parent 4.0000 ms, x1.03 (faster)" in first_block
+    assert "attempt 1 of c1 as a diff against code A:\n```diff\n--- code A\n+++ attempt 1 of c1\n" in first_block
+    assert "-    a3 = 3\n+    a3 = 33\n" in first_block
+    second_block = view[view.index(heads[1]) : view.index(heads[2])]
+    assert "Log:\nNameError: oops" in second_block and "+    a20 = oops" in second_block
+    assert "-    a3 = 3\n" not in second_block  # against attempt 1, the code it edited
+    assert view.endswith(f"### code A: the solution of node p, 1.0000 ms\n```python\n{base_code.rstrip()}\n```")
+    assert view.count(base_code.rstrip()) == 1
 
 
 def test_the_plan_is_told_whether_the_cycles_best_was_promoted_and_on_what_measurement(tmp_path: Path) -> None:

@@ -41,6 +41,7 @@ from ksearch.contracts.evaluation import Mismatch
 from ksearch.tasks import sampling
 from ksearch.tasks.base import ExpectedSample, InputRole, Task, TaskConfig, device_kind
 from ksearch.tasks.trimul import reference as _reference
+from ksearch.tasks.trimul.cost_text import ShapeCost, cost_table
 from ksearch.tasks.trimul.reference import WEIGHT_KEYS
 from ksearch.tasks.trimul.reference_sample import trimul_reference_at
 
@@ -131,8 +132,8 @@ _INTERFACE = {
 using Triton (@triton.jit) kernels for the work you optimise. Hybrid Triton + PyTorch is allowed, as on the GPU MODE
 leaderboard: torch for allocation, reshapes, casts and, if you choose, library GEMMs (torch.matmul / torch.bmm) for
 parts of the computation; but never the reference itself. Fusing the LayerNorm, projections, gating and mask into as
-few passes over x as possible, and the output LayerNorm, gate and projection into one, is where most of the time goes
-besides the N^3 contraction.""",
+few passes over x as possible, and the output LayerNorm, gate and projection into one, keeps intermediates out of
+memory; which part takes the time at each shape is for the measurements to say (see the flops above).""",
     "cuda": """Write a Python module in GPU MODE's submission format that builds CUDA C++ kernels with
 torch.utils.cpp_extension.load_inline (at import time, once: put the CUDA source in a string, pass cpp_sources with
 the function declarations and functions=[...] or a PYBIND11 module) and defines
@@ -201,6 +202,12 @@ class TrimulTask(Task):
     evaluator re-randomises)."""
     gpumode_problem = "trimul"
     """Marks the GPU MODE solution interface: ``ksearch export --format gpumode`` accepts this task."""
+    side_stream_rule = (
+        'GPU MODE\'s leaderboard rejects any file that contains the letters "stream" anywhere (even inside a word such '
+        'as "upstream"), so use no side stream and never write that word. ksearch\'s evaluator would accept a side '
+        "stream joined back to the current one before the call returns, but `ksearch export --format gpumode` warns "
+        "of the word and the leaderboard refuses the file."
+    )
 
     def spec(self, language: str) -> str:
         if language not in self.languages:
@@ -211,7 +218,18 @@ class TrimulTask(Task):
             for cfg in _CUDA_BENCHMARKS
             for b, n, c, _ in [shape_of(cfg)]
         )
-        return Template(text).substitute(interface=_INTERFACE[language], benchmark_shapes=shapes, tol=f"{self.atol:g}")
+        costs = [
+            ShapeCost(label=cfg.name.split("_")[0], b=b, n=n, c=c, h=h)
+            for cfg in _CUDA_BENCHMARKS
+            for b, n, c, h in [shape_of(cfg)]
+        ]
+        return Template(text).substitute(
+            interface=_INTERFACE[language],
+            benchmark_shapes=shapes,
+            tol=f"{self.atol:g}",
+            cost_table=cost_table(costs),
+            stream_rule=self.side_stream_rule,
+        )
 
     def reference_source(self) -> str:
         return inspect.getsource(_reference)
