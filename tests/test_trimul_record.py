@@ -29,6 +29,7 @@ def test_the_recorded_trimul_search_replays_every_round_on_the_cpu(tmp_path):
         max_attempts_per_cycle=2,
         stagnation_window=2,
         parallel_cycles=2,
+        explore_every=0,  # the record was driven before exploration slots (issue 57): replay its selection
     )
     outcome = runner.start_run(config, workspace=tmp_path / "ws")
     assert outcome.status == "finished" and outcome.rounds_used == len(kernels) >= 10

@@ -114,6 +114,9 @@ class RunConfig(BaseModel):
     promotion_rounds: int = Field(default=5, ge=2, le=50)
     """Rounds of the paired, interleaved re-measurement that must confirm a new best on a GPU."""
     max_difficulty: int = Field(default=4, ge=1, le=5)
+    explore_every: int = Field(default=4, ge=0, le=100)
+    """``--explore-every``: every this-many-th cycle runs the first open action of the least-explored family (a branch
+    under the root), whatever its score or difficulty, while another family has had more cycles (0: never)."""
     max_new_nodes: int = Field(default=3, ge=1, le=20)
     max_new_nodes_init: int = Field(default=8, ge=1, le=30)
     max_plan_repairs: int = Field(default=2, ge=0, le=10)

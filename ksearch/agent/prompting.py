@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ksearch.agent.selection import SelectionPolicy, frontier_report
+from ksearch.agent.selection import SelectionPolicy, family_cycles, frontier_report
 from ksearch.agent.world_model import ROOT_ID, Node, SolutionRef, WorldModel
 from ksearch.prompts import clip
 
@@ -61,13 +61,20 @@ def frontier_view(wm: WorldModel, policy: SelectionPolicy) -> str:
     rows = frontier_report(wm, policy)
     if not rows:
         return "(empty: insert new actions)"
+    most = max(family_cycles(wm).values(), default=0)
     out = []
     for row in rows:
         node = wm.nodes[row.node_id]
         deferred = " (deferred: above the difficulty gate)" if row.deferred else ""
         pinned = " (pinned by a person: chosen first)" if row.pinned else ""
+        explores = (
+            f" (the next exploration cycle runs it: its family {row.branch_id} has had {row.branch_cycles} "
+            f"cycle{'s' if row.branch_cycles != 1 else ''}, the most-explored {most})"
+            if row.explores
+            else ""
+        )
         title = node.action.title if node.action else ""
-        out.append(f"- {node.id} under {node.parent_id}: {title}{pinned}{deferred}")
+        out.append(f"- {node.id} under {node.parent_id}: {title}{pinned}{deferred}{explores}")
     return "\n".join(out)
 
 

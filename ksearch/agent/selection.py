@@ -7,6 +7,12 @@ the action *is*) and add one cheap exploration term where it cannot override the
 score, prefer the top-level branch that has consumed fewer cycles so far. Failed nodes stay out of the frontier
 (``WorldModel.frontier``) until the planner revives them (R3).
 
+Exploration slots (issue 57): in examples/trimul-record the cuBLAS-projection family was left after one cycle (the
+planner scored its follow-up 0.2) and the only contraction idea (difficulty 5) stayed behind the difficulty gate for
+all 24 rounds, so the score order alone never tested them. Every ``explore_every``-th cycle of a run therefore runs
+the first action (in the order below, the gate ignored) of the family (a branch under the root) that has had the
+fewest cycles, while another family has had more; a family is closed only when it has no open action left.
+
 Pure and deterministic: no I/O, no randomness.
 """
 
@@ -25,6 +31,8 @@ class SelectionPolicy:
 
     max_difficulty: int = 4
     """Actions above this difficulty are deferred while easier ones exist (they are never deleted)."""
+    explore_every: int = 4
+    """Every this-many-th cycle of the run is an exploration slot (0: none)."""
 
 
 @dataclass(frozen=True)
@@ -43,13 +51,15 @@ class FrontierEntry:
     deferred: bool
     revived: bool
     pinned: bool = False
+    explores: bool = False
+    """The next exploration slot would run this action."""
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
-def _branch_cycles(wm: WorldModel) -> dict[str, int]:
-    """Total cycles spent in each top-level branch (the root's children), a visit count for exploration."""
+def family_cycles(wm: WorldModel) -> dict[str, int]:
+    """Total cycles spent in each family (a top-level branch: the root's child and its subtree), a visit count."""
     return {child.id: sum(wm.nodes[i].cycles for i in wm.subtree_ids(child.id)) for child in wm.children(wm.root.id)}
 
 
@@ -71,7 +81,7 @@ def _ordered(wm: WorldModel, policy: SelectionPolicy, exclude: Iterable[str]) ->
     """Candidates in selection order, each with its deferred flag (none deferred when all would be)."""
     excluded = set(exclude)
     candidates = [n for n in wm.frontier() if n.id not in excluded]
-    explored = _branch_cycles(wm)
+    explored = family_cycles(wm)
     candidates.sort(key=lambda n: _sort_key(wm, n, explored))
     deferred = {n.id for n in candidates if _is_deferred(n, policy)}
     if len(deferred) == len(candidates):
@@ -80,11 +90,34 @@ def _ordered(wm: WorldModel, policy: SelectionPolicy, exclude: Iterable[str]) ->
     return eligible + [(n, True) for n in candidates if n.id in deferred]
 
 
+def exploration_pick(wm: WorldModel, policy: SelectionPolicy, exclude: Iterable[str] = ()) -> Node | None:
+    """The action an exploration slot runs: the first in selection order (the difficulty gate ignored) of the family
+    with the fewest cycles among those with a frontier action, or None when no family has had fewer cycles than the
+    most-explored one."""
+    explored = family_cycles(wm)
+    first_of: dict[str, Node] = {}
+    for node, _ in _ordered(wm, policy, exclude):
+        first_of.setdefault(wm.top_branch_id(node.id), node)
+    if not first_of:
+        return None
+    order = list(first_of)
+    family = min(order, key=lambda f: (explored.get(f, 0), order.index(f)))
+    if explored.get(family, 0) >= max(explored.values(), default=0):
+        return None
+    return first_of[family]
+
+
+def is_exploration_slot(cycle_number: int, policy: SelectionPolicy) -> bool:
+    """Whether the run's ``cycle_number``-th cycle (1-based) is an exploration slot."""
+    return policy.explore_every > 0 and cycle_number % policy.explore_every == 0
+
+
 def select_actions(
     wm: WorldModel,
     n: int = 1,
     policy: SelectionPolicy = SelectionPolicy(),
     exclude: Iterable[str] = (),
+    first_cycle: int | None = None,
 ) -> list[str]:
     """Up to ``n`` distinct frontier node ids to run next, best first.
 
@@ -101,15 +134,31 @@ def select_actions(
     Difficulty gate: actions harder than ``policy.max_difficulty`` are deferred and not returned, unless every
     candidate would be deferred, in which case all are eligible (so a hard-only frontier does not stall the run).
     ``exclude`` removes ids already taken, e.g. by parallel workers.
+
+    ``first_cycle``: the run's number of the first cycle these actions open (1-based). A slot whose cycle number is a
+    multiple of ``policy.explore_every`` runs ``exploration_pick`` instead, when there is one. None: no slots.
     """
     if n <= 0:
         return []
-    return [node.id for node, deferred in _ordered(wm, policy, exclude) if not deferred][:n]
+    normal = [node.id for node, deferred in _ordered(wm, policy, exclude) if not deferred]
+    picked: list[str] = []
+    for slot in range(n):
+        choice = None
+        if first_cycle is not None and is_exploration_slot(first_cycle + slot, policy):
+            explored = exploration_pick(wm, policy, [*exclude, *picked])
+            choice = explored.id if explored is not None else None
+        if choice is None:
+            choice = next((node_id for node_id in normal if node_id not in picked), None)
+        if choice is None:
+            break
+        picked.append(choice)
+    return picked
 
 
 def frontier_report(wm: WorldModel, policy: SelectionPolicy = SelectionPolicy()) -> list[FrontierEntry]:
     """Every frontier action in selection order with its sort-key components and whether it is deferred."""
-    explored = _branch_cycles(wm)
+    explored = family_cycles(wm)
+    exploring = exploration_pick(wm, policy) if policy.explore_every > 0 else None
     out = []
     for rank, (node, deferred) in enumerate(_ordered(wm, policy, ()), start=1):
         action = node.action
@@ -128,6 +177,7 @@ def frontier_report(wm: WorldModel, policy: SelectionPolicy = SelectionPolicy())
                 deferred=deferred,
                 revived=node.revived,
                 pinned=node.pinned,
+                explores=exploring is not None and exploring.id == node.id,
             )
         )
     return out

@@ -78,6 +78,12 @@ def run(
     ] = "local",
     scheduler: SchedulerOpt = None,
     max_difficulty: Annotated[int, typer.Option(help="Defer actions harder than this (1-5).")] = 4,
+    explore_every: Annotated[
+        int,
+        typer.Option(
+            help="Every Nth cycle runs the first open action of the least-explored family (a branch under the root), whatever its score or difficulty (0: never)."
+        ),
+    ] = 4,
     max_tokens: MaxTokensOpt = None,
     max_cost: Annotated[
         float | None, typer.Option(help="Stop when the run has cost this many USD (needs prices).")
@@ -184,6 +190,7 @@ def run(
             executor=executor,
             scheduler=scheduler,
             max_difficulty=max_difficulty,
+            explore_every=explore_every,
             run_timeout_s=run_timeout,
             llm_timeout_s=llm_timeout,
             llm_max_attempts=llm_max_attempts,

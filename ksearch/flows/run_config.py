@@ -63,8 +63,10 @@ def stored_config(run: dict) -> RunConfig:
             f"run {run.get('id')!r} has an invalid stored config ({run['config_error']})",
             hint="the workspace row was edited or damaged; start a new run, or fork another run",
         )
+    raw = dict(raw) if isinstance(raw, dict) else {}
+    raw.setdefault("explore_every", 0)  # a run stored before exploration slots existed keeps choosing as it did
     try:
-        return RunConfig.model_validate(raw if isinstance(raw, dict) else {})
+        return RunConfig.model_validate(raw)
     except ValidationError as exc:
         problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()[:3])
         raise UserError(

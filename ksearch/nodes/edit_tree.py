@@ -70,7 +70,8 @@ def edit_tree(state: SearchState, runtime: Runtime[SearchContext]) -> Command[Li
         "approval_required": approval_required,
     }
     remaining = cfg.max_rounds - state.rounds_used
-    selected = select_actions(wm, cfg.parallel_cycles, SelectionPolicy(max_difficulty=cfg.max_difficulty))
+    policy = SelectionPolicy(max_difficulty=cfg.max_difficulty, explore_every=cfg.explore_every)
+    selected = select_actions(wm, cfg.parallel_cycles, policy, first_cycle=state.cycles_started + 1)
     if remaining <= 0 or not selected:
         reason = "round budget spent" if remaining <= 0 else "no executable action left"
         return Command(goto=END, update={**reset, "done_reason": reason})

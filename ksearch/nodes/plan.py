@@ -84,7 +84,7 @@ def planner_prompt(state: SearchState, ctx: SearchContext) -> str:
             edit_schema=schema,
             skills=planner_skills(ctx, wm, state.best),
         )
-    policy = SelectionPolicy(max_difficulty=cfg.max_difficulty)
+    policy = SelectionPolicy(max_difficulty=cfg.max_difficulty, explore_every=cfg.explore_every)
     best = state.best
     if best is None:
         best_view = "(nothing has passed yet)"
@@ -108,10 +108,27 @@ def planner_prompt(state: SearchState, ctx: SearchContext) -> str:
         )
         or "(no cycle has ended since the last plan)",
         measurement_legend=LEGEND,
+        selection_rules=selection_rules(policy),
         max_new_nodes=cfg.max_new_nodes,
         edit_schema=schema,
         skills=planner_skills(ctx, wm, state.best),
     )
+
+
+def selection_rules(policy: SelectionPolicy) -> str:
+    """How the next actions are chosen from the frontier, for the planner (its scores and deletions steer it)."""
+    text = (
+        "The frontier runs in the order shown: your score first, then the less-explored family, lower difficulty, "
+        f"higher rating; actions above difficulty {policy.max_difficulty} wait while easier ones exist."
+    )
+    if policy.explore_every > 0:
+        text += (
+            f" Every {policy.explore_every}th cycle explores: it runs the first action of the family (a branch under "
+            "the root) that has had the fewest cycles, whatever its score or difficulty, while another family has had "
+            "more. A family stays open while it has an open action: delete an action you judge pointless rather than "
+            "leaving it with a low score."
+        )
+    return text
 
 
 def seed_view(wm: WorldModel, store: Store) -> str:

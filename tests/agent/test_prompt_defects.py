@@ -204,3 +204,15 @@ def test_a_cycle_sees_what_the_cycles_beside_it_have_finished(fx: tp.Fixture) ->
     speedup = tp.evaluation("base").latency_ms / tp.evaluation("c7_2").latency_ms
     assert "- attempt 2 (improve): passed 18/18 configs" in others and f"x{speedup:.2f} vs its base" in others
     assert "its change:\n```diff\n--- the code it edited\n+++ attempt 2 of c7" in others
+
+
+def test_a_family_is_not_closed_while_it_has_untested_actions(fx: tp.Fixture) -> None:
+    """The cuBLAS-projection family was left after one cycle and the only contraction idea stayed behind the
+    difficulty gate for the whole run: the planner is told which action the next exploration cycle runs, and why."""
+    prompt = tp.planner_prompt(fx)
+    assert (
+        "- tritonbmm under root: Triton contraction with the output LayerNorm in its epilogue (deferred: above the "
+        "difficulty gate) (the next exploration cycle runs it: its family tritonbmm has had 0 cycles, the "
+        "most-explored 3)"
+    ) in prompt
+    assert "Every 4th cycle explores: it runs the first action of the family" in prompt

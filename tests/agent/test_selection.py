@@ -57,6 +57,7 @@ def test_lexicographic_order_of_the_remaining_keys() -> None:
         "deferred": False,
         "revived": False,
         "pinned": False,
+        "explores": False,
     }
 
 
@@ -153,4 +154,55 @@ def test_a_frontier_entry_is_unpinned_unless_said_and_the_default_gate_is_diffic
         revived=False,
     )
     assert entry.pinned is False and entry.as_dict()["pinned"] is False
-    assert SelectionPolicy().max_difficulty == 4
+    assert entry.explores is False
+    assert SelectionPolicy().max_difficulty == 4 and SelectionPolicy().explore_every == 4
+
+
+def _record_tree() -> WorldModel:
+    """examples/trimul-record at round 17: the gemmepi family had every cycle but one; hybrid's follow-up scored 0.2;
+    the contraction idea (difficulty 5) stood alone in its family."""
+    wm = _tree(
+        _node("gemmepi", score=0.7, difficulty=3),
+        _node("hybrid", score=0.65, difficulty=2),
+        _node("tritonbmm", score=0.3, difficulty=5),
+        _node("fusedout", "gemmepi", score=0.6, difficulty=1),
+        _node("fusedbig", "gemmepi", score=0.5, difficulty=1),
+        _node("hybrid_og", "hybrid", score=0.2, difficulty=2),
+    )
+    wm = attach_solution(wm, "gemmepi", _ref("gemmepi"))
+    wm = attach_solution(wm, "hybrid", _ref("hybrid"))
+    nodes = dict(wm.nodes)
+    nodes["gemmepi"] = nodes["gemmepi"].model_copy(update={"cycles": 8})
+    return wm.model_copy(update={"nodes": nodes})
+
+
+def test_an_exploration_slot_runs_the_least_explored_family_whatever_its_score_or_difficulty() -> None:
+    """Issue 57: the score order never ran tritonbmm (difficulty 5) or hybrid_og (score 0.2) in 24 rounds."""
+    wm = _record_tree()
+    policy = SelectionPolicy(max_difficulty=4, explore_every=4)
+    assert select_actions(wm, 2, policy) == ["fusedout", "fusedbig"]  # no cycle numbers: no exploration
+    assert select_actions(wm, 2, policy, first_cycle=5) == ["fusedout", "fusedbig"]  # cycles 5 and 6: no slot
+    # cycle 8 is a slot: the family with no cycle (tritonbmm's) runs, above the gate and at score 0.3
+    assert select_actions(wm, 2, policy, first_cycle=7) == ["fusedout", "tritonbmm"]
+    assert select_actions(wm, 1, policy, first_cycle=8) == ["tritonbmm"]
+    # once it has had its cycle, hybrid (1 cycle, its follow-up scored 0.2) is the least explored
+    ran = wm.model_copy(
+        update={"nodes": {**wm.nodes, "tritonbmm": wm.nodes["tritonbmm"].model_copy(update={"cycles": 2})}}
+    )
+    ran = mark_failed(ran, "tritonbmm")
+    assert select_actions(ran, 1, policy, first_cycle=12) == ["hybrid_og"]
+    assert select_actions(wm, 2, SelectionPolicy(explore_every=0), first_cycle=7) == ["fusedout", "fusedbig"]
+    report = {e.node_id: e for e in frontier_report(wm, policy)}
+    assert report["tritonbmm"].explores and report["tritonbmm"].deferred
+    assert not any(e.explores for e in report.values() if e.node_id != "tritonbmm")
+
+
+def test_no_exploration_while_every_family_has_had_as_many_cycles() -> None:
+    wm = _tree(_node("a", score=0.9), _node("b", score=0.1))
+    policy = SelectionPolicy(explore_every=1)
+    assert select_actions(wm, 2, policy, first_cycle=1) == ["a", "b"]  # both at 0 cycles: the score order
+    assert frontier_report(wm, policy)[1].explores is False
+    # an exploration pick is never a node already taken in the same step
+    wm = _tree(_node("a", score=0.9), _node("b", score=0.1), _node("c", "a", score=0.8))
+    wm = attach_solution(wm, "a", _ref("a"))
+    assert select_actions(wm, 2, policy, first_cycle=1) == ["b", "c"]
