@@ -81,7 +81,8 @@ def run(
     explore_every: Annotated[
         int,
         typer.Option(
-            help="Every Nth cycle runs the first open action of the least-explored family (a branch under the root), whatever its score or difficulty (0: never)."
+            help="Every Nth cycle runs the first open action of the least-explored family (a branch under the root), "
+            "whatever its score or difficulty (0: never)."
         ),
     ] = 4,
     max_tokens: MaxTokensOpt = None,

@@ -106,8 +106,8 @@ def test_every_shape_gets_its_profile_set_against_the_timed_statistic_and_resour
     assert len(lines) == 14  # every shape: its timing, then its kernels
     assert lines[0].startswith("  b6: mean 1.1000 ms") and lines[-2].startswith("  b0: mean 0.5000 ms")
     assert (
-        lines[1]
-        == "    kernels 0.3 ms in 3 launches, 27% of the timed 1.1 ms: k0 0.1 ms (33%); k1 0.1 ms x2 (33%); k2 0.1 ms x3 (33%); 2 more kernels"
+        lines[1] == "    kernels 0.3 ms in 3 launches, 27% of the timed 1.1 ms: k0 0.1 ms (33%); k1 0.1 ms x2 (33%); "
+        "k2 0.1 ms x3 (33%); 2 more kernels"
     )
     assert "host gap" not in "\n".join(lines) and "2 ms" not in "\n".join(lines)  # never the profiled call's wall time
     text = resources_text(ev)

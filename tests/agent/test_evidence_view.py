@@ -119,13 +119,14 @@ def test_every_attempt_of_a_cycle_is_shown_in_order_with_its_code_as_a_diff(tmp_
     lines = view.splitlines()
     assert lines[0] == "## Cycle c1 on node a: do a"
     assert (
-        lines[1]
-        == "Started from: code A (the solution of node p, 1.0000 ms; whole at the end). Rounds: 3; ended by: attempt budget"
+        lines[1] == "Started from: code A (the solution of node p, 1.0000 ms; whole at the end). Rounds: 3; ended by: "
+        "attempt budget"
     )
     assert lines[2] == "Predicted speedup over the parent: 1.2x"
     heads = [line for line in lines if line.startswith("### Attempt")]
     assert heads == [
-        "### Attempt 1 (round 1, improve): passed 2/2 configs, 0.8000 ms on cuda, x1.25 vs the parent (faster) (the best of the cycle)",
+        "### Attempt 1 (round 1, improve): passed 2/2 configs, 0.8000 ms on cuda, x1.25 vs the parent (faster) "
+        "(the best of the cycle)",
         "### Attempt 2 (round 2, improve): compile_error on cuda: NameError: oops",
         "### Attempt 3 (round 3, improve): no evaluation (the reply contained no usable code)",
     ]

@@ -47,12 +47,13 @@ def cost_table(shapes: list[ShapeCost]) -> str:
     lines = []
     for s in shapes:
         lines.append(
-            f"  {s.label} (B={s.b}, N={s.n}, C={s.c}): contraction {s.contraction / GB:.1f} GFLOP, five input projections "
-            f"{s.input_maps / GB:.1f}, output map {s.output_map / GB:.1f}: the linear maps carry "
-            f"{s.maps_over_contraction:.2f}x the contraction's flops; x is {s.x_bytes / GB:.2f} GB in float32"
+            f"  {s.label} (B={s.b}, N={s.n}, C={s.c}): contraction {s.contraction / GB:.1f} GFLOP, "
+            f"five input projections {s.input_maps / GB:.1f}, output map {s.output_map / GB:.1f}: "
+            f"the linear maps carry {s.maps_over_contraction:.2f}x the contraction's flops; x is {s.x_bytes / GB:.2f} GB in float32"
         )
     more = [s for s in shapes if s.maps_over_contraction > 1.0]
     fewer = [f"{s.label} (N={s.n}, C={s.c})" for s in shapes if s.maps_over_contraction < 1.0]
-    summary = f"The linear maps carry more flops than the contraction at {len(more)} of the {len(shapes)} timed shapes"
+    summary = f"The linear maps carry more flops than the contraction at {len(more)} of the {len(shapes)} timed "
+    summary += "shapes"
     summary += f"; the contraction carries more only at {', '.join(fewer)}." if fewer else "."
     return "\n".join(lines) + "\n" + summary
