@@ -46,10 +46,13 @@ def cost_table(shapes: list[ShapeCost]) -> str:
     """One line per timed shape and a sentence on which part carries more flops, from the numbers."""
     lines = []
     for s in shapes:
+        flops = (
+            f"contraction {s.contraction / GB:.1f} GFLOP, five input projections {s.input_maps / GB:.1f}, "
+            f"output map {s.output_map / GB:.1f}"
+        )
+        ratio = f"the linear maps carry {s.maps_over_contraction:.2f}x the contraction's flops"
         lines.append(
-            f"  {s.label} (B={s.b}, N={s.n}, C={s.c}): contraction {s.contraction / GB:.1f} GFLOP, "
-            f"five input projections {s.input_maps / GB:.1f}, output map {s.output_map / GB:.1f}: "
-            f"the linear maps carry {s.maps_over_contraction:.2f}x the contraction's flops; x is {s.x_bytes / GB:.2f} GB in float32"
+            f"  {s.label} (B={s.b}, N={s.n}, C={s.c}): {flops}: {ratio}; x is {s.x_bytes / GB:.2f} GB in float32"
         )
     more = [s for s in shapes if s.maps_over_contraction > 1.0]
     fewer = [f"{s.label} (N={s.n}, C={s.c})" for s in shapes if s.maps_over_contraction < 1.0]
