@@ -68,6 +68,23 @@ class BudgetConfig(BaseModel):
         return self
 
 
+class Competitor(BaseModel):
+    """A best known competing kernel put before the planner (``--compete FILE``), resolved when the run is created:
+    a kernel file evaluated on the run's device, or per-shape times as the file gives them."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    source: str
+    """The file it came from."""
+    candidate_id: str | None = None
+    """For a kernel file: its candidate, evaluated like any other (its code is shown to the planner)."""
+    times_ms: dict[str, float] = Field(default_factory=dict)
+    """Per benchmark config (full names), the competitor's figure in ms: the statistic the score uses."""
+    where: str = ""
+    """How the times were obtained: ``evaluated here: ...`` or what the file says (device, method)."""
+
+
 class RunConfig(BaseModel):
     """What a run was asked to do. Stored as JSON in the runs table so resume and replay rebuild the same run."""
 
@@ -131,6 +148,11 @@ class RunConfig(BaseModel):
     """``--seed-from FILE``: a solution to continue from. It is evaluated before planning and attached to the root."""
     seed_candidate_id: str | None = None
     """The seed's candidate id in the store (set by ``start_run`` from ``seed_from``; kept by replays)."""
+    compete: list[str] = Field(default_factory=list)
+    """``--compete FILE`` (repeatable): best known competing kernels (``.py``) or per-shape times (``.json``, ``.toml``)
+    whose gap to the run's best the planner sees per shape."""
+    competitors: list[Competitor] = Field(default_factory=list)
+    """``compete`` resolved when the run is created (kept by resume, fork and replay)."""
     require_approval: bool = False
     """``--require-approval``: every new best waits for ``ksearch steer RUN approve|reject`` (steering can change
     it)."""

@@ -111,6 +111,14 @@ def run(
             "--seed-from", help="Continue from this solution file: it is evaluated first and the first cycles edit it."
         ),
     ] = None,
+    compete: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--compete",
+            help="A best known competing kernel (a solution file, evaluated here) or per-shape times (.json/.toml); "
+            "the planner sees the gap to it per shape. Repeatable.",
+        ),
+    ] = None,
     require_approval: Annotated[
         bool,
         typer.Option(
@@ -202,6 +210,7 @@ def run(
                 "price_output_per_mtok": price_output,
             },
             seed_from=str(seed_from) if seed_from is not None else None,
+            compete=[str(p) for p in compete or []],
             require_approval=require_approval,
             skills=skills,
             lift_skills=lift_skills,

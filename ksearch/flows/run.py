@@ -35,6 +35,7 @@ from ksearch.agent.world_model import WorldModel
 from ksearch.contracts.identifiers import check_run_id
 from ksearch.errors import KsearchError, UserError
 from ksearch.flows import driving, trust
+from ksearch.flows.compete import resolve_competitors
 from ksearch.flows.driving import EventSink
 from ksearch.flows.run_config import new_run_id, run_exists_error, stored_config
 from ksearch.flows.seed import initial_state, register_seed, seed_evaluation
@@ -219,6 +220,8 @@ def create_context(
         if config.seed_from or config.seed_candidate_id:
             ctx.config = config = register_seed(ctx)
             seed_evaluation(ctx, on_event)  # a seed that does not pass stops here, before any run row is written
+        if config.compete and not config.competitors:
+            ctx.config = config = resolve_competitors(ctx)  # a kernel that does not pass stops here, before any row
         if config.skills and config.skill_snapshot is None:  # a replay or fork keeps the snapshot of its run
             ctx.config = config = freeze_skills(ctx)
     except BaseException:

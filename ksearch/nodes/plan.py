@@ -13,6 +13,7 @@ from langgraph.runtime import Runtime
 
 from ksearch.agent import planner_evidence
 from ksearch.agent.code_view import fenced
+from ksearch.agent.compete_view import competitors_view
 from ksearch.agent.context import SearchContext
 from ksearch.agent.counters_collect import planner_counters_view
 from ksearch.agent.counters_text import counters_text
@@ -81,6 +82,7 @@ def planner_prompt(state: SearchState, ctx: SearchContext) -> str:
             language=cfg.language,
             device_description=ctx.device_description,
             max_new_nodes=cfg.max_new_nodes_init,
+            competitors=competitors_section(ctx, state.best),
             edit_schema=schema,
             skills=planner_skills(ctx, wm, state.best),
         )
@@ -110,9 +112,23 @@ def planner_prompt(state: SearchState, ctx: SearchContext) -> str:
         measurement_legend=LEGEND,
         selection_rules=selection_rules(policy),
         max_new_nodes=cfg.max_new_nodes,
+        competitors=competitors_section(ctx, best),
         edit_schema=schema,
         skills=planner_skills(ctx, wm, state.best),
     )
+
+
+def competitors_section(ctx: SearchContext, best: BestRef | None) -> str:
+    """The best known competing kernels (``--compete``) against the run's best, per shape."""
+    competitors = ctx.config.competitors
+    best_eval = None
+    if best is not None:
+        try:
+            best_eval = ctx.store.get_evaluation(best.evaluation_id)
+        except KeyError:
+            best_eval = None
+    codes = {c.candidate_id: ctx.store.get_candidate(c.candidate_id).code for c in competitors if c.candidate_id}
+    return competitors_view(competitors, best_eval, codes)
 
 
 def selection_rules(policy: SelectionPolicy) -> str:

@@ -216,3 +216,23 @@ def test_a_family_is_not_closed_while_it_has_untested_actions(fx: tp.Fixture) ->
         "most-explored 3)"
     ) in prompt
     assert "Every 4th cycle explores: it runs the first action of the family" in prompt
+
+
+def test_the_planner_sees_the_gap_to_the_best_known_kernels_per_shape(tmp_path: Path) -> None:
+    """The user can put the best known competing kernels before the planner (``--compete``)."""
+    from ksearch.agent.config import Competitor
+
+    factors = [0.9, 1.0, 1.1, 0.8, 1.2, 0.95, 1.05]
+    times = {name: ms * f for name, ms, f in zip(tp.SHAPES, tp.TIMES["base"], factors, strict=True)}
+    rival = Competitor(name="ksearch_best", source="best.json", where="H100, eval.py benchmark", times_ms=times)
+    fx = tp.build(tmp_path, competitors=[rival])
+    try:
+        section = _section(tp.planner_prompt(fx), "Best known competing kernels")
+    finally:
+        fx.store.close()
+    assert "## ksearch_best (best.json; H100, eval.py benchmark)" in section
+    rows = [line for line in section.splitlines() if line.startswith("  b")]
+    assert [r.split(":")[0].strip() for r in rows] == [tp.SHAPES[i] for i in (3, 0, 5, 1, 6, 2, 4)]
+    assert rows[0] == f"  {tp.SHAPES[3]}: the run's best 0.5240 ms, it 0.4192 ms: x0.80 (it is 25% faster)"
+    assert rows[-1] == f"  {tp.SHAPES[4]}: the run's best 1.8750 ms, it 2.2500 ms: x1.20 (the run's best is 20% faster)"
+    assert "Geometric mean over the 7 shapes both have" in section
