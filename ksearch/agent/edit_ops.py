@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from ksearch.agent.world_model import (
     Action,
     Difficulty,
+    LaunchSweep,
     NodeId,
     NonEmptyStr,
     Rating,
@@ -65,6 +66,7 @@ class ActionPatch(_Strict):
     expected_speedup: Annotated[float, Field(gt=0.0, le=1000.0)] | None = None
     rationale: str | None = None
     skill_id: SkillId | None = None
+    sweep: LaunchSweep | None = None
 
 
 class NodePatch(_Strict):

@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 from ksearch.agent.selection import SelectionPolicy, family_cycles, frontier_report
-from ksearch.agent.world_model import ROOT_ID, Node, SolutionRef, WorldModel
+from ksearch.agent.world_model import ROOT_ID, LaunchSweep, Node, SolutionRef, WorldModel
 from ksearch.prompts import clip
 
 
@@ -16,7 +16,9 @@ def node_line(node: Node, depth: int) -> str:
         parts.append(f"{node.decision or '?'} -> {node.choice or '?'}")
     if node.action:
         a = node.action
-        parts.append(f"{a.title} [d{a.difficulty}, s{a.score:.2f}]" + (f" applies {a.skill_id}" if a.skill_id else ""))
+        sweep = f" [sweep of {a.sweep.points} configs of {a.sweep.kernel}]" if a.sweep else ""
+        skill = f" applies {a.skill_id}" if a.skill_id else ""
+        parts.append(f"{a.title} [d{a.difficulty}, s{a.score:.2f}]{sweep}{skill}")
     parts.append(f"r{node.rating:.1f}, c{node.confidence:.2f}")
     if node.solution:
         sol = node.solution
@@ -88,7 +90,26 @@ def action_view(node: Node) -> str:
         lines.append(f"Rationale: {a.rationale}")
     if node.decision or node.choice:
         lines.append(f"Decision: {node.decision} -> {node.choice}")
+    if a.sweep is not None:
+        lines.append(sweep_instructions(a.sweep))
     return "\n".join(lines)
+
+
+def sweep_instructions(sweep: LaunchSweep) -> str:
+    """What the coder does for a launch-parameter sweep: one autotune over the grid, nothing picked by hand."""
+    launch = {"num_warps", "num_stages"}
+    constexprs = [p for p in sweep.params if p not in launch]
+    key = f"key={sweep.key}" if sweep.key else "key= the kernel arguments that set the shape"
+    return (
+        f"Launch-parameter sweep, ONE round that the evaluator tunes: {sweep.describe()}.\n"
+        f"Put ONE @triton.autotune on {sweep.kernel} with exactly these {sweep.points} configs, every combination: "
+        f"triton.Config({{{', '.join(repr(p) + ': ...' for p in constexprs)}}}"
+        + (", num_warps=..., num_stages=...)" if launch & set(sweep.params) else ")")
+        + f", {key}; the launch passes none of the swept values (the grid is a lambda of META). Change nothing "
+        "else. Before the timed calls of each timed shape the evaluator lets the autotuner time every config "
+        "(Triton's own benchmark; a config that does not fit the device is skipped) and the kernel keeps the best; "
+        "the evidence names the config chosen at each shape."
+    )
 
 
 def edit_schema_text(schema: dict) -> str:
@@ -123,6 +144,11 @@ def _type_outline(value: dict) -> str:
     if "anyOf" in value or "oneOf" in value:
         options = [_type_outline(v) for v in value.get("anyOf", value.get("oneOf", [])) if v.get("type") != "null"]
         return " | ".join(options)
+    if value.get("type") == "object":  # a mapping: {name: value type}, with its count of entries
+        values = [*value.get("patternProperties", {}).values(), value.get("additionalProperties")]
+        inner = next((_type_outline(v) for v in values if isinstance(v, dict)), "any")
+        count = _range_outline(value.get("minProperties"), value.get("maxProperties"))
+        return f"{{str: {inner}}}" + (f" {count}" if count else "")
     kind = {"string": "str", "integer": "int", "number": "num", "boolean": "bool"}.get(value.get("type", ""), "")
     if value.get("type") == "array":
         items = value.get("items", {})

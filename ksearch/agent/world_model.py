@@ -7,10 +7,11 @@ functions at the bottom of this module. All functions here are pure: they return
 
 from __future__ import annotations
 
+import math
 from enum import StrEnum
 from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
 ROOT_ID = "root"
 
@@ -20,6 +21,46 @@ Rating = Annotated[float, Field(ge=0.0, le=10.0)]
 UnitFloat = Annotated[float, Field(ge=0.0, le=1.0)]
 Difficulty = Annotated[int, Field(ge=1, le=5)]
 SkillId = Annotated[str, StringConstraints(pattern=r"^sk-[0-9a-f]{12}$")]
+
+
+MAX_SWEEP_POINTS = 64
+"""At most this many configs in one launch-parameter sweep: Triton's full benchmark costs about 125 ms per config
+and shape (ksearch.tools.evaluator.tuning), so 64 configs on 7 shapes stay under a minute after winnowing."""
+
+
+class LaunchSweep(BaseModel):
+    """A launch-parameter sweep as ONE action (issue 57: about 11 of examples/trimul-record's 24 rounds were one
+    launch setting each): the coder writes one ``@triton.autotune`` over the grid, and the evaluator's autotuning
+    times every config at each timed shape before the timed calls and keeps the best (``tuning``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    kernel: NonEmptyStr
+    """The ``@triton.jit`` kernel whose launch is swept."""
+    params: dict[Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")], list[int]] = Field(
+        min_length=1, max_length=6
+    )
+    """Parameter -> the values to try: constexpr block sizes and ``num_warps`` / ``num_stages``."""
+    key: list[str] = Field(default_factory=list, max_length=6)
+    """The kernel arguments the choice depends on (the autotune key); empty: the coder picks the shape arguments."""
+
+    @model_validator(mode="after")
+    def _bounded_grid(self) -> LaunchSweep:
+        for name, values in self.params.items():
+            if not 1 <= len(values) <= 8 or any(v <= 0 for v in values):
+                raise ValueError(f"sweep parameter {name}: give 1 to 8 positive values")
+        if self.points > MAX_SWEEP_POINTS:
+            raise ValueError(f"the sweep has {self.points} configs; at most {MAX_SWEEP_POINTS} (drop values)")
+        return self
+
+    @property
+    def points(self) -> int:
+        return math.prod(len(v) for v in self.params.values())
+
+    def describe(self) -> str:
+        grid = ", ".join(f"{name} in {values}" for name, values in self.params.items())
+        key = f", key={self.key}" if self.key else ""
+        return f"{self.kernel}: {grid} ({self.points} configs{key})"
 
 
 class Action(BaseModel):
@@ -42,6 +83,8 @@ class Action(BaseModel):
     skill_id: SkillId | None = None
     """The library skill this action applies (from the prompt's skills section), if any: the coder gets its recipe
     and the cycle's outcome is recorded as evidence on the skill."""
+    sweep: LaunchSweep | None = None
+    """A launch-parameter sweep: the action is to tune this grid in one round, not to pick a setting by hand."""
 
 
 class NodeStatus(StrEnum):
