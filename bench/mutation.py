@@ -71,6 +71,8 @@ class Target:
 
 
 HONEST_STATIC = "tests/tools/test_honest_corpus.py::test_every_static_rule_lets_it_through"
+PROMPT_DEFECTS = "tests/agent/test_prompt_defects.py"
+"""Both prompts rendered from examples/trimul-record's kernels and times, one test per defect of issue 57."""
 """The honest corpus through every static rule: a rule made too eager rejects one of them."""
 
 TARGETS: tuple[Target, ...] = (
@@ -231,6 +233,31 @@ TARGETS: tuple[Target, ...] = (
         "ksearch/tools/integrity/writes.py",
         ("tests/tools/test_integrity.py", "tests/tools/test_integrity_edges.py", HONEST_STATIC),
         functions=("WriteRules._open", "WriteRules._env_use_allowed", "WriteRules._patched", "_settable"),
+    ),
+    # the prompt-building modules (issue 57): what the planner and the coder read
+    Target(
+        "ksearch/agent/evidence_text.py",
+        ("tests/agent/test_evidence_text.py", "tests/agent/test_evidence_view.py", PROMPT_DEFECTS),
+    ),
+    Target("ksearch/agent/code_view.py", ("tests/agent/test_code_view.py", "tests/agent/test_coder_context.py")),
+    Target("ksearch/agent/planner_evidence.py", ("tests/agent/test_evidence_view.py", PROMPT_DEFECTS)),
+    Target("ksearch/agent/sibling_view.py", ("tests/agent/test_sibling_view.py", PROMPT_DEFECTS)),
+    Target("ksearch/agent/compete_view.py", ("tests/agent/test_compete_view.py", PROMPT_DEFECTS)),
+    Target(
+        "ksearch/agent/prompting.py",
+        ("tests/agent/test_prompts.py", "tests/agent/test_sweep_action.py", PROMPT_DEFECTS),
+        functions=("node_line", "_versus_parent", "frontier_view", "action_view", "sweep_instructions"),
+    ),
+    Target("ksearch/tasks/trimul/cost_text.py", (PROMPT_DEFECTS,)),
+    Target(
+        "ksearch/nodes/write_kernel.py",
+        ("tests/agent/test_coder_context.py", PROMPT_DEFECTS),
+        functions=("best_code", "feedback", "first_feedback", "comparison", "_shown_id", "_regressed"),
+    ),
+    Target(
+        "ksearch/nodes/plan.py",
+        ("tests/agent/test_evidence_view.py", PROMPT_DEFECTS),
+        functions=("competitors_section", "selection_rules", "best_evidence"),
     ),
 )
 

@@ -9,6 +9,7 @@ is written once per call key (a resume or a replay reuses the recorded reply). R
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from ksearch.agent.code_view import fenced, unified_diff
@@ -18,6 +19,8 @@ from ksearch.contracts.evaluation import Evaluation
 from ksearch.prompts import clip
 from ksearch.store import Store
 
+JIT_DEF = re.compile(r"@triton\.jit[^\n]*\n(?:@[^\n]*\n)*def (\w+)")
+"""The name of each ``@triton.jit`` function of a module (decorators in between allowed)."""
 DIFF_CHARS = 4000
 """A sibling's change is quoted up to this many characters: it is another cycle's code, not the one under study."""
 
@@ -47,6 +50,9 @@ def _attempt_lines(
     if ev.timings:
         lines.append(f"  per shape (ms): {_shapes(ev)}")
     code = store.get_candidate(row["candidate_id"]).code if row.get("candidate_id") else None
+    if code is not None and before is None:
+        kernels = ", ".join(JIT_DEF.findall(code)) or "none"
+        lines.append(f"  written from the spec ({len(code.splitlines())} lines; Triton kernels: {kernels})")
     if code is not None and before is not None:
         diff = unified_diff(before, code, "the code it edited", f"attempt {row['attempt']} of {sibling.cycle_id}")
         if diff:
