@@ -282,6 +282,15 @@ EQUIVALENT: dict[str, str] = {
         "a node under an Assign that is not its value is a target: a Name target returned before (not a Load), and "
         "any other target makes all() false"
     ),
+    "ksearch/agent/code_view.py::change_view: len(diff) >= len(after) -> len(diff) > len(after)": (
+        "a diff exactly as long as the code: shown either way, the prompt carries the same change at the same length"
+    ),
+    "ksearch/agent/compete_view.py::_gap: abs(ratio - 1.0) < 0.005 -> abs(ratio - 1.0) <= 0.005": (
+        "only a ratio of exactly 1.005 in binary floating point differs, which prints as x1.00 or x1.01 either way"
+    ),
+    "ksearch/agent/compete_view.py::_gap: ratio < 1.0 -> ratio <= 1.0": (
+        "a ratio of exactly 1.0 returned 'level' on the line before"
+    ),
     "ksearch/tools/integrity/processes.py::ProcessRules._threading_misuse: isinstance(parent, ast.Attribute) and "
     "parent.value is node and (parent.attr in SAFE_THREADING) -> isinstance(parent, ast.Attribute) and parent.attr "
     "in SAFE_THREADING": "a Name under an Attribute is always its value (an Attribute's other field is a string)",

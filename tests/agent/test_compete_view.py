@@ -35,6 +35,10 @@ def test_without_a_timed_best_the_competitors_times_stand_alone_and_its_code_fol
     assert text.endswith(
         "Its code (to study what it does differently):\n```python\ndef custom_kernel(d):\n    pass\n```"
     )
+    untimed_best = Evaluation(verdict="passed", device="cpu")
+    assert "Per shape (nothing has been timed in this run yet):" in competitor_block(RIVAL, untimed_best, None)
+    near = competitor_block(RIVAL, _best(b0=0.496), None)  # 0.8 % apart: not level
+    assert "  b0: the run's best 0.4960 ms, it 0.5000 ms: x1.01 (the run's best is 1% faster)" in near
     other = competitor_block(RIVAL, _best(x=1.0), None)
     assert "Per shape (no shape in common):" in other
     untimed = Competitor(name="k", source="k.py", where="evaluated here: passed on cpu")
