@@ -34,7 +34,8 @@ LEGEND = (
     "(the host and the device just back from idle read slower), so the statistic reads what an uninterrupted loop "
     "reads. kernels = the device time of each kernel in ONE profiled call after timing, its share of that call's "
     "kernel time, and all kernels' time as a share of the timed statistic (the rest of a timed call is launch "
-    "overhead and host work between kernels)."
+    "overhead and host work between kernels). autotune kept = the config each @triton.autotune kernel chose at "
+    "that shape, by Triton's benchmark before the timed calls."
 )
 
 
@@ -194,6 +195,9 @@ def shape_lines(
     kernels of its profiled call on the line below."""
     points = {p.config: p for p in evaluation.roofline}
     profiles = {p.config: p for p in evaluation.profile}
+    tuned: dict[str, list[str]] = {}
+    for choice in evaluation.tuning:
+        tuned.setdefault(choice.config, []).append(choice.describe())
     old = {t.config: t for t in reference.timings} if reference is not None else {}
     lines = []
     for t in ranked(evaluation.timings, weights or {}):
@@ -207,6 +211,8 @@ def shape_lines(
         profile = profiles.get(t.config)
         if profile is not None:
             lines.append(f"    {profile_line(profile, t.headline_ms)}")
+        if t.config in tuned:
+            lines.append(f"    autotune kept: {'; '.join(tuned[t.config])}")
     return lines
 
 

@@ -211,6 +211,24 @@ class ShapeProfile(BaseModel):
         return "\n".join([head, *rows])
 
 
+class TunedChoice(BaseModel):
+    """The config an ``@triton.autotune`` kernel kept at one timed shape: the best of its grid by Triton's benchmark,
+    run before the shape's timed calls. Read in the candidate's process: a diagnostic, never a verdict."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    config: str
+    """The benchmark config (timed shape)."""
+    kernel: str
+    choice: str
+    """The kept config's parameters: ``BLOCK_M=64, num_warps=4, num_stages=1``."""
+    configs: int
+    """How many configs the autotuner chose among."""
+
+    def describe(self) -> str:
+        return f"{self.kernel}: {self.choice} (of {self.configs} configs)"
+
+
 class Evaluation(BaseModel):
     """One evaluation of one candidate on one device with one harness version."""
 
@@ -246,6 +264,8 @@ class Evaluation(BaseModel):
     counters: CounterReport | None = None
     """Nsight Compute's hardware counters of a few shapes, read after the verdict by a trusted process, or why there
     are none (diagnostics, never a score); None when nobody asked. The store keeps them beside the evaluation."""
+    tuning: list[TunedChoice] = Field(default_factory=list)
+    """Per timed shape, the config each ``@triton.autotune`` kernel kept there (a launch-parameter sweep's result)."""
 
     @model_validator(mode="after")
     def _status_matches_fields(self) -> Evaluation:

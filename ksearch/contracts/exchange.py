@@ -27,6 +27,7 @@ from ksearch.contracts.evaluation import (
     Rejection,
     ShapeProfile,
     Timing,
+    TunedChoice,
     Verdict,
     YardstickReading,
 )
@@ -258,6 +259,8 @@ class WorkerResult(BaseModel):
     the parent holds against its limits (``ksearch.tools.evaluator.worker.aot``)."""
     profile: list[ShapeProfile] = Field(default_factory=list)
     """One profiled call per benchmark config, after timing: diagnostics only."""
+    tuning: list[TunedChoice] = Field(default_factory=list)
+    """Per timed config, the config each autotuned kernel kept there: diagnostics only."""
     notes: list[str] = Field(default_factory=list)
     """Diagnostics for the evaluation's log (a kernel that failed to compile for the target GPU, say)."""
 

@@ -25,6 +25,7 @@ from ksearch.contracts.evaluation import (
     RooflinePoint,
     ShapeProfile,
     Timing,
+    TunedChoice,
 )
 from ksearch.tasks.softmax import SoftmaxTask
 
@@ -96,6 +97,7 @@ def test_every_shape_gets_its_profile_set_against_the_timed_statistic_and_resour
     ]
     ev = _evaluation(
         *[_timing(f"b{i}", 0.5 + i / 10) for i in range(7)],
+        tuning=[TunedChoice(config="b6", kernel="_k", choice="BM=64, num_warps=4", configs=12)],
         profile=shapes,
         resources=[
             KernelResources(name="_k", shared_bytes=1024, registers=40, spilled_bytes=0, num_warps=4, num_stages=3)
@@ -103,7 +105,8 @@ def test_every_shape_gets_its_profile_set_against_the_timed_statistic_and_resour
         * 12,
     )
     lines = shape_lines(ev)
-    assert len(lines) == 14  # every shape: its timing, then its kernels
+    assert len(lines) == 15  # every shape: its timing, then its kernels (and at b6, what its sweep kept)
+    assert lines[2] == "    autotune kept: _k: BM=64, num_warps=4 (of 12 configs)"
     assert lines[0].startswith("  b6: mean 1.1000 ms") and lines[-2].startswith("  b0: mean 0.5000 ms")
     assert (
         lines[1] == "    kernels 0.3 ms in 3 launches, 27% of the timed 1.1 ms: k0 0.1 ms (33%); k1 0.1 ms x2 (33%); "

@@ -123,6 +123,7 @@ def with_evidence(
     if evaluation.passed and evaluation.timed:
         update["roofline"] = roofline_points(task, evaluation.timings, evaluation.device, device)
         update["profile"] = list(worker.profile) if worker is not None else []
+        update["tuning"] = list(worker.tuning) if worker is not None else []
         problem = profile_problem(worker)
         if problem and not update["profile"]:
             update["environment"] = {**evaluation.environment, "profile": problem}

@@ -54,6 +54,7 @@ import os
 import sys
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -62,6 +63,7 @@ from ksearch.contracts.evaluation import (
     Mismatch,
     Rejection,
     ShapeProfile,
+    TunedChoice,
     Verdict,
     YardstickReading,
 )
@@ -98,7 +100,14 @@ from ksearch.tools.evaluator.worker.guard import (
     reject,
 )
 from ksearch.tools.evaluator.worker.timing_runner import HarnessFault, WorkerTimingRunner
-from ksearch.tools.evaluator.worker.tuning import WinnowTally, quick_tuning, winnowed_tuning
+from ksearch.tools.evaluator.worker.tuning import (
+    WinnowTally,
+    autotuners,
+    forget_choices,
+    quick_tuning,
+    tuned_choices,
+    winnowed_tuning,
+)
 from ksearch.tools.evaluator.worker.work_phases import call_observed, finish_observing, start_observing
 from ksearch.tools.evaluator.worker.worker_modes import (
     run_compare,
@@ -168,6 +177,7 @@ class Worker:
         "resources",
         "profiles",
         "notes",
+        "tuning",
         "winnowed",
         "work_policy",
     )
@@ -192,6 +202,8 @@ class Worker:
         self.resources: list[KernelResources] = []
         self.profiles: list[ShapeProfile] = []
         self.notes: list[str] = []
+        self.tuning: list[TunedChoice] = []
+        """Per timed config, the config each autotuned kernel kept there (``tuning.tuned_choices``)."""
         self.winnowed: WinnowTally | None = None
         """What Triton's autotuners did on the timed configs (``tuning.winnowed_tuning``)."""
         self.work_policy: WorkPolicy | None = None
@@ -535,9 +547,11 @@ class Worker:
         configs = self.task.benchmark_configs(self.device)
         self.configs_total = len(configs)
         # each timed config's key is tuned at its first, untimed call: the full benchmark for the contenders only
+        tuners = diagnostic(lambda: autotuners(module), [])
         with winnowed_tuning() if self.request.winnowed_tuning else contextlib.nullcontext() as tally:
             self.winnowed = tally
             for index, config in enumerate(configs):
+                diagnostic(lambda: forget_choices(tuners), None)
                 salted = self.salted(config, self.request.bench_salt)
                 prime_activation_probe(self.task, salted)
                 runner = WorkerTimingRunner(self, self.prepare(module, salted), salted, index)
@@ -547,6 +561,7 @@ class Worker:
                     del warm
                 run = method.run(runner, flush_l2=self.request.flush_l2)
                 self.samples.append(ConfigSamples(config=config.name, method=method.name, samples_ms=run.samples_ms))
+                self.tuning.extend(diagnostic(partial(tuned_choices, tuners, config.name), []))
                 self.configs_passed += 1
                 del runner
         self.mark("timing")
@@ -623,6 +638,7 @@ class Worker:
             yardstick=self.yardstick_readings,
             resources=self.resources,
             profile=self.profiles,
+            tuning=self.tuning,
             notes=self.notes,
         )
 
