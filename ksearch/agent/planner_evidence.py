@@ -95,7 +95,7 @@ def _attempt_heading(row: dict[str, Any], ev: Evaluation | None, parent: Evaluat
     name = f"Attempt {row['attempt']}" if row.get("attempt") else "Attempt"
     if ev is None:
         return f"### {name}{where}: no evaluation ({clip(str(row.get('error') or row.get('verdict') or ''), 300)})"
-    change = aggregate_change(ev, parent) if parent is not None and ev.passed else None
+    change = aggregate_change(ev, parent) if parent is not None else None  # None unless both were timed
     versus = f", {change.describe('the parent')}" if change is not None else ""
     return f"### {name}{where}: {ev.summary()}{versus}{' (the best of the cycle)' if best else ''}"
 

@@ -44,25 +44,24 @@ def _attempt_lines(
     ev = _evaluation(store, row.get("evaluation_id"))
     if ev is None:
         return [f"- attempt {row['attempt']}: no evaluation ({clip(str(row.get('error') or ''), 300)})"]
-    change = aggregate_change(ev, base) if base is not None and ev.passed else None
+    change = aggregate_change(ev, base) if base is not None else None  # None unless both were timed
     versus = f", {change.describe('its base')}" if change is not None else ""
     lines = [f"- attempt {row['attempt']} ({row['prompt_kind']}): {ev.summary()}{versus}"]
     if ev.timings:
         lines.append(f"  per shape (ms): {_shapes(ev)}")
-    code = store.get_candidate(row["candidate_id"]).code if row.get("candidate_id") else None
-    if code is not None and before is None:
+    code = store.get_candidate(row["candidate_id"]).code  # an evaluated attempt always has its code
+    if before is None:
         kernels = ", ".join(JIT_DEF.findall(code)) or "none"
         lines.append(f"  written from the spec ({len(code.splitlines())} lines; Triton kernels: {kernels})")
-    if code is not None and before is not None:
-        diff = unified_diff(before, code, "the code it edited", f"attempt {row['attempt']} of {sibling.cycle_id}")
-        if diff:
-            lines.append("  its change:\n" + fenced(clip(diff, DIFF_CHARS), "diff"))
+        return lines
+    diff = unified_diff(before, code, "the code it edited", f"attempt {row['attempt']} of {sibling.cycle_id}")
+    lines.append("  its change:\n" + fenced(clip(diff, DIFF_CHARS), "diff") if diff else "  the same code it edited")
     return lines
 
 
 def sibling_block(sibling: SiblingCycle, store: Store, run_id: str, eval_key: str) -> str:
     """One sibling cycle's finished attempts, or '' when none has finished."""
-    rows = [a for a in store.list_attempts(run_id) if a.get("cycle_id") == sibling.cycle_id and a.get("attempt")]
+    rows = [a for a in store.list_attempts(run_id) if a.get("cycle_id") == sibling.cycle_id]
     if not rows:
         return ""
     base_code = store.get_candidate(sibling.base_candidate_id).code if sibling.base_candidate_id else None

@@ -177,7 +177,7 @@ def feedback(state: CycleState, ctx: SearchContext) -> str:
     if state.last_evaluation_id:
         ev = ctx.store.get_evaluation(state.last_evaluation_id)
         reference, label = comparison(state, ctx)
-        change = aggregate_change(ev, reference) if reference is not None and ev.passed else None
+        change = aggregate_change(ev, reference) if reference is not None else None  # None unless both were timed
         lines.append(
             f"Verdict of your last attempt: {ev.summary()}" + (f", {change.describe(label)}" if change else "")
         )

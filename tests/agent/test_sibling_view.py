@@ -86,3 +86,60 @@ def test_a_cycle_sees_each_finished_attempt_beside_it_in_order(tmp_path: Path) -
     waiting = state.model_copy(update={"siblings": [SiblingCycle(cycle_id="c9", node_id="z", title="z")]})
     assert sibling_results(waiting, ctx) == "(none of the cycles beside this one has finished an attempt yet)"  # type: ignore[arg-type]
     store.close()
+
+
+def _sibling_with(store: Store, codes: list[str], base: str | None) -> str:
+    """The view of one sibling cycle whose attempts wrote ``codes`` in order, from ``base`` (None: from the spec)."""
+    store.create_run({"id": "s", "task": "trimul", "model": "m"})
+    for attempt, code in enumerate(codes, start=1):
+        cid = store.ensure_candidate(Candidate(task="trimul", language="triton", code=code))
+        eid = store.record_evaluation(cid, "k", Evaluation(verdict="incorrect", device="gpu", log="wrong"))
+        store.record_attempt(
+            {
+                "run_id": "s",
+                "cycle_id": "c1",
+                "attempt": attempt,
+                "round_index": attempt,
+                "node_id": "a",
+                "prompt_kind": "debug",
+                "candidate_id": cid,
+                "evaluation_id": eid,
+                "verdict": "incorrect",
+                "score": None,
+                "error": None,
+            }
+        )
+    base_id = store.ensure_candidate(Candidate(task="trimul", language="triton", code=base)) if base else None
+    sibling = SiblingCycle(cycle_id="c1", node_id="a", title="a", base_candidate_id=base_id)
+    state = CycleState(cycle_id="c2", node_id="b", action=Action(title="b"), siblings=[sibling])
+    return sibling_results(state, SimpleNamespace(store=store, run_id="s", eval_key="k"))  # type: ignore[arg-type]
+
+
+def test_a_sibling_without_kernels_the_same_code_twice_and_a_long_change(tmp_path: Path) -> None:
+    store = Store(tmp_path / "ksearch.db")
+    text = _sibling_with(store, ["def kernel(x):\n    return x\n"] * 2, None)
+    first = "- attempt 1 (debug): incorrect on gpu: wrong\n  written from the spec (2 lines; Triton kernels: none)"
+    assert first in text
+    assert text.endswith("- attempt 2 (debug): incorrect on gpu: wrong\n  the same code it edited")
+    assert "vs its base" not in text  # a failed attempt has no time to compare
+    store.close()
+
+
+def test_a_siblings_change_is_quoted_up_to_its_bound(tmp_path: Path) -> None:
+    from ksearch.agent.code_view import unified_diff
+    from ksearch.agent.sibling_view import DIFF_CHARS
+
+    base = "x = 1\n"
+
+    def diff_of(width: int) -> str:
+        return unified_diff(base, base + "y" * width + "\n", "the code it edited", "attempt 1 of c1")
+
+    width = next(w for w in range(5000) if len(diff_of(w)) == DIFF_CHARS + 1)
+    store = Store(tmp_path / "ksearch.db")
+    text = _sibling_with(store, [base + "y" * width + "\n"], base)
+    assert DIFF_CHARS == 4000 and "[1 characters cut]" in text  # one over the bound: clipped
+    store.close()
+    store = Store(tmp_path / "other.db")
+    exact = _sibling_with(store, [base + "y" * (width - 1) + "\n"], base)
+    assert "characters cut" not in exact and len(diff_of(width - 1)) == DIFF_CHARS
+    store.close()
