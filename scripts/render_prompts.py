@@ -14,7 +14,8 @@ next coder prompts are written (nothing after them is evaluated). It then writes
   finished by then; the first attempts of the second step);
 
 and prints one line per defect of issue 57 that the prompts must not show. On the CPU nothing is timed, so the
-per-shape profile checks read "n/a". About 2-3 minutes on an H100 (five evaluations and one leaderboard-mode
+per-shape profile and hardware-counter checks read "n/a" (on a GPU the counters come from Nsight Compute where it
+runs). About 2-3 minutes on an H100 (five evaluations and one leaderboard-mode
 confirmation), longer on the CPU (the interpreter).
 """
 
@@ -89,6 +90,7 @@ def checks(planner: str, coders: list[str], timed: bool) -> list[tuple[str, bool
     return [
         ("every timed shape in the spec and the roofline floors", all(all(s in p for s in shapes) for p in everything)),
         ("every timed shape's kernels in every attempt's evidence", (min(profiled) >= 4) if timed else None),
+        ("the hardware counters of each cycle's best", ("Hardware counters (" in planner) if timed else None),
         ("no 'host gap' from the profiled call's wall time", all("host gap" not in p for p in everything)),
         ("no code clipped ('characters cut' only in logs and notes)", "characters cut] ...\n```" not in planner),
         ("every attempt's code whole or as a diff", "(whole" in planner or "```diff" in planner),

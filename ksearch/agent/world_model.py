@@ -25,7 +25,7 @@ SkillId = Annotated[str, StringConstraints(pattern=r"^sk-[0-9a-f]{12}$")]
 
 MAX_SWEEP_POINTS = 64
 """At most this many configs in one launch-parameter sweep: Triton's full benchmark costs about 125 ms per config
-and shape (ksearch.tools.evaluator.tuning), so 64 configs on 7 shapes stay under a minute after winnowing."""
+and shape (ksearch.tools.evaluator.worker.tuning), so 64 configs on 7 shapes stay under a minute after winnowing."""
 
 
 class LaunchSweep(BaseModel):

@@ -27,7 +27,7 @@ from ksearch.flows.services import device_description
 from ksearch.llm.parsing import extract_code
 from ksearch.store import Store
 from ksearch.tasks.trimul import TrimulTask
-from ksearch.tools.evaluator.evidence import roofline_points
+from ksearch.tools.evaluator.parent.evidence import roofline_points
 from ksearch.tools.fingerprint import DeviceInfo
 
 RECORD = Path(__file__).resolve().parents[2] / "examples" / "trimul-record"
@@ -268,6 +268,8 @@ def build(tmp_path: Path, **config: object) -> Fixture:
         device_description=device_description(H100, task, None),
         skills=[],
         skill_context=None,
+        counters=None,  # no Nsight Compute here: the counters' section is another test's (test_counter_prompts)
+        prompts_only=False,
     )
     return Fixture(store=store, ids=ids, state=state, ctx=ctx)
 
