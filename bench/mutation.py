@@ -282,6 +282,9 @@ EQUIVALENT: dict[str, str] = {
         "a node under an Assign that is not its value is a target: a Name target returned before (not a Load), and "
         "any other target makes all() false"
     ),
+    "ksearch/agent/prompting.py::frontier_view: 0 -> 1": (
+        "the frontier has rows here, so the tree has a family and the default is never taken"
+    ),
     "ksearch/agent/code_view.py::change_view: len(diff) >= len(after) -> len(diff) > len(after)": (
         "a diff exactly as long as the code: shown either way, the prompt carries the same change at the same length"
     ),

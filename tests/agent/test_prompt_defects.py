@@ -15,7 +15,7 @@ from ksearch.agent.world_model import NodeStatus
 from ksearch.flows.services import device_description
 from ksearch.nodes.prune import prune
 from ksearch.tasks.trimul import TrimulTask
-from ksearch.tasks.trimul.cost_text import ShapeCost
+from ksearch.tasks.trimul.cost_text import ShapeCost, cost_table
 from ksearch.tools import integrity
 from tests.helpers import trimul_prompts as tp
 
@@ -87,8 +87,14 @@ def test_the_trimul_spec_says_where_the_flops_are_as_computed_from_the_shapes() 
         assert cost.contraction + cost.input_maps + cost.output_map == pytest.approx(flops)
         assert f"contraction {cost.contraction / 1e9:.1f} GFLOP" in spec
         more += cost.maps_over_contraction > 1
+        assert f"x is {4 * cost.b * cost.n * cost.n * cost.c / 1e9:.2f} GB in float32" in spec
     assert more == 5 and "more flops than the contraction at 5 of the 7 timed shapes" in spec
+    assert "; the contraction carries more only at b4 (N=1024, C=128).\n" in spec  # b1's 1.00x is no exception
     assert "7.5" not in spec and "9.00x the contraction's flops" in spec  # b2, with the output map: 6C/N = 9
+    wide = cost_table([ShapeCost(label="w", b=1, n=256, c=384, h=128)])
+    assert wide.endswith("at 1 of the 1 timed shapes.")  # none where the contraction carries more
+    level = cost_table([ShapeCost(label="l", b=1, n=768, c=128, h=128)])  # 6C/N = 1: neither carries more
+    assert level.endswith("at 0 of the 1 timed shapes.")
 
 
 JOINED_SIDE_STREAM = """

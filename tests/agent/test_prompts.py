@@ -131,3 +131,37 @@ def test_the_first_plan_asks_for_rating_and_confidence_inside_each_node():
     text = render("plan_init", **{k: f"<{k}>" for k in template_placeholders("plan_init")})
     assert 'Give each node a "rating"' in text and "inside the node" in text
     assert "rating" not in EditScript.model_fields and "confidence" not in EditScript.model_fields
+
+
+def test_a_node_line_and_an_action_view_show_only_what_is_set():
+    from ksearch.agent.prompting import action_view, node_line
+
+    bare = Node(id="x", parent_id="root", action=Action(title="t"))
+    assert node_line(bare, 0) == "x | open | t [d3, s0.50] | r5.0, c0.50"
+    assert action_view(bare) == "Title: t\nDescription: (none)\nDifficulty: 3/5"
+    half = bare.model_copy(update={"decision": "Layout"})
+    assert node_line(half, 0) == "x | open | Layout -> ? | t [d3, s0.50] | r5.0, c0.50"
+    assert action_view(half).endswith("\nDecision: Layout -> ")
+    other = bare.model_copy(update={"choice": "rows"})
+    assert node_line(other, 1) == "  x | open | ? -> rows | t [d3, s0.50] | r5.0, c0.50"
+    assert action_view(other).endswith("\nDecision:  -> rows")
+    full = Action(title="t", expected_speedup=1.2, rationale="why", skill_id="sk-0123456789ab")
+    shown = action_view(Node(id="x", action=full))
+    assert "Expected speedup over the base: 1.2x\nRationale: why" in shown
+    assert node_line(Node(id="x", action=full), 0) == "x | open | t [d3, s0.50] applies sk-0123456789ab | r5.0, c0.50"
+
+
+def test_a_solution_against_its_parent_reads_its_ratio_and_noise_or_the_old_flag():
+    from ksearch.agent.prompting import node_line
+
+    def line(**fields: object) -> str:
+        ref = SolutionRef(
+            candidate_id="sha256-v1:abcdef", evaluation_id="e", verdict="passed", latency_ms=1.0, **fields
+        )  # type: ignore[arg-type]
+        return node_line(Node(id="x", solution=ref), 0)
+
+    assert line().endswith("solution -v1:abcdef: 1.0000 ms")
+    assert line(regression_vs_parent=True).endswith("1.0000 ms, regression vs parent")  # stored before the ratio
+    assert line(vs_parent=0.98, vs_parent_within_noise=True).endswith("x0.98 vs parent (within noise)")
+    assert line(vs_parent=0.86, regression_vs_parent=True).endswith("x0.86 vs parent (regression)")
+    assert line(vs_parent=1.2).endswith("x1.20 vs parent (faster)")
