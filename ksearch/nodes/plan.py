@@ -172,16 +172,14 @@ def best_evidence(best: BestRef, store: Store) -> str:
     return f"\n  {summary}" if summary else ""
 
 
-def evidence_view(
-    results: list[CycleResult], state: SearchState, store: Store, ctx: SearchContext | None = None
-) -> str:
+def evidence_view(results: list[CycleResult], state: SearchState, store: Store, ctx: SearchContext) -> str:
     """One block per ended cycle (every attempt, its measurements and its code as a diff), then the codes the cycles
     started from, whole (``ksearch.agent.planner_evidence``)."""
     return planner_evidence.evidence_view(
         results,
         state.world_model,
         store,
-        run_id=ctx.run_id if ctx is not None else None,
-        score=ctx.task.score if ctx is not None else None,
-        skill_line=partial(trial_line, ctx) if ctx is not None else None,
+        run_id=ctx.run_id,
+        score=ctx.task.score,
+        skill_line=partial(trial_line, ctx),
     )

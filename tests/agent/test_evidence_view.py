@@ -119,7 +119,7 @@ def test_every_attempt_of_a_cycle_is_shown_in_order_with_its_code_as_a_diff(tmp_
     lines = view.splitlines()
     assert lines[0] == "## Cycle c1 on node a: do a"
     assert (
-        lines[1] == "Started from: code A (the solution of node p, 1.0000 ms; whole at the end). Rounds: 3; ended by: "
+        lines[1] == "Started from: code 1 (the solution of node p, 1.0000 ms; whole at the end). Rounds: 3; ended by: "
         "attempt budget"
     )
     assert lines[2] == "Predicted speedup over the parent: 1.2x"
@@ -132,12 +132,12 @@ def test_every_attempt_of_a_cycle_is_shown_in_order_with_its_code_as_a_diff(tmp_
     ]
     first_block = view[view.index(heads[0]) : view.index(heads[1])]
     assert "  b6: mean 3.9000 ms (median 3.8000)" in first_block and "parent 4.0000 ms, x1.03 (faster)" in first_block
-    assert "attempt 1 of c1 as a diff against code A:\n```diff\n--- code A\n+++ attempt 1 of c1\n" in first_block
+    assert "attempt 1 of c1 as a diff against code 1:\n```diff\n--- code 1\n+++ attempt 1 of c1\n" in first_block
     assert "-    a3 = 3\n+    a3 = 33\n" in first_block
     second_block = view[view.index(heads[1]) : view.index(heads[2])]
     assert "Log:\nNameError: oops" in second_block and "+    a20 = oops" in second_block
     assert "-    a3 = 3\n" not in second_block  # against attempt 1, the code it edited
-    assert view.endswith(f"### code A: the solution of node p, 1.0000 ms\n```python\n{base_code.rstrip()}\n```")
+    assert view.endswith(f"### code 1: the solution of node p, 1.0000 ms\n```python\n{base_code.rstrip()}\n```")
     assert view.count(base_code.rstrip()) == 1
 
 
@@ -188,6 +188,78 @@ def test_the_plan_is_told_whether_the_cycles_best_was_promoted_and_on_what_measu
         best_candidate_id=candidate,
         best_evaluation_id=evaluation,
     )
-    view = evidence_view([result.model_copy(update={"promotion": promoted})], SearchState(world_model=wm), store)
-    assert f"\nPromotion: {promoted}\n" in view
-    assert "Promotion:" not in evidence_view([result], SearchState(world_model=wm), store)  # before prune decides
+    ctx = SimpleNamespace(run_id="r", task=SoftmaxTask())
+    view = evidence_view([result.model_copy(update={"promotion": promoted})], SearchState(world_model=wm), store, ctx)  # type: ignore[arg-type]
+    assert view.endswith(f"\nPromotion: {promoted}")
+    assert "Promotion:" not in evidence_view([result], SearchState(world_model=wm), store, ctx)  # type: ignore[arg-type]
+
+
+def test_a_failed_cycle_its_logs_its_skill_and_an_untimed_parent(tmp_path: Path) -> None:
+    """What a cycle block says besides its attempts' measurements: a failed cycle marks no attempt best, a failed
+    attempt's log is quoted up to its bound (a passed one's never), the skill line names skill and cycle, and an
+    untimed parent is named without a time."""
+    from ksearch.agent.planner_evidence import LOG_CHARS
+    from ksearch.agent.state import CycleResult, SearchState
+    from ksearch.agent.world_model import ROOT_ID, Action, Node, SolutionRef, WorldModel
+    from ksearch.contracts.candidate import Candidate
+    from ksearch.contracts.evaluation import Evaluation, Verdict
+    from ksearch.nodes import plan
+
+    store = Store(tmp_path / "ksearch.db")
+    store.create_run({"id": "r", "task": "softmax", "model": "m"})
+
+    def stored(code: str, ev: Evaluation) -> tuple[str, str]:
+        cid = store.ensure_candidate(Candidate(task="softmax", language="triton", code=code))
+        return cid, store.record_evaluation(cid, "key", ev)
+
+    base = stored("def kernel(x):\n    return x\n", Evaluation(verdict=Verdict.PASSED, device="cpu", log="note: fine"))
+    broken = stored(
+        "def kernel(x):\n    return y\n", Evaluation(verdict=Verdict.INCORRECT, device="cpu", log="e" * 1600)
+    )
+    _attempt(store, "c1", 1, *broken, verdict="incorrect")
+    _attempt(store, "c1", 2, None, None, verdict="no_code", error="no code")
+    wm = WorldModel(
+        nodes={
+            ROOT_ID: Node(id=ROOT_ID),
+            "p": Node(
+                id="p",
+                parent_id=ROOT_ID,
+                action=Action(title="p"),
+                solution=SolutionRef(candidate_id=base[0], evaluation_id=base[1], verdict="passed"),
+            ),
+            "a": Node(id="a", parent_id="p", action=Action(title="do a", skill_id="sk-0123456789ab")),
+        }
+    )
+    failed = CycleResult(cycle_id="c1", node_id="a", rounds=2, passed=False, stop_reason="s", base_candidate_id=base[0])
+    ctx = SimpleNamespace(run_id="q", task=SoftmaxTask(), store=store)
+    view = plan.planner_evidence.evidence_view(
+        [failed], wm, store, run_id="r", skill_line=lambda skill, cycle: f"skill {skill} in {cycle}"
+    )
+    assert "Started from: code 1 (the solution of node p; whole at the end)." in view  # untimed: no time
+    assert "\nskill sk-0123456789ab in c1\nOutcome: NOTHING PASSED." in view
+    assert "Predicted speedup" not in view and "(the best of the cycle)" not in view
+    assert f"Log:\n{'e' * (LOG_CHARS * 2 // 3)}\n... [100 characters cut] ...\n" in view
+    assert "### Attempt 2 (round 2, improve): no evaluation (no code)" in view
+    store.create_run({"id": "q", "task": "softmax", "model": "m"})
+    store.record_attempt(
+        {
+            "run_id": "q",
+            "cycle_id": "c2",
+            "attempt": 1,
+            "round_index": 1,
+            "node_id": "a",
+            "prompt_kind": "improve",
+            "candidate_id": base[0],
+            "evaluation_id": base[1],
+            "verdict": "passed",
+            "score": None,
+            "error": None,
+        }
+    )
+    passed = failed.model_copy(
+        update={"cycle_id": "c2", "passed": True, "best_candidate_id": base[0], "best_evaluation_id": base[1]}
+    )
+    view = plan.evidence_view([passed], SearchState(world_model=wm), store, ctx)  # type: ignore[arg-type]
+    assert "note: fine" not in view and "(the best of the cycle)" in view  # a passed attempt's log is not quoted
+    assert "Applied skill sk-0123456789ab; no trial was recorded." in view
+    store.close()
