@@ -133,7 +133,7 @@ def score_weights(score: Score, timings: list[Timing]) -> dict[str, float]:
     for i, t in enumerate(timings):
         slower = t.model_copy(update={"median_ms": t.median_ms * WEIGHT_STEP, "mean_ms": t.mean_ms * WEIGHT_STEP})
         changed = score([*timings[:i], slower, *timings[i + 1 :]])[1]
-        weights[t.config] = abs(math.log(base / changed)) / math.log(WEIGHT_STEP) if base > 0 and changed > 0 else 0.0
+        weights[t.config] = math.log(base / changed) / math.log(WEIGHT_STEP)  # scores are positive
     return weights
 
 
@@ -158,7 +158,7 @@ def _weights_note(timings: list[Timing], weights: Mapping[str, float]) -> str:
 def profile_line(profile: ShapeProfile, timed_ms: float | None) -> str:
     """The kernels of one profiled call on one line, their time set against the timed statistic of the shape."""
     busy = profile.kernel_ms
-    if timed_ms and timed_ms > 0:
+    if timed_ms:
         share = busy / timed_ms
         against = f", {share:.0%} of the timed {timed_ms:.4g} ms"
         if share > 1.0:
