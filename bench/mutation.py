@@ -287,6 +287,9 @@ EQUIVALENT: dict[str, str] = {
         "a node under an Assign that is not its value is a target: a Name target returned before (not a Load), and "
         "any other target makes all() false"
     ),
+    "ksearch/agent/planner_evidence.py::cycle_block: parent is not None and parent.latency_ms -> parent.latency_ms": (
+        "a cycle with a base always has its parent's evaluation: the base is the parent's solution"
+    ),
     (
         "ksearch/agent/evidence_text.py::within_noise: difference < max(NOISE_FLOOR, NOISE_SIGMAS * "
         "combined) -> difference <= max(NOISE_FLOOR, NOISE_SIGMAS * combined)"
@@ -306,31 +309,11 @@ EQUIVALENT: dict[str, str] = {
         "ksearch/agent/evidence_text.py::within_noise: hypot(... _relative_error(new), _relative_error(old) "
         "...) -> hypot(... _relative_error(old), _relative_error(new) ...)"
     ): ("hypot is symmetric"),
-    (
-        "ksearch/agent/evidence_text.py::aggregate_change: hypot(... _aggregate_error(new), "
-        "_aggregate_error(old) ...) -> hypot(... _aggregate_error(old), _aggregate_error(new) ...)"
-    ): ("hypot is symmetric"),
-    ("ksearch/agent/evidence_text.py::Change.describe: self.speedup > 1 -> self.speedup >= 1"): (
-        "a speedup of exactly 1 is a difference of 0, always within noise, which returns before"
-    ),
-    ("ksearch/agent/evidence_text.py::versus: speedup > 1 -> speedup >= 1"): (
-        "a speedup of exactly 1 is a difference of 0, always within noise, which is said before"
-    ),
-    ("ksearch/agent/evidence_text.py::perf_text: 1e-06 -> 2e-06"): (
-        "a tolerance for float round-off in score * latency = 1; either is far below any real score's difference"
-    ),
     ("ksearch/agent/evidence_text.py::ranked: 0.0 -> 1.0"): (
         "the default is taken only without weights, where every shape takes it and the time alone orders them"
     ),
     ("ksearch/agent/evidence_text.py::_weights_note: 0.0 -> 1.0"): (
         "every timed shape has a weight (they were measured from the same timings)"
-    ),
-    (
-        "ksearch/agent/evidence_text.py::_weights_note: max(values) - min(values) < 0.005 -> max(values) - "
-        "min(values) <= 0.005"
-    ): ("only weights exactly 0.005 apart differ: either reading is true to the figures shown"),
-    ("ksearch/agent/evidence_text.py::profile_line: share > 1.0 -> share >= 1.0"): (
-        "kernels taking exactly the timed figure: the note on a colder profiled call is true either way"
     ),
     ("ksearch/agent/evidence_text.py::ranked: 3 -> 4"): (
         "weights measured by one finite difference agree far below 1e-4 for equally weighted shapes"

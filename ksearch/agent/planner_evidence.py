@@ -15,7 +15,7 @@ from typing import Any
 from ksearch.agent.code_view import change_view, fenced
 from ksearch.agent.evidence_text import Score, aggregate_change, evidence_text
 from ksearch.agent.state import CycleResult
-from ksearch.agent.world_model import ROOT_ID, WorldModel
+from ksearch.agent.world_model import WorldModel
 from ksearch.contracts.evaluation import Evaluation
 from ksearch.prompts import clip
 from ksearch.store import Store
@@ -48,7 +48,9 @@ def _evaluation(store: Store, evaluation_id: str | None) -> Evaluation | None:
 
 def parent_evaluation(wm: WorldModel, result: CycleResult, store: Store) -> Evaluation | None:
     """The evaluation of the code the cycle started from (its parent's solution), if it has one."""
-    parent = wm.nodes[wm.nodes[result.node_id].parent_id or ROOT_ID]
+    parent_id = wm.nodes[result.node_id].parent_id
+    assert parent_id is not None  # a cycle's node is never the root
+    parent = wm.nodes[parent_id]
     return _evaluation(store, parent.solution.evaluation_id) if parent.solution is not None else None
 
 
@@ -85,8 +87,8 @@ def cycle_block(
     shelf: CodeShelf,
     *,
     run_id: str,
+    skill_line: Callable[[str, str], str],
     score: Score | None = None,
-    skill_line: Callable[[str, str], str] | None = None,
 ) -> str:
     """One ended cycle: the action, the prediction, the outcome, then every attempt in order."""
     node = wm.nodes[result.node_id]
@@ -104,7 +106,7 @@ def cycle_block(
     lines.append(f"Started from: {started}. Rounds: {result.rounds}; ended by: {result.stop_reason}")
     if action.expected_speedup:
         lines.append(f"Predicted speedup over the parent: {action.expected_speedup}x")
-    if skill_line is not None and action.skill_id:
+    if action.skill_id:
         lines.append(skill_line(action.skill_id, result.cycle_id))
     best = _evaluation(store, result.best_evaluation_id) if result.passed else None
     if best is not None:
@@ -115,7 +117,7 @@ def cycle_block(
         lines.append("Outcome: NOTHING PASSED. The node is now marked failed.")
     for row in [a for a in store.list_attempts(run_id) if a.get("cycle_id") == result.cycle_id]:
         ev = _evaluation(store, row.get("evaluation_id"))
-        is_best = best is not None and row.get("candidate_id") == result.best_candidate_id
+        is_best = row.get("candidate_id") == result.best_candidate_id  # None for a failed cycle: no evaluated row
         lines.extend(_attempt_lines(row, ev, parent, is_best, score))
         if row.get("candidate_id"):
             code = store.get_candidate(row["candidate_id"]).code
@@ -131,8 +133,8 @@ def evidence_view(
     store: Store,
     *,
     run_id: str,
+    skill_line: Callable[[str, str], str],
     score: Score | None = None,
-    skill_line: Callable[[str, str], str] | None = None,
 ) -> str:
     """One block per ended cycle, then the codes they started from, whole."""
     shelf = CodeShelf()

@@ -59,6 +59,8 @@ def test_one_shapes_band_is_two_standard_errors_of_the_means_or_the_floor() -> N
     assert not within_noise(_t("b", 2.1, 0.0355, n=1), _t("b", 2.0, 0.0355, n=1))
     assert versus(_t("b", 2.1, 0.0355, n=1), _t("b", 2.0, 0.0355, n=1), "base") == "; base 2.0000 ms, x0.95 (slower)"
     assert not within_noise(_t("b", 1.0), _t("b", 0.0))  # a zero old time is never "within noise"
+    assert not within_noise(_t("b", 0.0, 0.1), _t("b", 1.0))  # a zero time has no relative error to divide
+    assert not within_noise(_t("b", 1.05, 0.5, n=0), _t("b", 1.0, 0.5, n=0))  # no samples: the 2 % floor alone
     assert within_noise(_t("b", 1.0, 0.5, n=0), _t("b", 1.01, 0.5, n=0))  # no samples: the floor alone
     assert versus(_t("b", 0.0), _t("b", 1.0), "base") == ""  # nothing to divide by
 
@@ -75,6 +77,7 @@ def test_a_geometric_means_band_shrinks_with_the_shapes() -> None:
     # without timings there is no spread: the floor alone
     assert not aggregate_change(_ev(1.5), _ev(1.0)).within_noise  # type: ignore[union-attr]
     assert aggregate_change(_ev(1.0), _ev(None)) is None and aggregate_change(_ev(None), _ev(1.0)) is None
+    assert aggregate_change(_ev(4.06), _ev(4.0)).within_noise  # type: ignore[union-attr]  # 0.06 / 4.0 = 1.5 %
     # relative to the old latency: 0.1 / 2.0
     far = aggregate_change(_ev(2.1), _ev(2.0))
     assert far is not None and not far.within_noise and far.describe("p") == "x0.95 vs p (slower)"
@@ -139,6 +142,8 @@ def test_a_profile_without_a_timed_figure_or_kernel_time_divides_by_nothing() ->
     idle = ShapeProfile(config="b", call_ms=1.0, kernel_ms=0.0, host_gap_ms=1.0, launches=1, kernels=kernels)
     assert profile_line(idle, 0.0) == "kernels 0 ms in 1 launches: k 0 ms"
     assert profile_line(idle, 0.5) == "kernels 0 ms in 1 launches, 0% of the timed 0.5 ms: k 0 ms"
+    named = idle.model_copy(update={"kernels": [kernels[0].model_copy(update={"name": "k" * 70})]})
+    assert profile_line(named, None) == f"kernels 0 ms in 1 launches: {'k' * 60} 0 ms"
     full = idle.model_copy(update={"kernel_ms": 0.5, "kernels": []})
     assert profile_line(full, 0.5) == "kernels 0.5 ms in 1 launches, 100% of the timed 0.5 ms: "
 

@@ -218,6 +218,8 @@ def test_a_failed_cycle_its_logs_its_skill_and_an_untimed_parent(tmp_path: Path)
     )
     _attempt(store, "c1", 1, *broken, verdict="incorrect")
     _attempt(store, "c1", 2, None, None, verdict="no_code", error="no code")
+    silent = stored("def kernel(x):\n    return z\n", Evaluation(verdict=Verdict.COMPILE_ERROR, device="cpu", log=""))
+    _attempt(store, "c1", 3, *silent, verdict="compile_error")
     wm = WorldModel(
         nodes={
             ROOT_ID: Node(id=ROOT_ID),
@@ -240,6 +242,7 @@ def test_a_failed_cycle_its_logs_its_skill_and_an_untimed_parent(tmp_path: Path)
     assert "Predicted speedup" not in view and "(the best of the cycle)" not in view
     assert f"Log:\n{'e' * (LOG_CHARS * 2 // 3)}\n... [100 characters cut] ...\n" in view
     assert "### Attempt 2 (round 2, improve): no evaluation (no code)" in view
+    assert view.count("Log:") == 1  # the compile error without a log quotes none
     store.create_run({"id": "q", "task": "softmax", "model": "m"})
     store.record_attempt(
         {
