@@ -266,3 +266,22 @@ def test_a_failed_cycle_its_logs_its_skill_and_an_untimed_parent(tmp_path: Path)
     assert "note: fine" not in view and "(the best of the cycle)" in view  # a passed attempt's log is not quoted
     assert "Applied skill sk-0123456789ab; no trial was recorded." in view
     store.close()
+
+
+def test_the_bests_roofline_line_and_the_selection_rules_say_only_what_applies(tmp_path: Path) -> None:
+    from ksearch.agent.selection import SelectionPolicy
+    from ksearch.agent.state import BestRef
+    from ksearch.contracts.candidate import Candidate
+    from ksearch.contracts.evaluation import Evaluation, Verdict
+    from ksearch.nodes.plan import best_evidence, selection_rules
+
+    store = Store(tmp_path / "ksearch.db")
+    cid = store.ensure_candidate(Candidate(task="softmax", language="triton", code="x = 1\n"))
+    eid = store.record_evaluation(cid, "k", Evaluation(verdict=Verdict.PASSED, device="cpu"))
+    assert best_evidence(BestRef(candidate_id=cid, evaluation_id=eid, node_id="a"), store) == ""  # no roofline
+    assert best_evidence(BestRef(candidate_id=cid, evaluation_id="missing", node_id="a"), store) == ""
+    store.close()
+    assert "cycle explores" in selection_rules(SelectionPolicy(explore_every=4))
+    assert "Every 4th cycle explores" in selection_rules(SelectionPolicy(explore_every=4))
+    off = selection_rules(SelectionPolicy(max_difficulty=3, explore_every=0))
+    assert "explores" not in off and "above difficulty 3 wait while easier ones exist" in off
