@@ -256,8 +256,8 @@ TARGETS: tuple[Target, ...] = (
     Target("ksearch/tasks/trimul/cost_text.py", (PROMPT_DEFECTS,)),
     Target(
         "ksearch/nodes/write_kernel.py",
-        ("tests/agent/test_coder_context.py", PROMPT_DEFECTS),
-        functions=("best_code", "feedback", "first_feedback", "comparison", "_shown_id", "_regressed"),
+        ("tests/agent/test_coder_feedback.py", "tests/agent/test_coder_context.py", PROMPT_DEFECTS),
+        functions=("starting_code", "best_code", "feedback", "first_feedback", "comparison", "_shown_id", "_regressed"),
     ),
     Target(
         "ksearch/nodes/plan.py",
