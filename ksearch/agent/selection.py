@@ -100,9 +100,9 @@ def exploration_pick(wm: WorldModel, policy: SelectionPolicy, exclude: Iterable[
         first_of.setdefault(wm.top_branch_id(node.id), node)
     if not first_of:
         return None
-    order = list(first_of)
-    family = min(order, key=lambda f: (explored.get(f, 0), order.index(f)))
-    if explored.get(family, 0) >= max(explored.values(), default=0):
+    order = list(first_of)  # every family with a frontier action is a root child: ``explored`` counts it
+    family = min(order, key=lambda f: (explored[f], order.index(f)))
+    if explored[family] >= max(explored.values()):
         return None
     return first_of[family]
 

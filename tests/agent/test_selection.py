@@ -206,3 +206,23 @@ def test_no_exploration_while_every_family_has_had_as_many_cycles() -> None:
     wm = _tree(_node("a", score=0.9), _node("b", score=0.1), _node("c", "a", score=0.8))
     wm = attach_solution(wm, "a", _ref("a"))
     assert select_actions(wm, 2, policy, first_cycle=1) == ["b", "c"]
+
+
+def test_families_with_as_many_cycles_are_not_explored_even_past_the_gate() -> None:
+    """Equal cycles: the slot keeps the score order, so a deferred action of a tied family does not jump the gate."""
+    wm = _tree(_node("a", score=0.9), _node("b", score=0.1))
+    wm = attach_solution(attach_solution(wm, "a", _ref("a")), "b", _ref("b"))
+    wm = wm.model_copy(
+        update={
+            "nodes": {
+                **wm.nodes,
+                "a2": _node("a2", "a", score=0.9, difficulty=5),
+                "b2": _node("b2", "b", score=0.4, difficulty=2),
+            }
+        }
+    )
+    policy = SelectionPolicy(max_difficulty=4, explore_every=1)
+    assert select_actions(wm, 1, policy, first_cycle=1) == ["b2"]
+    assert not any(e.explores for e in frontier_report(wm, policy))
+    lopsided = _record_tree()
+    assert not any(e.explores for e in frontier_report(lopsided, SelectionPolicy(explore_every=0)))
