@@ -287,6 +287,9 @@ EQUIVALENT: dict[str, str] = {
         "a node under an Assign that is not its value is a target: a Name target returned before (not a Load), and "
         "any other target makes all() false"
     ),
+    "ksearch/nodes/prune.py::prune: change.speedup < 1.0 -> change.speedup <= 1.0": (
+        "a speedup of exactly 1 is a difference of 0, always within noise, so never a regression either way"
+    ),
     "ksearch/agent/planner_evidence.py::cycle_block: parent is not None and parent.latency_ms -> parent.latency_ms": (
         "a cycle with a base always has its parent's evaluation: the base is the parent's solution"
     ),

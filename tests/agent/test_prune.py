@@ -186,6 +186,7 @@ def test_prune_folds_each_result_in_cycle_order_with_every_field_of_the_evidence
         (None, 1.0, False, False),
         (5.0, None, False, False),
         (0.5, 0.6, False, False),
+        (3.0, 2.0, True, False),  # vs_parent 0.6667: four decimals
     ],
 )
 def test_regression_vs_parent_is_a_lower_score_beyond_the_noise_band(
@@ -551,3 +552,33 @@ def test_nothing_is_measured_when_the_rule_needs_no_comparison(tmp_path: Path) -
     first_timed = prune_node.promotion_decision(ctx, untimed, challenger, 1.0)
     assert first_timed.promote and first_timed.reason == "first timed pass displaces an untimed incumbent"
     assert find_comparison(ctx.store, incumbent, challenger, "k") is None
+
+
+def test_a_child_within_its_parents_measured_spread_is_no_regression(tmp_path: Path) -> None:
+    """Issue 57: with the parent's evaluation at hand (its per-shape spread), a 5 % slower child inside two standard
+    errors is within noise; by the scores alone (the 2 % floor) it would be a regression."""
+    from ksearch.contracts.evaluation import Timing
+
+    ctx = _ctx(tmp_path)
+
+    def noisy(n: int, ms: float) -> tuple[str, str]:
+        timing = Timing(config="b0", median_ms=ms, mean_ms=ms, stdev_ms=0.5, samples=4)
+        evaluation = Evaluation(
+            verdict=Verdict.PASSED, device="cuda", timed=True, latency_ms=ms, score=1 / ms, timings=[timing]
+        )
+        candidate = _candidate(ctx, n)
+        return candidate, ctx.store.record_evaluation(candidate, "k", evaluation)
+
+    parent, child = noisy(1, 1.0), noisy(2, 1.05)
+    result = _result("c1", "a", 1, child, base=1.0).model_copy(update={"base_candidate_id": parent[0]})
+    state = SearchState(world_model=_tree("a"), cycle_results=[result])
+    solution = prune(state, _runtime(ctx)[0])["world_model"].nodes["a"].solution
+    assert solution is not None and solution.regression_vs_parent is False and solution.vs_parent_within_noise
+    assert solution.vs_parent == round(1 / 1.05, 4)
+    unknown = result.model_copy(update={"base_candidate_id": _candidate(ctx, 3)})  # no evaluation of it here
+    solution = (
+        prune(SearchState(world_model=_tree("a"), cycle_results=[unknown]), _runtime(ctx)[0])["world_model"]
+        .nodes["a"]
+        .solution
+    )
+    assert solution is not None and solution.regression_vs_parent is True  # the scores alone: 4.8 % beyond 2 %
