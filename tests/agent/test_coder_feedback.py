@@ -77,6 +77,9 @@ def test_the_best_beside_the_last_only_after_a_failure_or_a_slower_pass(store: S
     assert "(your last attempt above failed;" in best_code(no_code, ctx, 2)  # type: ignore[arg-type]
     nothing = _state(progress=CycleProgress(last_passed=False), last_candidate_id=slow, last_evaluation_id=slow_ev)
     assert best_code(nothing, ctx, 2) == ""  # type: ignore[arg-type]  # nothing passed and no base: nothing to show
+    # the first attempt wrote no code: the base is both the code shown and the comparison, so it is not repeated
+    unwritten = _state(progress=CycleProgress(last_passed=False), base_candidate_id=best)
+    assert best_code(unwritten, ctx, 2) == ""  # type: ignore[arg-type]
 
 
 def test_the_last_attempt_is_compared_with_the_cycles_best_else_the_base(store: Store) -> None:
