@@ -287,6 +287,20 @@ EQUIVALENT: dict[str, str] = {
         "a node under an Assign that is not its value is a target: a Name target returned before (not a Load), and "
         "any other target makes all() false"
     ),
+    "ksearch/agent/evidence_text.py::Change.describe: self.speedup > 1 -> self.speedup >= 1": (
+        "a speedup of exactly 1 is a difference of 0, always within noise, which returns before"
+    ),
+    "ksearch/agent/evidence_text.py::versus: speedup > 1 -> speedup >= 1": (
+        "a speedup of exactly 1 is a difference of 0, always within noise, which is said before"
+    ),
+    (
+        "ksearch/agent/evidence_text.py::aggregate_change: hypot(... _aggregate_error(new), _aggregate_error(old) ...) "
+        "-> hypot(... _aggregate_error(old), _aggregate_error(new) ...)"
+    ): "hypot is symmetric",
+    (
+        "ksearch/agent/evidence_text.py::_weights_note: max(values) - min(values) < 0.005 -> "
+        "max(values) - min(values) <= 0.005"
+    ): "only weights exactly 0.005 apart differ: either reading is true to the figures shown",
     "ksearch/nodes/prune.py::prune: change.speedup < 1.0 -> change.speedup <= 1.0": (
         "a speedup of exactly 1 is a difference of 0, always within noise, so never a regression either way"
     ),
