@@ -71,9 +71,9 @@ class Target:
 
 
 HONEST_STATIC = "tests/tools/test_honest_corpus.py::test_every_static_rule_lets_it_through"
+"""The honest corpus through every static rule: a rule made too eager rejects one of them."""
 PROMPT_DEFECTS = "tests/agent/test_prompt_defects.py"
 """Both prompts rendered from examples/trimul-record's kernels and times, one test per defect of issue 57."""
-"""The honest corpus through every static rule: a rule made too eager rejects one of them."""
 
 TARGETS: tuple[Target, ...] = (
     Target(
