@@ -7,8 +7,6 @@ short benchmark answers, and they disagree on purpose so that the test can tell 
 
 from __future__ import annotations
 
-import re
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -417,65 +415,3 @@ def test_the_parent_asks_for_the_short_tuning_unless_told_not_to(
     assert asked()
     monkeypatch.setenv(variable, "0")
     assert not asked()
-
-
-AUTOTUNED = Path(__file__).resolve().parents[1] / "tasks" / "data" / "softmax_triton_autotuned.py"
-SWEEP_MODULE = """
-import triton
-import triton.language as tl
-
-
-@triton.heuristics({"C": lambda args: 1})
-@triton.autotune(configs=[triton.Config({"B": 16}), triton.Config({"B": 32}, num_warps=8)], key=["n"])
-@triton.jit
-def swept(x, n, B: tl.constexpr, C: tl.constexpr):
-    pass
-
-
-@triton.jit
-def plain(x):
-    pass
-"""
-
-
-def test_the_config_each_autotuned_kernel_kept_is_read_per_shape(tmp_path: Path, monkeypatch) -> None:
-    """A launch-parameter sweep's result (issue 57): after a shape's timing, each autotuner's last choice; one that
-    did not run at the shape reports nothing there."""
-    from ksearch.tools.evaluator.worker.tuning import autotuners, forget_choices, tuned_choices
-
-    (tmp_path / "swept_module.py").write_text(SWEEP_MODULE)
-    monkeypatch.syspath_prepend(str(tmp_path))
-    import swept_module
-
-    tuners = autotuners(swept_module)
-    assert [name for name, _ in tuners] == ["swept"]  # through the heuristics wrapper; the plain kernel has none
-    ((_, tuner),) = tuners
-    tuner.best_config = tuner.configs[1]  # what Triton's run sets on every call
-    (choice,) = tuned_choices(tuners, "b0")
-    assert (choice.config, choice.kernel, choice.choice, choice.configs) == (
-        "b0",
-        "swept",
-        "B=32, num_warps=8, num_stages=3",
-        2,
-    )
-    assert choice.describe() == "swept: B=32, num_warps=8, num_stages=3 (of 2 configs)"
-    forget_choices(tuners)
-    assert tuned_choices(tuners, "b1") == []
-
-
-@pytest.mark.gpu
-def test_an_evaluation_reports_the_config_the_sweep_kept_at_every_timed_shape() -> None:
-    """On a GPU: the autotuned softmax is timed, and every timed shape says which of its 3 configs won there."""
-    torch = pytest.importorskip("torch")
-    if not torch.cuda.is_available():
-        pytest.skip("needs CUDA")
-    from ksearch.contracts.candidate import Candidate
-    from ksearch.tools.evaluator import EvalRequest, evaluate
-
-    candidate = Candidate(task="softmax", language="triton", code=AUTOTUNED.read_text())
-    evaluation = evaluate(EvalRequest(candidate=candidate, task="softmax", device="cuda", timing=True))
-    assert evaluation.passed and evaluation.timed, evaluation.log
-    assert [t.config for t in evaluation.tuning] == [t.config for t in evaluation.timings]
-    for choice in evaluation.tuning:
-        assert choice.kernel == "_softmax_row" and choice.configs == 3
-        assert re.fullmatch(r"num_warps=(2|4|8), num_stages=1", choice.choice), choice

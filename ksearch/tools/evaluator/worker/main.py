@@ -86,6 +86,7 @@ from ksearch.tools.evaluator.shared.sandbox import die_with_parent
 from ksearch.tools.evaluator.shared.seeds import input_digest, salted_seed
 from ksearch.tools.evaluator.shared.staging import StagingWriter
 from ksearch.tools.evaluator.worker.aot import probe_resources
+from ksearch.tools.evaluator.worker.autotune_choices import autotuners, forget_choices, tuned_choices
 from ksearch.tools.evaluator.worker.channel import SETTLE_REQUEST, Channel, grow_request, work_record
 from ksearch.tools.evaluator.worker.guard import (
     CandidateFailure,
@@ -100,14 +101,7 @@ from ksearch.tools.evaluator.worker.guard import (
     reject,
 )
 from ksearch.tools.evaluator.worker.timing_runner import HarnessFault, WorkerTimingRunner
-from ksearch.tools.evaluator.worker.tuning import (
-    WinnowTally,
-    autotuners,
-    forget_choices,
-    quick_tuning,
-    tuned_choices,
-    winnowed_tuning,
-)
+from ksearch.tools.evaluator.worker.tuning import WinnowTally, quick_tuning, winnowed_tuning
 from ksearch.tools.evaluator.worker.work_phases import call_observed, finish_observing, start_observing
 from ksearch.tools.evaluator.worker.worker_modes import (
     run_compare,
@@ -203,7 +197,7 @@ class Worker:
         self.profiles: list[ShapeProfile] = []
         self.notes: list[str] = []
         self.tuning: list[TunedChoice] = []
-        """Per timed config, the config each autotuned kernel kept there (``tuning.tuned_choices``)."""
+        """Per timed config, the config each autotuned kernel kept there (``autotune_choices``)."""
         self.winnowed: WinnowTally | None = None
         """What Triton's autotuners did on the timed configs (``tuning.winnowed_tuning``)."""
         self.work_policy: WorkPolicy | None = None

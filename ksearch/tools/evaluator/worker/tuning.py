@@ -36,8 +36,6 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from ksearch.contracts.evaluation import TunedChoice
-
 QUICK_WARMUP_MS = 1
 QUICK_REP_MS = 10
 WINNOW_MARGIN = 0.10
@@ -193,53 +191,3 @@ def winnowed_tuning(short: Callable[..., Any] = quick_bench, margin: float = WIN
         tuner_class._bench = original_bench  # type: ignore[method-assign]
         for tuner in touched:
             tuner.__dict__.pop(WINNOW_STATE, None)
-
-
-# -- what each autotuned kernel kept, per timed shape (a launch-parameter sweep's result, for the model) ------------
-
-
-def autotuners(module: Any) -> list[tuple[str, Any]]:
-    """(kernel name, autotuner) of every ``@triton.autotune`` kernel ``module`` defines (through ``heuristics``
-    wrappers), each once; [] where Triton's autotuner is missing."""
-    tuner_class = _autotuner_class()
-    if tuner_class is None:
-        return []
-    found: dict[int, tuple[str, Any]] = {}
-    for value in list(vars(module).values()):
-        tuner = None
-        for _ in range(8):  # heuristics(autotune(jit(f))): follow .fn
-            if isinstance(value, tuner_class):
-                tuner = value
-            value = getattr(value, "fn", None) if hasattr(value, "run") else None
-            if value is None:
-                break
-            name = getattr(value, "__name__", None) or getattr(getattr(value, "fn", None), "__name__", None)
-            if tuner is not None and name:
-                found.setdefault(id(tuner), (str(name), tuner))
-                break
-    return list(found.values())
-
-
-def forget_choices(tuners: list[tuple[str, Any]]) -> None:
-    """Clear each autotuner's last choice, so one that does not run at the next shape reports nothing there."""
-    for _, tuner in tuners:
-        tuner.best_config = None
-
-
-def _describe(config: Any) -> str:
-    kwargs = dict(getattr(config, "kwargs", {}) or {})
-    for launch in ("num_warps", "num_stages"):
-        kwargs[launch] = getattr(config, launch, None)
-    return ", ".join(f"{k}={v}" for k, v in kwargs.items() if v is not None)
-
-
-def tuned_choices(tuners: list[tuple[str, Any]], config_name: str) -> list[TunedChoice]:
-    """The config each autotuner kept at the shape just timed (its last call's): Triton sets ``best_config`` on
-    every call to the config of that call's key."""
-    out = []
-    for name, tuner in tuners:
-        config = getattr(tuner, "best_config", None)
-        if config is not None:
-            count = len(getattr(tuner, "configs", []) or [])
-            out.append(TunedChoice(config=config_name, kernel=name, choice=_describe(config), configs=count))
-    return out
