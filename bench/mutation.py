@@ -521,7 +521,7 @@ EQUIVALENT: dict[str, str] = {
     "bool(SAFE_NAME_START.match(str(first.value))) -> bool(SAFE_NAME_START.match(str(first.value)))": (
         "str() of a formatted value's AST node starts with '<', never a letter"
     ),
-    "ksearch/tools/integrity/reach.py::_private_status: dotted.startswith(entry) or dotted == entry.rstrip('.') -> "
+    "ksearch/tools/integrity/reach.py::private_status: dotted.startswith(entry) or dotted == entry.rstrip('.') -> "
     "dotted.startswith(entry)": (
         "only 'torch.ops.' ends with a dot, and 'torch.ops' has no private step, so it is never judged here"
     ),
