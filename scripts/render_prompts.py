@@ -39,8 +39,9 @@ from ksearch.tasks.trimul import TrimulTask  # noqa: E402
 RECORD = REPO / "examples" / "trimul-record"
 COMPETITOR = REPO / "examples" / "trimul_triton_fast.py"
 RUN_ID = "render"
-STOP_AT = "c3"
-"""The run stops once this cycle's first prompt is written: the second step's coder prompts are the last ones."""
+STOP_AFTER = frozenset({"c3", "c4"})
+"""The second step's cycles: the run stops once each has written its first prompt (stopping at the first of them could
+stop the other before its prompt, as the two are written at once)."""
 
 
 def run_config(device: str, compete: bool) -> RunConfig:
@@ -62,10 +63,14 @@ def run_config(device: str, compete: bool) -> RunConfig:
 def drive(config: RunConfig, workspace: Path) -> None:
     """The run up to the second step's coder prompts; a stop there is the expected end."""
 
+    written: set[str] = set()
+
     def on_event(kind: str, event: dict[str, Any]) -> None:
         print(f"  {kind} {event.get('cycle_id') or event.get('node_id') or ''}".rstrip(), flush=True)
-        if kind == "write" and event.get("cycle_id") == STOP_AT:
-            driving.request_stop("the prompts to render are written")
+        if kind == "write" and event.get("cycle_id") in STOP_AFTER:
+            written.add(event["cycle_id"])
+            if written == STOP_AFTER:
+                driving.request_stop("the prompts to render are written")
 
     try:
         runner.start_run(config, workspace=workspace, on_event=on_event)
