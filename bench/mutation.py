@@ -241,6 +241,7 @@ TARGETS: tuple[Target, ...] = (
             "tests/agent/test_evidence_text.py",
             "tests/agent/test_evidence_numbers.py",
             "tests/agent/test_evidence_view.py",
+            "tests/agent/test_counters_text.py",
             PROMPT_DEFECTS,
         ),
     ),
