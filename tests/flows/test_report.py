@@ -285,4 +285,4 @@ def test_the_report_and_show_give_the_bests_roofline_profile_and_the_run_cost(ti
     assert (
         "run cost:" in shown.stdout and "GPU-minutes" in shown.stdout and "2.60 wall minutes per round" in shown.stdout
     )
-    assert "25% of roofline" in shown.stdout and "Profile of one call per timed shape" in shown.stdout
+    assert "25% of roofline" in shown.stdout and "Per timed shape:" in shown.stdout
