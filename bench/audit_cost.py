@@ -7,7 +7,7 @@ sampled positions only. Per TriMul benchmark config, the checker's steps timed o
 ``--repeats``): making the set's inputs, making the audit's activations, the digest, the whole reference and its
 comparison, the sampled reference and its comparison, how far the sampled values are from the whole reference's; the
 check for non-finite values every audit makes of the whole output, and the worker's staging copy of it.
-What it does to a verdict: ``bench/live_ab.py --variable KSEARCH_SAMPLED_AUDITS``.
+What it did to a verdict (``bench/live_ab.py`` with the switch since removed): bench/RESULTS.md.
 
     python bench/audit_cost.py [--repeats 5]
 

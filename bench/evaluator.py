@@ -18,10 +18,7 @@ Usage (repo root, GPU machine): ``PYTHONPATH=$PWD python3 bench/evaluator.py`` [
    ``benchmark`` (two processes, timed from outside, torch import included, as a user running upstream's eval.py
    sees it) against ``ksearch eval trimul KERNEL --device cuda --json`` (one cold process: a user's first
    evaluation) and against an evaluation in a live session (what every candidate of a search after the first waits:
-   the checker and a worker already started), and the same with the compile scout switched off (``KSEARCH_SCOUT=0``;
-   ``--skip-no-scout`` leaves it out); for an ``@triton.autotune`` kernel, also with Triton's full autotuning
-   benchmark on the correctness configs (``KSEARCH_QUICK_TUNING=0``); the ratios ksearch / upstream (target at most
-   1/3);
+   the checker and a worker already started); the ratios ksearch / upstream (target at most 1/3);
 2. stability of ``robust``: ``--repeats`` evaluations (0: skip) of the kernel in one session (each a new candidate
    hash); spread of the geomean and of each shape's median ((max - min) / median; targets 1 % and 3 %).
 """
@@ -37,7 +34,6 @@ import tempfile
 import textwrap
 import time
 from pathlib import Path
-from unittest import mock
 
 REPO = Path(__file__).resolve().parents[1]
 OK_KERNEL = REPO / "tests" / "tasks" / "data" / "softmax_triton_ok.py"
@@ -124,9 +120,7 @@ def _geomean(values: list[float]) -> float:
     return math.exp(sum(math.log(v) for v in values) / len(values))
 
 
-def trimul_main(
-    kernel: Path, repeats: int, *, speed: bool = True, official: str = "", skip_no_scout: bool = False
-) -> int:
+def trimul_main(kernel: Path, repeats: int, *, speed: bool = True, official: str = "") -> int:
     """Time to verdict against GPU MODE's procedure, and robust's stability, for one TriMul kernel."""
     import torch
     import triton
@@ -160,9 +154,7 @@ def trimul_main(
             return evaluation, time.perf_counter() - started
 
         if cold is not None:
-            _time_to_verdict(
-                cold, report, evaluate, executor, autotuned="triton.autotune" in code, skip_no_scout=skip_no_scout
-            )
+            _time_to_verdict(cold, report, evaluate, executor)
         else:
             evaluate("gpumode-benchmark", "session warm-up candidate")  # the session's first evaluation, not counted
             executor.wait_ready("cuda")
@@ -239,42 +231,17 @@ def _upstream_and_cold_eval(kernel: Path, official: str = "") -> tuple[float, fl
     return upstream_test, upstream_bench, cli_wall, cli_result
 
 
-def _time_to_verdict(
-    cold: tuple[float, float, float, dict],
-    report: dict,
-    evaluate,
-    executor,
-    *,
-    autotuned: bool = False,
-    skip_no_scout: bool = False,
-) -> None:
-    """Evaluations in a live session beside the cold figures, into ``report``: the first, one with the session warm,
-    one as warm with the compile scout off (unless ``skip_no_scout``) and, for an ``autotuned`` kernel, one as warm
-    with Triton's full autotuning benchmark on the correctness configs too."""
-    from ksearch.tools.evaluator.parent.evaluate import QUICK_TUNING_VARIABLE, SCOUT_VARIABLE
-
+def _time_to_verdict(cold: tuple[float, float, float, dict], report: dict, evaluate, executor) -> None:
+    """Evaluations in a live session beside the cold figures, into ``report``: the first, then one with the session
+    warm."""
     upstream_test, upstream_bench, cli_wall, cli_result = cold
     upstream = upstream_test + upstream_bench
-
-    def evaluate_without(variable: str, tag: str):
-        """One evaluation with ``variable`` set to 0 in this process (the session's parent reads it), then the session
-        made ready again, so the next one starts as warm."""
-        with mock.patch.dict(os.environ, {variable: "0"}):
-            result = evaluate("gpumode-benchmark", tag)
-        executor.wait_ready("cuda")
-        return result
 
     _, first_s = evaluate("gpumode-benchmark", "session warm-up candidate")
     # The session starts its next worker ahead of need; in a search it has the LLM's next call to get ready.
     executor.wait_ready("cuda")
     warm, warm_s = evaluate("gpumode-benchmark", "second candidate")
-    executor.wait_ready("cuda")
-    # The same without the compile scout (what it saves), and for an autotuned kernel with the full autotuning
-    # benchmark on the tests too (what the short one there saves, ``ksearch.tools.evaluator.worker.tuning``).
-    unscouted = None if skip_no_scout else evaluate_without(SCOUT_VARIABLE, "third candidate, no compile scout")
-    full_tuning = None
-    if autotuned:
-        full_tuning = evaluate_without(QUICK_TUNING_VARIABLE, "fourth candidate, full autotuning on the tests")
+    executor.wait_ready("cuda")  # the robust stability part starts as warm
     report["time_to_verdict_s"] = {
         "upstream_test": round(upstream_test, 2),
         "upstream_benchmark": round(upstream_bench, 2),
@@ -288,24 +255,6 @@ def _time_to_verdict(
         "stages_warm": warm.environment.get("stage_seconds", ""),
     }
     t = report["time_to_verdict_s"]
-    others = [
-        (label, what, other)
-        for label, what, other in (
-            ("no_scout", "without the compile scout", unscouted),
-            ("full_test_tuning", "with Triton's full autotuning benchmark on the correctness configs too", full_tuning),
-        )
-        if other is not None
-    ]
-    for label, _, (evaluation, seconds) in others:
-        t.update(
-            {
-                f"session_warm_{label}": round(seconds, 2),
-                f"ratio_session_{label}": round(seconds / upstream, 3),
-                f"stages_{label}": evaluation.environment.get("stage_seconds", ""),
-                f"verdict_{label}": evaluation.verdict.value,
-                f"latency_ms_{label}": evaluation.latency_ms,
-            }
-        )
     t["latency_ms_warm"] = warm.latency_ms
     print(
         f"time to verdict: upstream test {upstream_test:.1f} s + benchmark {upstream_bench:.1f} s = {upstream:.1f} s;"
@@ -314,12 +263,6 @@ def _time_to_verdict(
         f" ms; first in the session {first_s:.1f} s)"
     )
     print(f"  stages: cli {t['stages_cli']}; session {t['stages_warm']}", flush=True)
-    for label, what, (evaluation, seconds) in others:
-        print(
-            f"  {what}: {seconds:.1f} s = {t[f'ratio_session_{label}']:.2f}x ({evaluation.verdict.value},"
-            f" {evaluation.latency_ms} ms); stages {t[f'stages_{label}']}",
-            flush=True,
-        )
 
 
 def main() -> int:
@@ -329,11 +272,6 @@ def main() -> int:
     parser.add_argument("--task", choices=("softmax", "trimul"), default="softmax")
     parser.add_argument("kernel", nargs="?", default=str(REPO / "examples" / "trimul_triton.py"))
     parser.add_argument("--no-speed", action="store_true", help="trimul: only the robust stability part")
-    parser.add_argument(
-        "--skip-no-scout",
-        action="store_true",
-        help="trimul: leave out the live evaluation without the compile scout (saves one evaluation)",
-    )
     parser.add_argument(
         "--official",
         default="",
@@ -350,7 +288,6 @@ def main() -> int:
             args.repeats,
             speed=not args.no_speed,
             official=args.official,
-            skip_no_scout=args.skip_no_scout,
         )
     import torch
 

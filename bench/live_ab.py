@@ -6,10 +6,12 @@ round so drift reaches both alike. Each evaluation dumps its timing ledger; prin
 verdict wall time, its stages, the score, and the audit gaps read from the ledgers (``bench/audit_share.py``).
 ``--device cpu`` (with ``KSEARCH_CPU_TIMING=1``) checks the script itself on the CPU's small TriMul shapes.
 
-    python bench/live_ab.py KERNEL --variable KSEARCH_SAMPLED_AUDITS [--rounds 2]   # audits at sampled positions
-    python bench/live_ab.py KERNEL --variable KSEARCH_PROFILE_PROCESS --rounds 1    # profiling process vs worker
+    python bench/live_ab.py KERNEL --variable KSEARCH_NEW_SWITCH [--rounds 2]
 
-The variable must be one the parent reads at each evaluation (not one read when a process starts). Needs a CUDA GPU.
+The variable must be one the parent reads at each evaluation (not one read when a process starts): a switch added to
+``ksearch/settings.py`` for the experiment and removed once bench/RESULTS.md records its answer (the switches measured
+so far, ``KSEARCH_SAMPLED_AUDITS``, ``KSEARCH_PREPARED_AUDITS``, ``KSEARCH_PROFILE_PROCESS`` and
+``KSEARCH_WINNOWED_TUNING``, are gone: see git history). Needs a CUDA GPU.
 Writes ``$OUT/bench_live_ab_<variable>.json`` and the ledgers under ``$OUT/ledgers_<variable>`` when ``OUT`` is set.
 """
 
@@ -47,9 +49,9 @@ def run(kernel: Path, variable: str, rounds: int, device: str = "cuda") -> dict[
     from audit_share import shares
 
     from ksearch.contracts.candidate import Candidate
+    from ksearch.settings import LEDGER_DUMP
     from ksearch.tasks.registry import resolve_task
     from ksearch.tools.evaluator import EvalRequest
-    from ksearch.tools.evaluator.parent.verdicts import LEDGER_DUMP_VARIABLE
     from ksearch.tools.executors.local import LocalExecutor
 
     code = kernel.read_text(encoding="utf-8")
@@ -74,7 +76,7 @@ def run(kernel: Path, variable: str, rounds: int, device: str = "cuda") -> dict[
         for index in range(rounds):
             for side in ("on", "off") if index % 2 == 0 else ("off", "on"):
                 folder = ledgers / f"{side}-{index}"
-                env = {LEDGER_DUMP_VARIABLE: str(folder), **({variable: "0"} if side == "off" else {})}
+                env = {LEDGER_DUMP.name: str(folder), **({variable: "0"} if side == "off" else {})}
                 evaluation, seconds = evaluate(f"{side} {index}", env)
                 rows = [
                     r

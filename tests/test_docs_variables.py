@@ -34,3 +34,10 @@ def test_every_variable_the_package_reads_is_in_the_manual_table() -> None:
 
 def test_the_manual_table_names_no_variable_the_package_does_not_read() -> None:
     assert _in_the_manual_table() - _read_by_the_package() == set()
+
+
+def test_the_manual_table_is_the_users_settings() -> None:
+    from ksearch import settings
+
+    assert _in_the_manual_table() == {s.name for s in settings.USER_SETTINGS}
+    assert {s.name for s in settings.HARNESS_OWN} == HARNESS_OWN

@@ -4,8 +4,9 @@ One plain order, top to bottom; a part imports only the parts below it:
 
     cli -> flows -> graph -> nodes -> agent -> skills -> llm -> tools -> tasks -> store -> contracts
 
-and the shared leaves (errors, logs, redaction, pyparse, the prompt templates, the package root's version), which
-import only each other, are importable by all. No per-module exceptions. A lazy import inside a function still counts.
+and the shared leaves (errors, logs, redaction, pyparse, settings, the prompt templates, the package root's
+version), which import only each other, are importable by all. No per-module exceptions. A lazy import inside a
+function still counts.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ _spec.loader.exec_module(deps)
 
 LAYERS = ("cli", "flows", "graph", "nodes", "agent", "skills", "llm", "tools", "tasks", "store", "contracts")
 """Top to bottom."""
-SHARED = frozenset({"errors", "logs", "redaction", "pyparse", "prompts", "ksearch"})
+SHARED = frozenset({"errors", "logs", "redaction", "pyparse", "prompts", "settings", "ksearch"})
 
 
 def _may_import(src: str, dst: str) -> bool:

@@ -18,6 +18,7 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
+from ksearch import settings
 from ksearch.cli import evaluation, inspect, interactive, report, search, skills, worker
 from ksearch.cli._common import WorkspaceOpt, err, out, output_mode
 from ksearch.cli.errors import describe, show
@@ -170,7 +171,7 @@ def main() -> None:
     except (KsearchError, KeyboardInterrupt) as exc:  # KeyboardInterrupt: outside typer's handling (it exits 130)
         failure = describe(exc, signal_name=_signals_seen[0] if _signals_seen else None)
         assert failure is not None  # the table names both
-        if failure.traceback_on_debug and os.environ.get("KSEARCH_DEBUG"):
+        if failure.traceback_on_debug and settings.DEBUG.raw():
             raise
         show(failure, exc)
         sys.exit(failure.exit_code)

@@ -7,13 +7,16 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
+from ksearch import settings
 from ksearch.cli._common import out
 
 app = typer.Typer()
 
 WorkerSchedulerOpt = Annotated[
     str,
-    typer.Option("--scheduler", envvar="KSEARCH_SCHEDULER", help="The Dask scheduler's address, e.g. tcp://host:8786."),
+    typer.Option(
+        "--scheduler", envvar=settings.SCHEDULER.name, help="The Dask scheduler's address, e.g. tcp://host:8786."
+    ),
 ]
 
 

@@ -31,6 +31,7 @@ from typing import Any, TypeVar
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
+from ksearch import settings
 from ksearch.agent.config import BudgetConfig
 from ksearch.contracts.identifiers import file_stem
 from ksearch.errors import KsearchError
@@ -151,14 +152,14 @@ def reported(fn: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
-ROOTS_VARIABLE = "KSEARCH_MCP_ROOTS"
+ROOTS_VARIABLE = settings.MCP_ROOTS.name
 """More folders (``:``-separated) from which the server may read kernel and task files, besides its working
 directory."""
 
 
 def allowed_roots() -> list[Path]:
     """Where the server reads files an agent names: its working directory, and ``KSEARCH_MCP_ROOTS``."""
-    extra = [Path(p) for p in os.environ.get(ROOTS_VARIABLE, "").split(os.pathsep) if p]
+    extra = settings.MCP_ROOTS.paths()
     return [Path.cwd().resolve(), *(p.resolve() for p in extra)]
 
 

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-TRUST_FILE_VARIABLE = "KSEARCH_TRUST_FILE"
+from ksearch import settings
 
 
 class TrustRecord(BaseModel):
@@ -47,7 +47,7 @@ class TrustBook(BaseModel):
 
 def trust_file() -> Path:
     """Where the records are kept."""
-    named = os.environ.get(TRUST_FILE_VARIABLE)
+    named = settings.TRUST_FILE.raw()
     if named:
         return Path(named).expanduser()
     state = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from ksearch import settings
 
 if TYPE_CHECKING:
     from ksearch.store import Store
 
-DEFAULT_WORKSPACE = ".ksearch"
 DB_NAME = "ksearch.db"
 
 
@@ -17,7 +17,7 @@ def workspace_dir(explicit: Path | None = None) -> Path:
     """``--workspace``, else ``$KSEARCH_WORKSPACE``, else ``./.ksearch``."""
     if explicit is not None:
         return explicit
-    return Path(os.environ.get("KSEARCH_WORKSPACE", DEFAULT_WORKSPACE))
+    return Path(settings.WORKSPACE.raw())
 
 
 def open_store(workspace: Path | None = None, *, read_only: bool = False) -> Store:

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import ksearch
+from ksearch import settings
 from ksearch.contracts.candidate import Candidate
 from ksearch.errors import TaskNotFoundError, UserError
 from ksearch.redaction import SECRET_NAME, holds_secret
@@ -105,7 +106,7 @@ def loader_environment(home: Path) -> dict[str, str]:
 
 def protect_this_process() -> None:
     """Non-dumpable (as ``containment.policy.protect_parent`` makes the agent), unless ``KSEARCH_SANDBOX=off``."""
-    if os.environ.get("KSEARCH_SANDBOX", "").strip().lower() in ("off", "0", "none"):
+    if settings.SANDBOX.raw().strip().lower() in ("off", "0", "none"):
         return
     if sys.platform.startswith("linux"):
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)

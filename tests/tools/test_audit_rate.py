@@ -7,10 +7,11 @@ import random
 
 import pytest
 
+from ksearch import settings
 from ksearch.contracts.evaluation import Verdict
 from ksearch.errors import UserError
 from ksearch.tasks.trimul import TrimulTask
-from ksearch.tools.evaluator.parent.evaluate import AUDIT_RATE_VARIABLE, audit_rate
+from ksearch.tools.evaluator.parent.evaluate import audit_rate
 from ksearch.tools.timing.methods import get_method
 from ksearch.tools.timing.primitives import AUDIT_RATE, FreshPlan
 
@@ -20,15 +21,15 @@ from ksearch.tools.timing.primitives import AUDIT_RATE, FreshPlan
 )
 def test_the_rate_is_read_from_the_variable(text: str | None, expected: float, monkeypatch: pytest.MonkeyPatch) -> None:
     if text is None:
-        monkeypatch.delenv(AUDIT_RATE_VARIABLE, raising=False)
+        monkeypatch.delenv(settings.AUDIT_RATE.name, raising=False)
     else:
-        monkeypatch.setenv(AUDIT_RATE_VARIABLE, text)
+        monkeypatch.setenv(settings.AUDIT_RATE.name, text)
     assert audit_rate() == expected
 
 
 @pytest.mark.parametrize("text", ["-0.1", "1.5", "often", "nan"])
 def test_a_rate_outside_zero_to_one_is_refused_with_what_to_give(text: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(AUDIT_RATE_VARIABLE, text)
+    monkeypatch.setenv(settings.AUDIT_RATE.name, text)
     with pytest.raises(UserError, match="give a number from 0 to 1"):
         audit_rate()
 
@@ -61,9 +62,9 @@ def test_the_parent_asks_for_the_rate_and_the_worker_times_with_it(monkeypatch: 
     request = EvalRequest(candidate=Candidate(task="trimul", language="triton", code="x = 1\n"), device="cpu")
     for text, rate in ((None, AUDIT_RATE), ("0.04", 0.04)):
         if text is None:
-            monkeypatch.delenv(AUDIT_RATE_VARIABLE, raising=False)
+            monkeypatch.delenv(settings.AUDIT_RATE.name, raising=False)
         else:
-            monkeypatch.setenv(AUDIT_RATE_VARIABLE, text)
+            monkeypatch.setenv(settings.AUDIT_RATE.name, text)
         asked = build_worker_request(request, tmp_path, tmp_path / "r.json", task, "gpumode-benchmark", salt=1)
         assert asked.audit_rate == rate
         assert timing_method(asked).audit_rate == rate  # type: ignore[attr-defined]
@@ -79,7 +80,7 @@ def test_an_honest_evaluation_records_the_rate_it_asked_for(monkeypatch: pytest.
 
     task = TrimulTask()
     monkeypatch.setenv("KSEARCH_CPU_TIMING", "1")
-    monkeypatch.setenv(AUDIT_RATE_VARIABLE, "0.25")
+    monkeypatch.setenv(settings.AUDIT_RATE.name, "0.25")
     began = time.time()
     evaluation = evaluate(
         EvalRequest(

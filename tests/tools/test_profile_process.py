@@ -185,8 +185,6 @@ def test_the_profiling_process_is_for_gpu_evaluations_that_can_share_the_workers
     assert wants_profiler(EvalRequest(candidate=candidate, device="cuda"), low_memory=False)
     assert not wants_profiler(EvalRequest(candidate=candidate, device="cuda", profile=False), low_memory=False)
     assert not wants_profiler(EvalRequest(candidate=candidate, device="cuda", timing=False), low_memory=False)
-    monkeypatch.setenv("KSEARCH_PROFILE_PROCESS", "0")
-    assert not profiler_wanted(triton_code, "cuda")
 
 
 def test_what_is_read_of_a_profiling_report_is_bounded() -> None:

@@ -156,8 +156,6 @@ def test_scouts_are_for_triton_code_on_a_gpu(monkeypatch: pytest.MonkeyPatch) ->
     assert not evaluate_mod.wants_scout(EvalRequest(candidate=building, device="cuda"))
     compiling = Candidate(task="softmax", language="triton", code=OK + "\nkernel = torch.compile(kernel)\n")
     assert evaluate_mod.wants_scout(EvalRequest(candidate=compiling, device="cuda"))  # its Triton kernels still pay
-    monkeypatch.setenv("KSEARCH_SCOUT", "0")
-    assert not evaluate_mod.wants_scout(EvalRequest(candidate=triton_code, device="cuda"))
 
 
 @pytest.mark.gpu

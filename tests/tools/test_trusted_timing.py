@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from ksearch import settings
 from ksearch.contracts.candidate import Candidate
 from ksearch.contracts.evaluation import Evaluation, Verdict
 from ksearch.tools.evaluator import EvalRequest, evaluate
@@ -109,8 +110,7 @@ def test_a_parent_that_reads_the_records_late_judges_alike(
     the kernel stamped them when they were sent, so the verdicts are the same."""
     if device != "cpu":
         pytest.skip("the polling is the parent's; one device shows it")
-    session_module = importlib.import_module("ksearch.tools.evaluator.parent.session")
-    monkeypatch.setattr(session_module, "TIMING_POLL_S", 0.005)
+    monkeypatch.setenv(settings.TIMING_POLL_MS.name, "5")
     evaluation = _evaluate(name, "gpumode-benchmark")
     assert evaluation.verdict == verdict, f"{evaluation.summary()}\n{evaluation.log}"
 

@@ -332,7 +332,7 @@ def test_each_tuning_mode_wraps_its_whole_stage_and_nothing_when_off(
     stage: str, on: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The worker's wiring: every test config's call happens inside ``quick_tuning``
-    (``WorkerRequest.quick_test_tuning``, ``KSEARCH_QUICK_TUNING=0`` in the parent), every timed config's first call,
+    (``WorkerRequest.quick_test_tuning``), every timed config's first call,
     where its key is tuned, and its timing inside ``winnowed_tuning`` (``winnowed_tuning``); neither when off."""
     import contextlib
     from types import SimpleNamespace
@@ -391,27 +391,13 @@ def test_each_tuning_mode_wraps_its_whole_stage_and_nothing_when_off(
 
 
 @pytest.mark.parametrize("field", ["quick_test_tuning", "winnowed_tuning"])
-def test_the_parent_asks_for_the_short_tuning_unless_told_not_to(
-    field: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Any
-) -> None:
+def test_the_parent_asks_for_the_short_tuning(field: str, tmp_path: Any) -> None:
     from ksearch.contracts.candidate import Candidate
     from ksearch.tasks.registry import resolve_task
     from ksearch.tools.evaluator import EvalRequest
-    from ksearch.tools.evaluator.parent.evaluate import (
-        QUICK_TUNING_VARIABLE,
-        WINNOWED_TUNING_VARIABLE,
-        build_worker_request,
-    )
+    from ksearch.tools.evaluator.parent.evaluate import build_worker_request
 
-    variable = {"quick_test_tuning": QUICK_TUNING_VARIABLE, "winnowed_tuning": WINNOWED_TUNING_VARIABLE}[field]
     task = resolve_task("softmax")
     request = EvalRequest(candidate=Candidate(task="softmax", language="triton", code="x = 1\n"), device="cpu")
-
-    def asked() -> bool:
-        worker_request = build_worker_request(request, tmp_path, tmp_path / "r.json", task, "robust", salt=1)
-        return getattr(worker_request, field)
-
-    monkeypatch.delenv(variable, raising=False)
-    assert asked()
-    monkeypatch.setenv(variable, "0")
-    assert not asked()
+    worker_request = build_worker_request(request, tmp_path, tmp_path / "r.json", task, "robust", salt=1)
+    assert getattr(worker_request, field)

@@ -28,8 +28,9 @@ import threading
 from pathlib import Path
 
 import ksearch
+from ksearch import settings
 
-ALLOW_VARIABLE = "KSEARCH_SANDBOX_ALLOW"
+ALLOW_VARIABLE = settings.SANDBOX_ALLOW.name
 """More folders a candidate may read (``:``-separated): a tool or a data set the list does not name."""
 SYSTEM_READABLE = (
     "/usr",
@@ -155,7 +156,7 @@ def readable(extra: list[str] | tuple[str, ...] = ()) -> tuple[list[str], list[s
         *(os.environ[v] for v in TASK_DATA_VARIABLES if os.environ.get(v)),
         *cuda_paths(),
         *toolchain_paths(),
-        *[p for p in os.environ.get(ALLOW_VARIABLE, "").split(os.pathsep) if p],
+        *(str(p) for p in settings.SANDBOX_ALLOW.paths()),
         *extra,
     ]
     with _lock:

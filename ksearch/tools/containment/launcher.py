@@ -78,6 +78,7 @@ import stat
 import sys
 from collections.abc import Callable
 
+from ksearch import settings
 from ksearch.tools.containment.fences import SharedMemoryFolder, fence, hold_shm_folders, private_shm
 from ksearch.tools.containment.rlimits import Limits, apply_limits, limit_processes
 from ksearch.tools.containment.syscalls import (
@@ -626,7 +627,7 @@ def _fork_into_namespace() -> None:
             os.close(alive_r)
             os.close(null)
             _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-            os.environ["KSEARCH_PARENT_PID"] = "1"  # its parent, the namespace's first process
+            os.environ[settings.PARENT_PID.name] = "1"  # its parent, the namespace's first process
             return
         _close_all_but({1, 2, status_w}, null)
         while True:
@@ -675,7 +676,7 @@ def _close_all_but(keep: set[int], null: int) -> None:
     by the launcher) by then. (No listing of ``/proc/self/fd``: the namespace's own /proc may already be mounted over
     it.)"""
     os.dup2(null, 0)
-    message = os.environ.get("KSEARCH_MSG_FD", "")
+    message = settings.MSG_FD.raw()
     keep = keep | {0} | ({int(message)} if message.isdigit() else set())
     low = 3
     for fd in sorted(k for k in keep if k >= 3):
@@ -693,9 +694,9 @@ def main(argv: list[str]) -> int:
         return 2
     spec = json.loads(argv[0])
     program = argv[2:] if len(argv) > 1 and argv[1] == "--" else []
-    parent = os.environ.get("KSEARCH_PARENT_PID")
-    if parent:
-        die_with(int(parent))
+    parent = settings.PARENT_PID.number()
+    if parent is not None:
+        die_with(parent)
     try:
         applied, failed = apply(spec, probe=probe)
     except LayerError as exc:
@@ -707,7 +708,7 @@ def main(argv: list[str]) -> int:
     if not program:
         return 0
     if spec.get("tool"):  # a trusted tool that starts the worker: the worker's parent is the tool, not ours
-        os.environ["KSEARCH_PARENT_PID"] = ""
+        os.environ[settings.PARENT_PID.name] = ""
     try:
         os.execv(program[0], program)
     except OSError as exc:  # inside the layers, the program (a tool's installation) may be out of reach

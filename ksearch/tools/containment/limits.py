@@ -19,15 +19,14 @@ used: a cgroup ksearch could create its own below is rarely delegated to a user'
 
 from __future__ import annotations
 
-import os
 import re
 from typing import NamedTuple
 
+from ksearch import settings
 from ksearch.errors import UserError
 
-MEMORY_VARIABLE = "KSEARCH_CANDIDATE_MEMORY"
-FILE_SIZE_VARIABLE = "KSEARCH_CANDIDATE_FILE_SIZE"
-DEFAULT_FILE_SIZE = 16 << 30
+MEMORY_VARIABLE = settings.CANDIDATE_MEMORY.name
+FILE_SIZE_VARIABLE = settings.CANDIDATE_FILE_SIZE.name
 DEFAULT_PROCESSES = 4096
 """Processes and threads of one candidate: room for Inductor's compile workers and OpenMP's threads on a large
 host, not for a fork bomb."""
@@ -76,15 +75,14 @@ def machine_memory() -> int:
 
 def for_device(device: str) -> Limits:
     """The limits of a candidate on ``device`` (``LimitError`` for an unreadable variable)."""
-    memory_text = os.environ.get(MEMORY_VARIABLE)
+    memory_text = settings.CANDIDATE_MEMORY.given()
     if device != "cpu":
         memory = parse_size(memory_text, MEMORY_VARIABLE) if memory_text else 0
         address_space = False
     else:
         memory = parse_size(memory_text, MEMORY_VARIABLE) if memory_text is not None else machine_memory() // 2
         address_space = True
-    file_text = os.environ.get(FILE_SIZE_VARIABLE)
-    file_size = parse_size(file_text, FILE_SIZE_VARIABLE) if file_text is not None else DEFAULT_FILE_SIZE
+    file_size = parse_size(settings.CANDIDATE_FILE_SIZE.raw(), FILE_SIZE_VARIABLE)
     return Limits(memory=memory, address_space=address_space, file_size=file_size, processes=DEFAULT_PROCESSES)
 
 

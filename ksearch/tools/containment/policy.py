@@ -34,11 +34,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import ksearch
+from ksearch import settings
 from ksearch.errors import KsearchError
 from ksearch.tools.containment import allowlist, limits
 
-VARIABLE = "KSEARCH_SANDBOX"
-HIDE_VARIABLE = "KSEARCH_SANDBOX_HIDE"
+VARIABLE = settings.SANDBOX.name
 CHILD_LAYERS = ("limits", "userns", "pidns", "mountns", "netns", "ipcns", "caps", "landlock", "seccomp")
 LAYERS = (*CHILD_LAYERS, "nondumpable")
 HOME_SECRETS = (
@@ -105,7 +105,7 @@ def hide(path: Path | str) -> None:
 
 def requested() -> tuple[str, ...] | None:
     """The layers asked for: None for ``auto``, () for ``off``, else the listed layers."""
-    value = os.environ.get(VARIABLE, "auto").strip().lower()
+    value = settings.SANDBOX.raw().strip().lower()
     if value in ("", "auto"):
         return None
     if value in ("off", "0", "none"):
@@ -173,7 +173,7 @@ def probe(gpu: bool) -> tuple[tuple[str, ...], dict[str, str]]:
 
 def _run_probe(wanted: list[str]) -> tuple[tuple[str, ...], dict[str, str]]:
     package_root = str(Path(ksearch.__file__).resolve().parent.parent)
-    env = {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": package_root, "KSEARCH_PARENT_PID": str(os.getpid())}
+    env = {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": package_root, settings.PARENT_PID.name: str(os.getpid())}
     try:
         done = subprocess.run(
             _launcher_argv({"layers": wanted, "hidden": [], "writable": []}, probe=True),
@@ -254,7 +254,7 @@ def _sort_hideable(keep: list[str]) -> tuple[list[str], list[str]]:
     candidates = [*_hidden, *(os.path.join(home, name) for name in HOME_SECRETS)]
     candidates += [os.path.join(os.getcwd(), name) for name in WORKING_FOLDER_SECRETS]
     candidates += list(allowlist.SYSTEM_SECRETS)
-    candidates += [p for p in os.environ.get(HIDE_VARIABLE, "").split(os.pathsep) if p]
+    candidates += [str(p) for p in settings.SANDBOX_HIDE.paths()]
     needed = [os.path.realpath(p) for p in (*keep, *needed_paths())]
     hidden: list[str] = []
     exposed: list[str] = []
@@ -305,7 +305,7 @@ def launcher_prefix(
         return []
     opened = openings or Openings()
     keep = [str(p) for p in writable]
-    profile = os.environ.get("KSEARCH_PROFILE")
+    profile = settings.PROFILE.raw()
     if profile:
         keep.append(profile)
     hidden = hidden_paths(keep)

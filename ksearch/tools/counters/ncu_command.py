@@ -18,10 +18,11 @@ import re
 import shutil
 from pathlib import Path
 
+from ksearch import settings
 from ksearch.contracts.counters import CounterStatus
 from ksearch.tools.counters.ncu_csv import RANGE_PREFIX
 
-NCU_VARIABLE = "KSEARCH_NCU"
+NCU_VARIABLE = settings.NCU.name
 """The ncu executable to use (else ``ncu`` on PATH, else CUDA's default install)."""
 DEFAULT_LOCATIONS = ("/usr/local/cuda/bin/ncu",)
 SECTIONS = (
@@ -54,7 +55,7 @@ _OWN_LINE = ("ksearch containment", "==ERROR==", "==WARNING==")
 def find_ncu(environ: dict[str, str] | None = None) -> str | None:
     """The ncu to run: ``KSEARCH_NCU``, else ``ncu`` on PATH, else CUDA's default install; None when there is none."""
     env = os.environ if environ is None else environ
-    chosen = env.get(NCU_VARIABLE, "")
+    chosen = settings.NCU.raw(env)
     if chosen:
         return chosen if os.access(chosen, os.X_OK) else None
     found = shutil.which("ncu", path=env.get("PATH"))

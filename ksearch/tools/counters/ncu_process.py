@@ -25,6 +25,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from ksearch import settings
 from ksearch.tools.counters import ncu_command
 from ksearch.tools.counters.rungs import Rung
 from ksearch.tools.evaluator.shared.sandbox import (
@@ -128,7 +129,7 @@ def profile(
             stdout=out,
             stderr=err,
             # without layers there is no launcher to say so: the worker's parent is ncu, not this process
-            extra_env={**ncu_command.ENVIRONMENT, **({} if rung.layers else {"KSEARCH_PARENT_PID": ""})},
+            extra_env={**ncu_command.ENVIRONMENT, **({} if rung.layers else {settings.PARENT_PID.name: ""})},
             contain=bool(rung.layers),
             writable=(folders.ncu,),
             tool=tuple(ncu_argv),

@@ -9,11 +9,11 @@ run on a GPU tells which rung works and why the others do not (``scripts/ncu_con
 
 from __future__ import annotations
 
-import os
 import threading
 from dataclasses import dataclass
 from pathlib import Path
 
+from ksearch import settings
 from ksearch.contracts.counters import CounterStatus
 from ksearch.tools.containment import policy
 from ksearch.tools.counters import ncu_command, ncu_process
@@ -43,7 +43,7 @@ class RungTrial:
 def rungs_for(device: str, ncu: str) -> list[Rung]:
     """The rungs to try for ``device``: ``KSEARCH_COUNTERS_SANDBOX``'s, else the ladder of this machine's layers."""
     readable = ncu_command.installation(ncu)
-    asked = requested_rungs(os.environ.get(SANDBOX_VARIABLE, "auto"), readable)
+    asked = requested_rungs(settings.COUNTERS_SANDBOX.raw(), readable)
     return asked if asked is not None else ladder(policy.child_layers(device), readable)
 
 

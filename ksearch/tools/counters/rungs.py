@@ -12,9 +12,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ksearch import settings
 from ksearch.tools.containment.policy import Openings
 
-SANDBOX_VARIABLE = "KSEARCH_COUNTERS_SANDBOX"
+SANDBOX_VARIABLE = settings.COUNTERS_SANDBOX.name
 """``auto`` (default): the strongest rung of ``ladder`` the probe finds ncu works in; ``off``: no layers (the
 scrubbed environment and private folders only); a comma list: exactly those layers, with what ncu needs opened."""
 

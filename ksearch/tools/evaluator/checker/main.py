@@ -38,6 +38,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from ksearch import settings
 from ksearch.contracts.evaluation import Mismatch, Rejection, Verdict
 from ksearch.contracts.exchange import (
     CheckerCommand,
@@ -107,7 +108,7 @@ class Checker:
         else:
             budget = CPU_CACHE_BYTES
         self.device = device
-        self.staging = StagingOwner(device, prefer_ipc=os.environ.get("KSEARCH_STAGING", "") != "shm")
+        self.staging = StagingOwner(device, prefer_ipc=settings.STAGING.raw() != "shm")
         self.cache = ReferenceCache(budget)
         self.tasks: dict[str, Any] = {}
         self.current: EvaluationRecord | None = None
@@ -119,8 +120,6 @@ class Checker:
         self.input_costs: dict[tuple[str, str], tuple[list[float], list[float]]] = {}
         """(task, benchmark config) -> the milliseconds its ``make_inputs`` and its input digest took here, each time
         (kept across evaluations): the parent's allowance for the same work in the worker between timed windows."""
-        self.pipelined = os.environ.get("KSEARCH_CHECKER_PIPELINE", "1") != "0"
-        """Judge correctness outputs while the worker runs the next config (``check``); 0 turns it off."""
         self.sampled_audits = True
         """This evaluation's choice (``begin``): judge an audit's output at sampled positions where the task can."""
         self.pending: tuple[EvaluationRecord, Handoff, Any, list[Any]] | None = None
@@ -325,7 +324,7 @@ class Checker:
         state = self.current
         if not refused.ok or state is None:
             return refused
-        deferred = handoff.kind == "test" and self.pipelined and not self.low_memory
+        deferred = handoff.kind == "test" and not self.low_memory
         with self._recording(state, handoff):
             config, outputs = self._take(state, handoff, private=deferred)
             if deferred:
@@ -758,8 +757,9 @@ def main(argv: list[str] | None = None) -> int:
 if __name__ == "__main__":
     from ksearch.tools.evaluator.shared.sandbox import die_with_parent
 
-    if os.environ.get("KSEARCH_PARENT_PID"):
-        die_with_parent(int(os.environ["KSEARCH_PARENT_PID"]))
+    parent = settings.PARENT_PID.number()
+    if parent is not None:
+        die_with_parent(parent)
     status = main()
     sys.stderr.flush()
     os._exit(status)

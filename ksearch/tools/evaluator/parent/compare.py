@@ -15,7 +15,7 @@ from ksearch.tools.containment import allowlist
 from ksearch.tools.evaluator.parent.evaluate import build_worker_request
 from ksearch.tools.evaluator.parent.ledger import Calibration, TimingLedger, judge, judge_loops
 from ksearch.tools.evaluator.parent.processes import CANDIDATE_FILE, CHALLENGER_FILE
-from ksearch.tools.evaluator.parent.request import CPU_TIMING_VARIABLE, EvalRequest
+from ksearch.tools.evaluator.parent.request import CPU_TIMING, EvalRequest
 from ksearch.tools.evaluator.parent.session import EvaluatorSession, Outcome
 from ksearch.tools.evaluator.parent.verdicts import failed_evaluation, worker_failed
 from ksearch.tools.evaluator.shared.pairing import alternating
@@ -44,7 +44,7 @@ def compare(
     output it returned is wrong.
     """
     cpu = incumbent.device == "cpu" or challenger.device == "cpu"
-    if cpu and os.environ.get(CPU_TIMING_VARIABLE) != "1":
+    if cpu and not CPU_TIMING.is_on():
         raise UserError("compare() times kernels, and the CPU (Triton interpreter) cannot: use a cuda device")
     if incumbent.device != challenger.device or incumbent.task != challenger.task:
         raise UserError("compare() needs two candidates for the same task on the same device")

@@ -30,6 +30,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ksearch import settings
 from ksearch.contracts.evaluation import Evaluation, Verdict
 from ksearch.contracts.exchange import CheckerCommand, CheckResult, StagingHandle, WorkerRequest
 from ksearch.errors import KsearchError, UserError
@@ -52,17 +53,6 @@ from ksearch.tools.timing.primitives import AUDIT_RATE
 if TYPE_CHECKING:
     from ksearch.tasks.base import Task
 
-SCOUT_VARIABLE = "KSEARCH_SCOUT"
-"""Set to 0 to evaluate without compile scouts (``ksearch.tools.evaluator.worker.scout``)."""
-QUICK_TUNING_VARIABLE = "KSEARCH_QUICK_TUNING"
-"""Set to 0 to let Triton's autotuner run its full benchmark on the correctness configs too
-(``ksearch.tools.evaluator.worker.tuning``)."""
-WINNOWED_TUNING_VARIABLE = "KSEARCH_WINNOWED_TUNING"
-"""Set to 0 to let Triton's autotuner run its full benchmark on every config of a timed config's key, not only on the
-contenders (``ksearch.tools.evaluator.worker.tuning.winnowed_tuning``)."""
-AUDIT_RATE_VARIABLE = "KSEARCH_AUDIT_RATE"
-"""A number from 0 to 1: the chance each repeat after a timing loop's first audit is re-randomised and audited
-(default ``AUDIT_RATE``; at 0 a loop still audits at least twice). Recorded in each evaluation's environment."""
 YARDSTICK_METHOD = "gpumode-benchmark"
 """The method the yardstick (a bare loop of GPU MODE's benchmark mode) is read against."""
 NO_SCOUT_MARKERS = EXTENSION_MARKERS
@@ -375,14 +365,8 @@ def _start_probe(folder: Path, request: EvalRequest, task: Task, method: str) ->
 
 
 def scout_wanted(code: str, device: str) -> bool:
-    """A compile scout pays where the candidate JIT-compiles Triton kernels on a GPU (``KSEARCH_SCOUT=0``: never);
-    not for ``NO_SCOUT_MARKERS``."""
-    return (
-        device.startswith("cuda")
-        and "triton" in code
-        and not any(marker in code for marker in NO_SCOUT_MARKERS)
-        and os.environ.get(SCOUT_VARIABLE, "1") != "0"
-    )
+    """A compile scout pays where the candidate JIT-compiles Triton kernels on a GPU; not for ``NO_SCOUT_MARKERS``."""
+    return device.startswith("cuda") and "triton" in code and not any(marker in code for marker in NO_SCOUT_MARKERS)
 
 
 def _ask_scout(scout: WorkerProcess, request: EvalRequest, task: Task, method: str, shared_cache: Path) -> None:
@@ -452,15 +436,15 @@ def build_worker_request(
         support_dir=str(work / "_support"),
         yardstick_rounds=request.yardstick_rounds,
         profile=request.profile and request.timing,
-        quick_test_tuning=os.environ.get(QUICK_TUNING_VARIABLE, "1") != "0",
-        winnowed_tuning=os.environ.get(WINNOWED_TUNING_VARIABLE, "1") != "0",
         audit_rate=audit_rate(),
     )
 
 
 def audit_rate() -> float:
-    """``KSEARCH_AUDIT_RATE`` or ``AUDIT_RATE``; a ``UserError`` that says what is allowed for anything else."""
-    text = os.environ.get(AUDIT_RATE_VARIABLE, "").strip()
+    """``KSEARCH_AUDIT_RATE``, a number from 0 to 1: the chance each repeat after a timing loop's first audit is
+    re-randomised and audited (default ``AUDIT_RATE``; at 0 a loop still audits at least twice; recorded in each
+    evaluation's environment). A ``UserError`` that says what is allowed for anything else."""
+    text = settings.AUDIT_RATE.raw().strip()
     if not text:
         return AUDIT_RATE
     try:
@@ -469,7 +453,7 @@ def audit_rate() -> float:
         rate = -1.0
     if not 0.0 <= rate <= 1.0:
         raise UserError(
-            f"{AUDIT_RATE_VARIABLE}={text!r}: give a number from 0 to 1 (the chance each timed repeat is "
+            f"{settings.AUDIT_RATE.name}={text!r}: give a number from 0 to 1 (the chance each timed repeat is "
             f"re-randomised and audited; default {AUDIT_RATE})"
         )
     return rate

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ksearch import settings
 from ksearch.contracts.exchange import CheckerCommand
 from ksearch.errors import KsearchError
 from ksearch.tools.containment import allowlist
@@ -29,7 +30,6 @@ from ksearch.tools.evaluator.shared.sandbox import (
     signal_group,
     spawn,
 )
-from ksearch.tools.evaluator.shared.staging import STAGING_DIR_VARIABLE
 
 CANDIDATE_FILE = "candidate.py"
 CHALLENGER_FILE = "challenger.py"
@@ -180,12 +180,11 @@ class LineReader:
             self._fill(min(left, 0.5))
 
 
-CHECKER_ENV = {"OMP_WAIT_POLICY": os.environ.get("KSEARCH_CHECKER_OMP_WAIT", "PASSIVE")}
+CHECKER_ENV = {"OMP_WAIT_POLICY": "PASSIVE"}
 """The checker's OpenMP threads sleep as soon as its CPU work ends instead of spinning: by default they spin on every
 core for a while after each parallel region, and the worker's next timed call, right after the checker answered an
 audit, lost its CPU to them. On the 2-core CPU machine that call's median went from 3.4 ms to 0.07 ms for a 22 us
-kernel (2026-11-27, ``bench/audit_share.py``); the checker's own work is never timed.
-``KSEARCH_CHECKER_OMP_WAIT=ACTIVE`` restores OpenMP's spinning, to measure the difference on another machine."""
+kernel (2026-11-27, ``bench/audit_share.py``); the checker's own work is never timed."""
 
 
 class CheckerProcess:
@@ -197,7 +196,7 @@ class CheckerProcess:
         self.folder = folder
         private_dirs(folder)
         self._stderr = open(folder / "stderr.txt", "wb")  # noqa: SIM115 - closed in close()
-        staging = {STAGING_DIR_VARIABLE: str(staging_dir)} if staging_dir is not None else {}
+        staging = {settings.STAGING_DIR.name: str(staging_dir)} if staging_dir is not None else {}
         self.process = spawn(
             "ksearch.tools.evaluator.checker.main",
             ["--device", device],
@@ -291,7 +290,7 @@ class WorkerProcess:
         self.channel, child = message_channel()
         self.doorbell, bell = os.pipe()
         """Read end of a pipe the worker writes a byte to after each request that waits for an answer (``Channel.ask``),
-        so a parent that reads the timing records late (``session.TIMING_POLL_S``) still answers at once."""
+        so a parent that reads the timing records late (``session.timing_poll_s``) still answers at once."""
         os.set_blocking(self.doorbell, False)
         try:
             with open(self.io / "stdout.txt", "wb") as out, open(self.io / "stderr.txt", "wb") as err:
@@ -305,8 +304,8 @@ class WorkerProcess:
                     stderr=err,
                     pass_fds=(child.fileno(), bell),
                     extra_env={
-                        "KSEARCH_MSG_FD": str(child.fileno()),
-                        "KSEARCH_DOORBELL_FD": str(bell),
+                        settings.MSG_FD.name: str(child.fileno()),
+                        settings.DOORBELL_FD.name: str(bell),
                         **({} if interpret is None else {"TRITON_INTERPRET": "1" if interpret else "0"}),
                     },
                     contain=True,

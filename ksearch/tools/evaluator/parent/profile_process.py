@@ -18,7 +18,7 @@ Not used, the worker profiling after its timing instead: for a candidate that bu
 would build its own copy) or calls ``torch.compile`` (this process would trace and compile its graphs again, one
 per shape: on an H200 a public leaderboard kernel's profile calls took 17.8 s here, a 21.6 s profile stage of a 73 s
 verdict, against 0.16 s in its worker after the timing, whose profiler started in 0.02 s: 2026-11-29), in
-low-memory mode (a third CUDA context beside a large task's tensors), and with ``KSEARCH_PROFILE_PROCESS=0``.
+and in low-memory mode (a third CUDA context beside a large task's tensors).
 """
 
 from __future__ import annotations
@@ -37,8 +37,6 @@ from ksearch.tools.evaluator.parent.processes import CANDIDATE_FILE, WorkerProce
 from ksearch.tools.evaluator.profiler.kernel_profile import PROFILE_KERNELS
 from ksearch.tools.evaluator.shared.sandbox import read_report
 
-PROFILE_PROCESS_VARIABLE = "KSEARCH_PROFILE_PROCESS"
-"""Set to 0: the worker profiles after its timing, as before the profiling process existed."""
 PROFILE_WAIT_S = 60.0
 """How long the verdict waits, after the go, for the profile (then it goes without one)."""
 PROFILE_STAGES = frozenset(
@@ -55,12 +53,7 @@ IN_WORKER_MARKERS = (*EXTENSION_MARKERS, "torch.compile")
 
 def profiler_wanted(code: str, device: str, *, low_memory: bool = False) -> bool:
     """Whether an evaluation of ``code`` on ``device`` profiles in a process of its own."""
-    return (
-        device.startswith("cuda")
-        and not low_memory
-        and not any(marker in code for marker in IN_WORKER_MARKERS)
-        and os.environ.get(PROFILE_PROCESS_VARIABLE, "1") != "0"
-    )
+    return device.startswith("cuda") and not low_memory and not any(marker in code for marker in IN_WORKER_MARKERS)
 
 
 def ask_profiler(profiler: WorkerProcess, code: str, request: WorkerRequest) -> None:

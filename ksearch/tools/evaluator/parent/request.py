@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import os
 import re
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from ksearch import settings
 from ksearch.contracts.candidate import Candidate
 from ksearch.tools import timing as timing_mod
 from ksearch.tools.gpu_specs import gpu_spec
@@ -15,9 +15,9 @@ from ksearch.tools.gpu_specs import gpu_spec
 HARNESS_VERSION = "ksearch-evaluator-16"
 """Part of the evaluation cache key: bump when a change could alter verdicts or timings."""
 _DEVICE = re.compile(r"^(cpu|cuda(:\d+)?)$")
-CPU_TIMING_VARIABLE = "KSEARCH_CPU_TIMING"
-"""Set to 1 (tests only): timed evaluations on the CPU, with wall-clock 'events' on the host, so the whole timing
-path (windows, the parent's ledger, audits) runs in CI. The numbers mean nothing as kernel times."""
+CPU_TIMING = settings.CPU_TIMING
+"""``KSEARCH_CPU_TIMING=1`` (tests only): timed evaluations on the CPU, with wall-clock 'events' on the host, so the
+whole timing path (windows, the parent's ledger, audits) runs in CI. The numbers mean nothing as kernel times."""
 
 
 class EvalRequest(BaseModel):
@@ -61,7 +61,7 @@ class EvalRequest(BaseModel):
     def _consistent(self) -> EvalRequest:
         if not _DEVICE.match(self.device):
             raise ValueError(f"device must be 'cpu', 'cuda' or 'cuda:N', not {self.device!r}")
-        if self.device == "cpu" and self.timing and os.environ.get(CPU_TIMING_VARIABLE) != "1":
+        if self.device == "cpu" and self.timing and not CPU_TIMING.is_on():
             raise ValueError("the CPU (Triton interpreter) cannot time kernels: use timing=False")
         if self.timing_method is not None and self.timing_method not in timing_mod.method_names():
             raise ValueError(

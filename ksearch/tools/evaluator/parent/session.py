@@ -34,6 +34,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from ksearch import settings
 from ksearch.contracts.exchange import CheckerCommand, CheckResult, Handoff, StagingHandle, WorkerRequest, WorkerResult
 from ksearch.tools.containment import allowlist
 from ksearch.tools.evaluator.parent.exhaustion import oom_kills
@@ -56,20 +57,15 @@ SCOUT_GRACE_S = 60.0
 """How long a compile scout still running when the worker settles may go on (the worker waits) before it is killed.
 Waiting costs the worker nothing it would not spend anyway: what the scout is still building (an autotuned kernel's
 configs for the benchmark shapes, say) the worker would otherwise compile itself, one at a time, before timing."""
-TIMING_POLL_S = float(os.environ.get("KSEARCH_TIMING_POLL_MS", "0")) / 1e3
-"""While a worker times, the parent may read its records every this many seconds instead of waking for each one (needs
-the kernel's send stamps: Linux); a request that waits for an answer rings the worker's doorbell and is read at once. An
-experiment's knob, off by default: on the 2-core CPU machine the parent woken for every record raised a 22 us call's
-median from 24-33 to 44 us (wall-clock events, ``bench/RESULTS.md``, "Audits on re-randomised inputs"); with the
-doorbell, and on a GPU, it is not measured yet."""
-LOW_MEMORY_VARIABLE = "KSEARCH_LOW_MEMORY"
-"""Set to 1: every evaluation of the session in low-memory mode (else the checker enters it when little is free)."""
-SAMPLED_AUDITS_VARIABLE = "KSEARCH_SAMPLED_AUDITS"
-"""Set to 0: the checker judges each audit (a timed call on re-randomised activations) on the whole output, the whole
-reference computed for it, instead of at sampled positions where the task offers them (``Task.expected_sample``)."""
-PREPARED_AUDITS_VARIABLE = "KSEARCH_PREPARED_AUDITS"
-"""Set to 0: the checker computes an audit's reference after the audited call, instead of while the worker makes the
-same inputs (``Checker.prepare_audit``)."""
+
+
+def timing_poll_s() -> float:
+    """``KSEARCH_TIMING_POLL_MS`` in seconds. While a worker times, the parent may read its records every this many
+    seconds instead of waking for each one (needs the kernel's send stamps: Linux); a request that waits for an answer
+    rings the worker's doorbell and is read at once. An experiment's knob, off by default: on the 2-core CPU machine
+    the parent woken for every record raised a 22 us call's median from 24-33 to 44 us (wall-clock events,
+    ``bench/RESULTS.md``, "Audits on re-randomised inputs"); with the doorbell, and on a GPU, it is not measured yet."""
+    return float(settings.TIMING_POLL_MS.raw() or "0") / 1e3
 
 
 class Outcome(BaseModel):
@@ -146,7 +142,7 @@ class EvaluatorSession:
         """Started after the first profiling process a session uses (only GPU sessions use them)."""
         self.staging: StagingHandle | None = None
         self.evaluations = 0
-        self.low_memory = os.environ.get(LOW_MEMORY_VARIABLE, "") == "1"
+        self.low_memory = settings.LOW_MEMORY.is_on()
         """Evaluations run in low-memory mode (``checker``): asked for, or entered once and kept for the session."""
         self._start_checker()
         if prestart or worker_now:
@@ -314,16 +310,17 @@ class EvaluatorSession:
         phase_started = go
         worker.send(request.model_dump_json())
         timing_seen = False
+        poll_s = timing_poll_s()
         backlog = list(worker.backlog)
         worker.backlog.clear()
         while True:
             if backlog:
                 lines = [(time.time(), line) for line in backlog]
-            elif outcome.phase == "timing" and worker.messages.kernel_stamps and TIMING_POLL_S > 0:
+            elif outcome.phase == "timing" and worker.messages.kernel_stamps and poll_s > 0:
                 # The kernel stamped each record when it was sent, so reading late moves no time; a parent woken by
                 # every window's records could take the worker's CPU in the middle of its timed calls. A request that
                 # waits for an answer rings the doorbell: it is read at once.
-                if select.select([worker.doorbell], [], [], TIMING_POLL_S)[0]:
+                if select.select([worker.doorbell], [], [], poll_s)[0]:
                     try:
                         os.read(worker.doorbell, 1 << 16)
                     except OSError:
@@ -480,8 +477,6 @@ class EvaluatorSession:
                 bench_salt=bench_salt,
                 low_memory=self.low_memory,
                 observe_work=observe_work,
-                sampled_audits=os.environ.get(SAMPLED_AUDITS_VARIABLE, "1") != "0",
-                prepared_audits=os.environ.get(PREPARED_AUDITS_VARIABLE, "1") != "0",
             ),
             max(timeout, CHECKER_START_S),
         )

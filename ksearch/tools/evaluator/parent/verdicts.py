@@ -10,7 +10,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import os
 import platform
 import signal
 import time
@@ -18,6 +17,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ksearch import settings
 from ksearch.contracts.evaluation import Evaluation, Rejection, Timing, Verdict
 from ksearch.contracts.exchange import CheckResult, ConfigSamples, WorkerResult
 from ksearch.redaction import redact
@@ -209,13 +209,13 @@ def timed_evaluation(
     )
 
 
-LEDGER_DUMP_VARIABLE = "KSEARCH_LEDGER_DUMP"
-"""A folder: every timed evaluation writes its ledger there as JSON (windows, relays, calibration, the checker's
-figures), to see what the parent's checks saw."""
+LEDGER_DUMP = settings.LEDGER_DUMP
+"""``KSEARCH_LEDGER_DUMP``, a folder: every timed evaluation writes its ledger there as JSON (windows, relays,
+calibration, the checker's figures), to see what the parent's checks saw."""
 
 
 def _dump_ledger(ledger: TimingLedger, outcome: Outcome, check: CheckResult, method: str, flush_l2: bool) -> None:
-    folder = os.environ.get(LEDGER_DUMP_VARIABLE)
+    folder = LEDGER_DUMP.raw()
     if not folder:
         return
     record = {

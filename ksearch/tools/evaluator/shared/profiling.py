@@ -10,11 +10,11 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
-PROFILE_VARIABLE = "KSEARCH_PROFILE"
+from ksearch import settings
 
 
 def profile_dir() -> Path | None:
-    value = os.environ.get(PROFILE_VARIABLE, "")
+    value = settings.PROFILE.raw()
     return Path(value) if value else None
 
 

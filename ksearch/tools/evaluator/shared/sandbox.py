@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, TypeVar
 
 import ksearch
+from ksearch import settings
 
 if TYPE_CHECKING:
     from ksearch.tools.containment.policy import Openings
@@ -48,9 +49,7 @@ _ENV_ALLOWED = frozenset(
         "CC",
         "CXX",
         "TZ",
-        "KSEARCH_STAGING",
-        "KSEARCH_PROFILE",
-        "KSEARCH_CHECKER_PIPELINE",
+        *(setting.name for setting in settings.PASSED_TO_CANDIDATES),
     }
 )
 _ENV_ALLOWED_PREFIXES = ("LC_",)
@@ -116,12 +115,12 @@ def spawn_command(
 ) -> subprocess.Popen[bytes]:
     """``command`` as ``spawn`` starts a module: its own process group, the scrubbed environment of ``cwd``, and with
     ``contain`` inside the layers (``policy.launcher_prefix``), which are applied before ``command`` is ``exec``ed."""
-    env = {**worker_environment(cwd, device), "KSEARCH_PARENT_PID": str(os.getpid()), **(extra_env or {})}
+    env = {**worker_environment(cwd, device), settings.PARENT_PID.name: str(os.getpid()), **(extra_env or {})}
     prefix: list[str] = []
     if contain:
         from ksearch.tools.containment import policy
 
-        profile = os.environ.get("KSEARCH_PROFILE")  # the developer's statistics folder (``profiling``)
+        profile = settings.PROFILE.raw()  # the developer's statistics folder (``profiling``)
         if profile:
             Path(profile).mkdir(parents=True, exist_ok=True)
         prefix = policy.launcher_prefix(

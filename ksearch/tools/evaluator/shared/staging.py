@@ -11,7 +11,7 @@ while the buffer is read.
 
 Offsets are aligned so that any dtype can be viewed at them.
 
-Where the session gives the checker a staging folder (``STAGING_DIR_VARIABLE``), the host-memory block is a file in
+Where the session gives the checker a staging folder (``settings.STAGING_DIR``), the host-memory block is a file in
 it, mapped by both sides: a candidate's ``/dev/shm`` is its own, holding that folder and nothing else of the
 machine's (``containment.launcher.private_shm``), so no other evaluation's buffer is within its reach.
 """
@@ -23,13 +23,13 @@ import os
 import secrets
 from typing import Any
 
+from ksearch import settings
 from ksearch.contracts.exchange import StagingHandle
 from ksearch.tools.evaluator.shared import cuda_ipc
 from ksearch.tools.evaluator.shared import tensor_access as ta
 
 ALIGN = 256
 MIN_BYTES = 64 << 20
-STAGING_DIR_VARIABLE = "KSEARCH_STAGING_DIR"
 """The session's staging folder beneath ``/dev/shm``, given to the checker."""
 _OWNED_HERE: set[str] = set()
 """Shared-memory blocks this process created (a writer in the same process, as in tests, must not untrack them)."""
@@ -100,7 +100,7 @@ class StagingOwner:
 
         import torch
 
-        folder = os.environ.get(STAGING_DIR_VARIABLE)
+        folder = settings.STAGING_DIR.raw()
         if folder:
             path, mapped = map_file(os.path.join(folder, f"buffer-{secrets.token_hex(8)}"), size, create=True)
             self._file = (path, mapped)

@@ -58,6 +58,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
+from ksearch import settings
 from ksearch.contracts.evaluation import (
     KernelResources,
     Mismatch,
@@ -644,15 +645,14 @@ def timing_method(request: WorkerRequest) -> timing_mod.TimingMethod:
 
 def main(argv: list[str] | None = None) -> int:
     faulthandler.enable()  # a segfault still leaves a Python stack in stderr for the log
-    if os.environ.get("KSEARCH_PARENT_PID"):
-        die_with_parent(int(os.environ["KSEARCH_PARENT_PID"]))
+    parent = settings.PARENT_PID.number()
+    if parent is not None:
+        die_with_parent(parent)
     parser = argparse.ArgumentParser()
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--role", choices=("worker", "profiler", "counters"), default="worker")
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
-    msg_fd = int(os.environ["KSEARCH_MSG_FD"]) if os.environ.get("KSEARCH_MSG_FD") else None
-    doorbell_fd = int(os.environ["KSEARCH_DOORBELL_FD"]) if os.environ.get("KSEARCH_DOORBELL_FD") else None
-    channel = Channel(msg_fd, sys.stdin, doorbell_fd)
+    channel = Channel(settings.MSG_FD.number(), sys.stdin, settings.DOORBELL_FD.number())
     # a counters worker runs under Nsight Compute: it times nothing, so it calibrates nothing
     calibration = {} if args.role == "counters" else warm_start(args.device, profiler=args.role == "profiler")
     channel.send(json.dumps({"op": "ready", "calibration": calibration}))
