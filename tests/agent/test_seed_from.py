@@ -45,6 +45,7 @@ def config(script: Path, seed: Path, run_id: str = "s1", **overrides) -> RunConf
     )
 
 
+@pytest.mark.usefixtures("in_process_executor")
 def test_seed_is_evaluated_attached_to_the_root_and_edited_by_the_first_cycle(tmp_path):
     ws = tmp_path / "ws"
     outcome = runner.start_run(config(seeded_script(tmp_path / "s.jsonl"), SEED), workspace=ws)
@@ -85,6 +86,7 @@ def test_seed_is_evaluated_attached_to_the_root_and_edited_by_the_first_cycle(tm
     assert again.status == "finished" and again.world_model.root.solution.candidate_id == seed_id
 
 
+@pytest.mark.usefixtures("in_process_executor")
 def test_a_seed_that_does_not_pass_stops_before_the_run_is_created(tmp_path):
     bad = tmp_path / "bad.py"
     bad.write_text(WRONG_KERNEL.format(sleep=0.0, variant=0))
@@ -100,6 +102,7 @@ def test_a_seed_that_does_not_pass_stops_before_the_run_is_created(tmp_path):
         store.close()
 
 
+@pytest.mark.usefixtures("in_process_executor")
 def test_cli_run_with_seed_from(tmp_path):
     script = seeded_script(tmp_path / "s.jsonl")
     result = CliRunner().invoke(

@@ -36,6 +36,7 @@ DATA = REPO / "tests" / "tasks" / "data"
     ],
     ids=["trimul", "userop", "kernelbench", "flashinfer-gqa"],
 )
+@pytest.mark.usefixtures("in_process_executor")
 def test_one_round_search_on_each_task_backend(tmp_path, task, solution):
     script = write_script(
         tmp_path / "script.jsonl",

@@ -16,8 +16,8 @@ from ksearch.errors import UserError
 from ksearch.flows import interactive
 from ksearch.flows import run as runner
 from ksearch.tools.evaluator.parent.request import EvalRequest
-from ksearch.tools.executors.local import LocalExecutor
 from ksearch.tools.fingerprint import DeviceInfo
+from tests.helpers.in_process_executor import InProcessExecutor
 from tests.helpers.scripts import DEMO, demo_replies, fenced, init_plan, row_kernel
 
 pytestmark = pytest.mark.slow
@@ -38,10 +38,11 @@ H100 = DeviceInfo(
 
 
 class StandInGpu:
-    """The executor of the machine with the GPU: says it is an H100, evaluates on the CPU interpreter."""
+    """The executor of the machine with the GPU: says it is an H100, evaluates on the CPU interpreter (in this
+    process: what is tested is where and how often a kernel is evaluated, not the evaluator)."""
 
     def __init__(self) -> None:
-        self.inner = LocalExecutor(prestart=False)
+        self.inner = InProcessExecutor()
         self.busy = self.inner.busy
         self.evaluated: list[str] = []
 

@@ -106,6 +106,7 @@ def test_the_evaluation_key_changes_with_a_kernelbench_problems_contents(tmp_pat
     assert CPU.eval_key(name) != before
 
 
+@pytest.mark.usefixtures("in_process_executor")
 @pytest.mark.slow
 def test_a_seed_checked_against_the_old_file_is_checked_again_against_the_new_one(tmp_path):
     """The issue's repro: the same kernel passed the old reference; the edited reference doubles its result, so the

@@ -70,6 +70,7 @@ def test_the_parent_asks_for_the_rate_and_the_worker_times_with_it(monkeypatch: 
         assert timing_method(asked).audit_rate == rate  # type: ignore[attr-defined]
 
 
+@pytest.mark.serial
 def test_an_honest_evaluation_records_the_rate_it_asked_for(monkeypatch: pytest.MonkeyPatch) -> None:
     """End to end on the CPU's timing at 0.25 (four times the default rate): an honest kernel passes, its audits
     reached the checker, and the rate is in the evaluation's record, with the device it leased and when its worker

@@ -16,16 +16,26 @@ from pydantic import ValidationError
 from ksearch.contracts.candidate import Candidate
 from ksearch.contracts.evaluation import Verdict
 from ksearch.tasks.softmax import SoftmaxTask
-from ksearch.tools.evaluator import LOG_LIMIT, EvalRequest, candidate_traceback, evaluate, trim_log, worker_environment
+from ksearch.tools.evaluator import (
+    LOG_LIMIT,
+    EvalRequest,
+    EvaluatorSession,
+    candidate_traceback,
+    evaluate,
+    trim_log,
+    worker_environment,
+)
 
 DATA = Path(__file__).resolve().parents[1] / "tasks" / "data"
 OK = (DATA / "softmax_triton_ok.py").read_text()
 WRONG = (DATA / "softmax_triton_wrong.py").read_text()
 
 
-def _run(code: str, **request: object):
+def _run(code: str, session: EvaluatorSession | None = None, **request: object):
+    """``session``: the module's CPU session (``cpu_session``), for tests that do not depend on the environment the
+    session's processes were started with."""
     candidate = Candidate(task="softmax", language="triton", code=code)
-    return evaluate(EvalRequest(candidate=candidate, **request))
+    return evaluate(EvalRequest(candidate=candidate, **request), session=session)
 
 
 def _wrap(body: str) -> str:
@@ -52,9 +62,9 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def test_correct_kernel_passes_on_cpu_untimed() -> None:
+def test_correct_kernel_passes_on_cpu_untimed(cpu_session: EvaluatorSession) -> None:
     started = time.monotonic()
-    evaluation = _run(OK)
+    evaluation = _run(OK, session=cpu_session)
     assert evaluation.verdict == Verdict.PASSED, evaluation.log
     assert evaluation.timed is False and evaluation.score is None and evaluation.timings == []
     total = len(SoftmaxTask().test_configs("cpu"))
@@ -65,8 +75,8 @@ def test_correct_kernel_passes_on_cpu_untimed() -> None:
     assert time.monotonic() - started < 60  # two processes (worker, checker); loaded CI machines are slow
 
 
-def test_wrong_kernel_is_incorrect_with_the_error_located() -> None:
-    evaluation = _run(WRONG)
+def test_wrong_kernel_is_incorrect_with_the_error_located(cpu_session: EvaluatorSession) -> None:
+    evaluation = _run(WRONG, session=cpu_session)
     assert evaluation.verdict == Verdict.INCORRECT
     mismatch = evaluation.mismatch
     assert mismatch is not None and mismatch.max_abs_error is not None and mismatch.max_abs_error > 1e-3
@@ -83,16 +93,16 @@ def test_wrong_kernel_is_incorrect_with_the_error_located() -> None:
     ],
     ids=["syntax-error", "missing-entry-point"],
 )
-def test_bad_modules_are_compile_errors(code: str, needle: str) -> None:
-    evaluation = _run(code)
+def test_bad_modules_are_compile_errors(code: str, needle: str, cpu_session: EvaluatorSession) -> None:
+    evaluation = _run(code, session=cpu_session)
     assert evaluation.verdict == Verdict.COMPILE_ERROR
     assert needle in evaluation.log
     assert "ksearch-eval-" not in evaluation.log  # temp paths are scrubbed
 
 
-def test_an_exception_is_a_runtime_error_with_the_candidates_traceback() -> None:
+def test_an_exception_is_a_runtime_error_with_the_candidates_traceback(cpu_session: EvaluatorSession) -> None:
     code = "def helper(x):\n    raise ValueError('boom in helper')\n\n\ndef kernel(x):\n    return helper(x)\n"
-    evaluation = _run(code)
+    evaluation = _run(code, session=cpu_session)
     assert evaluation.verdict == Verdict.RUNTIME_ERROR
     assert "ValueError: boom in helper" in evaluation.log
     assert 'File "candidate.py", line 2, in helper' in evaluation.log
@@ -106,7 +116,7 @@ def without_static_checks(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.mark.usefixtures("without_static_checks")
-def test_an_endless_loop_times_out_and_leaves_no_process(tmp_path: Path) -> None:
+def test_an_endless_loop_times_out_and_leaves_no_process(tmp_path: Path, cpu_session: EvaluatorSession) -> None:
     """(The candidate cannot write outside its folder, nor see outside pids in a PID namespace: the test finds its
     processes by a marker on their command line instead.)"""
     marker = f"ksearch-test-{os.getpid()}-{time.monotonic_ns()}"
@@ -118,7 +128,7 @@ def test_an_endless_loop_times_out_and_leaves_no_process(tmp_path: Path) -> None
         "    pass\n"
     ).replace("import torch\n", "import os\nimport torch\n", 1)
     started = time.monotonic()
-    evaluation = _run(code, run_timeout_s=3)
+    evaluation = _run(code, run_timeout_s=3, session=cpu_session)
     elapsed = time.monotonic() - started
     assert evaluation.verdict == Verdict.TIMEOUT
     assert elapsed < 3 + 12, elapsed  # the limit plus worker start-up, not the default 300 s
@@ -142,8 +152,10 @@ def _marked(marker: str) -> list[int]:
     return found
 
 
-def test_a_hang_while_importing_hits_the_compile_limit() -> None:
-    evaluation = _run("while True:\n    pass\n", compile_timeout_s=4)
+def test_a_hang_while_importing_hits_the_compile_limit(cpu_session: EvaluatorSession) -> None:
+    if cpu_session.idle is not None:  # started, so that the 4 s limit is the candidate's import alone on a busy machine
+        cpu_session.idle.wait_ready(time.monotonic() + 120)
+    evaluation = _run("while True:\n    pass\n", compile_timeout_s=4, session=cpu_session)
     assert evaluation.verdict == Verdict.TIMEOUT
     assert "'load'" in evaluation.log
 
@@ -154,8 +166,8 @@ def test_a_hang_while_importing_hits_the_compile_limit() -> None:
     ids=["exit", "sigkill"],
 )
 @pytest.mark.usefixtures("without_static_checks")
-def test_a_dying_worker_is_a_crash(body: str, needle: str) -> None:
-    evaluation = _run(f"import os\n\n\ndef kernel(x):\n    {body}\n")
+def test_a_dying_worker_is_a_crash(body: str, needle: str, cpu_session: EvaluatorSession) -> None:
+    evaluation = _run(f"import os\n\n\ndef kernel(x):\n    {body}\n", session=cpu_session)
     assert evaluation.verdict == Verdict.CRASHED
     assert needle in evaluation.log
 
@@ -180,9 +192,9 @@ def test_the_candidate_sees_no_secrets_and_a_private_home(monkeypatch: pytest.Mo
     assert evaluation.verdict == Verdict.PASSED, evaluation.log
 
 
-def test_modifying_the_input_is_rejected() -> None:
+def test_modifying_the_input_is_rejected(cpu_session: EvaluatorSession) -> None:
     code = OK + "\n\n_correct = kernel\n\n\ndef kernel(x):\n    y = _correct(x)\n    x.mul_(0.5)\n    return y\n"
-    evaluation = _run(code)
+    evaluation = _run(code, session=cpu_session)
     assert evaluation.verdict == Verdict.REJECTED
     assert evaluation.rejection is not None and evaluation.rejection.rule == "input_mutation"
     assert "input 0" in evaluation.rejection.evidence
@@ -246,7 +258,7 @@ def test_logs_are_trimmed_to_the_candidates_frames_and_the_limit() -> None:
 
 
 # -- reward hacks (each one evaluation; the static rules live in ksearch.tools.integrity) ---------------------------
-def test_searching_the_process_for_the_answer_finds_nothing() -> None:
+def test_searching_the_process_for_the_answer_finds_nothing(cpu_session: EvaluatorSession) -> None:
     """The reference is computed only in the checker's process: a candidate that scans gc and sys.modules for a
     tensor shaped like the answer (other than its input) has nothing to find."""
     code = (
@@ -259,11 +271,11 @@ def test_searching_the_process_for_the_answer_finds_nothing() -> None:
         "                found.append(value)\n"
         "    return found[0].clone() if found else x.clone()\n"
     )
-    evaluation = _run(code)
+    evaluation = _run(code, session=cpu_session)
     assert evaluation.verdict in (Verdict.INCORRECT, Verdict.REJECTED), evaluation.log
 
 
-def test_a_thread_that_finishes_the_output_later_is_rejected() -> None:
+def test_a_thread_that_finishes_the_output_later_is_rejected(cpu_session: EvaluatorSession) -> None:
     code = _wrap(
         "import threading, time\n"
         "y = torch.empty_like(x)\n"
@@ -273,7 +285,7 @@ def test_a_thread_that_finishes_the_output_later_is_rejected() -> None:
         "threading.Thread(target=finish).start()\n"
         "return y\n"
     )
-    evaluation = _run(code)
+    evaluation = _run(code, session=cpu_session)
     assert evaluation.verdict == Verdict.REJECTED, evaluation.log
     assert evaluation.rejection is not None and evaluation.rejection.rule == "thread_injection"
 
@@ -387,14 +399,14 @@ def test_replacing_the_thread_recorder_is_a_harness_patch() -> None:
     ["import time\ntime.perf_counter = lambda: 0.0\n", "torch.cuda.synchronize = lambda *a, **k: None\n"],
     ids=["perf_counter", "cuda-synchronize"],
 )
-def test_replacing_a_timer_is_rejected(patch: str) -> None:
-    evaluation = _run(OK + "\n" + patch)
+def test_replacing_a_timer_is_rejected(patch: str, cpu_session: EvaluatorSession) -> None:
+    evaluation = _run(OK + "\n" + patch, session=cpu_session)
     assert evaluation.verdict == Verdict.REJECTED, evaluation.log
     assert evaluation.rejection is not None and evaluation.rejection.rule == "timer_monkeypatch"
 
 
 @pytest.mark.usefixtures("without_static_checks")
-def test_a_forged_worker_report_does_not_change_the_verdict() -> None:
+def test_a_forged_worker_report_does_not_change_the_verdict(cpu_session: EvaluatorSession) -> None:
     """The wrong kernel writes a 'passed' report where the worker writes its own, then exits before the worker can:
     correctness comes from the checker, which finds no verified output."""
     forged = (
@@ -408,7 +420,7 @@ def test_a_forged_worker_report_does_not_change_the_verdict() -> None:
         "            pass\n"
         "    os._exit(0)\n"
     )
-    evaluation = _run(WRONG + "\n" + forged)
+    evaluation = _run(WRONG + "\n" + forged, session=cpu_session)
     assert evaluation.verdict == Verdict.INCORRECT, evaluation.log
     assert evaluation.configs_passed == 0
 

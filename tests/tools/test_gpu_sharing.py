@@ -184,6 +184,7 @@ def _cpu_timing(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(evaluate_module.integrity, "check_source", lambda code, **kwargs: None)
 
 
+@pytest.mark.serial
 @pytest.mark.usefixtures("_cpu_timing")
 def test_a_forgery_on_a_busy_gpu_is_no_verdict_and_on_an_idle_one_is_rejected(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch

@@ -19,7 +19,7 @@ from ksearch.contracts.candidate import Candidate
 from ksearch.contracts.evaluation import Evaluation, Verdict
 from ksearch.tasks.registry import resolve_task
 from ksearch.tools import integrity
-from ksearch.tools.evaluator import EvalRequest, evaluate
+from ksearch.tools.evaluator import EvalRequest, EvaluatorSession, evaluate
 
 HONEST = Path(__file__).resolve().parent / "honest"
 
@@ -70,12 +70,12 @@ def _params(*, gpu: bool) -> list:
     return params
 
 
-def _evaluate(name: str, case: Case, device: str) -> Evaluation:
+def _evaluate(name: str, case: Case, device: str, session: EvaluatorSession | None = None) -> Evaluation:
     code = (HONEST / name).read_text(encoding="utf-8")
     candidate = Candidate(
         task=case.task, language=case.language, code=code, entry_point=resolve_task(case.task).entry_point
     )
-    return evaluate(EvalRequest(candidate=candidate, device=device))
+    return evaluate(EvalRequest(candidate=candidate, device=device), session=session)
 
 
 def test_the_table_covers_the_corpus() -> None:
@@ -98,8 +98,8 @@ def test_every_static_rule_lets_it_through(name: str, case: Case) -> None:
 
 
 @pytest.mark.parametrize(("name", "case"), _params(gpu=False))
-def test_it_passes_on_the_cpu(name: str, case: Case) -> None:
-    evaluation = _evaluate(name, case, "cpu")
+def test_it_passes_on_the_cpu(name: str, case: Case, cpu_session: EvaluatorSession) -> None:
+    evaluation = _evaluate(name, case, "cpu", cpu_session)
     assert evaluation.verdict == Verdict.PASSED, f"{evaluation.summary()}\n{evaluation.log}"
     assert evaluation.configs_passed == evaluation.configs_total > 0
 

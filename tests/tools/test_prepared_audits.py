@@ -249,6 +249,7 @@ def test_the_checker_prepares_after_it_has_answered_the_seed(monkeypatch: pytest
     assert seen == [2, 3]  # after the answer to begin (ready + begin), after the seed's
 
 
+@pytest.mark.serial
 def test_an_honest_trimul_kernel_has_its_audits_prepared(monkeypatch: pytest.MonkeyPatch) -> None:
     """End to end on the CPU's timing: the worker names the set it re-randomises, waits for the preparation, and
     audits use it. Judged from scratch: the check of each loop's last repeat when that repeat was not itself

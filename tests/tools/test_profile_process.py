@@ -144,6 +144,7 @@ def cpu_profiling(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(evaluate_module.integrity, "check_source", lambda code, **kwargs: None)
 
 
+@pytest.mark.serial
 @pytest.mark.usefixtures("cpu_profiling")
 def test_the_whole_evaluation_takes_its_profile_from_the_profiling_process() -> None:
     """The wiring of ``evaluate`` (a GPU's path) on the CPU's timing: the worker does not profile, the profiling
@@ -160,6 +161,7 @@ def test_the_whole_evaluation_takes_its_profile_from_the_profiling_process() -> 
     assert "profile=" in stages and "profile_calls=" in stages and "profile" not in evaluation.environment
 
 
+@pytest.mark.serial
 @pytest.mark.usefixtures("cpu_profiling")
 def test_a_failed_candidate_is_never_profiled() -> None:
     code = "import torch\n\ndef kernel(x):\n    return torch.zeros_like(x)\n"
@@ -204,6 +206,7 @@ def test_what_is_read_of_a_profiling_report_is_bounded() -> None:
     assert len(kept[1].kernels) == PROFILE_KERNELS and all(len(k.name) == NAME_LIMIT for k in kept[1].kernels)
 
 
+@pytest.mark.serial
 @pytest.mark.usefixtures("cpu_profiling")
 def test_the_profiling_process_is_stopped_while_the_worker_times() -> None:
     """SIGSTOP while the worker times, SIGCONT after: a profiler still starting takes no CPU time from the timing."""
@@ -233,6 +236,7 @@ def test_the_profiling_process_is_stopped_while_the_worker_times() -> None:
     assert "profile_ready=" in result[0].environment["stage_seconds"]  # what the verdict waited for its start
 
 
+@pytest.mark.serial
 @pytest.mark.usefixtures("cpu_profiling")
 def test_a_prestarting_session_starts_the_next_profiling_process_when_one_is_taken_and_stops_it_while_timing() -> None:
     """The next evaluation's profiling process starts when this one's is taken, so that its profiler's start runs
@@ -308,6 +312,7 @@ def test_a_report_that_is_no_regular_file_is_not_read(tmp_path: Path) -> None:
     assert read_report(tmp_path / "missing.json") == (None, "no report")
 
 
+@pytest.mark.serial
 @pytest.mark.usefixtures("cpu_profiling")
 def test_processes_taken_for_an_evaluation_stop_when_the_next_profiling_process_cannot_start(monkeypatch) -> None:
     """Taking the profiling process starts the next one; when that start fails, the worker and the profiling process
@@ -340,6 +345,7 @@ def test_processes_taken_for_an_evaluation_stop_when_the_next_profiling_process_
         assert not worker.work.parent.exists() and not profiler.work.parent.exists()
 
 
+@pytest.mark.serial
 @pytest.mark.usefixtures("cpu_profiling")
 def test_no_process_of_an_evaluation_outlives_it_when_no_new_process_can_start(monkeypatch) -> None:
     """The machine refuses new processes (fork's EAGAIN, a full disk) after an evaluation took its worker, scout and

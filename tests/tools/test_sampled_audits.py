@@ -244,7 +244,9 @@ def custom_kernel(data):
 )
 
 
-@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
+@pytest.mark.parametrize(
+    "device", [pytest.param("cpu", marks=pytest.mark.serial), pytest.param("cuda", marks=pytest.mark.gpu)]
+)
 def test_a_trimul_kernel_replaying_its_output_is_caught_by_an_audit(device: str, monkeypatch) -> None:
     """End to end (the CPU's timing enabled; on a GPU, TriMul's real shapes, where a sample is a small part of the
     output): a kernel that computes once per input tensor and then replays is right on the tests (one call each) and

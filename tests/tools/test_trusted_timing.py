@@ -27,6 +27,9 @@ evaluate_module = importlib.import_module(
 FORGERS = Path(__file__).resolve().parent / "forgers"
 
 
+pytestmark = pytest.mark.serial  # times kernels on the CPU: runs alone (pyproject.toml's marker)
+
+
 @pytest.fixture(autouse=True, params=["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
 def device(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     """Each case on the CPU (wall-clock events) and, under ``-m gpu``, on a GPU with CUDA events."""
