@@ -123,3 +123,23 @@ def test_every_command_is_documented() -> None:
     assert "ksearch run" in commands and "ksearch skills learn" in commands  # the CLI's commands are found
     text = " ".join(" ".join(page.read_text(encoding="utf-8") for page in _manual()).split())
     assert [command for command in commands if command not in text] == []
+
+
+def _test_command(page: Path) -> str:
+    """The command of the first ``bash`` block under a page's "Development" heading (the README's) or at its top
+    (docs/development.md)."""
+    text = page.read_text(encoding="utf-8")
+    text = text.split("\n## Development\n", 1)[-1]
+    block = re.search(r"^```bash\n(.*?)^```", text, re.S | re.M)
+    assert block is not None, f"{page.relative_to(ROOT)} shows no test command"
+    return block.group(1).strip()
+
+
+def test_ci_runs_exactly_the_readmes_test_command() -> None:
+    """CI's log is the evidence that the README's command passes (and how long it takes): .ci/run must end with that
+    very command, and the development page must show the same one."""
+    readme = _test_command(ROOT / "README.md")
+    assert readme.startswith("ruff check . && ") and "python -m pytest" in readme  # the block is the test command
+    ci = [line.strip() for line in (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines() if line.strip()]
+    assert ci[-1] == readme
+    assert _test_command(ROOT / "docs" / "development.md") == readme
