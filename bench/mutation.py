@@ -107,6 +107,24 @@ TARGETS: tuple[Target, ...] = (
         ),
     ),
     Target(
+        "ksearch/tools/evaluator/parent/ledger_rules.py",
+        (
+            "tests/tools/test_ledger.py",
+            "tests/tools/test_ledger_edges.py",
+            "tests/tools/test_ledger_schedule.py",
+            "tests/tools/test_ledger_schedule_edges.py",
+        ),
+    ),
+    Target(
+        "ksearch/tools/evaluator/parent/ledger_loops.py",
+        (
+            "tests/tools/test_ledger.py",
+            "tests/tools/test_ledger_edges.py",
+            "tests/tools/test_ledger_schedule.py",
+            "tests/tools/test_ledger_schedule_edges.py",
+        ),
+    ),
+    Target(
         "ksearch/tasks/base.py",
         ("tests/tasks/test_task_base.py", "tests/tasks/test_tolerance_fast_path.py"),
         functions=(
@@ -396,13 +414,13 @@ EQUIVALENT: dict[str, str] = {
         "the line before returns for position == self._first, so the two comparisons differ on no position that "
         "reaches them"
     ),
-    "ksearch/tools/evaluator/parent/ledger.py::_schedule_problem: _robust_schedule(... run, timed ...) -> "
+    "ksearch/tools/evaluator/parent/ledger_loops.py::_schedule_problem: _robust_schedule(... run, timed ...) -> "
     "_robust_schedule(... timed, run ...)": (
         "_robust_schedule returns at once unless run and timed are as long, and a robust run with no null window holds "
         "the same windows as its timed ones"
     ),
-    "ksearch/tools/evaluator/parent/ledger.py::_gpumode_schedule: zip(... seen, expected ...) -> zip(... expected, "
-    "seen ...)": "the first position where two strings differ does not depend on which is read first",
+    "ksearch/tools/evaluator/parent/ledger_loops.py::_gpumode_schedule: zip(... seen, expected ...) -> "
+    "zip(... expected, seen ...)": "the first position where two strings differ does not depend on which is read first",
     "ksearch/tools/timing/stats.py::UndisturbedSamples._last_kept: False -> True": (
         "add() sets it before should_stop reads it (should_stop returns before reading it below three repeats)"
     ),
@@ -416,10 +434,10 @@ EQUIVALENT: dict[str, str] = {
     "max_repeats=runs + 1 ...) -> gpumode_should_stop(... max_wall_s=runs + 1, max_repeats=math.inf ...)": (
         "the inner rule gets a wall time of 0.0, never over runs + 1, and an infinite repeat cap is never reached"
     ),
-    "ksearch/tools/evaluator/parent/ledger.py::_pairs: before.run == after.run and before.closed is not None -> "
+    "ksearch/tools/evaluator/parent/ledger_rules.py::_pairs: before.run == after.run and before.closed is not None -> "
     "before.run == after.run": "the windows come from by_config(), which keeps closed windows only",
-    "ksearch/tools/evaluator/parent/ledger.py::_spread_problem: blocks and medians < SPREAD_RATIO * sums -> medians < "
-    "SPREAD_RATIO * sums": "without blocks both sums are 0, and 0 < 0.5 * 0 is false",
+    "ksearch/tools/evaluator/parent/ledger_rules.py::_spread_problem: blocks and medians < SPREAD_RATIO * sums -> "
+    "medians < SPREAD_RATIO * sums": "without blocks both sums are 0, and 0 < 0.5 * 0 is false",
     "ksearch/nodes/prune.py::promotion_decision: not decision.needs_comparison or best is None -> not "
     "decision.needs_comparison": (
         "decide() asks for a comparison only when there is an incumbent, so best is never None then"

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from ksearch.tools.evaluator.parent.ledger import METHOD_SHAPES, Calibration, TimingLedger, allowance_ms, judge
+from ksearch.tools.evaluator.parent.ledger import METHOD_SHAPES, Calibration, TimingLedger
+from ksearch.tools.evaluator.parent.ledger_rules import allowance_ms, judge
 from ksearch.tools.evaluator.shared.pairing import alternating
 
 CAL = Calibration(window_overhead_ms=0.03, call_overhead_ms=0.05, flush_ms=0.1, copy_gbps=2000.0)
@@ -318,7 +319,8 @@ def test_the_score_keeps_the_undisturbed_windows_down_to_half_of_them() -> None:
 
 
 def test_the_window_overhead_cap_is_for_loops_of_one_call_windows_only() -> None:
-    from ksearch.tools.evaluator.parent.ledger import WINDOW_OVERHEAD_CAP_MS, Window, window_allowances
+    from ksearch.tools.evaluator.parent.ledger import Window
+    from ksearch.tools.evaluator.parent.ledger_rules import WINDOW_OVERHEAD_CAP_MS, window_allowances
 
     high = Calibration(window_overhead_ms=0.25, call_overhead_ms=0.05, flush_ms=0.1, copy_gbps=2000.0)
     one = [Window(config=0, run=0, opened=0.0, closed=0.001, samples_ms=[0.5]) for _ in range(2)]
@@ -361,18 +363,18 @@ def test_null_windows_are_the_reference_of_the_timed_ones_and_never_a_sample() -
 
 
 def test_the_null_windows_rule_waits_for_enough_of_them_and_the_kernels_stamps() -> None:
-    from ksearch.tools.evaluator.parent import ledger as ledger_module
+    from ksearch.tools.evaluator.parent import ledger_rules
 
     few = _with_nulls(0.15, n=2)  # two null windows: the rule does not apply
-    assert ledger_module._null_problem("b0", few.by_config()[0], few.nulls(0), few) is None
+    assert ledger_rules._null_problem("b0", few.by_config()[0], few.nulls(0), few) is None
     host = _with_nulls(0.15)
     host.host_timing = True
-    assert ledger_module._null_problem("b0", host.by_config()[0], host.nulls(0), host) is None
+    assert ledger_rules._null_problem("b0", host.by_config()[0], host.nulls(0), host) is None
     read = _with_nulls(0.15)
     read.kernel_clock = False
-    assert ledger_module._null_problem("b0", read.by_config()[0], read.nulls(0), read) is None
+    assert ledger_rules._null_problem("b0", read.by_config()[0], read.nulls(0), read) is None
     stamped = _with_nulls(0.15)
-    assert ledger_module._null_problem("b0", stamped.by_config()[0], stamped.nulls(0), stamped) is not None
+    assert ledger_rules._null_problem("b0", stamped.by_config()[0], stamped.nulls(0), stamped) is not None
 
 
 def test_time_in_null_windows_is_the_harness_between_two_timed_windows() -> None:

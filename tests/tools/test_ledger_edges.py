@@ -13,7 +13,16 @@ from dataclasses import asdict, astuple
 import pytest
 
 from ksearch.tools.evaluator.parent import ledger as ledger_module
+from ksearch.tools.evaluator.parent import ledger_rules
 from ksearch.tools.evaluator.parent.ledger import (
+    METHOD_SHAPES,
+    Calibration,
+    ConfigFacts,
+    MethodShape,
+    TimingLedger,
+    Window,
+)
+from ksearch.tools.evaluator.parent.ledger_rules import (
     DIGEST_MS,
     EVASION_FLOOR_MS,
     EVASION_RATIO,
@@ -23,7 +32,6 @@ from ksearch.tools.evaluator.parent.ledger import (
     HOST_GAP_SLACK,
     HOST_TIMING_JITTER_S,
     KERNEL_JITTER_S,
-    METHOD_SHAPES,
     MIN_CALL_OVERHEAD_MS,
     OVERHEAD_FACTOR,
     READ_JITTER_S,
@@ -31,11 +39,6 @@ from ksearch.tools.evaluator.parent.ledger import (
     SPREAD_RATIO,
     TRIMMED,
     WINDOW_JITTER_MS,
-    Calibration,
-    ConfigFacts,
-    MethodShape,
-    TimingLedger,
-    Window,
     _audit_problem,
     gap_allowance_ms,
     judge,
@@ -47,7 +50,7 @@ from ksearch.tools.evaluator.parent.ledger import (
 def _uncapped_window_overhead(monkeypatch: pytest.MonkeyPatch) -> None:
     """These tests pin each allowance term with round figures (0.25 ms a window); the cap on one-call windows'
     calibrated overhead has tests of its own (test_ledger.py)."""
-    monkeypatch.setattr(ledger_module, "WINDOW_OVERHEAD_CAP_MS", 1.0)
+    monkeypatch.setattr(ledger_rules, "WINDOW_OVERHEAD_CAP_MS", 1.0)
 
 
 CAL = Calibration(window_overhead_ms=0.25, call_overhead_ms=0.5, flush_ms=0.25, copy_gbps=3.0)
@@ -614,7 +617,7 @@ def _null(sample: float = 0.0, *, wall: float = 0.0, config: int = 0, closed: bo
 
 def _null_judged(timed: list[Window], nulls: list[Window]) -> ledger_module.Finding | None:
     ledger = _ledger(timed + nulls)
-    return ledger_module._null_problem("a", timed, ledger.nulls(0), ledger)
+    return ledger_rules._null_problem("a", timed, ledger.nulls(0), ledger)
 
 
 def test_null_windows_are_kept_apart_closed_and_by_config() -> None:
@@ -639,7 +642,7 @@ def test_the_null_rule_needs_three_of_each_and_one_call_windows() -> None:
 
 
 def test_the_null_rule_allows_the_calls_slack_and_the_nulls_own_overhead() -> None:
-    margin = ledger_module.NULL_MARGIN_MS
+    margin = ledger_rules.NULL_MARGIN_MS
     assert margin == 0.05
     nulls = [_null(0.05, wall=0.07) for _ in range(3)]  # 0.02 ms beyond its own events
     # 2 ms calls: 5 % slack (0.1 ms), then the margin beyond the nulls' 0.02
@@ -685,13 +688,13 @@ def test_null_windows_holding_calls_are_forged() -> None:
     one = _null_judged(timed, honest[:2] + [_null(1.2, wall=1.22)])
     assert one is not None and "a null window" in one.evidence
     few = _ledger(timed + [_null(0.3, wall=0.32)])  # fewer nulls than the median needs: only the bound of each
-    assert ledger_module._null_problem("a", timed, few.nulls(0), few) is None
+    assert ledger_rules._null_problem("a", timed, few.nulls(0), few) is None
     host = _ledger(timed + [_null(1.5, wall=1.6) for _ in range(3)])
     host.host_timing = True  # the CPU's clocks on busy cores: two reads may be a millisecond apart
-    assert ledger_module._null_problem("a", timed, host.nulls(0), host) is None
+    assert ledger_rules._null_problem("a", timed, host.nulls(0), host) is None
     host.windows.append(_null(15.0, wall=15.1))
-    assert ledger_module._null_problem("a", timed, host.nulls(0), host) is None
+    assert ledger_rules._null_problem("a", timed, host.nulls(0), host) is None
     host.windows.append(_null(25.0, wall=25.1))
-    assert ledger_module._null_problem("a", timed, host.nulls(0), host) is not None
+    assert ledger_rules._null_problem("a", timed, host.nulls(0), host) is not None
     host.windows[-1:] = [_null(2.5, wall=2.6) for _ in range(3)]
-    assert ledger_module._null_problem("a", timed, host.nulls(0), host) is not None
+    assert ledger_rules._null_problem("a", timed, host.nulls(0), host) is not None

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import pytest
 
-from ksearch.tools.evaluator.parent.ledger import Calibration, TimingLedger, judge
+from ksearch.tools.evaluator.parent.ledger import Calibration, TimingLedger
+from ksearch.tools.evaluator.parent.ledger_rules import judge
 
 CAL = Calibration(window_overhead_ms=0.03, call_overhead_ms=0.05, flush_ms=0.1, copy_gbps=2000.0)
 CALL_MS = 5.0

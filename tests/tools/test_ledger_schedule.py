@@ -14,8 +14,9 @@ import random
 import pytest
 
 from ksearch.tools import timing
-from ksearch.tools.evaluator.parent import ledger as ledger_module
-from ksearch.tools.evaluator.parent.ledger import STOP_WALL_BAND_S, TimingLedger, Window, judge_loops
+from ksearch.tools.evaluator.parent import ledger_loops
+from ksearch.tools.evaluator.parent.ledger import TimingLedger, Window
+from ksearch.tools.evaluator.parent.ledger_loops import STOP_WALL_BAND_S, judge_loops
 from tests.tools.test_timing import FakeCall, FakeRunner
 
 FORGED_MS = 0.03
@@ -236,10 +237,10 @@ def test_the_wall_time_the_worker_read_is_bounded_by_the_checkers_answers() -> N
     ledger.timed(0, [1.0], 1.002)
     ledger.relay(1.003, 1.5)
     ledger.go(0, 0, 1.6)
-    early, late = ledger_module._stop_walls(ledger.windows[0], 1.0, ledger_module._Timeline.of(ledger))
+    early, late = ledger_loops._stop_walls(ledger.windows[0], 1.0, ledger_loops._Timeline.of(ledger))
     assert early == pytest.approx(0.002 - STOP_WALL_BAND_S) and late == pytest.approx(0.5 + STOP_WALL_BAND_S)
     ledger.relay(1.7, 1.9)  # after the next window opened: not the first window's
-    assert ledger_module._stop_walls(ledger.windows[0], 1.0, ledger_module._Timeline.of(ledger))[1] == pytest.approx(
+    assert ledger_loops._stop_walls(ledger.windows[0], 1.0, ledger_loops._Timeline.of(ledger))[1] == pytest.approx(
         0.5 + STOP_WALL_BAND_S
     )
 
@@ -255,7 +256,7 @@ def test_block_length_range_matches_the_robust_loop() -> None:
 @pytest.mark.parametrize("method", METHODS)
 def test_numbered_handoffs_catch_a_split_call(method: str) -> None:
     ledger = _run(method, {1: 1}, numbered=True)
-    finding = ledger_module._numbering_problem("b", ledger.by_config()[1], method)
+    finding = ledger_loops._numbering_problem("b", ledger.by_config()[1], method)
     assert finding is not None and "the harness named its timed window" in finding.evidence, finding
 
 
@@ -287,9 +288,9 @@ def test_a_last_window_without_a_handoff_is_forged_where_the_harness_names_its_w
     ledger = _run("robust", configs=1, numbered=True)
     last = ledger.by_config()[0][-1]
     ledger.windows.append(Window(0, 0, last.closed + 1e-4, last.closed + 2e-4, list(last.samples_ms)))
-    finding = ledger_module._numbering_problem("a", ledger.by_config()[0], "robust")
+    finding = ledger_loops._numbering_problem("a", ledger.by_config()[0], "robust")
     assert finding is not None and "was not handed to the checker" in finding.evidence
-    finding = ledger_module._numbering_problem("a", ledger.by_config()[0], "compare")  # its runs' ends name them
+    finding = ledger_loops._numbering_problem("a", ledger.by_config()[0], "compare")  # its runs' ends name them
     assert finding is not None and "nor named at the end of its run" in finding.evidence
 
 

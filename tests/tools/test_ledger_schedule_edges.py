@@ -9,14 +9,10 @@ constant or comparison would make."""
 
 from __future__ import annotations
 
-from ksearch.tools.evaluator.parent import ledger as ledger_module
-from ksearch.tools.evaluator.parent.ledger import (
-    NULL_SAMPLE_MEDIAN_MAX_MS,
-    STOP_WALL_BAND_S,
-    TimingLedger,
-    Window,
-    judge_loops,
-)
+from ksearch.tools.evaluator.parent import ledger_loops, ledger_rules
+from ksearch.tools.evaluator.parent.ledger import TimingLedger, Window
+from ksearch.tools.evaluator.parent.ledger_loops import STOP_WALL_BAND_S, judge_loops
+from ksearch.tools.evaluator.parent.ledger_rules import NULL_SAMPLE_MEDIAN_MAX_MS
 from ksearch.tools.timing import methods as timing_methods
 
 NULL_MS = 0.004
@@ -108,8 +104,8 @@ def test_the_median_null_window_is_held_to_a_tenth_of_a_millisecond() -> None:
     def nulls(sample: float) -> list[Window]:
         return [Window(0, 0, i, i + 0.001, [sample], null=True) for i in range(3)]
 
-    assert ledger_module._null_problem("a", [], nulls(0.1), TimingLedger()) is None
-    finding = ledger_module._null_problem("a", [], nulls(0.15), TimingLedger())
+    assert ledger_rules._null_problem("a", [], nulls(0.1), TimingLedger()) is None
+    finding = ledger_rules._null_problem("a", [], nulls(0.15), TimingLedger())
     assert finding is not None and "median of 3 null windows" in finding.evidence
 
 
@@ -150,7 +146,7 @@ def test_every_number_a_window_is_handed_off_with_must_agree() -> None:
     ledger = _gpumode(_spaced(5), numbered=True)
     third = ledger.by_config()[0][2]
     third.numbers[:] = [3, 2]
-    finding = ledger_module._numbering_problem("a", ledger.by_config()[0], "gpumode")
+    finding = ledger_loops._numbering_problem("a", ledger.by_config()[0], "gpumode")
     assert finding is not None and "the harness named its timed window" in finding.evidence
 
 
@@ -160,7 +156,7 @@ def test_a_numbered_loop_whose_last_handoff_names_no_window_is_forged() -> None:
     ledger = _gpumode(_spaced(5), numbered=True)
     ledger.by_config()[0][-1].numbers[:] = [None]
     ledger.by_config()[0][1].numbers.append(2)
-    finding = ledger_module._numbering_problem("a", ledger.by_config()[0], "gpumode")
+    finding = ledger_loops._numbering_problem("a", ledger.by_config()[0], "gpumode")
     assert finding is not None and "was not handed to the checker" in finding.evidence
 
 
@@ -240,7 +236,7 @@ def test_gpumode_benchmark_stops_at_its_hundredth_repeat_once_two_fresh_audits_w
 
 def _walls(window: Window, others: list[Window], relays: list[tuple[float, float]]) -> tuple[float, float]:
     ledger = TimingLedger(windows=[window, *others], relays=relays)
-    return ledger_module._stop_walls(window, 1.0, ledger_module._Timeline.of(ledger))
+    return ledger_loops._stop_walls(window, 1.0, ledger_loops._Timeline.of(ledger))
 
 
 def test_the_wall_band_is_a_quarter_second_either_side() -> None:
@@ -355,7 +351,7 @@ def test_robust_stops_at_its_time_cap() -> None:
 
 
 def test_no_timed_window_breaks_no_stop_rule() -> None:
-    assert ledger_module._stop_breach("a", [], "a rule") is None
+    assert ledger_loops._stop_breach("a", [], "a rule") is None
 
 
 def test_a_runs_end_is_malformed_without_a_closed_window_of_it_or_with_a_count_that_is_no_int() -> None:

@@ -199,7 +199,7 @@ def test_compare_mode_runs_reach_the_parent_named_by_their_ends(device: str) -> 
             mine = [w for w in windows if w.run == run]
             assert mine and mine[-1].numbers[-1] == len(mine)
             assert all(set(w.numbers) == {position} for position, w in enumerate(mine, start=1))
-    from ksearch.tools.evaluator.parent.ledger import judge_loops
+    from ksearch.tools.evaluator.parent.ledger_loops import judge_loops
 
     assert judge_loops(ledger, "compare", names) is None
 

@@ -61,8 +61,8 @@ class TimingRunner(Protocol):
 
     def null_window(self) -> None:
         """The harness's own window around no call (go, two events, synchronize, timed), marked as such for the
-        parent: the reference it holds the timed windows of the loop to (``ledger.NULL_MARGIN_MS``). Runners without
-        a parent do nothing."""
+        parent: the reference it holds the timed windows of the loop to (``ledger_rules.NULL_MARGIN_MS``). Runners
+        without a parent do nothing."""
 
     def flush(self) -> None:
         """Evict the L2 cache (a 256 MB write on the device)."""

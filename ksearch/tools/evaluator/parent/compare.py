@@ -13,7 +13,9 @@ from ksearch.errors import KsearchError, UserError
 from ksearch.tools import timing as timing_mod
 from ksearch.tools.containment import allowlist
 from ksearch.tools.evaluator.parent.evaluate import build_worker_request
-from ksearch.tools.evaluator.parent.ledger import Calibration, TimingLedger, judge, judge_loops
+from ksearch.tools.evaluator.parent.ledger import Calibration, TimingLedger
+from ksearch.tools.evaluator.parent.ledger_loops import judge_loops
+from ksearch.tools.evaluator.parent.ledger_rules import judge
 from ksearch.tools.evaluator.parent.processes import CANDIDATE_FILE, CHALLENGER_FILE
 from ksearch.tools.evaluator.parent.request import CPU_TIMING, EvalRequest
 from ksearch.tools.evaluator.parent.session import EvaluatorSession, Outcome
@@ -81,8 +83,9 @@ def samples_from_ledger(
 ) -> list[CompareSamples]:
     """Per config, the median of each run's samples as the parent received them, assigned to a side by the run's
     position in the ABBA order (never by what the worker says); ``ComparisonError`` when the windows cannot be true
-    of the parent's clock or are not the ones the robust loop makes (``ledger.judge``, ``ledger.judge_loops``).
-    ``check``: the checker's record of the comparison's audits (the facts the ledger's allowances use)."""
+    of the parent's clock or are not the ones the robust loop makes (``ledger_rules.judge``,
+    ``ledger_loops.judge_loops``). ``check``: the checker's record of the comparison's audits (the facts the
+    ledger's allowances use)."""
     ledger = outcome.ledger if outcome.ledger is not None else TimingLedger()
     ledger.host_timing = ledger.host_timing or host_timing
     finding = judge(

@@ -23,14 +23,9 @@ from ksearch.contracts.exchange import CheckResult, ConfigSamples, WorkerResult
 from ksearch.redaction import redact
 from ksearch.tools import timing as timing_mod
 from ksearch.tools.evaluator.parent.exhaustion import cause as ran_out_of
-from ksearch.tools.evaluator.parent.ledger import (
-    Calibration,
-    TimingLedger,
-    judge,
-    judge_loops,
-    out_of_order,
-    scored_samples,
-)
+from ksearch.tools.evaluator.parent.ledger import Calibration, TimingLedger, out_of_order, scored_samples
+from ksearch.tools.evaluator.parent.ledger_loops import judge_loops
+from ksearch.tools.evaluator.parent.ledger_rules import judge
 from ksearch.tools.evaluator.parent.request import HARNESS_VERSION, EvalRequest
 from ksearch.tools.evaluator.parent.session import Outcome
 
