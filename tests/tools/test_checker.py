@@ -126,7 +126,7 @@ def test_an_out_of_memory_reference_is_retried_with_the_cache_dropped(checker: C
     computed again after the checker gives back what it holds, instead of crashing the evaluation."""
     writer = _begin(checker)
     assert _hand(checker, writer, 0, _right(0)) and checker.cache.entries
-    compute, failures = checker._compute_reference, []  # noqa: SLF001
+    compute, failures = checker.references.compute, []
 
     def once_out_of_memory(*args: object) -> object:
         if not failures:
@@ -134,7 +134,7 @@ def test_an_out_of_memory_reference_is_retried_with_the_cache_dropped(checker: C
             raise torch.OutOfMemoryError("CUDA out of memory (simulated)")
         return compute(*args)
 
-    monkeypatch.setattr(checker, "_compute_reference", once_out_of_memory)
+    monkeypatch.setattr(checker.references, "compute", once_out_of_memory)
     assert _hand(checker, writer, 1, _right(1)) and failures == [1]
     assert len(checker.cache.entries) == 1  # config 0's reference was dropped, config 1's kept
     assert checker.finish(timed=False).verdict == Verdict.INCORRECT  # the other configs were never handed off
@@ -151,7 +151,7 @@ def test_an_out_of_memory_that_persists_is_the_harnesss_failure_not_the_candidat
     def out_of_memory(*args: object) -> object:
         raise torch.OutOfMemoryError("CUDA out of memory (simulated)")
 
-    monkeypatch.setattr(checker, "_compute_reference", out_of_memory)
+    monkeypatch.setattr(checker.references, "compute", out_of_memory)
     assert not _hand(checker, writer, 0, _right(0))
     check = checker.finish(timed=False)
     assert check.verdict == Verdict.CRASHED and not check.failed_check
@@ -160,7 +160,7 @@ def test_an_out_of_memory_that_persists_is_the_harnesss_failure_not_the_candidat
     def broken(*args: object) -> object:
         raise ValueError("a bug")
 
-    monkeypatch.setattr(checker, "_compute_reference", broken)
+    monkeypatch.setattr(checker.references, "compute", broken)
     writer = _begin(checker)
     assert not _hand(checker, writer, 0, _right(0))
     check = checker.finish(timed=False)

@@ -317,6 +317,6 @@ def test_audits_of_one_set_make_its_other_inputs_once_and_a_reference_cannot_spo
         assert checker.prepared is not None
         assert made == ([reply["seed"], _base()] if audit == 0 else [reply["seed"]])
         assert checker.check(_handoff(writer, reply["seed"])).ok  # the expectation of the base's own weights
-    assert checker.kept is not None and checker.kept[0][2] == _base()
+    assert checker.references.kept is not None and checker.references.kept[0][2] == _base()
     checker.finish(timed=False)
-    assert checker.kept is None  # nothing of an evaluation's inputs stays on the device after it
+    assert checker.references.kept is None  # nothing of an evaluation's inputs stays on the device after it

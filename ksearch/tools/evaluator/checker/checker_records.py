@@ -24,6 +24,10 @@ class CheckFailed(Exception):
         """The checker could not judge (its device memory ran out): no verdict about the candidate."""
 
 
+TEST_KINDS = ("test", "ghost")
+"""Handoffs of a correctness config's inputs (the session's salt, input set 0): a test and the ghost replay."""
+
+
 @dataclass(frozen=True)
 class InputClaim:
     """The seeds an output's inputs were made from: a handoff's, or those of an audit the checker prepares when it
