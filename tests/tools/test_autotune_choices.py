@@ -176,6 +176,7 @@ def cpu_timing(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("KSEARCH_CPU_TIMING", "1")
 
 
+@pytest.mark.serial  # it times a kernel: alone, in the test command's second pass
 @pytest.mark.usefixtures("cpu_timing")
 def test_an_evaluation_on_the_cpus_timing_reports_the_kept_config_at_every_timed_shape() -> None:
     """The whole evaluator on the CPU (its sandbox and containment included): the autotuned softmax is timed, and
