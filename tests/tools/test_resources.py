@@ -180,37 +180,38 @@ def test_without_a_target_no_probe_runs_and_no_limit_is_claimed() -> None:
 def test_the_kernels_of_a_module_are_found_through_their_wrappers_and_odd_objects_are_no_failure(
     tmp_path: Path,
 ) -> None:
-    """In a worker on a GPU the figures are read from the module's JIT functions; a global whose attributes raise
-    (a lazy proxy, say) must not turn an honest kernel's evaluation into a crash."""
-    from types import SimpleNamespace
+    """In a worker on a GPU the figures are read from the module's JIT functions, through Triton's own wrappers (read
+    by exact type, ``triton_objects``); a global whose attributes raise (a lazy proxy, say) must not turn an honest
+    kernel's evaluation into a crash."""
+    from collections import namedtuple
+    from types import ModuleType
 
+    from triton.compiler.compiler import CompiledKernel
+    from triton.runtime.autotuner import Autotuner, Heuristics
     from triton.runtime.jit import JITFunction
 
     from ksearch.tools.evaluator.shared.resources import candidate_kernels, loaded_resources
 
+    metadata = namedtuple("KernelMetadata", ["name", "num_stages", "num_warps", "shared"])("_k", 2, 4, 4096)
+    compiled = object.__new__(CompiledKernel)
+    vars(compiled).update(metadata=metadata, module=object(), _module_pid=None, n_regs=40, n_spills=2)
     jit = JITFunction.__new__(JITFunction)
-    jit.device_caches = {
-        0: (
-            {
-                "k": SimpleNamespace(
-                    metadata=SimpleNamespace(shared=4096, name="_k", num_warps=4, num_stages=2),
-                    module=object(),
-                    n_regs=40,
-                    n_spills=2,
-                )
-            },
-        )
-    }
+    jit.device_caches = {0: ({"k": compiled}, {}, None, None, None)}
+    heuristics = object.__new__(Heuristics)
+    vars(heuristics).update(fn=jit)
+    tuned = object.__new__(Autotuner)
+    vars(tuned).update(fn=heuristics)  # autotune(heuristics(jit))
 
     class Raising:
         def __getattr__(self, name: str) -> object:
             raise RuntimeError("lazy proxy")
 
-    tuned = SimpleNamespace(run=lambda: None, fn=SimpleNamespace(run=lambda: None, fn=jit))  # autotune(heuristics(jit))
-    module = SimpleNamespace(kernel=tuned, proxy=Raising(), number=3)
+    module = ModuleType("candidate")
+    module.kernel, module.proxy, module.number = tuned, Raising(), 3
     assert candidate_kernels(module) == [jit]
     [figure] = loaded_resources(module)
     assert (figure.name, figure.shared_bytes, figure.registers, figure.spilled_bytes) == ("_k", 4096, 40, 8)
+    assert (figure.num_warps, figure.num_stages) == (4, 2)
 
 
 def test_aiming_at_a_gpu_answers_for_it_and_restores_tritons_driver() -> None:

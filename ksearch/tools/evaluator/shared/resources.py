@@ -20,6 +20,14 @@ from pathlib import Path
 from typing import Any
 
 from ksearch.contracts.evaluation import KernelResources
+from ksearch.tools.evaluator.shared import object_access as oa
+from ksearch.tools.evaluator.shared.triton_objects import (
+    compiled_fields,
+    compiled_of,
+    metadata_fields,
+    module_kernels,
+    triton_kinds,
+)
 from ksearch.tools.gpu_specs import GpuSpec
 
 RESOURCES_LIMIT = 48
@@ -75,29 +83,42 @@ def parse_usage(text: str, name: str) -> tuple[int | None, int | None]:
 
 
 def kernel_resources(kernel: Any, *, tuned: bool = False, read_cubin: bool = True) -> KernelResources | None:
-    """The figures of one compiled kernel (a Triton ``CompiledKernel``); None for anything else. Registers and
-    local memory: the driver's where the kernel was loaded, else the cubin's (``read_cubin``), else unknown."""
-    metadata = getattr(kernel, "metadata", None)
-    if metadata is None or not hasattr(metadata, "shared"):
+    """The figures of one compiled kernel (exactly a Triton ``CompiledKernel``, or a finished ``FutureKernel``); None
+    for anything else. Registers and local memory: the driver's where the kernel was loaded, else the cubin's
+    (``read_cubin``), else unknown. Read by exact type (``triton_objects``): no code of the candidate's runs."""
+    kinds = triton_kinds()
+    fields = compiled_fields(kernel, kinds) if kinds is not None else None
+    if kinds is None or fields is None:
         return None
-    name = str(getattr(metadata, "name", getattr(kernel, "name", "kernel")))
+    metadata = metadata_fields(oa.field(fields, "metadata"))
+    shared = oa.plain_field(metadata, "shared", int)
+    if shared is None:
+        return None
+    name = oa.plain_field(metadata, "name", str) or oa.plain_field(fields, "name", str) or "kernel"
     registers: int | None = None
     spilled: int | None = None
-    if getattr(kernel, "module", None) is not None and isinstance(getattr(kernel, "n_regs", None), int):
-        registers = int(kernel.n_regs)  # loaded on a GPU: the driver's figures
-        spilled = int(getattr(kernel, "n_spills", 0)) * 4  # Triton stores the local size in 4-byte words
+    loaded_registers = oa.plain_field(fields, "n_regs", int)
+    if oa.field(fields, "module") is not None and loaded_registers is not None:
+        registers = loaded_registers  # loaded on a GPU: the driver's figures
+        spilled = (oa.plain_field(fields, "n_spills", int) or 0) * 4  # Triton stores the local size in 4-byte words
     elif read_cubin:
-        asm = getattr(kernel, "asm", {}) or {}
-        registers, spilled = cubin_usage(asm.get("cubin", b""), name)
+        asm = oa.field(fields, "asm")
+        cubin = oa.field(asm, "cubin") if oa.exactly(asm, *kinds.asm) else None
+        registers, spilled = cubin_usage(cubin if oa.exactly(cubin, bytes) else b"", name)
     return KernelResources(
         name=name,
-        shared_bytes=int(metadata.shared),
+        shared_bytes=shared,
         registers=registers,
         spilled_bytes=spilled,
-        num_warps=int(getattr(metadata, "num_warps", 4)),
-        num_stages=int(getattr(metadata, "num_stages", 3)),
+        num_warps=_launch_figure(metadata, "num_warps", 4),
+        num_stages=_launch_figure(metadata, "num_stages", 3),
         tuned=tuned,
     )
+
+
+def _launch_figure(metadata: dict[str, Any], name: str, default: int) -> int:
+    value = oa.plain_field(metadata, name, int)
+    return default if value is None else value
 
 
 def distinct(resources: Iterable[KernelResources], limit: int = RESOURCES_LIMIT) -> list[KernelResources]:
@@ -179,47 +200,30 @@ def tuned_notes(resources: list[KernelResources], gpu: GpuSpec) -> list[str]:
 
 def candidate_kernels(module: Any) -> list[Any]:
     """The Triton JIT functions a candidate module defines (through ``@triton.autotune`` / ``@triton.heuristics``
-    wrappers), each once."""
-    try:
-        from triton.runtime.jit import JITFunction
-    except Exception:  # noqa: BLE001 - no Triton: no kernels
-        return []
+    wrappers), each once: Triton's own objects only, found by exact type (``triton_objects``)."""
+    kinds = triton_kinds()
     found: dict[int, Any] = {}
-    for value in list(vars(module).values()):
-        try:
-            for _ in range(8):  # autotune(heuristics(jit(f))): follow .fn
-                if isinstance(value, JITFunction):
-                    found.setdefault(id(value), value)
-                    break
-                value = getattr(value, "fn", None) if hasattr(value, "run") else None
-                if value is None:
-                    break
-        except Exception:  # noqa: BLE001 - an object whose attributes raise is no kernel (and no failure)
-            continue
+    for kernel in module_kernels(module):
+        if kinds is not None and oa.exactly(kernel.jit, kinds.jit):
+            found.setdefault(id(kernel.jit), kernel.jit)
     return list(found.values())
 
 
 def loaded_resources(module: Any) -> list[KernelResources]:
     """The figures of every kernel of ``module`` compiled in this process (on a GPU: loaded, so the driver's
-    registers and local memory), distinct and bounded. A diagnostic: read in the candidate's own process."""
+    registers and local memory), distinct and bounded. A diagnostic, read in the candidate's own process from
+    Triton's objects by exact type: nothing of the candidate's runs, and nothing it defines is read."""
+    kinds = triton_kinds()
+    if kinds is None:
+        return []
     out: list[KernelResources] = []
-    for fn in candidate_kernels(module):
-        try:
-            caches = getattr(fn, "device_caches", {}) or {}
-            for entry in list(caches.values()):
-                kernel_cache = entry[0] if isinstance(entry, tuple) and entry else {}
-                for kernel in list(getattr(kernel_cache, "values", lambda: [])()):
-                    r = kernel_resources(finished(kernel), read_cubin=False)
-                    if r is not None:
-                        out.append(r)
-        except Exception:  # noqa: BLE001 - a diagnostic: a kernel that cannot be read is left out
+    seen: set[int] = set()
+    for kernel in module_kernels(module):
+        if not oa.exactly(kernel.jit, kinds.jit) or id(kernel.jit) in seen:
             continue
+        seen.add(id(kernel.jit))
+        for compiled in compiled_of(kernel.jit_fields, kinds):
+            r = kernel_resources(compiled, read_cubin=False)
+            if r is not None:
+                out.append(r)
     return distinct(out)
-
-
-def finished(kernel: Any) -> Any:
-    """The compiled kernel of a Triton ``FutureKernel`` (None while unfinished or failed), or ``kernel`` itself.
-    Never waits: a ``FutureKernel`` forwards attribute reads to its result, which would block."""
-    if type(kernel).__name__ == "FutureKernel":
-        return vars(kernel).get("kernel")
-    return kernel

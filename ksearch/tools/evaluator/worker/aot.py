@@ -29,7 +29,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ksearch.contracts.evaluation import KernelResources, Verdict
-from ksearch.tools.evaluator.shared.resources import distinct, finished, kernel_resources
+from ksearch.tools.evaluator.shared import object_access as oa
+from ksearch.tools.evaluator.shared.resources import distinct, kernel_resources
+from ksearch.tools.evaluator.shared.triton_objects import source_name, triton_kinds
 from ksearch.tools.evaluator.worker.scout import compile_threads, dry_pass, scouting
 from ksearch.tools.gpu_specs import GpuSpec, gpu_spec
 
@@ -125,7 +127,7 @@ class Compiled:
         """The figures of every kernel that compiled (call after the ``recording`` block: compiles are done)."""
         figures = []
         for kernel, tuned in self.launches:
-            r = kernel_resources(finished(kernel), tuned=tuned)
+            r = kernel_resources(kernel, tuned=tuned)
             if r is not None:
                 figures.append(r)
         return distinct(figures)
@@ -147,9 +149,11 @@ def recording(threads: int) -> Iterator[Compiled]:
         try:
             return original_compile(src, *args, **kwargs)
         except Exception as exc:
-            name = getattr(getattr(src, "fn", None), "__name__", "kernel")
-            first = (str(exc).strip().splitlines() or [type(exc).__name__])[-1]
-            compiled.failures.append(f"{name}: {type(exc).__name__}: {first[:300]}")
+            kinds = triton_kinds()
+            name = (source_name(src, kinds) if kinds is not None else None) or "kernel"
+            kind = oa.type_name(exc)
+            first = (oa.exception_message(exc).strip().splitlines() or [kind])[-1]
+            compiled.failures.append(f"{name}: {kind}: {first[:300]}")
             raise
 
     with scouting(threads):
