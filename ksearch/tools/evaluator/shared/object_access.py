@@ -139,7 +139,7 @@ def exception_message(exc: BaseException) -> str:
             if _TYPE(text) is _STR:
                 return text
     args = _EXCEPTION_ARGS(exc)
-    if _TYPE(args) is not _TUPLE:
+    if _TYPE(args) is not _TUPLE or not args:
         return ""
     if len(args) == 1:
         return _shown(args[0], _STR)

@@ -29,7 +29,11 @@ TENSOR_MEMBERS = frozenset(dir(torch.Tensor))
 """Every name ``torch.Tensor`` answers for, as imported (before the candidate)."""
 _INSTANCE_DICT = vars(torch.Tensor)["__dict__"].__get__
 _TUPLE = tuple
-_LIST = list
+_DICT = dict
+_STR = str
+_KEYS = dict.keys
+_STR_COPY = vars(str)["__str__"]
+"""``str``'s own ``__str__``: an exact ``str`` with the characters of a ``str`` subclass, running none of its code."""
 _SHAPE = _BASE["shape"].__get__
 _DTYPE = _BASE["dtype"].__get__
 _DEVICE = _BASE["device"].__get__
@@ -67,8 +71,9 @@ _DISPATCH_DEPTH = getattr(torch._C, "_len_torch_dispatch_stack", None)
 
 
 def is_tensor(value: Any) -> bool:
-    """``value`` is a ``torch.Tensor`` or a subclass (read from its type's MRO: no ``__instancecheck__`` runs)."""
-    return _PLAIN in _MRO(_TYPE(value))
+    """``value`` is a ``torch.Tensor`` or a subclass (read from its type's MRO by identity: no ``__instancecheck__``,
+    and no metaclass ``__eq__``, which ``in`` would ask, runs)."""
+    return any(kind is _PLAIN for kind in _MRO(_TYPE(value)))
 
 
 def is_tuple(value: Any) -> bool:
@@ -87,15 +92,38 @@ def is_plain(value: Any) -> bool:
 
 
 def own_attributes(tensor: Any) -> list[str]:
-    """The names in a plain tensor's instance dictionary (an honest tensor has none)."""
-    return _LIST(_INSTANCE_DICT(tensor))
+    """The names in a plain tensor's instance dictionary (an honest tensor has none), each exactly a ``str``: a key of
+    another type is shown as its type's name in angle brackets, and a dictionary that is not exactly a ``dict`` as
+    ``__dict__``. Read with ``dict``'s and ``str``'s own methods, so no key's ``__hash__`` or ``__eq__`` runs."""
+    namespace = _INSTANCE_DICT(tensor)
+    if _TYPE(namespace) is not _DICT:
+        return ["__dict__"]
+    return [_name_text(name) for name in _KEYS(namespace)]
+
+
+def _name_text(name: Any) -> str:
+    """A key of an instance dictionary as an exact ``str`` (a ``str`` subclass copied by ``str``'s own method, any
+    other key as its type's name in angle brackets)."""
+    if any(kind is _STR for kind in _MRO(_TYPE(name))):
+        return _STR_COPY(name)
+    return f"<{type_name(name)}>"
 
 
 def shadowing_attributes(tensor: Any) -> list[str]:
     """The names in a plain tensor's instance dictionary that shadow a member of ``torch.Tensor`` (a method or a
-    property a harness looking names up would have run). Markers torch itself sets on a tensor it is given
-    (``torch._dynamo.mark_dynamic``'s ``_dynamo_dynamic_indices``) shadow nothing."""
-    return [name for name in _INSTANCE_DICT(tensor) if name in TENSOR_MEMBERS]
+    property a harness looking names up would have run), and any name that is not exactly a ``str`` or a
+    dictionary that is not exactly a ``dict`` (no honest tensor has either). Markers torch itself sets on a tensor it
+    is given (``torch._dynamo.mark_dynamic``'s ``_dynamo_dynamic_indices``) shadow nothing."""
+    namespace = _INSTANCE_DICT(tensor)
+    if _TYPE(namespace) is not _DICT:
+        return ["__dict__"]
+    names = []
+    for name in _KEYS(namespace):
+        if _TYPE(name) is not _STR:
+            names.append(_name_text(name))
+        elif name in TENSOR_MEMBERS:
+            names.append(name)
+    return names
 
 
 def shape(tensor: Any) -> tuple[int, ...]:

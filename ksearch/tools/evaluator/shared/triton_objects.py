@@ -160,3 +160,15 @@ def source_name(source: Any, kinds: TritonKinds) -> str | None:
         return None
     fields = kinds.fields.of(source)
     return oa.plain_field(fields, "name", str) if fields is not None else None
+
+
+@functools.cache
+def compile_errors() -> tuple[type, ...]:
+    """Triton's exceptions that mean a kernel did not compile or cannot launch as compiled (compiles happen at the first
+    call, so they arrive as call-time exceptions); () without Triton."""
+    found = (
+        _optional("triton.compiler.errors", "CompilationError"),
+        _optional("triton.runtime.errors", "OutOfResources"),
+        _optional("triton.runtime.errors", "PTXASError"),
+    )
+    return tuple(kind for kind in found if kind is not None)

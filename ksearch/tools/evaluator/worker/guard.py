@@ -20,7 +20,9 @@ from types import MappingProxyType
 from typing import Any
 
 from ksearch.contracts.evaluation import Mismatch, Rejection, Verdict
+from ksearch.tools.evaluator.shared import object_access as oa
 from ksearch.tools.evaluator.shared import tensor_access as ta
+from ksearch.tools.evaluator.shared.triton_objects import compile_errors
 
 HARNESS_PACKAGES = (
     "ksearch.tools.evaluator.worker",
@@ -375,9 +377,9 @@ def check_plain_tensors(where: str, tensors: list[Any], what: str) -> None:
 
 
 def is_compile_error(exc: BaseException) -> bool:
-    """Triton compiles at the first call, so its compile errors arrive as call-time exceptions."""
-    names = {"CompilationError", "OutOfResources", "PTXASError"}
-    return any(cls.__name__ in names and cls.__module__.startswith("triton") for cls in type(exc).__mro__)
+    """Triton compiles at the first call, so its compile errors arrive as call-time exceptions. Read from the
+    exception's type's MRO by identity with Triton's classes: no metaclass or attribute of the candidate's runs."""
+    return oa.derives_from(exc, compile_errors())
 
 
 def format_exception(exc: BaseException) -> str:

@@ -359,13 +359,7 @@ class WorkerTimingRunner:
         values = []
         for position in targets:
             target, source = call.inputs[position], fresh[position]
-            same = (
-                hasattr(target, "data")
-                and hasattr(source, "shape")
-                and getattr(target, "shape", None) == source.shape
-                and getattr(target, "dtype", None) == source.dtype
-            )
-            if not same:
+            if not _fits_in_place(target, source):
                 raise HarnessFault(
                     f"input {position} of {task.name} cannot be re-randomised in place (its shape or dtype changes "
                     "with the seed): the task must declare only value inputs in Task.activation_inputs"
@@ -411,12 +405,7 @@ class WorkerTimingRunner:
         values = self.worker.receive_inputs(reply)
         for position, source in values:
             target = call.inputs[position]
-            if not (
-                ta.is_tensor(target)
-                and ta.is_tensor(source)
-                and ta.shape(target) == ta.shape(source)
-                and ta.dtype(target) == ta.dtype(source)
-            ):
+            if not _fits_in_place(target, source):
                 raise HarnessFault(
                     f"input {position} of {self.worker.task.name} cannot be re-randomised in place (its shape or dtype "
                     "changes with the seed): the task must declare only value inputs in Task.activation_inputs"
@@ -434,3 +423,14 @@ class WorkerTimingRunner:
         if call.index in self.sets:
             inputs, _, args = self.sets[call.index]
             self.sets[call.index] = (inputs, values.digest, args)
+
+
+def _fits_in_place(target: Any, source: Any) -> bool:
+    """New values ``source`` can be copied into the input ``target`` (the candidate held it: read through
+    ``tensor_access`` only, so nothing it set on the tensor runs)."""
+    return (
+        ta.is_tensor(target)
+        and ta.is_tensor(source)
+        and ta.shape(target) == ta.shape(source)
+        and ta.dtype(target) == ta.dtype(source)
+    )

@@ -36,6 +36,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from ksearch.tools.evaluator.shared.object_access import exactly, instance_dict
+
 QUICK_WARMUP_MS = 1
 QUICK_REP_MS = 10
 WINNOW_MARGIN = 0.10
@@ -47,6 +49,29 @@ WINNOW_STATE = "_ksearch_winnow"
 """The autotuner instance's slot for the current key's short timings (set when Triton prunes the configs of a new key,
 which it does only for a key it has not tuned)."""
 _MISSING = object()
+_GET = dict.get
+_SET = dict.__setitem__
+_POP = dict.pop
+_KEYS = dict.keys
+_PLAIN_KEY_ITEMS = (int, float, bool, str, type(None))
+
+
+def _fields(tuner: Any) -> dict[str, Any]:
+    """An autotuner's instance dictionary, read through ``Autotuner``'s own ``__dict__`` descriptor (a subclass of
+    the candidate's may define ``__getattribute__`` or properties; they do not run), used with ``dict``'s methods."""
+    from triton.runtime.autotuner import Autotuner
+
+    return instance_dict(Autotuner)(tuner)
+
+
+def _keys(cache: Any) -> list[Any]:
+    """The keys of an autotuner's cache (exactly a ``dict``), read without hashing or comparing them."""
+    return list(_KEYS(cache)) if type(cache) is dict else []
+
+
+def _plain_key(key: Any) -> bool:
+    """A cache key Triton made of plain values (a tuple of ints, floats, strings: the key arguments and dtypes)."""
+    return type(key) is tuple and all(exactly(item, *_PLAIN_KEY_ITEMS) for item in key)
 
 
 def quick_bench(kernel_call: Callable[[], Any], quantiles: Any = None) -> Any:
@@ -80,14 +105,15 @@ def _bench_with(
     meta: dict[str, Any],
 ) -> Any:
     """Triton's ``_bench`` of ``config`` with ``bench`` as the tuner's benchmarker for this one call."""
-    cached = tuner.__dict__.pop("do_bench", _MISSING)  # ``do_bench`` is a cached_property: the instance's slot
-    tuner.__dict__["do_bench"] = bench
+    fields = _fields(tuner)
+    cached = _POP(fields, "do_bench", _MISSING)  # ``do_bench`` is a cached_property: the instance's slot
+    _SET(fields, "do_bench", bench)
     try:
         return original_bench(tuner, *args, config=config, **meta)
     finally:
-        tuner.__dict__.pop("do_bench", None)
+        _POP(fields, "do_bench", None)
         if cached is not _MISSING:
-            tuner.__dict__["do_bench"] = cached
+            _SET(fields, "do_bench", cached)
 
 
 def _first(timing: Any) -> float:
@@ -107,20 +133,20 @@ def quick_tuning(bench: Callable[..., Any] = quick_bench) -> Iterator[None]:
     tuned: list[tuple[Any, Any]] = []
 
     def short_bench(self: Any, *args: Any, config: Any, **meta: Any) -> Any:
-        if getattr(self, "_do_bench", None) is not None:  # the candidate's own benchmarker
+        if _GET(_fields(self), "_do_bench") is not None:  # the candidate's own benchmarker
             return original_bench(self, *args, config=config, **meta)
         return _bench_with(original_bench, bench, self, args, config, meta)
 
     def forgetting_run(self: Any, *args: Any, **kwargs: Any) -> Any:
-        cache = getattr(self, "cache", {})
-        before = set(cache)
-        writes = getattr(self, "cache_results", False)
-        self.cache_results = False  # a short benchmark's choice never reaches the disk cache the timed keys read
+        fields = _fields(self)
+        before = _keys(_GET(fields, "cache"))
+        writes = _GET(fields, "cache_results", False)
+        _SET(fields, "cache_results", False)  # a short benchmark's choice never reaches the disk cache timed keys read
         try:
             return original_run(self, *args, **kwargs)
         finally:
-            self.cache_results = writes
-            tuned.extend((self, key) for key in set(cache) - before)
+            _SET(fields, "cache_results", writes)
+            tuned.extend((self, key) for key in _keys(_GET(fields, "cache")) if not any(key is b for b in before))
 
     tuner_class._bench = short_bench  # type: ignore[method-assign]
     tuner_class.run = forgetting_run  # type: ignore[method-assign]
@@ -130,7 +156,9 @@ def quick_tuning(bench: Callable[..., Any] = quick_bench) -> Iterator[None]:
         tuner_class._bench = original_bench  # type: ignore[method-assign]
         tuner_class.run = original_run  # type: ignore[method-assign]
         for tuner, key in tuned:
-            tuner.cache.pop(key, None)
+            cache = _GET(_fields(tuner), "cache")
+            if type(cache) is dict and _plain_key(key):  # hashing a key of other values could run their code
+                _POP(cache, key, None)
 
 
 @dataclass
@@ -162,13 +190,14 @@ def winnowed_tuning(short: Callable[..., Any] = quick_bench, margin: float = WIN
 
     def recording_prune(self: Any, *args: Any, **kwargs: Any) -> Any:
         configs = original_prune(self, *args, **kwargs)
-        self.__dict__[WINNOW_STATE] = {"configs": list(configs), "short": None}
+        _SET(_fields(self), WINNOW_STATE, {"configs": list(configs), "short": None})
         touched.append(self)
         return configs
 
     def winnowing_bench(self: Any, *args: Any, config: Any, **meta: Any) -> Any:
-        state = self.__dict__.get(WINNOW_STATE)
-        if state is None or getattr(self, "_do_bench", None) is not None or len(state["configs"]) < 3:
+        fields = _fields(self)
+        state = _GET(fields, WINNOW_STATE)
+        if state is None or _GET(fields, "_do_bench") is not None or len(state["configs"]) < 3:
             return original_bench(self, *args, config=config, **meta)  # the candidate's own benchmarker, or no gain
         if state["short"] is None:
             state["short"] = [(c, _bench_with(original_bench, short, self, args, c, meta)) for c in state["configs"]]
@@ -190,4 +219,4 @@ def winnowed_tuning(short: Callable[..., Any] = quick_bench, margin: float = WIN
         tuner_class.prune_configs = original_prune  # type: ignore[method-assign]
         tuner_class._bench = original_bench  # type: ignore[method-assign]
         for tuner in touched:
-            tuner.__dict__.pop(WINNOW_STATE, None)
+            _POP(_fields(tuner), WINNOW_STATE, None)

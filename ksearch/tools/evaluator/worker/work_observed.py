@@ -40,6 +40,8 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode, _get_current_dispatch_mode
 
 from ksearch.contracts.work import MAX_TRACED_OPS, TracedOp, WorkTrace
+from ksearch.tools.evaluator.shared import tensor_access as ta
+from ksearch.tools.evaluator.shared.object_access import exception_text
 
 DEVICE_TO_HOST = "device_to_host"
 """How the trace names an op that copies a device tensor to the host: not layout, since what the host does with the
@@ -63,6 +65,9 @@ class _State:
 
 
 _STATE = _State()
+_MRO = vars(type)["__mro__"].__get__
+_TUPLE_ITER = vars(tuple)["__iter__"]
+_LIST_ITER = vars(list)["__iter__"]
 
 
 class WorkTracer(TorchDispatchMode):
@@ -160,7 +165,7 @@ def ghost(call: Callable[[], Any]) -> tuple[Any, WorkTrace]:
         try:
             result = call()
         except Exception as exc:  # noqa: BLE001 - without its launches the candidate may fail in any way
-            return None, tracer.trace(intact=LaunchHooks.in_place(), raised=f"{type(exc).__name__}: {exc}")
+            return None, tracer.trace(intact=LaunchHooks.in_place(), raised=exception_text(exc))
         intact = _get_current_dispatch_mode() is tracer and LaunchHooks.in_place()
     return result, tracer.trace(intact=intact)
 
@@ -249,38 +254,61 @@ def _extension_call(function: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _poison(value: Any) -> None:
-    for tensor in value if isinstance(value, (tuple, list)) else (value,):
-        if isinstance(tensor, torch.Tensor) and tensor.numel():
-            with torch.utils._python_dispatch._disable_current_modes():
-                if tensor.is_floating_point() or tensor.is_complex():
-                    tensor.fill_(float("nan"))
-                elif tensor.dtype == torch.bool:
-                    tensor.fill_(True)
-                else:
-                    tensor.fill_(torch.iinfo(tensor.dtype).min)
+    """Fill the tensors of ``value`` (an op's or an extension function's result, which may be the candidate's
+    objects) with NaN, True or the integer minimum; read by type (``tensor_access``), so none of its code runs."""
+    tensors = [item for item in _items(value) if ta.is_tensor(item)]
+    if not tensors:
+        return
+    with torch.utils._python_dispatch._disable_current_modes(), torch._C.DisableTorchFunctionSubclass():
+        for tensor in tensors:
+            if not ta.numel(tensor):
+                continue
+            if ta.is_floating(tensor):
+                ta.fill(tensor, float("nan"))
+            elif ta.dtype(tensor) == torch.bool:
+                ta.fill(tensor, True)
+            else:
+                ta.fill(tensor, torch.iinfo(ta.dtype(tensor)).min)
 
 
 def _leaves_the_device(args: Any, result: Any) -> bool:
     """Whether an op copies a device tensor to the host (``.cpu()``, ``.to("cpu")``, ``copy_`` into host memory)."""
-    sources = [v for v in _flat(args) if isinstance(v, torch.Tensor)]
-    targets = [v for v in _flat((result,)) if isinstance(v, torch.Tensor)]
-    return any(t.device.type == "cpu" for t in targets) and any(v.device.type != "cpu" for v in sources)
+    sources = [v for v in _flat(args) if ta.is_tensor(v)]
+    targets = [v for v in _flat((result,)) if ta.is_tensor(v)]
+    return any(ta.device(t).type == "cpu" for t in targets) and any(ta.device(v).type != "cpu" for v in sources)
 
 
 def _largest(args: Any, kwargs: Any, result: Any) -> int:
     largest = 0
-    for value in (*_flat(args), *_flat(kwargs.values()), *_flat((result,))):
-        if isinstance(value, torch.Tensor):
-            largest = max(largest, value.numel())
+    for value in (*_flat(args), *_flat(list(dict.values(kwargs))), *_flat((result,))):
+        if ta.is_tensor(value):
+            largest = max(largest, ta.numel(value))
     return largest
 
 
+def _sequence(value: Any) -> list[Any] | None:
+    """The items of a tuple or a list (subclasses included, iterated by ``tuple``'s and ``list``'s own methods, so no
+    ``__iter__`` of the candidate's runs); None for anything else."""
+    bases = _MRO(type(value))
+    if any(kind is tuple for kind in bases):
+        return list(_TUPLE_ITER(value))
+    if any(kind is list for kind in bases):
+        return list(_LIST_ITER(value))
+    return None
+
+
+def _items(value: Any) -> list[Any]:
+    items = _sequence(value)
+    return [value] if items is None else items
+
+
 def _flat(values: Any) -> Iterator[Any]:
-    for value in values:
-        if isinstance(value, (tuple, list)):
-            yield from _flat(value)
-        else:
+    for value in _items(values):
+        inner = _sequence(value)
+        if inner is None:
             yield value
+        else:
+            yield from _flat(inner)
 
 
 __all__ = ["LaunchHooks", "WorkTracer", "ghost", "traced"]

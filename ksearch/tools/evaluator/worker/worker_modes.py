@@ -14,6 +14,7 @@ from ksearch.contracts.exchange import PROFILE_GO, CompareSamples, WorkerResult
 from ksearch.tasks.base import TaskConfig
 from ksearch.tools.counters.ncu_csv import RANGE_PREFIX
 from ksearch.tools.evaluator.profiler.kernel_profile import profile_shapes
+from ksearch.tools.evaluator.shared.object_access import exception_text
 from ksearch.tools.evaluator.shared.pairing import alternating
 from ksearch.tools.evaluator.worker.guard import CandidateFailure, format_exception
 from ksearch.tools.evaluator.worker.scout import compile_threads, dry_pass, scouting
@@ -79,7 +80,7 @@ def run_profiler(worker: WorkerProtocol) -> WorkerResult:
     try:
         worker.profiles = profile_shapes(worker, module)
     except Exception as exc:  # noqa: BLE001 - a diagnostic: the parent notes why there is no profile
-        return worker.result(Verdict.RUNTIME_ERROR, error=f"{type(exc).__name__}: {exc}")
+        return worker.result(Verdict.RUNTIME_ERROR, error=exception_text(exc))
     worker.configs_passed = len(worker.profiles)
     return worker.result(Verdict.PASSED)
 
@@ -129,7 +130,7 @@ def run_counters(worker: WorkerProtocol) -> WorkerResult:
                 profiled += time.monotonic() - marked
             worker.configs_passed += 1
         except Exception as exc:  # noqa: BLE001 - a diagnostic: the parent says which call failed
-            worker.notes.append(f"{config.name}: {type(exc).__name__}: {exc}"[:300])
+            worker.notes.append(f"{config.name}: {exception_text(exc)}"[:300])
         finally:
             inputs = args = None  # noqa: F841 - this config's tensors go before the next is made
     worker.stages["counters_warm"] = round(warm, 3)

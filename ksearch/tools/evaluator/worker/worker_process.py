@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ksearch.contracts.exchange import WorkerResult
+from ksearch.tools.evaluator.shared.object_access import instance_dict
 
 
 def interpret_autotune_with_first_config() -> None:
@@ -25,10 +26,14 @@ def interpret_autotune_with_first_config() -> None:
     if getattr(original, "_ksearch_first_config", False):
         return
 
+    read = instance_dict(autotuner.Autotuner)
+
     def first_config_only(self: Any, *args: Any, **kwargs: Any) -> None:
         original(self, *args, **kwargs)
-        if len(getattr(self, "configs", [])) > 1:
-            self.configs = self.configs[:1]
+        fields = read(self)  # ``Autotuner``'s own descriptor: no property or ``__getattr__`` of a subclass runs
+        configs = dict.get(fields, "configs")
+        if type(configs) is list and len(configs) > 1:
+            dict.__setitem__(fields, "configs", configs[:1])
 
     first_config_only._ksearch_first_config = True  # type: ignore[attr-defined]
     autotuner.Autotuner.__init__ = first_config_only  # type: ignore[method-assign]
