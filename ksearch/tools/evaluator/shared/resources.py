@@ -8,6 +8,9 @@ where the kernel was loaded on a GPU (what Triton's own launch check reads), els
 The limit check (``over_limits``) is pure: what a launch of each kernel on the GPU would be refused for, in the
 words Triton's ``OutOfResources`` uses (shared memory, threads). A config of an ``@triton.autotune`` kernel that does
 not fit is no failure (the autotuner skips it), unless no config of that kernel fits.
+
+The figures are read from Triton's own objects by exact type (``triton_objects``, issue 59): no method, property or
+hook of an object the candidate made runs, and an object that only looks like a kernel adds nothing.
 """
 
 from __future__ import annotations
