@@ -302,6 +302,8 @@ def test_under_the_interpreter_the_kernel_runs_and_the_reader_runs_nothing_of_th
 ) -> None:
     """On the CPU under ``TRITON_INTERPRET=1`` nothing is compiled: the honest kernel runs (and is found by name),
     no figure is claimed, and none of the look-alikes around it runs any code."""
+    if os.environ.get("TRITON_INTERPRET") != "1":
+        pytest.skip("Triton's mode is the process's, set before it is imported: this process compiles")
     module = _load(tmp_path, monkeypatch, "honest_interpreted", interpret=True)
     x = torch.randn(4, 100)
     torch.testing.assert_close(module.kernel(x), torch.softmax(x, dim=1))
