@@ -61,11 +61,17 @@ from ksearch.flows import steering as steering_flow
 from ksearch.flows.workspace import DB_NAME, open_store
 from ksearch.llm.interactive import Waiting
 
-HAND_WRITTEN_NOTE = (
-    "HAND-WRITTEN: every reply in this file was written by hand (by a person or a coding agent, outside ksearch's LLM "
-    "layer) answering `--model interactive` prompts (scripts/interactive_drive.py), not by a model called through "
-    "ksearch."
-)
+VIA = "scripts/interactive_drive.py"
+"""How the replies went in, for the replay file's note."""
+
+
+def hand_written_note(via: str = VIA) -> str:
+    return (
+        "HAND-WRITTEN: every reply in this file was written by hand (by a person or a coding agent, outside ksearch's "
+        f"LLM layer) answering `--model interactive` prompts ({via}), not by a model called through ksearch."
+    )
+
+
 _WRITE_KEY = re.compile(r"^write:(c\d+):(\d+)$")
 
 
@@ -216,18 +222,20 @@ def trajectory(run_id: str, workspace: Path) -> list[dict[str, Any]]:
     return rows
 
 
-def hand_written_replay(run_id: str, workspace: Path) -> str:
-    """The run's replies as a replay file (``--model replay:FILE``), labelled hand-written."""
+def hand_written_replay(run_id: str, workspace: Path, via: str = VIA) -> str:
+    """The run's replies as a replay file (``--model replay:FILE``), labelled hand-written (``via``: how they went
+    in)."""
+    note = hand_written_note(via)
     store = open_store(workspace)
     try:
         calls = store.list_llm_calls(run_id)
     finally:
         store.close()
-    lines = [f"// {HAND_WRITTEN_NOTE} Run {run_id}."]
+    lines = [f"// {note} Run {run_id}."]
     for i, call in enumerate(calls):
         entry = {"call_key": call["call_key"], "reply": call["reply"]}
         if i == 0:
-            entry = {"note": HAND_WRITTEN_NOTE, **entry}
+            entry = {"note": note, **entry}
         lines.append(json.dumps(entry))
     return "\n".join(lines) + "\n"
 
@@ -246,7 +254,7 @@ def save_db(workspace: Path, dest: Path) -> None:
 
 
 def report(
-    run_id: str, workspace: Path, out: Path, state: str, missing: list[str], error: str | None
+    run_id: str, workspace: Path, out: Path, state: str, missing: list[str], error: str | None, via: str = VIA
 ) -> dict[str, Any]:
     row = inspect_flow.run_row(run_id, workspace)
     rows = trajectory(run_id, workspace)
@@ -260,6 +268,7 @@ def report(
             "waiting": "no reply file for the waiting prompt",
             "device": "--prompts-only: every prompt is answered, kernels wait for the GPU",
             "error": f"error: {error}",
+            "stuck": f"error: {error}",
         }.get(state, "--max-answers reached"),
         "waiting_for": missing,
         "rounds_used": row["rounds_used"],
@@ -284,7 +293,7 @@ def report(
             f"{r['verdict']} | {latency} | {score} |"
         )
     (out / "trajectory.md").write_text("\n".join(table) + "\n", encoding="utf-8")
-    (out / "replies.jsonl").write_text(hand_written_replay(run_id, workspace), encoding="utf-8")
+    (out / "replies.jsonl").write_text(hand_written_replay(run_id, workspace, via), encoding="utf-8")
     return summary
 
 

@@ -335,10 +335,20 @@ def mcp(
             help="The OpenAI-compatible server the runs use (no tool argument can name another: the key goes here).",
         ),
     ] = None,
+    prompts_only: Annotated[
+        bool,
+        typer.Option(
+            "--prompts-only",
+            help=(
+                "On a machine without the runs' GPU: runs plan and write here and stop where kernels wait for the "
+                "GPU; a server there (its resume_run tool) or `ksearch resume RUN` evaluates them."
+            ),
+        ),
+    ] = False,
 ) -> None:
     """Serve ksearch to coding agents over MCP (stdio): tasks, runs, pending prompts, replies, steering, eval."""
     try:
         from ksearch.flows.mcp import serve
     except ImportError as exc:
         raise UserError(f"the MCP server needs the `mcp` package ({exc})", hint="pip install 'ksearch[mcp]'") from None
-    serve(workspace_of(ctx), base_url=base_url)
+    serve(workspace_of(ctx), base_url=base_url, prompts_only=prompts_only)

@@ -48,14 +48,18 @@ from ksearch.flows.workspace import workspace_dir
 INSTRUCTIONS = """ksearch searches for fast, correct GPU kernels with an LLM in the loop. With model "interactive" YOU
 are the LLM: start_run returns the first prompt; answer each with respond (a JSON edit script for planner prompts, a
 complete Python module for coder prompts, as each prompt's reply_format says) until the run finishes. steer pins,
-prunes, revives or adds hypotheses; show_run shows the tree and every round; eval_file checks a kernel on its own."""
+prunes, revives or adds hypotheses; show_run shows the tree and every round; eval_file checks a kernel on its own;
+resume_run drives a run that waits for its GPU, stopped or crashed."""
 
 
 class BackgroundDrivers:
-    """One ``ksearch resume RUN`` process per run at a time; the caller waits for it to pause or end, or not."""
+    """One ``ksearch resume RUN`` process per run at a time; the caller waits for it to pause or end, or not.
+    ``prompts_only``: this machine lacks the runs' GPU, so each drives with ``--prompts-only`` (plans and kernels
+    are written here; evaluations wait for a server on the GPU machine)."""
 
-    def __init__(self, workspace: Path) -> None:
+    def __init__(self, workspace: Path, *, prompts_only: bool = False) -> None:
         self.workspace = workspace.resolve()
+        self.prompts_only = prompts_only
         self._procs: dict[str, subprocess.Popen[bytes]] = {}
         self._lock = threading.Lock()
 
@@ -83,6 +87,7 @@ class BackgroundDrivers:
                         "resume",
                         run_id,
                         *(["--base-url", base_url] if base_url else []),
+                        *(["--prompts-only"] if self.prompts_only else []),
                     ],
                     stdin=subprocess.DEVNULL,
                     stdout=sink,
@@ -121,6 +126,7 @@ class BackgroundDrivers:
             "best_candidate_id": row["best_candidate_id"],
             "error": row["error"],
             "pending": [w.model_dump(mode="json") for w in view.prompts if not w.answered],
+            "waits_for_device": any(w.prompt.kind == "device" for w in view.prompts),
         }
         if proc is not None and proc.poll() not in (None, 0):
             report["driver_log_tail"] = _tail(self.log_path(row["id"]))
@@ -187,11 +193,15 @@ def confined_task(task: str, workspace: Path) -> str:
     return task
 
 
-def build_server(workspace: Path | None = None, *, base_url: str | None = None) -> MCPServer:
+def build_server(
+    workspace: Path | None = None, *, base_url: str | None = None, prompts_only: bool = False
+) -> MCPServer:
     """The server with its tools, on ``workspace`` (``--workspace``, ``$KSEARCH_WORKSPACE`` or ``./.ksearch``);
-    ``base_url``: the OpenAI-compatible server its runs use (the launch configuration's, never a tool's)."""
+    ``base_url``: the OpenAI-compatible server its runs use (the launch configuration's, never a tool's);
+    ``prompts_only``: this machine lacks the runs' GPU (``ksearch mcp --prompts-only``): runs plan and write here and
+    stop where kernels wait for the GPU, where a server without the flag (``resume_run``) evaluates them."""
     ws = workspace_dir(workspace).resolve()
-    drivers = BackgroundDrivers(ws)
+    drivers = BackgroundDrivers(ws, prompts_only=prompts_only)
     server: MCPServer = MCPServer("ksearch", instructions=INSTRUCTIONS)
 
     def tool(fn: F) -> F:
@@ -221,16 +231,26 @@ def build_server(workspace: Path | None = None, *, base_url: str | None = None) 
         seed_from: str | None = None,
         require_approval: bool = False,
         max_tokens: int | None = None,
+        max_attempts_per_cycle: int | None = None,
+        explore_every: int = 4,
+        compete: list[str] | None = None,
         run_id: str | None = None,
         wait_s: float = 60.0,
     ) -> dict[str, Any]:
         """Start a search. model "interactive" makes you answer every LLM call (returns the first prompt); a
         provider:model runs in the background (poll pending/show_run) against the LLM server this MCP server was
         started with. device: auto, cuda, cuda:N or cpu; parallel: actions explored at once (default: one per GPU,
-        1 on cpu)."""
+        1 on cpu); explore_every: every Nth cycle explores the least-tried family (0 never); compete: files of the
+        best known competing kernels (.py) or their per-shape times (.json, .toml), shown to the planner."""
+        if drivers.prompts_only:
+            raise ToolError(
+                "this server plans and writes only (ksearch mcp --prompts-only): a new run evaluates its seed, so "
+                "start it with a server on the machine that has its GPU, then answer its prompts here"
+            )
         chosen, parallel = placement(device, parallel)
         task = confined_task(task, ws)
         seed_from = str(confined_file(seed_from, "seed file", ws)) if seed_from else None
+        competing = [str(confined_file(name, "competing kernel file", ws).resolve()) for name in compete or []]
         config = run_config(
             inspect_flow.canonical_task(task, None, chosen),
             model,
@@ -245,6 +265,9 @@ def build_server(workspace: Path | None = None, *, base_url: str | None = None) 
             seed_from=str(Path(seed_from).resolve()) if seed_from else None,
             require_approval=require_approval,
             budget=BudgetConfig(max_total_tokens=max_tokens),
+            max_attempts_per_cycle=max_attempts_per_cycle,
+            explore_every=explore_every,
+            compete=competing,
         )
         created = run_flow.create_run(config, workspace=ws)  # vouched for: the launch configuration's endpoint
         drivers.start(created.run_id, base_url=base_url)
@@ -262,6 +285,19 @@ def build_server(workspace: Path | None = None, *, base_url: str | None = None) 
         response = interactive_flow.respond(run_id, reply, key=key, workspace=ws, drive=False)
         drivers.start(response.run_id)
         return {"answered": response.key, **drivers.wait(response.run_id, wait_s)}
+
+    @tool
+    def resume_run(run_id: str, wait_s: float = 60.0) -> dict[str, Any]:
+        """Drive a run that is not being driven: one whose kernels wait for this machine's GPU (written by a
+        --prompts-only server), one stopped or crashed, or one whose recorded replies were not taken yet. It goes on
+        to its next prompt or its end; with a real model it goes on in the background (poll pending/show_run)."""
+        run = inspect_flow.run_row(run_id, ws)
+        if run["status"] == "finished":
+            raise ToolError(
+                f"run {run['id']} has finished ({run['done_reason']}); fork_run starts from one of its rounds"
+            )
+        drivers.start(run["id"])
+        return drivers.wait(run["id"], wait_s)
 
     @tool
     def steer(
@@ -351,6 +387,6 @@ def build_server(workspace: Path | None = None, *, base_url: str | None = None) 
     return server
 
 
-def serve(workspace: Path | None = None, *, base_url: str | None = None) -> None:
+def serve(workspace: Path | None = None, *, base_url: str | None = None, prompts_only: bool = False) -> None:
     """Serve over stdio until the client disconnects."""
-    build_server(workspace, base_url=base_url).run("stdio")
+    build_server(workspace, base_url=base_url, prompts_only=prompts_only).run("stdio")
