@@ -13,7 +13,8 @@ it with the thread rule off (``EvalRequest.harness_baseline``), since torch.comp
 FlashInfer-Bench: the definition's reference source defines ``run(*inputs)`` exactly like a solution, so it is
 evaluated like one; the medians per benchmark config are written to a JSON file that
 ``flashinfer:<def>?baseline=FILE`` reads (flashinfer-bench's ``speedup_factor``, averaged like K-Search's
-``mean_vs_baseline``).
+``mean_vs_baseline``). FlashInfer's production kernels (``ksearch.tasks.flashinfer.production``) go through the same
+door, as the harness's own baseline: ``measure_flashinfer_production``.
 """
 
 from __future__ import annotations
@@ -27,9 +28,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ksearch.contracts.candidate import Candidate
 from ksearch.contracts.evaluation import Evaluation, Timing
 from ksearch.tasks.flashinfer.baseline import reference_candidate
 from ksearch.tasks.flashinfer.definitions import FlashInferError
+from ksearch.tasks.flashinfer.production import production_source
 from ksearch.tasks.kernelbench import KernelBenchTask
 from ksearch.tasks.kernelbench.baseline import BASELINE_MODES, BASELINE_VERSION, baseline_candidate
 from ksearch.tasks.keyless import DescribedTask
@@ -159,6 +162,30 @@ def measure_flashinfer_baseline(
     if str(evaluation.verdict) != "passed" or not evaluation.timings:
         raise FlashInferError(f"the reference of {task.name} did not pass on {device}: {evaluation.log[:2000]}")
     return {t.config: t.headline_ms for t in evaluation.timings}, evaluation
+
+
+def measure_flashinfer_production(
+    task: Any, device: str = "cuda", timing_method: str | None = None, run_timeout_s: float = 600.0
+) -> Evaluation:
+    """FlashInfer's own production kernel for the task's definition (``ksearch.tasks.flashinfer.production``),
+    evaluated through the same door as the reference: the harness's own baseline, checked against the reference on
+    every workload and timed like a solution. Not profiled: the profiling process would import flashinfer and build its
+    kernels again. Returns the Evaluation (a failed one carries flashinfer's error in its log); with ``?baseline=`` in
+    the task's name its score is the mean speedup over the reference."""
+    definition = task.flashinfer_definition()
+    return evaluate(
+        EvalRequest(
+            candidate=Candidate(
+                task=task.name, language="triton", code=production_source(definition), entry_point="run"
+            ),
+            device=device,
+            timing=True,
+            timing_method=timing_method,
+            run_timeout_s=run_timeout_s,
+            profile=False,
+            harness_baseline=True,
+        )
+    )
 
 
 def write_flashinfer_baseline(path: str | Path, configs: dict[str, float], **meta: Any) -> Path:

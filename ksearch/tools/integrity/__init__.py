@@ -59,16 +59,22 @@ from ksearch.contracts.evaluation import Rejection
 from ksearch.tools.integrity import reference_ops
 from ksearch.tools.integrity.base import Finding
 from ksearch.tools.integrity.scanner import Scanner
+from ksearch.tools.integrity.vocabulary import ALLOWED_TORCH_CALLS, RULES, TASK_FORBIDDEN_CALLS
 
 if TYPE_CHECKING:
     from ksearch.tasks.base import Task  # imported lazily at run time (``_task``) to keep this module light
-from ksearch.tools.integrity.vocabulary import ALLOWED_TORCH_CALLS, RULES, TASK_FORBIDDEN_CALLS
+
+
+HARNESS_BASELINE_RULES = frozenset({*reference_ops.RULE_NAMES, "unlisted_import"})
+"""The rules a harness's own baseline is not held to (``EvalRequest.harness_baseline``): it is the reference, or the
+library a user compares against (FlashInfer's production kernels, ``ksearch.tasks.flashinfer.production``), so it
+may call the reference's ops and import that library. Never applied to a candidate."""
 
 
 def check_source(code: str, *, task_name: str | None = None, allow: frozenset[str] = frozenset()) -> Rejection | None:
     """The highest-priority broken rule as a Rejection, or None when the source looks honest (or does not parse:
-    the syntax error is the worker's compile error to report). ``allow``: rules of ``reference_ops`` not to apply
-    (the harness's own baselines are the reference)."""
+    the syntax error is the worker's compile error to report). ``allow``: rules not to apply (for the harness's own
+    baselines, ``HARNESS_BASELINE_RULES``)."""
     findings = scan(code, task_name=task_name, allow=allow)
     if not findings:
         return None
@@ -96,7 +102,7 @@ def scan(code: str, *, task_name: str | None = None, allow: frozenset[str] = fro
     )
     findings = list(dict.fromkeys([*scanner.run(), *reference_ops.findings(code, tree, task, allow=allow)]))
     order = list(RULES)
-    return sorted(findings, key=lambda f: (order.index(f.rule), f.line))
+    return sorted((f for f in findings if f.rule not in allow), key=lambda f: (order.index(f.rule), f.line))
 
 
 def _task(task_name: str | None) -> Task | None:
@@ -121,4 +127,12 @@ def _entry_point(task_name: str | None) -> str | None:
     return task.entry_point if task is not None else None
 
 
-__all__ = ["ALLOWED_TORCH_CALLS", "RULES", "TASK_FORBIDDEN_CALLS", "Finding", "check_source", "scan"]
+__all__ = [
+    "ALLOWED_TORCH_CALLS",
+    "HARNESS_BASELINE_RULES",
+    "RULES",
+    "TASK_FORBIDDEN_CALLS",
+    "Finding",
+    "check_source",
+    "scan",
+]

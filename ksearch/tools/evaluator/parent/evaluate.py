@@ -121,7 +121,7 @@ def static_verdict(request: EvalRequest, task: Task) -> Evaluation | None:
             log=f"task {task.name!r} accepts {', '.join(task.languages)} candidates, not {request.candidate.language}",
             environment=parent_environment(),
         )
-    trusted = frozenset(integrity.reference_ops.RULE_NAMES) if request.harness_baseline else frozenset()
+    trusted = integrity.HARNESS_BASELINE_RULES if request.harness_baseline else frozenset()
     rejection = integrity.check_source(request.candidate.code, task_name=task.name, allow=trusted)
     if rejection is not None:
         return Evaluation(

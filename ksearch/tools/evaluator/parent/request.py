@@ -47,8 +47,10 @@ class EvalRequest(BaseModel):
     profile: bool = True
     """On a GPU, after timing: one profiled call per timed shape (``Evaluation.profile``; diagnostics only)."""
     harness_baseline: bool = False
-    """The candidate is ksearch's own baseline (a task's reference, eager or ``torch.compile``d), not untrusted code:
-    the thread rule is off, since torch.compile keeps compile-worker threads alive. Never set for LLM candidates."""
+    """The candidate is ksearch's own baseline (a task's reference, eager or ``torch.compile``d, or FlashInfer's
+    production kernels), not untrusted code: the thread rule is off, since torch.compile keeps compile-worker threads
+    alive, and the static rules of ``integrity.HARNESS_BASELINE_RULES`` (the reference's ops, a library's import) do
+    not apply. Never set for LLM candidates."""
 
     @model_validator(mode="before")
     @classmethod
