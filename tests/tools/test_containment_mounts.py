@@ -30,7 +30,8 @@ import pytest
 import ksearch
 from ksearch.contracts.candidate import Candidate
 from ksearch.tools.containment import allowlist, policy
-from ksearch.tools.containment.launcher import beneath_any, mount_points
+from ksearch.tools.containment.mounts import mount_points
+from ksearch.tools.containment.syscalls import beneath_any
 
 EXPLOITS = Path(__file__).resolve().parent / "exploits"
 GPU_LAYERS = "userns,mountns,netns,caps"
@@ -535,10 +536,10 @@ def test_both_ways_of_making_mounts_read_only(tmp_path: Path, setattr_call: bool
     outside.write_text("x")
     script = f"""
 import os
-from ksearch.tools.containment import launcher
-launcher.enter_namespaces(False)
-launcher.private_mounts([{str(hidden)!r}, {str(outside)!r}], [{str(own)!r}, "/dev"], new_namespace=True,
-                        setattr_call={setattr_call})
+from ksearch.tools.containment import mounts, namespaces
+namespaces.enter_namespaces(False)
+mounts.private_mounts([{str(hidden)!r}, {str(outside)!r}], [{str(own)!r}, "/dev"], new_namespace=True,
+                      setattr_call={setattr_call})
 def attempt(step):
     try:
         return step()
@@ -740,7 +741,8 @@ def test_a_pid_hopping_daemon_does_not_outlive_its_evaluation(tmp_path: Path, mo
 
 def test_the_seccomp_filter_is_well_formed() -> None:
     """Every jump lands inside the program and every path ends in a return, for each architecture it knows."""
-    from ksearch.tools.containment.launcher import RET, SECCOMP_SYSCALLS, LayerError, seccomp_program
+    from ksearch.tools.containment.seccomp import RET, SECCOMP_SYSCALLS, seccomp_program
+    from ksearch.tools.containment.syscalls import LayerError
 
     for machine in SECCOMP_SYSCALLS:
         program = seccomp_program(machine)
@@ -772,7 +774,7 @@ def _filter(program: list[tuple[int, int, int, int]], data: bytes) -> int:
 @pytest.mark.parametrize("machine", ["x86_64", "aarch64"])
 def test_the_seccomp_filter_answers_each_call_as_documented(machine: str) -> None:
     """The filter run on made-up calls: what each returns, for every architecture it knows."""
-    from ksearch.tools.containment.launcher import RET_ALLOW, RET_ERRNO, SECCOMP_SYSCALLS, seccomp_program
+    from ksearch.tools.containment.seccomp import RET_ALLOW, RET_ERRNO, SECCOMP_SYSCALLS, seccomp_program
 
     program = seccomp_program(machine)
     (setsid, setpgid, connect, sendto, io_uring), arch, x32 = SECCOMP_SYSCALLS[machine]
@@ -801,7 +803,7 @@ def test_the_seccomp_filter_answers_each_call_as_documented(machine: str) -> Non
 def test_the_seccomp_filter_lets_connect_through_only_when_asked(machine: str) -> None:
     """Nsight Compute's rung (``connect`` in the spec: beside the network and mount namespaces) lets ``connect`` and
     ``sendto`` to an address pass; everything else is answered as for a candidate."""
-    from ksearch.tools.containment.launcher import RET_ALLOW, RET_ERRNO, SECCOMP_SYSCALLS, seccomp_program
+    from ksearch.tools.containment.seccomp import RET_ALLOW, RET_ERRNO, SECCOMP_SYSCALLS, seccomp_program
 
     program = seccomp_program(machine, refuse_connect=False)
     (setsid, setpgid, connect, sendto, io_uring), arch, _x32 = SECCOMP_SYSCALLS[machine]

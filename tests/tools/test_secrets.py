@@ -25,7 +25,7 @@ import pytest
 
 from ksearch.contracts.candidate import Candidate
 from ksearch.tools.containment import policy
-from ksearch.tools.containment.launcher import readable_roots
+from ksearch.tools.containment.landlock_rules import readable_roots
 
 REPO = Path(__file__).resolve().parents[2]
 CLI_WITHOUT_STATIC_RULES = [

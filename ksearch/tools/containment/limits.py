@@ -1,4 +1,4 @@
-"""What one candidate may use of the machine (the parent's side of the ``limits`` layer; ``launcher.apply_limits``
+"""What one candidate may use of the machine (the parent's side of the ``limits`` layer; ``rlimits.apply_limits``
 applies them): memory, processes, the size of a file it writes, and the OOM killer's preference.
 
 A candidate that allocates without bound must end itself, not set off the machine's OOM killer, which may take

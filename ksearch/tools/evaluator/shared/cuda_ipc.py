@@ -1,7 +1,7 @@
 """CUDA IPC of the staging buffer through the driver API alone (``cuIpcGetMemHandle`` / ``cuIpcOpenMemHandle``).
 
 torch's own CUDA tensor sharing also keeps a reference-count file in ``/dev/shm`` that the receiving process opens;
-a candidate's ``/dev/shm`` is its own (``containment.launcher.private_shm``), so on the H100 every worker failed to
+a candidate's ``/dev/shm`` is its own (``containment.fences.private_shm``), so on the H100 every worker failed to
 open the checker's buffer and fell back to host memory (2026-12-07). The driver's handle needs no file: the checker
 exports the allocation that holds its buffer, the worker maps it and views it at the buffer's offset. The checker
 keeps its buffer alive while any worker may write to it (it replaces it only between requests).

@@ -13,7 +13,7 @@ Offsets are aligned so that any dtype can be viewed at them.
 
 Where the session gives the checker a staging folder (``settings.STAGING_DIR``), the host-memory block is a file in
 it, mapped by both sides: a candidate's ``/dev/shm`` is its own, holding that folder and nothing else of the
-machine's (``containment.launcher.private_shm``), so no other evaluation's buffer is within its reach.
+machine's (``containment.fences.private_shm``), so no other evaluation's buffer is within its reach.
 """
 
 from __future__ import annotations
