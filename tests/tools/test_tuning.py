@@ -342,6 +342,7 @@ def test_each_tuning_mode_wraps_its_whole_stage_and_nothing_when_off(
     from ksearch.contracts.exchange import CheckerCommand, WorkerRequest
     from ksearch.tools.evaluator.checker.main import Checker
     from ksearch.tools.evaluator.shared.staging import StagingWriter
+    from ksearch.tools.evaluator.worker import correctness as correctness_mod
     from ksearch.tools.evaluator.worker import main as worker_mod
     from ksearch.tools.evaluator.worker.guard import Guard
     from tests.tools.loopback import LoopbackChannel
@@ -378,7 +379,10 @@ def test_each_tuning_mode_wraps_its_whole_stage_and_nothing_when_off(
         yield
         seen.append((entered, progress()))
 
-    monkeypatch.setattr(worker_mod, "quick_tuning" if correctness else "winnowed_tuning", recording)
+    if correctness:
+        monkeypatch.setattr(correctness_mod, "quick_tuning", recording)
+    else:
+        monkeypatch.setattr(worker_mod, "winnowed_tuning", recording)
     worker.guard = Guard()  # after the stand-in: the guard would take the rebinding for the candidate's patch
     module = SimpleNamespace(kernel=lambda x: torch.softmax(x, dim=-1))
     try:

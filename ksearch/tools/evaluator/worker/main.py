@@ -71,39 +71,31 @@ from ksearch.contracts.evaluation import (
 from ksearch.contracts.exchange import (
     CompareSamples,
     ConfigSamples,
-    HandoffReply,
     WorkerRequest,
     WorkerResult,
 )
-from ksearch.contracts.work import WorkTrace
 from ksearch.tasks.base import RuleBroken, Task, TaskConfig, WorkPolicy
 from ksearch.tasks.registry import resolve_task
 from ksearch.tools import timing as timing_mod
 from ksearch.tools.evaluator.profiler.kernel_profile import NOTE_CHARS, PROFILE_NOTE, profile_shapes
-from ksearch.tools.evaluator.shared import tensor_access as ta
 from ksearch.tools.evaluator.shared.profiling import profiled
 from ksearch.tools.evaluator.shared.resources import loaded_resources
 from ksearch.tools.evaluator.shared.sandbox import die_with_parent
-from ksearch.tools.evaluator.shared.seeds import input_digest, salted_seed
+from ksearch.tools.evaluator.shared.seeds import salted_seed
 from ksearch.tools.evaluator.shared.staging import StagingWriter
+from ksearch.tools.evaluator.worker import correctness, handoffs
 from ksearch.tools.evaluator.worker.aot import probe_resources
 from ksearch.tools.evaluator.worker.autotune_choices import autotuners, forget_choices, tuned_choices
-from ksearch.tools.evaluator.worker.channel import SETTLE_REQUEST, Channel, grow_request, work_record
+from ksearch.tools.evaluator.worker.channel import Channel
 from ksearch.tools.evaluator.worker.guard import (
     CandidateFailure,
     Guard,
-    check_output_form,
-    check_plain_tensors,
-    clone_inputs,
-    count_changed,
     format_exception,
-    is_compile_error,
-    poison,
     reject,
 )
 from ksearch.tools.evaluator.worker.timing_runner import HarnessFault, WorkerTimingRunner
-from ksearch.tools.evaluator.worker.tuning import WinnowTally, quick_tuning, winnowed_tuning
-from ksearch.tools.evaluator.worker.work_phases import call_observed, finish_observing, start_observing
+from ksearch.tools.evaluator.worker.tuning import WinnowTally, winnowed_tuning
+from ksearch.tools.evaluator.worker.work_phases import start_observing
 from ksearch.tools.evaluator.worker.worker_modes import (
     run_compare,
     run_counters,
@@ -338,201 +330,21 @@ class Worker:
         seed = salted_seed(config.seed, self.request.salt if salt is None else salt)
         return config.model_copy(update={"seed": seed})
 
-    def check_correctness(self, module: Any) -> None:
-        configs = self.task.test_configs(self.device)
-        self.configs_total = len(configs)
-        # an autotuner's choice on a test shape decides only which config's output is checked (``tuning``)
-        with quick_tuning() if self.request.quick_test_tuning else contextlib.nullcontext():
-            for index, config in enumerate(configs):
-                salted = self.salted(config)
-                self.check_config(self.prepare(module, salted), salted, index)
-                self.configs_passed += 1
-        self.settle()
-        self.mark("correctness")
-        finish_observing(self, module)
+    # the correctness phase (``correctness``)
+    check_correctness = correctness.check_correctness
+    check_config = correctness.check_config
+    check_inputs_unchanged = correctness.check_inputs_unchanged
+    poison_free_memory = correctness.poison_free_memory
 
-    def check_config(self, fn: Callable[..., Any], config: TaskConfig, index: int = 0) -> None:
-        """One guarded call on fresh inputs: inputs unchanged, output staged and judged by the checker."""
-        inputs = self.task.make_inputs(config, self.device)
-        args = self.task.call_args(inputs, config)
-        digest = input_digest(inputs)
-        buffers = self.task.output_buffers(config, inputs) or []
-        snapshot = clone_inputs(inputs)
-        self.poison_free_memory(inputs)
-        poison(buffers)
-        self.verify(f"before the call on config {config.name}")
-        try:
-            output, trace = call_observed(self, fn, args)
-            staged = self.stage(config, output)
-            self.synchronize()
-        except CandidateFailure:
-            raise
-        except BaseException as exc:  # noqa: BLE001 - anything the candidate raises is its verdict
-            verdict = Verdict.COMPILE_ERROR if is_compile_error(exc) else Verdict.RUNTIME_ERROR
-            raise CandidateFailure(verdict, f"on config {config.name}:\n{format_exception(exc)}") from None
-        self.verify(f"config {config.name}")
-        check_plain_tensors(f"config {config.name}", [x for x in inputs if ta.is_tensor(x)], "input")
-        self.check_staged(config, output, staged)
-        self.check_inputs_unchanged(config, inputs, snapshot, buffers)
-        del inputs, args, snapshot, buffers  # the output is staged: nothing else of this call is read again
-        if self.request.low_memory:
-            release_cached_memory(self.device)  # the checker judges while this process waits
-        self.handoff("test", index, config, config.seed, None, digest, output, staged, work=trace)
-
-    # -- outputs for the checker ----------------------------------------------------------------------------------
-    def stage(self, config: TaskConfig, output: Any) -> list[int] | None:
-        """Check the output's form, then copy it into the checker's buffer in stream order (no sync): the offsets.
-        What the checker judges is fixed here, right after the call, by type-level reads only (``tensor_access``):
-        no method of the output runs, so no code of the candidate's runs between the call and this copy."""
-        check_output_form(self.task, self.device, config.name, output)
-        if self.staging is None:
-            return None
-        tensors = list(output) if ta.is_tuple(output) else [output]
-        need = sum(ta.nbytes(t) + 256 for t in tensors)
-        if not self.staging.fits(need):
-            reply = self.ask(grow_request(need))
-            if reply.staging is None:
-                raise RuntimeError(f"the checker could not provide {need} bytes of staging memory: {reply.message}")
-            self.staging.open(reply.staging)
-        return self.staging.stage(tensors)
-
-    def check_staged(self, config: TaskConfig, output: Any, offsets: list[int] | None) -> None:
-        """After a device-wide sync: the output must still equal the copy staged in stream order right after the call
-        (else work was left running on another stream when the call returned)."""
-        if offsets is None or self.staging is None:
-            return
-        tensors = output if ta.is_tuple(output) else (output,)
-        for position, (tensor, offset) in enumerate(zip(tensors, offsets, strict=True)):
-            staged = self.staging.view(offset, tensor)
-            if ta.device(staged) != ta.device(tensor):  # shared host memory (no CUDA IPC here): compare on the device
-                staged = ta.to(staged, ta.device(tensor))
-            changed = count_changed(tensor, staged)
-            if changed:
-                raise reject(
-                    "deferred_work",
-                    f"config {config.name}: output {position} changed after a device-wide sync ({changed}): work "
-                    "left running on another stream when the kernel returned (join it to the current stream)",
-                )
-
-    def handoff(
-        self,
-        kind: str,
-        index: int,
-        prepared: TaskConfig,
-        input_seed: int,
-        activation_seed: int | None,
-        digest: str,
-        output: Any,
-        offsets: list[int] | None,
-        *,
-        window: int | None = None,
-        work: WorkTrace | None = None,
-    ) -> None:
-        """Tell the checker where the output is and wait for its answer; a failed check ends the evaluation.
-        ``window``: in timing, how many timed windows of the run the harness had closed (``Handoff.window``).
-        ``work``: what the call ran (``work_phases``); a ghost replay that raised hands off no output. The record
-        (``Handoff``'s fields) is read from the output by type-level calls and written by ``encode_record``: nothing
-        of the candidate's decides it."""
-        if self.staging is None or (offsets is None and not (work is not None and work.raised)):
-            return
-        tensors = [] if output is None else list(output) if ta.is_tuple(output) else [output]
-        record: dict[str, object] = {
-            "op": "handoff",
-            "kind": kind,
-            "config_index": index,
-            "config": prepared.name,
-            "prepare_seed": prepared.seed,
-            "input_seed": input_seed,
-            "activation_seed": activation_seed,
-            "digest": digest,
-            "shapes": [list(ta.shape(t)) for t in tensors],
-            "dtypes": [str(ta.dtype(t)) for t in tensors],
-            "strides": [list(ta.stride(t)) for t in tensors],
-            "offsets": list(offsets or []),
-            "generation": self.staging.handle.generation,
-            "window": window,
-            "work": work_record(work),
-        }
-        self._answered(self.ask(record, spin=self.phase == "timing" and self.device.startswith("cuda")))
-
-    def settle(self, *, spin: bool = False, meanwhile: Callable[[], _T] | None = None) -> _T | None:
-        """Wait for the checker's verdict on every correctness output (it judges each while the next config runs) and
-        for whatever it does after its last answer (an audit's expectation, prepared while the worker made the same
-        inputs). ``spin``: in timing on a GPU, as the handoffs wait. ``meanwhile``: the worker's own work, done
-        after the request is sent and before the answer is read (the answer is read even if it fails); its result
-        is returned."""
-        if self.staging is None:
-            return meanwhile() if meanwhile is not None else None
-        self._quiet_device()
-        self.channel.request(SETTLE_REQUEST)
-        try:
-            result = meanwhile() if meanwhile is not None else None
-        finally:
-            reply = self.channel.answer(spin=spin)
-        self._answered(reply)
-        return result
-
-    def ask(self, fields: dict[str, object], *, spin: bool = False) -> HandoffReply:
-        """A request to the checker and its answer, the device idle while the worker waits (``_quiet_device``)."""
-        self._quiet_device()
-        return self.channel.ask(fields, spin=spin)
-
-    def _quiet_device(self) -> None:
-        """In timing, synchronise before a request whose wait the parent credits as the checker's time: no work of
-        this process is left on the device while the worker waits (issue 59: a credited wait must not hide work).
-        Nothing of the candidate's runs between this and the request (the harness calls no method of its objects)."""
-        if self.phase == "timing":
-            self.synchronize()
-
-    def receive_inputs(self, reply: HandoffReply) -> list[tuple[int, Any]]:
-        """The inputs the checker made and left in the staging buffer (``HandoffReply.inputs``), as (position, value)
-        pairs: each tensor copied into a new tensor of this process's, in stream order; plain values as they are."""
-        from ksearch.tools.evaluator.shared.staging import dtype_of
-
-        assert self.staging is not None and reply.inputs is not None
-        if reply.staging is not None and reply.staging.generation != self.staging.handle.generation:
-            self.staging.open(reply.staging)
-        received: list[tuple[int, Any]] = []
-        for item in reply.inputs:
-            if item.offset is None:
-                received.append((item.position, item.value))
-                continue
-            kind, size = dtype_of(item.dtype), tuple(item.shape)
-            tensor = ta.empty(size, kind, self.device)
-            ta.copy_into(tensor, ta.typed_view(self.staging.buffer, item.offset, kind, size))
-            received.append((item.position, tensor))
-        return received
-
-    @staticmethod
-    def _answered(reply: HandoffReply) -> None:
-        if not reply.ok:  # the message names the config whose output failed
-            raise CandidateFailure(Verdict.INCORRECT, f"the checker rejected an output: {reply.message}")
-
-    def check_inputs_unchanged(
-        self, config: TaskConfig, inputs: list[Any], snapshot: list[Any], buffers: list[Any] = ()
-    ) -> None:
-        skip = {id(b) for b in buffers}
-        for position, (now, before) in enumerate(zip(inputs, snapshot, strict=True)):
-            if id(now) in skip:
-                continue
-            changed = count_changed(now, before)
-            if changed:
-                raise reject(
-                    "input_mutation", f"config {config.name}: input {position} was modified by the call ({changed})"
-                )
-
-    def poison_free_memory(self, inputs: list[Any]) -> None:
-        """On a GPU, fill and free a block about the size of the inputs with NaN bytes, so an output taken from the
-        caching allocator without being written reads as NaN instead of a stale correct answer."""
-        if not self.device.startswith("cuda"):
-            return
-        import torch
-
-        nbytes = sum(ta.nbytes(x) for x in inputs if ta.is_tensor(x))
-        nbytes = min(max(nbytes, 1 << 20), 1 << 30)
-        block = torch.empty(nbytes, dtype=torch.uint8, device=self.device)
-        block.fill_(0xFF)
-        del block
+    # -- outputs for the checker (``handoffs``) ------------------------------------------------------------------
+    stage = handoffs.stage
+    check_staged = handoffs.check_staged
+    handoff = handoffs.handoff
+    settle = handoffs.settle
+    ask = handoffs.ask
+    _quiet_device = handoffs._quiet_device
+    receive_inputs = handoffs.receive_inputs
+    _answered = staticmethod(handoffs._answered)
 
     # -- timing -----------------------------------------------------------------------------------------------
     def measure(self, module: Any) -> None:
