@@ -179,11 +179,13 @@ TARGETS: tuple[Target, ...] = (
             "ReachRules._reach_call",
             "ReachRules._named_attribute",
             "ReachRules._starts_with_letter",
-            "private_status",
-            "candidate_may_import",
-            "_leads_to",
             "_plain_chain",
         ),
+    ),
+    Target(
+        "ksearch/tools/integrity/reach_lists.py",
+        ("tests/tools/test_integrity_reach.py", "tests/tools/test_integrity_edges.py", HONEST_STATIC),
+        functions=("private_status", "candidate_may_import", "_leads_to"),
     ),
     Target(
         "ksearch/tools/timing/primitives.py",
@@ -540,8 +542,8 @@ EQUIVALENT: dict[str, str] = {
     "bool(SAFE_NAME_START.match(str(first.value))) -> bool(SAFE_NAME_START.match(str(first.value)))": (
         "str() of a formatted value's AST node starts with '<', never a letter"
     ),
-    "ksearch/tools/integrity/reach.py::private_status: dotted.startswith(entry) or dotted == entry.rstrip('.') -> "
-    "dotted.startswith(entry)": (
+    "ksearch/tools/integrity/reach_lists.py::private_status: dotted.startswith(entry) or "
+    "dotted == entry.rstrip('.') -> dotted.startswith(entry)": (
         "only 'torch.ops.' ends with a dot, and 'torch.ops' has no private step, so it is never judged here"
     ),
     "ksearch/tools/integrity/writes.py::WriteRules._env_use_allowed: isinstance(parent, ast.Subscript) and "

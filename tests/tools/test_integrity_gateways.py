@@ -11,7 +11,7 @@ import pytest
 
 from ksearch.tools.integrity import scan
 from ksearch.tools.integrity.gateways import ROOT_ONLY, landing, walk_gateways
-from ksearch.tools.integrity.reach import ALLOWED_IMPORTS, RESTRICTED_STEPS, candidate_may_import
+from ksearch.tools.integrity.reach_lists import ALLOWED_IMPORTS, RESTRICTED_STEPS, candidate_may_import
 
 ROOTS = tuple(name for name in ALLOWED_IMPORTS if name != "__future__")
 

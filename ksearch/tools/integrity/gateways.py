@@ -98,7 +98,7 @@ def _gateway_objects() -> dict[int, str]:
 
 
 MayImport = Callable[[str], bool]
-"""Whether a kernel may use the module of that name (``reach.candidate_may_import``)."""
+"""Whether a kernel may use the module of that name (``reach_lists.candidate_may_import``)."""
 
 
 def gateway_kind(value: Any, may_import: MayImport, objects: dict[int, str] | None = None) -> str | None:

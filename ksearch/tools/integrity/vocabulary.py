@@ -341,8 +341,8 @@ DYNAMIC_MODULES = (
 NATIVE_LOADERS = ("triton.runtime.build", "triton.backends", "torch.utils.cpp_extension.load")
 """Native code built or loaded where the source scanner cannot read it: Triton's C builder (``compile_module_from_src``
 compiles and imports any C, a red-team review's route on 2026-11-28), its backends' drivers, extensions built from
-files (shared libraries loaded by path are ``reach.DENIED_CALLS``). ``torch.utils.cpp_extension.load_inline`` stays
-allowed: its sources are strings in the file, judged by the rules on CUDA/C++ source."""
+files (shared libraries loaded by path are ``reach_lists.DENIED_CALLS``). ``torch.utils.cpp_extension.load_inline``
+stays allowed: its sources are strings in the file, judged by the rules on CUDA/C++ source."""
 FINGERPRINT_CALLS = ("hashlib", "zlib.crc32", "zlib.adler32", "binascii.crc32", "xxhash", "pickle.dumps")
 FINGERPRINT_METHODS = frozenset(
     {
@@ -533,7 +533,7 @@ process group and outlives it (``posix_spawn``, ``clone``, ``daemon``, ``setsid`
 NATIVE_EVASION_SOURCE = re.compile(r"##")
 """Token pasting in a CUDA/C++ source: ``CAT(wri, te)`` reaches ``write`` without spelling it (found by a red-team
 review on 2026-11-28), so no rule on the source's names could see it. A kernel's host code needs none; write the
-names out. (The Python C API in C++ is ``reach.PYTHON_C_API``'s.)"""
+names out. (The Python C API in C++ is ``reach_lists.PYTHON_C_API``'s.)"""
 COMPILER_FLAG_SOURCE = re.compile(
     r"^\s*(?:-D\s*\w+(?:\([^)]*\))?=.*(?<![\w.>:])\b" + OS_FUNCTIONS + r"\b|-include\b|-imacros\b"
     r"|-Wl,.*(?:--wrap|--defsym|-init|-fini|--undefined)\b)"
