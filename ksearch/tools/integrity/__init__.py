@@ -10,7 +10,9 @@ comments; the only text rules look inside string constants (CUDA/C++ sources for
 
 Modules, one job each:
 
-- ``vocabulary``: the rule names (``RULES``) and the module, call, attribute and text patterns the rules match;
+- ``vocabulary``: the rule names (``RULES``), ``matches``, and the module, call, attribute and text patterns the rules
+  about the process match; ``compute_vocabulary``: those of the rules about where a result comes from (library ops,
+  graphs, subclasses, caching);
 - ``base``: ``Finding`` and ``ScannerBase``, the parsed module with import aliases, containers and parents resolved;
 - ``processes``: threads, processes, harness introspection, and every import;
 - ``streams``: side streams, CUDA graphs, tensor subclasses;
@@ -58,8 +60,9 @@ from ksearch import pyparse
 from ksearch.contracts.evaluation import Rejection
 from ksearch.tools.integrity import reference_ops
 from ksearch.tools.integrity.base import Finding
+from ksearch.tools.integrity.compute_vocabulary import ALLOWED_TORCH_CALLS, TASK_FORBIDDEN_CALLS
 from ksearch.tools.integrity.scanner import Scanner
-from ksearch.tools.integrity.vocabulary import ALLOWED_TORCH_CALLS, RULES, TASK_FORBIDDEN_CALLS
+from ksearch.tools.integrity.vocabulary import RULES
 
 if TYPE_CHECKING:
     from ksearch.tasks.base import Task  # imported lazily at run time (``_task``) to keep this module light

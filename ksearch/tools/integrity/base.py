@@ -10,7 +10,8 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
-from ksearch.tools.integrity.vocabulary import CONTAINER_FACTORIES, ENTRY_POINTS, RULES, matches
+from ksearch.tools.integrity.compute_vocabulary import CONTAINER_FACTORIES
+from ksearch.tools.integrity.vocabulary import ENTRY_POINTS, RULES, matches
 
 
 @dataclass(frozen=True)

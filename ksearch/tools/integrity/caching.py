@@ -13,15 +13,15 @@ import ast
 from collections.abc import Iterator
 
 from ksearch.tools.integrity.base import Finding, ScannerBase
-from ksearch.tools.integrity.vocabulary import (
+from ksearch.tools.integrity.compute_vocabulary import (
     CACHE_DECORATORS,
     FINGERPRINT_BUILTINS,
     FINGERPRINT_CALLS,
     FINGERPRINT_METHODS,
     SHAPE_ATTRS,
     TENSOR_ATTRS,
-    matches,
 )
+from ksearch.tools.integrity.vocabulary import matches
 
 
 class CachingRules(ScannerBase):

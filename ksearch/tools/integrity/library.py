@@ -12,7 +12,8 @@ import ast
 from collections.abc import Iterator
 
 from ksearch.tools.integrity.base import Finding, ScannerBase, binds, is_main_test
-from ksearch.tools.integrity.vocabulary import ALLOWED_TORCH_CALLS, LIBRARY_METHODS, matches
+from ksearch.tools.integrity.compute_vocabulary import ALLOWED_TORCH_CALLS, LIBRARY_METHODS
+from ksearch.tools.integrity.vocabulary import matches
 
 
 class LibraryRules(ScannerBase):

@@ -25,18 +25,17 @@ import ast
 from collections.abc import Iterator
 
 from ksearch.tools.integrity.base import Finding, ScannerBase, binds, binds_otherwise
-from ksearch.tools.integrity.vocabulary import (
+from ksearch.tools.integrity.compute_vocabulary import (
     COMPILE_APIS,
     COMPILER_PATCHES,
-    COMPILER_SETTINGS_DENIED,
     GRAPH_CALLS,
     GRAPH_CAPTURE,
     SUBCLASS_CALLS,
     SUBCLASS_DEFS,
     SUBCLASS_METHODS,
     TENSOR_BASES,
-    matches,
 )
+from ksearch.tools.integrity.vocabulary import COMPILER_SETTINGS_DENIED, matches
 
 GRAPH_COMPILE_SETTINGS = {"mode": frozenset({"reduce-overhead", "max-autotune"}), "backend": frozenset({"cudagraphs"})}
 """``torch.compile`` settings that replay CUDA graphs (``max-autotune-no-cudagraphs`` does not)."""

@@ -1,4 +1,7 @@
-"""The words the integrity rules know: rule names, and the module, call, attribute and text patterns they match.
+"""The words the integrity rules know: rule names, and the module, call, attribute and text patterns they match
+about the process (threads, processes, introspection, timers, the environment, writes, dynamic and native code);
+the words about where a kernel's result comes from (library operations, graphs, subclasses, caching) are in
+``compute_vocabulary``.
 
 Tables only (plus ``matches``, the one way a dotted name is compared with them), so a rule can be read and widened
 without touching the AST walk. Dotted names are full import paths (``torch.cuda.Event``), matched after the
@@ -9,6 +12,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+
+from ksearch.tools.integrity.compute_vocabulary import GRAPH_CALLS, SUBCLASS_CALLS
 
 RULES: dict[str, str] = {
     "thread_injection": "threads, processes, async tasks or signal handlers can finish work after the timer stops",
@@ -31,61 +36,6 @@ RULES: dict[str, str] = {
 }
 """Every rule name, in priority order, with the reason shown to the LLM."""
 
-ALLOWED_TORCH_CALLS = frozenset(
-    {
-        "torch.empty",
-        "torch.empty_like",
-        "torch.empty_strided",
-        "torch.zeros",
-        "torch.zeros_like",
-        "torch.ones",
-        "torch.ones_like",
-        "torch.full",
-        "torch.full_like",
-        "torch.tensor",
-        "torch.as_tensor",
-        "torch.arange",
-        "torch.device",
-        "torch.Size",
-        "torch.finfo",
-        "torch.iinfo",
-        "torch.is_tensor",
-        "torch.no_grad",
-        "torch.inference_mode",
-        "torch.cuda.current_device",
-        "torch.cuda.current_stream",
-        "torch.cuda.default_stream",
-        "torch.cuda.get_device_properties",
-        "torch.cuda.get_device_capability",
-        "torch.cuda.is_available",
-        "torch.cuda.device",
-        "torch.cuda.device_count",
-        "torch.cuda.get_device_name",
-        "torch.get_default_dtype",
-    }
-)
-"""torch calls that allocate or describe, never compute: allowed even in an ``except`` handler."""
-
-TASK_FORBIDDEN_CALLS: dict[str, tuple[str, ...]] = {
-    "softmax": (
-        "torch.softmax",
-        "torch.log_softmax",
-        "torch._softmax",
-        "torch.special.softmax",
-        "torch.special.log_softmax",
-        "torch.nn.functional",
-        "torch.nn.Softmax",
-        "torch.nn.LogSoftmax",
-        "torch.ops.aten",
-        "torch._C._nn",
-        "torch.sparse.softmax",
-        ".softmax",
-        ".log_softmax",
-        "._softmax",
-    ),
-}
-"""Per task: dotted prefixes of calls the spec forbids (a leading dot means a method of that name on anything). A task
-may also declare ``forbidden_calls`` (same format) as a class attribute."""
 
 THREAD_MODULES = (
     "threading",
@@ -251,42 +201,6 @@ THREAD_SOURCE = re.compile(r"cudaLaunchHostFunc|cudaStreamAddCallback|std::threa
 refused in the source: a kernel may use them when it joins them to the current stream; work left running on one is
 caught at run time, by the deferred-work check and by the parent's clock.)"""
 GRAPH_SOURCE = re.compile(r"cudaStreamBeginCapture|cudaGraphLaunch|cudaGraphInstantiate")
-GRAPH_CAPTURE = ("torch.cuda.graph", "torch.cuda.CUDAGraph")
-"""CUDA graph capture a kernel may call directly (capture per shape, copy the input in, replay, copy the output out):
-what a replay computes is judged at run time, where audited calls are checked like any kernel's. Referenced any
-other way (held in a name the rules cannot follow, a container, a default argument) it is refused."""
-COMPILE_APIS = ("torch.compile", "torch.compiler.compile")
-"""``torch.compile`` under its public names: called directly with settings the rules read (``streams``)."""
-COMPILER_PATCHES = ("torch._inductor.config.patch", "torch._dynamo.config.patch")
-"""Settings patched for a block or a function: their keys and values are read like ``torch.compile``'s options."""
-GRAPH_CALLS = (
-    "torch.cuda.make_graphed_callables",
-    "torch.cuda.graphs",
-    "torch.cuda.graph_pool_handle",
-    "triton.testing.do_bench_cudagraph",
-    "torch._inductor.cudagraph",
-    "torch.cuda._graph_pool_handle",
-)
-SUBCLASS_CALLS = (
-    "torch.Tensor._make_subclass",
-    "torch.Tensor._make_wrapper_subclass",
-    "torch._C._TensorBase",
-    "torch.utils._python_dispatch",
-    "torch._C._disabled_torch_function_impl",
-    "torch.overrides",
-    "torch._subclasses",
-    "torch.utils._pytree",
-)
-SUBCLASS_METHODS = frozenset({"_make_subclass", "_make_wrapper_subclass", "as_subclass"})
-SUBCLASS_DEFS = frozenset({"__torch_function__", "__torch_dispatch__"})
-TENSOR_BASES = (
-    "torch.Tensor",
-    "torch._C._TensorBase",
-    "torch._C.TensorBase",
-    "torch.nn.Parameter",
-    "torch.nn.parameter.Parameter",
-    "torch.nn.parameter.Buffer",
-)
 ENV_CALLS = (
     "os.environ",
     "os.environb",
@@ -343,77 +257,6 @@ NATIVE_LOADERS = ("triton.runtime.build", "triton.backends", "torch.utils.cpp_ex
 compiles and imports any C, a red-team review's route on 2026-11-28), its backends' drivers, extensions built from
 files (shared libraries loaded by path are ``reach_lists.DENIED_CALLS``). ``torch.utils.cpp_extension.load_inline``
 stays allowed: its sources are strings in the file, judged by the rules on CUDA/C++ source."""
-FINGERPRINT_CALLS = ("hashlib", "zlib.crc32", "zlib.adler32", "binascii.crc32", "xxhash", "pickle.dumps")
-FINGERPRINT_METHODS = frozenset(
-    {
-        "data_ptr",
-        "tobytes",
-        "untyped_storage",
-        "storage",
-        "_cdata",
-        "tolist",
-        "item",
-        "numpy",
-        "__hash__",
-        "_version",
-        "storage_offset",
-        "hexdigest",
-        "digest",
-    }
-)
-FINGERPRINT_BUILTINS = frozenset({"id", "hash", "bytes", "tuple", "frozenset"})
-CACHE_DECORATORS = (
-    "functools.lru_cache",
-    "functools.cache",
-    "functools.cached_property",
-    "cachetools",
-    "joblib.Memory",
-)
-CONTAINER_FACTORIES = (
-    "dict",
-    "list",
-    "set",
-    "collections.OrderedDict",
-    "collections.defaultdict",
-    "collections.deque",
-    "weakref.WeakKeyDictionary",
-    "weakref.WeakValueDictionary",
-    "collections.ChainMap",
-    "collections.Counter",
-)
-LIBRARY_METHODS = frozenset(
-    {
-        "softmax",
-        "log_softmax",
-        "matmul",
-        "mm",
-        "bmm",
-        "addmm",
-        "einsum",
-        "conv1d",
-        "conv2d",
-        "conv3d",
-        "exp",
-        "sum",
-        "mean",
-        "amax",
-        "max",
-        "layer_norm",
-        "linear",
-        "relu",
-        "sigmoid",
-        "tanh",
-        "gelu",
-        "silu",
-        "norm",
-        "logsumexp",
-        "baddbmm",
-        "scaled_dot_product_attention",
-        "forward",
-        "reference",
-        "softmax_reference",
-    }
-)
 RESULT_SOURCE = re.compile(r"(^|[/\\'\"])(result|request)\.json|\.partial\b|status_fd|KSEARCH_|\.\./io\b|/io/")
 SHADOW_SOURCE = re.compile(r"(^|/)(torch|triton|numpy|ksearch|sitecustomize|usercustomize|pydantic)(/|\.py\b)")
 PIP_SOURCE = re.compile(r"\bpip3?\s+install\b|\bconda\s+install\b|\bcurl\s|\bwget\s", re.IGNORECASE)
@@ -436,63 +279,6 @@ BUILD_ENV_VARS = frozenset(
 """Build variables a candidate may read, test or set, by a constant name only (``os.environ[NAME]``, ``NAME in
 os.environ``, ``os.environ.get/setdefault(NAME, ...)``, ``os.getenv(NAME)``): they steer nvcc and extension builds,
 carry no secret and cannot touch the harness. Everything else about the environment stays ``environment_access``."""
-SHAPE_ATTRS = frozenset(
-    {
-        "shape",
-        "size",
-        "dtype",
-        "device",
-        "ndim",
-        "dim",
-        "numel",
-        "nelement",
-        "stride",
-        "is_cuda",
-        "is_contiguous",
-        "element_size",
-        "itemsize",
-        "layout",
-        "get",
-        "keys",
-        "items",
-        "values",
-        "__len__",
-    }
-)
-"""Attributes that turn an input into a description of it (ints, dtypes, devices) or into a dict lookup: a name bound
-through one of them is not an alias of the input tensor."""
-TENSOR_ATTRS = frozenset(
-    {
-        "shape",
-        "dtype",
-        "device",
-        "is_cuda",
-        "contiguous",
-        "view",
-        "reshape",
-        "stride",
-        "data_ptr",
-        "numel",
-        "size",
-        "float",
-        "half",
-        "to",
-        "permute",
-        "transpose",
-        "clone",
-        "cuda",
-        "cpu",
-        "ndim",
-        "unsqueeze",
-        "squeeze",
-        "expand",
-        "flatten",
-        "t",
-        "mT",
-        "is_contiguous",
-    }
-)
-"""Attributes only tensors have: a helper's parameter used through one of them holds a tensor (an int does not)."""
 IMPORT_RULES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("thread_injection", THREAD_MODULES),
     ("subprocess_or_network", PROCESS_MODULES),
