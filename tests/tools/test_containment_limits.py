@@ -21,7 +21,7 @@ from ksearch.contracts.candidate import Candidate
 from ksearch.contracts.evaluation import Evaluation, Verdict
 from ksearch.tools.containment import limits, policy
 from ksearch.tools.evaluator.parent import exhaustion
-from ksearch.tools.evaluator.parent.session import Outcome
+from ksearch.tools.evaluator.parent.outcome import Outcome
 from ksearch.tools.evaluator.parent.verdicts import _crash_headline
 
 EXPLOITS = Path(__file__).resolve().parent / "exploits"

@@ -230,7 +230,7 @@ def test_compare_assigns_each_run_to_a_side_by_its_place_in_the_abba_order() -> 
     """The paired comparison is computed from the windows the parent received, never from the worker's report; which
     candidate a run timed follows from its index in the ABBA order."""
     from ksearch.tools.evaluator.parent.compare import samples_from_ledger
-    from ksearch.tools.evaluator.parent.session import Outcome
+    from ksearch.tools.evaluator.parent.outcome import Outcome
 
     ledger, now = TimingLedger(), 10.0
     medians = {"a": 2.0, "b": 1.0}

@@ -16,9 +16,10 @@ from ksearch.tools.evaluator.parent.evaluate import build_worker_request
 from ksearch.tools.evaluator.parent.ledger import Calibration, TimingLedger
 from ksearch.tools.evaluator.parent.ledger_loops import judge_loops
 from ksearch.tools.evaluator.parent.ledger_rules import judge
+from ksearch.tools.evaluator.parent.outcome import Outcome
 from ksearch.tools.evaluator.parent.processes import CANDIDATE_FILE, CHALLENGER_FILE
 from ksearch.tools.evaluator.parent.request import CPU_TIMING, EvalRequest
-from ksearch.tools.evaluator.parent.session import EvaluatorSession, Outcome
+from ksearch.tools.evaluator.parent.session import EvaluatorSession
 from ksearch.tools.evaluator.parent.verdicts import failed_evaluation, worker_failed
 from ksearch.tools.evaluator.shared.pairing import alternating
 

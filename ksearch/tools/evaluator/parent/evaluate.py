@@ -41,11 +41,12 @@ from ksearch.tools.containment import allowlist
 from ksearch.tools.containment import policy as containment
 from ksearch.tools.evaluator.parent.evidence import EXTENSION_MARKERS, probe_wanted, with_evidence
 from ksearch.tools.evaluator.parent.gpu_sharing import Sharing, shared_gpu
+from ksearch.tools.evaluator.parent.outcome import Outcome
 from ksearch.tools.evaluator.parent.probe import ResourceProbe
 from ksearch.tools.evaluator.parent.processes import CANDIDATE_FILE, SHARED_DIR, CheckerFailure, WorkerProcess
 from ksearch.tools.evaluator.parent.profile_process import ask_profiler, collect, profiler_wanted
 from ksearch.tools.evaluator.parent.request import EvalRequest
-from ksearch.tools.evaluator.parent.session import SCOUT_CALLS_S, EvaluatorSession, Outcome
+from ksearch.tools.evaluator.parent.session import SCOUT_CALLS_S, EvaluatorSession
 from ksearch.tools.evaluator.parent.verdicts import assemble, parent_environment, worker_failed
 from ksearch.tools.evaluator.shared.sandbox import remove_tree
 from ksearch.tools.timing.primitives import AUDIT_RATE

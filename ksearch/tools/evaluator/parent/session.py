@@ -19,7 +19,8 @@ it profiles the candidate once the worker has exited.
 
 The worker's time limits are enforced here from the session's own clock: the compile limit from the request until
 the worker starts running configs, then the run limit; at either, the worker's process group is killed. The
-verdict of correctness is the checker's record of what it checked, never the worker's report.
+verdict of correctness is the checker's record of what it checked, never the worker's report. What the session saw of
+one worker is its ``Outcome`` (``outcome``).
 """
 
 from __future__ import annotations
@@ -32,13 +33,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import ValidationError
 
 from ksearch import settings
-from ksearch.contracts.exchange import CheckerCommand, CheckResult, Handoff, StagingHandle, WorkerRequest, WorkerResult
+from ksearch.contracts.exchange import CheckerCommand, CheckResult, StagingHandle, WorkerRequest, WorkerResult
 from ksearch.tools.containment import allowlist
 from ksearch.tools.evaluator.parent.exhaustion import oom_kills
 from ksearch.tools.evaluator.parent.ledger import TimingLedger
+from ksearch.tools.evaluator.parent.outcome import Outcome, ledger_handoff, mark_timed_span
 from ksearch.tools.evaluator.parent.processes import (
     CheckerFailure,
     CheckerProcess,
@@ -66,46 +68,6 @@ def timing_poll_s() -> float:
     the parent woken for every record raised a 22 us call's median from 24-33 to 44 us (wall-clock events,
     ``bench/RESULTS.md``, "Audits on re-randomised inputs"); with the doorbell, and on a GPU, it is not measured yet."""
     return float(settings.TIMING_POLL_MS.raw() or "0") / 1e3
-
-
-class Outcome(BaseModel):
-    """What the session saw of one worker process."""
-
-    model_config = ConfigDict(arbitrary_types_allowed=True)
-
-    result: WorkerResult | None = None
-    timed_out: bool = False
-    phase: str = "start"
-    returncode: int | None = None
-    stdout: str = ""
-    stderr: str = ""
-    unreadable: str = ""
-    wall_s: float = 0.0
-    """From the request to the worker's exit."""
-    phase_seconds: dict[str, float] = {}
-    """Wall time the session saw in each of the worker's phases (load, run, timing) and waiting for it to start."""
-    checker_s: float = 0.0
-    """Time spent waiting for the checker's answers."""
-    harness_error: str = ""
-    """A failure of the harness (the checker), not of the candidate."""
-    scout_s: float | None = None
-    """From the scout's request until it finished (None: no scout, or it was killed unfinished)."""
-    ledger: TimingLedger | None = None
-    """Every timed window of the worker's timing phase, stamped on the session's clock as its messages arrived."""
-    calibration: dict[str, float] = {}
-    """The worker's measurement of the harness's own costs, from its ``ready`` message (before its request)."""
-    stopped_out_of_order: bool = False
-    """The worker was stopped at the first timing message out of order (``ledger.out_of_order``: no honest worker
-    sends one)."""
-    oom_kills_before: int = 0
-    """The kernel's count of OOM kills when the worker got its request (``exhaustion.oom_kills``)."""
-    oom_killed: bool = False
-    """The kernel's OOM killer ended a process while the worker ran (with the OOM score its limits give it, most
-    likely the worker)."""
-    timed_span: tuple[float, float] | None = None
-    """Epoch seconds on the session's clock from the worker's ``timing`` phase to the phase after it (or its end):
-    when the device was timing this candidate, to show that no two evaluations were timed on one GPU at once
-    (``bench/throughput.py``). Announced by the worker, so a record of scheduling, not evidence for a verdict."""
 
 
 class EvaluatorSession:
@@ -351,7 +313,7 @@ class EvaluatorSession:
                     outcome.phase_seconds[outcome.phase] = round(now - phase_started, 3)
                     phase_started = now
                     new = str(message.get("phase", outcome.phase))
-                    _mark_timed_span(outcome, new)
+                    mark_timed_span(outcome, new)
                     timing_seen = timing_seen or new == "timing"
                     if new in ("run", "timing") and outcome.phase in ("start", "load"):
                         deadline = now + run_timeout_s
@@ -367,7 +329,7 @@ class EvaluatorSession:
                         self.stop_scout(scout, outcome, grace_s=SCOUT_GRACE_S)
                         scout = None
                     if op == "handoff" and timing_seen:
-                        _ledger_handoff(ledger, message)
+                        ledger_handoff(ledger, message)
                     asked = time.monotonic()
                     answer = self._relay(message, evaluation, max(1.0, deadline - asked), outcome)
                     outcome.checker_s += time.monotonic() - asked
@@ -387,7 +349,7 @@ class EvaluatorSession:
                 outcome.timed_out = True
                 break
         outcome.phase_seconds[outcome.phase] = round(time.monotonic() - phase_started, 3)
-        _mark_timed_span(outcome, None)
+        mark_timed_span(outcome, None)
         ledger.kernel_clock = worker.messages.kernel_stamps
         if worker.messages.crowded_records:
             ledger.malformed.append(f"{worker.messages.crowded_records} records held several messages under one stamp")
@@ -500,43 +462,7 @@ class EvaluatorSession:
         return f"e{self.evaluations}"
 
 
-def _ledger_handoff(ledger: TimingLedger, message: dict[str, Any]) -> None:
-    """Attribute a timing-phase handoff to the window it audits (a malformed one is the checker's to refuse)."""
-    try:
-        handoff = Handoff.model_validate(message)
-    except (ValidationError, ValueError):
-        return
-    nbytes = 0
-    for shape, dtype in zip(handoff.shapes, handoff.dtypes):
-        count = 1
-        for size in shape:
-            count *= max(0, int(size))
-        nbytes += count * _itemsize(dtype)
-    ledger.handoff(
-        handoff.kind, handoff.config_index, handoff.input_seed, handoff.activation_seed, nbytes, window=handoff.window
-    )
-
-
-def _itemsize(dtype: str) -> int:
-    """Bytes per element of a torch dtype's name (``torch.float16`` -> 2), without importing torch."""
-    name = dtype.removeprefix("torch.")
-    for width in (128, 64, 32, 16, 8):
-        if str(width) in name:
-            return width // 8
-    return 1 if name == "bool" else 4
-
-
-def _mark_timed_span(outcome: Outcome, new_phase: str | None) -> None:
-    """Open ``outcome.timed_span`` when the worker enters its timing phase, close it when it leaves (``new_phase``
-    None: the worker's messages ended)."""
-    now = time.time()
-    if new_phase == "timing" and outcome.phase != "timing":
-        outcome.timed_span = (now, now)
-    elif outcome.phase == "timing" and new_phase != "timing" and outcome.timed_span is not None:
-        outcome.timed_span = (outcome.timed_span[0], now)
-
-
-__all__ = ["EvaluatorSession", "LineReader", "Outcome"]
+__all__ = ["EvaluatorSession", "LineReader"]
 
 
 SHARED_MEMORY = Path("/dev/shm")

@@ -26,8 +26,8 @@ from ksearch.tools.evaluator.parent.exhaustion import cause as ran_out_of
 from ksearch.tools.evaluator.parent.ledger import Calibration, TimingLedger, out_of_order, scored_samples
 from ksearch.tools.evaluator.parent.ledger_loops import judge_loops
 from ksearch.tools.evaluator.parent.ledger_rules import judge
+from ksearch.tools.evaluator.parent.outcome import Outcome
 from ksearch.tools.evaluator.parent.request import HARNESS_VERSION, EvalRequest
-from ksearch.tools.evaluator.parent.session import Outcome
 
 if TYPE_CHECKING:
     from ksearch.tasks.base import Task
