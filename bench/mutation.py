@@ -250,6 +250,10 @@ TARGETS: tuple[Target, ...] = (
         ("tests/tasks/test_kernelbench_checks.py", "tests/tools/test_integrity.py", HONEST_STATIC),
     ),
     Target(
+        "ksearch/tools/integrity/reference_op_names.py",
+        ("tests/tasks/test_kernelbench_checks.py", "tests/tools/test_integrity.py", HONEST_STATIC),
+    ),
+    Target(
         "ksearch/tools/integrity/writes.py",
         ("tests/tools/test_integrity.py", "tests/tools/test_integrity_edges.py", HONEST_STATIC),
         functions=("WriteRules._open", "WriteRules._env_use_allowed", "WriteRules._patched", "_settable"),

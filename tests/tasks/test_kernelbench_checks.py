@@ -18,7 +18,8 @@ from ksearch.tasks.kernelbench.sizes import CpuTooLarge, reduce_for_cpu, scalabl
 from ksearch.tasks.kernelbench.variants import VARIANTS, is_activation, redraw
 from ksearch.tasks.registry import canonical_task_name, resolve_task
 from ksearch.tools import integrity
-from ksearch.tools.integrity.reference_ops import canonical, reference_ops, waived
+from ksearch.tools.integrity.reference_op_names import canonical
+from ksearch.tools.integrity.reference_ops import reference_ops, waived
 
 CORPUS = Path(__file__).resolve().parent / "kernelbench" / "KernelBench"
 OLD_DATA = Path(__file__).resolve().parent / "data" / "kernelbench"

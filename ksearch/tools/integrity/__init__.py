@@ -20,7 +20,8 @@ Modules, one job each:
 - ``sources``: string constants (CUDA/C++ sources, paths, commands);
 - ``caching``: outputs cached by an input's identity or content;
 - ``library``: the library op the task forbids, and falling back to the reference;
-- ``reference_ops``: KernelBench candidates that call the reference's PyTorch ops or launch no kernel of their own;
+- ``reference_ops``: KernelBench candidates that call the reference's PyTorch ops or launch no kernel of their own
+  (the op names it judges by, and ``canonical``, in ``reference_op_names``);
 - ``scanner``: ``Scanner``, the walk that sends each node to the families that judge it.
 
 Honest leaderboard patterns the rules let through (the corpus in ``tests/tools/honest/`` keeps them honest), each
