@@ -68,11 +68,11 @@ def cpu_session():
 def in_process_executor(monkeypatch):
     """Runs made in this test evaluate in the test's own process (``tests/helpers/in_process_executor.py``): for
     graph, CLI and flow tests that do not test the evaluator. Opt in with ``pytest.mark.usefixtures``."""
-    from ksearch.flows import run as run_flow
+    from ksearch.flows import services
     from ksearch.flows import skills as skills_flow
     from tests.helpers.in_process_executor import InProcessExecutor
 
     executor = InProcessExecutor()
-    monkeypatch.setattr(run_flow, "open_executor", lambda config: executor)
+    monkeypatch.setattr(services, "open_executor", lambda config: executor)
     monkeypatch.setattr(skills_flow, "LocalExecutor", lambda: executor)
     return executor

@@ -1,6 +1,6 @@
 """The ``run`` flow: create, start, resume and replay searches, and drive them. The CLI, the MCP server, fork and
 sweep call these; they print nothing. A new run's config comes from ``ksearch.flows.run_config``; its services are
-built here (``build_context``: the model, and the executor and device of ``ksearch.flows.services``).
+built by ``ksearch.flows.services.build_context`` (the model, the executor and the device).
 
 A run's thread id in the checkpointer is its run id. Resume re-opens the thread from its last checkpoint; replay
 starts a new run of the same config whose model serves the recorded replies of the old one, and applies its
@@ -22,15 +22,13 @@ from pathlib import Path
 from typing import Any
 
 import structlog
-from langgraph.config import get_stream_writer
 from langgraph.types import Command
 
-from ksearch.agent import device_pause
 from ksearch.agent.checkpoint import open_checkpointer
 from ksearch.agent.config import RunConfig
 from ksearch.agent.context import SearchContext
 from ksearch.agent.state import BestRef, SearchState
-from ksearch.agent.task_guard import ensure_task_unchanged, stamp_task
+from ksearch.agent.task_guard import stamp_task
 from ksearch.agent.world_model import WorldModel
 from ksearch.contracts.identifiers import check_run_id
 from ksearch.errors import KsearchError, UserError
@@ -39,21 +37,15 @@ from ksearch.flows.compete import resolve_competitors
 from ksearch.flows.driving import EventSink
 from ksearch.flows.run_config import new_run_id, run_exists_error, stored_config
 from ksearch.flows.seed import initial_state, register_seed, seed_evaluation
-from ksearch.flows.services import build_gpu_pool, device_description, open_executor
+from ksearch.flows.services import build_context
 from ksearch.flows.workspace import open_store, workspace_dir
 from ksearch.graph import build_search_graph
-from ksearch.llm.client import LLMClient
 from ksearch.llm.interactive import Waiting, resume_map, waiting_prompts
-from ksearch.llm.models import build_model
-from ksearch.llm.recorder import StoreRecorder
-from ksearch.llm.usage import Budget
-from ksearch.skills.library import freeze_snapshot, load_snapshot
-from ksearch.skills.records import SkillContext, arch_from_capability, task_family
+from ksearch.skills.library import freeze_snapshot
 from ksearch.store import Store, workspace_error
 from ksearch.store.drivers import claim_driver, release_driver
 from ksearch.store.steering import copy_acts
-from ksearch.tasks.base import Task
-from ksearch.tasks.registry import canonical_task_name, resolve_task
+from ksearch.tasks.registry import canonical_task_name
 from ksearch.tools.executors import Executor
 from ksearch.tools.fingerprint import DeviceInfo
 
@@ -75,101 +67,6 @@ class RunOutcome:
     pending: list[Waiting] = field(default_factory=list)
     """The pauses of a waiting run."""
     extra: dict[str, Any] = field(default_factory=dict)
-
-
-def build_context(
-    config: RunConfig, store: Store, *, executor: Executor | None = None, prompts_only_on: DeviceInfo | None = None
-) -> SearchContext:
-    """The run's services. ``executor``: evaluations go there (the caller keeps and closes it); by default the
-    config's executor is opened here and closed with the context. ``prompts_only_on``: the run's recorded device;
-    no executor is opened and every evaluation pauses for a process that has the device (``agent.device_pause``)."""
-    task = resolve_task(config.task)
-    ensure_task_unchanged(config, task)  # a resumed or forked run never mixes verdicts of an edited task file
-    if config.language not in task.languages:
-        raise UserError(
-            f"task {task.name} supports {', '.join(task.languages)}, not {config.language}",
-            hint=f"use --language {task.languages[0]}",
-        )
-    if prompts_only_on is not None:
-        return _context(config, store, task, None, prompts_only_on, close=None)
-    owned = executor is None
-    if executor is None:
-        executor = open_executor(config)
-    try:
-        info = executor.device_info(config.device)  # for dask, a worker's device: the agent needs no GPU
-        if config.device != "cpu" and not info.is_gpu:
-            where = f"on the GPU workers of the Dask cluster at {config.scheduler}" if config.executor == "dask" else ""
-            raise UserError(
-                f"--device {config.device} asked for a GPU, but none is visible to torch {where}".rstrip(),
-                hint="use --device cpu to check kernels under the Triton interpreter (correctness only); to answer a "
-                "paused GPU run on this machine, add --prompts-only to `ksearch respond` or `ksearch resume`: the run "
-                "plans and writes here and each kernel waits for `ksearch resume RUN` on the GPU machine",
-            )
-        return _context(config, store, task, executor, info, close=executor.close if owned else None)
-    except BaseException:
-        if owned:
-            executor.close()
-        raise
-
-
-def _context(
-    config: RunConfig,
-    store: Store,
-    task: Task,
-    executor: Executor | None,
-    info: DeviceInfo,
-    close: Callable[[], None] | None,
-) -> SearchContext:
-    """The services of a run; without an executor, of a process that writes prompts only (evaluations pause)."""
-    recorder = StoreRecorder(store, config.run_id)
-    b = config.budget
-    llm = LLMClient(
-        build_model(config, store),
-        recorder,
-        Budget(
-            max_total_tokens=b.max_total_tokens,
-            max_cost_usd=b.max_cost_usd,
-            price_input_per_mtok=b.price_input_per_mtok,
-            price_output_per_mtok=b.price_output_per_mtok,
-        ),
-        recorder.usage,
-        model_name=config.model,
-        max_attempts=config.llm_max_attempts,
-        endpoint=config.base_url,
-        on_notice=_to_stream,
-    )
-    return SearchContext(
-        config=config,
-        store=store,
-        task=task,
-        llm=llm,
-        evaluate=executor.evaluate if executor is not None else device_pause.evaluate_later,
-        eval_key=info.eval_key(task.name, target_gpu=config.target_gpu),
-        device_description=device_description(info, task, config.target_gpu),
-        gpu_pool=build_gpu_pool(config) if executor is not None else None,
-        compare=(executor.compare if executor is not None else device_pause.compare_later)
-        if config.device != "cpu"
-        else None,
-        counters=executor.counters if executor is not None and config.device != "cpu" and config.counters else None,
-        confirm_bests=config.device != "cpu",
-        close=close,
-        device_info=info,
-        prompts_only=executor is None,
-        skill_context=SkillContext(
-            family=task_family(task.name), language=config.language, arch=arch_from_capability(info.capability)
-        ),
-        skills=load_snapshot(store, config.skill_snapshot) if config.skills and config.skill_snapshot else [],
-    )
-
-
-def _to_stream(event: str, fields: dict[str, Any]) -> None:
-    """An LLM call's notice (a request, a retry) as a progress event of the node that makes the call; outside a
-    graph (no node runs) it has nowhere to go, and the log keeps it."""
-    try:
-        writer = get_stream_writer()
-    except RuntimeError:
-        return
-    writer({"event": event, **fields})
 
 
 def start_run(
