@@ -76,3 +76,15 @@ def in_process_executor(monkeypatch):
     monkeypatch.setattr(services, "open_executor", lambda config: executor)
     monkeypatch.setattr(skills_flow, "LocalExecutor", lambda: executor)
     return executor
+
+
+@pytest.fixture
+def fake_executor(monkeypatch):
+    """Runs made in this test evaluate with ``tests/fakes.FakeExecutor`` (verdicts from a table, markers or the
+    shared kernels; no candidate code runs): for graph, CLI and flow tests that do not test the evaluator (its
+    docstring says when to use which executor). Add verdicts with ``fake_executor.table[line] = Verdict...``."""
+    from tests.fakes import FakeExecutor, install
+
+    executor = FakeExecutor()
+    install(executor, monkeypatch.setattr)
+    return executor
