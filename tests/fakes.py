@@ -76,7 +76,7 @@ def outcome_of(code: str, table: Mapping[str, FakeOutcome | Verdict]) -> FakeOut
     line, the demo's and the shared kernels, a module that does not parse (a compile error, as the worker reports);
     else an error: the fake never guesses."""
     for key, outcome in table.items():
-        if key in code:
+        if key.strip() in code:
             return outcome if isinstance(outcome, FakeOutcome) else FakeOutcome(outcome)
     marked = MARKER.search(code)
     if marked:
@@ -109,7 +109,8 @@ class FakeExecutor:
     counted, the first failing config named); nothing run, nothing timed."""
 
     table: dict[str, FakeOutcome | Verdict] = field(default_factory=dict)
-    """Verdicts by a line of the candidate's code, looked up before the markers and the shared kernels."""
+    """Verdicts by a line (or the whole) of the candidate's code, looked up before the markers and the shared
+    kernels."""
     devices: dict[str, DeviceInfo] = field(default_factory=dict)
     """The device each name stands for; by default the CPU's own and, for a GPU, ``probe_device``'s answer."""
     evaluations: list[EvalRequest] = field(default_factory=list)

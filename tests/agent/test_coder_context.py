@@ -154,7 +154,7 @@ def test_the_prompts_of_a_cpu_run_aimed_at_an_h100_carry_its_limits(tmp_path: Pa
         store.close()
 
 
-@pytest.mark.usefixtures("in_process_executor")
+@pytest.mark.usefixtures("fake_executor")
 def test_a_cpu_run_without_a_target_says_plainly_that_no_gpu_limits_apply(tmp_path: Path) -> None:
     calls, store = _one_round_run(tmp_path)
     store.close()

@@ -52,7 +52,7 @@ def scripted_server():
         yield f"http://127.0.0.1:{port}/v1", seen
 
 
-@pytest.mark.usefixtures("in_process_executor")
+@pytest.mark.usefixtures("fake_executor")
 def test_run_through_local_openai_compatible_server(tmp_path, scripted_server):
     base_url, seen = scripted_server
     cfg = RunConfig(

@@ -85,7 +85,7 @@ def test_full_run_with_scripted_model(tmp_path):
         store.close()
 
 
-@pytest.mark.usefixtures("in_process_executor")
+@pytest.mark.usefixtures("fake_executor")
 def test_replay_of_a_finished_run_takes_the_same_path(tmp_path):
     script = two_cycle_script(tmp_path / "script.jsonl")
     ws = tmp_path / "ws"
@@ -109,7 +109,7 @@ def test_replay_of_a_finished_run_takes_the_same_path(tmp_path):
         store.close()
 
 
-@pytest.mark.usefixtures("in_process_executor")
+@pytest.mark.usefixtures("fake_executor")
 def test_replay_that_runs_out_of_replies_finishes_cleanly(tmp_path):
     script = two_cycle_script(tmp_path / "script.jsonl")
     lines = script.read_text().splitlines()
@@ -153,7 +153,7 @@ def test_full_run_on_gpu_times_kernels_and_promotes_the_fastest(tmp_path):
         store.close()
 
 
-@pytest.mark.usefixtures("in_process_executor")
+@pytest.mark.usefixtures("fake_executor")
 def test_parallel_cycles_fan_out_and_fold_back(tmp_path):
     from tests.helpers.scripts import WRONG_KERNEL, fenced, init_plan, row_kernel, write_script
 

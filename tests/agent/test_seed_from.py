@@ -11,6 +11,7 @@ from typer.testing import CliRunner
 from ksearch.agent.config import RunConfig
 from ksearch.agent.world_model import ROOT_ID, NodeStatus
 from ksearch.cli import app
+from ksearch.contracts.evaluation import Verdict
 from ksearch.errors import UserError
 from ksearch.flows import run as runner
 from tests.helpers.scripts import WRONG_KERNEL, fenced, init_plan, row_kernel, write_script
@@ -45,7 +46,7 @@ def config(script: Path, seed: Path, run_id: str = "s1", **overrides) -> RunConf
     )
 
 
-@pytest.mark.usefixtures("in_process_executor")
+@pytest.mark.usefixtures("in_process_executor")  # the seed passes by its own code
 def test_seed_is_evaluated_attached_to_the_root_and_edited_by_the_first_cycle(tmp_path):
     ws = tmp_path / "ws"
     outcome = runner.start_run(config(seeded_script(tmp_path / "s.jsonl"), SEED), workspace=ws)
@@ -86,7 +87,7 @@ def test_seed_is_evaluated_attached_to_the_root_and_edited_by_the_first_cycle(tm
     assert again.status == "finished" and again.world_model.root.solution.candidate_id == seed_id
 
 
-@pytest.mark.usefixtures("in_process_executor")
+@pytest.mark.usefixtures("fake_executor")
 def test_a_seed_that_does_not_pass_stops_before_the_run_is_created(tmp_path):
     bad = tmp_path / "bad.py"
     bad.write_text(WRONG_KERNEL.format(sleep=0.0, variant=0))
@@ -102,8 +103,8 @@ def test_a_seed_that_does_not_pass_stops_before_the_run_is_created(tmp_path):
         store.close()
 
 
-@pytest.mark.usefixtures("in_process_executor")
-def test_cli_run_with_seed_from(tmp_path):
+def test_cli_run_with_seed_from(tmp_path, fake_executor):
+    fake_executor.table[SEED.read_text()] = Verdict.PASSED  # as the first test finds it in the in-process executor
     script = seeded_script(tmp_path / "s.jsonl")
     result = CliRunner().invoke(
         app,

@@ -58,7 +58,7 @@ def test_bad_option_value_is_reported_per_field(tmp_path):
     assert "--max-cost" in result.output
 
 
-@pytest.mark.usefixtures("in_process_executor")
+@pytest.mark.usefixtures("fake_executor")
 @pytest.mark.slow
 def test_run_show_runs_and_demo_output(tmp_path):
     script = two_cycle_script(tmp_path / "s.jsonl")

@@ -23,7 +23,7 @@ def flat(text: str) -> str:
     return re.sub(r"\s+", " ", text)
 
 
-@pytest.mark.usefixtures("in_process_executor")
+@pytest.mark.usefixtures("fake_executor")
 @pytest.mark.slow
 def test_rounds_answered_mid_cycle_are_numbered_and_counted_as_the_store_holds_them(tmp_path):
     ws, replies = str(tmp_path / "ws"), demo_replies()

@@ -22,10 +22,13 @@ cli = CliRunner()
 CPU = ("--device", "cpu")
 
 
-def ksearch(ws: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    """The installed command in a child process: stdout is a pipe, as under a script."""
+def ksearch(ws: Path, *args: str, fake: bool = False) -> subprocess.CompletedProcess[str]:
+    """The installed command in a child process: stdout is a pipe, as under a script. ``fake``: its runs evaluate
+    with the fake executor (``tests/helpers/fake_cli.py``): these tests check exit statuses and JSON, and ``ksearch
+    eval`` below drives the real evaluator."""
+    module = "tests.helpers.fake_cli" if fake else "ksearch.cli"
     return subprocess.run(
-        [sys.executable, "-m", "ksearch.cli", "--workspace", str(ws), *args],
+        [sys.executable, "-m", module, "--workspace", str(ws), *args],
         capture_output=True,
         text=True,
         timeout=600,
@@ -43,7 +46,7 @@ def failing_script(path: Path) -> Path:
 def test_a_run_where_no_kernel_passed_exits_3_and_says_so_in_json(tmp_path):
     ws = tmp_path / "ws"
     script = failing_script(tmp_path / "fails.jsonl")
-    done = ksearch(ws, "run", "softmax", "--model", f"replay:{script}", *CPU, "--max-rounds", "1", "--json")
+    done = ksearch(ws, "run", "softmax", "--model", f"replay:{script}", *CPU, "--max-rounds", "1", "--json", fake=True)
     assert done.returncode == ExitCode.NO_KERNEL_PASSED == 3, done.stdout + done.stderr
     result = json.loads(done.stdout)  # stdout is the JSON object alone; progress went to stderr
     assert result["status"] == "finished" and result["passed"] is False and result["best"] is None
@@ -58,14 +61,25 @@ def test_a_run_that_found_a_kernel_exits_0_with_its_best_in_json_and_resume_json
         [("plan:0:0", init_plan([("a", 0.9)])), ("write:c1:1", fenced(row_kernel(1)))],
     )
     done = ksearch(
-        ws, "run", "softmax", "--model", f"replay:{script}", *CPU, "--max-rounds", "1", "--run-id", "ok1", "--json"
+        ws,
+        "run",
+        "softmax",
+        "--model",
+        f"replay:{script}",
+        *CPU,
+        "--max-rounds",
+        "1",
+        "--run-id",
+        "ok1",
+        "--json",
+        fake=True,
     )
     assert done.returncode == 0, done.stdout + done.stderr
     result = json.loads(done.stdout)
     assert result["run_id"] == "ok1" and result["passed"] is True and result["exit_code"] == 0
     assert result["best"]["verdict"] == "passed" and result["best"]["summary"].startswith("passed")
 
-    again = ksearch(ws, "resume", "ok1", "--json")  # finished: an error, as JSON too
+    again = ksearch(ws, "resume", "ok1", "--json", fake=True)  # finished: an error, as JSON too
     assert again.returncode == ExitCode.ERROR == 1
     error = json.loads(again.stdout)
     assert "already finished" in error["error"] and error["exit_code"] == 1 and "ksearch show ok1" in error["hint"]
@@ -79,6 +93,7 @@ def test_a_run_that_found_a_kernel_exits_0_with_its_best_in_json_and_resume_json
     assert written["bytes"] == (tmp_path / "r.html").stat().st_size > 0
 
 
+@pytest.mark.usefixtures("fake_executor")
 def test_resume_json_of_a_waiting_run_lists_what_it_waits_for(tmp_path):
     ws = tmp_path / "ws"
     started = cli.invoke(

@@ -26,6 +26,7 @@ cli = CliRunner()
 
 
 @pytest.mark.slow
+@pytest.mark.usefixtures("fake_executor")  # the command's output, not the evaluator
 def test_one_round_is_singular_and_a_replay_that_runs_out_is_no_budget(tmp_path):
     script = write_script(
         tmp_path / "one.jsonl", [("plan:0:0", init_plan([("a", 0.9)])), ("write:c1:1", fenced(row_kernel(1)))]
@@ -43,6 +44,7 @@ def test_one_round_is_singular_and_a_replay_that_runs_out_is_no_budget(tmp_path)
 
 
 @pytest.mark.slow
+@pytest.mark.usefixtures("fake_executor")  # the command's output, not the evaluator
 def test_a_forks_inherited_rounds_are_marked_as_the_parents(tmp_path):
     ws = tmp_path / "ws"
     parent = RunConfig(

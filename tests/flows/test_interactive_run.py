@@ -44,7 +44,7 @@ def open_prompts(ws: Path, run_id: str) -> list[str]:
     return [w.prompt.key for w in interactive.pending(run_id, workspace=ws).prompts if not w.answered]
 
 
-@pytest.mark.usefixtures("in_process_executor")  # the in-process run caches its kernels
+@pytest.mark.usefixtures("fake_executor")  # the first run caches its kernels
 def test_demo_answered_one_call_at_a_time_takes_the_scripted_path(tmp_path):
     ws = tmp_path / "ws"
     replies = demo_replies()

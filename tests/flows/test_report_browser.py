@@ -20,12 +20,14 @@ import pytest
 
 from ksearch.agent.config import RunConfig
 from ksearch.agent.world_model import WorldModel
+from ksearch.contracts.evaluation import Verdict
 from ksearch.flows import report as report_flow
 from ksearch.flows import run as runner
 from ksearch.flows import serve
 from ksearch.store import Store
+from tests.fakes import FakeExecutor, FakeOutcome
 from tests.helpers.report_store import T0, write_timed_run
-from tests.helpers.scripts import trimul_seeded_script
+from tests.helpers.scripts import trimul_seeded_script, trimul_variants
 
 REPO = Path(__file__).resolve().parents[2]
 CHROMIUM = Path(os.environ.get("KSEARCH_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium")
@@ -205,7 +207,7 @@ def demo_run(runs_workspace) -> tuple[Path, str]:
         stagnation_window=2,
     )
     with contextlib.chdir(REPO):  # the model name as the README's command records it
-        outcome = runner.start_run(cfg, workspace=ws)
+        outcome = runner.start_run(cfg, workspace=ws, executor=FakeExecutor())  # the report is tested, not verdicts
     assert outcome.status == "finished" and outcome.rounds_used == 6
     return ws, "softmax-demo"
 
@@ -225,7 +227,16 @@ def trimul_run(runs_workspace) -> tuple[Path, str]:
         stagnation_window=2,
         seed_from=str(seed),
     )
-    outcome = runner.start_run(cfg, workspace=ws)
+    variants = trimul_variants(seed.read_text())
+    fake = FakeExecutor(  # the report is tested, not the evaluator: the verdicts the evaluator gives (asserted below)
+        table={
+            variants["wrong_bias"]: FakeOutcome(Verdict.INCORRECT, 0),
+            variants["fewer_warps"]: Verdict.PASSED,
+            variants["smaller_epilogue_block"]: Verdict.PASSED,
+            seed.read_text(): Verdict.PASSED,
+        }
+    )
+    outcome = runner.start_run(cfg, workspace=ws, executor=fake)
     assert outcome.status == "finished" and outcome.rounds_used == 4
     store = Store(ws / "ksearch.db")
     try:

@@ -18,8 +18,9 @@ from ksearch.cli import app
 from ksearch.errors import RunExistsError
 from ksearch.flows import run as runner
 from ksearch.store import Store
+from tests.fakes import FakeExecutor
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("fake_executor")]  # the runs it refuses never evaluate
 
 REPO = Path(__file__).resolve().parents[2]
 DEMO = REPO / "examples" / "softmax-demo.jsonl"
@@ -42,9 +43,10 @@ def made(tmp_path_factory: pytest.TempPathFactory) -> Path:
     finished = RunConfig(
         run_id="x1", task="softmax", model=f"replay:{DEMO}", device="cpu", max_rounds=6, stagnation_window=2
     )
-    assert runner.start_run(finished, workspace=ws).best is not None
+    fake = FakeExecutor()  # what is tested is the refusal of a taken id, not the runs' evaluations
+    assert runner.start_run(finished, workspace=ws, executor=fake).best is not None
     waiting = RunConfig(run_id="w1", task="softmax", model="interactive", device="cpu", max_rounds=4)
-    assert runner.start_run(waiting, workspace=ws).status == "waiting"
+    assert runner.start_run(waiting, workspace=ws, executor=fake).status == "waiting"
     return ws
 
 

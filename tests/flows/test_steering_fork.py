@@ -37,7 +37,7 @@ def attempts(ws: Path, run_id: str) -> list[tuple]:
         store.close()
 
 
-@pytest.mark.usefixtures("in_process_executor")
+@pytest.mark.usefixtures("fake_executor")
 def test_steering_acts_apply_at_the_next_step_and_replay_alike(tmp_path):
     ws = tmp_path / "ws"
     config = RunConfig(
@@ -131,7 +131,7 @@ def test_steering_acts_apply_at_the_next_step_and_replay_alike(tmp_path):
     assert all(a["copied_from"].startswith("steered#") for a in copied)
 
 
-@pytest.mark.usefixtures("in_process_executor")
+@pytest.mark.usefixtures("fake_executor")
 def test_fork_continues_a_run_from_a_round_with_another_model(tmp_path):
     ws = tmp_path / "ws"
     demo = runner.start_run(
