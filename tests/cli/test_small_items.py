@@ -43,8 +43,7 @@ def test_one_round_is_singular_and_a_replay_that_runs_out_is_no_budget(tmp_path)
     assert "budget" not in text.split("finished:")[1], text  # no budget was set, none was spent
 
 
-@pytest.mark.slow
-@pytest.mark.usefixtures("fake_executor")  # the command's output, not the evaluator
+@pytest.mark.slow  # the real evaluator: the fork command's end-to-end test
 def test_a_forks_inherited_rounds_are_marked_as_the_parents(tmp_path):
     ws = tmp_path / "ws"
     parent = RunConfig(
