@@ -23,8 +23,10 @@ pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[2]
 
 
-def cli(ws: Path, *args: str) -> list[str]:
-    return [sys.executable, "-m", "ksearch.cli", "--workspace", str(ws), *args]
+def cli(ws: Path, *args: str, fake: bool = False) -> list[str]:
+    """``ksearch`` in a child process (run it with ``cwd=REPO``); ``fake``: its runs evaluate with the fake executor
+    (``tests/helpers/fake_cli.py``)."""
+    return [sys.executable, "-m", "tests.helpers.fake_cli" if fake else "ksearch.cli", "--workspace", str(ws), *args]
 
 
 def config(run_id: str, model: str, **overrides) -> RunConfig:
@@ -44,7 +46,7 @@ def open_prompts(ws: Path, run_id: str) -> list[str]:
     return [w.prompt.key for w in interactive.pending(run_id, workspace=ws).prompts if not w.answered]
 
 
-@pytest.mark.usefixtures("fake_executor")  # the first run caches its kernels
+@pytest.mark.usefixtures("fake_executor")  # this process and its `ksearch` children evaluate with the fake
 def test_demo_answered_one_call_at_a_time_takes_the_scripted_path(tmp_path):
     ws = tmp_path / "ws"
     replies = demo_replies()
@@ -65,10 +67,12 @@ def test_demo_answered_one_call_at_a_time_takes_the_scripted_path(tmp_path):
             "2",
             "--run-id",
             "live",
+            fake=True,
         ),
         capture_output=True,
         text=True,
         timeout=300,
+        cwd=REPO,
     )
     assert started.returncode == 0, started.stdout + started.stderr
     assert "waiting" in started.stdout and "ksearch respond live --file reply.md" in started.stdout.replace("\n", " ")
@@ -94,7 +98,12 @@ def test_demo_answered_one_call_at_a_time_takes_the_scripted_path(tmp_path):
             reply_file.write_text(reply)
             args = ["respond", "live", "--file", str(reply_file)] if answered % 2 == 0 else ["respond", "live"]
             proc = subprocess.run(
-                cli(ws, *args), input=None if answered % 2 == 0 else reply, capture_output=True, text=True, timeout=300
+                cli(ws, *args, fake=True),
+                input=None if answered % 2 == 0 else reply,
+                capture_output=True,
+                text=True,
+                timeout=300,
+                cwd=REPO,
             )
             assert proc.returncode == 0, proc.stdout + proc.stderr
             assert f"recorded the reply to {key}" in proc.stdout
