@@ -228,7 +228,9 @@ def trimul_run(runs_workspace) -> tuple[Path, str]:
         seed_from=str(seed),
     )
     variants = trimul_variants(seed.read_text())
-    fake = FakeExecutor(  # the report is tested, not the evaluator: the verdicts the evaluator gives (asserted below)
+    # The report is tested, not the evaluator: the verdicts the sandboxed evaluator gave these variants on 2026-12-07
+    # (the seed's own is held by tests/tasks/test_trimul.py), in the order asserted below.
+    fake = FakeExecutor(
         table={
             variants["wrong_bias"]: FakeOutcome(Verdict.INCORRECT, 0),
             variants["fewer_warps"]: Verdict.PASSED,
