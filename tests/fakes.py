@@ -6,14 +6,17 @@ When to use which executor:
   test checks the graph, the CLI or a flow (which path a run takes, what is stored, printed, resumed, replayed,
   forked) and only needs each candidate's verdict. The verdict comes from the evaluator's own static rules (run in
   the agent's process by the real executor too), then from the test's table, a marker in the test's own candidate
-  code, or the kernels the tests share (``KNOWN``, held to the sandboxed evaluator's verdicts by
-  ``tests/test_fakes.py``). A candidate it has no verdict for is an error, never a guess.
+  code, or the kernels the tests share (``DEMO_KERNELS``, ``SHARED_KERNELS``; ``tests/test_in_process_executor.py``
+  holds them to the sandboxed evaluator's verdicts). A candidate it has no verdict for is an error, never a guess.
 - ``InProcessExecutor`` (``in_process_executor``): the test needs the verdict of a kernel it wrote and that no table
   holds (a task backend's own kernels); it imports the test's kernel in the test's process.
-- The real ``LocalExecutor``: the test checks the evaluator (verdicts, timing, containment, trust, hangs, crashes),
-  or proves that a command drives the real evaluator end to end (one such test per CLI command family:
-  ``tests/agent/test_search_run.py::test_full_run_with_scripted_model``, ``tests/cli/test_demo.py``, ``ksearch
-  eval`` in ``tests/cli/test_scripts.py``, the skills learn-and-apply flow, the fault suite).
+- The real ``LocalExecutor``: the test checks the evaluator (verdicts, timing, containment, trust, hangs, crashes,
+  a kill during an evaluation), or proves that a command drives the real evaluator end to end; each command family
+  keeps one: ``run`` (``tests/agent/test_search_run.py::test_full_run_with_scripted_model``,
+  ``tests/cli/test_demo.py``), ``eval`` (``tests/cli/test_scripts.py``, ``tests/cli/test_small_items.py``), ``fork``
+  (``test_small_items.py::test_a_forks_inherited_rounds_are_marked_as_the_parents``), ``resume`` after a kill
+  (``tests/flows/test_interactive_run.py``, ``tests/agent/test_kill_resume.py``, ``tests/faults/``), ``skills``
+  (``tests/flows/test_skills_flows.py``), ``mcp`` (``tests/flows/test_mcp.py``).
 """
 
 from __future__ import annotations
@@ -98,8 +101,8 @@ def outcome_of(code: str, table: Mapping[str, FakeOutcome | Verdict]) -> FakeOut
 
 
 def cpu_device_info() -> DeviceInfo:
-    """What ``probe_device('cpu')`` answers, without starting a process (``tests/test_fakes.py`` holds the two
-    equal): the evaluation cache key is the real executor's, so a run's cached evaluations serve either."""
+    """What ``probe_device('cpu')`` answers, without starting a process (``tests/test_in_process_executor.py`` holds
+    the two equal): the evaluation cache key is the real executor's, so a run's cached evaluations serve either."""
     return DeviceInfo(device="cpu", python=platform.python_version(), torch=version("torch"), triton=version("triton"))
 
 
