@@ -179,8 +179,8 @@ class FakeExecutor:
 def install(executor: FakeExecutor, setattr_: Callable[[object, str, object], None]) -> None:
     """Make every run, resume and skills flow of this process evaluate with ``executor`` (``setattr_``: pytest's
     ``monkeypatch.setattr`` in a test, plain ``setattr`` in ``tests/helpers/fake_cli.py``'s process)."""
-    from ksearch.flows import run as run_flow
+    from ksearch.flows import services
     from ksearch.flows import skills as skills_flow
 
-    setattr_(run_flow, "open_executor", lambda config: executor)
+    setattr_(services, "open_executor", lambda config: executor)
     setattr_(skills_flow, "LocalExecutor", lambda: executor)
