@@ -297,24 +297,49 @@ def report(
     return summary
 
 
+def arguments(description: str, prompts_only_help: str) -> argparse.ArgumentParser:
+    """The command line this script and ``mcp_drive.py`` share (what follows ``--`` is each one's own)."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("workspace", type=Path, help="the ksearch workspace (its ksearch.db holds the run)")
+    parser.add_argument("replies", type=Path, help="folder of reply files (r01-planner.md, r01-coder.md, ...)")
+    parser.add_argument("out", type=Path, help="folder for the saved prompts, drive.json, trajectory.md, replies.jsonl")
+    parser.add_argument("--run-id", required=True, help="the run to drive (started from what follows -- if new)")
+    parser.add_argument("--save-db", type=Path, help="also write a one-file copy of the workspace database here")
+    parser.add_argument("--max-answers", type=int, default=200, help="stop after this many drive steps (a guard)")
+    parser.add_argument("--prompts-only", action="store_true", help=prompts_only_help)
+    return parser
+
+
+def finish(args: argparse.Namespace, state: str, missing: list[str], error: str | None, via: str = VIA) -> int:
+    """Write OUT's files (and the database copy), print where the run stands; the exit status."""
+    workspace, out = args.workspace.resolve(), args.out.resolve()
+    try:
+        summary = report(args.run_id, workspace, out, state, missing, error, via)
+    except RunNotFoundError:
+        return 1
+    finally:
+        if args.save_db is not None and (workspace / DB_NAME).is_file():
+            save_db(workspace, args.save_db.resolve())
+    best = summary["best_latency_ms"]
+    print(
+        f"run {args.run_id}: {summary['status']} after {summary['rounds_used']} rounds; "
+        f"best {summary['best_candidate_id'] or 'none'}"
+        + (f" at {best:.4f} ms" if best else "")
+        + (f"; waiting for {', '.join(missing)}" if missing else "")
+        + ("; kernels wait for the GPU" if state == "device" else "")
+    )
+    return 1 if error else 0
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     run_args = argv[argv.index("--") + 1 :] if "--" in argv else []
     argv = argv[: argv.index("--")] if "--" in argv else argv
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("workspace", type=Path, help="the ksearch workspace (its ksearch.db holds the run)")
-    parser.add_argument("replies", type=Path, help="folder of reply files (r01-planner.md, r01-coder.md, ...)")
-    parser.add_argument("out", type=Path, help="folder for the saved prompts, drive.json, trajectory.md, replies.jsonl")
-    parser.add_argument("--run-id", required=True, help="the run to drive (started from the arguments after -- if new)")
-    parser.add_argument("--save-db", type=Path, help="also write a one-file copy of the workspace database here")
-    parser.add_argument("--max-answers", type=int, default=200, help="stop after this many drive steps (a guard)")
-    parser.add_argument(
-        "--prompts-only",
-        action="store_true",
-        help="on a machine without the run's GPU: answer and write prompts, stop where kernels wait "
+    args = arguments(
+        __doc__.split("\n\n")[0],
+        "on a machine without the run's GPU: answer and write prompts, stop where kernels wait "
         "for the GPU (run the script again there without this flag)",
-    )
-    args = parser.parse_args(argv)
+    ).parse_args(argv)
     workspace, out = args.workspace.resolve(), args.out.resolve()
     out.mkdir(parents=True, exist_ok=True)
     state, missing, error = "answered", [], None
@@ -330,22 +355,7 @@ def main(argv: list[str] | None = None) -> int:
     except KsearchError as exc:  # the run stays resumable: running this command again resumes it
         state, error = "error", f"{exc}" + (f" (hint: {exc.hint})" if exc.hint else "")
         print(f"error: {error}", file=sys.stderr)
-    try:
-        summary = report(args.run_id, workspace, out, state, missing, error)
-    except RunNotFoundError:
-        return 1
-    finally:
-        if args.save_db is not None and (workspace / DB_NAME).is_file():
-            save_db(workspace, args.save_db.resolve())
-    best = summary["best_latency_ms"]
-    print(
-        f"run {args.run_id}: {summary['status']} after {summary['rounds_used']} rounds; "
-        f"best {summary['best_candidate_id'] or 'none'}"
-        + (f" at {best:.4f} ms" if best else "")
-        + (f"; waiting for {', '.join(missing)}" if missing else "")
-        + ("; kernels wait for the GPU" if state == "device" else "")
-    )
-    return 1 if error else 0
+    return finish(args, state, missing, error)
 
 
 if __name__ == "__main__":

@@ -34,7 +34,6 @@ import interactive_drive as drive  # noqa: E402
 from mcp import Client  # noqa: E402
 from mcp.client.stdio import StdioServerParameters  # noqa: E402
 
-from ksearch.flows.workspace import DB_NAME  # noqa: E402
 from ksearch.llm.interactive import Waiting  # noqa: E402
 
 VIA = "scripts/mcp_drive.py, through ksearch's MCP server (pending, respond, steer, resume_run)"
@@ -169,41 +168,16 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     start_pairs = argv[argv.index("--") + 1 :] if "--" in argv else []
     argv = argv[: argv.index("--")] if "--" in argv else argv
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("workspace", type=Path, help="the ksearch workspace (its ksearch.db holds the run)")
-    parser.add_argument("replies", type=Path, help="folder of reply files (r01-planner.md, r01-coder.md, ...)")
-    parser.add_argument("out", type=Path, help="folder for the saved prompts, drive.json, trajectory.md, replies.jsonl")
-    parser.add_argument("--run-id", required=True, help="the run to drive (started from the pairs after -- if new)")
-    parser.add_argument("--save-db", type=Path, help="also write a one-file copy of the workspace database here")
-    parser.add_argument("--max-answers", type=int, default=200, help="stop after this many drive steps (a guard)")
-    parser.add_argument(
-        "--prompts-only",
-        action="store_true",
-        help="on a machine without the run's GPU: the server plans and writes here and the script stops where "
+    args = drive.arguments(
+        __doc__.split("\n\n")[0],
+        "on a machine without the run's GPU: the server plans and writes here and the script stops where "
         "kernels wait for the GPU (run it again there without this flag)",
-    )
-    args = parser.parse_args(argv)
+    ).parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     state, missing, error = asyncio.run(session(args, start_pairs))
     if error:
         print(f"error: {error}", file=sys.stderr)
-    workspace = args.workspace.resolve()
-    try:
-        summary = drive.report(args.run_id, workspace, args.out.resolve(), state, missing, error, via=VIA)
-    except drive.RunNotFoundError:
-        return 1
-    finally:
-        if args.save_db is not None and (workspace / DB_NAME).is_file():
-            drive.save_db(workspace, args.save_db.resolve())
-    best = summary["best_latency_ms"]
-    print(
-        f"run {args.run_id}: {summary['status']} after {summary['rounds_used']} rounds; "
-        f"best {summary['best_candidate_id'] or 'none'}"
-        + (f" at {best:.4f} ms" if best else "")
-        + (f"; waiting for {', '.join(missing)}" if missing else "")
-        + ("; kernels wait for the GPU" if state == "device" else "")
-    )
-    return 1 if error else 0
+    return drive.finish(args, state, missing, error, via=VIA)
 
 
 if __name__ == "__main__":
