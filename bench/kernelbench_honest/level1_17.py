@@ -45,14 +45,21 @@ def _matmul(
     rm = pid_m * BM + tl.arange(0, BM)
     rn = pid_n * BN + tl.arange(0, BN)
     rk = tl.arange(0, BK)
+    a_ptrs = a_ptr + rm[:, None] * sam + rk[None, :] * sak
+    b_ptrs = b_ptr + rk[:, None] * sbk + rn[None, :] * sbn
+    a_rows = rm[:, None] < M
+    b_cols = rn[None, :] < N
+    a_step = BK * sak
+    b_step = BK * sbk
     acc = tl.zeros((BM, BN), dtype=tl.float32)
     for k in range(0, K, BK):
-        a_mask = (rm[:, None] < M) & ((k + rk)[None, :] < K)
-        b_mask = ((k + rk)[:, None] < K) & (rn[None, :] < N)
-        a = tl.load(a_ptr + rm[:, None] * sam + (k + rk)[None, :] * sak, mask=a_mask, other=0.0)
-        b = tl.load(b_ptr + (k + rk)[:, None] * sbk + rn[None, :] * sbn, mask=b_mask, other=0.0)
+        k_in = rk < K - k
+        a = tl.load(a_ptrs, mask=a_rows & k_in[None, :], other=0.0)
+        b = tl.load(b_ptrs, mask=k_in[:, None] & b_cols, other=0.0)
         acc += tl.dot(a, b, input_precision="ieee")
-    tl.store(c_ptr + rm[:, None] * scm + rn[None, :] * scn, acc, mask=(rm[:, None] < M) & (rn[None, :] < N))
+        a_ptrs += a_step
+        b_ptrs += b_step
+    tl.store(c_ptr + rm[:, None] * scm + rn[None, :] * scn, acc, mask=a_rows & b_cols)
 
 
 def triton_matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
