@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from ksearch.contracts.candidate import Candidate
-from ksearch.tools.evaluator import EvalRequest, evaluate
+from ksearch.tools.evaluator import EvalRequest, EvaluatorSession, evaluate
 
 DATA = Path(__file__).resolve().parents[1] / "tasks" / "data"
 
@@ -24,6 +24,16 @@ def test_profile_dir_receives_worker_and_checker_statistics(tmp_path: Path, monk
     assert len(workers) == 1 and len(checkers) == 1
     functions = {name for _, _, name in pstats.Stats(str(workers[0])).stats}  # type: ignore[attr-defined]
     assert "check_correctness" in functions
+
+
+def test_each_sandboxed_worker_writes_a_file_of_its_own(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every worker has the same PID in its own namespace: two evaluations leave two worker files, not one."""
+    monkeypatch.setenv("KSEARCH_PROFILE", str(tmp_path / "prof"))
+    code = (DATA / "softmax_triton_ok.py").read_text()
+    request = EvalRequest(candidate=Candidate(task="softmax", language="triton", code=code), device="cpu")
+    with EvaluatorSession("cpu") as session:
+        assert all(evaluate(request, session=session).passed for _ in range(2))
+    assert len(list((tmp_path / "prof").glob("worker-*.pstats"))) == 2
 
 
 @pytest.mark.gpu

@@ -1,12 +1,14 @@
 """A developer's aid: ``KSEARCH_PROFILE=DIR`` makes every evaluator worker and checker write ``cProfile`` statistics
-into DIR (``worker-PID-1.pstats``; ``checker-PID-N.pstats`` after each evaluation it finished), to find where the time
-to a verdict goes (``python -m pstats FILE``). Off unless the variable is set; nothing else changes."""
+into DIR (``worker-PID-TAG-1.pstats``; ``checker-PID-TAG-N.pstats`` after each evaluation it finished), to find where
+the time to a verdict goes (``python -m pstats FILE``). TAG is random per process: a sandboxed process has its own PID
+namespace, so every worker's PID is the same small number. Off unless the variable is set; nothing else changes."""
 
 from __future__ import annotations
 
 import contextlib
 import cProfile
 import os
+import secrets
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,7 +22,7 @@ def profile_dir() -> Path | None:
 
 @contextlib.contextmanager
 def profiled(name: str) -> Iterator[None]:
-    """Profile the block into ``DIR/NAME-PID-1.pstats`` when profiling is on (a one-block ``Accumulating``)."""
+    """Profile the block into ``DIR/NAME-PID-TAG-1.pstats`` when profiling is on (a one-block ``Accumulating``)."""
     profile = Accumulating(name)
     try:
         with profile.around():
@@ -36,6 +38,7 @@ class Accumulating:
         self.folder = profile_dir()
         self.name = name
         self.dumps = 0
+        self.tag = secrets.token_hex(4)
         self.profiler = cProfile.Profile() if self.folder is not None else None
 
     @contextlib.contextmanager
@@ -54,5 +57,5 @@ class Accumulating:
             return
         self.dumps += 1
         self.folder.mkdir(parents=True, exist_ok=True)
-        self.profiler.dump_stats(str(self.folder / f"{self.name}-{os.getpid()}-{self.dumps}.pstats"))
+        self.profiler.dump_stats(str(self.folder / f"{self.name}-{os.getpid()}-{self.tag}-{self.dumps}.pstats"))
         self.profiler = cProfile.Profile()
