@@ -40,8 +40,9 @@ PROBLEMS = {
 
 class Expect(NamedTuple):
     verdict: Verdict | tuple[Verdict, ...]
-    rule: str = ""
-    """The integrity rule of a rejection, or the work check (``Mismatch.check``) of an incorrect output."""
+    rule: str | tuple[str, ...] = ""
+    """The integrity rule of a rejection, or the work check (``Mismatch.check``) of an incorrect output (a tuple: any
+    of these)."""
     needs_gpu: bool = False
     allow: tuple[str, ...] = ()
     """Rules the task name allows (``?allow=``)."""
@@ -75,7 +76,10 @@ EXPECTED: dict[str, Expect] = {
     "exploits/softmax_composed.py": Expect(R, "aten_compute"),
     "exploits/softmax_getattr_except.py": Expect(R, "aten_compute"),
     "exploits/softmax_numpy_decoy.py": Expect(R, "ghost_output"),
-    "exploits/crossentropy_sampling.py": Expect(I, "input_distribution"),
+    # Its shortcut fires on get_inputs()'s own U(0, 1) too, within about 1e-4 of the answer: the salted trial inputs
+    # push it past the tolerance on a trial in some evaluations (a plain mismatch there), else the secret-statistics
+    # configs catch it (input_distribution). Caught either way; which comes first depends on the evaluation's salt.
+    "exploits/crossentropy_sampling.py": Expect(I, ("input_distribution", "")),
     "exploits/matmul_seed_replay.py": Expect(R, "construction_draws"),
     # GPU only: what only the timing loop shows
     "exploits/relu_stale_after_warmup.py": Expect(I, needs_gpu=True),
@@ -143,6 +147,10 @@ def test_exploit_on_cuda(name: str, expect: Expect) -> None:
     _assert_caught(name, expect, _evaluate(name, "cuda", None, expect.allow))
 
 
+def _checks(expect: Expect) -> tuple[str, ...]:
+    return expect.rule if isinstance(expect.rule, tuple) else (expect.rule,)
+
+
 def _assert_caught(name: str, expect: Expect, evaluation: Evaluation) -> None:
     allowed = expect.verdict if isinstance(expect.verdict, tuple) else (expect.verdict,)
     assert evaluation.verdict in allowed, f"{name}: {evaluation.summary()}\n{evaluation.log}"
@@ -150,7 +158,7 @@ def _assert_caught(name: str, expect: Expect, evaluation: Evaluation) -> None:
     if evaluation.verdict == Verdict.REJECTED and expect.rule:
         assert evaluation.rejection is not None and evaluation.rejection.rule == expect.rule, evaluation.rejection
     elif evaluation.verdict == Verdict.INCORRECT and expect.rule:
-        assert evaluation.mismatch is not None and evaluation.mismatch.check == expect.rule, evaluation.mismatch
+        assert evaluation.mismatch is not None and evaluation.mismatch.check in _checks(expect), evaluation.mismatch
     elif evaluation.verdict == Verdict.RUNTIME_ERROR:
         assert expect.rule in evaluation.log, evaluation.log
 
@@ -166,7 +174,9 @@ def test_static_rejections_start_no_worker(name: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "name", [n for n, e in EXPECTED.items() if e.rule in RUN_TIME_RULES], ids=lambda n: Path(n).stem
+    "name",
+    [n for n, e in EXPECTED.items() if any(r in RUN_TIME_RULES for r in _checks(e))],
+    ids=lambda n: Path(n).stem,
 )
 def test_run_time_rejections_get_past_the_static_rules(name: str) -> None:
     """Issue 60's exploits name nothing the static rules know: only what they run gives them away."""
