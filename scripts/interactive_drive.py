@@ -139,6 +139,19 @@ def start(workspace: Path, run_id: str, run_args: list[str]) -> None:
         raise SystemExit(f"starting the run failed (exit {done.returncode})")
 
 
+def reply_file(replies: Path, names: list[str]) -> Path | None:
+    """The first reply file that answers a prompt saved under ``names`` (``prompt_names``), or None."""
+    return next((replies / f"{n}.md" for n in names if (replies / f"{n}.md").is_file()), None)
+
+
+def approval_decision(found: Path, text: str) -> str:
+    """``approve`` or ``reject``: the first word of an approval's reply file."""
+    decision = text.strip().split()[0].lower() if text.strip() else ""
+    if decision not in ("approve", "reject"):
+        raise SystemExit(f"{found} must start with `approve` or `reject`")
+    return decision
+
+
 def answer(run_id: str, workspace: Path, replies: Path, out: Path, prompts_only: bool = False) -> tuple[str, list[str]]:
     """Answer every open prompt that has a reply file, then drive the run on once.
 
@@ -159,7 +172,7 @@ def answer(run_id: str, workspace: Path, replies: Path, out: Path, prompts_only:
     missing, given = [], 0
     for waiting, names in zip(open_prompts, prompt_names(open_prompts, round_no), strict=True):
         saved = save_prompt(out, names[0], waiting)
-        found = next((replies / f"{n}.md" for n in names if (replies / f"{n}.md").is_file()), None)
+        found = reply_file(replies, names)
         if found is None:
             print(
                 f"waiting for {waiting.prompt.key}: prompt saved to {saved}; write the reply as {replies / names[0]}.md"
@@ -169,9 +182,7 @@ def answer(run_id: str, workspace: Path, replies: Path, out: Path, prompts_only:
         text = found.read_text(encoding="utf-8")
         print(f"answering {waiting.prompt.key} with {found.name}", flush=True)
         if waiting.prompt.kind == "approval":
-            decision = text.strip().split()[0].lower() if text.strip() else ""
-            if decision not in ("approve", "reject"):
-                raise SystemExit(f"{found} must start with `approve` or `reject`")
+            decision = approval_decision(found, text)
             steering_flow.steer(
                 run_id,
                 decision,

@@ -104,7 +104,7 @@ async def answer(
     missing, given = [], 0
     for waiting, names in zip(open_prompts, drive.prompt_names(open_prompts, round_no), strict=True):
         saved = drive.save_prompt(out, names[0], waiting)
-        found = next((replies / f"{n}.md" for n in names if (replies / f"{n}.md").is_file()), None)
+        found = drive.reply_file(replies, names)
         if found is None:
             print(
                 f"waiting for {waiting.prompt.key}: prompt saved to {saved}; write the reply as {replies / names[0]}.md"
@@ -115,9 +115,7 @@ async def answer(
         print(f"answering {waiting.prompt.key} with {found.name} (MCP)", flush=True)
         last = waiting is open_prompts[-1]
         if waiting.prompt.kind == "approval":
-            decision = text.strip().split()[0].lower() if text.strip() else ""
-            if decision not in ("approve", "reject"):
-                raise SystemExit(f"{found} must start with `approve` or `reject`")
+            decision = drive.approval_decision(found, text)
             node = waiting.prompt.details.get("node_id")
             wait_s = TOOL_WAIT_S if last else 0.0  # the server drives once every answer of the step is in
             await call(client, "steer", run_id=run_id, act=decision, node=node, author="mcp_drive", wait_s=wait_s)

@@ -153,3 +153,20 @@ def test_parallel_prompts_of_one_round_are_saved_and_answered_by_call_key():
     both = drive_module.prompt_names([waiting("write:c1:1", "coder"), waiting("write:c2:1", "coder")], 1)
     assert both == [["write_c1_1"], ["write_c2_1"]]
     assert drive_module.prompt_names([waiting("plan:0:0", "planner")], 1) == [["r01-planner", "plan_0_0"]]
+
+
+def test_an_approval_file_says_approve_or_reject_first_and_a_reply_is_found_by_any_of_its_names(tmp_path):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("interactive_drive", SCRIPT)
+    drive_module = importlib.util.module_from_spec(spec)
+    assert spec.loader is not None
+    spec.loader.exec_module(drive_module)
+
+    assert drive_module.approval_decision(tmp_path / "r03-approval.md", "Approve\nfaster on every shape") == "approve"
+    assert drive_module.approval_decision(tmp_path / "r03-approval.md", "reject\n") == "reject"
+    with pytest.raises(SystemExit, match="must start with `approve` or `reject`"):
+        drive_module.approval_decision(tmp_path / "r03-approval.md", "")
+    (tmp_path / "plan_0_0.md").write_text("{}")
+    assert drive_module.reply_file(tmp_path, ["r01-planner", "plan_0_0"]) == tmp_path / "plan_0_0.md"
+    assert drive_module.reply_file(tmp_path, ["r02-coder"]) is None
