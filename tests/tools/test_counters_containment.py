@@ -186,7 +186,8 @@ def test_ncus_installation_is_its_folder_and_the_nsight_compute_folders_beside_a
     launcher_script.write_text("#!/bin/sh\n")
     linked = tmp_path / "cuda"
     linked.symlink_to(toolkit)
-    assert ncu_command.installation(str(linked / "bin" / "ncu")) == (
+    nowhere = str(tmp_path / "no-opt")
+    assert ncu_command.installation(str(linked / "bin" / "ncu"), nowhere) == (
         str(toolkit / "bin"),
         str(toolkit / "nsight-compute-2025.3.1"),
     )
@@ -196,7 +197,28 @@ def test_ncus_installation_is_its_folder_and_the_nsight_compute_folders_beside_a
     on_path = tmp_path / "bin-elsewhere"
     on_path.mkdir()
     (on_path / "ncu").symlink_to(standalone / "ncu")
-    assert ncu_command.installation(str(on_path / "ncu")) == (str(standalone),)
+    assert ncu_command.installation(str(on_path / "ncu"), nowhere) == (str(standalone),)
+
+
+def test_a_toolkit_launcher_without_nsight_compute_beside_it_is_given_the_one_under_opt_nvidia(tmp_path: Path) -> None:
+    """CUDA 13's packages put ncu's launcher in the toolkit's bin and Nsight Compute in /opt/nvidia (an H100 machine,
+    2026-12-07): without the latter readable, the launcher stopped at once in every containment rung."""
+    toolkit = tmp_path / "cuda-13.0"
+    (toolkit / "bin").mkdir(parents=True)
+    (toolkit / "bin" / "ncu").write_text("#!/bin/sh\n")
+    opt = tmp_path / "opt" / "nvidia"
+    (opt / "nsight-compute" / "2025.3.1").mkdir(parents=True)
+    (opt / "nsight-systems").mkdir()
+    assert ncu_command.installation(str(toolkit / "bin" / "ncu"), str(opt)) == (
+        str(toolkit / "bin"),
+        str(opt / "nsight-compute"),
+    )
+
+
+def test_the_launchers_own_error_is_the_reason_given() -> None:
+    stderr = "ERROR : nsight-compute directory is not found under /usr/local/cuda-13.0/bin/../ or /opt/nvidia.\n"
+    status, reason = ncu_command.diagnose("", returncode=1, report_exists=False, stderr=stderr)
+    assert status == CounterStatus.FAILED and "nsight-compute directory is not found" in reason, reason
 
 
 def test_a_failure_is_said_in_its_first_meaningful_lines() -> None:

@@ -29,6 +29,26 @@ def test_a_handle_round_trips_and_a_malformed_one_is_refused() -> None:
             ExportedBuffer.decode(text)
 
 
+def test_staged_outputs_never_cover_the_buffers_header_where_the_probe_lies() -> None:
+    torch = pytest.importorskip("torch")
+    from ksearch.tools.evaluator.shared.staging import HEADER, StagingOwner, StagingWriter, layout
+
+    assert HEADER >= PROBE_BYTES and layout([3, 5])[0][0] == HEADER
+    owner = StagingOwner("cpu")
+    try:
+        handle = owner.ensure(1 << 16)
+        owner.buffer[:HEADER] = 0
+        writer = StagingWriter(handle)
+        offsets = writer.stage([torch.full((100,), 7.0), torch.ones(3, dtype=torch.float64)])
+        assert min(offsets) >= HEADER and not owner.buffer[:HEADER].any()
+        assert torch.equal(owner.tensor(offsets[0], [100], "torch.float32"), torch.full((100,), 7.0))
+        with pytest.raises(ValueError, match="outside the buffer"):
+            owner.tensor(0, [4], "torch.float32")
+        writer.close()
+    finally:
+        owner.release()
+
+
 @pytest.mark.gpu
 def test_another_process_writes_into_the_checkers_buffer_through_the_handle() -> None:
     torch = pytest.importorskip("torch")
@@ -56,6 +76,10 @@ def test_another_process_writes_into_the_checkers_buffer_through_the_handle() ->
     assert proc.returncode == 0, proc.stderr
     staged = owner.tensor(int(proc.stdout.split()[-1]), [1000], "torch.float32")
     assert torch.equal(staged, torch.full((1000,), 7.0, device="cuda"))
+    # The session's next worker opens the same buffer after the first staged into it: the probe bytes are intact
+    # (outputs staged over them made every later evaluation of a session fall back to host memory, 2026-12-07).
+    again = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert again.returncode == 0, again.stderr
 
     wrong = handle.model_copy(update={"ipc": handle.ipc[: -2 * PROBE_BYTES] + "00" * PROBE_BYTES})
     proc = subprocess.run(

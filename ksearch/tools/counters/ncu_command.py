@@ -45,11 +45,16 @@ ENVIRONMENT = {"NV_COMPUTE_PROFILER_DISABLE_STOCK_FILE_DEPLOYMENT": "1"}
 documented variable): nothing to write there, and the sandbox's home is a fresh folder anyway."""
 INSTALLATION_NAMES = ("nsight-compute", "NsightCompute", "Nsight_Compute")
 """How an Nsight Compute installation's folder starts, beside a CUDA toolkit's ``bin`` (``nsight-compute-2025.3.1``)."""
+STANDALONE_ROOT = "/opt/nvidia"
+"""Where a toolkit's ncu launcher script looks for Nsight Compute when none lies beside its ``bin`` (CUDA 13's
+packages install it as ``/opt/nvidia/nsight-compute/<version>``: seen on an H100 machine, 2026-12-07)."""
 DRIVER_PARAMS = Path("/proc/driver/nvidia/params")
 PROBLEM_LIMIT = 3
 PROBLEM_CHARS = 200
 _EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt)\b")
 _OWN_LINE = ("ksearch containment", "==ERROR==", "==WARNING==")
+_LAUNCHER_ERROR = "ERROR :"
+"""How a toolkit's ncu launcher script says it found no Nsight Compute to start."""
 
 
 def find_ncu(environ: dict[str, str] | None = None) -> str | None:
@@ -64,22 +69,27 @@ def find_ncu(environ: dict[str, str] | None = None) -> str | None:
     return next((p for p in DEFAULT_LOCATIONS if os.access(p, os.X_OK)), None)
 
 
-def installation(ncu: str) -> tuple[str, ...]:
+def installation(ncu: str, standalone_root: str = STANDALONE_ROOT) -> tuple[str, ...]:
     """The folders ``ncu`` runs from, which the sandbox lets it read: its resolved file's folder (a CUDA toolkit's
-    ``bin``, or ``/opt/nvidia/nsight-compute/<version>``, outside the allow-list), and beside a ``bin`` the Nsight
-    Compute installations its launcher script starts (``nsight-compute-<version>``, with ncu's libraries, the
-    library it puts in the profiled process, and its section files)."""
+    ``bin``, or ``/opt/nvidia/nsight-compute/<version>``, outside the allow-list), and for a launcher in a ``bin``
+    the Nsight Compute installations it may start (``nsight-compute-<version>`` beside the ``bin``, else under
+    ``standalone_root``), with ncu's libraries, the library it puts in the profiled process, and its section files.
+    Without them the launcher stops at once ("nsight-compute directory is not found")."""
     real = os.path.realpath(ncu)
     folder = os.path.dirname(real)
     found = [folder]
     if os.path.basename(folder) == "bin":
-        parent = os.path.dirname(folder)
-        try:
-            names = sorted(os.listdir(parent))
-        except OSError:
-            names = []
-        found += [os.path.join(parent, name) for name in names if name.startswith(INSTALLATION_NAMES)]
+        for parent in (os.path.dirname(folder), standalone_root):
+            found += _installations_in(parent)
     return tuple(path for path in dict.fromkeys(found) if path != "/" and os.path.isdir(path))
+
+
+def _installations_in(parent: str) -> list[str]:
+    try:
+        names = sorted(os.listdir(parent))
+    except OSError:
+        return []
+    return [os.path.realpath(os.path.join(parent, name)) for name in names if name.startswith(INSTALLATION_NAMES)]
 
 
 def profiling_restriction(params: Path = DRIVER_PARAMS) -> str:
@@ -162,7 +172,7 @@ def problems(log: str, stderr: str, *, limit: int = PROBLEM_LIMIT) -> list[str]:
     logged = [line.strip() for line in log.splitlines()]
     said = [line.strip() for line in stderr.splitlines() if line.strip()]
     launcher = [line for line in said if line.startswith("ksearch containment")]
-    errors = [line for line in [*logged, *said] if line.startswith("==ERROR==")]
+    errors = [line for line in [*logged, *said] if line.startswith(("==ERROR==", _LAUNCHER_ERROR))]
     warnings = [line for line in [*logged, *said] if line.startswith("==WARNING==")]
     exceptions = [line for line in said if _EXCEPTION_LINE.match(line) and not line.startswith(_OWN_LINE)]
     picked = [*launcher[:1], *errors[:2], *warnings[:1], *exceptions[-1:]]

@@ -29,6 +29,12 @@ from ksearch.tools.evaluator.shared import cuda_ipc
 from ksearch.tools.evaluator.shared import tensor_access as ta
 
 ALIGN = 256
+HEADER = ALIGN
+"""The buffer's first bytes, never staged over: CUDA IPC's probe bytes lie there (``cuda_ipc.export``), and every
+worker that opens the buffer reads them, the session's later workers after earlier ones staged their outputs. Outputs
+staged from offset 0 overwrote them, so every evaluation after a session's first found "not the checker's bytes" and
+the session fell back to host memory, whose copies the timing rules do not allow for (an H100, 2026-12-07: each
+later TriMul evaluation rejected for time between windows)."""
 MIN_BYTES = 64 << 20
 """The session's staging folder beneath ``/dev/shm``, given to the checker."""
 _OWNED_HERE: set[str] = set()
@@ -40,8 +46,8 @@ def aligned(nbytes: int) -> int:
 
 
 def layout(sizes: list[int]) -> tuple[list[int], int]:
-    """Byte offsets of consecutive blocks of ``sizes`` bytes and the total bytes they need."""
-    offsets, total = [], 0
+    """Byte offsets of consecutive blocks of ``sizes`` bytes, after the ``HEADER``, and the total bytes they need."""
+    offsets, total = [], HEADER
     for size in sizes:
         offsets.append(total)
         total += aligned(size)
@@ -118,7 +124,7 @@ class StagingOwner:
 
         torch_dtype = dtype_of(dtype)
         nbytes = math.prod(shape) * torch_dtype.itemsize
-        if offset < 0 or offset % ALIGN or offset + nbytes > self.buffer.numel():
+        if offset < HEADER or offset % ALIGN or offset + nbytes > self.buffer.numel():
             raise ValueError(f"staged output [{offset}, {offset + nbytes}) lies outside the buffer")
         view = self.buffer[offset : offset + nbytes].view(torch_dtype).view(shape)
         if self.use_ipc or self.device == "cpu":

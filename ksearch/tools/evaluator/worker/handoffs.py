@@ -16,6 +16,7 @@ from ksearch.contracts.exchange import HandoffReply
 from ksearch.contracts.work import WorkTrace
 from ksearch.tasks.base import TaskConfig
 from ksearch.tools.evaluator.shared import tensor_access as ta
+from ksearch.tools.evaluator.shared.staging import layout
 from ksearch.tools.evaluator.worker.channel import SETTLE_REQUEST, grow_request, work_record
 from ksearch.tools.evaluator.worker.guard import CandidateFailure, check_output_form, count_changed, reject
 from ksearch.tools.evaluator.worker.protocol import WorkerProtocol
@@ -31,7 +32,7 @@ def stage(self: WorkerProtocol, config: TaskConfig, output: Any) -> list[int] | 
     if self.staging is None:
         return None
     tensors = list(output) if ta.is_tuple(output) else [output]
-    need = sum(ta.nbytes(t) + 256 for t in tensors)
+    _, need = layout([ta.nbytes(t) for t in tensors])
     if not self.staging.fits(need):
         reply = self.ask(grow_request(need))
         if reply.staging is None:
