@@ -53,3 +53,39 @@ def test_the_cpu_draws_are_the_distributions_asked_for() -> None:
         and abs(float(quartiles[2]) - 2.0) < 0.06
         and abs(float(quartiles[0]) + 2.0) < 0.06
     )
+
+
+POSITIVE = """
+import torch
+from ksearch.tasks.kernelbench.distributions import rescale
+from ksearch.tasks.kernelbench.variants import draw
+from ksearch.tools.evaluator.shared.seeds import input_digest
+g = torch.Generator().manual_seed(1298898185)
+positive = draw("positive", (1024, 1024), torch.float32, "cpu", g)
+print(input_digest([positive]), input_digest(rescale([positive], 11)))
+"""
+
+
+def test_exp_and_power_draws_do_not_depend_on_the_cpu_capability() -> None:
+    """The seed of a CI failure (2026-12-07): ATen's ``exp_`` under the default capability gives this draw other bits
+    than under AVX2/AVX512, and a sandboxed worker computed its first ``exp_`` so about one run in ten."""
+    detected = torch.backends.cpu.get_cpu_capability().lower()
+    digests = {
+        capability: subprocess.run(
+            [sys.executable, "-c", POSITIVE],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "ATEN_CPU_CAPABILITY": capability},
+            check=True,
+        ).stdout
+        for capability in ("default", detected)
+    }
+    assert digests["default"] == digests[detected], digests
+
+
+def test_exp_and_power_are_torchs_to_the_last_bits_or_so() -> None:
+    values = torch.linspace(-20, 20, 10_001, dtype=torch.float64)
+    assert torch.allclose(sampling.exp(values), values.exp(), rtol=1e-15, atol=0)
+    unit = torch.linspace(0, 1, 10_001, dtype=torch.float64)
+    assert torch.allclose(sampling.power(unit, 2.7), unit.pow(2.7), rtol=1e-15, atol=0)
+    assert sampling.exp(values.float()).dtype == torch.float32

@@ -34,6 +34,7 @@ from typing import Any
 
 import torch
 
+from ksearch.tasks import sampling
 from ksearch.tasks.kernelbench.variants import is_activation
 
 RESCALED = "rescaled"
@@ -116,7 +117,7 @@ def _rescaled(x: torch.Tensor, k: float, c: float) -> torch.Tensor:
     values = x.to(work)
     low, high = values.min(), values.max()
     zeros = values == 0
-    values.sub_(low).div_(high - low).pow_(k).mul_((high - low) * c).add_(low)
+    values = sampling.power(values.sub_(low).div_(high - low), k).mul_((high - low) * c).add_(low)
     values.masked_fill_(zeros, 0.0)
     return values.to(x.dtype)
 

@@ -35,6 +35,8 @@ from typing import Any
 
 import torch
 
+from ksearch.tasks import sampling
+
 VARIANTS: dict[str, str] = {
     "signed": "N(0, 1)",
     "large": "U(-8, 8)",
@@ -93,7 +95,7 @@ def draw(
     elif variant == "small":
         values = normal().mul_(SMALL_SCALE)
     elif variant == "positive":
-        values = normal().exp_()
+        values = sampling.exp(normal())
     else:  # sparse
         values, u = normal(), uniform()
         values[u < SPARSE_ZEROS] = 0.0
