@@ -89,3 +89,31 @@ def test_another_process_writes_into_the_checkers_buffer_through_the_handle() ->
         timeout=120,
     )
     assert proc.returncode != 0 and "does not hold the checker's bytes" in proc.stderr, proc.stderr
+
+
+def test_a_full_device_is_an_out_of_memory_error_not_host_memory_for_good(monkeypatch) -> None:
+    """An allocation that fails for room (a 6.4 GB KernelBench input set handed over) raises for the caller's
+    out-of-memory handling; only a failure of CUDA IPC itself moves the session to host memory."""
+    torch = pytest.importorskip("torch")
+    from ksearch.tools.evaluator.shared.staging import StagingOwner
+
+    owner = StagingOwner("cuda:0")
+    assert owner.use_ipc
+
+    def full(size: int) -> None:
+        raise torch.OutOfMemoryError("CUDA out of memory")
+
+    monkeypatch.setattr(owner, "_allocate_ipc", full)
+    with pytest.raises(torch.OutOfMemoryError):
+        owner.ensure(1 << 20)
+    assert owner.use_ipc and owner.handle is None
+
+    def refused(size: int) -> None:
+        raise RuntimeError("cuIpcGetMemHandle failed")
+
+    monkeypatch.setattr(owner, "_allocate_ipc", refused)
+    try:
+        handle = owner.ensure(1 << 20)
+        assert handle.kind == "shm" and not owner.use_ipc
+    finally:
+        owner.release()

@@ -98,7 +98,7 @@ class References:
             else:
                 return None
         offsets, total = layout([t.numel() * t.element_size() for _, t in tensors])
-        handle = staging.ensure(total)
+        handle = self.retrying_out_of_memory(lambda: staging.ensure(total))
         for (position, tensor), offset in zip(tensors, offsets, strict=True):
             size = tensor.numel() * tensor.element_size()
             target = staging.buffer[offset : offset + size].view(tensor.dtype).view(tensor.shape)

@@ -84,9 +84,17 @@ class StagingOwner:
         self.release()
         self.generation += 1
         if self.use_ipc:
+            import torch
+
             try:
                 self.handle = self._allocate_ipc(size)
                 return self.handle
+            except torch.OutOfMemoryError:
+                # The device is full for now (a KernelBench input set of 6.4 GB, handed over): the caller's
+                # out-of-memory handling applies. Host memory for good would time every later copy at host speed.
+                self.release()
+                self.handle = None
+                raise
             except Exception:  # noqa: BLE001 - no CUDA IPC here: fall back to shared host memory
                 self.use_ipc = False
                 self.release()
