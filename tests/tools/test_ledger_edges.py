@@ -74,6 +74,8 @@ def test_the_calibrations_defaults_and_a_methods_default_shape() -> None:
         "gap_overhead_ms": 0.2,
         "flush_ms": 0.2,
         "copy_gbps": 1000.0,
+        "host_copy_gbps": 0.0,
+        "staging_on_host": False,
     }
     assert Calibration.model_validate({"flush_ms": 0.3, "from_a_newer_worker": 1}).flush_ms == 0.3
     assert asdict(MethodShape()) == {
@@ -698,3 +700,42 @@ def test_null_windows_holding_calls_are_forged() -> None:
     assert ledger_rules._null_problem("a", timed, host.nulls(0), host) is not None
     host.windows[-1:] = [_null(2.5, wall=2.6) for _ in range(3)]
     assert ledger_rules._null_problem("a", timed, host.nulls(0), host) is not None
+
+
+# ---- a staging buffer in host memory -----------------------------------------------------------------------------
+
+
+def test_host_staging_adds_the_crossings_at_the_measured_host_rate() -> None:
+    """Where CUDA IPC is unavailable the outputs and handed inputs cross through host memory: an audit's output goes
+    back to the device to be compared, a fresh set's handed inputs go to it (an H100, 2026-12-07: ~23 ms audit gaps
+    where the device-only allowance gave ~7, every honest TriMul evaluation rejected)."""
+    plain = METHOD_SHAPES["gpumode-benchmark"]
+    facts = ConfigFacts(input_bytes=4 * 10**6, generation_ms=2.0, digest_ms=4.0)
+    host = CAL_GAP.model_copy(update={"host_copy_gbps": 2.0, "staging_on_host": True})  # 1.5 / 2e6 ms a byte
+    audited = _pair(audits=("audit",), staged=10**6)
+    device_only = gap_allowance_ms(*audited, plain, CAL_GAP, facts)
+    assert gap_allowance_ms(*audited, plain, host, facts) == pytest.approx(device_only + 0.75, rel=1e-12)
+    fresh = _pair(fresh=True)
+    assert gap_allowance_ms(*fresh, plain, host, facts) == pytest.approx(
+        gap_allowance_ms(*fresh, plain, CAL_GAP, facts) + 3.0, rel=1e-12
+    )
+    # a worker that measured no host rate: the floor of 1 GB/s
+    unmeasured = CAL_GAP.model_copy(update={"staging_on_host": True})
+    assert gap_allowance_ms(*audited, plain, unmeasured, facts) == pytest.approx(device_only + 1.5, rel=1e-12)
+    # in a window, the staged copy crosses once more
+    window = Window(config=0, run=0, opened=0.0, closed=0.0, samples_ms=[0.0], staged_bytes=10**6)
+    (on_device,) = window_allowances([window], plain, CAL_GAP, False, 0)
+    (on_host,) = window_allowances([window], plain, host, False, 0)
+    assert on_host == pytest.approx(on_device + 0.75, rel=1e-12)
+
+
+def test_where_the_staging_buffer_lies_is_the_parents_word_never_the_workers() -> None:
+    from ksearch.contracts.exchange import StagingHandle
+    from ksearch.tools.evaluator.parent.outcome import staging_on_host
+
+    assert not Calibration.of_worker({"copy_gbps": 9.0, "staging_on_host": 1.0}, staging_on_host=False).staging_on_host
+    assert Calibration.of_worker({"host_copy_gbps": 7.0}, staging_on_host=True).host_copy_gbps == 7.0
+    shm = StagingHandle(kind="shm", nbytes=1 << 20, generation=1, shm_name="x")
+    ipc = StagingHandle(kind="cuda_ipc", nbytes=1 << 20, generation=1, ipc="y")
+    assert staging_on_host(shm, "cuda:0") and not staging_on_host(ipc, "cuda:0")
+    assert not staging_on_host(shm, "cpu") and not staging_on_host(None, "cuda")

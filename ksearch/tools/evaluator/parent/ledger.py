@@ -60,6 +60,18 @@ class Calibration(BaseModel):
     """Device time of one L2 flush (a 256 MB write)."""
     copy_gbps: float = 1000.0
     """Device-to-device copy rate (bytes read plus written per second / 1e9)."""
+    host_copy_gbps: float = 0.0
+    """The slower of a copy from the device to pageable host memory and back (bytes across per second / 1e9); 0 from
+    a worker that did not measure it."""
+    staging_on_host: bool = False
+    """Set by the parent, never read from the worker: the evaluation's staging buffer lies in host memory (no CUDA
+    IPC here), so its outputs and handed inputs cross to the device at ``host_copy_gbps``."""
+
+    @classmethod
+    def of_worker(cls, figures: dict[str, float], *, staging_on_host: bool) -> Calibration:
+        """The worker's figures (measured before it read its request) and where the parent put the staging buffer,
+        which is never the worker's word."""
+        return cls.model_validate({**figures, "staging_on_host": staging_on_host})
 
 
 @dataclass

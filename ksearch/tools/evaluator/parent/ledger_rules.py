@@ -179,11 +179,12 @@ def window_allowances(
         per_call += calibration.flush_ms * 1.5
     if shape.clone_per_call:
         per_call += input_bytes * copy_ms_per_byte
+    staged_ms_per_byte = copy_ms_per_byte + host_ms_per_byte(calibration)
     allowances = []
     previous: list[float] | None = None
     run = None
     for window in windows:
-        allowed = per_window + len(window.samples_ms) * per_call + window.staged_bytes * copy_ms_per_byte
+        allowed = per_window + len(window.samples_ms) * per_call + window.staged_bytes * staged_ms_per_byte
         if window.run != run:  # a new method run (compare mode): its first hold comes from its own warm-up
             previous, run = None, window.run
         if shape.hold_per_window:
@@ -203,6 +204,10 @@ def allowance_ms(
     return sum(window_allowances(windows, shape, calibration, flush_l2, input_bytes))
 
 
+HOST_COPY_FLOOR_GBPS = 1.0
+"""The slowest crossing to host memory the rules assume, whatever a worker measured (or where it measured none)."""
+
+
 def gap_allowance_ms(
     before: Window, after: Window, shape: MethodShape, calibration: Calibration, facts: ConfigFacts
 ) -> float:
@@ -212,12 +217,24 @@ def gap_allowance_ms(
     ``GENERATION_FACTOR`` times what the checker took for the same work (it makes and digests the same inputs)."""
     overhead = max(MIN_CALL_OVERHEAD_MS, calibration.gap_overhead_ms) * OVERHEAD_FACTOR
     copy_ms_per_byte = 1.5 * 3 / (max(calibration.copy_gbps, 1.0) * 1e6)  # staged, then compared (read twice)
+    host = host_ms_per_byte(calibration)  # host staging: the staged copy back to the device, the handed inputs to it
     allowed = overhead
     if before.audits:
-        allowed += overhead + DIGEST_MS + GENERATION_FACTOR * facts.digest_ms + before.staged_bytes * copy_ms_per_byte
+        allowed += overhead + DIGEST_MS + GENERATION_FACTOR * facts.digest_ms
+        allowed += before.staged_bytes * (copy_ms_per_byte + host)
     if shape.fresh_inputs_every_window or after.fresh:
         allowed += overhead + DIGEST_MS + GENERATION_FACTOR * (facts.generation_ms + facts.digest_ms)
+        allowed += facts.input_bytes * host
     return allowed
+
+
+def host_ms_per_byte(calibration: Calibration) -> float:
+    """Per byte, what a crossing between the device and a staging buffer in host memory may take (1.5x the measured
+    rate); 0 where the buffer is on the device. Without it every honest TriMul evaluation on host staging was rejected
+    for the time between windows (an H100, 2026-12-07: ~23 ms audit gaps where the device allowance gave ~7)."""
+    if not calibration.staging_on_host:
+        return 0.0
+    return 1.5 / (max(calibration.host_copy_gbps, HOST_COPY_FLOOR_GBPS) * 1e6)
 
 
 def _trimmed_sum(values: list[float]) -> float:

@@ -10,7 +10,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from ksearch.contracts.exchange import Handoff, WorkerResult
+from ksearch.contracts.exchange import Handoff, StagingHandle, WorkerResult
 from ksearch.tools.evaluator.parent.ledger import TimingLedger
 
 
@@ -40,6 +40,9 @@ class Outcome(BaseModel):
     """Every timed window of the worker's timing phase, stamped on the session's clock as its messages arrived."""
     calibration: dict[str, float] = {}
     """The worker's measurement of the harness's own costs, from its ``ready`` message (before its request)."""
+    staging_on_host: bool = False
+    """The parent handed the worker a staging buffer in host memory on a GPU (no CUDA IPC here): the ledger's rules
+    allow for crossings at host speed (``Calibration.staging_on_host``)."""
     stopped_out_of_order: bool = False
     """The worker was stopped at the first timing message out of order (``ledger.out_of_order``: no honest worker
     sends one)."""
@@ -88,3 +91,8 @@ def mark_timed_span(outcome: Outcome, new_phase: str | None) -> None:
         outcome.timed_span = (now, now)
     elif outcome.phase == "timing" and new_phase != "timing" and outcome.timed_span is not None:
         outcome.timed_span = (outcome.timed_span[0], now)
+
+
+def staging_on_host(staging: StagingHandle | None, device: str) -> bool:
+    """Whether a GPU evaluation's staging buffer lies in host memory (the fallback where CUDA IPC is unavailable)."""
+    return staging is not None and staging.kind != "cuda_ipc" and device.startswith("cuda")

@@ -162,7 +162,7 @@ def timed_evaluation(
     finding = judge(
         ledger,
         method,
-        Calibration.model_validate(outcome.calibration),
+        Calibration.of_worker(outcome.calibration, staging_on_host=outcome.staging_on_host),
         configs=[c.name for c in configs],
         flush_l2=task.flush_l2,
         input_bytes=check.bench_input_bytes,

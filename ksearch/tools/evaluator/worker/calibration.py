@@ -12,7 +12,9 @@ yet and the figures reach the parent in the ``ready`` message, which the candida
 - ``gap_overhead_ms``: the harness's host work between two windows (the stop rule, the guard's checks, two events,
   a synchronisation);
 - ``flush_ms``: one L2 flush (a 256 MB write);
-- ``copy_gbps``: a device-to-device copy (bytes read plus written).
+- ``copy_gbps``: a device-to-device copy (bytes read plus written);
+- ``host_copy_gbps``: the slower of a copy from the device to pageable host memory and back (bytes across), which the
+  parent's rules use only where the staging buffer lies in host memory (no CUDA IPC there).
 
 Each is the 90th percentile (or the median for device rates) of a few repetitions: a few milliseconds in all.
 """
@@ -25,6 +27,8 @@ import time
 from typing import Any
 
 REPEATS = 24
+HOST_COPY_BYTES = 16 << 20
+"""Bytes of each crossing to host memory measured (a few milliseconds at PCIe speed)."""
 
 
 def calibrate(device: str) -> dict[str, float]:
@@ -78,6 +82,7 @@ def calibrate(device: str) -> dict[str, float]:
             flushes.append(_device_ms(lambda: flush.zero_()))
             copies.append(_device_ms(lambda: flush.clone()))
         copy_ms = statistics.median(copies)
+        host_gbps = _host_copy_gbps(device)
         return {
             "window_overhead_ms": _p90(window),
             "window_overhead_median_ms": statistics.median(max(0.0, v) for v in window),
@@ -85,9 +90,29 @@ def calibrate(device: str) -> dict[str, float]:
             "gap_overhead_ms": _p90(gaps),
             "flush_ms": statistics.median(flushes),
             "copy_gbps": 2 * FLUSH_BYTES / (copy_ms * 1e6) if copy_ms > 0 else 1000.0,
+            "host_copy_gbps": host_gbps,
         }
     finally:
         os.close(sink)
+
+
+def _host_copy_gbps(device: str) -> float:
+    """The slower direction of a crossing between the device and pageable host memory (as the staging buffer's
+    mapping is where CUDA IPC is unavailable), the median of three each; 0 when nothing could be measured."""
+    import torch
+
+    source = torch.ones(HOST_COPY_BYTES, dtype=torch.uint8, device=device)
+    host = torch.zeros(HOST_COPY_BYTES, dtype=torch.uint8)  # its pages touched, as a staging buffer's are after use
+    times: dict[str, list[float]] = {"down": [], "up": []}
+    for _ in range(3):
+        for direction, work in (("down", lambda: host.copy_(source)), ("up", lambda: source.copy_(host))):
+            torch.cuda.synchronize(device)
+            started = time.perf_counter()
+            work()
+            torch.cuda.synchronize(device)
+            times[direction].append(time.perf_counter() - started)
+    slowest = max(statistics.median(v) for v in times.values())
+    return HOST_COPY_BYTES / (slowest * 1e9) if slowest > 0 else 0.0
 
 
 def _device_ms(work: Any) -> float:
