@@ -16,7 +16,7 @@ from ksearch.tools.evaluator.parent.evaluate import build_worker_request
 from ksearch.tools.evaluator.parent.ledger import Calibration, TimingLedger
 from ksearch.tools.evaluator.parent.ledger_loops import judge_loops
 from ksearch.tools.evaluator.parent.ledger_rules import judge
-from ksearch.tools.evaluator.parent.outcome import Outcome, staging_on_host
+from ksearch.tools.evaluator.parent.outcome import Outcome
 from ksearch.tools.evaluator.parent.processes import CANDIDATE_FILE, CHALLENGER_FILE
 from ksearch.tools.evaluator.parent.request import CPU_TIMING, EvalRequest
 from ksearch.tools.evaluator.parent.session import EvaluatorSession
@@ -141,7 +141,6 @@ def _run_pair(
             run_timeout_s=incumbent.run_timeout_s,
             evaluation=evaluation,
         )
-        outcome.staging_on_host = staging_on_host(staging, incumbent.device)
         check = session.finish(evaluation, timed=not worker_failed(outcome), timeout=60.0, correctness=False)
         if check.failed_check or check.verdict not in (Verdict.PASSED, Verdict.CRASHED):
             raise ComparisonError(f"compare() refused the measurement: {check.verdict.value}: {check.error}"[:600])

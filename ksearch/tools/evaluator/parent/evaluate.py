@@ -41,7 +41,7 @@ from ksearch.tools.containment import allowlist
 from ksearch.tools.containment import policy as containment
 from ksearch.tools.evaluator.parent.evidence import EXTENSION_MARKERS, probe_wanted, with_evidence
 from ksearch.tools.evaluator.parent.gpu_sharing import Sharing, shared_gpu
-from ksearch.tools.evaluator.parent.outcome import Outcome, staging_on_host
+from ksearch.tools.evaluator.parent.outcome import Outcome
 from ksearch.tools.evaluator.parent.probe import ResourceProbe
 from ksearch.tools.evaluator.parent.processes import CANDIDATE_FILE, SHARED_DIR, CheckerFailure, WorkerProcess
 from ksearch.tools.evaluator.parent.profile_process import ask_profiler, collect, profiler_wanted
@@ -277,7 +277,6 @@ def _evaluate_once(
             paused=profiler,
         )
         outcome.phase_seconds = {"setup": round(setup_s, 3), **outcome.phase_seconds}
-        outcome.staging_on_host = staging_on_host(staging, request.device)
         timed = request.timing and outcome.result is not None and outcome.result.verdict == Verdict.PASSED
         asked = time.monotonic()
         try:

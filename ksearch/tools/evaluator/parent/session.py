@@ -40,7 +40,7 @@ from ksearch.contracts.exchange import CheckerCommand, CheckResult, StagingHandl
 from ksearch.tools.containment import allowlist
 from ksearch.tools.evaluator.parent.exhaustion import oom_kills
 from ksearch.tools.evaluator.parent.ledger import TimingLedger
-from ksearch.tools.evaluator.parent.outcome import Outcome, ledger_handoff, mark_timed_span
+from ksearch.tools.evaluator.parent.outcome import Outcome, ledger_handoff, mark_timed_span, staging_on_host
 from ksearch.tools.evaluator.parent.processes import (
     CheckerFailure,
     CheckerProcess,
@@ -260,7 +260,11 @@ class EvaluatorSession:
         paused: list[WorkerProcess],
     ) -> Outcome:
         started = time.monotonic()
-        outcome = Outcome(ledger=TimingLedger(), oom_kills_before=oom_kills())
+        outcome = Outcome(
+            ledger=TimingLedger(),
+            oom_kills_before=oom_kills(),
+            staging_on_host=staging_on_host(request.staging, request.device),
+        )
         if not worker.wait_ready(started + compile_timeout_s):
             outcome.phase_seconds["start"] = round(time.monotonic() - started, 3)
             return self._finish(worker, outcome, timed_out=not worker.exited(), started=started)
