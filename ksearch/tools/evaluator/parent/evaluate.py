@@ -150,6 +150,7 @@ def _evaluate_with_retry(session: EvaluatorSession, request: EvalRequest, task: 
         staging_failed = outcome.result is not None and outcome.result.error.startswith(STAGING_ERROR)
         if staging_failed and attempt == 0:
             session.ask_checker(CheckerCommand(op="staging", shm=True), 60.0)
+            session.host_staging_claimed = True
             continue
         if outcome.result is not None and outcome.result.error.startswith(HARNESS_FAULT) and not staging_failed:
             # The harness could not do its part (a task whose declared inputs cannot be re-randomised, say): never

@@ -93,6 +93,8 @@ def mark_timed_span(outcome: Outcome, new_phase: str | None) -> None:
         outcome.timed_span = (outcome.timed_span[0], now)
 
 
-def staging_on_host(staging: StagingHandle | None, device: str) -> bool:
-    """Whether a GPU evaluation's staging buffer lies in host memory (the fallback where CUDA IPC is unavailable)."""
-    return staging is not None and staging.kind != "cuda_ipc" and device.startswith("cuda")
+def staging_on_host(staging: StagingHandle | None, device: str, *, claimed: bool = False) -> bool:
+    """Whether a GPU evaluation's staging buffer lies in host memory (the fallback where CUDA IPC is unavailable) for
+    the timing rules' allowance. Never where the session fell back because a worker ``claimed`` it could not open the
+    checker's buffer: that is the candidate's process speaking, and the allowance would be room it bought itself."""
+    return not claimed and staging is not None and staging.kind != "cuda_ipc" and device.startswith("cuda")
