@@ -44,6 +44,7 @@ from ksearch.tools.evaluator.parent.ledger_rules import (
     judge,
     window_allowances,
 )
+from ksearch.tools.timing import methods as timing_methods
 
 
 @pytest.fixture(autouse=True)
@@ -81,7 +82,10 @@ def test_the_calibrations_defaults_and_a_methods_default_shape() -> None:
     assert asdict(MethodShape()) == {
         "flush_per_call": False,
         "hold_per_window": False,
-        "clone_per_call": False,
+        "flush_per_gap": False,
+        "clone_per_gap": False,
+        "trial_windows": 0,
+        "trial_warmup": 0,
         "every_window_audited": False,
         "fresh_inputs_every_window": False,
         "min_fresh_audits": 0,
@@ -226,10 +230,15 @@ def test_a_robust_block_is_allowed_its_flushes_and_a_hold_of_about_the_previous_
     assert no_flush == pytest.approx([0.75 + 2 * 1.5 + 50.0], rel=1e-12)
 
 
-def test_flashinfer_is_allowed_a_flush_and_a_clone_of_the_inputs_per_call() -> None:
-    allowed = window_allowances([_window([1.0, 1.0])], METHOD_SHAPES["flashinfer"], CAL, True, 10**6)
-    assert allowed == pytest.approx([0.75 + 2 * (1.5 + 0.375 + 1.0)], rel=1e-12)
+def test_flashinfer_is_allowed_a_flush_and_a_clone_of_the_inputs_between_windows_not_in_them() -> None:
+    """Each flashinfer window closes right after its call, so the flush and the clone lie between windows: the
+    windows get what GPU MODE's one-call windows get, each gap the flush (0.375 ms) and the clone (1.0 ms)."""
+    shape = METHOD_SHAPES["flashinfer"]
+    assert window_allowances([_window([1.0])], shape, CAL, True, 10**6) == pytest.approx([0.75], rel=1e-12)
     assert window_allowances([_window([1.0])], METHOD_SHAPES["gpumode"], CAL, True, 10**6) == pytest.approx([0.75])
+    facts = ConfigFacts(input_bytes=10**6)
+    overhead = CAL.gap_overhead_ms * 3
+    assert gap_allowance_ms(*_pair(), shape, CAL, facts) == pytest.approx(overhead + 0.375 + 1.0, rel=1e-12)
 
 
 # ---- the wall-time rules --------------------------------------------------------------------------------------------
@@ -303,13 +312,20 @@ def test_the_tenth_of_windows_with_the_most_unexplained_time_is_left_out_from_te
     assert _judge([honest] * 18 + [stretched] * 2) is None
 
 
+def _two_windows(gap_ms: float) -> list[Window]:
+    """Two one-call windows of 1.0 ms (1.05 ms wall each) ``gap_ms`` apart."""
+    first = Window(config=0, run=0, opened=0.0, closed=1.05e-3, samples_ms=[1.0])
+    opened = (1.05 + gap_ms) / 1e3
+    return [first, Window(config=0, run=0, opened=opened, closed=opened + 1.05e-3, samples_ms=[1.0])]
+
+
 def test_the_inputs_size_of_each_config_gives_flashinfer_its_clone_allowance() -> None:
-    window = _window([1.0], wall=1.05 + 2.125 + 9.9)  # 0.75 + flush 0.375 + clone 1.0 = 2.125 allowed
-    assert _judge([window], "flashinfer", input_bytes={0: 10**6}) is None
-    assert _judge([window], "flashinfer").rule == "timing_forgery"
-    assert _judge([window], "flashinfer", input_bytes={1: 10**6}).rule == "timing_forgery"  # another config's size
-    no_flush = _window([1.0], wall=1.05 + 1.75 + 9.94)
-    assert _judge([no_flush], "flashinfer", flush_l2=False, input_bytes={0: 10**6}) is None
+    """The gap's allowance: 0.6 (loop) + 0.375 (flush) + 1.0 (clone of 1 MB) = 1.975 ms, then 10 ms and a tenth of
+    the gap of slack; a 13 ms gap leaves 11.025 ms against 11.3 with the clone, 12.025 without."""
+    windows = _two_windows(13.0)
+    assert _judge(windows, "flashinfer", input_bytes={0: 10**6}) is None
+    assert _judge(windows, "flashinfer").rule == "timing_forgery"
+    assert _judge(windows, "flashinfer", input_bytes={1: 10**6}).rule == "timing_forgery"  # another config's size
 
 
 def test_a_config_without_an_inputs_size_is_allowed_no_clone_at_all() -> None:
@@ -321,10 +337,58 @@ def test_a_config_without_an_inputs_size_is_allowed_no_clone_at_all() -> None:
     )
 
 
-def test_judge_allows_the_flush_unless_told_the_task_does_not_flush() -> None:
-    window = _window([0.0], wall=0.75 + 0.375 + 9.9)
-    assert _judge([window], "flashinfer") is None
-    assert _judge([window], "flashinfer", flush_l2=False).rule == "timing_forgery"
+def test_flashinfer_is_allowed_its_flush_whatever_the_task_says() -> None:
+    """flashinfer-bench's loop flushes before every iteration (``FlashInfer.run`` ignores ``flush_l2``). A 12 ms gap
+    less the loop and the flush (0.975 ms) leaves 11.025 ms, within 10 ms and a tenth of the gap (11.2); without the
+    flush's allowance it would leave 11.4."""
+    windows = _two_windows(12.0)
+    assert _judge(windows, "flashinfer") is None
+    assert _judge(windows, "flashinfer", flush_l2=False) is None
+    assert _judge(windows, "gpumode-benchmark").rule == "timing_forgery"  # no flush between its windows
+
+
+def _flashinfer_loop(*, boundary_ms: float, gap_ms: float = 0.5, sample: float = 1.0) -> list[Window]:
+    """One config's flashinfer-bench loop as ksearch runs it: 3 trials of 50 one-call windows ``gap_ms`` apart, the
+    first window of the second and third trial ``boundary_ms`` after the last of the trial before (each trial's last
+    window audited, as ksearch's loop hands it to the checker)."""
+    loop = timing_methods.FlashInfer()
+    windows, clock = [], 0.0
+    for _ in range(loop.trials):
+        for iteration in range(loop.iterations):
+            if windows:
+                clock += (boundary_ms if iteration == 0 else gap_ms) / 1e3
+            last = iteration == loop.iterations - 1
+            window = Window(
+                config=0,
+                run=0,
+                opened=clock,
+                closed=clock + sample * 1.05e-3,
+                samples_ms=[sample],
+                audits=["bench"] if last else [],
+            )
+            clock = window.closed
+            windows.append(window)
+    return windows
+
+
+def test_a_flashinfer_trial_s_first_window_follows_the_trial_s_inputs_and_warm_up() -> None:
+    """Before a trial's first window the harness makes the trial's inputs (1.5 x making and digesting them: 9 ms)
+    and runs 10 untimed iterations (each the loop, the flush and the clone: 0.975 + 1.0 ms, and the call at the
+    config's median sample with 5 %: 1.05 ms). Those two gaps were rejected when each counted in full (the smoke suite
+    on an H100, 2026-12-07: 57-322 ms "between timed windows" on every flashinfer-method evaluation)."""
+    facts = {"input_bytes": {0: 10**6}, "generation_ms": {0: 2.0}, "digest_ms": {0: 4.0}}
+    warm = 10 * (0.6 + 0.375 + 1.0 + 1.05)
+    audit_and_inputs = 0.6 + 1.975 + (0.6 + 0.3 + 6.0) + (0.6 + 0.3 + 9.0)
+    honest = _flashinfer_loop(boundary_ms=audit_and_inputs + warm)
+    assert _judge(honest, "flashinfer", **facts) is None
+    shape = METHOD_SHAPES["flashinfer"]
+    assert (shape.trial_windows, shape.trial_warmup) == (50, 10)
+    # each boundary 15 ms longer: 30 ms against 10 ms and a tenth of the gaps (about 15 ms) of slack
+    stretched = _flashinfer_loop(boundary_ms=audit_and_inputs + warm + 15.0)
+    assert _judge(stretched, "flashinfer", **facts).rule == "timing_forgery"
+    # the warm-up is allowed only before a trial's first window: as much time after every window is work
+    everywhere = _flashinfer_loop(boundary_ms=audit_and_inputs + warm, gap_ms=warm)
+    assert _judge(everywhere, "flashinfer", **facts).rule == "timing_forgery"
 
 
 def test_judge_requires_re_randomised_audits_unless_told_the_task_has_none() -> None:

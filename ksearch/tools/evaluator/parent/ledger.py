@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 
 from pydantic import BaseModel, ConfigDict
 
+from ksearch.tools.timing.methods import FlashInfer
 from ksearch.tools.timing.stats import SCORED_MIN_SHARE, SCORED_MIN_WINDOWS
 
 
@@ -216,7 +217,14 @@ class MethodShape:
 
     flush_per_call: bool = False
     hold_per_window: bool = False
-    clone_per_call: bool = False
+    flush_per_gap: bool = False
+    """An L2 flush between any two windows (flashinfer-bench's loop: it lies between the windows ksearch closes)."""
+    clone_per_gap: bool = False
+    """A clone of every argument between any two windows."""
+    trial_windows: int = 0
+    """Windows per trial (0: one trial): before a trial's first window the harness makes the trial's inputs and runs
+    ``trial_warmup`` untimed iterations."""
+    trial_warmup: int = 0
     every_window_audited: bool = False
     """Every timed call is checked, each on inputs of its own (GPU MODE's leaderboard procedure)."""
     fresh_inputs_every_window: bool = False
@@ -227,6 +235,7 @@ class MethodShape:
     """Windows of back-to-back calls: their samples must be spread like one kernel's (``SPREAD_RATIO``)."""
 
 
+_FLASHINFER = FlashInfer()
 _LEADERBOARD = MethodShape(every_window_audited=True, fresh_inputs_every_window=True)
 METHOD_SHAPES: dict[str, MethodShape] = {
     "gpumode-benchmark": MethodShape(min_fresh_audits=2),
@@ -235,7 +244,13 @@ METHOD_SHAPES: dict[str, MethodShape] = {
     "robust": MethodShape(
         flush_per_call=True, hold_per_window=True, min_fresh_audits=2, headline="median", one_kernel_per_window=True
     ),
-    "flashinfer": MethodShape(flush_per_call=True, clone_per_call=True, min_fresh_audits=2),
+    "flashinfer": MethodShape(
+        flush_per_gap=True,
+        clone_per_gap=True,
+        min_fresh_audits=2,
+        trial_windows=_FLASHINFER.iterations,
+        trial_warmup=_FLASHINFER.warmup,
+    ),
     "compare": MethodShape(
         flush_per_call=True, hold_per_window=True, min_fresh_audits=2, headline="median", one_kernel_per_window=True
     ),

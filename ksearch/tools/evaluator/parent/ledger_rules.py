@@ -177,8 +177,6 @@ def window_allowances(
         per_call += max(MIN_CALL_OVERHEAD_MS, calibration.call_overhead_ms) * OVERHEAD_FACTOR
     if shape.flush_per_call and flush_l2:
         per_call += calibration.flush_ms * 1.5
-    if shape.clone_per_call:
-        per_call += input_bytes * copy_ms_per_byte
     staged_ms_per_byte = copy_ms_per_byte + host_ms_per_byte(calibration)
     allowances = []
     previous: list[float] | None = None
@@ -209,22 +207,39 @@ HOST_COPY_FLOOR_GBPS = 1.0
 
 
 def gap_allowance_ms(
-    before: Window, after: Window, shape: MethodShape, calibration: Calibration, facts: ConfigFacts
+    before: Window,
+    after: Window,
+    shape: MethodShape,
+    calibration: Calibration,
+    facts: ConfigFacts,
+    *,
+    trial_start: bool = False,
+    typical_call_ms: float = 0.0,
 ) -> float:
     """The wall time (ms) the harness's own work may take between two windows, besides waiting for the checker: its
     loop overhead; after an audited window, staging, comparing and digesting its output and inputs; before a window
-    on fresh inputs (or fresh activation values), making and digesting them. Making and digesting inputs may take
-    ``GENERATION_FACTOR`` times what the checker took for the same work (it makes and digests the same inputs)."""
+    on fresh inputs (or fresh activation values), making and digesting them; the L2 flush and the arguments' clone
+    where the method does them between windows. Making and digesting inputs may take ``GENERATION_FACTOR`` times what
+    the checker took for the same work (it makes and digests the same inputs). Before a trial's first window
+    (``trial_start``), the trial's inputs are made and ``shape.trial_warmup`` untimed iterations run, each allowed an
+    iteration's harness work and ``typical_call_ms`` (the config's median sample) of the call."""
     overhead = max(MIN_CALL_OVERHEAD_MS, calibration.gap_overhead_ms) * OVERHEAD_FACTOR
     copy_ms_per_byte = 1.5 * 3 / (max(calibration.copy_gbps, 1.0) * 1e6)  # staged, then compared (read twice)
     host = host_ms_per_byte(calibration)  # host staging: the staged copy back to the device, the handed inputs to it
-    allowed = overhead
+    iteration = 0.0
+    if shape.flush_per_gap:
+        iteration += calibration.flush_ms * 1.5
+    if shape.clone_per_gap:
+        iteration += facts.input_bytes * 1.5 * 2 / (max(calibration.copy_gbps, 1.0) * 1e6)
+    allowed = overhead + iteration
     if before.audits:
         allowed += overhead + DIGEST_MS + GENERATION_FACTOR * facts.digest_ms
         allowed += before.staged_bytes * (copy_ms_per_byte + host)
-    if shape.fresh_inputs_every_window or after.fresh:
+    if shape.fresh_inputs_every_window or after.fresh or trial_start:
         allowed += overhead + DIGEST_MS + GENERATION_FACTOR * (facts.generation_ms + facts.digest_ms)
         allowed += facts.input_bytes * host
+    if trial_start:
+        allowed += shape.trial_warmup * (overhead + iteration + typical_call_ms * (1 + RELATIVE_SLACK))
     return allowed
 
 
@@ -337,11 +352,18 @@ def _null_problem(name: str, windows: list[Window], nulls: list[Window], ledger:
     return None
 
 
-def _pairs(windows: list[Window]) -> Iterator[tuple[Window, Window]]:
-    """Consecutive windows of one method run (compare mode warms up between its runs: no pair spans two)."""
-    for before, after in zip(windows, windows[1:]):
+def _pairs(windows: list[Window], shape: MethodShape) -> Iterator[tuple[Window, Window, bool]]:
+    """Consecutive windows of one method run (compare mode warms up between its runs: no pair spans two), and whether
+    the second begins a trial of the method's (``MethodShape.trial_windows``)."""
+    positions: dict[int, int] = {}
+    indices = []
+    for window in windows:
+        indices.append(positions.get(window.run, 0))
+        positions[window.run] = indices[-1] + 1
+    for index in range(1, len(windows)):
+        before, after = windows[index - 1], windows[index]
         if before.run == after.run and before.closed is not None:
-            yield before, after
+            yield before, after, bool(shape.trial_windows) and indices[index] % shape.trial_windows == 0
 
 
 def _gap_problem(
@@ -360,7 +382,8 @@ def _gap_problem(
     loop's few audit gaps (fewer than ten at the default rate) count in full, and where every gap is an audit gap
     (``confirm``) the trim is what it was."""
     excesses, audit_excesses, total = [], [], 0.0
-    for before, after in _pairs(windows):
+    typical_call_ms = statistics.median(x for w in windows for x in w.samples_ms) if shape.trial_windows else 0.0
+    for before, after, trial_start in _pairs(windows, shape):
         assert before.closed is not None
         gap_ms = (
             after.opened
@@ -369,7 +392,10 @@ def _gap_problem(
             - ledger.nulls_between(before.closed, after.opened)
         ) * 1e3
         total += max(0.0, gap_ms)
-        excess = max(0.0, gap_ms - gap_allowance_ms(before, after, shape, calibration, facts))
+        allowed = gap_allowance_ms(
+            before, after, shape, calibration, facts, trial_start=trial_start, typical_call_ms=typical_call_ms
+        )
+        excess = max(0.0, gap_ms - allowed)
         (audit_excesses if before.audits or after.fresh else excesses).append(excess)
     unexplained = _trimmed_sum(excesses) + _trimmed_sum(audit_excesses)
     jitter = _jitter_ms(ledger) + (HOST_GAP_SLACK if ledger.host_timing else GAP_SLACK) * total
