@@ -344,3 +344,39 @@ def test_a_runs_end_that_names_no_window_of_it_is_out_of_order() -> None:
     assert ledger.malformed[1] == "the end of a run without its config, run or window count"
     finding = judge_loops(ledger, "compare", ["a"])
     assert finding is not None and "out of order" in finding.evidence
+
+
+class CostlyRunner(LedgerRunner):
+    """The harness's own work takes fake time as on a GPU: an L2 flush 0.1 ms, a clone of the arguments 0.15 ms, a
+    trial's (or a config's) inputs 2 ms to make."""
+
+    def flush(self) -> None:
+        super().flush()
+        self.clock[0] += 0.1
+
+    def call_on(self, index: int, **kwargs: bool) -> FakeCall:
+        made = not kwargs.get("fresh") and index not in self._set_args
+        call = super().call_on(index, **kwargs)
+        self.clock[0] += (0.15 if kwargs.get("clone") else 0.0) + (2.0 if made else 0.0)
+        return call
+
+
+def test_the_flashinfer_loop_with_the_harness_s_own_costs_passes_every_rule() -> None:
+    """flashinfer-bench's loop as ksearch runs it, its flush, clones, trial inputs and warm-up taking time, judged by
+    every rule (``ledger_rules.judge``): it passes. Before 2026-12-07 each window held the next iteration's flush and
+    clone, and the gap before a trial's first window (its inputs and 10 warm-up iterations) counted in full: an H100
+    rejected every honest flashinfer-method evaluation; this loop read 28.5 ms over then."""
+    from ksearch.tools.evaluator.parent.ledger import Calibration
+    from ksearch.tools.evaluator.parent.ledger_rules import judge
+
+    calibration = Calibration(window_overhead_ms=0.02, gap_overhead_ms=0.05, flush_ms=0.1, copy_gbps=1000.0)
+    facts = {"input_bytes": {0: 10**8, 1: 10**8}, "generation_ms": {0: 2.0, 1: 2.0}, "digest_ms": {0: 0.0, 1: 0.0}}
+    for _ in range(3):  # the fresh audits' positions are random
+        ledger = TimingLedger()
+        method = timing.get_method("flashinfer")
+        for config in range(2):
+            runner = CostlyRunner(ledger, config)
+            runner.clock[0] = 10_000.0 * config
+            method.run(runner, flush_l2=False)
+        assert judge_loops(ledger, "flashinfer", ["a", "b"]) is None
+        assert judge(ledger, "flashinfer", calibration, configs=["a", "b"], **facts) is None
