@@ -66,14 +66,16 @@ class WorkerRequest(BaseModel):
     entry_point: str
     candidate_path: str
     result_path: str
-    mode: Literal["evaluate", "compare", "scout", "resources", "profile", "counters"] = "evaluate"
+    mode: Literal["evaluate", "compare", "scout", "resources", "profile", "counters", "staging"] = "evaluate"
     """evaluate: correctness on every test config, then (when ``timing``) timing with ``timing_method``; compare: two
     candidates timed interleaved (``challenger_path``); scout: the candidate's Triton kernels compiled ahead of the
     evaluate worker into ``triton_cache_dir`` (public seeds, no staging, nothing judged); resources: on the CPU, the
     candidate's kernels compiled for ``target_gpu`` and their figures reported (``ksearch.tools.evaluator.worker.aot``);
     profile: a process beside the worker that waits for the parent's go (sent once the worker has exited), then
     profiles one call per benchmark config (``ksearch.tools.evaluator.parent.profile_process``); counters: under Nsight
-    Compute, one call per config of ``counter_configs`` inside an NVTX range each (``ksearch.tools.counters``)."""
+    Compute, one call per config of ``counter_configs`` inside an NVTX range each (``ksearch.tools.counters``); staging:
+    open ``staging`` and check the checker's bytes there, nothing else (no candidate is loaded: the parent's trusted
+    confirmation that a worker's "cannot open the checker's buffer" is the machine's, not the candidate's)."""
     timing: bool = False
     timing_method: str = "robust"
     salt: int = 0

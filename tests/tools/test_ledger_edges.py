@@ -803,5 +803,3 @@ def test_where_the_staging_buffer_lies_is_the_parents_word_never_the_workers() -
     ipc = StagingHandle(kind="cuda_ipc", nbytes=1 << 20, generation=1, ipc="y")
     assert staging_on_host(shm, "cuda:0") and not staging_on_host(ipc, "cuda:0")
     assert not staging_on_host(shm, "cpu") and not staging_on_host(None, "cuda")
-    # a fallback a worker asked for (it "could not open" the buffer) is the candidate's word: no allowance
-    assert not staging_on_host(shm, "cuda:0", claimed=True)

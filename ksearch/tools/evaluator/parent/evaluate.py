@@ -66,7 +66,7 @@ HARNESS_RETRY_PAUSE_S = 5.0
 HARNESS_FAULT = "harness:"
 """How a worker's error starts when the harness failed, not the candidate (``worker.HARNESS_FAULT``)."""
 STAGING_ERROR = HARNESS_FAULT + " staging"
-"""How a worker reports that it could not open the checker's staging buffer (the session then falls back)."""
+"""How a worker reports that it could not open the checker's staging buffer (``worker.STAGING_FAULT``)."""
 OUT_OF_MEMORY_VERDICTS = (Verdict.RUNTIME_ERROR, Verdict.CRASHED)
 OUT_OF_MEMORY_MARKERS = ("OutOfMemoryError", "CUDA out of memory", "CUDA error: out of memory")
 """How a candidate's own out-of-device-memory failure reads in the worker's error (torch's and the CUDA runtime's)."""
@@ -149,8 +149,11 @@ def _evaluate_with_retry(session: EvaluatorSession, request: EvalRequest, task: 
             continue
         staging_failed = outcome.result is not None and outcome.result.error.startswith(STAGING_ERROR)
         if staging_failed and attempt == 0:
-            session.ask_checker(CheckerCommand(op="staging", shm=True), 60.0)
-            session.host_staging_claimed = True
+            # The worker's word is the candidate's process speaking; a fresh worker that loads no candidate confirms
+            # it before the session moves to host memory (whose crossings the timing rules then allow for). Where
+            # that worker opens the buffer, the evaluation runs again on it.
+            if _buffer_unopenable(session, request, task, method):
+                session.ask_checker(CheckerCommand(op="staging", shm=True), 60.0)
             continue
         if outcome.result is not None and outcome.result.error.startswith(HARNESS_FAULT) and not staging_failed:
             # The harness could not do its part (a task whose declared inputs cannot be re-randomised, say): never
@@ -188,6 +191,21 @@ def _evaluate_with_retry(session: EvaluatorSession, request: EvalRequest, task: 
                 )
         return evaluation
     raise HarnessError("the evaluator could not complete the evaluation")
+
+
+def _buffer_unopenable(session: EvaluatorSession, request: EvalRequest, task: Task, method: str) -> bool:
+    """Whether a fresh worker, asked only to open the checker's staging buffer (``WorkerRequest.mode`` ``staging``: no
+    candidate code runs in it), cannot open it either."""
+    if session.staging is None:
+        return False
+    worker = session.take_worker()
+    try:
+        probe = build_worker_request(request, worker.work, worker.result_path, task, method, salt=0)
+        probe.mode, probe.staging, probe.timing, probe.profile = "staging", session.staging, False, False
+        outcome = session.run(worker, probe, compile_timeout_s=request.compile_timeout_s, run_timeout_s=60.0)
+    finally:
+        session.retire(worker)
+    return outcome.result is not None and outcome.result.error.startswith(STAGING_ERROR)
 
 
 def _shared_gpu(session: EvaluatorSession) -> Sharing | None:

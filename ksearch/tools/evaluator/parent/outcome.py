@@ -93,8 +93,9 @@ def mark_timed_span(outcome: Outcome, new_phase: str | None) -> None:
         outcome.timed_span = (outcome.timed_span[0], now)
 
 
-def staging_on_host(staging: StagingHandle | None, device: str, *, claimed: bool = False) -> bool:
+def staging_on_host(staging: StagingHandle | None, device: str) -> bool:
     """Whether a GPU evaluation's staging buffer lies in host memory (the fallback where CUDA IPC is unavailable) for
-    the timing rules' allowance. Never where the session fell back because a worker ``claimed`` it could not open the
-    checker's buffer: that is the candidate's process speaking, and the allowance would be room it bought itself."""
-    return not claimed and staging is not None and staging.kind != "cuda_ipc" and device.startswith("cuda")
+    the timing rules' allowance. The session falls back only where the trusted side chose it: a checker that cannot
+    export CUDA IPC, ``KSEARCH_STAGING=shm``, or a worker's "cannot open" that a fresh worker loading no candidate
+    confirmed (``evaluate._buffer_unopenable``); a candidate's word alone would buy it room between windows."""
+    return staging is not None and staging.kind != "cuda_ipc" and device.startswith("cuda")

@@ -106,10 +106,6 @@ class EvaluatorSession:
         self.evaluations = 0
         self.low_memory = settings.LOW_MEMORY.is_on()
         """Evaluations run in low-memory mode (``checker``): asked for, or entered once and kept for the session."""
-        self.host_staging_claimed = False
-        """The session moved to host staging because a worker said it could not open the checker's buffer: a claim
-        of the candidate's process, so the timing rules give host staging no allowance then (a candidate could
-        otherwise buy itself room between windows)."""
         self._start_checker()
         if prestart or worker_now:
             self.idle = self._start_worker()
@@ -267,7 +263,7 @@ class EvaluatorSession:
         outcome = Outcome(
             ledger=TimingLedger(),
             oom_kills_before=oom_kills(),
-            staging_on_host=staging_on_host(request.staging, request.device, claimed=self.host_staging_claimed),
+            staging_on_host=staging_on_host(request.staging, request.device),
         )
         if not worker.wait_ready(started + compile_timeout_s):
             outcome.phase_seconds["start"] = round(time.monotonic() - started, 3)

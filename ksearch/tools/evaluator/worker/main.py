@@ -121,6 +121,7 @@ _T = TypeVar("_T")
 
 HARNESS_FAULT = "harness:"
 """How a worker's error starts when the harness, not the candidate, failed (the parent retries, then stops)."""
+STAGING_FAULT = f"{HARNESS_FAULT} staging: cannot open the checker's buffer"
 
 
 def prime_activation_probe(task: Any, config: Any) -> None:
@@ -212,6 +213,8 @@ class Worker:
             return run_profiler(self)
         if self.request.mode == "counters":
             return run_counters(self)
+        if self.request.mode == "staging":
+            return self.open_staging_only()
         if self.request.cache_autotuning:
             cache_autotuning()
         try:
@@ -221,11 +224,8 @@ class Worker:
             if self.request.staging is not None:
                 try:
                     self.staging = StagingWriter(self.request.staging)
-                except Exception as exc:  # noqa: BLE001 - the session falls back to shared host memory
-                    return self.result(
-                        Verdict.CRASHED,
-                        error=f"harness: staging: cannot open the checker's buffer ({type(exc).__name__}: {exc})",
-                    )
+                except Exception as exc:  # noqa: BLE001 - the parent confirms, then falls back to host memory
+                    return self.result(Verdict.CRASHED, error=f"{STAGING_FAULT} ({type(exc).__name__}: {exc})")
             if self.request.mode == "evaluate":
                 self.work_policy = start_observing(self)  # its hooks are in place before the guard's references
             self.guard = Guard(allow_threads=self.request.allow_threads)  # before the candidate is imported
@@ -260,6 +260,16 @@ class Worker:
         return run_scout(self)
 
     # -- phases -------------------------------------------------------------------------------------------------
+    def open_staging_only(self) -> WorkerResult:
+        """Mode ``staging``: whether this process, which loads no candidate, can open the checker's buffer."""
+        try:
+            self.prepare_device()
+            if self.request.staging is not None:
+                StagingWriter(self.request.staging).close()
+        except Exception as exc:  # noqa: BLE001 - the answer the parent asked for
+            return self.result(Verdict.CRASHED, error=f"{STAGING_FAULT} ({type(exc).__name__}: {exc})")
+        return self.result(Verdict.PASSED)
+
     def prepare_device(self) -> None:
         import torch
 
