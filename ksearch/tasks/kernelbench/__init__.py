@@ -212,9 +212,12 @@ class KernelBenchTask(Task):
     def make_inputs(self, config: TaskConfig, device: str) -> list[Any]:
         """``get_inputs()`` from the inputs' own stream (``streams.inputs_seed``), redrawn per the distribution."""
         with seeded_global_rng(inputs_seed(config.seed)):
-            inputs = list(self.problem_for(device).get_inputs())
-        inputs = list(to_device(inputs, device))
+            made = list(self.problem_for(device).get_inputs())
+        inputs = list(to_device(made, device))
         distribution = timed_distribution(config.seed) if config.distribution == TIMED else config.distribution
+        if distribution in (RESCALED, PERTURBED):  # changed in place: tensors ``get_inputs()`` may hold are copied
+            inputs = [x.clone() if isinstance(x, torch.Tensor) and x is y else x for x, y in zip(inputs, made)]
+        del made  # each activation below is released before its replacement is drawn (``redraw``)
         if distribution in VARIANTS:
             inputs = redraw(inputs, distribution, config.seed, device)
         elif distribution in (RESCALED, PERTURBED):

@@ -35,7 +35,7 @@ from typing import Any
 import torch
 
 from ksearch.tasks import sampling
-from ksearch.tasks.kernelbench.variants import is_activation
+from ksearch.tasks.kernelbench.variants import is_activation, slices
 
 RESCALED = "rescaled"
 PERTURBED = "perturbed"
@@ -65,26 +65,33 @@ REMEMBERED = 8
 
 
 def rescale(inputs: list[Any], seed: int) -> list[Any]:
-    """``inputs`` with every floating-point activation mapped by the secret ``k`` and ``c`` of ``seed``."""
+    """``inputs`` with every floating-point activation mapped by the secret ``k`` and ``c`` of ``seed``, in place and
+    slice by slice (``variants.slices``): the tensors must be the caller's own (``KernelBenchTask.make_inputs``
+    copies any that ``get_inputs()`` could still hold)."""
     if _on_meta(inputs):
         return inputs  # shapes and dtypes only (the activation probe): they are unchanged
     k, c = secret_shape(seed)
-    return [_rescaled(x, k, c) if is_activation(x) else x for x in inputs]
+    done: set[int] = set()
+    for x in inputs:
+        if id(x) not in done and is_activation(x):
+            _rescale_in_place(x, k, c)
+            done.add(id(x))  # a tensor listed twice is mapped once
+    return inputs
 
 
 def perturb(inputs: list[Any], seed: int) -> list[Any]:
-    """``inputs`` (already rescaled) with one block of their largest activation, at a secret offset, moved by
-    ``SHRINK`` of its distance to the tensor's minimum (so it stays in the range; zeros stay zeros when the minimum
-    is 0): a change that moves a mean over many rows by about the tolerance, where a kernel that skips the block is
-    still within it."""
+    """``inputs`` (already rescaled, the caller's own) with one block of their largest activation, at a secret
+    offset, moved by ``SHRINK`` of its distance to the tensor's minimum (so it stays in the range; zeros stay zeros
+    when the minimum is 0), in place (a non-contiguous tensor is replaced by a contiguous copy): a change that moves
+    a mean over many rows by about the tolerance, where a kernel that skips the block is still within it."""
     if _on_meta(inputs):
         return inputs
     activations = [i for i, x in enumerate(inputs) if is_activation(x)]
     if not activations:
         return inputs
     position = max(activations, key=lambda i: inputs[i].numel())
-    x = inputs[position]
-    flat = x.reshape(-1)
+    x = inputs[position].contiguous()
+    flat = x.view(-1)
     n = flat.numel()
     length = max(1, n // BLOCK_FRACTION)
     start = int(_unit(seed, "offset") * (n - length))
@@ -92,10 +99,9 @@ def perturb(inputs: list[Any], seed: int) -> list[Any]:
     low = flat.min().to(work)
     block = flat[start : start + length].to(work)
     moved = block.sub(low).mul_(1.0 - SHRINK).add_(low)
-    changed = flat.clone()
-    changed[start : start + length] = torch.where(block == 0, block, moved).to(x.dtype)
+    flat[start : start + length] = torch.where(block == 0, block, moved).to(x.dtype)
     result = list(inputs)
-    result[position] = changed.reshape(x.shape)
+    result[position] = x
     return result
 
 
@@ -112,14 +118,15 @@ def secret_shape(seed: int) -> tuple[float, float]:
     return k, c
 
 
-def _rescaled(x: torch.Tensor, k: float, c: float) -> torch.Tensor:
+def _rescale_in_place(x: torch.Tensor, k: float, c: float) -> None:
     work = _work_dtype(x.device)
-    values = x.to(work)
-    low, high = values.min(), values.max()
-    zeros = values == 0
-    values = sampling.power(values.sub_(low).div_(high - low), k).mul_((high - low) * c).add_(low)
-    values.masked_fill_(zeros, 0.0)
-    return values.to(x.dtype)
+    low, high = x.min().to(work), x.max().to(work)
+    for part in slices(x):
+        values = part.to(work, copy=True)
+        zeros = values == 0
+        values = sampling.power(values.sub_(low).div_(high - low), k).mul_((high - low) * c).add_(low)
+        values.masked_fill_(zeros, 0.0)
+        part.copy_(values)
 
 
 def _on_meta(inputs: list[Any]) -> bool:

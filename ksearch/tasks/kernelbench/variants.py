@@ -52,19 +52,41 @@ SMALL_SCALE = 1e-3
 SPARSE_ZEROS = 0.25
 SPARSE_EXTREMES = 0.005
 EXTREME_LOW, EXTREME_HIGH = 6.0, 8.0
+SLICES = 16
+"""Pieces a draw (and every elementwise pass over a large input here and in ``distributions``) works in: its
+temporaries take a sixteenth of the input's memory, where whole-tensor arithmetic took up to six inputs' worth (a
+sparse draw of level 1's 6.4 GB ReLU input ran an 80 GB GPU out of memory beside the checker, 2026-12-07)."""
+MIN_SLICE = 1 << 16
 
 
 def redraw(inputs: list[Any], variant: str, seed: int, device: str) -> list[Any]:
-    """``inputs`` (already on ``device``) with every floating-point activation redrawn from ``variant``."""
+    """``inputs`` (already on ``device``) with every floating-point activation redrawn from ``variant``: replaced in
+    the list itself, each released before its replacement is drawn, so a redraw needs one input's memory (and
+    ``SLICES``-th parts of it) beyond the list, not two."""
     if variant not in VARIANTS:
         raise ValueError(f"unknown input variant {variant!r}; known: {', '.join(VARIANTS)}")
     generator = torch.Generator(device=device).manual_seed(seed)
-    redrawn: list[Any] = []
-    for value in inputs:
-        if is_activation(value):
-            value = draw(variant, tuple(value.shape), value.dtype, value.device, generator)
-        redrawn.append(value)
-    return redrawn
+    for position in range(len(inputs)):  # by index: enumerate's cached pair would keep the old tensor alive
+        value = inputs[position]
+        if not is_activation(value):
+            continue
+        shape, dtype, where = tuple(value.shape), value.dtype, value.device
+        del value
+        inputs[position] = None
+        inputs[position] = draw(variant, shape, dtype, where, generator)
+    return inputs
+
+
+def slices(tensor: torch.Tensor) -> list[torch.Tensor]:
+    """Views of ``tensor`` that together cover it, about ``SLICES`` of them (at least ``MIN_SLICE`` elements each):
+    of its flat view when it is contiguous, else along its first dimension. Elementwise work done slice by slice
+    needs a ``SLICES``-th of the tensor's memory for its temporaries instead of several times the tensor."""
+    if tensor.dim() == 0:
+        return [tensor]
+    if tensor.is_contiguous():
+        flat = tensor.view(-1)
+        return list(flat.split(max(MIN_SLICE, -(-flat.numel() // SLICES))))
+    return list(tensor.split(max(1, -(-tensor.shape[0] // SLICES))))
 
 
 def is_activation(value: Any) -> bool:
@@ -72,38 +94,48 @@ def is_activation(value: Any) -> bool:
     if not isinstance(value, torch.Tensor) or not value.is_floating_point() or value.numel() <= 2:
         return False
     low, high = value.min(), value.max()
-    return not bool(((value == low) | (value == high)).all())
+    return any(not bool(((part == low) | (part == high)).all()) for part in slices(value))
 
 
 def draw(
     variant: str, shape: tuple[int, ...], dtype: torch.dtype, device: torch.device | str, generator: torch.Generator
 ) -> torch.Tensor:
-    """One tensor of ``variant``. On the CPU the values are drawn in float64, whose kernels do not depend on the CPU's
-    vector capability (``ksearch.tasks.sampling``), so every process draws the same bits; on a GPU in float32."""
+    """One tensor of ``variant``, drawn slice by slice (``slices``) into a tensor of ``dtype``: the temporaries of a
+    draw take a ``SLICES``-th of its memory. On the CPU the values are drawn in float64, whose kernels do not depend
+    on the CPU's vector capability (``ksearch.tasks.sampling``), so every process draws the same bits; on a GPU in
+    float32. The slices depend on the shape only, so the worker and the checker draw the same values."""
     work = torch.float64 if torch.device(device).type == "cpu" else torch.float32
+    out = torch.empty(shape, dtype=dtype, device=device)
+    for part in slices(out):
+        part.copy_(_values(variant, part.numel(), work, device, generator).view(part.shape))
+    return out
+
+
+def _values(
+    variant: str, count: int, work: torch.dtype, device: torch.device | str, generator: torch.Generator
+) -> torch.Tensor:
+    """``count`` values of ``variant`` in the dtype ``work``."""
 
     def normal() -> torch.Tensor:
-        return torch.randn(shape, generator=generator, device=device, dtype=work)
+        return torch.randn(count, generator=generator, device=device, dtype=work)
 
     def uniform() -> torch.Tensor:
-        return torch.rand(shape, generator=generator, device=device, dtype=work)
+        return torch.rand(count, generator=generator, device=device, dtype=work)
 
     if variant == "signed":
-        values = normal()
-    elif variant == "large":
-        values = uniform().mul_(2 * LARGE_BOUND).sub_(LARGE_BOUND)
-    elif variant == "small":
-        values = normal().mul_(SMALL_SCALE)
-    elif variant == "positive":
-        values = sampling.exp(normal())
-    else:  # sparse
-        values, u = normal(), uniform()
-        values[u < SPARSE_ZEROS] = 0.0
-        extreme = u > 1.0 - SPARSE_EXTREMES
-        spread = (u - (1.0 - SPARSE_EXTREMES)) / SPARSE_EXTREMES  # distinct per element, so no ties at the max
-        magnitude = spread.mul_(EXTREME_HIGH - EXTREME_LOW).add_(EXTREME_LOW)
-        values = torch.where(extreme, torch.where(values < 0, -magnitude, magnitude), values)
-    return values.to(dtype)
+        return normal()
+    if variant == "large":
+        return uniform().mul_(2 * LARGE_BOUND).sub_(LARGE_BOUND)
+    if variant == "small":
+        return normal().mul_(SMALL_SCALE)
+    if variant == "positive":
+        return sampling.exp(normal())
+    values, u = normal(), uniform()  # sparse
+    values[u < SPARSE_ZEROS] = 0.0
+    extreme = u > 1.0 - SPARSE_EXTREMES
+    spread = (u - (1.0 - SPARSE_EXTREMES)) / SPARSE_EXTREMES  # distinct per element, so no ties at the max
+    magnitude = spread.mul_(EXTREME_HIGH - EXTREME_LOW).add_(EXTREME_LOW)
+    return torch.where(extreme, torch.where(values < 0, -magnitude, magnitude), values)
 
 
-__all__ = ["VARIANTS", "VARIANT_SEED_BASE", "draw", "is_activation", "redraw"]
+__all__ = ["SLICES", "VARIANTS", "VARIANT_SEED_BASE", "draw", "is_activation", "redraw", "slices"]

@@ -1,0 +1,106 @@
+"""The memory a KernelBench evaluation's inputs and references take, in units of one input's size, measured on the CPU
+from the profiler's allocation records (``tests.helpers.memory_peaks``): what a GPU's allocator must hold for the
+same code.
+
+Level 1's ReLU at full size has a 6.4 GB input, and an 80 GB GPU holds about 12 of them for the worker and the
+checker together. A sparse variant drawn with whole-tensor arithmetic took 7 inputs' worth in the worker and again in
+the checker (an H100, 2026-12-07: ``crashed, out of memory`` on an honest kernel); every draw and transform now works
+in slices of the tensor it writes (``variants.SLICES``), so making any config's inputs holds the input and a fraction
+of it. On the CPU draws compute in float64, so the slices' share here is twice a GPU's.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+
+from ksearch.tasks import base
+from ksearch.tasks.kernelbench import KernelBenchTask, precision
+from ksearch.tasks.kernelbench.distributions import rescale
+from ksearch.tasks.kernelbench.variants import VARIANTS, redraw
+from ksearch.tools.evaluator.checker.checker_records import InputClaim
+from ksearch.tools.evaluator.checker.references import References
+from tests.helpers.memory_peaks import peak_units
+
+ROWS, COLUMNS = 64, 16384
+UNIT = ROWS * COLUMNS * 4
+"""One input's bytes (float32), below the CPU's size budget, so the problem runs as written."""
+PROBLEM = f"""
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        return torch.relu(x)
+
+
+def get_inputs():
+    return [torch.rand({ROWS}, {COLUMNS})]
+
+
+def get_init_inputs():
+    return []
+"""
+"""Level 1's ReLU (problem 19) at a size the CPU runs as written: input and output fit ``sizes.CPU_BUDGET_BYTES``."""
+SLICE_SHARE = 0.75
+"""What the slices' temporaries may add, in units (float64 on the CPU: a sparse draw's five temporaries of a
+sixteenth, twice over)."""
+
+
+@pytest.fixture(scope="module")
+def task(tmp_path_factory: pytest.TempPathFactory) -> KernelBenchTask:
+    path = Path(tmp_path_factory.mktemp("kernelbench")) / "19_ReLU.py"
+    path.write_text(textwrap.dedent(PROBLEM), encoding="utf-8")
+    return KernelBenchTask(path)
+
+
+def _configs(task: KernelBenchTask) -> list[base.TaskConfig]:
+    return task.test_configs("cpu") + task.benchmark_configs("cpu")
+
+
+def test_making_any_configs_inputs_holds_the_inputs_and_slices_beside_them(task: KernelBenchTask) -> None:
+    """The input is one unit; a variant's draw replaces it; a rescaled input is copied once on the CPU
+    (``get_inputs()`` could hold the tensor it changes in place; on a GPU the move to it is that copy)."""
+    for config in _configs(task):
+        peak, inputs = peak_units(lambda config=config: task.make_inputs(config, "cpu"), UNIT)
+        assert [tuple(x.shape) for x in inputs] == [(ROWS, COLUMNS)]
+        copied = 1.0 if config.distribution in ("rescaled", "perturbed") else 0.0
+        assert peak <= 1.0 + copied + SLICE_SHARE, (config.name, peak)
+
+
+@pytest.mark.parametrize("variant", list(VARIANTS))
+def test_a_redraw_replaces_each_input_before_it_draws_the_next(variant: str) -> None:
+    peak, redrawn = peak_units(
+        lambda: redraw([torch.rand(ROWS, COLUMNS), torch.rand(ROWS, COLUMNS)], variant, 7, "cpu"), UNIT
+    )
+    assert peak <= 2.0 + SLICE_SHARE, peak  # each new input takes its predecessor's memory
+
+
+def test_rescaling_works_in_place_slice_by_slice() -> None:
+    inputs = [torch.rand(ROWS, COLUMNS)]
+    before = inputs[0].clone()
+    peak, rescaled = peak_units(lambda: rescale(inputs, 11), UNIT)
+    assert rescaled[0] is inputs[0] and not torch.equal(rescaled[0], before)
+    assert peak <= SLICE_SHARE, peak  # nothing of the input's size beside it
+
+
+def test_the_checkers_reference_holds_its_inputs_its_output_and_slices(
+    task: KernelBenchTask, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The checker's preparation of every config: inputs, digest, reference. With the float64 reference out of reach
+    (a 6.4 GB input: ``precision.DEVICE_SHARE``), the inputs and the output; with it, also the float64 copies of the
+    inputs and the output and the rounded output (``precision._fits`` budgets for them). The comparison chunks are
+    set to the share of the input they have at full size (16 M elements of 1.6 G)."""
+    monkeypatch.setattr(precision, "CHUNK", ROWS * COLUMNS // 64)
+    references = References("cpu", 1 << 30)
+    for wide in (False, True):
+        monkeypatch.setattr(precision, "_fits", lambda model, floats, wide=wide: wide)
+        for config in _configs(task):
+            claim = InputClaim("test", 0, config.seed, config.seed)
+            peak, _ = peak_units(lambda config=config, claim=claim: references.compute(task, config, claim, ()), UNIT)
+            bound = 1.0 + 1.0 + (2 + 2 + 1 if wide else 0) + SLICE_SHARE  # input, output (their float64 copies)
+            assert peak <= bound, (config.name, wide, peak)
