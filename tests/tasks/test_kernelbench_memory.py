@@ -104,3 +104,14 @@ def test_the_checkers_reference_holds_its_inputs_its_output_and_slices(
             peak, _ = peak_units(lambda config=config, claim=claim: references.compute(task, config, claim, ()), UNIT)
             bound = 1.0 + 1.0 + (2 + 2 + 1 if wide else 0) + SLICE_SHARE  # input, output (their float64 copies)
             assert peak <= bound, (config.name, wide, peak)
+
+
+def test_a_reference_is_cached_only_where_every_correctness_reference_fits(task: KernelBenchTask) -> None:
+    """A session's evaluations ask for the same 12 references in the same order: a cache holding fewer is swept
+    before it is asked again, and would only hold GPU memory beside the worker's inputs."""
+    configs = task.test_configs("cpu")
+    for budget, cached in ((len(configs) * UNIT, len(configs)), (len(configs) * UNIT - 1, 0)):
+        references = References("cpu", budget)
+        for index, config in enumerate(configs):
+            references.reference(task, config, InputClaim("test", index, config.seed, config.seed))
+        assert len(references.cache.entries) == cached, budget

@@ -162,9 +162,17 @@ class References:
         prepare_config = config.model_copy(update={"seed": claim.prepare_seed})
         expected = task.expected(prepare_config, inputs)  # after the digest; nothing reads the inputs again
         del inputs
-        if not self.low_memory and claim.kind != "audit":  # an audit's activations are its own: never asked again
-            self.cache.put(key, digest, expected)
+        if not self.low_memory and claim.kind != "audit" and self.worth_caching(task, expected):
+            self.cache.put(key, digest, expected)  # an audit's activations are its own: never asked again
         return digest, expected
+
+    def worth_caching(self, task: Any, expected: Any) -> bool:
+        """Whether a reference of ``expected``'s size is worth keeping: only where the cache holds every correctness
+        reference of the task at that size. An evaluation asks for them in the same order each time, and a cache
+        that holds fewer than all is swept before it is asked again (least recently used first out): it would
+        never hit, and would hold up to a fifth of the GPU beside the worker's inputs (KernelBench's 6.4 GB ReLU:
+        two outputs of 6.4 GB)."""
+        return nbytes_of(expected) * len(task.test_configs(self.device)) <= self.cache.budget
 
     def audit_expectation(
         self, task: Any, config: Any, claim: InputClaim, *, whole: bool
