@@ -302,7 +302,7 @@ class Robust(TimingMethod):
                 runner.audit(call, output, staged)
             if values is not None and fresh is not None:
                 fresh.done += 1
-            del output
+            del output, values  # before the next block makes its own: one set of fresh values alive at a time
             block_index += 1
             result.samples_ms.extend(block)
             per_call_s = statistics.median(block) / 1e3
