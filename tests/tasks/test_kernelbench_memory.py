@@ -18,7 +18,7 @@ import pytest
 import torch
 
 from ksearch.tasks import base
-from ksearch.tasks.kernelbench import KernelBenchTask, precision
+from ksearch.tasks.kernelbench import KernelBenchTask, distributions, judging, precision
 from ksearch.tasks.kernelbench.distributions import rescale
 from ksearch.tasks.kernelbench.variants import VARIANTS, redraw
 from ksearch.tools.evaluator.checker.checker_records import InputClaim
@@ -104,6 +104,23 @@ def test_the_checkers_reference_holds_its_inputs_its_output_and_slices(
             peak, _ = peak_units(lambda config=config, claim=claim: references.compute(task, config, claim, ()), UNIT)
             bound = 1.0 + 1.0 + (2 + 2 + 1 if wide else 0) + SLICE_SHARE  # input, output (their float64 copies)
             assert peak <= bound, (config.name, wide, peak)
+
+
+def test_judging_an_output_holds_nothing_of_its_size(task: KernelBenchTask, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The checker judges one output while it holds the next config's reference: ``isfinite`` over a whole output
+    took 1.75 outputs' worth (``base.all_finite``). Chunks as at full size (16 M elements of 1.6 G, the sensitivity
+    check's projections 1 M)."""
+    chunk = ROWS * COLUMNS // 96
+    monkeypatch.setattr(distributions, "PROJECTION_CHUNK", chunk // 16)
+    monkeypatch.setattr(base, "CHECK_CHUNK", chunk)
+    monkeypatch.setattr(judging, "CHECK_CHUNK", chunk)
+    monkeypatch.setattr(precision, "CHUNK", chunk)
+    for config in _configs(task):
+        inputs = task.make_inputs(config, "cpu")
+        expected = task.expected(config, inputs)
+        output = torch.relu(inputs[0])
+        peak, mismatch = peak_units(lambda c=config, o=output, e=expected: task.check(c, o, e), UNIT)
+        assert mismatch is None and peak <= 0.25, (config.name, peak)
 
 
 def test_a_reference_is_cached_only_where_every_correctness_reference_fits(task: KernelBenchTask) -> None:

@@ -14,7 +14,7 @@ import torch
 
 from ksearch.contracts.evaluation import Mismatch
 from ksearch.tasks._loading import tolerance_for
-from ksearch.tasks.base import TaskConfig
+from ksearch.tasks.base import TaskConfig, all_finite
 from ksearch.tasks.kernelbench.distributions import DISTRIBUTIONS, PERTURBED, RESCALED, Sensitivity
 from ksearch.tasks.kernelbench.judging import (
     INPUT_DISTRIBUTION,
@@ -71,7 +71,7 @@ class OutputJudge:
             if output == expected:
                 return None
             return Mismatch(config=config.name, message=f"{config.name}: got {output!r}, expected {expected!r}")
-        if (expected.is_floating_point() or expected.is_complex()) and not bool(torch.isfinite(expected).all()):
+        if (expected.is_floating_point() or expected.is_complex()) and not all_finite(expected):
             if config.distribution in VARIANTS:
                 return None  # the op does not allow this distribution (variants' docstring)
             return Mismatch(
