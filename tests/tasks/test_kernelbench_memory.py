@@ -132,3 +132,19 @@ def test_a_reference_is_cached_only_where_every_correctness_reference_fits(task:
         for index, config in enumerate(configs):
             references.reference(task, config, InputClaim("test", index, config.seed, config.seed))
         assert len(references.cache.entries) == cached, budget
+
+
+def test_references_of_different_sizes_are_cached_where_their_sum_fits() -> None:
+    """Softmax's tests range from 4 to 10,000 elements: a cache that holds all of them keeps each, though the
+    largest times their count would not fit."""
+    from ksearch.tasks.softmax import SoftmaxTask
+
+    task = SoftmaxTask()
+    configs = task.test_configs("cpu")
+    total = sum(task.make_inputs(config, "cpu")[0].numel() * 4 for config in configs)
+    for budget in (total, total - 1):
+        references = References("cpu", budget)
+        for _ in range(2):  # the first evaluation learns the sizes
+            for index, config in enumerate(configs):
+                references.reference(task, config, InputClaim("test", index, config.seed, config.seed))
+        assert (len(references.cache.entries) == len(configs)) == (budget == total), budget

@@ -47,6 +47,8 @@ class References:
         """This evaluation's mode: cache nothing, keep no inputs, give memory back after each judgment."""
         self.input_bytes: dict[tuple[str, str], int] = {}
         """(task, benchmark config) -> bytes of its inputs (deterministic per config; kept across evaluations)."""
+        self.reference_bytes: dict[tuple[str, str], int] = {}
+        """(task, config) -> bytes of its reference as computed here (``worth_caching``; kept across evaluations)."""
         self.input_elements: dict[tuple[str, str], int] = {}
         """(task, config) -> elements of its largest input, as regenerated here (``work_checks.judge_traced``)."""
         self.input_costs: dict[tuple[str, str], tuple[list[float], list[float]]] = {}
@@ -162,17 +164,20 @@ class References:
         prepare_config = config.model_copy(update={"seed": claim.prepare_seed})
         expected = task.expected(prepare_config, inputs)  # after the digest; nothing reads the inputs again
         del inputs
-        if not self.low_memory and claim.kind != "audit" and self.worth_caching(task, expected):
+        if not self.low_memory and claim.kind != "audit" and self.worth_caching(task, config, expected):
             self.cache.put(key, digest, expected)  # an audit's activations are its own: never asked again
         return digest, expected
 
-    def worth_caching(self, task: Any, expected: Any) -> bool:
-        """Whether a reference of ``expected``'s size is worth keeping: only where the cache holds every correctness
-        reference of the task at that size. An evaluation asks for them in the same order each time, and a cache
-        that holds fewer than all is swept before it is asked again (least recently used first out): it would
-        never hit, and would hold up to a fifth of the GPU beside the worker's inputs (KernelBench's 6.4 GB ReLU:
-        two outputs of 6.4 GB)."""
-        return nbytes_of(expected) * len(task.test_configs(self.device)) <= self.cache.budget
+    def worth_caching(self, task: Any, config: Any, expected: Any) -> bool:
+        """Whether to keep a reference: only where the cache holds every correctness reference of the task (their
+        sizes as computed here, this one's for those not computed yet). An evaluation asks for them in the same
+        order each time, and a cache that holds fewer than all is swept before it is asked again (least recently
+        used first out): it would never hit, and would hold up to a fifth of the GPU beside the worker's inputs
+        (KernelBench's 6.4 GB ReLU: two outputs of 6.4 GB)."""
+        size = nbytes_of(expected)
+        self.reference_bytes[(task.name, config.name)] = size
+        names = [test.name for test in task.test_configs(self.device)]
+        return sum(self.reference_bytes.get((task.name, name), size) for name in names) <= self.cache.budget
 
     def audit_expectation(
         self, task: Any, config: Any, claim: InputClaim, *, whole: bool
