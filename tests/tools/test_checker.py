@@ -407,3 +407,18 @@ def test_the_checkers_openmp_threads_sleep_when_its_work_ends() -> None:
         session.checker.wait_ready(60)
         environ = Path(f"/proc/{session.checker.process.pid}/environ").read_bytes().split(b"\0")
     assert b"OMP_WAIT_POLICY=PASSIVE" in environ
+
+
+def test_the_checker_gives_its_free_memory_back_once_correctness_is_judged(checker: Checker, monkeypatch) -> None:
+    """Before the worker times (it settles first), the checker's allocator gives back what the correctness phase
+    left (copies of outputs, references: four inputs' worth of a 6.4 GB KernelBench problem), once per evaluation,
+    so the worker's rotated input sets fit beside it."""
+    given_back: list[bool] = []
+    monkeypatch.setattr(checker.references, "release_memory", lambda *, collect=True: given_back.append(collect))
+    writer = _begin(checker)
+    settle = CheckerCommand(op="settle")
+    for index in range(len(CONFIGS)):
+        assert _hand(checker, writer, index, _right(index))
+        assert checker.handle(settle)["ok"]
+        assert given_back == ([False] if index == len(CONFIGS) - 1 else []), index
+    assert checker.handle(settle)["ok"] and given_back == [False]  # once: timing's settles keep what they use

@@ -76,6 +76,8 @@ class EvaluationRecord:
     work_policy: Any = None
     """The task's ``WorkPolicy`` for this evaluation (None: nothing observed, e.g. the harness's own baselines)."""
     ghost_judged: bool = False
+    memory_given_back: bool = False
+    """The allocator's free blocks were given back once every correctness output was judged (``Checker.settle``)."""
 
 
 def check_layout(

@@ -140,7 +140,9 @@ class Checker:
             assert command.handoff is not None
             return self.check(command.handoff).model_dump()
         if command.op == "settle":
-            return self.settle().model_dump()
+            reply = self.settle()
+            self._give_back_after_correctness()
+            return reply.model_dump()
         if command.op == "finish":
             return self.finish(command.timed, correctness=command.correctness).model_dump()
         if command.op == "seed":
@@ -298,6 +300,19 @@ class Checker:
         if state.failure is not None:
             return HandoffReply(ok=False, message=state.failure.error)
         return HandoffReply(ok=True)
+
+    def _give_back_after_correctness(self) -> None:
+        """Once every correctness output is judged (the worker settles before it times), give the allocator's free
+        blocks back, once per evaluation: the copies of outputs and the references of the correctness phase took
+        four inputs' worth of a 6.4 GB KernelBench problem, while timing needs three (the staging buffer, one input
+        set and its reference), and the worker's rotated input sets need the rest of the GPU."""
+        state = self.current
+        if state is None or state.memory_given_back or state.failure is not None:
+            return
+        if len(state.tests_passed) < len(state.task.test_configs(self.device)):
+            return
+        state.memory_given_back = True
+        self.references.release_memory(collect=False)
 
     @contextmanager
     def _recording(self, state: EvaluationRecord, handoff: Handoff) -> Iterator[None]:
