@@ -112,6 +112,8 @@ class FakeRunner:
 
     def __init__(self) -> None:
         self.clock = [0.0]
+        self.fitting_sets = 1_000
+        """Input sets that fit the device (``sets_that_fit``)."""
         self.cached: list[int] = []
         self.fresh: list[int] = []
         self.clones = 0
@@ -148,6 +150,9 @@ class FakeRunner:
             self.clones += 1
             return FakeCall(self, index, object(), "clone")
         return FakeCall(self, index, self._set_args[index] if reuse_args else object(), "set")
+
+    def sets_that_fit(self, wanted: int) -> int:
+        return min(wanted, self.fitting_sets)
 
     def prime(self, call: FakeCall) -> None:
         self.primed += 1
@@ -608,3 +613,13 @@ def test_a_method_holds_one_set_of_fresh_values_at_a_time(name: str) -> None:
     runner = OneFreshSetRunner()
     timing.get_method(name).run(runner, flush_l2=False)
     assert len(runner.given) >= 2 or name in ("gpumode", "confirm")  # these two make whole fresh sets instead
+
+
+def test_robust_rotates_among_the_input_sets_that_fit_the_device() -> None:
+    """Four sets of a 6.4 GB KernelBench input take a third of an 80 GB GPU: the loop keeps those that fit a quarter
+    of it (``WorkerTimingRunner.sets_that_fit``), at least one."""
+    for fitting, rotated in ((1_000, 4), (3, 3), (1, 1)):
+        runner = FakeRunner()
+        runner.fitting_sets = fitting
+        timing.get_method("robust").run(runner, flush_l2=False)
+        assert sorted(set(runner.calls)) == list(range(rotated)), fitting

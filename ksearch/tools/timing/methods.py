@@ -33,8 +33,9 @@ Methods:
     ``gpumode``'s procedure, supported by every task: what a candidate must pass before it is promoted.
 ``robust`` (ksearch's own)
     warm-up of back-to-back calls (0.2 s, so the GPU's clocks are up); then blocks of back-to-back calls, each
-    ``[L2 flush]; start; out = fn(*args); end`` with inputs rotated among K seeded sets and a new argument object per
-    call, one device-wide synchronize per block. Each block is enqueued behind a spin kernel lasting about the block's
+    ``[L2 flush]; start; out = fn(*args); end`` with inputs rotated among K seeded sets (fewer where K would take over
+    a quarter of the GPU: sets that large never sit in L2) and a new argument object per call, one device-wide
+    synchronize per block. Each block is enqueued behind a spin kernel lasting about the block's
     device time (``hold``), so the host stays ahead of the device and the events time the device's work rather than
     the speed at which the host launches it: on a launch-bound shape (a call of many short kernels) that speed moved
     the median by up to 50 % between evaluations. Host time per call beyond about twice the device time still shows
@@ -233,7 +234,8 @@ class Robust(TimingMethod):
     description: str = (
         "device events around each call, calls back to back in blocks of random length (~10 ms) with one device-wide "
         "sync per block and the block's last call audited, L2 flush before each call (when the task asks), inputs "
-        "rotated among 4 seeded sets with a new argument object per call, adaptive repetition to 1% relative SE or "
+        "rotated among 4 seeded sets (fewer where 4 would take over a quarter of the GPU) with a new argument object "
+        "per call, adaptive repetition to 1% relative SE or "
         "2 s, median; at least two blocks at random positions end with a call on activations re-randomised in place, "
         "checked"
     )
@@ -255,7 +257,7 @@ class Robust(TimingMethod):
     rng: random.Random = field(default_factory=random.SystemRandom)
 
     def run(self, runner: TimingRunner, *, flush_l2: bool) -> MethodRun:
-        sets = self.input_sets
+        sets = runner.sets_that_fit(self.input_sets)
         started, calls = runner.wall(), 0
         while calls < 3 or (calls < 10_000 and runner.wall() - started < self.warmup_s):
             call = runner.call_on(calls % sets, reuse_args=False)

@@ -43,6 +43,10 @@ class TimingRunner(Protocol):
     def prime(self, call: Call) -> None:
         """Before a call: poison its destination buffers (tasks that pass outputs as arguments)."""
 
+    def sets_that_fit(self, wanted: int) -> int:
+        """How many of ``wanted`` input sets a loop may keep for rotation: on a GPU those that take at most a quarter
+        of its memory together (at least one), all of them elsewhere."""
+
     def event(self) -> Event: ...
 
     def record(self, event: Event) -> None: ...

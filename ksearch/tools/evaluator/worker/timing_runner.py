@@ -36,6 +36,10 @@ from ksearch.tools.evaluator.worker.guard import (
     reject,
 )
 
+ROTATION_SHARE = 0.25
+"""Share of the device's memory a loop's rotated input sets may take together (``sets_that_fit``): four sets of a
+6.4 GB KernelBench input took 26 GB, beside the outputs, the fresh values and the checker's own."""
+
 
 class HarnessFault(Exception):
     """The harness cannot do what it must (a task whose declared activation inputs cannot be re-randomised in
@@ -186,6 +190,18 @@ class WorkerTimingRunner:
         elif not reuse_args:
             args = task.call_args(inputs, self.config)
         return _Call(self.fn, args, inputs, index, self._seed(index), self.config)
+
+    def sets_that_fit(self, wanted: int) -> int:
+        """Of ``wanted`` rotated input sets, as many as take at most ``ROTATION_SHARE`` of the device's memory (at
+        least one; all of them off a GPU), judged by set 0, made here and kept for the loop. Rotation is there so
+        that no call finds its inputs in the L2 cache; inputs that large never are."""
+        if not self.worker.device.startswith("cuda"):
+            return wanted
+        import torch
+
+        nbytes = sum(ta.nbytes(x) for x in self.call_on(0).inputs if ta.is_tensor(x))
+        total = torch.cuda.get_device_properties(torch.device(self.worker.device)).total_memory
+        return max(1, min(wanted, int(ROTATION_SHARE * total) // max(nbytes, 1)))
 
     def prime(self, call: _Call) -> None:
         buffers = self.worker.task.output_buffers(self.config, call.inputs)
