@@ -31,6 +31,8 @@ from ksearch.tools.evaluator.checker.main import CACHE_FRACTION  # noqa: E402
 from ksearch.tools.evaluator.checker.references import References  # noqa: E402
 from ksearch.tools.evaluator.shared.seeds import input_digest  # noqa: E402
 from ksearch.tools.evaluator.worker.guard import clone_inputs, count_changed  # noqa: E402
+from ksearch.tools.evaluator.worker.timing_runner import ROTATION_SHARE  # noqa: E402
+from ksearch.tools.timing.methods import Robust  # noqa: E402
 from tests.helpers.memory_peaks import peak_units  # noqa: E402
 
 ROWS, COLUMNS = 64, 16384
@@ -110,6 +112,16 @@ def main() -> None:
         f"together: {worker + checker:.2f} units = {(worker + checker) * FULL_INPUT / (1 << 30):.1f} GiB at 6.4 GB "
         f"inputs, of {GPU_BYTES / (1 << 30):.1f} GiB"
     )
+    for label, size in (("6.4 GB (problem 19)", FULL_INPUT), ("7.5 GB (problem 37)", 112 * 64 * 512 * 512 * 4)):
+        sets = max(1, min(Robust().input_sets, int(ROTATION_SHARE * GPU_BYTES) // size))
+        # rotated sets + 2 outputs (a block's last and the next) + one set of fresh values + the comparison's flags
+        timing_worker = sets + 2 + 1 + worst["unchanged"] + 0.25
+        timing_checker = 1 + 1 + 1 + worst["judge"]  # staging, one input set, its expectation, judging
+        both = (timing_worker + timing_checker) * size / (1 << 30)
+        print(
+            f"robust timing at {label}: {sets} rotated sets; worker {timing_worker:.2f} + checker "
+            f"{timing_checker:.2f} units = {both:.1f} GiB of {GPU_BYTES / (1 << 30):.1f} GiB"
+        )
 
 
 if __name__ == "__main__":
