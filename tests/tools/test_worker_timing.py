@@ -18,7 +18,7 @@ from ksearch.tools.evaluator.checker.main import Checker
 from ksearch.tools.evaluator.shared.staging import StagingWriter
 from ksearch.tools.evaluator.worker.guard import CandidateFailure, Guard
 from ksearch.tools.evaluator.worker.main import Worker
-from ksearch.tools.evaluator.worker.timing_runner import WorkerTimingRunner
+from ksearch.tools.evaluator.worker.timing_runner import ROTATION_SHARE, WorkerTimingRunner
 from tests.tools.loopback import LoopbackChannel
 
 SALT = 12345
@@ -458,3 +458,14 @@ def test_the_markers_torch_sets_on_tensors_pass_the_attribute_rule(checker: Chec
     _, runner, _ = _runner(checker, marking)
     _short().run(runner, flush_l2=False)
     assert checker.current is not None and checker.current.failure is None
+
+
+def test_the_rotated_sets_are_those_that_fit_a_quarter_of_the_device(checker: Checker) -> None:
+    """Judged by set 0's size against the GPU's memory as read before the candidate was imported (the CPU rotates
+    every set: no device memory to run out of)."""
+    worker, runner, _ = _runner(checker, lambda x: torch.softmax(x, dim=-1))
+    assert worker.device_bytes is None and runner.sets_that_fit(4) == 4
+    nbytes = sum(x.numel() * x.element_size() for x in runner.call_on(0).inputs if isinstance(x, torch.Tensor))
+    for device_sets, kept in ((100, 4), (3, 3), (0.5, 1)):
+        worker.device_bytes = int(device_sets * nbytes / ROTATION_SHARE)
+        assert runner.sets_that_fit(4) == kept, device_sets

@@ -162,6 +162,7 @@ class Worker:
         "stages",
         "_stage_started",
         "spin_cycles_per_ms",
+        "device_bytes",
         "resources",
         "profiles",
         "notes",
@@ -187,6 +188,8 @@ class Worker:
         self._stage_started = time.monotonic()
         self.spin_cycles_per_ms: float | None = None
         """Clock cycles of the spin kernel per millisecond on this device (measured by the first timing runner)."""
+        self.device_bytes: int | None = None
+        """The GPU's memory, read before the candidate is imported (``prepare_device``); None on the CPU."""
         self.resources: list[KernelResources] = []
         self.profiles: list[ShapeProfile] = []
         self.notes: list[str] = []
@@ -283,6 +286,7 @@ class Worker:
             index = torch.device(self.device).index or 0
             torch.cuda.set_device(index)
             self.device = f"cuda:{index}"  # explicit, so tensors made here compare equal to the kernel's outputs
+            self.device_bytes = torch.cuda.get_device_properties(index).total_memory
         elif os.environ.get("TRITON_INTERPRET") == "1":
             interpret_autotune_with_first_config()
 

@@ -32,6 +32,7 @@ class WorkerProtocol(Protocol):
     guard: Guard | None
     staging: StagingWriter | None
     spin_cycles_per_ms: float | None
+    device_bytes: int | None
     profiles: list[ShapeProfile]
     notes: list[str]
     stages: dict[str, float]

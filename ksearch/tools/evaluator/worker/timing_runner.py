@@ -194,13 +194,12 @@ class WorkerTimingRunner:
     def sets_that_fit(self, wanted: int) -> int:
         """Of ``wanted`` rotated input sets, as many as take at most ``ROTATION_SHARE`` of the device's memory (at
         least one; all of them off a GPU), judged by set 0, made here and kept for the loop. Rotation is there so
-        that no call finds its inputs in the L2 cache; inputs that large never are."""
-        if not self.worker.device.startswith("cuda"):
+        that no call finds its inputs in the L2 cache; inputs that large never are. The device's memory was read
+        before the candidate was imported: nothing of its can change the count."""
+        total = self.worker.device_bytes
+        if total is None:
             return wanted
-        import torch
-
         nbytes = sum(ta.nbytes(x) for x in self.call_on(0).inputs if ta.is_tensor(x))
-        total = torch.cuda.get_device_properties(torch.device(self.worker.device)).total_memory
         return max(1, min(wanted, int(ROTATION_SHARE * total) // max(nbytes, 1)))
 
     def prime(self, call: _Call) -> None:
