@@ -125,8 +125,48 @@ def task_signature(task: str, device: str, timing_method: str | None = None) -> 
     )
 
 
+_GPU_PROBES_WITHOUT_GPU: list[DeviceInfo] = []
+"""GPU probes of this process that found no GPU: each read everything the CPU's probe reads."""
+
+
 @cache
 def probe_device(device: str) -> DeviceInfo:
+    """``device``'s properties and the software versions, read once per process and device. A GPU is read in a probe
+    process (the agent's own process never creates a CUDA context). The CPU's answer (python, torch and triton
+    versions) is read without one where it can be: from a GPU probe that found no GPU (``--device auto`` on a CPU
+    machine), or in this process where torch is already imported; a probe process imports torch again (1.5 s)."""
+    if device == "cpu":
+        if _GPU_PROBES_WITHOUT_GPU:
+            return _GPU_PROBES_WITHOUT_GPU[0].model_copy(update={"device": "cpu"})
+        if _torch_imported():
+            return _probe_cpu_here()
+    info = _probe_process(device)
+    if device != "cpu" and not info.is_gpu:
+        _GPU_PROBES_WITHOUT_GPU.append(info)
+    return info
+
+
+def _torch_imported() -> bool:
+    return "torch" in sys.modules
+
+
+def _probe_cpu_here() -> DeviceInfo:
+    """What the probe process reads for the CPU, read in this process (torch is already imported here)."""
+    import platform
+
+    import torch
+
+    info = {"python": platform.python_version(), "torch": str(torch.__version__)}
+    try:
+        import triton
+
+        info["triton"] = str(triton.__version__)
+    except Exception:  # as the probe process: a missing or broken triton leaves its version empty
+        pass
+    return DeviceInfo(device="cpu", **info)
+
+
+def _probe_process(device: str) -> DeviceInfo:
     out = subprocess.run(
         [sys.executable, "-c", _PROBE, device], capture_output=True, text=True, timeout=120, check=False
     )
