@@ -3,12 +3,17 @@ that says whose fault it is (credentials, an unknown model, a prompt over the co
 
 from __future__ import annotations
 
+from functools import cache
+
 from ksearch.errors import KsearchError, ProviderError, UserError
 
 _TRANSIENT_STATUS = {408, 409, 425, 429}
 
 
+@cache
 def _transient_exception_types() -> tuple[type[BaseException], ...]:
+    """The SDKs' transient errors, imported at the first failure to classify: a run whose model needs no SDK (a
+    replay, the demo) never imports openai (0.4 s of every ``ksearch run``'s start)."""
     types: list[type[BaseException]] = []
     try:
         import openai
@@ -24,8 +29,6 @@ def _transient_exception_types() -> tuple[type[BaseException], ...]:
         types += [module.TimeoutException, module.NetworkError, module.RemoteProtocolError]
     return tuple(types)
 
-
-_TRANSIENT_TYPES = _transient_exception_types()
 
 try:  # langchain-core >= 1.7: provider-agnostic errors that integrations raise alongside their SDK's own
     from langchain_core.exceptions import ContextOverflowError as _ContextOverflowError
@@ -52,7 +55,7 @@ def is_transient(exc: BaseException) -> bool:
     """Worth retrying: rate limits, timeouts, dropped connections, 5xx. Never 400/401/403/404."""
     if _ModelError is not None and isinstance(exc, _ModelError):
         return bool(exc.is_retryable)
-    if isinstance(exc, _TRANSIENT_TYPES):
+    if isinstance(exc, _transient_exception_types()):
         return True
     status = status_code(exc)
     return status is not None and (status in _TRANSIENT_STATUS or status >= 500)

@@ -20,6 +20,15 @@ def test_importing_the_cli_imports_no_heavy_module():
     assert proc.stdout.strip() == "[]"
 
 
+def test_a_runs_modules_import_no_provider_sdk():
+    """A run whose model needs no SDK (a replay, the demo, interactive) does not pay for importing openai (0.4 s of
+    every ``ksearch run``): the provider errors import the SDKs' exception types at the first failure they sort."""
+    code = "import ksearch.flows.run, sys; print(sorted(m for m in sys.modules if m.split('.')[0] == 'openai'))"
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "[]"
+
+
 def test_the_flow_constants_written_out_in_the_cli_agree_with_the_flows():
     """The CLI writes out a few flow constants (help text, defaults) so as not to import those flows at start."""
     from ksearch.cli import report, skills
