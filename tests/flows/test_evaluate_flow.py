@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 DATA = Path(__file__).resolve().parents[1] / "tasks" / "data"
 
 SPY = r"""
@@ -48,6 +50,7 @@ def _spawns(device: str, guess: str = "-") -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.slow
 def test_the_checker_and_worker_start_before_the_parent_imports_torch() -> None:
     for device in ("cpu", "auto"):  # auto: on the likely device, while the probe runs
         report = _spawns(device)
@@ -56,6 +59,7 @@ def test_the_checker_and_worker_start_before_the_parent_imports_torch() -> None:
         assert not any(s["torch_loaded"] for s in report["spawned"]), report
 
 
+@pytest.mark.slow
 def test_a_wrong_guess_of_the_device_starts_the_processes_again_on_the_probed_one() -> None:
     """Where a GPU's device file exists but torch cannot use it (a CPU build of torch, say), the probe says cpu: the
     processes started on cuda are stopped and the evaluation runs on the CPU."""

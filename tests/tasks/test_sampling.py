@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import torch
 
 from ksearch.tasks import sampling
@@ -36,6 +37,7 @@ def _digests(capability: str) -> dict:
     return json.loads(proc.stdout)
 
 
+@pytest.mark.slow
 def test_task_inputs_do_not_depend_on_the_cpu_capability() -> None:
     detected = torch.backends.cpu.get_cpu_capability().lower()  # what this machine runs by default
     assert _digests("default") == _digests(detected)

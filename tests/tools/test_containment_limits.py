@@ -47,6 +47,7 @@ def _needs(layers: str) -> None:
         pytest.skip(f"this machine refuses part of {layers}: {policy.probe(gpu=False)[1]}")
 
 
+@pytest.mark.slow
 @linux_only
 def test_a_kernel_out_of_memory_is_stopped_at_its_limit_and_told_so(monkeypatch: pytest.MonkeyPatch) -> None:
     _needs("limits")

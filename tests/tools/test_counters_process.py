@@ -112,6 +112,7 @@ def test_no_counter_permission_is_found_by_the_probe_and_said_plainly(fake_ncu) 
     assert "NVreg_RestrictProfilingToAdminUsers=0" in report.detail
 
 
+@pytest.mark.slow
 def test_a_probe_that_profiles_nothing_under_every_rung_fails_naming_each(fake_ncu) -> None:
     fake_ncu("nothing")
     report = collect_counters(_request(), _shapes())

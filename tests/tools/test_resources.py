@@ -120,6 +120,7 @@ def test_a_target_gpu_is_validated_and_is_for_the_cpu_only() -> None:
         EvalRequest(candidate=candidate, device="cuda", target_gpu="h100")
 
 
+@pytest.mark.slow
 def test_round_8_of_the_hand_search_is_a_compile_error_naming_shared_memory_on_an_h100() -> None:
     """The kernel that wasted the last round of examples/trimul-hand on the GPU is caught on the CPU."""
     candidate = Candidate(task="trimul", language="triton", code=round_8_kernel(), entry_point="custom_kernel")
@@ -263,6 +264,7 @@ def test_trimul_resource_configs_are_small_and_cover_every_gpu_width() -> None:
     assert task.resource_configs() == configs  # deterministic: the probe of a replayed run compiles the same
 
 
+@pytest.mark.slow
 def test_a_kernel_tiled_by_the_width_is_checked_at_the_gpus_widths_not_only_the_cpus() -> None:
     """Issue 33's search: its fused input kernel takes a [BM, next_power_of_2(C)] tile. The CPU configs (C of 16 and
     32) compiled it at 12 KB of shared memory; the H200 compiled it at 49 KB for C=128. Opened to every width, the
