@@ -49,7 +49,8 @@ def _cli(ws: Path, *args: str) -> list[str]:
 
 
 def test_sigkill_during_evaluation_then_resume(tmp_path):
-    script = two_cycle_script(tmp_path / "script.jsonl", sleep=2.5)
+    # the third kernel alone sleeps: the run is killed during its evaluation (the others' sleep was 12.5 s of waiting)
+    script = two_cycle_script(tmp_path / "script.jsonl", sleep=2.5, sleep_in="write:c1:3")
     ws = tmp_path / "ws"
     log = ws / "logs" / "ksearch.log"
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}

@@ -98,20 +98,25 @@ def write_script(path: Path, entries: list[tuple[str, str]]) -> Path:
     return path
 
 
-def two_cycle_script(path: Path, *, sleep: float = 0.0) -> Path:
+def two_cycle_script(path: Path, *, sleep: float = 0.0, sleep_in: str | None = None) -> Path:
     """Cycle c1 on action `a`: a wrong kernel, then two passing variants (window 2 ends it after the 4th round);
-    then the planner adds `a1` under the solved `a`; cycle c2 on `a1` gets the remaining rounds."""
+    then the planner adds `a1` under the solved `a`; cycle c2 on `a1` gets the remaining rounds. Each kernel sleeps
+    ``sleep`` seconds in its first call, or only the one written for the call key ``sleep_in``."""
+
+    def slept(key: str) -> float:
+        return sleep if sleep_in in (None, key) else 0.0
+
     return write_script(
         path,
         [
             ("plan:0:0", init_plan([("a", 0.9), ("b", 0.5)])),
-            ("write:c1:1", fenced(WRONG_KERNEL.format(sleep=sleep, variant=1))),
-            ("write:c1:2", fenced(row_kernel(2, sleep))),
-            ("write:c1:3", fenced(row_kernel(3, sleep))),
-            ("write:c1:4", fenced(row_kernel(4, sleep))),
+            ("write:c1:1", fenced(WRONG_KERNEL.format(sleep=slept("write:c1:1"), variant=1))),
+            ("write:c1:2", fenced(row_kernel(2, slept("write:c1:2")))),
+            ("write:c1:3", fenced(row_kernel(3, slept("write:c1:3")))),
+            ("write:c1:4", fenced(row_kernel(4, slept("write:c1:4")))),
             ("plan:1:0", followup_plan("a", "a1")),
-            ("write:c2:1", fenced(row_kernel(5, sleep))),
-            ("write:c2:2", fenced(row_kernel(6, sleep))),
+            ("write:c2:1", fenced(row_kernel(5, slept("write:c2:1")))),
+            ("write:c2:2", fenced(row_kernel(6, slept("write:c2:2")))),
             ("plan:2:0", json.dumps({"ops": []})),
         ],
     )
