@@ -1,5 +1,7 @@
 """How long `ksearch runs` and `ksearch show RUN` take to start, side by side with `ksearch --version` (issue 64:
-`runs` took 10.9 s on a loaded 2-core machine, 3.0 s of it importing torch; the target is under about 1.5 s).
+`runs` took 10.9 s on a loaded 2-core machine, 3.0 s of it importing torch; the target is under about 1.5 s), and
+what every `ksearch run` pays before its first model call (``run-start``: a CPU run refused for its model spec once
+its modules are imported and its device probed; issue 63: the CLI tests start hundreds of these).
 
 Each command runs ``--repeat`` times in a fresh process, in turn (version, runs, show, version, ...), so that a
 machine whose load changes moves every command alike. Printed per command: the median wall seconds, the median CPU
@@ -28,11 +30,19 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 
 
-def timed(args: list[str]) -> tuple[float, float]:
+REFUSED = {"run-start"}
+"""Commands measured up to the error they end on (exit status 1)."""
+
+
+def timed(name: str, args: list[str]) -> tuple[float, float]:
     """Wall and CPU seconds (user + system) of ``python -m ksearch.cli ARGS`` in a fresh process."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "ksearch.cli", *args], check=True, stdout=subprocess.DEVNULL, cwd=REPO)
+    done = subprocess.run(
+        [sys.executable, "-m", "ksearch.cli", *args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=REPO
+    )
+    if done.returncode != (1 if name in REFUSED else 0):
+        raise SystemExit(f"{name}: exit status {done.returncode}\n{done.stderr.decode(errors='replace')[-2000:]}")
     wall = time.perf_counter() - started
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
@@ -43,7 +53,7 @@ def measure(commands: dict[str, list[str]], repeat: int) -> dict[str, dict[str, 
     samples: dict[str, list[tuple[float, float]]] = {name: [] for name in commands}
     for _ in range(repeat):
         for name, args in commands.items():
-            samples[name].append(timed(args))
+            samples[name].append(timed(name, args))
     base_wall = statistics.median(w for w, _ in samples["version"])
     base_cpu = statistics.median(c for _, c in samples["version"])
     rows = {}
@@ -75,6 +85,7 @@ def main() -> None:
             "version": ["--version"],
             "runs": ["--workspace", str(ws), "runs"],
             "show": ["--workspace", str(ws), "show", run],
+            "run-start": ["--workspace", str(ws), "run", "softmax", "--model", "no-provider", "--device", "cpu"],
         }
         rows = measure(commands, opts.repeat)
     load = os.getloadavg()
