@@ -17,10 +17,10 @@ The actions: ``kill`` (SIGKILL this process), ``signal:SIGINT`` / ``signal:SIGTE
 them), or ``disk-full`` (from then on the workspace database cannot grow: the next write that needs space fails
 with SQLITE_FULL, as on a real full disk; see ``disk_full``).
 
-One thing is shared by all agent processes: the CPU device probe (``probe_device("cpu")``, which imports torch in a
-subprocess to read the versions that go into the evaluation key). The fork server takes it once; its answer cannot
-differ between processes of one machine, and taking it again would cost 4-10 s per agent start. Everything else,
-the evaluator's workers included, starts afresh in every process.
+One thing is shared by all agent processes: the CPU device probe (``probe_device("cpu")``: the versions that go
+into the evaluation key, read where torch is imported). The fork server takes it once; its answer cannot differ
+between processes of one machine. Everything else, the evaluator's workers included, starts afresh in every
+process.
 """
 
 from __future__ import annotations
