@@ -290,6 +290,9 @@ class CheckerCommand(BaseModel):
     """staging: the buffer must hold at least this many bytes."""
     shm: bool = False
     """staging: use shared host memory from now on (the worker could not open a CUDA IPC buffer)."""
+    renew: bool = False
+    """staging: new random bytes at the buffer's start, where a worker checks them (an earlier one may have written
+    over them)."""
     low_memory: bool = False
     """begin: low-memory mode whatever the free memory (the checker also enters it by itself when little is free)."""
     observe_work: bool = True

@@ -91,6 +91,53 @@ def test_another_process_writes_into_the_checkers_buffer_through_the_handle() ->
     assert proc.returncode != 0 and "does not hold the checker's bytes" in proc.stderr, proc.stderr
 
 
+def _open_in_another_process(handle_json: str, *, spoil: bool = False) -> subprocess.CompletedProcess[str]:
+    """A second process opens the buffer (``spoil``: then writes zeros over its header, as a candidate could)."""
+    code = textwrap.dedent(
+        f"""
+        import torch
+        from ksearch.contracts.exchange import StagingHandle
+        from ksearch.tools.evaluator.shared.staging import StagingWriter
+
+        torch.cuda.set_device(0)
+        writer = StagingWriter(StagingHandle.model_validate_json({handle_json!r}))
+        if {spoil!r}:
+            writer.buffer[:16].zero_()
+        torch.cuda.synchronize()
+        """
+    )
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+
+
+def test_a_header_a_worker_wrote_over_is_renewed_for_the_next_evaluation() -> None:
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("needs CUDA")
+    from ksearch.tools.evaluator.shared.staging import StagingOwner
+
+    owner = StagingOwner("cuda")
+    handle = owner.ensure(1 << 20)
+    assert _open_in_another_process(handle.model_dump_json(), spoil=True).returncode == 0
+    spoilt = _open_in_another_process(handle.model_dump_json())
+    assert spoilt.returncode != 0 and "does not hold the checker's bytes" in spoilt.stderr, spoilt.stderr
+    renewed = owner.renew_header()
+    assert renewed is not None and renewed.generation == handle.generation and renewed.ipc != handle.ipc
+    opened = _open_in_another_process(renewed.model_dump_json())
+    assert opened.returncode == 0, opened.stderr
+
+
+def test_renewing_the_header_of_a_host_memory_buffer_changes_nothing() -> None:
+    pytest.importorskip("torch")
+    from ksearch.tools.evaluator.shared.staging import StagingOwner
+
+    owner = StagingOwner("cpu")
+    try:
+        handle = owner.ensure(1 << 16)
+        assert owner.renew_header() == handle
+    finally:
+        owner.release()
+
+
 def test_a_full_device_is_an_out_of_memory_error_not_host_memory_for_good(monkeypatch) -> None:
     """An allocation that fails for room (a 6.4 GB KernelBench input set handed over) raises for the caller's
     out-of-memory handling; only a failure of CUDA IPC itself moves the session to host memory."""

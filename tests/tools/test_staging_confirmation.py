@@ -8,6 +8,7 @@ rejected for the time its crossings took)."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -40,17 +41,21 @@ def _request(code: str) -> EvalRequest:
     return EvalRequest(candidate=Candidate(task="softmax", language="triton", code=code))
 
 
-def test_a_fresh_worker_opens_the_buffer_unless_it_cannot_be_opened(cpu_session: EvaluatorSession) -> None:
-    assert evaluate(_request(OK), session=cpu_session).verdict == Verdict.PASSED  # the session's buffer exists
+def test_a_fresh_worker_opens_the_buffer_unless_it_cannot_be_opened() -> None:
+    """Its own session: the buffer is taken away from under it."""
     task = resolve_task("softmax")
-    assert cpu_session.staging is not None
-    assert not evaluate_module._buffer_unopenable(cpu_session, _request(OK), task, "robust")
-    real = cpu_session.staging
-    try:
-        cpu_session.staging = StagingHandle(kind="shm", nbytes=real.nbytes, shm_name="ksearch-no-such-buffer")
-        assert evaluate_module._buffer_unopenable(cpu_session, _request(OK), task, "robust")
-    finally:
-        cpu_session.staging = real
+    with EvaluatorSession("cpu") as session:
+        assert evaluate(_request(OK), session=session).verdict == Verdict.PASSED  # the session's buffer exists
+        staging = session.staging
+        assert staging is not None and staging.kind == "shm"
+        assert not evaluate_module._buffer_unopenable(session, _request(OK), task, "robust")
+        if staging.shm_path:
+            os.unlink(staging.shm_path)
+        else:
+            from multiprocessing import shared_memory
+
+            shared_memory.SharedMemory(name=staging.shm_name).unlink()
+        assert evaluate_module._buffer_unopenable(session, _request(OK), task, "robust")
 
 
 @pytest.mark.usefixtures("without_static_checks")
@@ -61,14 +66,14 @@ def test_a_candidate_saying_the_buffer_cannot_be_opened_does_not_move_the_sessio
     ask = cpu_session.ask_checker
 
     def recording(command, timeout):
-        asked.append(command.op)
+        asked.append(command.op + (" to host memory" if command.shm else " renewed" if command.renew else ""))
         return ask(command, timeout)
 
     monkeypatch.setattr(cpu_session, "ask_checker", recording)
     evaluation = evaluate(_request(OK + "\n" + FORGED), session=cpu_session)
     assert evaluation.verdict == Verdict.CRASHED, evaluation.log
-    assert "staging" not in asked  # the checker was never asked to move its buffer to host memory
-    assert asked.count("begin") == 2  # run again on the same buffer after the fresh worker opened it
+    assert "staging to host memory" not in asked  # the checker was never asked to move its buffer
+    assert asked == ["begin", "finish", "staging renewed", "begin", "finish"]  # run again once a fresh worker opened it
 
 
 def test_host_staging_is_the_parents_word() -> None:

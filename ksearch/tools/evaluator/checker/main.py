@@ -132,6 +132,8 @@ class Checker:
                 self.staging.release()
                 self.staging.handle = None
             handle = self.staging.ensure(command.min_bytes)
+            if command.renew:
+                handle = self.staging.renew_header()
             if self.current is not None:
                 name = self.current.task.name
                 self.largest_output[name] = max(self.largest_output.get(name, 0), command.min_bytes)
@@ -248,7 +250,8 @@ class Checker:
             import torch
 
             torch.cuda.reset_peak_memory_stats(self.device)
-        handle = self.staging.ensure(self.largest_output.get(task.name, 0))
+        self.staging.ensure(self.largest_output.get(task.name, 0))
+        handle = self.staging.renew_header()  # an earlier candidate may have written over it
         return HandoffReply(ok=True, staging=handle, low_memory=self.low_memory).model_dump()
 
     def _available_bytes(self) -> int:

@@ -198,6 +198,10 @@ def _buffer_unopenable(session: EvaluatorSession, request: EvalRequest, task: Ta
     candidate code runs in it), cannot open it either."""
     if session.staging is None:
         return False
+    renewed = session.ask_checker(CheckerCommand(op="staging", renew=True), 60.0)  # the candidate may have spoilt it
+    if not renewed.get("ok") or renewed.get("staging") is None:
+        return False
+    session.staging = StagingHandle.model_validate(renewed["staging"])
     worker = session.take_worker()
     try:
         probe = build_worker_request(request, worker.work, worker.result_path, task, method, salt=0)

@@ -101,6 +101,20 @@ class StagingOwner:
         self.handle = self._allocate_shm(size)
         return self.handle
 
+    def renew_header(self) -> StagingHandle | None:
+        """New random bytes at the start of a CUDA IPC buffer, and the handle that names them (the current handle
+        elsewhere). A candidate's process maps the buffer and can write over its header; every later worker would then
+        find "not the checker's bytes" and refuse the buffer. Renewed at each evaluation's start, a header one
+        candidate spoilt spoils no other evaluation."""
+        if self.handle is None or self.handle.kind != "cuda_ipc" or self.buffer is None:
+            return self.handle
+        import torch
+
+        with torch.cuda.device(self.buffer.device):
+            exported = cuda_ipc.export(self.buffer)
+        self.handle = self.handle.model_copy(update={"ipc": exported.encode()})
+        return self.handle
+
     def _allocate_ipc(self, size: int) -> StagingHandle:
         import torch
 
