@@ -621,6 +621,15 @@ def test_an_audited_median_exactly_at_the_threshold_is_not_evasion() -> None:
     assert _audit(_typical(1.0) + _fresh(beyond, beyond)).rule == "audit_evasion"
 
 
+def test_when_the_cpu_times_the_evasion_floor_is_two_milliseconds() -> None:
+    """The honest TriMul reference on the CPU's timing (2026-12-07): audited calls 3.08 times the others."""
+    windows = _typical(2.731) + _fresh(8.4242, 8.4242)
+    assert _audit(windows).rule == "audit_evasion"
+    assert _audit_problem("a", windows, METHOD_SHAPES["gpumode-benchmark"], True, host_timing=True) is None
+    far = _typical(2.731) + _fresh(10.3, 10.3)  # beyond 3 x 2.731 + 2
+    assert _audit_problem("a", far, METHOD_SHAPES["gpumode-benchmark"], True, host_timing=True).rule == "audit_evasion"
+
+
 def test_the_other_calls_are_summed_up_by_the_methods_headline_statistic() -> None:
     others = _windows(*[([1.0], None, False)] * 7, ([9.0], None, False))  # mean 2.0, median 1.0
     assert _audit(others + _fresh(3.5, 3.5)) is None  # gpumode-benchmark: 3.5 <= 3 x 2.0 + 0.2
