@@ -34,15 +34,6 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.serial)  # a kernel timed beside another test's work is rejected or stopped
             if not _HAS_CUDA:
                 item.add_marker(skip_gpu)
-    _files_with_slow_tests_first(items)
-
-
-def _files_with_slow_tests_first(items: list[pytest.Item]) -> None:
-    """Test files holding a ``slow`` test run first, each file's tests in their own order (a module's fixtures are
-    set up once). The parallel pass (``-n 2``) hands tests out in this order, so it ends on short tests: a minute-long
-    test handed out last kept one worker busy while the other had nothing left."""
-    slow_files = {item.path for item in items if "slow" in item.keywords}
-    items.sort(key=lambda item: item.path not in slow_files)
 
 
 @pytest.fixture(autouse=True)
