@@ -33,28 +33,9 @@ from ksearch.tools.evaluator.shared.seeds import input_digest  # noqa: E402
 from ksearch.tools.evaluator.worker.guard import clone_inputs, count_changed  # noqa: E402
 from ksearch.tools.evaluator.worker.timing_runner import ROTATION_SHARE  # noqa: E402
 from ksearch.tools.timing.methods import Robust  # noqa: E402
-from tests.helpers.memory_peaks import peak_units  # noqa: E402
+from tests.helpers.memory_peaks import COLUMNS, PROBLEM, ROWS, UNIT, peak_units  # noqa: E402
 
-ROWS, COLUMNS = 64, 16384
-UNIT = ROWS * COLUMNS * 4
 GPU_BYTES, FULL_INPUT = 79.18 * (1 << 30), 4096 * 393216 * 4
-PROBLEM = f"""
-import torch
-import torch.nn as nn
-
-
-class Model(nn.Module):
-    def forward(self, x):
-        return torch.relu(x)
-
-
-def get_inputs():
-    return [torch.rand({ROWS}, {COLUMNS})]
-
-
-def get_init_inputs():
-    return []
-"""
 
 
 def main() -> None:

@@ -8,6 +8,28 @@ from typing import Any, TypeVar
 
 _T = TypeVar("_T")
 
+ROWS, COLUMNS = 64, 16384
+UNIT = ROWS * COLUMNS * 4
+"""One input's bytes (float32), below the CPU's size budget, so the problem runs as written."""
+PROBLEM = f"""
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        return torch.relu(x)
+
+
+def get_inputs():
+    return [torch.rand({ROWS}, {COLUMNS})]
+
+
+def get_init_inputs():
+    return []
+"""
+"""Level 1's ReLU (problem 19) at a size the CPU runs as written: input and output fit ``sizes.CPU_BUDGET_BYTES``."""
+
 
 def peak_bytes(work: Callable[[], _T]) -> tuple[int, _T]:
     """The most bytes that allocations made inside ``work()`` held at once, and its result. Memory allocated before

@@ -23,29 +23,8 @@ from ksearch.tasks.kernelbench.distributions import rescale
 from ksearch.tasks.kernelbench.variants import VARIANTS, redraw
 from ksearch.tools.evaluator.checker.checker_records import InputClaim
 from ksearch.tools.evaluator.checker.references import References
-from tests.helpers.memory_peaks import peak_units
+from tests.helpers.memory_peaks import COLUMNS, PROBLEM, ROWS, UNIT, peak_units
 
-ROWS, COLUMNS = 64, 16384
-UNIT = ROWS * COLUMNS * 4
-"""One input's bytes (float32), below the CPU's size budget, so the problem runs as written."""
-PROBLEM = f"""
-import torch
-import torch.nn as nn
-
-
-class Model(nn.Module):
-    def forward(self, x):
-        return torch.relu(x)
-
-
-def get_inputs():
-    return [torch.rand({ROWS}, {COLUMNS})]
-
-
-def get_init_inputs():
-    return []
-"""
-"""Level 1's ReLU (problem 19) at a size the CPU runs as written: input and output fit ``sizes.CPU_BUDGET_BYTES``."""
 SLICE_SHARE = 0.75
 """What the slices' temporaries may add, in units (float64 on the CPU: a sparse draw's five temporaries of a
 sixteenth, twice over)."""
