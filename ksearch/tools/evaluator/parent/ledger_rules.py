@@ -175,7 +175,7 @@ def window_allowances(
     if not blocks:  # one call per window: the calibration's own procedure
         overhead = min(overhead, WINDOW_OVERHEAD_CAP_MS)
     per_window = max(MIN_CALL_OVERHEAD_MS, overhead) * OVERHEAD_FACTOR
-    copy_ms_per_byte = 1.5 * 2 / (max(calibration.copy_gbps, 1.0) * 1e6)
+    copy_ms_per_byte = device_ms_per_byte(calibration, passes=2)
     per_call = 0.0
     if blocks:
         per_call += max(MIN_CALL_OVERHEAD_MS, calibration.call_overhead_ms) * OVERHEAD_FACTOR
@@ -228,13 +228,13 @@ def gap_allowance_ms(
     (``trial_start``), the trial's inputs are made and ``shape.trial_warmup`` untimed iterations run, each allowed an
     iteration's harness work and ``typical_call_ms`` (the config's median sample) of the call."""
     overhead = max(MIN_CALL_OVERHEAD_MS, calibration.gap_overhead_ms) * OVERHEAD_FACTOR
-    copy_ms_per_byte = 1.5 * 3 / (max(calibration.copy_gbps, 1.0) * 1e6)  # staged, then compared (read twice)
+    copy_ms_per_byte = device_ms_per_byte(calibration, passes=3)  # staged, then compared (read twice)
     host = host_ms_per_byte(calibration)  # host staging: the staged copy back to the device, the handed inputs to it
     iteration = 0.0
     if shape.flush_per_gap:
         iteration += calibration.flush_ms * 1.5
     if shape.clone_per_gap:
-        iteration += facts.input_bytes * 1.5 * 2 / (max(calibration.copy_gbps, 1.0) * 1e6)
+        iteration += facts.input_bytes * device_ms_per_byte(calibration, passes=2)
     allowed = overhead + iteration
     if before.audits:
         allowed += overhead + DIGEST_MS + GENERATION_FACTOR * facts.digest_ms
@@ -245,6 +245,12 @@ def gap_allowance_ms(
     if trial_start:
         allowed += shape.trial_warmup * (overhead + iteration + typical_call_ms * (1 + RELATIVE_SLACK))
     return allowed
+
+
+def device_ms_per_byte(calibration: Calibration, *, passes: int) -> float:
+    """Per byte, what ``passes`` passes over it on the device may take (a copy reads and writes: 2), at 1.5x the
+    calibrated rate (at least 1 GB/s)."""
+    return 1.5 * passes / (max(calibration.copy_gbps, 1.0) * 1e6)
 
 
 def host_ms_per_byte(calibration: Calibration) -> float:
