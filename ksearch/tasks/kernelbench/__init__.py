@@ -89,7 +89,7 @@ from ksearch.tasks.kernelbench.prompt import NUM_CORRECT_TRIALS, spec_text
 from ksearch.tasks.kernelbench.sizes import CpuTooLarge, Reduction, load_source, reduce_for_cpu
 from ksearch.tasks.kernelbench.streams import check_draws, construction_draws, inputs_seed, weights_seed
 from ksearch.tasks.kernelbench.variants import VARIANT_SEED_BASE, VARIANTS, redraw
-from ksearch.tasks.seeding import seeded_global_rng
+from ksearch.tasks.seeding import drawn_on, seeded_global_rng
 
 SEED_NUM = 42
 """KernelBench's default ``seed_num``: trial seeds are drawn from a generator seeded with it."""
@@ -211,8 +211,8 @@ class KernelBenchTask(Task):
 
     def make_inputs(self, config: TaskConfig, device: str) -> list[Any]:
         """``get_inputs()`` from the inputs' own stream (``streams.inputs_seed``), redrawn per the distribution."""
-        with seeded_global_rng(inputs_seed(config.seed)):
-            made = list(self.problem_for(device).get_inputs())
+        problem = self.problem_for(device)
+        made = drawn_on(device, inputs_seed(config.seed), lambda: list(problem.get_inputs()))
         inputs = list(to_device(made, device))
         distribution = timed_distribution(config.seed) if config.distribution == TIMED else config.distribution
         if distribution in (RESCALED, PERTURBED):  # changed in place: tensors ``get_inputs()`` may hold are copied

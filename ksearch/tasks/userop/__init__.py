@@ -53,7 +53,7 @@ from ksearch.tasks._loading import (
 )
 from ksearch.tasks.base import Task, TaskConfig, device_kind
 from ksearch.tasks.fresh_values import probed_activation_inputs
-from ksearch.tasks.seeding import seeded_global_rng
+from ksearch.tasks.seeding import drawn_on
 
 DEFAULT_ENTRY_POINT = "kernel"
 _RESERVED = ("name", "seed")
@@ -157,9 +157,7 @@ class UserOpTask(Task):
         if callable(self._make):
             inputs = self._make(params, config.seed, device)
         else:
-            with seeded_global_rng(config.seed):
-                inputs = self._get(params)
-            inputs = to_device(inputs, device)
+            inputs = to_device(drawn_on(device, config.seed, lambda: self._get(params)), device)
         if not isinstance(inputs, (list, tuple)):
             raise ProblemFormatError(
                 f"{self.path}: make_inputs/get_inputs must return a list of inputs, got {type(inputs).__qualname__}"

@@ -1,0 +1,63 @@
+"""Inputs drawn on the device they are for (``seeding.drawn_on``): a KernelBench problem's ``torch.rand(4096,
+393216)`` took ~10 s on the host per draw and an evaluation makes about forty."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+
+from ksearch.tasks.kernelbench import KernelBenchTask
+from ksearch.tasks.seeding import drawn_on, seeded_global_rng
+
+RELU = Path(__file__).resolve().parent / "kernelbench" / "KernelBench" / "level1" / "19_ReLU.py"
+
+
+def test_on_the_cpu_a_draw_is_the_seeded_host_draw() -> None:
+    with seeded_global_rng(7):
+        expected = torch.rand(3, 5)
+    assert torch.equal(drawn_on("cpu", 7, lambda: torch.rand(3, 5)), expected)
+
+
+@pytest.mark.gpu
+def test_a_full_size_kernelbench_input_is_drawn_on_the_gpu_the_same_in_every_process() -> None:
+    task = KernelBenchTask(RELU)
+    config = task.test_configs("cuda")[0]
+    first, second = task.make_inputs(config, "cuda")[0], task.make_inputs(config, "cuda")[0]
+    assert first.is_cuda and first.shape == (4096, 393216)
+    assert torch.equal(first, second)  # the worker and the checker draw the same values from one seed
+    assert 0.0 <= float(first.min()) and float(first.max()) < 1.0
+    del first, second
+    torch.cuda.empty_cache()
+
+
+@pytest.mark.gpu
+def test_a_draw_that_needs_host_tensors_falls_back_to_the_host(tmp_path: Path) -> None:
+    problem = tmp_path / "level1" / "99_NumpyInputs.py"
+    problem.parent.mkdir()
+    problem.write_text(
+        textwrap.dedent(
+            """
+            import torch
+            import torch.nn as nn
+
+            class Model(nn.Module):
+                def forward(self, x):
+                    return x * 2
+
+            def get_inputs():
+                return [torch.from_numpy(torch.rand(64, 64).numpy() * 3.0)]
+
+            def get_init_inputs():
+                return []
+            """
+        ),
+        encoding="utf-8",
+    )
+    task = KernelBenchTask(problem)
+    config = task.test_configs("cuda")[0]
+    first, second = task.make_inputs(config, "cuda")[0], task.make_inputs(config, "cuda")[0]
+    assert first.is_cuda and torch.equal(first, second)
+    assert float(first.max()) > 1.0
