@@ -65,6 +65,9 @@ LOW_MEMORY = Setting("KSEARCH_LOW_MEMORY", "", "``1``: every evaluation in low-m
 STAGING = Setting("KSEARCH_STAGING", "", "``shm``: outputs reach the checker through shared host memory")
 LEDGER_DUMP = Setting("KSEARCH_LEDGER_DUMP", "", "a folder: each timed evaluation writes its ledger there")
 PROFILE = Setting("KSEARCH_PROFILE", "", "a folder: every worker and checker writes cProfile statistics there")
+MEMORY_HISTORY = Setting(
+    "KSEARCH_MEMORY_HISTORY", "", "``1`` with ``KSEARCH_PROFILE``: on a GPU, also the allocator's history"
+)
 TIMING_POLL_MS = Setting(
     "KSEARCH_TIMING_POLL_MS", "0", "the parent reads a timing worker's records every this many ms (an experiment)"
 )
@@ -88,6 +91,7 @@ USER_SETTINGS = (
     STAGING,
     LEDGER_DUMP,
     PROFILE,
+    MEMORY_HISTORY,
     TIMING_POLL_MS,
     CPU_TIMING,
     NCU,
@@ -101,5 +105,6 @@ STAGING_DIR = Setting("KSEARCH_STAGING_DIR", "", "the checker's staging folder f
 
 HARNESS_OWN = (PARENT_PID, MSG_FD, DOORBELL_FD, STAGING_DIR)
 
-PASSED_TO_CANDIDATES = (STAGING, PROFILE)
-"""Kept in a sandboxed process's scrubbed environment (the checker reads ``STAGING``, every process ``PROFILE``)."""
+PASSED_TO_CANDIDATES = (STAGING, PROFILE, MEMORY_HISTORY)
+"""Kept in a sandboxed process's scrubbed environment (the checker reads ``STAGING``, every process ``PROFILE`` and
+``MEMORY_HISTORY``)."""

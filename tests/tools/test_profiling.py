@@ -45,3 +45,37 @@ def test_triton_warm_up_compiles_and_runs_on_the_gpu() -> None:
     from ksearch.tools.evaluator.worker.warmup import warm_up_triton
 
     warm_up_triton("cuda")  # raises if Triton's backend cannot compile or launch
+
+
+def test_memory_history_is_recorded_only_on_a_gpu_with_profiling_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import torch
+
+    from ksearch.tools.evaluator.shared import profiling
+
+    monkeypatch.setenv("KSEARCH_MEMORY_HISTORY", "1")
+    monkeypatch.delenv("KSEARCH_PROFILE", raising=False)
+    assert not profiling.records_memory()  # the switch alone does nothing
+    monkeypatch.setenv("KSEARCH_PROFILE", str(tmp_path / "prof"))
+    assert profiling.records_memory() == torch.cuda.is_available()
+
+
+@pytest.mark.gpu
+def test_a_gpu_process_writes_its_allocator_history(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Read back by ``bench/memory_timeline.py``: the block this test allocates is alive at the peak."""
+    import torch
+
+    from ksearch.tools.evaluator.shared import profiling
+    from tests.helpers.bench_scripts import load_bench
+
+    monkeypatch.setenv("KSEARCH_PROFILE", str(tmp_path / "prof"))
+    monkeypatch.setenv("KSEARCH_MEMORY_HISTORY", "1")
+    profile = profiling.Accumulating("test")
+    with profile.around():
+        block = torch.empty(64 << 20, dtype=torch.uint8, device="cuda")
+    profile.dump()
+    del block
+    (history,) = (tmp_path / "prof").glob("test-*-1.memory.pickle")
+    assert load_bench("memory_timeline").main([str(history)]) == 0
+    torch.cuda.memory._record_memory_history(enabled=None)
