@@ -127,3 +127,17 @@ def test_references_of_different_sizes_are_cached_where_their_sum_fits() -> None
             for index, config in enumerate(configs):
                 references.reference(task, config, InputClaim("test", index, config.seed, config.seed))
         assert (len(references.cache.entries) == len(configs)) == (budget == total), budget
+
+
+def test_input_sets_handed_to_the_worker_are_kept_within_half_the_cache_budget() -> None:
+    """Four kept 6.4 GB sets held 26 GB beside the worker's rotated ones (the full-size ReLU's normal mode ran out of
+    memory on an H100): the checker keeps what fits half its cache budget and makes the rest again at the handoff."""
+    unit = 1 << 20  # one set: 256 K float32 values
+    references = References("cpu", 5 * unit)  # kept sets may hold 2.5 units
+    sets = [[torch.full((unit // 4,), float(i))] for i in range(4)]
+    for index, inputs in enumerate(sets):
+        references.keep_handed(InputClaim("input", 0, 0, index), inputs, f"d{index}")
+    assert [key[1] for key in references.handed] == [2, 3]  # the newest two, the oldest dropped
+    assert references.handed_bytes() == 2 * unit
+    references.keep_handed(InputClaim("input", 0, 0, 9), [torch.zeros(3 * unit // 4)], "big")
+    assert (0, 9, None) not in references.handed  # beyond the budget alone: never kept

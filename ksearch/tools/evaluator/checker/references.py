@@ -24,6 +24,10 @@ if TYPE_CHECKING:
 
 HANDED_KEPT = 4
 """Input sets made for the worker kept for their handoffs (a loop uses each before it asks for the next)."""
+HANDED_SHARE = 0.5
+"""Of the reference cache's budget, the most the kept handed sets may hold together: KernelBench's 6.4 GB ReLU input
+four times over is 26 GB beside the worker's own rotated sets (on an H100 its normal mode ran out of memory,
+2026-12-07). A set beyond it is made again at its handoff, a draw on the device."""
 _T = TypeVar("_T")
 
 
@@ -43,6 +47,7 @@ class References:
     def __init__(self, device: str, cache_bytes: int) -> None:
         self.device = device
         self.cache = ReferenceCache(cache_bytes)
+        self.handed_budget = int(cache_bytes * HANDED_SHARE)
         self.low_memory = False
         """This evaluation's mode: cache nothing, keep no inputs, give memory back after each judgment."""
         self.input_bytes: dict[tuple[str, str], int] = {}
@@ -60,7 +65,8 @@ class References:
         self.handed: dict[tuple[int, int, int | None], tuple[list[Any], str]] = {}
         """(benchmark config, input seed, activation seed) -> the inputs this checker made for a fresh seed and handed
         to the worker through the staging buffer, and their digest: the handoff of the call on them is judged on
-        these, not on inputs made again (``regenerated``). At most ``HANDED_KEPT``; none in low-memory mode."""
+        these, not on inputs made again (``regenerated``). At most ``HANDED_KEPT`` sets and ``handed_budget`` bytes;
+        none in low-memory mode."""
 
     def forget_inputs(self) -> None:
         """Drop the inputs kept for this evaluation's handoffs and audits (at its start and end)."""
@@ -68,12 +74,17 @@ class References:
         self.handed = {}
 
     def keep_handed(self, claim: InputClaim, inputs: list[Any], digest: str) -> None:
-        """Keep the inputs handed to the worker for ``claim`` until its handoff (not in low-memory mode)."""
-        if self.low_memory:
+        """Keep the inputs handed to the worker for ``claim`` until its handoff (not in low-memory mode), the oldest
+        dropped beyond ``HANDED_KEPT`` sets or ``handed_budget`` bytes; a set dropped or never kept is made again from
+        its seed at its handoff (``regenerated``)."""
+        if self.low_memory or nbytes_of(inputs) > self.handed_budget:
             return
         self.handed[(claim.config_index, claim.input_seed, claim.activation_seed)] = (inputs, digest)
-        while len(self.handed) > HANDED_KEPT:
+        while len(self.handed) > HANDED_KEPT or self.handed_bytes() > self.handed_budget:
             self.handed.pop(next(iter(self.handed)))
+
+    def handed_bytes(self) -> int:
+        return sum(nbytes_of(inputs) for inputs, _ in self.handed.values())
 
     def hand_over(self, task: Any, config: Any, claim: InputClaim, staging: StagingOwner) -> HandedInputs | None:
         """Make the inputs ``claim`` names here and leave the ones the worker needs (an audit's activations, or a
