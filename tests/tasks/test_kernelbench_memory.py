@@ -130,8 +130,8 @@ def test_references_of_different_sizes_are_cached_where_their_sum_fits() -> None
 
 
 def test_input_sets_handed_to_the_worker_are_kept_within_half_the_cache_budget() -> None:
-    """Four kept 6.4 GB sets held 26 GB beside the worker's rotated ones (the full-size ReLU's normal mode ran out of
-    memory on an H100): the checker keeps what fits half its cache budget and makes the rest again at the handoff."""
+    """Four kept 6.4 GB sets would hold 26 GB beside the worker's rotated ones: the checker keeps what fits half its
+    cache budget and makes the rest again at the handoff."""
     unit = 1 << 20  # one set: 256 K float32 values
     references = References("cpu", 5 * unit)  # kept sets may hold 2.5 units
     sets = [[torch.full((unit // 4,), float(i))] for i in range(4)]

@@ -26,8 +26,8 @@ HANDED_KEPT = 4
 """Input sets made for the worker kept for their handoffs (a loop uses each before it asks for the next)."""
 HANDED_SHARE = 0.5
 """Of the reference cache's budget, the most the kept handed sets may hold together: KernelBench's 6.4 GB ReLU input
-four times over is 26 GB beside the worker's own rotated sets (on an H100 its normal mode ran out of memory,
-2026-12-07). A set beyond it is made again at its handoff, a draw on the device."""
+four times over would be 26 GB beside the worker's own rotated sets (on an H100 its normal mode ran out of memory,
+2026-12-07, for a reason not read yet). A set beyond it is made again at its handoff, a draw on the device."""
 _T = TypeVar("_T")
 
 
