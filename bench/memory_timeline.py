@@ -37,14 +37,14 @@ class Peaks:
 
 def where(frames: Sequence[Mapping[str, Any]]) -> str:
     """The innermost frame in ksearch (not this profiling aid) or in a task's problem file, else the innermost one."""
-    for frame in frames:
-        name = str(frame.get("filename", ""))
-        if ("/ksearch/" in name and "/profiling.py" not in name) or "/level" in name or "/tasks/" in name:
-            return f"{_short(name)}:{frame.get('line', '?')} {frame.get('name', '')}"
-    if frames:
-        frame = frames[0]
-        return f"{_short(str(frame.get('filename', '?')))}:{frame.get('line', '?')} {frame.get('name', '')}"
-    return "(no stack)"
+    if not frames:
+        return "(no stack)"
+    frame = next((f for f in frames if _ours(str(f.get("filename", "")))), frames[0])
+    return f"{_short(str(frame.get('filename', '?')))}:{frame.get('line', '?')} {frame.get('name', '')}"
+
+
+def _ours(name: str) -> bool:
+    return ("/ksearch/" in name and "/profiling.py" not in name) or "/level" in name or "/tasks/" in name
 
 
 def _short(path: str) -> str:

@@ -27,18 +27,10 @@ T = TypeVar("T")
 
 
 @contextmanager
-def seeded_global_rng(seed: int) -> Iterator[None]:
-    """torch's global CPU generator seeded with ``seed`` inside the block, restored after; exclusive across threads."""
-    with _GLOBAL_RNG_LOCK, torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        yield
-
-
-@contextmanager
-def _seeded_device_rng(seed: int, device: torch.device) -> Iterator[None]:
-    """The global generators (the host's and ``device``'s) seeded with ``seed`` inside the block, restored after."""
-    index = device.index if device.index is not None else torch.cuda.current_device()
-    with _GLOBAL_RNG_LOCK, torch.random.fork_rng(devices=[index]):
+def seeded_global_rng(seed: int, cuda_devices: tuple[int, ...] = ()) -> Iterator[None]:
+    """torch's global CPU generator (and those of ``cuda_devices``) seeded with ``seed`` inside the block, restored
+    after; exclusive across threads."""
+    with _GLOBAL_RNG_LOCK, torch.random.fork_rng(devices=list(cuda_devices)):
         torch.manual_seed(seed)
         yield
 
@@ -51,8 +43,9 @@ def drawn_on(device: str, seed: int, draw: Callable[[], T]) -> T:
     low-memory path handles it)."""
     target = torch.device(device)
     if target.type == "cuda":
+        index = target.index if target.index is not None else torch.cuda.current_device()
         try:
-            with _seeded_device_rng(seed, target), target:
+            with seeded_global_rng(seed, (index,)), target:
                 return draw()
         except torch.OutOfMemoryError:
             raise
