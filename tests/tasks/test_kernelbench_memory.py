@@ -141,3 +141,19 @@ def test_input_sets_handed_to_the_worker_are_kept_within_half_the_cache_budget()
     assert references.handed_bytes() == 2 * unit
     references.keep_handed(InputClaim("input", 0, 0, 9), [torch.zeros(3 * unit // 4)], "big")
     assert (0, 9, None) not in references.handed  # beyond the budget alone: never kept
+
+
+def test_a_retry_after_running_out_of_memory_drops_the_kept_input_sets_too() -> None:
+    """Each kept set can be made again from its seeds; holding them through the retry could fail it again."""
+    references = References("cpu", 1 << 30)
+    references.keep_handed(InputClaim("input", 0, 0, 1), [torch.zeros(16)], "d1")
+    attempts: list[int] = []
+
+    def work() -> str:
+        attempts.append(len(references.handed))
+        if len(attempts) == 1:
+            raise torch.OutOfMemoryError("out of memory")
+        return "done"
+
+    assert references.retrying_out_of_memory(work) == "done"
+    assert attempts == [1, 0] and references.kept is None

@@ -69,7 +69,8 @@ class References:
         none in low-memory mode."""
 
     def forget_inputs(self) -> None:
-        """Drop the inputs kept for this evaluation's handoffs and audits (at its start and end)."""
+        """Drop the inputs kept for this evaluation's handoffs and audits (at its start and end, and before the retry
+        after an out-of-memory error)."""
         self.kept = None
         self.handed = {}
 
@@ -130,16 +131,16 @@ class References:
             torch.cuda.synchronize(self.device)
 
     def retrying_out_of_memory(self, work: Callable[[], _T]) -> _T:
-        """``work()``, once more after an out-of-memory error with the reference cache dropped and the allocator's
-        free blocks given back (the GPU is shared with the candidate's worker, and with other sessions on a machine
-        running several searches)."""
+        """``work()``, once more after an out-of-memory error with the reference cache and the kept inputs (each made
+        again from its seeds when asked) dropped and the allocator's free blocks given back (the GPU is shared with the
+        candidate's worker, and with other sessions on a machine running several searches)."""
         import torch
 
         try:
             return work()
         except torch.OutOfMemoryError:
             self.cache.clear()
-            self.kept = None
+            self.forget_inputs()
             self.release_memory()
             return work()
 
