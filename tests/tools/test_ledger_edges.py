@@ -621,13 +621,19 @@ def test_an_audited_median_exactly_at_the_threshold_is_not_evasion() -> None:
     assert _audit(_typical(1.0) + _fresh(beyond, beyond)).rule == "audit_evasion"
 
 
-def test_when_the_cpu_times_the_evasion_floor_is_two_milliseconds() -> None:
-    """The honest TriMul reference on the CPU's timing (2026-12-07): audited calls 3.08 times the others."""
-    windows = _typical(2.731) + _fresh(8.4242, 8.4242)
+@pytest.mark.parametrize("typical,audited", [(2.731, 8.4242), (5.6624, 19.7472)])
+def test_when_the_cpu_times_the_evasion_bound_is_eight_times_plus_two_milliseconds(
+    typical: float, audited: float
+) -> None:
+    """The honest TriMul reference on the CPU's timing: audited calls 3.08 times the others (2026-12-07) and 3.49
+    times in a CI run (2026-12-08). Both pass there; an H100's bound would have rejected both."""
+    windows = _typical(typical) + _fresh(audited, audited)
     assert _audit(windows).rule == "audit_evasion"
-    assert _audit_problem("a", windows, METHOD_SHAPES["gpumode-benchmark"], True, host_timing=True) is None
-    far = _typical(2.731) + _fresh(10.3, 10.3)  # beyond 3 x 2.731 + 2
-    assert _audit_problem("a", far, METHOD_SHAPES["gpumode-benchmark"], True, host_timing=True).rule == "audit_evasion"
+    shape = METHOD_SHAPES["gpumode-benchmark"]
+    assert _audit_problem("a", windows, shape, True, host_timing=True) is None
+    limit = 8.0 * typical + 2.0
+    far = _typical(typical) + _fresh(limit * 1.01, limit * 1.01)
+    assert _audit_problem("a", far, shape, True, host_timing=True).rule == "audit_evasion"
 
 
 def test_the_other_calls_are_summed_up_by_the_methods_headline_statistic() -> None:

@@ -100,10 +100,13 @@ a MoE whose routing changes with the values, a 0.1 ms softmax after the gap an a
 while it idles), so only a kernel that skips most of its work stands out; the confirmation, where every repeat has
 new inputs, is what catches the rest."""
 EVASION_FLOOR_MS = 0.2
+HOST_EVASION_RATIO = 8.0
 HOST_EVASION_FLOOR_MS = 2.0
-"""``EVASION_FLOOR_MS`` when the CPU times (tests only): a call right after the worker waited for the checker's
-prepared audit runs on cold caches of a busy 2-core machine (an honest TriMul reference read 3.08 times its other
-calls there, 8.42 against 2.73 ms, 2026-12-07)."""
+"""``EVASION_RATIO`` and ``EVASION_FLOOR_MS`` when the CPU times (tests only): a call right after the worker waited
+for the checker's prepared audit runs on cold caches of a busy 2-core machine while the checker still computes (an
+honest TriMul reference read 3.08 times its other calls on 2026-12-07, 8.42 against 2.73 ms, and 3.49 times in a CI
+run the day after, 19.75 against 5.66 ms). A kernel that replays its output between audits reads hundreds of times
+its replays there, so the wider bound still catches it."""
 SPREAD_RATIO = 0.5
 """A block's median call must be at least this share of its mean: the calls of one kernel on one shape, not all the
 time on one call and none on the others (which would forge a median)."""
@@ -464,8 +467,10 @@ def _audit_problem(
         others = [x for w in windows for x in (w.samples_ms if not w.fresh else w.samples_ms[:-1])]
         if len(others) >= 2:
             typical = statistics.mean(others) if shape.headline == "mean" else statistics.median(others)
-            floor = HOST_EVASION_FLOOR_MS if host_timing else EVASION_FLOOR_MS
-            if statistics.median(audited) > EVASION_RATIO * typical + floor:
+            ratio, floor = (
+                (HOST_EVASION_RATIO, HOST_EVASION_FLOOR_MS) if host_timing else (EVASION_RATIO, EVASION_FLOOR_MS)
+            )
+            if statistics.median(audited) > ratio * typical + floor:
                 return Finding(
                     "audit_evasion",
                     f"config {name}: the calls on re-randomised inputs took "
