@@ -125,3 +125,27 @@ def test_no_type_only_import_cycles_in_the_evaluator() -> None:
     graph = deps.module_graph(type_only=True)
     evaluator = {m: {t for t in ts if t.startswith(EVALUATOR)} for m, ts in graph.items() if m.startswith(EVALUATOR)}
     assert deps.cycles(evaluator) == []
+
+
+@pytest.mark.parametrize("room", ["worker", "checker"])
+def test_a_worker_or_checker_process_loads_no_parent_module_at_start(room: str) -> None:
+    """The static check reads the rooms' own imports; the package's ``__init__`` is imported by every process whose
+    modules live beneath it, so it exports the parent's API lazily (loaded eagerly, it cost each start ~0.4 CPU-s)."""
+    import subprocess
+    import sys
+
+    probe = (
+        f"import sys, {EVALUATOR}.{room}.main; "
+        f"print(sorted(m for m in sys.modules if m.startswith('{EVALUATOR}.parent')))"
+    )
+    out = subprocess.run([sys.executable, "-P", "-c", probe], capture_output=True, text=True, check=True, cwd=REPO)
+    assert out.stdout.strip() == "[]"
+
+
+def test_the_evaluators_api_still_imports_by_name() -> None:
+    import ksearch.tools.evaluator as evaluator
+
+    assert evaluator.evaluate.__module__ == f"{EVALUATOR}.parent.evaluate"
+    assert set(evaluator.__all__) <= set(dir(evaluator)) | set(evaluator._EXPORTS)
+    with pytest.raises(AttributeError):
+        evaluator.no_such_name  # noqa: B018

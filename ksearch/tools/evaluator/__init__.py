@@ -20,12 +20,49 @@ from each other):
 Knows nothing about the graph or the agent.
 """
 
-from ksearch.tools.evaluator.parent.compare import ComparisonError, compare, comparison_from_samples
-from ksearch.tools.evaluator.parent.evaluate import HarnessError, build_worker_request, evaluate, static_verdict
-from ksearch.tools.evaluator.parent.request import HARNESS_VERSION, EvalRequest
-from ksearch.tools.evaluator.parent.session import EvaluatorSession
-from ksearch.tools.evaluator.parent.verdicts import LOG_LIMIT, candidate_traceback, timings_from_samples, trim_log
-from ksearch.tools.evaluator.shared.sandbox import worker_environment
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ksearch.tools.evaluator.parent.compare import ComparisonError, compare, comparison_from_samples
+    from ksearch.tools.evaluator.parent.evaluate import HarnessError, build_worker_request, evaluate, static_verdict
+    from ksearch.tools.evaluator.parent.request import HARNESS_VERSION, EvalRequest
+    from ksearch.tools.evaluator.parent.session import EvaluatorSession
+    from ksearch.tools.evaluator.parent.verdicts import LOG_LIMIT, candidate_traceback, timings_from_samples, trim_log
+    from ksearch.tools.evaluator.shared.sandbox import worker_environment
+
+_EXPORTS = {
+    "ComparisonError": "parent.compare",
+    "compare": "parent.compare",
+    "comparison_from_samples": "parent.compare",
+    "HarnessError": "parent.evaluate",
+    "build_worker_request": "parent.evaluate",
+    "evaluate": "parent.evaluate",
+    "static_verdict": "parent.evaluate",
+    "HARNESS_VERSION": "parent.request",
+    "EvalRequest": "parent.request",
+    "EvaluatorSession": "parent.session",
+    "LOG_LIMIT": "parent.verdicts",
+    "candidate_traceback": "parent.verdicts",
+    "timings_from_samples": "parent.verdicts",
+    "trim_log": "parent.verdicts",
+    "worker_environment": "shared.sandbox",
+}
+"""The parent's API, imported on first use: the worker's and the checker's processes import this package too (their
+modules live beneath it), and loading the parent there cost each process start about 0.4 s of CPU (torch.export and
+torch._decomp through the parent's imports) and broke the rule that they import nothing of it."""
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "HARNESS_VERSION",
