@@ -7,10 +7,10 @@ KernelBench problems and user ops draw their inputs and weights from torch's *gl
 review (2026-11-29) saw an honest kernel's activation probe come out wrong that way. The lock makes each seeded
 block whole.
 
-``drawn_on`` runs such a draw on the device the inputs are for: KernelBench's level-1 ReLU draws a 6.4 GB
-``torch.rand`` per config, about 10 s on the host and a few ms on an H100; an evaluation draws each config's inputs
-in both the worker and the checker, about forty draws (2026-12-07, H100: a full-size ReLU evaluation still running
-after 355 s, 60 s of a quarter-size one's 123 s in host ``torch.rand``).
+``drawn_on`` runs such a draw on the device the inputs are for (where the draw runs on the meta device):
+KernelBench's level-1 ReLU draws a 6.4 GB ``torch.rand`` per config, about 10 s on the host and a few ms on an H100;
+an evaluation draws each config's inputs in both the worker and the checker, about forty draws (2026-12-07, H100: a
+full-size ReLU evaluation still running after 355 s, 60 s of a quarter-size one's 123 s in host ``torch.rand``).
 """
 
 from __future__ import annotations
@@ -36,20 +36,30 @@ def seeded_global_rng(seed: int, cuda_devices: tuple[int, ...] = ()) -> Iterator
 
 
 def drawn_on(device: str, seed: int, draw: Callable[[], T]) -> T:
-    """``draw()`` with the global generators seeded by ``seed``; on a CUDA device, with ``device`` as torch's default
-    device, so that its factory calls (``torch.rand(n, m)``) draw there rather than on the host. Two processes on one
-    GPU draw the same values from one seed. A draw that needs host tensors (one that calls ``.numpy()``, say) fails
-    there and is drawn again on the host, as before; running out of device memory is not retried (the caller's
-    low-memory path handles it)."""
+    """``draw()`` with the global generators seeded by ``seed``; on a CUDA device whose draw runs on the meta device
+    (``draws_on_device``), with ``device`` as torch's default device, so that its factory calls (``torch.rand(n,
+    m)``) draw there rather than on the host. Two processes on one GPU draw the same values from one seed.
+
+    Where a draw is made is decided from the draw alone, never from how it fared: the worker and the checker each
+    draw a config's inputs, and had one of them fallen back to the host after a device error of its own (memory the
+    candidate holds in the worker only), the two would hold different values and an honest kernel would be rejected
+    for the digest (a red-team read of 2026-12-07). A draw that needs host tensors (``.numpy()``) fails on the meta
+    device too and is drawn on the host in both; an error of the device draw itself is raised."""
     target = torch.device(device)
-    if target.type == "cuda":
+    if target.type == "cuda" and draws_on_device(draw):
         index = target.index if target.index is not None else torch.cuda.current_device()
-        try:
-            with seeded_global_rng(seed, (index,)), target:
-                return draw()
-        except torch.OutOfMemoryError:
-            raise
-        except Exception:  # noqa: BLE001 - any failure of the device draw falls back to the host draw below
-            pass
+        with seeded_global_rng(seed, (index,)), target:
+            return draw()
     with seeded_global_rng(seed):
         return draw()
+
+
+def draws_on_device(draw: Callable[[], object]) -> bool:
+    """Whether ``draw()`` runs with the meta device as torch's default: shapes only, no memory, no generator, the
+    same answer in every process for one problem file."""
+    try:
+        with seeded_global_rng(0), torch.device("meta"):  # a draw that seeds the generator itself changes nothing
+            draw()
+    except Exception:  # noqa: BLE001 - any failure there means the draw needs the host (``.numpy()``, ``.item()``)
+        return False
+    return True
