@@ -74,6 +74,9 @@ TIMING_POLL_MS = Setting(
 CPU_TIMING = Setting("KSEARCH_CPU_TIMING", "", "``1``: time on the CPU too (the tests use it)")
 NCU = Setting("KSEARCH_NCU", "", "the Nsight Compute executable hardware counters are read with")
 COUNTERS_SANDBOX = Setting("KSEARCH_COUNTERS_SANDBOX", "auto", "the layers a kernel profiled by ncu runs with")
+FORK_SERVER = Setting(
+    "KSEARCH_FORK_SERVER", "1", "``0``: every CPU worker and checker starts its own Python (else forked, torch loaded)"
+)
 
 USER_SETTINGS = (
     WORKSPACE,
@@ -96,6 +99,7 @@ USER_SETTINGS = (
     CPU_TIMING,
     NCU,
     COUNTERS_SANDBOX,
+    FORK_SERVER,
 )
 
 PARENT_PID = Setting("KSEARCH_PARENT_PID", "", "the process a sandboxed process dies with")

@@ -13,7 +13,8 @@ from ksearch.tools.containment.syscalls import LayerError
 from ksearch.tools.containment.syscalls import check as _check
 from ksearch.tools.containment.syscalls import libc as _libc
 
-PR_CAPBSET_DROP, PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 24, 47, 4
+PR_CAPBSET_READ, PR_CAPBSET_DROP, PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 23, 24, 47, 4
+CAPABILITY_VERSION_3 = 0x20080522
 
 
 def drop_capabilities() -> None:
@@ -42,3 +43,31 @@ def _has_any_capability() -> bool:
     except OSError:
         pass
     return False
+
+
+class _CapHeader(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+
+class _CapData(ctypes.Structure):
+    _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
+
+
+def capabilities_as_after_exec() -> None:
+    """Set this process's capabilities to what ``exec`` of a program without file capabilities would leave it: for
+    root, the inheritable set and the bounding set (empty after ``drop_capabilities``); for another user, none. A
+    process forked into its layers and never ``exec``ed (the fork server's) would otherwise keep the capabilities its
+    launcher steps used: in its own user namespace (enough to undo the mounts that hide paths) or, as a root whose
+    bounding set is empty, outside it (enough to read a non-dumpable ancestor's environment)."""
+    header = _CapHeader(CAPABILITY_VERSION_3, 0)
+    data = (_CapData * 2)()
+    _check(_libc.capget(ctypes.byref(header), data), "capget")
+    kept = [0, 0]
+    if os.getuid() == 0:
+        for cap in range(64):
+            if _libc.prctl(PR_CAPBSET_READ, cap, 0, 0, 0) == 1:
+                kept[cap // 32] |= 1 << (cap % 32)
+    for word in (0, 1):
+        allowed = (kept[word] | data[word].inheritable) & data[word].permitted
+        data[word].effective = data[word].permitted = allowed
+    _check(_libc.capset(ctypes.byref(header), data), "capset")

@@ -119,7 +119,7 @@ def requested() -> tuple[str, ...] | None:
     return layers
 
 
-def _launcher_argv(spec: dict, *, probe: bool = False) -> list[str]:
+def launcher_argv(spec: dict, *, probe: bool = False) -> list[str]:
     return [
         sys.executable,
         "-P",
@@ -176,7 +176,7 @@ def _run_probe(wanted: list[str]) -> tuple[tuple[str, ...], dict[str, str]]:
     env = {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": package_root, settings.PARENT_PID.name: str(os.getpid())}
     try:
         done = subprocess.run(
-            _launcher_argv({"layers": wanted, "hidden": [], "writable": []}, probe=True),
+            launcher_argv({"layers": wanted, "hidden": [], "writable": []}, probe=True),
             env=env,
             capture_output=True,
             text=True,
@@ -300,9 +300,23 @@ def launcher_prefix(
     (``child_layers``) unless ``layers`` names them; ``openings``: what a trusted tool run inside with it needs
     (``Openings``). With ``mountns`` and ``shm_keep``, a ``/dev/shm`` of its own holding only those folders of the
     machine's (its staging folder). The file layer reads the allow-list only (``allowlist``)."""
+    spec = launcher_spec(device, writable, layers=layers, openings=openings, shm_keep=shm_keep)
+    return launcher_argv(spec) if spec is not None else []
+
+
+def launcher_spec(
+    device: str,
+    writable: list[Path],
+    *,
+    layers: tuple[str, ...] | None = None,
+    openings: Openings | None = None,
+    shm_keep: list[Path] | None = None,
+) -> dict | None:
+    """What ``launcher_prefix`` hands the launcher (``launcher.apply`` reads it); None when there are no layers. The
+    fork server applies it in the process it forks (``evaluator.shared.fork_server``)."""
     layers = child_layers(device) if layers is None else layers
     if not layers:
-        return []
+        return None
     opened = openings or Openings()
     keep = [str(p) for p in writable]
     profile = settings.PROFILE.raw()
@@ -329,7 +343,7 @@ def launcher_prefix(
         **({"shm": shm} if shm_keep is not None else {}),
         **{name: True for name in ("network", "loopback", "connect", "tool") if getattr(opened, name)},
     }
-    return _launcher_argv(spec)
+    return spec
 
 
 def environ_protected(layers: tuple[str, ...]) -> bool:

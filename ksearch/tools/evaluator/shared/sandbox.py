@@ -29,8 +29,11 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, TypeVar
 
+import structlog
+
 import ksearch
 from ksearch import settings
+from ksearch.tools.evaluator.shared import fork_server
 
 if TYPE_CHECKING:
     from ksearch.tools.containment.policy import Openings
@@ -116,14 +119,14 @@ def spawn_command(
     """``command`` as ``spawn`` starts a module: its own process group, the scrubbed environment of ``cwd``, and with
     ``contain`` inside the layers (``policy.launcher_prefix``), which are applied before ``command`` is ``exec``ed."""
     env = {**worker_environment(cwd, device), settings.PARENT_PID.name: str(os.getpid()), **(extra_env or {})}
-    prefix: list[str] = []
+    spec: dict | None = None
     if contain:
         from ksearch.tools.containment import policy
 
         profile = settings.PROFILE.raw()  # the developer's statistics folder (``profiling``)
         if profile:
             Path(profile).mkdir(parents=True, exist_ok=True)
-        prefix = policy.launcher_prefix(
+        spec = policy.launcher_spec(
             device,
             [cwd, *writable, *([Path(profile)] if profile else [])],
             layers=layers,
@@ -131,6 +134,27 @@ def spawn_command(
             shm_keep=list(shm_keep) if shm_keep is not None else None,
         )
         policy.protect_parent()
+    if fork_server.usable(device, command) and not (spec or {}).get("tool"):
+        try:
+            return on_spawner_thread(
+                lambda: fork_server.popen(
+                    command,
+                    spec=spec,
+                    cwd=cwd,
+                    env=env,
+                    stdin=stdin,
+                    stdout=stdout,
+                    stderr=stderr,
+                    pass_fds=pass_fds,
+                )
+            )
+        except fork_server.ForkServerError as exc:
+            structlog.get_logger(__name__).warning("fork_server_unavailable", error=str(exc))
+    prefix: list[str] = []
+    if spec is not None:
+        from ksearch.tools.containment.policy import launcher_argv
+
+        prefix = launcher_argv(spec)
     argv = [*prefix, *command]
     return on_spawner_thread(
         lambda: subprocess.Popen(
