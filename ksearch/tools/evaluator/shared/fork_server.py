@@ -45,9 +45,10 @@ PER_PROCESS = frozenset(
 )
 """Entries of a process's environment that are its own (its folder, its descriptors, its parent): the server's
 environment is the rest, and a process whose rest differs goes to another server."""
-MAX_SERVERS = 4
-"""Servers kept at once (one per environment: a test that sets a variable for its evaluations gets its own); the
-least recently used is stopped beyond that."""
+MAX_SERVERS = 6
+"""Servers kept at once (one per environment: the checker's, the workers', a resource probe's; a test that sets a
+variable for its evaluations gets its own); the least recently used is stopped beyond that. At 4 the tests that set
+one evicted the common pair, which were started again after them (2026-12-08)."""
 ANSWER_TIMEOUT_S = 120.0
 """The first request waits for the server's imports (about 2.5 s alone, several times that on a loaded machine)."""
 PR_SET_CHILD_SUBREAPER = 36
