@@ -4,6 +4,7 @@ started its own Python."""
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import sys
@@ -39,6 +40,7 @@ def main() -> None:
         "fds": sorted(int(fd) for fd in os.listdir("/proc/self/fd")),
         "message_fd_open": bool(message_fd) and os.path.exists(f"/proc/self/fd/{message_fd}"),
         "status": _status(),
+        "dumpable": ctypes.CDLL(None).prctl(3, 0, 0, 0, 0),  # PR_GET_DUMPABLE
         "namespaces": _namespaces(),
         "stdin": sys.stdin.read(),
         "forked": b"ksearch-fork-server-" in open("/proc/self/environ", "rb").read(),  # the server's HOME

@@ -80,6 +80,7 @@ def test_a_forked_process_is_the_one_its_own_python_would_have_been(tmp_path: Pa
     assert forked["cwd"] == str(tmp_path / "forked")
     assert forked["cmdline"] == started["cmdline"] == [sys.executable, "-P", "-m", "process_status", "3"]
     assert forked["status"] == started["status"]  # uid, capabilities, no_new_privs, seccomp
+    assert forked["dumpable"] == started["dumpable"] == 1  # the server is not (as the agent is not)
     assert forked["fds"] == started["fds"] and forked["message_fd_open"] and started["message_fd_open"]
     own = _own_namespaces()
     assert {k: v != own[k] for k, v in forked["namespaces"].items()} == {

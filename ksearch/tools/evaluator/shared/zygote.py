@@ -60,6 +60,7 @@ def main(argv: list[str]) -> int:
     channel = socket.socket(fileno=int(argv[0]))
     parent = int(argv[1])  # argv[2]: the padding (``CMDLINE_ROOM``)
     _die_with(parent)
+    _set_dumpable(False)  # as the agent is: no process of its user attaches to it or reads its memory
     for name in PRELOADED:
         try:
             importlib.import_module(name)
@@ -128,6 +129,7 @@ def become(request: Request, fds: list[int]) -> None:
     """Turn this freshly forked process into the one ``request`` asks for (see the module's docstring); exits with
     ``FAILED`` where a step fails."""
     try:
+        _set_dumpable(True)  # as after the launcher's exec
         os.setsid()
         _place(fds, request.targets)
         os.chdir(request.cwd)
@@ -187,6 +189,13 @@ def _show_command(argv: list[str]) -> None:
     size = end - start
     data = b"\0".join(a.encode() for a in argv)[: size - 1]
     ctypes.memmove(start, data.ljust(size, b"\0"), size)
+
+
+def _set_dumpable(on: bool) -> None:
+    import ctypes
+
+    pr_set_dumpable = 4
+    ctypes.CDLL(None, use_errno=True).prctl(pr_set_dumpable, int(on), 0, 0, 0)
 
 
 def _die_with(parent: int) -> None:
