@@ -37,6 +37,7 @@ import ksearch
 from ksearch import settings
 from ksearch.errors import KsearchError
 from ksearch.tools.containment import allowlist, limits
+from ksearch.tools.containment.syscalls import PR_SET_DUMPABLE
 
 VARIABLE = settings.SANDBOX.name
 CHILD_LAYERS = ("limits", "userns", "pidns", "mountns", "netns", "ipcns", "caps", "landlock", "seccomp")
@@ -81,7 +82,6 @@ is not on the allow-list at all (``allowlist``); this list is what the mount lay
 a worker needs (a virtual environment), and what it covers where Landlock is missing."""
 WORKING_FOLDER_SECRETS = (".env", ".envrc")
 """Files of the working folder that often export keys (``direnv``'s ``.envrc``, ``.env``)."""
-PR_SET_DUMPABLE = 4
 
 _lock = threading.Lock()
 _probed: dict[bool, tuple[tuple[str, ...], dict[str, str]]] = {}

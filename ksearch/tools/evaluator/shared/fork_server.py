@@ -18,6 +18,7 @@ import ctypes
 import inspect
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -28,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from ksearch import settings
+from ksearch.tools.containment.syscalls import libc
 
 MODULE = "ksearch.tools.evaluator.shared.zygote"
 CMDLINE_ROOM = 1024
@@ -71,31 +73,12 @@ def usable(device: str, command: list[str]) -> bool:
 
 
 def popen(
-    command: list[str],
-    *,
-    spec: dict | None,
-    cwd: Path,
-    env: dict[str, str],
-    stdin: Any,
-    stdout: Any,
-    stderr: Any,
-    pass_fds: tuple[int, ...],
+    command: list[str], *, spec: dict | None, env: dict[str, str], **popen_kwargs: Any
 ) -> subprocess.Popen[bytes]:
-    """``command`` (``python -P -m MODULE ARGS``) forked by the server for ``env``, inside the layers of ``spec``.
-    Raises ``ForkServerError`` when the server cannot; nothing is started then."""
-    server = _server_for(env)
-    return _ForkedPopen(
-        server,
-        command,
-        spec,
-        cwd=cwd,
-        env=env,
-        stdin=stdin,
-        stdout=stdout,
-        stderr=stderr,
-        pass_fds=pass_fds,
-        start_new_session=True,
-    )
+    """``command`` (``python -P -m MODULE ARGS``) forked by the server for ``env``, inside the layers of ``spec``, with
+    ``Popen``'s other arguments as ``sandbox.spawn_command`` gives them. Raises ``ForkServerError`` when the server
+    cannot; nothing is started then."""
+    return _ForkedPopen(_server_for(env), command, spec, env=env, **popen_kwargs)
 
 
 class Server:
@@ -150,15 +133,7 @@ class Server:
             self.process.wait(timeout=5)
         except (OSError, subprocess.TimeoutExpired):
             pass
-        for leftover in sorted(self.home.rglob("*"), reverse=True):
-            try:
-                leftover.rmdir() if leftover.is_dir() else leftover.unlink()
-            except OSError:
-                pass
-        try:
-            self.home.rmdir()
-        except OSError:
-            pass
+        shutil.rmtree(self.home, ignore_errors=True)  # the server's own folder: no candidate writes there
 
 
 _servers: OrderedDict[tuple[tuple[str, str], ...], Server] = OrderedDict()
@@ -191,12 +166,9 @@ class _Adopting:
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
-        self.libc: ctypes.CDLL | None = None
 
     def _set(self, on: bool) -> None:
-        if self.libc is None:
-            self.libc = ctypes.CDLL(None, use_errno=True)
-        if self.libc.prctl(PR_SET_CHILD_SUBREAPER, int(on), 0, 0, 0) != 0:
+        if libc.prctl(PR_SET_CHILD_SUBREAPER, int(on), 0, 0, 0) != 0:
             raise ForkServerError(f"prctl(PR_SET_CHILD_SUBREAPER): {os.strerror(ctypes.get_errno())}")
 
     def __enter__(self) -> None:

@@ -117,7 +117,8 @@ def spawn_command(
     shm_keep: tuple[Path, ...] | None = None,
 ) -> subprocess.Popen[bytes]:
     """``command`` as ``spawn`` starts a module: its own process group, the scrubbed environment of ``cwd``, and with
-    ``contain`` inside the layers (``policy.launcher_prefix``), which are applied before ``command`` is ``exec``ed."""
+    ``contain`` inside the layers (``policy.launcher_spec``), which the launcher applies before ``command`` is
+    ``exec``ed, or the fork server's process before it runs ``command``'s module (``fork_server``, CPU only)."""
     env = {**worker_environment(cwd, device), settings.PARENT_PID.name: str(os.getpid()), **(extra_env or {})}
     spec: dict | None = None
     if contain:
@@ -134,20 +135,18 @@ def spawn_command(
             shm_keep=list(shm_keep) if shm_keep is not None else None,
         )
         policy.protect_parent()
+    started = {
+        "cwd": cwd,
+        "env": env,
+        "stdin": stdin,
+        "stdout": stdout,
+        "stderr": stderr,
+        "start_new_session": True,
+        "pass_fds": pass_fds,
+    }
     if fork_server.usable(device, command) and not (spec or {}).get("tool"):
         try:
-            return on_spawner_thread(
-                lambda: fork_server.popen(
-                    command,
-                    spec=spec,
-                    cwd=cwd,
-                    env=env,
-                    stdin=stdin,
-                    stdout=stdout,
-                    stderr=stderr,
-                    pass_fds=pass_fds,
-                )
-            )
+            return on_spawner_thread(lambda: fork_server.popen(command, spec=spec, **started))
         except fork_server.ForkServerError as exc:
             structlog.get_logger(__name__).warning("fork_server_unavailable", error=str(exc))
     prefix: list[str] = []
@@ -156,11 +155,7 @@ def spawn_command(
 
         prefix = launcher_argv(spec)
     argv = [*prefix, *command]
-    return on_spawner_thread(
-        lambda: subprocess.Popen(
-            argv, cwd=cwd, env=env, stdin=stdin, stdout=stdout, stderr=stderr, start_new_session=True, pass_fds=pass_fds
-        )
-    )
+    return on_spawner_thread(lambda: subprocess.Popen(argv, **started))
 
 
 _T = TypeVar("_T")

@@ -192,10 +192,9 @@ def _show_command(argv: list[str]) -> None:
 
 
 def _set_dumpable(on: bool) -> None:
-    import ctypes
+    from ksearch.tools.containment.syscalls import PR_SET_DUMPABLE, libc
 
-    pr_set_dumpable = 4
-    ctypes.CDLL(None, use_errno=True).prctl(pr_set_dumpable, int(on), 0, 0, 0)
+    libc.prctl(PR_SET_DUMPABLE, int(on), 0, 0, 0)
 
 
 def _die_with(parent: int) -> None:
